@@ -1,0 +1,36 @@
+# xgrad_add_layer(<layer> SOURCES ... DEPENDS ...)
+# One library per layer (xgrad_core <- xgrad_ops <- xgrad_nn). Each layer's folder is exposed to
+# the compiler as <xgrad/LAYER/...> through a per-layer link folder in the build tree, so a layer
+# sees only its own headers and those of the layers it depends on: a wrong-way include fails.
+set(XGRAD_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast -Wcast-align
+    -Woverloaded-virtual -Wnull-dereference -Wno-maybe-uninitialized)
+
+function(xgrad_compile_options target)
+  target_compile_options(${target} PRIVATE ${XGRAD_WARNINGS})
+  if(XGRAD_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  if(XGRAD_ARCH)
+    target_compile_options(${target} PRIVATE -march=${XGRAD_ARCH})
+  endif()
+  if(XGRAD_SANITIZE)
+    target_compile_options(${target} PUBLIC -fsanitize=address,undefined -fno-omit-frame-pointer
+                                             -fno-sanitize-recover=undefined)
+    target_link_options(${target} PUBLIC -fsanitize=address,undefined)
+  endif()
+endfunction()
+
+function(xgrad_add_layer layer)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPENDS" ${ARGN})
+  set(name xgrad_${layer})
+  add_library(${name} ${ARG_SOURCES})
+  add_library(xgrad::${layer} ALIAS ${name})
+  set(link_root ${CMAKE_BINARY_DIR}/include_${layer})
+  file(MAKE_DIRECTORY ${link_root}/xgrad)
+  file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${layer} ${link_root}/xgrad/${layer} SYMBOLIC)
+  target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${link_root}>
+                                            $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_link_libraries(${name} PUBLIC ${ARG_DEPENDS})
+  set_target_properties(${name} PROPERTIES EXPORT_NAME ${layer} OUTPUT_NAME xgrad_${layer})
+  xgrad_compile_options(${name})
+endfunction()

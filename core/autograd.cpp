@@ -1,0 +1,334 @@
+#include "xgrad/core/autograd.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <unordered_map>
+
+#include "xgrad/core/parallel.hpp"
+
+namespace xgrad {
+
+// ---- grad mode ----------------------------------------------------------------------------------
+namespace {
+thread_local bool t_grad_enabled = true;
+std::atomic<std::uint64_t> g_sequence{1};
+}  // namespace
+
+bool GradMode::is_enabled() { return t_grad_enabled; }
+void GradMode::set_enabled(bool enabled) { t_grad_enabled = enabled; }
+
+// ---- node destruction ---------------------------------------------------------------------------
+// Note [Iterative graph destruction]: a chain of a million nodes would be destroyed by a million
+// nested destructor calls and overflow the stack. A node whose last owner is the node being
+// destroyed is moved to a thread-local list instead, which the outermost destructor drains.
+namespace {
+thread_local std::vector<std::shared_ptr<Node>> t_graveyard;
+thread_local bool t_draining = false;
+}  // namespace
+
+Node::~Node() {
+  for (auto& e : next_edges_)
+    if (e.fn && e.fn.use_count() == 1) t_graveyard.push_back(std::move(e.fn));
+  if (t_draining) return;
+  t_draining = true;
+  while (!t_graveyard.empty()) {
+    auto n = std::move(t_graveyard.back());
+    t_graveyard.pop_back();
+    n.reset();  // may push more nodes
+  }
+  t_draining = false;
+}
+
+// ---- recording ----------------------------------------------------------------------------------
+namespace detail {
+void collect_input(std::vector<const Tensor*>& out, const Tensor& t) { out.push_back(&t); }
+void collect_input(std::vector<const Tensor*>& out, const Tensors& ts) {
+  for (const auto& t : ts) out.push_back(&t);
+}
+
+void check_saved(const Node& node, bool released, const std::vector<Tensor>& saved,
+                 const std::vector<std::uint32_t>& versions, std::size_t index) {
+  XGRAD_CHECK(!released,
+              "{}: trying to backward through the graph a second time, or after its saved tensors were "
+              "freed; pass retain_graph=true to the first backward if you need to backward twice",
+              node.name());
+  XGRAD_CHECK(index < saved.size(), "{}: saved tensor {} requested but only {} were saved", node.name(),
+              index, saved.size());
+  const Tensor& t = saved[index];
+  XGRAD_CHECK(!t.defined() || t.impl()->storage->version == versions[index],
+              "{}: a tensor of shape {} saved for backward was modified by an in-place operation after "
+              "it was saved (version {} now, {} when saved)",
+              node.name(), shape_str(t.shape()), t.impl()->storage->version, versions[index]);
+}
+}  // namespace detail
+
+bool GraphBuilder::make_edges(Node& node, const std::vector<const Tensor*>& inputs) {
+  if (!GradMode::is_enabled()) return false;
+  bool any = false;
+  for (const Tensor* t : inputs)
+    if (t->defined() && t->requires_grad()) {
+      any = true;
+      break;
+    }
+  if (!any) return false;
+  node.next_edges_.resize(inputs.size());
+  node.input_meta_.resize(inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = *inputs[i];
+    if (!t.defined()) continue;
+    node.input_meta_[i] = TensorMeta{t.shape(), t.dtype()};
+    if (!t.requires_grad()) continue;
+    const auto& impl = t.impl();
+    if (impl->grad_fn) node.next_edges_[i] = Edge{impl->grad_fn, nullptr, impl->output_nr};
+    else node.next_edges_[i] = Edge{nullptr, impl, 0};
+  }
+  return true;
+}
+
+void GraphBuilder::set_history(const std::shared_ptr<Node>& node, const std::vector<const Tensor*>& /*inputs*/,
+                               Tensors& outputs) {
+  node->sequence_nr_ = g_sequence.fetch_add(1, std::memory_order_relaxed);
+  node->output_meta_.reserve(outputs.size());
+  for (std::size_t k = 0; k < outputs.size(); ++k) {
+    Tensor& out = outputs[k];
+    XGRAD_CHECK(out.defined(), "{}: forward returned an undefined output {}", node->name(), k);
+    // An output that aliases an input's TensorImpl (e.g. an identity) must get its own impl so
+    // that setting its history does not rewrite the input's.
+    if (out.impl()->grad_fn || out.impl()->requires_grad) out = out.detach();
+    node->output_meta_.push_back(TensorMeta{out.shape(), out.dtype()});
+    out.impl()->grad_fn = node;
+    out.impl()->output_nr = static_cast<std::uint32_t>(k);
+  }
+}
+
+void Tensor::retain_grad() {
+  check_defined("retain_grad");
+  if (!impl_->grad_fn) {
+    XGRAD_CHECK(impl_->requires_grad, "retain_grad: tensor of shape {} does not require grad",
+                shape_str(impl_->shape));
+    return;  // leaves keep their grad anyway
+  }
+  auto& r = impl_->grad_fn->retained_outputs_;
+  if (r.size() <= impl_->output_nr) r.resize(impl_->output_nr + 1);
+  r[impl_->output_nr] = impl_;
+  impl_->retains_grad = true;
+}
+
+// ---- engine -------------------------------------------------------------------------------------
+namespace {
+
+// Adds g into acc: takes g when acc is empty, adds in place when acc's buffer is ours alone.
+void accumulate(Tensor& acc, Tensor&& g) {
+  if (!acc.defined()) {
+    acc = std::move(g);
+    return;
+  }
+  const bool exclusive = acc.impl().use_count() == 1 && acc.impl()->storage.use_count() == 1;
+  if (!exclusive) acc = acc.clone_data();
+  dispatch(acc.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = acc.data<T>();
+    const T* q = g.data<T>();
+    parallel_for(0, acc.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) p[i] += q[i];
+    });
+  });
+}
+
+// .grad accumulation into a leaf (or a retained non-leaf): never shares the gradient's buffer with
+// anything else, so a later in-place accumulation cannot leak into another tensor.
+void accumulate_into_grad(TensorImpl& impl, Tensor g) {
+  if (!impl.grad) {
+    const bool exclusive = g.impl().use_count() == 1 && g.impl()->storage.use_count() == 1 && !g.grad_fn();
+    impl.grad = exclusive ? g.impl() : g.clone_data().impl();
+    return;
+  }
+  Tensor acc(impl.grad);
+  impl.grad.reset();
+  accumulate(acc, std::move(g));
+  impl.grad = acc.impl();
+}
+
+struct Task {
+  std::shared_ptr<Node> node;
+  Tensors grads;  // one per output
+};
+
+void check_grad(const Node& node, std::size_t i, const Tensor& g) {
+  const auto& meta = node.input_meta()[i];
+  XGRAD_CHECK(g.shape() == meta.shape && g.dtype() == meta.dtype,
+              "backward of '{}': gradient for input {} has shape {} {} but the input has shape {} {}", node.name(),
+              i, shape_str(g.shape()), g.dtype(), shape_str(meta.shape), meta.dtype);
+}
+
+struct Engine {
+  std::vector<Task> tasks;
+  std::unordered_map<const Node*, std::size_t> index;
+  // For autograd::grad: capture gradients of chosen tensors instead of writing .grad.
+  std::unordered_map<const TensorImpl*, Tensor>* captures = nullptr;
+  std::unordered_map<const Node*, std::vector<std::pair<std::uint32_t, const TensorImpl*>>> capture_outputs;
+
+  std::size_t task_of(const std::shared_ptr<Node>& n) {
+    auto [it, inserted] = index.try_emplace(n.get(), tasks.size());
+    if (inserted) tasks.push_back(Task{n, Tensors(n->output_meta().size())});
+    return it->second;
+  }
+
+  void gather(const std::vector<std::shared_ptr<Node>>& roots) {
+    std::vector<Node*> stack;
+    for (const auto& r : roots) {
+      const auto before = tasks.size();
+      task_of(r);
+      if (tasks.size() > before) stack.push_back(r.get());
+    }
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (const auto& e : n->next_edges()) {
+        if (!e.fn) continue;
+        const auto before = tasks.size();
+        task_of(e.fn);
+        if (tasks.size() > before) stack.push_back(e.fn.get());
+      }
+    }
+  }
+
+  void deliver_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor&& g) {
+    if (captures) {
+      auto it = captures->find(leaf.get());
+      if (it != captures->end()) accumulate(it->second, std::move(g));
+      return;
+    }
+    accumulate_into_grad(*leaf, std::move(g));
+  }
+
+  void run(bool retain_graph) {
+    std::vector<std::size_t> order(tasks.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return tasks[a].node->sequence_nr() > tasks[b].node->sequence_nr();
+    });
+    for (std::size_t ti : order) {
+      Task& task = tasks[ti];
+      Node& node = *task.node;
+      bool any = false;
+      for (const auto& g : task.grads) any = any || g.defined();
+      if (any) {
+        for (std::size_t k = 0; k < task.grads.size(); ++k)
+          if (!task.grads[k].defined())
+            task.grads[k] = Tensor::zeros(node.output_meta()[k].shape, node.output_meta()[k].dtype);
+        handle_retained(node, task.grads);
+        Tensors in_grads = node.apply(std::move(task.grads));
+        XGRAD_CHECK(in_grads.size() == node.num_inputs(),
+                    "backward of '{}' returned {} gradients for {} inputs", node.name(), in_grads.size(),
+                    node.num_inputs());
+        for (std::size_t i = 0; i < in_grads.size(); ++i) {
+          const Edge& e = node.next_edges()[i];
+          if (!e.valid() || !in_grads[i].defined()) continue;
+          check_grad(node, i, in_grads[i]);
+          if (e.fn) {
+            Task& dst = tasks[index.at(e.fn.get())];
+            accumulate(dst.grads[e.input_nr], std::move(in_grads[i]));
+          } else {
+            deliver_leaf(e.leaf, std::move(in_grads[i]));
+          }
+        }
+      }
+      task.grads.clear();
+      if (!retain_graph) node.release_saved();
+    }
+  }
+
+  void handle_retained(const Node& node, const Tensors& grads) {
+    if (captures) {
+      auto it = capture_outputs.find(&node);
+      if (it != capture_outputs.end())
+        for (auto [k, impl] : it->second) {
+          Tensor copy = grads[k].clone_data();
+          accumulate((*captures)[impl], std::move(copy));
+        }
+      return;
+    }
+    for (std::size_t k = 0; k < node.retained_outputs_for_engine().size() && k < grads.size(); ++k)
+      if (auto impl = node.retained_outputs_for_engine()[k].lock()) accumulate_into_grad(*impl, grads[k]);
+  }
+};
+
+Tensor seed_for(const Tensor& root, const Tensor& g, const char* op) {
+  XGRAD_CHECK(root.defined(), "{}: called on an undefined tensor", op);
+  XGRAD_CHECK(root.requires_grad(),
+              "{}: tensor of shape {} does not require grad and has no grad_fn (did you forget "
+              "set_requires_grad(), or run under NoGradGuard?)",
+              op, shape_str(root.shape()));
+  if (!g.defined()) {
+    XGRAD_CHECK(root.numel() == 1,
+                "{}: grad can be implicitly created only for one-element outputs; the output has shape {} — "
+                "pass a gradient of that shape",
+                op, shape_str(root.shape()));
+    return Tensor::ones(root.shape(), root.dtype());
+  }
+  XGRAD_CHECK(g.shape() == root.shape() && g.dtype() == root.dtype(),
+              "{}: gradient of shape {} {} does not match output of shape {} {}", op, shape_str(g.shape()), g.dtype(),
+              shape_str(root.shape()), root.dtype());
+  return g;
+}
+
+void seed_roots(Engine& eng, const Tensors& roots, const Tensors& grad_roots, const char* op) {
+  XGRAD_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(), "{}: {} outputs but {} gradients", op,
+              roots.size(), grad_roots.size());
+  std::vector<std::shared_ptr<Node>> nodes;
+  for (const auto& r : roots) {
+    XGRAD_CHECK(r.defined(), "{}: called on an undefined tensor", op);
+    if (r.grad_fn()) nodes.push_back(r.grad_fn());
+  }
+  eng.gather(nodes);
+  for (std::size_t i = 0; i < roots.size(); ++i) {
+    Tensor s = seed_for(roots[i], grad_roots.empty() ? Tensor() : grad_roots[i], op);
+    const auto& r = roots[i];
+    if (r.grad_fn()) {
+      Task& t = eng.tasks[eng.index.at(r.grad_fn().get())];
+      Tensor copy = s;
+      accumulate(t.grads[r.impl()->output_nr], std::move(copy));
+    } else {
+      eng.deliver_leaf(r.impl(), s.clone_data());
+    }
+  }
+}
+
+}  // namespace
+
+const std::vector<std::weak_ptr<TensorImpl>>& Node::retained_outputs_for_engine() const { return retained_outputs_; }
+
+void run_backward(const Tensors& roots, const Tensors& grad_roots, bool retain_graph) {
+  NoGradGuard no_grad;
+  Engine eng;
+  seed_roots(eng, roots, grad_roots, "backward");
+  eng.run(retain_graph);
+}
+
+Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_outputs, bool retain_graph,
+             bool allow_unused) {
+  NoGradGuard no_grad;
+  Engine eng;
+  std::unordered_map<const TensorImpl*, Tensor> captures;
+  for (const auto& in : inputs) {
+    XGRAD_CHECK(in.defined() && in.requires_grad(), "grad: input of shape {} does not require grad",
+                in.defined() ? shape_str(in.shape()) : "undefined");
+    captures.try_emplace(in.impl().get());
+    if (in.grad_fn()) eng.capture_outputs[in.grad_fn().get()].emplace_back(in.impl()->output_nr, in.impl().get());
+  }
+  eng.captures = &captures;
+  seed_roots(eng, outputs, grad_outputs, "grad");
+  eng.run(retain_graph);
+  Tensors result;
+  for (const auto& in : inputs) {
+    Tensor g = captures[in.impl().get()];
+    XGRAD_CHECK(g.defined() || allow_unused,
+                "grad: one of the inputs (shape {}) was not used to compute the outputs; pass allow_unused=true",
+                shape_str(in.shape()));
+    result.push_back(g);
+  }
+  return result;
+}
+
+}  // namespace xgrad

@@ -1,0 +1,220 @@
+#pragma once
+// The tape and the backward engine, and the public API for adding differentiable ops.
+//
+// Note [The tape]: every op run in grad mode with an input that requires grad becomes a Node that
+// records the edges to its inputs' producers (or to the leaf tensors themselves) and a sequence
+// number taken from one global counter, so creation order is a topological order. backward()
+// collects the reachable nodes with an explicit stack and runs them in decreasing sequence number,
+// summing gradients per input in that fixed order (deterministic whatever the thread count).
+// Nodes are owned by the tensors that were produced by them: a graph dies with its outputs.
+//
+// Note [Saved tensors]: Function::save_for_backward stores aliases with no history (same storage,
+// no grad_fn), so saving an op's own output makes no reference cycle, and records the storage
+// version; backward refuses a tensor modified in place after it was saved. Double backward
+// (create_graph) is not supported: backward functions run in no-grad mode.
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "xgrad/core/tensor.hpp"
+
+namespace xgrad {
+
+// ---- grad mode (thread-local) ----------------------------------------------------------------
+struct GradMode {
+  static bool is_enabled();
+  static void set_enabled(bool enabled);
+};
+
+/// Disables graph recording in this thread for the guard's lifetime (like torch::NoGradGuard).
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(GradMode::is_enabled()) { GradMode::set_enabled(false); }
+  ~NoGradGuard() { GradMode::set_enabled(prev_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// ---- graph ------------------------------------------------------------------------------------
+/// Where the gradient of one input goes: the producing node's output `input_nr`, or a leaf.
+struct Edge {
+  std::shared_ptr<Node> fn;
+  std::shared_ptr<TensorImpl> leaf;
+  std::uint32_t input_nr = 0;
+  bool valid() const { return fn != nullptr || leaf != nullptr; }
+};
+
+struct TensorMeta {
+  Shape shape;
+  Dtype dtype = kFloat32;
+};
+
+class Node {
+ public:
+  Node() = default;
+  Node(Node&&) = default;
+  Node& operator=(Node&&) = default;
+  virtual ~Node();
+
+  /// Op name used in error messages and printing.
+  virtual const char* name() const = 0;
+  /// Given one gradient per output (the engine fills missing ones with zeros), returns one
+  /// gradient per input; entries for inputs that need no gradient may be undefined.
+  virtual Tensors apply(Tensors&& grad_outputs) = 0;
+  /// Frees saved tensors after a backward without retain_graph.
+  virtual void release_saved() { released_ = true; }
+
+  bool needs_input_grad(std::size_t i) const { return i < next_edges_.size() && next_edges_[i].valid(); }
+  std::size_t num_inputs() const { return next_edges_.size(); }
+  std::uint64_t sequence_nr() const { return sequence_nr_; }
+  const std::vector<Edge>& next_edges() const { return next_edges_; }
+  const std::vector<TensorMeta>& input_meta() const { return input_meta_; }
+  const std::vector<TensorMeta>& output_meta() const { return output_meta_; }
+  const std::vector<std::weak_ptr<TensorImpl>>& retained_outputs_for_engine() const;
+
+ protected:
+  bool released_ = false;
+
+ private:
+  friend struct GraphBuilder;
+  friend class Tensor;
+  friend void run_backward(const Tensors&, const Tensors&, bool);
+  std::uint64_t sequence_nr_ = 0;
+  std::vector<Edge> next_edges_;
+  std::vector<TensorMeta> input_meta_;
+  std::vector<TensorMeta> output_meta_;
+  std::vector<std::weak_ptr<TensorImpl>> retained_outputs_;  // outputs that called retain_grad()
+};
+
+/// Runs backward from several roots at once with their seed gradients (undefined = ones for
+/// one-element roots). This is what Tensor::backward calls.
+void run_backward(const Tensors& roots, const Tensors& grad_roots, bool retain_graph = false);
+
+/// Computes and returns d(outputs)/d(inputs) without touching .grad (like torch::autograd::grad).
+/// Inputs that the outputs do not depend on get an undefined tensor unless allow_unused is false,
+/// in which case that is an error.
+Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_outputs = {},
+             bool retain_graph = false, bool allow_unused = false);
+
+// ---- the extension API --------------------------------------------------------------------------
+/// Base of every differentiable op. A Function is a Node with typed state: write
+///
+///   struct Scale : Function<Scale> {
+///     static constexpr const char* kName = "scale";
+///     double k = 0;                                   // state for backward
+///     Tensor forward(const Tensor& x, double k_) {   // runs in no-grad mode
+///       k = k_; return mul(x, k_);
+///     }
+///     Tensors backward(const Tensors& grads) {       // one per output -> one per tensor input
+///       return {mul(grads[0], k)};
+///     }
+///   };
+///   Tensor scale(const Tensor& x, double k) { return apply<Scale>(x, k); }
+///
+/// Tensor inputs are the Tensor and std::vector<Tensor> arguments of forward, in order; backward
+/// returns one gradient per tensor input (undefined where !needs_input_grad(i)). forward may
+/// return a Tensor or a Tensors (several outputs).
+template <class Derived>
+class Function : public Node {
+ public:
+  const char* name() const override { return Derived::kName; }
+
+  /// Saves tensors for backward (aliases without history; see Note [Saved tensors]).
+  void save_for_backward(std::initializer_list<Tensor> ts) {
+    for (const auto& t : ts) save_one(t);
+  }
+  void save_for_backward(const Tensors& ts) {
+    for (const auto& t : ts) save_one(t);
+  }
+  /// The saved tensors, in save order; throws if they were freed or modified in place since.
+  Tensors saved() const;
+  /// Shortcut for saved()[i] with the same checks.
+  Tensor saved(std::size_t i) const;
+
+  void release_saved() override {
+    saved_.clear();
+    saved_versions_.clear();
+    released_ = true;
+  }
+
+  Tensors apply(Tensors&& grad_outputs) final { return static_cast<Derived*>(this)->backward(grad_outputs); }
+
+ private:
+  void save_one(const Tensor& t);
+  std::vector<Tensor> saved_;
+  std::vector<std::uint32_t> saved_versions_;
+};
+
+namespace detail {
+void check_saved(const Node& node, bool released, const std::vector<Tensor>& saved,
+                 const std::vector<std::uint32_t>& versions, std::size_t index);
+void collect_input(std::vector<const Tensor*>& out, const Tensor& t);
+void collect_input(std::vector<const Tensor*>& out, const Tensors& ts);
+template <class T>
+void collect_input(std::vector<const Tensor*>&, const T&) {}
+}  // namespace detail
+
+template <class Derived>
+void Function<Derived>::save_one(const Tensor& t) {
+  saved_.push_back(t.defined() ? t.detach() : Tensor());
+  saved_versions_.push_back(t.defined() ? t.impl()->storage->version : 0);
+}
+
+template <class Derived>
+Tensors Function<Derived>::saved() const {
+  for (std::size_t i = 0; i < saved_.size() || (released_ && i == 0); ++i)
+    detail::check_saved(*this, released_, saved_, saved_versions_, i);
+  return saved_;
+}
+
+template <class Derived>
+Tensor Function<Derived>::saved(std::size_t i) const {
+  detail::check_saved(*this, released_, saved_, saved_versions_, i);
+  return saved_[i];
+}
+
+/// Wires a forward's outputs into the graph. Used by apply(); public so that ops with unusual
+/// argument lists can call it directly.
+struct GraphBuilder {
+  /// Edges for the inputs; returns false when no input needs a gradient (or grad mode is off).
+  static bool make_edges(Node& node, const std::vector<const Tensor*>& inputs);
+  static void set_history(const std::shared_ptr<Node>& node, const std::vector<const Tensor*>& inputs,
+                          Tensors& outputs);
+};
+
+/// Runs F::forward(args...) without recording, and records one node for it when grad mode is on
+/// and some tensor input requires grad. Returns what forward returns (Tensor or Tensors).
+template <class F, class... Args>
+auto apply(Args&&... args) {
+  static_assert(std::is_base_of_v<Node, F>, "apply<F>: F must derive from xgrad::Function<F>");
+  std::vector<const Tensor*> inputs;
+  inputs.reserve(sizeof...(Args));
+  (detail::collect_input(inputs, args), ...);
+  F fn;
+  const bool record = GraphBuilder::make_edges(fn, inputs);
+  using Out = decltype(fn.forward(std::forward<Args>(args)...));
+  static_assert(std::is_same_v<Out, Tensor> || std::is_same_v<Out, Tensors>,
+                "forward must return Tensor or Tensors");
+  Out out = [&] {
+    NoGradGuard guard;
+    return fn.forward(std::forward<Args>(args)...);
+  }();
+  if (record) {
+    auto node = std::make_shared<F>(std::move(fn));
+    if constexpr (std::is_same_v<Out, Tensor>) {
+      Tensors outs{std::move(out)};
+      GraphBuilder::set_history(node, inputs, outs);
+      return std::move(outs[0]);
+    } else {
+      GraphBuilder::set_history(node, inputs, out);
+    }
+  }
+  return out;
+}
+
+}  // namespace xgrad

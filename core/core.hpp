@@ -1,0 +1,13 @@
+#pragma once
+// The core layer: tensor, dtype, shapes, autograd engine and extension API, gradcheck, random
+// numbers, .npy I/O and parallel helpers.
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/dtype.hpp"
+#include "xgrad/core/error.hpp"
+#include "xgrad/core/gradcheck.hpp"
+#include "xgrad/core/npy.hpp"
+#include "xgrad/core/parallel.hpp"
+#include "xgrad/core/random.hpp"
+#include "xgrad/core/shape.hpp"
+#include "xgrad/core/tensor.hpp"
+#include "xgrad/core/xtensor_interop.hpp"

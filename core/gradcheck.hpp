@@ -1,0 +1,35 @@
+#pragma once
+// Finite-difference gradient check (central differences), like torch.autograd.gradcheck.
+#include <functional>
+#include <string>
+
+#include "xgrad/core/tensor.hpp"
+
+namespace xgrad {
+
+struct GradcheckOptions {
+  double eps = 1e-6;   // perturbation
+  double atol = 1e-5;  // |analytic - numeric| <= atol + rtol * |numeric|
+  double rtol = 1e-3;
+};
+
+struct GradcheckReport {
+  bool ok = true;
+  double max_abs_error = 0.0;  // over all checked entries
+  // The worst entry: input index, flat element index of that input, flat output index.
+  std::size_t worst_input = 0;
+  std::int64_t worst_element = 0;
+  std::int64_t worst_output = 0;
+  double analytic = 0.0;
+  double numeric = 0.0;
+  std::string message;  // human-readable summary naming the worst element
+};
+
+/// Compares the Jacobian from backward() with central differences, entry by entry, for every input
+/// that requires grad. Inputs must be float64 (an Error otherwise: float32 differences are too
+/// coarse to check anything). `fn` may return a tensor of any shape. The inputs' values are
+/// restored afterwards.
+GradcheckReport gradcheck(const std::function<Tensor(const Tensors&)>& fn, const Tensors& inputs,
+                          const GradcheckOptions& options = {});
+
+}  // namespace xgrad

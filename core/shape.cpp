@@ -1,0 +1,67 @@
+#include "xgrad/core/shape.hpp"
+
+#include <algorithm>
+
+#include "xgrad/core/error.hpp"
+
+namespace xgrad {
+
+std::int64_t shape_numel(const Shape& s) {
+  std::int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& s) {
+  Shape st(s.size());
+  std::int64_t acc = 1;
+  for (std::size_t i = s.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+std::string shape_str(const Shape& s) {
+  if (s.size() == 1) return fmt::format("({},)", s[0]);
+  return fmt::format("({})", fmt::join(s, ", "));
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const std::size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const std::int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    XGRAD_CHECK(da == db || da == 1 || db == 1,
+                "{}: shapes {} and {} cannot be broadcast together (dimension {} is {} vs {})", op,
+                shape_str(a), shape_str(b), i, da, db);
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+std::int64_t normalize_axis(std::int64_t axis, std::int64_t ndim, const char* op, const Shape& shape) {
+  XGRAD_CHECK(axis >= -ndim && axis < ndim && ndim > 0,
+              "{}: axis {} is out of range for a tensor of shape {} ({} dimensions)", op, axis,
+              shape_str(shape), ndim);
+  return axis < 0 ? axis + ndim : axis;
+}
+
+std::vector<std::int64_t> normalize_axes(const std::vector<std::int64_t>& axes, const Shape& shape,
+                                         const char* op, bool empty_means_all) {
+  const auto nd = static_cast<std::int64_t>(shape.size());
+  std::vector<std::int64_t> out;
+  if (axes.empty() && empty_means_all) {
+    for (std::int64_t i = 0; i < nd; ++i) out.push_back(i);
+    return out;
+  }
+  for (auto a : axes) out.push_back(normalize_axis(a, nd, op, shape));
+  std::sort(out.begin(), out.end());
+  XGRAD_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(),
+              "{}: axis list [{}] names an axis twice (shape {})", op, fmt::join(axes, ", "),
+              shape_str(shape));
+  return out;
+}
+
+}  // namespace xgrad

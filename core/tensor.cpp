@@ -1,0 +1,457 @@
+#include "xgrad/core/tensor.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <ostream>
+#include <sstream>
+
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/parallel.hpp"
+#include "xgrad/core/random.hpp"
+
+namespace xgrad {
+
+// ---- storage ------------------------------------------------------------------------------------
+Storage::Storage(std::size_t n) : nbytes(n) {
+  const std::size_t rounded = ((n + 63) / 64) * 64;
+  data = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (data == nullptr) throw std::bad_alloc();
+}
+Storage::~Storage() { std::free(data); }
+
+namespace {
+std::shared_ptr<TensorImpl> make_impl(const Shape& shape, Dtype dtype) {
+  for (auto d : shape) XGRAD_CHECK(d >= 0, "tensor: negative dimension in shape {}", shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape;
+  impl->numel = shape_numel(shape);
+  impl->dtype = dtype;
+  impl->storage = std::make_shared<Storage>(static_cast<std::size_t>(impl->numel) * dtype_size(dtype));
+  return impl;
+}
+
+template <class T, class Fn>
+void fill_with(Tensor& t, Fn&& fn) {
+  T* p = t.data<T>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(fn(i));
+}
+}  // namespace
+
+// ---- creation -----------------------------------------------------------------------------------
+Tensor Tensor::empty(const Shape& shape, Dtype dtype) { return Tensor(make_impl(shape, dtype)); }
+
+Tensor Tensor::zeros(const Shape& shape, Dtype dtype) {
+  Tensor t = empty(shape, dtype);
+  std::memset(t.raw_data(), 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::ones(const Shape& shape, Dtype dtype) { return full(shape, 1.0, dtype); }
+
+Tensor Tensor::full(const Shape& shape, double value, Dtype dtype) {
+  Tensor t = empty(shape, dtype);
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = t.data<T>();
+    std::fill(p, p + t.numel(), static_cast<T>(value));
+  });
+  return t;
+}
+
+Tensor Tensor::scalar(double value, Dtype dtype) { return full({}, value, dtype); }
+
+Tensor Tensor::arange(double start, double stop, double step, Dtype dtype) {
+  XGRAD_CHECK(step != 0.0 && std::isfinite(step) && std::isfinite(start) && std::isfinite(stop),
+              "arange: start {}, stop {}, step {} must be finite with a non-zero step", start, stop, step);
+  const double n = std::ceil((stop - start) / step);
+  const auto count = static_cast<std::int64_t>(n > 0 ? n : 0);
+  Tensor t = empty({count}, dtype);
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    fill_with<T>(t, [&](std::int64_t i) { return start + static_cast<double>(i) * step; });
+  });
+  return t;
+}
+
+Tensor Tensor::linspace(double start, double stop, std::int64_t steps, Dtype dtype) {
+  XGRAD_CHECK(steps >= 0, "linspace: steps must be non-negative, got {}", steps);
+  Tensor t = empty({steps}, dtype);
+  const double step = steps > 1 ? (stop - start) / static_cast<double>(steps - 1) : 0.0;
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // Symmetric evaluation (from both ends), as torch does, so the last point is exactly `stop`.
+    const std::int64_t half = steps / 2;
+    fill_with<T>(t, [&](std::int64_t i) {
+      return i < half ? start + step * static_cast<double>(i)
+                      : stop - step * static_cast<double>(steps - 1 - i);
+    });
+  });
+  return t;
+}
+
+Tensor Tensor::rand(const Shape& shape, Generator& gen, Dtype dtype) {
+  Tensor t = empty(shape, dtype);
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    fill_with<T>(t, [&](std::int64_t) { return gen.uniform(); });
+  });
+  return t;
+}
+
+Tensor Tensor::randn(const Shape& shape, Generator& gen, Dtype dtype) {
+  Tensor t = empty(shape, dtype);
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    fill_with<T>(t, [&](std::int64_t) { return gen.normal(); });
+  });
+  return t;
+}
+
+Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape, Dtype dtype) {
+  XGRAD_CHECK(static_cast<std::int64_t>(values.size()) == shape_numel(shape),
+              "from_vector: {} values do not fill shape {} ({} elements)", values.size(), shape_str(shape),
+              shape_numel(shape));
+  Tensor t = empty(shape, dtype);
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    fill_with<T>(t, [&](std::int64_t i) { return values[static_cast<std::size_t>(i)]; });
+  });
+  return t;
+}
+
+template <class T>
+Tensor Tensor::from_data(std::span<const T> values, const Shape& shape) {
+  XGRAD_CHECK(static_cast<std::int64_t>(values.size()) == shape_numel(shape),
+              "from_data: {} values do not fill shape {} ({} elements)", values.size(), shape_str(shape),
+              shape_numel(shape));
+  Tensor t = empty(shape, dtype_of<T>());
+  if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
+  return t;
+}
+template Tensor Tensor::from_data<float>(std::span<const float>, const Shape&);
+template Tensor Tensor::from_data<double>(std::span<const double>, const Shape&);
+
+Tensor Tensor::of(std::initializer_list<double> values, Dtype dtype) {
+  return from_vector(std::vector<double>(values), {static_cast<std::int64_t>(values.size())}, dtype);
+}
+
+Tensor Tensor::of(std::initializer_list<std::initializer_list<double>> rows, Dtype dtype) {
+  const auto nrows = static_cast<std::int64_t>(rows.size());
+  const auto ncols = nrows > 0 ? static_cast<std::int64_t>(rows.begin()->size()) : 0;
+  std::vector<double> v;
+  for (const auto& r : rows) {
+    XGRAD_CHECK(static_cast<std::int64_t>(r.size()) == ncols,
+                "Tensor::of: ragged rows ({} and {} values)", ncols, r.size());
+    v.insert(v.end(), r.begin(), r.end());
+  }
+  return from_vector(v, {nrows, ncols}, dtype);
+}
+
+// ---- metadata and data --------------------------------------------------------------------------
+void Tensor::check_defined(const char* what) const {
+  XGRAD_CHECK(impl_ != nullptr, "{}: called on an undefined tensor", what);
+}
+const Shape& Tensor::shape() const {
+  check_defined("shape");
+  return impl_->shape;
+}
+std::int64_t Tensor::size(std::int64_t axis) const {
+  const auto ax = normalize_axis(axis, dim(), "size", shape());
+  return impl_->shape[static_cast<std::size_t>(ax)];
+}
+std::int64_t Tensor::numel() const {
+  check_defined("numel");
+  return impl_->numel;
+}
+Dtype Tensor::dtype() const {
+  check_defined("dtype");
+  return impl_->dtype;
+}
+
+template <class T>
+T* Tensor::data() {
+  check_defined("data");
+  XGRAD_CHECK(impl_->dtype == dtype_of<T>(), "data<{}>: tensor has dtype {}", dtype_of<T>(), impl_->dtype);
+  return static_cast<T*>(impl_->storage->data);
+}
+template <class T>
+const T* Tensor::data() const {
+  return const_cast<Tensor*>(this)->data<T>();
+}
+template float* Tensor::data<float>();
+template double* Tensor::data<double>();
+template const float* Tensor::data<float>() const;
+template const double* Tensor::data<double>() const;
+
+void* Tensor::raw_data() {
+  check_defined("raw_data");
+  return impl_->storage->data;
+}
+const void* Tensor::raw_data() const {
+  check_defined("raw_data");
+  return impl_->storage->data;
+}
+
+double Tensor::item() const {
+  XGRAD_CHECK(numel() == 1, "item: tensor of shape {} has {} elements, expected exactly 1", shape_str(shape()),
+              numel());
+  return dispatch(dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return static_cast<double>(data<T>()[0]);
+  });
+}
+
+std::vector<double> Tensor::to_vector() const {
+  std::vector<double> v(static_cast<std::size_t>(numel()));
+  dispatch(dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = data<T>();
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(p[i]);
+  });
+  return v;
+}
+
+Tensor Tensor::clone_data() const {
+  Tensor t = empty(shape(), dtype());
+  if (nbytes() > 0) std::memcpy(t.raw_data(), raw_data(), nbytes());
+  return t;
+}
+
+Tensor alias_with_shape(const Tensor& t, const Shape& shape) {
+  XGRAD_CHECK(shape_numel(shape) == t.numel(), "reshape: cannot view a tensor of shape {} as shape {}",
+              shape_str(t.shape()), shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.impl()->storage;
+  impl->shape = shape;
+  impl->numel = t.numel();
+  impl->dtype = t.dtype();
+  return Tensor(std::move(impl));
+}
+
+// ---- autograd accessors -------------------------------------------------------------------------
+bool Tensor::requires_grad() const {
+  check_defined("requires_grad");
+  return impl_->requires_grad || impl_->grad_fn != nullptr;
+}
+
+Tensor& Tensor::set_requires_grad(bool flag) {
+  check_defined("set_requires_grad");
+  XGRAD_CHECK(impl_->grad_fn == nullptr,
+              "set_requires_grad: only leaf tensors can be flagged; this tensor was produced by '{}' "
+              "(use detach() to make a leaf)",
+              impl_->grad_fn->name());
+  impl_->requires_grad = flag;
+  return *this;
+}
+
+bool Tensor::is_leaf() const {
+  check_defined("is_leaf");
+  return impl_->grad_fn == nullptr;
+}
+
+Tensor Tensor::grad() const {
+  check_defined("grad");
+  return Tensor(impl_->grad);
+}
+
+void Tensor::set_grad(const Tensor& g) {
+  check_defined("set_grad");
+  if (g.defined())
+    XGRAD_CHECK(g.shape() == shape() && g.dtype() == dtype(),
+                "set_grad: gradient of shape {} {} does not match tensor of shape {} {}", shape_str(g.shape()),
+                g.dtype(), shape_str(shape()), dtype());
+  impl_->grad = g.impl();
+}
+
+void Tensor::zero_grad() {
+  check_defined("zero_grad");
+  impl_->grad.reset();
+}
+
+const std::shared_ptr<Node>& Tensor::grad_fn() const {
+  check_defined("grad_fn");
+  return impl_->grad_fn;
+}
+
+Tensor Tensor::detach() const {
+  check_defined("detach");
+  return alias_with_shape(*this, impl_->shape);
+}
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  check_defined("backward");
+  run_backward({*this}, {grad}, retain_graph);
+}
+
+// ---- in-place -----------------------------------------------------------------------------------
+namespace {
+void check_inplace(const Tensor& t, const char* op) {
+  XGRAD_CHECK(!(GradMode::is_enabled() && t.requires_grad()),
+              "{}: in-place modification of a tensor that requires grad (shape {}) is not allowed in grad "
+              "mode; wrap it in NoGradGuard (as optimizers do) or use detach()",
+              op, shape_str(t.shape()));
+  ++t.impl()->storage->version;
+}
+}  // namespace
+
+Tensor& Tensor::fill_(double value) {
+  check_defined("fill_");
+  check_inplace(*this, "fill_");
+  dispatch(dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = data<T>();
+    std::fill(p, p + numel(), static_cast<T>(value));
+  });
+  return *this;
+}
+
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  check_defined("add_");
+  XGRAD_CHECK(other.defined() && other.shape() == shape() && other.dtype() == dtype(),
+              "add_: other must have this tensor's shape {} and dtype {}; got {} {}", shape_str(shape()),
+              dtype(), other.defined() ? shape_str(other.shape()) : "undefined",
+              other.defined() ? dtype_name(other.dtype()) : "");
+  check_inplace(*this, "add_");
+  dispatch(dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = data<T>();
+    const T* q = other.data<T>();
+    const T a = static_cast<T>(alpha);
+    parallel_for(0, numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+      if (alpha == 1.0)
+        for (std::int64_t i = b; i < e; ++i) p[i] += q[i];
+      else
+        for (std::int64_t i = b; i < e; ++i) p[i] += a * q[i];
+    });
+  });
+  return *this;
+}
+
+Tensor& Tensor::mul_(double value) {
+  check_defined("mul_");
+  check_inplace(*this, "mul_");
+  dispatch(dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = data<T>();
+    const T v = static_cast<T>(value);
+    parallel_for(0, numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) p[i] *= v;
+    });
+  });
+  return *this;
+}
+
+Tensor& Tensor::copy_(const Tensor& other) {
+  check_defined("copy_");
+  XGRAD_CHECK(other.defined() && other.shape() == shape(), "copy_: source shape {} does not match destination {}",
+              other.defined() ? shape_str(other.shape()) : "undefined", shape_str(shape()));
+  check_inplace(*this, "copy_");
+  dispatch(dtype(), [&](auto dst_tag) {
+    using D = typename decltype(dst_tag)::type;
+    dispatch(other.dtype(), [&](auto src_tag) {
+      using S = typename decltype(src_tag)::type;
+      D* p = data<D>();
+      const S* q = other.data<S>();
+      for (std::int64_t i = 0; i < numel(); ++i) p[i] = static_cast<D>(q[i]);
+    });
+  });
+  return *this;
+}
+
+// ---- dtype conversion (differentiable) ----------------------------------------------------------
+namespace {
+Tensor convert(const Tensor& x, Dtype to) {
+  Tensor out = Tensor::empty(x.shape(), to);
+  dispatch(to, [&](auto dst_tag) {
+    using D = typename decltype(dst_tag)::type;
+    dispatch(x.dtype(), [&](auto src_tag) {
+      using S = typename decltype(src_tag)::type;
+      D* p = out.data<D>();
+      const S* q = x.data<S>();
+      for (std::int64_t i = 0; i < x.numel(); ++i) p[i] = static_cast<D>(q[i]);
+    });
+  });
+  return out;
+}
+
+// y = x converted to dtype; dx = dy converted back.
+struct ToDtype : Function<ToDtype> {
+  static constexpr const char* kName = "to";
+  Dtype from = kFloat32;
+  Tensor forward(const Tensor& x, Dtype to) {
+    from = x.dtype();
+    return convert(x, to);
+  }
+  Tensors backward(const Tensors& g) { return {convert(g[0], from)}; }
+};
+}  // namespace
+
+Tensor Tensor::to(Dtype d) const {
+  check_defined("to");
+  if (d == dtype()) return *this;
+  return apply<ToDtype>(*this, d);
+}
+
+// ---- comparison and printing ----------------------------------------------------------------------
+bool bit_equal(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined()) return a.defined() == b.defined();
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  return a.nbytes() == 0 || std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  XGRAD_CHECK(a.shape() == b.shape(), "allclose: shapes {} and {} differ", shape_str(a.shape()),
+              shape_str(b.shape()));
+  const auto va = a.to_vector();
+  const auto vb = b.to_vector();
+  for (std::size_t i = 0; i < va.size(); ++i)
+    if (!(std::abs(va[i] - vb[i]) <= atol + rtol * std::abs(vb[i]))) return false;
+  return true;
+}
+
+namespace {
+void print_rec(std::ostream& os, const std::vector<double>& v, const Shape& s, std::size_t dim, std::int64_t& pos,
+               int indent) {
+  if (dim == s.size()) {
+    os << v[static_cast<std::size_t>(pos++)];
+    return;
+  }
+  os << '[';
+  const auto n = s[dim];
+  const bool summarize = n > 12;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (summarize && i == 6) {
+      // skip the middle: advance pos over the elided sub-blocks
+      std::int64_t block = 1;
+      for (std::size_t d = dim + 1; d < s.size(); ++d) block *= s[d];
+      pos += block * (n - 12);
+      i = n - 6;
+      os << "..., ";
+    }
+    if (i > 0 && !(summarize && i == n - 6)) {
+      os << ',';
+      if (dim + 1 < s.size()) os << '\n' << std::string(static_cast<std::size_t>(indent + 1), ' ');
+      else os << ' ';
+    }
+    print_rec(os, v, s, dim + 1, pos, indent + 1);
+  }
+  os << ']';
+}
+}  // namespace
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  if (!t.defined()) return os << "tensor(undefined)";
+  std::ostringstream body;
+  body.precision(6);
+  std::int64_t pos = 0;
+  const auto v = t.to_vector();
+  print_rec(body, v, t.shape(), 0, pos, 7);
+  os << "tensor(" << body.str() << ", dtype=" << dtype_name(t.dtype());
+  if (t.grad_fn()) os << ", grad_fn=<" << t.grad_fn()->name() << '>';
+  else if (t.requires_grad()) os << ", requires_grad=True";
+  return os << ')';
+}
+
+}  // namespace xgrad

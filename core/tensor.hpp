@@ -1,0 +1,154 @@
+#pragma once
+// Tensor: a cheap, shared handle to a contiguous row-major buffer with a runtime dtype.
+//
+// Note [Storage]: data lives in a 64-byte aligned buffer (`Storage`) shared by a tensor and the
+// views that reshape/detach make of it, like PyTorch's storage. Every tensor is contiguous, so a
+// kernel sees a plain pointer and a shape; xtensor is the interchange type at the API boundary
+// (`from_xarray`, `to_xarray`, `as_xtensor`). Storage carries a version counter, bumped by every
+// in-place op, so that backward can refuse a saved tensor that was modified after it was saved.
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "xgrad/core/dtype.hpp"
+#include "xgrad/core/shape.hpp"
+
+namespace xgrad {
+
+class Node;
+class Generator;
+
+struct Storage {
+  explicit Storage(std::size_t nbytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* data = nullptr;
+  std::size_t nbytes = 0;
+  std::uint32_t version = 0;  // bumped by in-place writes
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  std::int64_t numel = 0;
+  Dtype dtype = Dtype::float32;
+  bool requires_grad = false;  // meaningful for leaves; non-leaves require grad iff grad_fn
+  bool retains_grad = false;   // non-leaf asked to keep its .grad (retain_grad())
+  std::uint32_t output_nr = 0;
+  std::shared_ptr<Node> grad_fn;       // null for leaves
+  std::shared_ptr<TensorImpl> grad;    // accumulated gradient (leaves, or retain_grad)
+};
+
+class Tensor;
+using Tensors = std::vector<Tensor>;
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined tensor (no data); defined() is false
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- creation -------------------------------------------------------------------------
+  /// Uninitialised contents.
+  static Tensor empty(const Shape& shape, Dtype dtype = kFloat32);
+  static Tensor zeros(const Shape& shape, Dtype dtype = kFloat32);
+  static Tensor ones(const Shape& shape, Dtype dtype = kFloat32);
+  static Tensor full(const Shape& shape, double value, Dtype dtype = kFloat32);
+  static Tensor scalar(double value, Dtype dtype = kFloat32);
+  /// [start, stop) with `step`, like numpy.arange.
+  static Tensor arange(double start, double stop, double step = 1.0, Dtype dtype = kFloat32);
+  /// `steps` points from start to stop inclusive, like torch.linspace.
+  static Tensor linspace(double start, double stop, std::int64_t steps, Dtype dtype = kFloat32);
+  /// Uniform on [0, 1) from `gen` (same seed, same numbers on every machine).
+  static Tensor rand(const Shape& shape, Generator& gen, Dtype dtype = kFloat32);
+  /// Standard normal from `gen`.
+  static Tensor randn(const Shape& shape, Generator& gen, Dtype dtype = kFloat32);
+  /// Copies `values` (row-major) into a tensor of `shape`; sizes must match.
+  static Tensor from_vector(const std::vector<double>& values, const Shape& shape, Dtype dtype = kFloat32);
+  template <class T>
+  static Tensor from_data(std::span<const T> values, const Shape& shape);
+  /// 1-d tensor from a braced list: Tensor::of({1, 2, 3}).
+  static Tensor of(std::initializer_list<double> values, Dtype dtype = kFloat32);
+  /// 2-d tensor from nested braced lists: Tensor::of({{1, 2}, {3, 4}}).
+  static Tensor of(std::initializer_list<std::initializer_list<double>> rows, Dtype dtype = kFloat32);
+
+  // ---- metadata -------------------------------------------------------------------------
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  std::int64_t size(std::int64_t axis) const;
+  std::int64_t dim() const { return static_cast<std::int64_t>(shape().size()); }
+  std::int64_t numel() const;
+  Dtype dtype() const;
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype()); }
+
+  // ---- data access (contiguous, row-major) ------------------------------------------------
+  template <class T>
+  T* data();
+  template <class T>
+  const T* data() const;
+  void* raw_data();
+  const void* raw_data() const;
+  /// The value of a one-element tensor.
+  double item() const;
+  /// Copy of the contents converted to double.
+  std::vector<double> to_vector() const;
+  /// Deep copy that does not share storage and has no autograd history.
+  Tensor clone_data() const;
+
+  // ---- autograd ---------------------------------------------------------------------------
+  bool requires_grad() const;
+  /// Marks a leaf as requiring a gradient; returns *this for chaining. Error on non-leaves.
+  Tensor& set_requires_grad(bool flag = true);
+  bool is_leaf() const;
+  /// Accumulated gradient (undefined until a backward reaches this tensor).
+  Tensor grad() const;
+  void set_grad(const Tensor& g);
+  /// Sets .grad to undefined, like PyTorch's zero_grad(set_to_none=True).
+  void zero_grad();
+  /// Keeps .grad on a non-leaf tensor during backward.
+  void retain_grad();
+  const std::shared_ptr<Node>& grad_fn() const;
+  /// A tensor sharing this one's storage, with no history and requires_grad false.
+  Tensor detach() const;
+  /// Runs reverse-mode differentiation from this tensor. A non-scalar tensor needs `grad`.
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+
+  // ---- in-place (bump the version counter; refuse leaves that require grad in grad mode) ----
+  Tensor& fill_(double value);
+  Tensor& zero_() { return fill_(0.0); }
+  /// this += alpha * other (same shape and dtype).
+  Tensor& add_(const Tensor& other, double alpha = 1.0);
+  /// this *= value.
+  Tensor& mul_(double value);
+  /// Copies other's values (same shape; converts dtype).
+  Tensor& copy_(const Tensor& other);
+
+  // ---- dtype ------------------------------------------------------------------------------
+  /// Differentiable conversion; returns *this when the dtype already matches.
+  Tensor to(Dtype dtype) const;
+
+  const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
+  /// True when both handles refer to the same tensor object.
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+
+ private:
+  void check_defined(const char* what) const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+/// Makes a new tensor that shares `t`'s storage with another shape (numel must match). No history.
+Tensor alias_with_shape(const Tensor& t, const Shape& shape);
+
+/// Prints like PyTorch: tensor([[1, 2], [3, 4]], dtype=float32, grad_fn=<mul>)
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+/// True when the shapes and dtypes are equal and every element is bit-identical.
+bool bit_equal(const Tensor& a, const Tensor& b);
+
+/// Elementwise |a-b| <= atol + rtol*|b| (shapes must match); false if any is NaN.
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+
+}  // namespace xgrad

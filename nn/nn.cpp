@@ -1,0 +1,1 @@
+#include "xgrad/nn/nn.hpp"

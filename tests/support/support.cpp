@@ -1,0 +1,146 @@
+#include "support.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#ifndef XGRAD_SOURCE_DIR
+#error "XGRAD_SOURCE_DIR must be defined by the build"
+#endif
+
+namespace xgrad::test {
+
+void require_gradcheck(const std::function<Tensor(const Tensors&)>& fn, const Tensors& inputs,
+                       const GradcheckOptions& options) {
+  const GradcheckReport rep = gradcheck(fn, inputs, options);
+  INFO(rep.message);
+  REQUIRE(rep.ok);
+}
+
+void require_thread_deterministic(const std::function<Tensors()>& fn) {
+  const Tensors one = with_num_threads(1, fn);
+  const Tensors two = with_num_threads(2, fn);
+  REQUIRE(one.size() == two.size());
+  for (std::size_t i = 0; i < one.size(); ++i) {
+    INFO("result " << i << " differs between 1 and 2 threads");
+    REQUIRE(bit_equal(one[i], two[i]));
+  }
+}
+
+void require_error(const std::function<void()>& fn, const std::vector<std::string>& fragments) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const auto& f : fragments) {
+      INFO("message: " << msg);
+      INFO("expected to contain: " << f);
+      CHECK(msg.find(f) != std::string::npos);
+    }
+    return;
+  }
+  FAIL("expected xgrad::Error containing " << (fragments.empty() ? std::string() : fragments[0]));
+}
+
+Tensor randn_leaf(const Shape& shape, Generator& gen, Dtype dtype) {
+  return Tensor::randn(shape, gen, dtype).set_requires_grad();
+}
+
+Tensor uniform_leaf(const Shape& shape, Generator& gen, double lo, double hi, Dtype dtype) {
+  Tensor t = Tensor::rand(shape, gen, kFloat64);
+  double* p = t.data<double>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = lo + (hi - lo) * p[i];
+  return t.to(dtype).set_requires_grad();
+}
+
+ParityBatch::ParityBatch(std::string suite) : suite_(std::move(suite)) {
+  const auto base = std::filesystem::temp_directory_path() /
+                    ("xgrad_parity_" + suite_ + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(base);
+  std::filesystem::create_directories(base);
+  dir_ = base.string();
+}
+
+void ParityBatch::add(const std::string& case_name, const std::string& torch_code, const std::vector<Input>& inputs,
+                      const std::function<Tensor(const Tensors&)>& ours, double rtol, double atol) {
+  Case c;
+  c.name = case_name;
+  c.code = torch_code;
+  for (const auto& in : inputs) {
+    Input copy{in.name, in.value.detach().clone_data(), in.requires_grad};
+    if (copy.requires_grad) copy.value.set_requires_grad();
+    c.inputs.push_back(copy);
+  }
+  Tensors args;
+  for (const auto& in : c.inputs) args.push_back(in.value);
+  c.out = ours(args);
+  const Dtype dt = c.out.dtype();
+  c.rtol = rtol >= 0 ? rtol : (dt == kFloat32 ? 1e-4 : 1e-10);
+  c.atol = atol >= 0 ? atol : (dt == kFloat32 ? 1e-5 : 1e-12);
+  const std::string prefix = dir_ + "/" + c.name;
+  if (c.out.requires_grad()) {
+    Generator gen(1234 + cases_.size());
+    Tensor seed = Tensor::randn(c.out.shape(), gen, dt);
+    save_npy(prefix + "__seed.npy", seed);
+    c.out.backward(seed);
+    for (const auto& in : c.inputs) c.grads.push_back(in.requires_grad ? in.value.grad() : Tensor());
+  }
+  for (const auto& in : c.inputs) save_npy(prefix + "__in_" + in.name + ".npy", in.value.detach());
+  cases_.push_back(std::move(c));
+}
+
+void ParityBatch::run() {
+  nlohmann::json manifest = nlohmann::json::array();
+  for (const auto& c : cases_) {
+    nlohmann::json jc;
+    jc["name"] = c.name;
+    jc["code"] = c.code;
+    jc["backward"] = c.out.requires_grad();
+    for (const auto& in : c.inputs) jc["inputs"].push_back({{"name", in.name}, {"requires_grad", in.requires_grad}});
+    manifest.push_back(jc);
+  }
+  {
+    std::ofstream f(dir_ + "/manifest.json");
+    f << manifest.dump(1);
+  }
+  const std::string script = std::string(XGRAD_SOURCE_DIR) + "/tests/support/torch_parity.py";
+  const std::string cmd = "/usr/bin/python3 " + script + " " + dir_ + " > " + dir_ + "/python.log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  if (rc != 0) {
+    std::ifstream log(dir_ + "/python.log");
+    std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    FAIL("torch parity script failed (" << cmd << "):\n" << text);
+  }
+  for (const auto& c : cases_) {
+    const std::string prefix = dir_ + "/" + c.name;
+    const Tensor ref = load_npy(prefix + "__torch_out.npy");
+    INFO("parity case '" << suite_ << "/" << c.name << "' (" << dtype_name(c.out.dtype()) << "), torch: " << c.code);
+    REQUIRE(ref.shape() == c.out.shape());
+    {
+      INFO("output: ours " << c.out << "\n torch " << ref);
+      CHECK(allclose(c.out.detach(), ref, c.rtol, c.atol));
+    }
+    for (std::size_t i = 0; i < c.grads.size(); ++i) {
+      if (!c.inputs[i].requires_grad) continue;
+      const std::string f = prefix + "__torch_grad_" + c.inputs[i].name + ".npy";
+      const bool torch_has = std::filesystem::exists(f);
+      INFO("gradient of '" << c.inputs[i].name << "'");
+      if (!torch_has) {
+        // torch returned None (input unused): ours must be undefined or all zero.
+        if (c.grads[i].defined())
+          CHECK(allclose(c.grads[i], Tensor::zeros(c.grads[i].shape(), c.grads[i].dtype()), 0, 0));
+        continue;
+      }
+      const Tensor gref = load_npy(f);
+      REQUIRE(c.grads[i].defined());
+      INFO("ours " << c.grads[i] << "\n torch " << gref);
+      CHECK(allclose(c.grads[i], gref, c.rtol, c.atol));
+    }
+  }
+  std::filesystem::remove_all(dir_);
+}
+
+}  // namespace xgrad::test

@@ -1,0 +1,69 @@
+#pragma once
+// Shared test helpers: float64 gradcheck, 1-vs-2-thread bit equality, PyTorch parity, and
+// error-message checks. See tests/README.md for how an op's test file uses them.
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "xgrad/core/core.hpp"
+
+namespace xgrad::test {
+
+/// REQUIREs that gradcheck passes for fn at inputs (float64), printing the report on failure.
+void require_gradcheck(const std::function<Tensor(const Tensors&)>& fn, const Tensors& inputs,
+                       const GradcheckOptions& options = {});
+
+/// Runs `fn` (which returns the tensors to compare: outputs and gradients) with 1 and with 2 TBB
+/// threads and REQUIREs every returned tensor to be bit-identical.
+void require_thread_deterministic(const std::function<Tensors()>& fn);
+
+/// REQUIREs that `fn` throws xgrad::Error whose message contains every string in `fragments`.
+void require_error(const std::function<void()>& fn, const std::vector<std::string>& fragments);
+
+/// Fresh random leaves requiring grad.
+Tensor randn_leaf(const Shape& shape, Generator& gen, Dtype dtype = kFloat64);
+/// Uniform on [lo, hi) leaves requiring grad.
+Tensor uniform_leaf(const Shape& shape, Generator& gen, double lo, double hi, Dtype dtype = kFloat64);
+
+/// PyTorch parity, batched so Python (and torch's import) starts once per batch.
+///
+///   ParityBatch batch("elementwise");
+///   batch.add("mul_broadcast", "out = a * b", {{"a", a}, {"b", b}},
+///             [](const Tensors& in) { return mul(in[0], in[1]); });
+///   batch.run();  // REQUIREs values and gradients to match torch
+///
+/// For each case the harness runs ours, seeds backward with a fixed random gradient, saves inputs,
+/// seed, our output and gradients as .npy, runs tests/support/torch_parity.py with Debian's
+/// /usr/bin/python3, and compares torch's output and gradients with ours (rtol/atol by dtype:
+/// float32 1e-4/1e-5, float64 1e-10/1e-12, unless the case overrides them).
+class ParityBatch {
+ public:
+  struct Input {
+    std::string name;
+    Tensor value;
+    bool requires_grad = true;
+  };
+  explicit ParityBatch(std::string suite);
+  /// `torch_code` is Python run with the inputs bound to their names as torch tensors (and `torch`
+  /// imported); it must set `out`. Integer-valued inputs can be converted in the code (.long()).
+  void add(const std::string& case_name, const std::string& torch_code, const std::vector<Input>& inputs,
+           const std::function<Tensor(const Tensors&)>& ours, double rtol = -1, double atol = -1);
+  /// Runs torch on every case and REQUIREs agreement.
+  void run();
+
+ private:
+  struct Case {
+    std::string name, code;
+    std::vector<Input> inputs;
+    Tensor out;
+    Tensors grads;
+    double rtol, atol;
+  };
+  std::string suite_;
+  std::string dir_;
+  std::vector<Case> cases_;
+};
+
+}  // namespace xgrad::test
