@@ -1,3 +1,3 @@
 #pragma once
-// The nn layer: modules, layers, losses, optimizers (filled in by the nn issue).
-#include "xgrad/ops/ops.hpp"
+// The nn layer: modules and layers built on ops.
+#include "xgrad/nn/module.hpp"

@@ -1,1 +1,0 @@
-#include "xgrad/nn/nn.hpp"
