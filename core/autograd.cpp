@@ -52,8 +52,8 @@ void check_saved(const Node& node, bool released, const std::vector<Tensor>& sav
               "{}: trying to backward through the graph a second time, or after its saved tensors were "
               "freed; pass retain_graph=true to the first backward if you need to backward twice",
               node.name());
-  XGRAD_CHECK(index < saved.size(), "{}: saved tensor {} requested but only {} were saved", node.name(),
-              index, saved.size());
+  XGRAD_CHECK(index < saved.size(), "{}: saved tensor {} requested but only {} were saved", node.name(), index,
+              saved.size());
   const Tensor& t = saved[index];
   XGRAD_CHECK(!t.defined() || t.impl()->storage->version == versions[index],
               "{}: a tensor of shape {} saved for backward was modified by an in-place operation after "
@@ -79,8 +79,10 @@ bool GraphBuilder::make_edges(Node& node, const std::vector<const Tensor*>& inpu
     node.input_meta_[i] = TensorMeta{t.shape(), t.dtype()};
     if (!t.requires_grad()) continue;
     const auto& impl = t.impl();
-    if (impl->grad_fn) node.next_edges_[i] = Edge{impl->grad_fn, nullptr, impl->output_nr};
-    else node.next_edges_[i] = Edge{nullptr, impl, 0};
+    if (impl->grad_fn)
+      node.next_edges_[i] = Edge{impl->grad_fn, nullptr, impl->output_nr};
+    else
+      node.next_edges_[i] = Edge{nullptr, impl, 0};
   }
   return true;
 }
@@ -104,8 +106,7 @@ void GraphBuilder::set_history(const std::shared_ptr<Node>& node, const std::vec
 void Tensor::retain_grad() {
   check_defined("retain_grad");
   if (!impl_->grad_fn) {
-    XGRAD_CHECK(impl_->requires_grad, "retain_grad: tensor of shape {} does not require grad",
-                shape_str(impl_->shape));
+    XGRAD_CHECK(impl_->requires_grad, "retain_grad: tensor of shape {} does not require grad", shape_str(impl_->shape));
     return;  // leaves keep their grad anyway
   }
   auto& r = impl_->grad_fn->retained_outputs_;
@@ -157,8 +158,8 @@ struct Task {
 void check_grad(const Node& node, std::size_t i, const Tensor& g) {
   const auto& meta = node.input_meta()[i];
   XGRAD_CHECK(g.shape() == meta.shape && g.dtype() == meta.dtype,
-              "backward of '{}': gradient for input {} has shape {} {} but the input has shape {} {}", node.name(),
-              i, shape_str(g.shape()), g.dtype(), shape_str(meta.shape), meta.dtype);
+              "backward of '{}': gradient for input {} has shape {} {} but the input has shape {} {}", node.name(), i,
+              shape_str(g.shape()), g.dtype(), shape_str(meta.shape), meta.dtype);
 }
 
 struct Engine {
@@ -219,9 +220,8 @@ struct Engine {
             task.grads[k] = Tensor::zeros(node.output_meta()[k].shape, node.output_meta()[k].dtype);
         handle_retained(node, task.grads);
         Tensors in_grads = node.apply(std::move(task.grads));
-        XGRAD_CHECK(in_grads.size() == node.num_inputs(),
-                    "backward of '{}' returned {} gradients for {} inputs", node.name(), in_grads.size(),
-                    node.num_inputs());
+        XGRAD_CHECK(in_grads.size() == node.num_inputs(), "backward of '{}' returned {} gradients for {} inputs",
+                    node.name(), in_grads.size(), node.num_inputs());
         for (std::size_t i = 0; i < in_grads.size(); ++i) {
           const Edge& e = node.next_edges()[i];
           if (!e.valid() || !in_grads[i].defined()) continue;

@@ -98,8 +98,8 @@ void run_backward(const Tensors& roots, const Tensors& grad_roots, bool retain_g
 /// Computes and returns d(outputs)/d(inputs) without touching .grad (like torch::autograd::grad).
 /// Inputs that the outputs do not depend on get an undefined tensor unless allow_unused is false,
 /// in which case that is an error.
-Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_outputs = {},
-             bool retain_graph = false, bool allow_unused = false);
+Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_outputs = {}, bool retain_graph = false,
+             bool allow_unused = false);
 
 // ---- the extension API --------------------------------------------------------------------------
 /// Base of every differentiable op. A Function is a Node with typed state: write
@@ -198,8 +198,7 @@ auto apply(Args&&... args) {
   F fn;
   const bool record = GraphBuilder::make_edges(fn, inputs);
   using Out = decltype(fn.forward(std::forward<Args>(args)...));
-  static_assert(std::is_same_v<Out, Tensor> || std::is_same_v<Out, Tensors>,
-                "forward must return Tensor or Tensors");
+  static_assert(std::is_same_v<Out, Tensor> || std::is_same_v<Out, Tensors>, "forward must return Tensor or Tensors");
   Out out = [&] {
     NoGradGuard guard;
     return fn.forward(std::forward<Args>(args)...);

@@ -26,16 +26,15 @@ namespace detail {
 }  // namespace xgrad
 
 /// XGRAD_CHECK(cond, "op: argument 'x' ... {}", args...) throws xgrad::Error with fmt-formatted text.
-#define XGRAD_CHECK(cond, ...)                                              \
-  do {                                                                      \
-    if (!(cond)) [[unlikely]] {                                             \
-      ::xgrad::detail::throw_error(::fmt::format(__VA_ARGS__));             \
-    }                                                                       \
+#define XGRAD_CHECK(cond, ...)                                  \
+  do {                                                          \
+    if (!(cond)) [[unlikely]] {                                 \
+      ::xgrad::detail::throw_error(::fmt::format(__VA_ARGS__)); \
+    }                                                           \
   } while (0)
 
 #ifdef NDEBUG
 #define XGRAD_ASSERT(cond) ((void)0)
 #else
-#define XGRAD_ASSERT(cond) \
-  ((cond) ? (void)0 : ::xgrad::detail::assert_fail(#cond, __FILE__, __LINE__))
+#define XGRAD_ASSERT(cond) ((cond) ? (void)0 : ::xgrad::detail::assert_fail(#cond, __FILE__, __LINE__))
 #endif

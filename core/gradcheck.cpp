@@ -11,8 +11,8 @@ GradcheckReport gradcheck(const std::function<Tensor(const Tensors&)>& fn, const
   std::vector<std::size_t> diff;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     XGRAD_CHECK(inputs[i].defined(), "gradcheck: input {} is undefined", i);
-    XGRAD_CHECK(inputs[i].dtype() == kFloat64, "gradcheck: input {} has dtype {}; gradcheck needs float64 inputs",
-                i, inputs[i].dtype());
+    XGRAD_CHECK(inputs[i].dtype() == kFloat64, "gradcheck: input {} has dtype {}; gradcheck needs float64 inputs", i,
+                inputs[i].dtype());
     if (inputs[i].requires_grad()) diff.push_back(i);
   }
   XGRAD_CHECK(!diff.empty(), "gradcheck: no input requires grad");
@@ -73,8 +73,10 @@ GradcheckReport gradcheck(const std::function<Tensor(const Tensors&)>& fn, const
           rep.analytic = ana;
           rep.numeric = num;
         }
-        if (std::isfinite(err)) rep.max_abs_error = std::max(rep.max_abs_error, err);
-        else rep.max_abs_error = INFINITY;
+        if (std::isfinite(err))
+          rep.max_abs_error = std::max(rep.max_abs_error, err);
+        else
+          rep.max_abs_error = INFINITY;
       }
     }
   }

@@ -16,10 +16,12 @@ constexpr char kMagic[] = "\x93NUMPY";
 
 std::string header_dict(const Tensor& t) {
   std::string shape;
-  if (t.dim() == 1) shape = fmt::format("({},)", t.shape()[0]);
-  else shape = fmt::format("({})", fmt::join(t.shape(), ", "));
-  return fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
-                     t.dtype() == kFloat32 ? "<f4" : "<f8", shape);
+  if (t.dim() == 1)
+    shape = fmt::format("({},)", t.shape()[0]);
+  else
+    shape = fmt::format("({})", fmt::join(t.shape(), ", "));
+  return fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", t.dtype() == kFloat32 ? "<f4" : "<f8",
+                     shape);
 }
 
 // Tiny parser for the header dict written by numpy: {'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }
@@ -51,8 +53,10 @@ Header parse_header(const std::string& h, const std::string& src) {
   if (e == std::string::npos) bad(src, "unterminated 'descr'");
   out.descr = h.substr(v + 1, e - v - 1);
   v = find_key(h, "fortran_order", src);
-  if (h.compare(v, 4, "True") == 0) out.fortran = true;
-  else if (h.compare(v, 5, "False") != 0) bad(src, "'fortran_order' is neither True nor False");
+  if (h.compare(v, 4, "True") == 0)
+    out.fortran = true;
+  else if (h.compare(v, 5, "False") != 0)
+    bad(src, "'fortran_order' is neither True nor False");
   v = find_key(h, "shape", src);
   if (v >= h.size() || h[v] != '(') bad(src, "'shape' is not a tuple");
   const auto close = h.find(')', v);
@@ -152,14 +156,22 @@ Tensor from_npy_bytes(const std::string& b, const std::string& src) {
   }
   Tensor t = Tensor::empty(h.shape, kFloat64);
   double* d = t.data<double>();
-  if (kind == 'b' || (kind == 'u' && item == 1)) convert_to_double<std::uint8_t>(p, d, n);
-  else if (kind == 'u' && item == 2) convert_to_double<std::uint16_t>(p, d, n);
-  else if (kind == 'u' && item == 4) convert_to_double<std::uint32_t>(p, d, n);
-  else if (kind == 'u') convert_to_double<std::uint64_t>(p, d, n);
-  else if (item == 1) convert_to_double<std::int8_t>(p, d, n);
-  else if (item == 2) convert_to_double<std::int16_t>(p, d, n);
-  else if (item == 4) convert_to_double<std::int32_t>(p, d, n);
-  else convert_to_double<std::int64_t>(p, d, n);
+  if (kind == 'b' || (kind == 'u' && item == 1))
+    convert_to_double<std::uint8_t>(p, d, n);
+  else if (kind == 'u' && item == 2)
+    convert_to_double<std::uint16_t>(p, d, n);
+  else if (kind == 'u' && item == 4)
+    convert_to_double<std::uint32_t>(p, d, n);
+  else if (kind == 'u')
+    convert_to_double<std::uint64_t>(p, d, n);
+  else if (item == 1)
+    convert_to_double<std::int8_t>(p, d, n);
+  else if (item == 2)
+    convert_to_double<std::int16_t>(p, d, n);
+  else if (item == 4)
+    convert_to_double<std::int32_t>(p, d, n);
+  else
+    convert_to_double<std::int64_t>(p, d, n);
   return t;
 }
 

@@ -20,8 +20,8 @@ void set_num_threads(int n) {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_control.reset();
   if (n <= 0) n = default_threads();
-  g_control = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
-                                                    static_cast<std::size_t>(n));
+  g_control =
+      std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(n));
   openblas_set_num_threads(n);
   g_threads.store(n, std::memory_order_relaxed);
 }

@@ -3,11 +3,11 @@
 // Every helper here partitions work so that each output element is written by exactly one task
 // and every reduction is split at fixed, thread-count-independent boundaries and combined in a
 // fixed order.
-#include <cstdint>
-#include <vector>
-
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+
+#include <cstdint>
+#include <vector>
 
 namespace xgrad {
 

@@ -10,7 +10,10 @@ namespace xgrad {
 class Generator {
  public:
   explicit Generator(std::uint64_t seed = 0) : engine_(seed) {}
-  void manual_seed(std::uint64_t seed) { engine_.seed(seed); has_spare_ = false; }
+  void manual_seed(std::uint64_t seed) {
+    engine_.seed(seed);
+    has_spare_ = false;
+  }
   std::uint64_t next_u64() { return engine_(); }
   /// Uniform on [0, 1) with 53 random bits.
   double uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }

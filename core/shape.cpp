@@ -34,8 +34,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     const std::int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     const std::int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     XGRAD_CHECK(da == db || da == 1 || db == 1,
-                "{}: shapes {} and {} cannot be broadcast together (dimension {} is {} vs {})", op,
-                shape_str(a), shape_str(b), i, da, db);
+                "{}: shapes {} and {} cannot be broadcast together (dimension {} is {} vs {})", op, shape_str(a),
+                shape_str(b), i, da, db);
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -43,13 +43,12 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 
 std::int64_t normalize_axis(std::int64_t axis, std::int64_t ndim, const char* op, const Shape& shape) {
   XGRAD_CHECK(axis >= -ndim && axis < ndim && ndim > 0,
-              "{}: axis {} is out of range for a tensor of shape {} ({} dimensions)", op, axis,
-              shape_str(shape), ndim);
+              "{}: axis {} is out of range for a tensor of shape {} ({} dimensions)", op, axis, shape_str(shape), ndim);
   return axis < 0 ? axis + ndim : axis;
 }
 
-std::vector<std::int64_t> normalize_axes(const std::vector<std::int64_t>& axes, const Shape& shape,
-                                         const char* op, bool empty_means_all) {
+std::vector<std::int64_t> normalize_axes(const std::vector<std::int64_t>& axes, const Shape& shape, const char* op,
+                                         bool empty_means_all) {
   const auto nd = static_cast<std::int64_t>(shape.size());
   std::vector<std::int64_t> out;
   if (axes.empty() && empty_means_all) {
@@ -59,8 +58,7 @@ std::vector<std::int64_t> normalize_axes(const std::vector<std::int64_t>& axes, 
   for (auto a : axes) out.push_back(normalize_axis(a, nd, op, shape));
   std::sort(out.begin(), out.end());
   XGRAD_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(),
-              "{}: axis list [{}] names an axis twice (shape {})", op, fmt::join(axes, ", "),
-              shape_str(shape));
+              "{}: axis list [{}] names an axis twice (shape {})", op, fmt::join(axes, ", "), shape_str(shape));
   return out;
 }
 

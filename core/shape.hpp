@@ -19,7 +19,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 /// Maps a possibly negative axis into [0, ndim); throws naming `op` and the shape when out of range.
 std::int64_t normalize_axis(std::int64_t axis, std::int64_t ndim, const char* op, const Shape& shape);
 /// Normalises, sorts and de-duplicates a list of axes (empty list = all axes when `empty_means_all`).
-std::vector<std::int64_t> normalize_axes(const std::vector<std::int64_t>& axes, const Shape& shape,
-                                         const char* op, bool empty_means_all = true);
+std::vector<std::int64_t> normalize_axes(const std::vector<std::int64_t>& axes, const Shape& shape, const char* op,
+                                         bool empty_means_all = true);
 
 }  // namespace xgrad

@@ -84,8 +84,7 @@ Tensor Tensor::linspace(double start, double stop, std::int64_t steps, Dtype dty
     // Symmetric evaluation (from both ends), as torch does, so the last point is exactly `stop`.
     const std::int64_t half = steps / 2;
     fill_with<T>(t, [&](std::int64_t i) {
-      return i < half ? start + step * static_cast<double>(i)
-                      : stop - step * static_cast<double>(steps - 1 - i);
+      return i < half ? start + step * static_cast<double>(i) : stop - step * static_cast<double>(steps - 1 - i);
     });
   });
   return t;
@@ -142,8 +141,8 @@ Tensor Tensor::of(std::initializer_list<std::initializer_list<double>> rows, Dty
   const auto ncols = nrows > 0 ? static_cast<std::int64_t>(rows.begin()->size()) : 0;
   std::vector<double> v;
   for (const auto& r : rows) {
-    XGRAD_CHECK(static_cast<std::int64_t>(r.size()) == ncols,
-                "Tensor::of: ragged rows ({} and {} values)", ncols, r.size());
+    XGRAD_CHECK(static_cast<std::int64_t>(r.size()) == ncols, "Tensor::of: ragged rows ({} and {} values)", ncols,
+                r.size());
     v.insert(v.end(), r.begin(), r.end());
   }
   return from_vector(v, {nrows, ncols}, dtype);
@@ -310,8 +309,8 @@ Tensor& Tensor::fill_(double value) {
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
   check_defined("add_");
   XGRAD_CHECK(other.defined() && other.shape() == shape() && other.dtype() == dtype(),
-              "add_: other must have this tensor's shape {} and dtype {}; got {} {}", shape_str(shape()),
-              dtype(), other.defined() ? shape_str(other.shape()) : "undefined",
+              "add_: other must have this tensor's shape {} and dtype {}; got {} {}", shape_str(shape()), dtype(),
+              other.defined() ? shape_str(other.shape()) : "undefined",
               other.defined() ? dtype_name(other.dtype()) : "");
   check_inplace(*this, "add_");
   dispatch(dtype(), [&](auto tag) {
@@ -402,8 +401,7 @@ bool bit_equal(const Tensor& a, const Tensor& b) {
 }
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
-  XGRAD_CHECK(a.shape() == b.shape(), "allclose: shapes {} and {} differ", shape_str(a.shape()),
-              shape_str(b.shape()));
+  XGRAD_CHECK(a.shape() == b.shape(), "allclose: shapes {} and {} differ", shape_str(a.shape()), shape_str(b.shape()));
   const auto va = a.to_vector();
   const auto vb = b.to_vector();
   for (std::size_t i = 0; i < va.size(); ++i)
@@ -432,8 +430,10 @@ void print_rec(std::ostream& os, const std::vector<double>& v, const Shape& s, s
     }
     if (i > 0 && !(summarize && i == n - 6)) {
       os << ',';
-      if (dim + 1 < s.size()) os << '\n' << std::string(static_cast<std::size_t>(indent + 1), ' ');
-      else os << ' ';
+      if (dim + 1 < s.size())
+        os << '\n' << std::string(static_cast<std::size_t>(indent + 1), ' ');
+      else
+        os << ' ';
     }
     print_rec(os, v, s, dim + 1, pos, indent + 1);
   }
@@ -449,8 +449,10 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   const auto v = t.to_vector();
   print_rec(body, v, t.shape(), 0, pos, 7);
   os << "tensor(" << body.str() << ", dtype=" << dtype_name(t.dtype());
-  if (t.grad_fn()) os << ", grad_fn=<" << t.grad_fn()->name() << '>';
-  else if (t.requires_grad()) os << ", requires_grad=True";
+  if (t.grad_fn())
+    os << ", grad_fn=<" << t.grad_fn()->name() << '>';
+  else if (t.requires_grad())
+    os << ", requires_grad=True";
   return os << ')';
 }
 

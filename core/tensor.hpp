@@ -39,8 +39,8 @@ struct TensorImpl {
   bool requires_grad = false;  // meaningful for leaves; non-leaves require grad iff grad_fn
   bool retains_grad = false;   // non-leaf asked to keep its .grad (retain_grad())
   std::uint32_t output_nr = 0;
-  std::shared_ptr<Node> grad_fn;       // null for leaves
-  std::shared_ptr<TensorImpl> grad;    // accumulated gradient (leaves, or retain_grad)
+  std::shared_ptr<Node> grad_fn;     // null for leaves
+  std::shared_ptr<TensorImpl> grad;  // accumulated gradient (leaves, or retain_grad)
 };
 
 class Tensor;

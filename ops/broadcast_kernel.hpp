@@ -27,8 +27,10 @@ void broadcast_map(T* out, const Shape& out_shape, const std::array<const T*, K>
   for (std::size_t k = 0; k < K; ++k) all_same = all_same && (*in_shapes[k] == out_shape);
   if (all_same) {
     parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t i = b; i < e; ++i)
-        out[i] = [&]<std::size_t... I>(std::index_sequence<I...>) { return f(in[I][i]...); }(std::make_index_sequence<K>{});
+      for (std::int64_t i = b; i < e; ++i) out[i] = [&]<std::size_t... I>(std::index_sequence<I...>) {
+          return f(in[I][i]...);
+        }
+      (std::make_index_sequence<K>{});
     });
     return;
   }
@@ -56,10 +58,10 @@ void broadcast_map(T* out, const Shape& out_shape, const std::array<const T*, K>
                      for (std::size_t k = 0; k < K; ++k) off[k] += idx * strides[k][d];
                    }
                    T* o = out + r * inner;
-                   for (std::int64_t i = 0; i < inner; ++i)
-                     o[i] = [&]<std::size_t... I>(std::index_sequence<I...>) {
+                   for (std::int64_t i = 0; i < inner; ++i) o[i] = [&]<std::size_t... I>(std::index_sequence<I...>) {
                        return f(in[I][off[I] + i * inner_stride[I]]...);
-                     }(std::make_index_sequence<K>{});
+                     }
+                   (std::make_index_sequence<K>{});
                  }
                });
 }

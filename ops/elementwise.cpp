@@ -64,47 +64,98 @@ Tensor map1(const Tensor& x, F f) {
 struct AddOp {
   static constexpr const char* kName = "add";
   static constexpr bool kSavesInputs = false, kSavesOutput = false;
-  template <class T> static T f(T a, T b) { return a + b; }
+  template <class T>
+  static T f(T a, T b) {
+    return a + b;
+  }
 };
 struct SubOp {
   static constexpr const char* kName = "sub";
   static constexpr bool kSavesInputs = false, kSavesOutput = false;
-  template <class T> static T f(T a, T b) { return a - b; }
+  template <class T>
+  static T f(T a, T b) {
+    return a - b;
+  }
 };
 struct MulOp {
   static constexpr const char* kName = "mul";
   static constexpr bool kSavesInputs = true, kSavesOutput = false;
-  template <class T> static T f(T a, T b) { return a * b; }
-  template <class T> static T da(T g, T, T b, T) { return g * b; }
-  template <class T> static T db(T g, T a, T, T) { return g * a; }
+  template <class T>
+  static T f(T a, T b) {
+    return a * b;
+  }
+  template <class T>
+  static T da(T g, T, T b, T) {
+    return g * b;
+  }
+  template <class T>
+  static T db(T g, T a, T, T) {
+    return g * a;
+  }
 };
 struct DivOp {
   static constexpr const char* kName = "div";
   static constexpr bool kSavesInputs = true, kSavesOutput = false;
-  template <class T> static T f(T a, T b) { return a / b; }
-  template <class T> static T da(T g, T, T b, T) { return g / b; }
-  template <class T> static T db(T g, T a, T b, T) { return -g * a / (b * b); }
+  template <class T>
+  static T f(T a, T b) {
+    return a / b;
+  }
+  template <class T>
+  static T da(T g, T, T b, T) {
+    return g / b;
+  }
+  template <class T>
+  static T db(T g, T a, T b, T) {
+    return -g * a / (b * b);
+  }
 };
 struct PowOp {
   static constexpr const char* kName = "pow";
   static constexpr bool kSavesInputs = true, kSavesOutput = true;
-  template <class T> static T f(T a, T b) { return std::pow(a, b); }
-  template <class T> static T da(T g, T a, T b, T) { return b == T(0) ? T(0) : g * b * std::pow(a, b - T(1)); }
-  template <class T> static T db(T g, T a, T, T y) { return a == T(0) ? T(0) : g * y * std::log(a); }
+  template <class T>
+  static T f(T a, T b) {
+    return std::pow(a, b);
+  }
+  template <class T>
+  static T da(T g, T a, T b, T) {
+    return b == T(0) ? T(0) : g * b * std::pow(a, b - T(1));
+  }
+  template <class T>
+  static T db(T g, T a, T, T y) {
+    return a == T(0) ? T(0) : g * y * std::log(a);
+  }
 };
 struct MaxOp {
   static constexpr const char* kName = "maximum";
   static constexpr bool kSavesInputs = true, kSavesOutput = false;
-  template <class T> static T f(T a, T b) { return a >= b ? a : b; }
-  template <class T> static T da(T g, T a, T b, T) { return a >= b ? g : T(0); }
-  template <class T> static T db(T g, T a, T b, T) { return a >= b ? T(0) : g; }
+  template <class T>
+  static T f(T a, T b) {
+    return a >= b ? a : b;
+  }
+  template <class T>
+  static T da(T g, T a, T b, T) {
+    return a >= b ? g : T(0);
+  }
+  template <class T>
+  static T db(T g, T a, T b, T) {
+    return a >= b ? T(0) : g;
+  }
 };
 struct MinOp {
   static constexpr const char* kName = "minimum";
   static constexpr bool kSavesInputs = true, kSavesOutput = false;
-  template <class T> static T f(T a, T b) { return a <= b ? a : b; }
-  template <class T> static T da(T g, T a, T b, T) { return a <= b ? g : T(0); }
-  template <class T> static T db(T g, T a, T b, T) { return a <= b ? T(0) : g; }
+  template <class T>
+  static T f(T a, T b) {
+    return a <= b ? a : b;
+  }
+  template <class T>
+  static T da(T g, T a, T b, T) {
+    return a <= b ? g : T(0);
+  }
+  template <class T>
+  static T db(T g, T a, T b, T) {
+    return a <= b ? T(0) : g;
+  }
 };
 
 template <class Op>
@@ -136,22 +187,19 @@ struct Binary : Function<Binary<Op>> {
       const Tensor& b = s[1];
       const Tensor y = Op::kSavesOutput ? s[2] : g;  // g stands in when y is unused
       if (this->needs_input_grad(0))
-        ga = detail::sum_to(map3(g, a, b, g.shape(), [&](auto gv, auto av, auto bv) {
-                              return Op::da(gv, av, bv, decltype(gv)(0));
-                            }),
-                            a_shape);
+        ga = detail::sum_to(
+            map3(g, a, b, g.shape(), [&](auto gv, auto av, auto bv) { return Op::da(gv, av, bv, decltype(gv)(0)); }),
+            a_shape);
       if (this->needs_input_grad(1)) {
         if constexpr (Op::kSavesOutput) {
           // db needs y: map over (g, a, y) with b read through a second pass.
-          Tensor t = map3(g, a, y, g.shape(), [](auto gv, auto av, auto yv) {
-            return Op::db(gv, av, decltype(gv)(0), yv);
-          });
+          Tensor t =
+              map3(g, a, y, g.shape(), [](auto gv, auto av, auto yv) { return Op::db(gv, av, decltype(gv)(0), yv); });
           gb = detail::sum_to(t, b_shape);
         } else {
-          gb = detail::sum_to(map3(g, a, b, g.shape(), [&](auto gv, auto av, auto bv) {
-                                return Op::db(gv, av, bv, decltype(gv)(0));
-                              }),
-                              b_shape);
+          gb = detail::sum_to(
+              map3(g, a, b, g.shape(), [&](auto gv, auto av, auto bv) { return Op::db(gv, av, bv, decltype(gv)(0)); }),
+              b_shape);
         }
       }
     }
@@ -164,55 +212,101 @@ struct Binary : Function<Binary<Op>> {
 struct NegOp {
   static constexpr const char* kName = "neg";
   static constexpr bool kSavesInput = false, kSavesOutput = false;
-  template <class T> static T f(T x) { return -x; }
-  template <class T> static T df(T g, T, T) { return -g; }
+  template <class T>
+  static T f(T x) {
+    return -x;
+  }
+  template <class T>
+  static T df(T g, T, T) {
+    return -g;
+  }
 };
 struct ExpOp {
   static constexpr const char* kName = "exp";
   static constexpr bool kSavesInput = false, kSavesOutput = true;
-  template <class T> static T f(T x) { return std::exp(x); }
-  template <class T> static T df(T g, T, T y) { return g * y; }
+  template <class T>
+  static T f(T x) {
+    return std::exp(x);
+  }
+  template <class T>
+  static T df(T g, T, T y) {
+    return g * y;
+  }
 };
 struct LogOp {
   static constexpr const char* kName = "log";
   static constexpr bool kSavesInput = true, kSavesOutput = false;
-  template <class T> static T f(T x) { return std::log(x); }
-  template <class T> static T df(T g, T x, T) { return g / x; }
+  template <class T>
+  static T f(T x) {
+    return std::log(x);
+  }
+  template <class T>
+  static T df(T g, T x, T) {
+    return g / x;
+  }
 };
 struct SqrtOp {
   static constexpr const char* kName = "sqrt";
   static constexpr bool kSavesInput = false, kSavesOutput = true;
-  template <class T> static T f(T x) { return std::sqrt(x); }
-  template <class T> static T df(T g, T, T y) { return g / (T(2) * y); }
+  template <class T>
+  static T f(T x) {
+    return std::sqrt(x);
+  }
+  template <class T>
+  static T df(T g, T, T y) {
+    return g / (T(2) * y);
+  }
 };
 struct AbsOp {
   static constexpr const char* kName = "abs";
   static constexpr bool kSavesInput = true, kSavesOutput = false;
-  template <class T> static T f(T x) { return std::abs(x); }
-  template <class T> static T df(T g, T x, T) { return x > T(0) ? g : (x < T(0) ? -g : T(0)); }
+  template <class T>
+  static T f(T x) {
+    return std::abs(x);
+  }
+  template <class T>
+  static T df(T g, T x, T) {
+    return x > T(0) ? g : (x < T(0) ? -g : T(0));
+  }
 };
 struct TanhOp {
   static constexpr const char* kName = "tanh";
   static constexpr bool kSavesInput = false, kSavesOutput = true;
-  template <class T> static T f(T x) { return std::tanh(x); }
-  template <class T> static T df(T g, T, T y) { return g * (T(1) - y * y); }
+  template <class T>
+  static T f(T x) {
+    return std::tanh(x);
+  }
+  template <class T>
+  static T df(T g, T, T y) {
+    return g * (T(1) - y * y);
+  }
 };
 struct SigmoidOp {
   static constexpr const char* kName = "sigmoid";
   static constexpr bool kSavesInput = false, kSavesOutput = true;
-  template <class T> static T f(T x) {
+  template <class T>
+  static T f(T x) {
     // Stable for large |x|: never exponentiates a large positive number.
     if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
     const T e = std::exp(x);
     return e / (T(1) + e);
   }
-  template <class T> static T df(T g, T, T y) { return g * y * (T(1) - y); }
+  template <class T>
+  static T df(T g, T, T y) {
+    return g * y * (T(1) - y);
+  }
 };
 struct ReluOp {
   static constexpr const char* kName = "relu";
   static constexpr bool kSavesInput = false, kSavesOutput = true;
-  template <class T> static T f(T x) { return x > T(0) ? x : T(0); }
-  template <class T> static T df(T g, T, T y) { return y > T(0) ? g : T(0); }
+  template <class T>
+  static T f(T x) {
+    return x > T(0) ? x : T(0);
+  }
+  template <class T>
+  static T df(T g, T, T y) {
+    return y > T(0) ? g : T(0);
+  }
 };
 
 template <class Op>
@@ -308,11 +402,13 @@ struct Where : Function<Where> {
     const Tensor c = saved(0);
     Tensor ga, gb;
     if (needs_input_grad(1))
-      ga = detail::sum_to(map2(g, c, g.shape(), [](auto gv, auto cv) { return cv != decltype(cv)(0) ? gv : decltype(gv)(0); }),
-                          a_shape);
+      ga = detail::sum_to(
+          map2(g, c, g.shape(), [](auto gv, auto cv) { return cv != decltype(cv)(0) ? gv : decltype(gv)(0); }),
+          a_shape);
     if (needs_input_grad(2))
-      gb = detail::sum_to(map2(g, c, g.shape(), [](auto gv, auto cv) { return cv != decltype(cv)(0) ? decltype(gv)(0) : gv; }),
-                          b_shape);
+      gb = detail::sum_to(
+          map2(g, c, g.shape(), [](auto gv, auto cv) { return cv != decltype(cv)(0) ? decltype(gv)(0) : gv; }),
+          b_shape);
     return {Tensor(), ga, gb};
   }
 };
@@ -361,7 +457,8 @@ template <class Cmp>
 Tensor compare(const char* op, const Tensor& a, const Tensor& b, Cmp cmp) {
   check_binary(op, a, b);
   const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), op);
-  return map2(a.detach(), b.detach(), out_shape, [&](auto x, auto y) { return cmp(x, y) ? decltype(x)(1) : decltype(x)(0); });
+  return map2(a.detach(), b.detach(), out_shape,
+              [&](auto x, auto y) { return cmp(x, y) ? decltype(x)(1) : decltype(x)(0); });
 }
 
 Tensor scalar_like(const Tensor& t, double v) {
@@ -399,11 +496,23 @@ Tensor clamp(const Tensor& x, double lo, double hi) { return apply<Clamp>(x, lo,
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) { return apply<Where>(cond, a, b); }
 Tensor masked_select(const Tensor& x, const Tensor& mask) { return apply<MaskedSelect>(x, mask); }
 
-Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", a, b, [](auto x, auto y) { return x > y; }); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", a, b, [](auto x, auto y) { return x < y; }); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", a, b, [](auto x, auto y) { return x >= y; }); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare("le", a, b, [](auto x, auto y) { return x <= y; }); }
-Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", a, b, [](auto x, auto y) { return x == y; }); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", a, b, [](auto x, auto y) { return x != y; }); }
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return compare("gt", a, b, [](auto x, auto y) { return x > y; });
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return compare("lt", a, b, [](auto x, auto y) { return x < y; });
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return compare("ge", a, b, [](auto x, auto y) { return x >= y; });
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return compare("le", a, b, [](auto x, auto y) { return x <= y; });
+}
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return compare("eq", a, b, [](auto x, auto y) { return x == y; });
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return compare("ne", a, b, [](auto x, auto y) { return x != y; });
+}
 
 }  // namespace xgrad

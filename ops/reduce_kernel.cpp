@@ -23,7 +23,8 @@ T sum_contiguous(const T* p, std::int64_t n) {
 
 template <class T>
 T sum_long(const T* p, std::int64_t n) {
-  return deterministic_sum<T>(0, n, kChunk, [&](std::int64_t b, std::int64_t e) { return sum_contiguous(p + b, e - b); });
+  return deterministic_sum<T>(0, n, kChunk,
+                              [&](std::int64_t b, std::int64_t e) { return sum_contiguous(p + b, e - b); });
 }
 
 template <class T>
@@ -43,9 +44,12 @@ void sum_kernel(const T* in, T* out, const Shape& shape, const std::vector<bool>
     std::int64_t outer = 1, mid = 1, inner = 1;
     for (std::int64_t d = 0; d < static_cast<std::int64_t>(nd); ++d) {
       const auto s = shape[static_cast<std::size_t>(d)];
-      if (d < first) outer *= s;
-      else if (d <= last) mid *= s;
-      else inner *= s;
+      if (d < first)
+        outer *= s;
+      else if (d <= last)
+        mid *= s;
+      else
+        inner *= s;
     }
     if (inner == 1) {
       if (outer == 1) {
@@ -141,8 +145,10 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   const auto lead = g.shape().size() - shape.size();
   std::vector<std::int64_t> axes;
   for (std::size_t d = 0; d < g.shape().size(); ++d) {
-    if (d < lead) axes.push_back(static_cast<std::int64_t>(d));
-    else if (shape[d - lead] == 1 && g.shape()[d] != 1) axes.push_back(static_cast<std::int64_t>(d));
+    if (d < lead)
+      axes.push_back(static_cast<std::int64_t>(d));
+    else if (shape[d - lead] == 1 && g.shape()[d] != 1)
+      axes.push_back(static_cast<std::int64_t>(d));
   }
   Tensor s = sum_keepdim(g, axes);
   return alias_with_shape(s, shape);

@@ -42,8 +42,8 @@ const UnaryCase kUnary[] = {
 };
 
 // Shape pairs: same, scalar-with-tensor, broadcast both ways, leading dims.
-const std::vector<std::pair<Shape, Shape>> kShapes = {
-    {{}, {}}, {{3}, {3}}, {{2, 3}, {}}, {{2, 3}, {3}}, {{4, 1}, {1, 5}}, {{2, 1, 3}, {4, 1}}};
+const std::vector<std::pair<Shape, Shape>> kShapes = {{{}, {}},      {{3}, {3}},       {{2, 3}, {}},
+                                                      {{2, 3}, {3}}, {{4, 1}, {1, 5}}, {{2, 1, 3}, {4, 1}}};
 }  // namespace
 
 TEST_CASE("binary ops: gradcheck over broadcast shapes", "[elementwise]") {
@@ -113,7 +113,8 @@ TEST_CASE("elementwise: values and gradients match PyTorch", "[elementwise][pari
     batch.add("masked_select", "out = torch.masked_select(x, m != 0)", {{"x", x}, {"m", mask, false}},
               [](const Tensors& in) { return masked_select(in[0], in[1]); });
     Tensor big = test::uniform_leaf({1000}, gen, -30, 30, dt);
-    batch.add("sigmoid_large", "out = torch.sigmoid(x)", {{"x", big}}, [](const Tensors& in) { return sigmoid(in[0]); });
+    batch.add("sigmoid_large", "out = torch.sigmoid(x)", {{"x", big}},
+              [](const Tensors& in) { return sigmoid(in[0]); });
     batch.run();
   }
 }

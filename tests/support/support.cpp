@@ -1,11 +1,10 @@
 #include "support.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #ifndef XGRAD_SOURCE_DIR
 #error "XGRAD_SOURCE_DIR must be defined by the build"
@@ -57,8 +56,8 @@ Tensor uniform_leaf(const Shape& shape, Generator& gen, double lo, double hi, Dt
 }
 
 ParityBatch::ParityBatch(std::string suite) : suite_(std::move(suite)) {
-  const auto base = std::filesystem::temp_directory_path() /
-                    ("xgrad_parity_" + suite_ + "_" + std::to_string(::getpid()));
+  const auto base =
+      std::filesystem::temp_directory_path() / ("xgrad_parity_" + suite_ + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(base);
   std::filesystem::create_directories(base);
   dir_ = base.string();

@@ -2,7 +2,6 @@
 // Shared test helpers: float64 gradcheck, 1-vs-2-thread bit equality, PyTorch parity, and
 // error-message checks. See tests/README.md for how an op's test file uses them.
 #include <catch2/catch.hpp>
-
 #include <functional>
 #include <string>
 #include <vector>
