@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs everything xgrad needs to build, test and benchmark, from Debian 12 packages only.
+# Idempotent and fast when there is nothing to do: packages are checked with dpkg-query first and
+# apt-get (update + install) runs only for the missing ones. Needs root (or sudo) when it installs.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++                  # toolchain (CMake 3.25, g++ 12)
+  libxtensor-dev libxsimd-dev xtl-dev    # xtensor at the API boundary, SIMD
+  libtbb-dev                             # parallel kernels
+  libopenblas-dev                        # dense GEMM through CBLAS
+  libfmt-dev                             # error messages and printing
+  catch2 nlohmann-json3-dev              # tests (Catch2 v2) and test fixtures
+  libcli11-dev                           # command lines of examples and benchmarks
+  python3-torch python3-numpy            # PyTorch parity tests and the benchmark peer
+  libtorch-dev                           # C++ PyTorch peer in bench/ (optional for the build)
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status="$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)"
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=()
+if ((EUID != 0)); then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo=(sudo)
+  else
+    echo "install-deps: missing packages and not root (run as root or install sudo): ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -q
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh Debian 12 machine: installs what is missing, configures and builds
+# the `release` preset (build/release), then runs every test with CTest. Extra arguments go to
+# ctest, e.g. `bash scripts/test.sh -R ops_` or `-L install`.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+bash scripts/install-deps.sh
+cmake --preset release
+cmake --build --preset release
+ctest --preset release --parallel "$(nproc)" "$@"
