@@ -1,0 +1,439 @@
+#include "xgrad/ops/reduction.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/broadcast_kernel.hpp"
+#include "xgrad/ops/reduce_kernel.hpp"
+
+namespace xgrad {
+
+namespace {
+
+// ---- planning -----------------------------------------------------------------------------------
+// What a reduction of x over `axes` produces: the sorted unique axes, x's shape with those axes set
+// to 1 (keep_shape), the shape returned to the user (out_shape) and the number of reduced elements
+// per output (count).
+struct Plan {
+  std::vector<std::int64_t> axes;
+  Shape keep_shape;
+  Shape out_shape;
+  std::int64_t count = 1;
+};
+
+Plan make_plan(const char* op, const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
+  XGRAD_CHECK(x.defined(), "{}: argument 'x' is an undefined tensor", op);
+  const Shape& shape = x.shape();
+  Plan p;
+  if (shape.empty()) {
+    // A 0-d tensor has one element and no axes; like PyTorch, accept axis 0 / -1 (a no-op).
+    for (auto a : axes)
+      XGRAD_CHECK(a == 0 || a == -1, "{}: axis {} is out of range for a tensor of shape {} (0 dimensions)", op, a,
+                  shape_str(shape));
+    XGRAD_CHECK(axes.size() <= 1, "{}: axis list [{}] names an axis twice (shape {})", op, fmt::join(axes, ", "),
+                shape_str(shape));
+    return p;  // axes empty, shapes (), count 1
+  }
+  p.axes = normalize_axes(axes, shape, op);  // checks range and duplicates, names op/axis/shape
+  p.keep_shape = shape;
+  for (auto a : p.axes) {
+    auto& d = p.keep_shape[static_cast<std::size_t>(a)];
+    p.count *= d;
+    d = 1;
+  }
+  if (keepdim) {
+    p.out_shape = p.keep_shape;
+  } else {
+    p.out_shape.reserve(shape.size() - p.axes.size());
+    std::size_t k = 0;
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      if (k < p.axes.size() && p.axes[k] == static_cast<std::int64_t>(d)) {
+        ++k;
+        continue;
+      }
+      p.out_shape.push_back(shape[d]);
+    }
+  }
+  return p;
+}
+
+// Error for max over an axis of size 0 (there is no maximum of nothing).
+void check_nonempty_axes(const char* op, const Tensor& x, const Plan& p) {
+  for (auto a : p.axes)
+    XGRAD_CHECK(x.shape()[static_cast<std::size_t>(a)] != 0,
+                "{}: cannot reduce over axis {} of size 0 (shape {}): the reduction has no identity", op, a,
+                shape_str(x.shape()));
+}
+
+// A fresh tensor with x's values and shape `shape` (same numel). Used when nothing is actually
+// summed (count == 1), e.g. the 1x1 sum in the autograd-overhead benchmark: one allocation.
+Tensor copy_as(const Tensor& x, const Shape& shape) {
+  Tensor out = Tensor::empty(shape, x.dtype());
+  if (x.nbytes() > 0) std::memcpy(out.raw_data(), x.raw_data(), x.nbytes());
+  return out;
+}
+
+// g (of keep_shape's numel) broadcast back to `shape`, divided by `divisor`.
+Tensor expand_grad(const Tensor& g, const Shape& keep_shape, const Shape& shape, std::int64_t divisor) {
+  Tensor out = Tensor::empty(shape, g.dtype());
+  if (out.numel() == 0) return out;
+  dispatch(g.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T c = static_cast<T>(divisor);
+    T* o = out.data<T>();
+    const T* gp = g.data<T>();
+    if (g.numel() == 1) {  // full reduction: a fill
+      const T v = gp[0] / c;
+      parallel_for(0, out.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) { std::fill(o + b, o + e, v); });
+      return;
+    }
+    if (divisor == 1)
+      detail::broadcast_map<T, 1>(o, shape, {gp}, {&keep_shape}, [](T v) { return v; });
+    else
+      detail::broadcast_map<T, 1>(o, shape, {gp}, {&keep_shape}, [c](T v) { return v / c; });
+  });
+  return out;
+}
+
+// ---- layout of a reduction ------------------------------------------------------------------------
+// Note [Reduction layout]: after dropping size-1 axes, a reduction whose reduced axes are adjacent
+// is (outer kept) x (mid reduced) x (inner kept). inner == 1 gives contiguous rows (the common
+// case: reducing trailing axes); inner > 1 gives columns, processed a block of columns at a time
+// so the inner loop is contiguous. Anything else (e.g. axes {0, 2} of a 3-d tensor) gathers each
+// output's elements through precomputed offsets, in row-major order of the reduced elements.
+struct Layout {
+  enum Kind { kRows, kCols, kGather } kind = kRows;
+  std::int64_t outer = 1, mid = 1, inner = 1;
+  std::vector<std::int64_t> roffs;  // kGather: offsets of the reduced elements (row-major order)
+  Shape kept_shape, kept_strides;   // kGather: to find each output's base offset
+  std::int64_t base(std::int64_t o) const {
+    std::int64_t rem = o, b = 0;
+    for (std::size_t k = kept_shape.size(); k-- > 0;) {
+      b += (rem % kept_shape[k]) * kept_strides[k];
+      rem /= kept_shape[k];
+    }
+    return b;
+  }
+};
+
+Layout make_layout(const Shape& shape, const std::vector<std::int64_t>& axes) {
+  const auto nd = static_cast<std::int64_t>(shape.size());
+  std::vector<bool> reduced(shape.size(), false);
+  for (auto a : axes) reduced[static_cast<std::size_t>(a)] = true;
+  std::int64_t first = -1, last = -1;
+  for (std::int64_t d = 0; d < nd; ++d)
+    if (reduced[static_cast<std::size_t>(d)] && shape[static_cast<std::size_t>(d)] != 1) {
+      if (first < 0) first = d;
+      last = d;
+    }
+  Layout l;
+  bool block = true;
+  for (std::int64_t d = first; d >= 0 && d <= last; ++d)
+    if (!reduced[static_cast<std::size_t>(d)] && shape[static_cast<std::size_t>(d)] != 1) block = false;
+  if (block) {
+    for (std::int64_t d = 0; d < nd; ++d) {
+      const auto s = shape[static_cast<std::size_t>(d)];
+      if (first < 0 || d < first)
+        l.outer *= s;
+      else if (d <= last)
+        l.mid *= s;
+      else
+        l.inner *= s;
+    }
+    l.kind = l.inner == 1 ? Layout::kRows : Layout::kCols;
+    return l;
+  }
+  l.kind = Layout::kGather;
+  const Shape strides = contiguous_strides(shape);
+  l.roffs = {0};
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (!reduced[d]) {
+      l.kept_shape.push_back(shape[d]);
+      l.kept_strides.push_back(strides[d]);
+      continue;
+    }
+    std::vector<std::int64_t> next;
+    next.reserve(l.roffs.size() * static_cast<std::size_t>(shape[d]));
+    for (auto b : l.roffs)
+      for (std::int64_t k = 0; k < shape[d]; ++k) next.push_back(b + k * strides[d]);
+    l.roffs.swap(next);
+  }
+  l.mid = static_cast<std::int64_t>(l.roffs.size());
+  l.outer = shape_numel(l.kept_shape);
+  return l;
+}
+
+// Grain in outputs for a kernel that touches `per_output` elements per output.
+std::int64_t grain_for(std::int64_t per_output) {
+  return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(per_output, 1));
+}
+
+constexpr std::int64_t kColBlock = 256;  // columns per task in the kCols kernels
+
+// "v beats best" for max: larger, or the first NaN (NaN propagates, like torch.amax).
+template <class T>
+inline bool beats(T v, T best) {
+  return v > best || (v != v && best == best);
+}
+
+// out[o] = max of output o's reduced elements; idx[o] (when idx != nullptr) = the flat index into
+// x of the first arg-max in row-major order of the reduced elements.
+template <class T>
+void max_kernel(const T* in, T* out, std::int64_t* idx, const Layout& l) {
+  switch (l.kind) {
+    case Layout::kRows:
+      parallel_for(0, l.outer, grain_for(l.mid), [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t o = b; o < e; ++o) {
+          const T* row = in + o * l.mid;
+          T best = row[0];
+          std::int64_t bi = 0;
+          for (std::int64_t k = 1; k < l.mid; ++k)
+            if (beats(row[k], best)) {
+              best = row[k];
+              bi = k;
+            }
+          out[o] = best;
+          if (idx) idx[o] = o * l.mid + bi;
+        }
+      });
+      return;
+    case Layout::kCols: {
+      const std::int64_t nblk = (l.inner + kColBlock - 1) / kColBlock;
+      parallel_for(0, l.outer * nblk, grain_for(l.mid * kColBlock), [&](std::int64_t b, std::int64_t e) {
+        std::int64_t bi[kColBlock];
+        for (std::int64_t t = b; t < e; ++t) {
+          const std::int64_t o = t / nblk, i0 = (t % nblk) * kColBlock, i1 = std::min(l.inner, i0 + kColBlock);
+          const std::int64_t w = i1 - i0;
+          const T* src = in + o * l.mid * l.inner + i0;
+          T* best = out + o * l.inner + i0;
+          for (std::int64_t i = 0; i < w; ++i) {
+            best[i] = src[i];
+            bi[i] = 0;
+          }
+          for (std::int64_t m = 1; m < l.mid; ++m) {
+            const T* row = src + m * l.inner;
+            for (std::int64_t i = 0; i < w; ++i) {
+              const bool take = beats(row[i], best[i]);
+              best[i] = take ? row[i] : best[i];
+              bi[i] = take ? m : bi[i];
+            }
+          }
+          if (idx)
+            for (std::int64_t i = 0; i < w; ++i)
+              idx[o * l.inner + i0 + i] = o * l.mid * l.inner + bi[i] * l.inner + i0 + i;
+        }
+      });
+      return;
+    }
+    case Layout::kGather:
+      parallel_for(0, l.outer, grain_for(l.mid), [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t o = b; o < e; ++o) {
+          const std::int64_t base = l.base(o);
+          std::int64_t bo = base + l.roffs[0];
+          T best = in[bo];
+          for (std::size_t k = 1; k < l.roffs.size(); ++k) {
+            const std::int64_t off = base + l.roffs[k];
+            if (beats(in[off], best)) {
+              best = in[off];
+              bo = off;
+            }
+          }
+          out[o] = best;
+          if (idx) idx[o] = bo;
+        }
+      });
+      return;
+  }
+}
+
+// ---- sum / mean ---------------------------------------------------------------------------------
+// y = sum over the plan's axes, divided by `divisor` (mean: the count; sum: 1).
+Tensor sum_forward(const Tensor& x, const Plan& p, std::int64_t divisor) {
+  Tensor y;
+  if (p.count == 1) {
+    y = copy_as(x, p.out_shape);  // nothing to add up (e.g. 1x1 tensors, 0-d, size-1 axes)
+  } else {
+    y = detail::sum_keepdim(x, p.axes);
+    if (y.shape() != p.out_shape) y = alias_with_shape(y, p.out_shape);
+  }
+  if (divisor != 1) {
+    dispatch(y.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      // Divide (not multiply by 1/count): exact for a sum of equal values. A count of 0 gives
+      // 0/0 = NaN, like torch.mean over an empty axis.
+      const T c = static_cast<T>(divisor);
+      T* v = y.data<T>();
+      parallel_for(0, y.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) v[i] /= c;
+      });
+    });
+  }
+  return y;
+}
+
+// sum and mean differ only in the divisor: dx = g / divisor broadcast back to x's shape.
+template <bool kMean>
+struct SumOrMean : Function<SumOrMean<kMean>> {
+  static constexpr const char* kName = kMean ? "mean" : "sum";
+  Shape in_shape, keep_shape;
+  std::int64_t count = 1;
+  Tensor forward(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
+    Plan p = make_plan(kName, x, axes, keepdim);
+    count = p.count;
+    if (this->needs_input_grad(0)) {
+      in_shape = x.shape();
+      keep_shape = std::move(p.keep_shape);
+    }
+    return sum_forward(x, p, kMean ? count : 1);
+  }
+  Tensors backward(const Tensors& grads) {
+    const Tensor& g = grads[0];
+    // Nothing was summed: the gradient is g itself, reshaped (the engine copies before any
+    // in-place accumulation into a shared buffer).
+    if (count == 1) return {alias_with_shape(g, in_shape)};
+    // count == 0 means x is empty: the gradient has no elements to write.
+    return {expand_grad(g, keep_shape, in_shape, kMean && count > 0 ? count : 1)};
+  }
+};
+using Sum = SumOrMean<false>;
+using Mean = SumOrMean<true>;
+
+// ---- max ----------------------------------------------------------------------------------------
+struct Max : Function<Max> {
+  static constexpr const char* kName = "max";
+  Shape in_shape;
+  std::vector<std::int64_t> argmax;  // per output, flat index into x (only when x needs a gradient)
+  Tensor forward(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
+    const Plan p = make_plan(kName, x, axes, keepdim);
+    check_nonempty_axes(kName, x, p);
+    const bool want_idx = needs_input_grad(0);
+    if (want_idx) in_shape = x.shape();
+    if (p.count == 1) {  // every output is its own arg-max
+      if (want_idx) {
+        argmax.resize(static_cast<std::size_t>(x.numel()));
+        for (std::size_t i = 0; i < argmax.size(); ++i) argmax[i] = static_cast<std::int64_t>(i);
+      }
+      return copy_as(x, p.out_shape);
+    }
+    Tensor y = Tensor::empty(p.out_shape, x.dtype());
+    if (y.numel() == 0) return y;
+    if (want_idx) argmax.resize(static_cast<std::size_t>(y.numel()));
+    const Layout l = make_layout(x.shape(), p.axes);
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      max_kernel<T>(x.data<T>(), y.data<T>(), want_idx ? argmax.data() : nullptr, l);
+    });
+    return y;
+  }
+  Tensors backward(const Tensors& grads) {
+    const Tensor& g = grads[0];
+    Tensor gx = Tensor::zeros(in_shape, g.dtype());
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* gp = g.data<T>();
+      T* o = gx.data<T>();
+      // Each output scatters to its own arg-max: distinct destinations, so any split is deterministic.
+      parallel_for(0, g.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) o[argmax[static_cast<std::size_t>(i)]] = gp[i];
+      });
+    });
+    return {gx};
+  }
+};
+
+// ---- logsumexp ----------------------------------------------------------------------------------
+// Note [Stable logsumexp]: y = m + log(sum exp(x - m)) with m the maximum, replaced by 0 when it is
+// infinite (as torch does): a row of -inf gives log(0) = -inf, a row holding +inf gives +inf, and
+// NaN propagates. The gradient g * exp(x - y) is then NaN on a row of -inf, as in torch.
+template <class T>
+inline T finite_or_zero(T m) {
+  return std::isinf(m) ? T(0) : m;
+}
+
+// Fused kernel for contiguous rows: max, then sum of exp in a fixed order, per row.
+template <class T>
+void logsumexp_rows(const T* in, T* out, std::int64_t rows, std::int64_t n) {
+  parallel_for(0, rows, grain_for(n), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      const T* row = in + r * n;
+      T m = row[0];
+      for (std::int64_t k = 1; k < n; ++k) m = beats(row[k], m) ? row[k] : m;
+      m = finite_or_zero(m);
+      T s = 0;
+      for (std::int64_t k = 0; k < n; ++k) s += std::exp(row[k] - m);
+      out[r] = m + std::log(s);
+    }
+  });
+}
+
+struct LogSumExp : Function<LogSumExp> {
+  static constexpr const char* kName = "logsumexp";
+  Shape keep_shape;
+  Tensor forward(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
+    Plan p = make_plan(kName, x, axes, keepdim);
+    Tensor y = Tensor::empty(p.keep_shape, x.dtype());
+    if (y.numel() > 0) {
+      if (p.count == 0) {
+        y.fill_(-std::numeric_limits<double>::infinity());  // log of an empty sum
+      } else {
+        const Layout l = make_layout(x.shape(), p.axes);
+        dispatch(x.dtype(), [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          if (l.kind == Layout::kRows) {
+            logsumexp_rows<T>(x.data<T>(), y.data<T>(), l.outer, l.mid);
+            return;
+          }
+          // Columns or gathered elements: m by the max kernel, then the deterministic sum kernel on
+          // exp(x - m), then y = m + log(s). One temporary of x's size.
+          T* mp = y.data<T>();
+          max_kernel<T>(x.data<T>(), mp, nullptr, l);
+          for (std::int64_t i = 0; i < y.numel(); ++i) mp[i] = finite_or_zero(mp[i]);
+          Tensor t = Tensor::empty(x.shape(), x.dtype());
+          detail::broadcast_map<T, 2>(t.data<T>(), x.shape(), {x.data<T>(), mp}, {&x.shape(), &p.keep_shape},
+                                      [](T v, T m) { return std::exp(v - m); });
+          const Tensor s = detail::sum_keepdim(t, p.axes);
+          const T* sp = s.data<T>();
+          for (std::int64_t i = 0; i < y.numel(); ++i) mp[i] += std::log(sp[i]);
+        });
+      }
+    }
+    if (needs_input_grad(0)) {
+      save_for_backward({x, y});
+      keep_shape = p.keep_shape;
+    }
+    return y.shape() == p.out_shape ? y : alias_with_shape(y, p.out_shape);
+  }
+  Tensors backward(const Tensors& grads) {
+    const Tensor x = saved(0), y = saved(1);
+    const Tensor& g = grads[0];
+    Tensor gx = Tensor::empty(x.shape(), x.dtype());
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::broadcast_map<T, 3>(gx.data<T>(), x.shape(), {g.data<T>(), x.data<T>(), y.data<T>()},
+                                  {&keep_shape, &x.shape(), &keep_shape},
+                                  [](T gv, T xv, T yv) { return gv * std::exp(xv - yv); });
+    });
+    return {gx};
+  }
+};
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
+  return apply<Sum>(x, axes, keepdim);
+}
+Tensor mean(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
+  return apply<Mean>(x, axes, keepdim);
+}
+Tensor max(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
+  return apply<Max>(x, axes, keepdim);
+}
+Tensor logsumexp(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
+  return apply<LogSumExp>(x, axes, keepdim);
+}
+
+}  // namespace xgrad

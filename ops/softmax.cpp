@@ -1,0 +1,198 @@
+#include "xgrad/ops/softmax.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/parallel.hpp"
+
+namespace xgrad {
+
+namespace {
+
+// Note [Softmax kernels]: a hand-written backward instead of the composite exp/sum/div, because
+// the composite would keep three full-size temporaries alive for backward and lose the stable
+// formulation's guarantees. x is seen as (outer, n, inner) with n the softmax axis. For inner == 1
+// every row is contiguous; otherwise a task takes one outer index and a block of up to kColBlock
+// columns, so the innermost loop stays contiguous. Each row is computed by one task in a fixed
+// order (max, then the sum in increasing index order), so the result does not depend on how the
+// rows are split among threads.
+struct Geometry {
+  std::int64_t outer = 1, n = 1, inner = 1;
+};
+
+Geometry geometry(const char* op, const Tensor& x, std::int64_t axis) {
+  XGRAD_CHECK(x.defined(), "{}: argument 'x' is an undefined tensor", op);
+  Geometry g;
+  if (x.dim() == 0) {
+    // Like PyTorch, a 0-d tensor is a single row of length 1 (axis 0 or -1).
+    XGRAD_CHECK(axis == 0 || axis == -1, "{}: axis {} is out of range for a tensor of shape {} (0 dimensions)", op,
+                axis, shape_str(x.shape()));
+    return g;
+  }
+  const std::int64_t a = normalize_axis(axis, x.dim(), op, x.shape());
+  for (std::int64_t d = 0; d < x.dim(); ++d) {
+    const auto s = x.shape()[static_cast<std::size_t>(d)];
+    if (d < a)
+      g.outer *= s;
+    else if (d == a)
+      g.n = s;
+    else
+      g.inner *= s;
+  }
+  return g;
+}
+
+constexpr std::int64_t kColBlock = 64;
+
+// Runs row_fn(offset, stride, count) for contiguous rows, or col_fn(offset, width) for blocks of
+// columns (elements offset + k*inner + i, k < n, i < width), in parallel with a grain of roughly
+// kParallelGrain elements per task; serial for small tensors.
+template <class RowFn, class ColFn>
+void for_each_row(const Geometry& g, RowFn&& row_fn, ColFn&& col_fn) {
+  if (g.n == 0 || g.outer * g.inner == 0) return;
+  if (g.inner == 1) {
+    const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / g.n);
+    parallel_for(0, g.outer, grain, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t r = b; r < e; ++r) row_fn(r * g.n);
+    });
+    return;
+  }
+  const std::int64_t nblk = (g.inner + kColBlock - 1) / kColBlock;
+  const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / (g.n * std::min(g.inner, kColBlock)));
+  parallel_for(0, g.outer * nblk, grain, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t t = b; t < e; ++t) {
+      const std::int64_t o = t / nblk, i0 = (t % nblk) * kColBlock;
+      col_fn(o * g.n * g.inner + i0, std::min(kColBlock, g.inner - i0));
+    }
+  });
+}
+
+// Forward. kLog: y = x - m - log(s); else y = exp(x - m) / s, with m the row max and s = sum exp(x - m).
+// A row of -inf gives NaN (m = -inf), as in PyTorch.
+template <bool kLog, class T>
+void softmax_forward(const T* x, T* y, const Geometry& g) {
+  const std::int64_t n = g.n, inner = g.inner;
+  auto row = [&](std::int64_t off) {
+    const T* xr = x + off;
+    T* yr = y + off;
+    T m = xr[0];
+    for (std::int64_t k = 1; k < n; ++k) m = std::max(m, xr[k]);
+    T s = 0;
+    if constexpr (kLog) {
+      for (std::int64_t k = 0; k < n; ++k) s += std::exp(xr[k] - m);
+      const T c = m + std::log(s);
+      for (std::int64_t k = 0; k < n; ++k) yr[k] = xr[k] - c;
+    } else {
+      for (std::int64_t k = 0; k < n; ++k) {
+        yr[k] = std::exp(xr[k] - m);
+        s += yr[k];
+      }
+      for (std::int64_t k = 0; k < n; ++k) yr[k] /= s;
+    }
+  };
+  auto cols = [&](std::int64_t off, std::int64_t w) {
+    T m[kColBlock], s[kColBlock];
+    const T* xb = x + off;
+    T* yb = y + off;
+    for (std::int64_t i = 0; i < w; ++i) {
+      m[i] = xb[i];
+      s[i] = 0;
+    }
+    for (std::int64_t k = 1; k < n; ++k)
+      for (std::int64_t i = 0; i < w; ++i) m[i] = std::max(m[i], xb[k * inner + i]);
+    if constexpr (kLog) {
+      for (std::int64_t k = 0; k < n; ++k)
+        for (std::int64_t i = 0; i < w; ++i) s[i] += std::exp(xb[k * inner + i] - m[i]);
+      for (std::int64_t i = 0; i < w; ++i) m[i] += std::log(s[i]);
+      for (std::int64_t k = 0; k < n; ++k)
+        for (std::int64_t i = 0; i < w; ++i) yb[k * inner + i] = xb[k * inner + i] - m[i];
+    } else {
+      for (std::int64_t k = 0; k < n; ++k)
+        for (std::int64_t i = 0; i < w; ++i) {
+          const T e = std::exp(xb[k * inner + i] - m[i]);
+          yb[k * inner + i] = e;
+          s[i] += e;
+        }
+      for (std::int64_t k = 0; k < n; ++k)
+        for (std::int64_t i = 0; i < w; ++i) yb[k * inner + i] /= s[i];
+    }
+  };
+  for_each_row(g, row, cols);
+}
+
+// Backward from the saved output y.
+//   softmax:     dx = y * (gy - sum(gy * y))
+//   log_softmax: dx = gy - exp(y) * sum(gy)
+template <bool kLog, class T>
+void softmax_backward(const T* y, const T* gy, T* gx, const Geometry& g) {
+  const std::int64_t n = g.n, inner = g.inner;
+  auto row = [&](std::int64_t off) {
+    const T* yr = y + off;
+    const T* gr = gy + off;
+    T* dr = gx + off;
+    T s = 0;
+    if constexpr (kLog) {
+      for (std::int64_t k = 0; k < n; ++k) s += gr[k];
+      for (std::int64_t k = 0; k < n; ++k) dr[k] = gr[k] - std::exp(yr[k]) * s;
+    } else {
+      for (std::int64_t k = 0; k < n; ++k) s += gr[k] * yr[k];
+      for (std::int64_t k = 0; k < n; ++k) dr[k] = yr[k] * (gr[k] - s);
+    }
+  };
+  auto cols = [&](std::int64_t off, std::int64_t w) {
+    T s[kColBlock] = {};
+    const T* yb = y + off;
+    const T* gb = gy + off;
+    T* db = gx + off;
+    for (std::int64_t k = 0; k < n; ++k)
+      for (std::int64_t i = 0; i < w; ++i) {
+        const std::int64_t j = k * inner + i;
+        if constexpr (kLog)
+          s[i] += gb[j];
+        else
+          s[i] += gb[j] * yb[j];
+      }
+    for (std::int64_t k = 0; k < n; ++k)
+      for (std::int64_t i = 0; i < w; ++i) {
+        const std::int64_t j = k * inner + i;
+        if constexpr (kLog)
+          db[j] = gb[j] - std::exp(yb[j]) * s[i];
+        else
+          db[j] = yb[j] * (gb[j] - s[i]);
+      }
+  };
+  for_each_row(g, row, cols);
+}
+
+template <bool kLog>
+struct Softmax : Function<Softmax<kLog>> {
+  static constexpr const char* kName = kLog ? "log_softmax" : "softmax";
+  Geometry geo;
+  Tensor forward(const Tensor& x, std::int64_t axis) {
+    geo = geometry(kName, x, axis);
+    Tensor y = Tensor::empty(x.shape(), x.dtype());
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      softmax_forward<kLog, T>(x.data<T>(), y.data<T>(), geo);
+    });
+    if (this->needs_input_grad(0)) this->save_for_backward({y});  // both gradients need only y
+    return y;
+  }
+  Tensors backward(const Tensors& grads) {
+    const Tensor y = this->saved(0);
+    Tensor gx = Tensor::empty(y.shape(), y.dtype());
+    dispatch(y.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      softmax_backward<kLog, T>(y.data<T>(), grads[0].data<T>(), gx.data<T>(), geo);
+    });
+    return {gx};
+  }
+};
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, std::int64_t axis) { return apply<Softmax<false>>(x, axis); }
+Tensor log_softmax(const Tensor& x, std::int64_t axis) { return apply<Softmax<true>>(x, axis); }
+
+}  // namespace xgrad

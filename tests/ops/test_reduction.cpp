@@ -1,0 +1,243 @@
+// Tests for ops/reduction.*: gradcheck, torch parity, thread determinism, special values, bad inputs.
+#include <cmath>
+#include <limits>
+
+#include "support.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/reduction.hpp"
+
+using namespace xgrad;
+using xgrad::test::ParityBatch;
+
+namespace {
+using ReduceFn = Tensor (*)(const Tensor&, const std::vector<std::int64_t>&, bool);
+struct ReduceOp {
+  const char* name;
+  ReduceFn fn;
+  const char* torch;  // torch function taking (x, dim=..., keepdim=...)
+};
+const ReduceOp kOps[] = {
+    {"sum", sum, "torch.sum"},
+    {"mean", mean, "torch.mean"},
+    {"max", max, "torch.amax"},
+    {"logsumexp", logsumexp, "torch.logsumexp"},
+};
+
+struct AxesCase {
+  Shape shape;
+  std::vector<std::int64_t> axes;
+};
+// Scalars, 1-d, trailing axes (contiguous rows), leading/middle axes (columns), non-adjacent axes
+// (gathered), size-1 axes, negative axes, and "all" (empty list).
+const std::vector<AxesCase> kAxes = {
+    {{}, {}},          {{}, {0}},        {{}, {-1}},          {{5}, {}},           {{5}, {0}},
+    {{5}, {-1}},       {{3, 4}, {}},     {{3, 4}, {0}},       {{3, 4}, {1}},       {{3, 4}, {-2, -1}},
+    {{3, 4}, {-1, 0}}, {{2, 3, 4}, {1}}, {{2, 3, 4}, {0, 2}}, {{2, 3, 4}, {0, 1}}, {{2, 3, 4}, {-1, -2}},
+    {{2, 3, 4}, {-3}}, {{2, 1, 3}, {1}}, {{2, 1, 3}, {0, 2}}, {{4, 1}, {0}},       {{2, 3, 2, 2}, {1, 3}},
+};
+
+// Python tuple for torch's dim argument: the axes, or every axis when the list is empty.
+std::string torch_dims(const AxesCase& c) {
+  std::vector<std::int64_t> dims = c.axes;
+  if (dims.empty()) {
+    if (c.shape.empty()) dims = {0};
+    for (std::int64_t d = 0; d < static_cast<std::int64_t>(c.shape.size()); ++d) dims.push_back(d);
+  }
+  return fmt::format("({},)", fmt::join(dims, ", "));
+}
+
+std::string describe(const ReduceOp& op, const AxesCase& c, bool keepdim) {
+  return fmt::format("{} x{} axes [{}] keepdim={}", op.name, shape_str(c.shape), fmt::join(c.axes, ", "), keepdim);
+}
+
+const double kInf = std::numeric_limits<double>::infinity();
+}  // namespace
+
+TEST_CASE("reductions: gradcheck over shapes, axes and keepdim", "[reduction]") {
+  Generator gen(11);
+  for (const auto& op : kOps)
+    for (const auto& c : kAxes)
+      for (bool keepdim : {false, true}) {
+        INFO(describe(op, c, keepdim));
+        // randn values are distinct, so max has a unique arg-max and is differentiable there.
+        Tensor x = test::randn_leaf(c.shape, gen);
+        test::require_gradcheck([&](const Tensors& in) { return op.fn(in[0], c.axes, keepdim); }, {x});
+      }
+}
+
+TEST_CASE("reductions: output shapes follow keepdim", "[reduction]") {
+  Tensor x = Tensor::zeros({2, 3, 4});
+  CHECK(sum(x).shape() == Shape{});
+  CHECK(sum(x, {}, true).shape() == Shape{1, 1, 1});
+  CHECK(mean(x, {-1}).shape() == Shape{2, 3});
+  CHECK(max(x, {0, 2}, true).shape() == Shape{1, 3, 1});
+  CHECK(logsumexp(x, {2, 0}).shape() == Shape{3});
+  CHECK(sum(Tensor::scalar(2.0), {0}, true).shape() == Shape{});
+}
+
+TEST_CASE("reductions: values and gradients match PyTorch", "[reduction][parity]") {
+  for (Dtype dt : {kFloat32, kFloat64}) {
+    ParityBatch batch(std::string("reduction_") + std::string(dtype_name(dt)));
+    Generator gen(12);
+    int k = 0;
+    for (const auto& op : kOps)
+      for (const auto& c : kAxes)
+        for (bool keepdim : {false, true}) {
+          Tensor x = test::randn_leaf(c.shape, gen, dt);  // no ties: torch.amax splits ties evenly
+          batch.add(fmt::format("{}_{}", op.name, k++),
+                    fmt::format("out = {}(x, dim={}, keepdim={})", op.torch, torch_dims(c), keepdim ? "True" : "False"),
+                    {{"x", x}}, [&](const Tensors& in) { return op.fn(in[0], c.axes, keepdim); });
+        }
+    // Large inputs: a naive log(sum(exp(x))) overflows; columns and gathered layouts too.
+    Tensor big = test::uniform_leaf({3, 50}, gen, 1e4 - 5, 1e4 + 5, dt);
+    batch.add("logsumexp_1e4_rows", "out = torch.logsumexp(x, dim=1)", {{"x", big}},
+              [](const Tensors& in) { return logsumexp(in[0], {1}); });
+    batch.add("logsumexp_1e4_cols", "out = torch.logsumexp(x, dim=0)", {{"x", big}},
+              [](const Tensors& in) { return logsumexp(in[0], {0}); });
+    Tensor bigneg = test::uniform_leaf({2, 3, 4}, gen, -1e4 - 5, -1e4 + 5, dt);
+    batch.add("logsumexp_-1e4_gather", "out = torch.logsumexp(x, dim=(0, 2), keepdim=True)", {{"x", bigneg}},
+              [](const Tensors& in) {
+                return logsumexp(in[0], {0, 2}, true);
+              });
+    // Longer rows and columns than one block of the column kernels (256 columns).
+    Tensor wide = test::randn_leaf({7, 300}, gen, dt);
+    for (const auto& op : kOps)
+      batch.add(fmt::format("{}_wide_cols", op.name), fmt::format("out = {}(x, dim=(0,))", op.torch), {{"x", wide}},
+                [&](const Tensors& in) { return op.fn(in[0], {0}, false); });
+    // A composite: the gradient of each op flows through another op.
+    Tensor y = test::randn_leaf({4, 5}, gen, dt);
+    batch.add(
+        "composite", "out = torch.logsumexp(y, 1) * torch.amax(y, 0).sum() - torch.mean(y * y, 0).sum()", {{"y", y}},
+        [](const Tensors& in) { return logsumexp(in[0], {1}) * sum(max(in[0], {0})) - sum(mean(in[0] * in[0], {0})); });
+    batch.run();
+  }
+}
+
+TEST_CASE("reductions: bit-identical with 1 and 2 threads", "[reduction][threads]") {
+  Generator gen(13);
+  const Tensor a0 = Tensor::randn({512, 1024}, gen, kFloat32);
+  const Tensor b0 = Tensor::randn({16, 64, 512}, gen, kFloat64);
+  const Tensor c0 = Tensor::randn({1000000}, gen, kFloat32);
+  test::require_thread_deterministic([&] {
+    Tensors out;
+    for (const auto& op : kOps) {
+      for (const auto& axes :
+           {std::vector<std::int64_t>{1}, std::vector<std::int64_t>{0}, std::vector<std::int64_t>{}}) {
+        Tensor a = a0.clone_data().set_requires_grad();
+        Tensor y = op.fn(a, axes, false);
+        y.backward(Tensor::ones(y.shape(), kFloat32));
+        out.push_back(y);
+        out.push_back(a.grad());
+      }
+      Tensor b = b0.clone_data().set_requires_grad();
+      Tensor y = op.fn(b, {0, 2}, true);  // the gathered layout
+      y.backward(Tensor::ones(y.shape(), kFloat64));
+      out.push_back(y);
+      out.push_back(b.grad());
+    }
+    // A full sum of 10^6 elements: split into fixed chunks, added left to right.
+    Tensor c = c0.clone_data().set_requires_grad();
+    Tensor s = sum(c);
+    s.backward();
+    out.push_back(s);
+    out.push_back(c.grad());
+    out.push_back(mean(c));
+    return out;
+  });
+}
+
+TEST_CASE("reductions: a large sum is accurate", "[reduction]") {
+  // 10^6 float32 values summed in chunks with several accumulators: compare with a float64 sum.
+  Generator gen(14);
+  const Tensor x = Tensor::rand({1000000}, gen, kFloat32);
+  const float* p = x.data<float>();
+  double ref = 0;
+  for (std::int64_t i = 0; i < x.numel(); ++i) ref += p[i];
+  CHECK(std::abs(sum(x).item() - ref) <= 1e-5 * ref);
+  CHECK(std::abs(mean(x).item() - ref / 1e6) <= 1e-5 * ref / 1e6);
+}
+
+TEST_CASE("max: the gradient goes to the first arg-max in row-major order", "[reduction]") {
+  SECTION("contiguous rows") {
+    Tensor x = Tensor::of({{1, 3, 3, 2}, {5, 5, 5, 5}}, kFloat64).set_requires_grad();
+    max(x, {1}).backward(Tensor::of({10, 20}, kFloat64));
+    CHECK(x.grad().to_vector() == std::vector<double>{0, 10, 0, 0, 20, 0, 0, 0});
+  }
+  SECTION("columns") {
+    Tensor x = Tensor::of({{1, 4}, {2, 4}, {2, 0}}, kFloat64).set_requires_grad();
+    max(x, {0}).backward(Tensor::of({10, 20}, kFloat64));
+    CHECK(x.grad().to_vector() == std::vector<double>{0, 20, 10, 0, 0, 0});
+  }
+  SECTION("gathered (axes 0 and 2 of a 3-d tensor)") {
+    // x[i][j][k]; for j = 0 the maximum 7 sits at (0,0,1) and (1,0,0): (0,0,1) comes first.
+    Tensor x = Tensor::from_vector({0, 7, 1, 1, 7, 0, 1, 2}, {2, 2, 2}, kFloat64).set_requires_grad();
+    max(x, {0, 2}).backward(Tensor::of({1, 1}, kFloat64));
+    CHECK(x.grad().to_vector() == std::vector<double>{0, 1, 0, 0, 0, 0, 0, 1});
+  }
+  SECTION("whole tensor") {
+    Tensor x = Tensor::of({{0, 9}, {9, 1}}, kFloat64).set_requires_grad();
+    max(x).backward();
+    CHECK(x.grad().to_vector() == std::vector<double>{0, 1, 0, 0});
+  }
+  SECTION("NaN propagates and takes the gradient, like torch.amax") {
+    Tensor x = Tensor::of({1, std::nan(""), 2, std::nan("")}, kFloat64).set_requires_grad();
+    Tensor y = max(x);
+    CHECK(std::isnan(y.item()));
+    y.backward();
+    CHECK(x.grad().to_vector() == std::vector<double>{0, 1, 0, 0});
+  }
+}
+
+TEST_CASE("logsumexp: infinities behave like torch", "[reduction]") {
+  // Rows: all -inf, finite with -inf, +inf with finite, and a row at 1e4 in float32.
+  for (Dtype dt : {kFloat32, kFloat64}) {
+    Tensor x = Tensor::of({{-kInf, -kInf}, {1, -kInf}, {kInf, 1}, {1e4, 1e4}}, dt).set_requires_grad();
+    Tensor y = logsumexp(x, {1});
+    const auto v = y.to_vector();
+    CHECK(v[0] == -kInf);                                      // log(0)
+    CHECK(v[1] == 1.0);                                        // exp(-inf) adds nothing
+    CHECK(v[2] == kInf);                                       // torch: inf
+    CHECK(v[3] == Approx(1e4 + std::log(2.0)).epsilon(1e-6));  // no overflow
+    y.backward(Tensor::ones({4}, dt));
+    const auto g = x.grad().to_vector();
+    CHECK((std::isnan(g[0]) && std::isnan(g[1])));  // torch 1.13: exp(-inf - -inf) = NaN
+    CHECK((g[2] == 1.0 && g[3] == 0.0));
+    CHECK(std::isnan(g[4]));  // torch: exp(inf - inf)
+    CHECK(g[5] == 0.0);
+    CHECK((g[6] == Approx(0.5).epsilon(1e-3) && g[7] == Approx(0.5).epsilon(1e-3)));  // y rounded at 1e4
+  }
+  // Columns and gathered layouts use another kernel: same semantics.
+  Tensor xc = Tensor::of({{-kInf, 1, kInf}, {-kInf, -kInf, 0}}, kFloat64);
+  const auto vc = logsumexp(xc, {0}).to_vector();
+  CHECK(vc[0] == -kInf);
+  CHECK(vc[1] == 1.0);
+  CHECK(vc[2] == kInf);
+}
+
+TEST_CASE("reductions over empty axes", "[reduction]") {
+  Tensor x = Tensor::zeros({3, 0}, kFloat64).set_requires_grad();
+  Tensor s = sum(x, {1});
+  CHECK(s.shape() == Shape{3});
+  CHECK(s.to_vector() == std::vector<double>{0, 0, 0});
+  s.backward(Tensor::ones({3}, kFloat64));
+  CHECK(x.grad().shape() == Shape{3, 0});
+  CHECK(sum(x).item() == 0.0);
+  for (double v : mean(x, {1}).to_vector()) CHECK(std::isnan(v));  // 0/0, like torch.mean
+  for (double v : logsumexp(x, {1}).to_vector()) CHECK(v == -kInf);
+  // Reducing a non-empty axis of an empty tensor gives an empty result, not an error.
+  CHECK(max(x, {0}).shape() == Shape{0});
+  test::require_error([&] { max(x, {1}); }, {"max", "axis 1", "size 0", "(3, 0)"});
+  test::require_error([&] { max(x); }, {"max", "(3, 0)"});
+}
+
+TEST_CASE("reductions: bad inputs raise xgrad::Error naming op, axis and shape", "[reduction][errors]") {
+  Tensor x = Tensor::zeros({2, 3});
+  for (const auto& op : kOps) {
+    INFO(op.name);
+    test::require_error([&] { op.fn(x, {2}, false); }, {op.name, "axis 2", "(2, 3)"});
+    test::require_error([&] { op.fn(x, {-3}, false); }, {op.name, "axis -3", "(2, 3)"});
+    test::require_error([&] { op.fn(x, {1, -1}, true); }, {op.name, "twice", "[1, -1]", "(2, 3)"});
+    test::require_error([&] { op.fn(Tensor(), {}, false); }, {op.name, "undefined"});
+    test::require_error([&] { op.fn(Tensor::scalar(1.0), {1}, false); }, {op.name, "axis 1", "()"});
+  }
+}
