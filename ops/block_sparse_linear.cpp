@@ -1,0 +1,344 @@
+// Block-sparse linear: the pattern type, the op (forward and hand-written backward) and dense
+// conversions. Kernels live in block_sparse_kernels.cpp. See the notes in block_sparse_linear.hpp.
+#include "xgrad/ops/block_sparse_linear.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <numeric>
+
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/ops/block_sparse_kernels.hpp"
+
+namespace xgrad {
+
+struct BlockSparsePattern::Impl {
+  std::int64_t out = 0, in = 0;
+  std::vector<Group> row_groups, col_groups;
+  std::vector<Block> blocks;  // storage order: by row group, then column group
+  std::vector<std::int64_t> row_ptr, col_ptr, col_index;
+  bool uniform = true;
+  std::int64_t stored = 0;
+};
+
+namespace {
+
+using Impl = BlockSparsePattern::Impl;
+using Group = BlockSparsePattern::Group;
+
+// Builds the pattern from the row and column partitions and the stored (row group, col group) cells.
+std::shared_ptr<const Impl> build(std::int64_t out, std::int64_t in, std::vector<Group> rows, std::vector<Group> cols,
+                                  std::vector<std::pair<std::int64_t, std::int64_t>> cells) {
+  auto p = std::make_shared<Impl>();
+  p->out = out;
+  p->in = in;
+  p->row_groups = std::move(rows);
+  p->col_groups = std::move(cols);
+  std::sort(cells.begin(), cells.end());
+  const auto nr = static_cast<std::int64_t>(p->row_groups.size());
+  const auto nc = static_cast<std::int64_t>(p->col_groups.size());
+  p->row_ptr.assign(static_cast<std::size_t>(nr + 1), 0);
+  p->col_ptr.assign(static_cast<std::size_t>(nc + 1), 0);
+  std::int64_t offset = 0;
+  for (const auto& [r, c] : cells) {
+    const Group& rg = p->row_groups[static_cast<std::size_t>(r)];
+    const Group& cg = p->col_groups[static_cast<std::size_t>(c)];
+    p->blocks.push_back({rg.begin, rg.size, cg.begin, cg.size, offset, r, c});
+    offset += rg.size * cg.size;
+    ++p->row_ptr[static_cast<std::size_t>(r + 1)];
+    ++p->col_ptr[static_cast<std::size_t>(c + 1)];
+  }
+  p->stored = offset;
+  std::partial_sum(p->row_ptr.begin(), p->row_ptr.end(), p->row_ptr.begin());
+  std::partial_sum(p->col_ptr.begin(), p->col_ptr.end(), p->col_ptr.begin());
+  // Column index: block ids grouped by column group, ordered by row group inside (stable fill).
+  p->col_index.resize(p->blocks.size());
+  std::vector<std::int64_t> fill(p->col_ptr.begin(), p->col_ptr.end() - 1);
+  for (std::size_t k = 0; k < p->blocks.size(); ++k)
+    p->col_index[static_cast<std::size_t>(fill[static_cast<std::size_t>(p->blocks[k].col_group)]++)] =
+        static_cast<std::int64_t>(k);
+  for (const auto& b : p->blocks)
+    if (b.rows != p->blocks.front().rows || b.cols != p->blocks.front().cols) p->uniform = false;
+  // An empty pattern of a block-diagonal layer with unequal groups is still "uniform" (no blocks).
+  return p;
+}
+
+std::vector<Group> uniform_groups(std::int64_t n, std::int64_t b) {
+  std::vector<Group> g(static_cast<std::size_t>(n / b));
+  for (std::size_t i = 0; i < g.size(); ++i) g[i] = {static_cast<std::int64_t>(i) * b, b};
+  return g;
+}
+
+void check_grid(const char* fn, std::int64_t out, std::int64_t in, std::int64_t bo, std::int64_t bi) {
+  XGRAD_CHECK(out > 0 && in > 0, "{}: out={} and in={} must be positive", fn, out, in);
+  XGRAD_CHECK(bo > 0 && bi > 0, "{}: block size (bo={}, bi={}) must be positive", fn, bo, bi);
+  XGRAD_CHECK(out % bo == 0 && in % bi == 0,
+              "{}: block size (bo={}, bi={}) must divide the weight shape (out={}, in={}): {} % {} = {}, {} % {} = {}",
+              fn, bo, bi, out, in, out, bo, out % bo, in, bi, in % bi);
+}
+
+}  // namespace
+
+BlockSparsePattern BlockSparsePattern::from_block_mask(std::int64_t out, std::int64_t in, std::int64_t bo,
+                                                       std::int64_t bi, const Tensor& mask) {
+  constexpr const char* fn = "BlockSparsePattern::from_block_mask";
+  check_grid(fn, out, in, bo, bi);
+  XGRAD_CHECK(mask.defined(), "{}: argument 'mask' is an undefined tensor", fn);
+  const Shape grid{out / bo, in / bi};
+  XGRAD_CHECK(mask.shape() == grid,
+              "{}: argument 'mask' has shape {} but the block grid of an (out={}, in={}) weight with ({}, {}) "
+              "blocks is {}",
+              fn, shape_str(mask.shape()), out, in, bo, bi, shape_str(grid));
+  const std::vector<double> v = mask.to_vector();
+  std::vector<std::pair<std::int64_t, std::int64_t>> cells;
+  for (std::int64_t r = 0; r < grid[0]; ++r)
+    for (std::int64_t c = 0; c < grid[1]; ++c)
+      if (v[static_cast<std::size_t>(r * grid[1] + c)] != 0.0) cells.emplace_back(r, c);
+  return BlockSparsePattern(build(out, in, uniform_groups(out, bo), uniform_groups(in, bi), std::move(cells)));
+}
+
+BlockSparsePattern BlockSparsePattern::from_block_coords(
+    std::int64_t out, std::int64_t in, std::int64_t bo, std::int64_t bi,
+    const std::vector<std::pair<std::int64_t, std::int64_t>>& coords) {
+  constexpr const char* fn = "BlockSparsePattern::from_block_coords";
+  check_grid(fn, out, in, bo, bi);
+  const std::int64_t nr = out / bo, nc = in / bi;
+  for (const auto& [r, c] : coords)
+    XGRAD_CHECK(r >= 0 && r < nr && c >= 0 && c < nc,
+                "{}: argument 'coords' has block ({}, {}) outside the block grid ({}, {}) of an (out={}, in={}) "
+                "weight with ({}, {}) blocks",
+                fn, r, c, nr, nc, out, in, bo, bi);
+  auto cells = coords;
+  std::sort(cells.begin(), cells.end());
+  const auto dup = std::adjacent_find(cells.begin(), cells.end());
+  XGRAD_CHECK(dup == cells.end(), "{}: argument 'coords' lists block ({}, {}) more than once", fn,
+              dup == cells.end() ? 0 : dup->first, dup == cells.end() ? 0 : dup->second);
+  return BlockSparsePattern(build(out, in, uniform_groups(out, bo), uniform_groups(in, bi), std::move(cells)));
+}
+
+BlockSparsePattern BlockSparsePattern::from_element_mask(const Tensor& mask, std::int64_t bo, std::int64_t bi) {
+  constexpr const char* fn = "BlockSparsePattern::from_element_mask";
+  XGRAD_CHECK(mask.defined(), "{}: argument 'mask' is an undefined tensor", fn);
+  XGRAD_CHECK(mask.dim() == 2, "{}: argument 'mask' must be an (out, in) matrix, got shape {}", fn,
+              shape_str(mask.shape()));
+  const std::int64_t out = mask.size(0), in = mask.size(1);
+  check_grid(fn, out, in, bo, bi);
+  const std::vector<double> v = mask.to_vector();
+  std::vector<std::pair<std::int64_t, std::int64_t>> cells;
+  for (std::int64_t r = 0; r < out / bo; ++r)
+    for (std::int64_t c = 0; c < in / bi; ++c) {
+      const bool first = v[static_cast<std::size_t>(r * bo * in + c * bi)] != 0.0;
+      for (std::int64_t i = r * bo; i < (r + 1) * bo; ++i)
+        for (std::int64_t j = c * bi; j < (c + 1) * bi; ++j)
+          XGRAD_CHECK((v[static_cast<std::size_t>(i * in + j)] != 0.0) == first,
+                      "{}: argument 'mask' of shape {} is not aligned to ({}, {}) blocks: block ({}, {}) mixes zero "
+                      "and non-zero entries (element ({}, {}) is {}, element ({}, {}) is {})",
+                      fn, shape_str(mask.shape()), bo, bi, r, c, r * bo, c * bi, first ? "non-zero" : "zero", i, j,
+                      first ? "zero" : "non-zero");
+      if (first) cells.emplace_back(r, c);
+    }
+  return BlockSparsePattern(build(out, in, uniform_groups(out, bo), uniform_groups(in, bi), std::move(cells)));
+}
+
+BlockSparsePattern BlockSparsePattern::block_diagonal(const std::vector<DiagonalGroup>& groups) {
+  constexpr const char* fn = "BlockSparsePattern::block_diagonal";
+  XGRAD_CHECK(!groups.empty(), "{}: argument 'groups' is empty", fn);
+  std::vector<Group> rows, cols;
+  std::vector<std::pair<std::int64_t, std::int64_t>> cells;
+  std::int64_t in = 0, out = 0;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    XGRAD_CHECK(groups[g].in > 0 && groups[g].out > 0,
+                "{}: argument 'groups': group {} has in={} and out={}; both must be positive", fn, g, groups[g].in,
+                groups[g].out);
+    rows.push_back({out, groups[g].out});
+    cols.push_back({in, groups[g].in});
+    cells.emplace_back(static_cast<std::int64_t>(g), static_cast<std::int64_t>(g));
+    in += groups[g].in;
+    out += groups[g].out;
+  }
+  return BlockSparsePattern(build(out, in, std::move(rows), std::move(cols), std::move(cells)));
+}
+
+BlockSparsePattern BlockSparsePattern::block_diagonal(std::int64_t in, std::int64_t out,
+                                                      const std::vector<DiagonalGroup>& groups) {
+  BlockSparsePattern p = block_diagonal(groups);
+  XGRAD_CHECK(p.in_features() == in && p.out_features() == out,
+              "BlockSparsePattern::block_diagonal: argument 'groups' adds up to in={}, out={} but the layer is in={}, "
+              "out={}",
+              p.in_features(), p.out_features(), in, out);
+  return p;
+}
+
+std::int64_t BlockSparsePattern::in_features() const { return impl_->in; }
+std::int64_t BlockSparsePattern::out_features() const { return impl_->out; }
+std::int64_t BlockSparsePattern::num_blocks() const { return static_cast<std::int64_t>(impl_->blocks.size()); }
+const std::vector<BlockSparsePattern::Block>& BlockSparsePattern::blocks() const { return impl_->blocks; }
+const std::vector<Group>& BlockSparsePattern::row_groups() const { return impl_->row_groups; }
+const std::vector<Group>& BlockSparsePattern::col_groups() const { return impl_->col_groups; }
+const std::vector<std::int64_t>& BlockSparsePattern::row_ptr() const { return impl_->row_ptr; }
+const std::vector<std::int64_t>& BlockSparsePattern::col_ptr() const { return impl_->col_ptr; }
+const std::vector<std::int64_t>& BlockSparsePattern::col_index() const { return impl_->col_index; }
+bool BlockSparsePattern::is_uniform() const { return impl_->uniform; }
+std::int64_t BlockSparsePattern::stored_elements() const { return impl_->stored; }
+
+Shape BlockSparsePattern::weight_shape() const {
+  if (!impl_->uniform) return {impl_->stored};
+  // Uniform: (nnz, bo, bi); with no block at all, the grid's block size (first groups) keeps the rank.
+  const std::int64_t bo = impl_->blocks.empty() ? impl_->row_groups.front().size : impl_->blocks.front().rows;
+  const std::int64_t bi = impl_->blocks.empty() ? impl_->col_groups.front().size : impl_->blocks.front().cols;
+  return {num_blocks(), bo, bi};
+}
+
+std::vector<std::int64_t> BlockSparsePattern::row_fan_in() const {
+  std::vector<std::int64_t> fan(static_cast<std::size_t>(impl_->out), 0);
+  for (const auto& b : impl_->blocks)
+    for (std::int64_t i = b.row; i < b.row + b.rows; ++i) fan[static_cast<std::size_t>(i)] += b.cols;
+  return fan;
+}
+
+Tensor BlockSparsePattern::element_mask(Dtype dtype) const {
+  std::vector<double> m(static_cast<std::size_t>(impl_->out * impl_->in), 0.0);
+  for (const auto& b : impl_->blocks)
+    for (std::int64_t i = b.row; i < b.row + b.rows; ++i) std::fill_n(m.begin() + i * impl_->in + b.col, b.cols, 1.0);
+  return Tensor::from_vector(m, {impl_->out, impl_->in}, dtype);
+}
+
+std::string BlockSparsePattern::str() const {
+  return fmt::format("BlockSparsePattern(out={}, in={}, blocks={}, stored={} of {} ({:.4g}), weight {})", impl_->out,
+                     impl_->in, num_blocks(), impl_->stored, impl_->out * impl_->in,
+                     double(impl_->stored) / double(impl_->out * impl_->in), shape_str(weight_shape()));
+}
+
+bool BlockSparsePattern::operator==(const BlockSparsePattern& o) const {
+  if (impl_ == o.impl_) return true;
+  const auto same_groups = [](const std::vector<Group>& a, const std::vector<Group>& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                      [](const Group& x, const Group& y) { return x.begin == y.begin && x.size == y.size; });
+  };
+  if (impl_->out != o.impl_->out || impl_->in != o.impl_->in || !same_groups(impl_->row_groups, o.impl_->row_groups) ||
+      !same_groups(impl_->col_groups, o.impl_->col_groups) || impl_->blocks.size() != o.impl_->blocks.size())
+    return false;
+  for (std::size_t k = 0; k < impl_->blocks.size(); ++k)
+    if (impl_->blocks[k].row_group != o.impl_->blocks[k].row_group ||
+        impl_->blocks[k].col_group != o.impl_->blocks[k].col_group)
+      return false;
+  return true;
+}
+
+// ---- the op -------------------------------------------------------------------------------------
+namespace {
+
+constexpr const char* kOp = "block_sparse_linear";
+
+void check_weight(const char* fn, const Tensor& weight, const BlockSparsePattern& p) {
+  XGRAD_CHECK(weight.defined(), "{}: argument 'weight' is an undefined tensor", fn);
+  XGRAD_CHECK(weight.shape() == p.weight_shape(),
+              "{}: argument 'weight' has shape {} but the pattern stores {} (packed blocks of {})", fn,
+              shape_str(weight.shape()), shape_str(p.weight_shape()), p.str());
+}
+
+void check_inputs(const Tensor& x, const Tensor& weight, const Tensor& bias, const BlockSparsePattern& p) {
+  XGRAD_CHECK(x.defined(), "{}: argument 'x' is an undefined tensor", kOp);
+  XGRAD_CHECK(x.dim() >= 1 && x.size(-1) == p.in_features(),
+              "{}: argument 'x' has shape {} but its last dimension must be in_features={} (weight is out={} x in={})",
+              kOp, shape_str(x.shape()), p.in_features(), p.out_features(), p.in_features());
+  check_weight(kOp, weight, p);
+  XGRAD_CHECK(weight.dtype() == x.dtype(), "{}: dtype mismatch: x is {} {}, weight is {} {}", kOp, x.dtype(),
+              shape_str(x.shape()), weight.dtype(), shape_str(weight.shape()));
+  if (bias.defined()) {
+    XGRAD_CHECK(bias.shape() == Shape{p.out_features()}, "{}: argument 'bias' has shape {} but must be ({},)", kOp,
+                shape_str(bias.shape()), p.out_features());
+    XGRAD_CHECK(bias.dtype() == x.dtype(), "{}: dtype mismatch: x is {} {}, bias is {} {}", kOp, x.dtype(),
+                shape_str(x.shape()), bias.dtype(), shape_str(bias.shape()));
+  }
+  XGRAD_CHECK(x.numel() / p.in_features() < INT_MAX && p.in_features() < INT_MAX && p.out_features() < INT_MAX,
+              "{}: argument 'x' of shape {} is too large for 32-bit BLAS indices", kOp, shape_str(x.shape()));
+}
+
+struct BlockSparseLinearFn : Function<BlockSparseLinearFn> {
+  static constexpr const char* kName = kOp;
+  BlockSparsePattern pattern = BlockSparsePattern::block_diagonal({{1, 1}});
+  Shape x_shape;
+
+  Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const BlockSparsePattern& p) {
+    check_inputs(x, weight, bias, p);
+    pattern = p;
+    x_shape = x.shape();
+    // Save only what backward reads: x for the weight gradient, the weight for the input gradient.
+    save_for_backward({needs_input_grad(1) ? x : Tensor(), needs_input_grad(0) ? weight : Tensor()});
+    const std::int64_t m = x.numel() / p.in_features();
+    Shape y_shape = x.shape();
+    y_shape.back() = p.out_features();
+    Tensor y = Tensor::empty(y_shape, x.dtype());
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::bsl_forward<T>(p, x.data<T>(), m, weight.data<T>(), bias.defined() ? bias.data<T>() : nullptr,
+                             y.data<T>());
+    });
+    return y;
+  }
+
+  Tensors backward(const Tensors& grads) {
+    const Tensor& g = grads[0];
+    const Tensors s = saved();
+    const std::int64_t m = shape_numel(x_shape) / pattern.in_features();
+    Tensors out(3);
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if (needs_input_grad(0)) {
+        out[0] = Tensor::empty(x_shape, g.dtype());
+        detail::bsl_input_grad<T>(pattern, g.data<T>(), m, s[1].data<T>(), out[0].data<T>());
+      }
+      if (needs_input_grad(1)) {
+        out[1] = Tensor::empty(pattern.weight_shape(), g.dtype());
+        detail::bsl_weight_grad<T>(pattern, g.data<T>(), s[0].data<T>(), m, out[1].data<T>());
+      }
+      if (needs_input_grad(2)) {
+        out[2] = Tensor::empty({pattern.out_features()}, g.dtype());
+        detail::bsl_bias_grad<T>(g.data<T>(), m, pattern.out_features(), out[2].data<T>());
+      }
+    });
+    return out;
+  }
+};
+
+}  // namespace
+
+Tensor block_sparse_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                           const BlockSparsePattern& pattern) {
+  return apply<BlockSparseLinearFn>(x, weight, bias, pattern);
+}
+
+Tensor block_sparse_to_dense(const Tensor& weight, const BlockSparsePattern& p) {
+  check_weight("block_sparse_to_dense", weight, p);
+  Tensor dense = Tensor::zeros({p.out_features(), p.in_features()}, weight.dtype());
+  dispatch(weight.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* w = weight.data<T>();
+    T* d = dense.data<T>();
+    for (const auto& b : p.blocks())
+      for (std::int64_t i = 0; i < b.rows; ++i)
+        std::memcpy(d + (b.row + i) * p.in_features() + b.col, w + b.offset + i * b.cols, sizeof(T) * b.cols);
+  });
+  return dense;
+}
+
+Tensor block_sparse_from_dense(const Tensor& dense, const BlockSparsePattern& p) {
+  constexpr const char* fn = "block_sparse_from_dense";
+  XGRAD_CHECK(dense.defined(), "{}: argument 'dense' is an undefined tensor", fn);
+  XGRAD_CHECK(dense.shape() == (Shape{p.out_features(), p.in_features()}),
+              "{}: argument 'dense' has shape {} but the pattern is (out={}, in={})", fn, shape_str(dense.shape()),
+              p.out_features(), p.in_features());
+  Tensor w = Tensor::empty(p.weight_shape(), dense.dtype());
+  dispatch(dense.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* d = dense.data<T>();
+    T* o = w.data<T>();
+    for (const auto& b : p.blocks())
+      for (std::int64_t i = 0; i < b.rows; ++i)
+        std::memcpy(o + b.offset + i * b.cols, d + (b.row + i) * p.in_features() + b.col, sizeof(T) * b.cols);
+  });
+  return w;
+}
+
+}  // namespace xgrad

@@ -1,0 +1,121 @@
+#pragma once
+// Block-sparse linear layer: y = x W^T + b, where the weight W (out x in) is non-zero only on a fixed
+// set of rectangular blocks and only those blocks are stored.
+//
+// Forward and gradients, with G = dL/dy flattened to (M, out) and x flattened to (M, in):
+//   y[m, i]         = b[i] + sum over stored blocks B covering row i of  sum_{j in cols(B)} x[m, j] W_B[i, j]
+//   dL/dx[:, cols]  = sum over the blocks B in that block column of G[:, rows(B)] W_B       (transposed pattern)
+//   dL/dW_B         = G[:, rows(B)]^T x[:, cols(B)]                  (stored blocks only, nothing else)
+//   dL/db           = sum over m of G[m, :]                           (column sums of G)
+// Rows of W with no block give y = b there; columns with no block get a zero input gradient.
+//
+// Note [Block-sparse storage]: the pattern is a partition of the output rows into row groups and of the
+// input columns into column groups (a uniform grid of bo x bi blocks, or the groups of a block-diagonal
+// layer), plus the set of (row group, column group) cells that are stored. Blocks are stored in row-major
+// block order (by row group, then column group), each block row-major (rows x cols), one after another in
+// one parameter tensor:
+//   - every block the same size (uniform grid, or equal block-diagonal groups): weight shape (nnz, bo, bi),
+//     weight[k] == W[row_k : row_k + bo, col_k : col_k + bi];
+//   - blocks of different sizes (block-diagonal groups of different sizes): a flat (total,) tensor; block k
+//     starts at blocks()[k].offset.
+// The weight is an ordinary tensor, so optimizers and checkpoints treat it like any other parameter.
+//
+// Note [Block-sparse parallelism]: forward tasks are (batch tile x row group): each owns its slice of y.
+// Input-gradient tasks are (batch tile x column group), summing that column's blocks in a fixed order.
+// Weight-gradient tasks own a run of stored blocks of one row group (full batch, fixed batch chunks).
+// The partition depends only on the pattern and the batch size, never on the thread count, and there
+// are no float atomics, so results are bit-identical with any number of threads. Each task calls
+// single-threaded CBLAS GEMM on strided views (one block) or on gathered panels (several blocks of one
+// row/column group concatenated, so that one GEMM has a long inner dimension); OpenBLAS is held at one
+// thread while the kernels run so TBB tasks do not oversubscribe the cores.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "xgrad/core/tensor.hpp"
+
+namespace xgrad {
+
+/// Immutable description of which blocks of an (out x in) weight are stored. Cheap to copy (shared).
+class BlockSparsePattern {
+ public:
+  /// One stored block: W[row : row + rows, col : col + cols], stored at weight element `offset`.
+  struct Block {
+    std::int64_t row = 0, rows = 0, col = 0, cols = 0, offset = 0;
+    std::int64_t row_group = 0, col_group = 0;
+  };
+  /// A row or column group: [begin, begin + size).
+  struct Group {
+    std::int64_t begin = 0, size = 0;
+  };
+  /// One group of a block-diagonal layer: `in` inputs connected to `out` outputs.
+  struct DiagonalGroup {
+    std::int64_t in = 0, out = 0;
+  };
+
+  /// Uniform grid of (bo x bi) blocks; `mask` has shape (out/bo, in/bi), non-zero = stored.
+  /// bo must divide out and bi must divide in (any positive sizes, not only powers of two).
+  static BlockSparsePattern from_block_mask(std::int64_t out, std::int64_t in, std::int64_t bo, std::int64_t bi,
+                                            const Tensor& mask);
+  /// Uniform grid of (bo x bi) blocks; the stored blocks are the given (block row, block column)
+  /// coordinates (any order; duplicates and out-of-range coordinates are errors).
+  static BlockSparsePattern from_block_coords(std::int64_t out, std::int64_t in, std::int64_t bo, std::int64_t bi,
+                                              const std::vector<std::pair<std::int64_t, std::int64_t>>& coords);
+  /// Uniform grid of (bo x bi) blocks read from a dense (out, in) element mask, which must be block
+  /// aligned: each bo x bi cell entirely zero or entirely non-zero.
+  static BlockSparsePattern from_element_mask(const Tensor& mask, std::int64_t bo, std::int64_t bi);
+  /// Block-diagonal layer: group g maps its `in` inputs to its `out` outputs, groups laid out in order
+  /// along both axes; in_features = sum of in, out_features = sum of out.
+  static BlockSparsePattern block_diagonal(const std::vector<DiagonalGroup>& groups);
+  /// Same, checking that the groups add up to the given layer size.
+  static BlockSparsePattern block_diagonal(std::int64_t in, std::int64_t out, const std::vector<DiagonalGroup>& groups);
+
+  std::int64_t in_features() const;
+  std::int64_t out_features() const;
+  std::int64_t num_blocks() const;
+  const std::vector<Block>& blocks() const;
+  const std::vector<Group>& row_groups() const;
+  const std::vector<Group>& col_groups() const;
+  /// Blocks of row group r are blocks()[row_ptr()[r] : row_ptr()[r + 1]] (storage order).
+  const std::vector<std::int64_t>& row_ptr() const;
+  /// Blocks of column group c are blocks()[col_index()[k]] for k in [col_ptr()[c], col_ptr()[c + 1]),
+  /// ordered by row group.
+  const std::vector<std::int64_t>& col_ptr() const;
+  const std::vector<std::int64_t>& col_index() const;
+  /// True when every block has the same size (weight shape (nnz, bo, bi)).
+  bool is_uniform() const;
+  /// Shape of the packed weight tensor: (nnz, bo, bi) when uniform, else (stored_elements,).
+  Shape weight_shape() const;
+  /// Number of stored weight elements.
+  std::int64_t stored_elements() const;
+  /// Number of input columns connected to output row i (the fan-in used for initialisation).
+  std::vector<std::int64_t> row_fan_in() const;
+  /// Dense (out, in) 0/1 mask of the stored elements.
+  Tensor element_mask(Dtype dtype = kFloat32) const;
+  /// "BlockSparsePattern(out=.., in=.., blocks=.., ...)" for messages.
+  std::string str() const;
+
+  bool operator==(const BlockSparsePattern& other) const;
+
+  struct Impl;
+
+ private:
+  explicit BlockSparsePattern(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;
+};
+
+/// y = x W^T + b with W block-sparse (see the notes above). x: (in) or (batch..., in), float32 or float64;
+/// weight: the packed blocks, shape pattern.weight_shape(), same dtype; bias: (out) or undefined (no bias).
+/// Returns (out) or (batch..., out). Differentiable with respect to x, weight and bias.
+Tensor block_sparse_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                           const BlockSparsePattern& pattern);
+
+/// The dense (out, in) matrix W with zeros outside the stored blocks. No autograd history.
+Tensor block_sparse_to_dense(const Tensor& weight, const BlockSparsePattern& pattern);
+/// Packs the stored blocks of a dense (out, in) matrix (entries outside the pattern are ignored).
+/// No autograd history.
+Tensor block_sparse_from_dense(const Tensor& dense, const BlockSparsePattern& pattern);
+
+}  // namespace xgrad

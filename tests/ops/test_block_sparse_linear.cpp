@@ -1,0 +1,315 @@
+// Tests for ops/block_sparse_linear.*: the pattern constructors, float64 gradcheck of all three
+// gradients, PyTorch parity against a masked dense linear, empty block rows/columns, 1-vs-2-thread
+// bit equality, and every bad input.
+#include "support.hpp"
+#include "xgrad/ops/block_sparse_linear.hpp"
+
+using namespace xgrad;
+using xgrad::test::ParityBatch;
+using Pattern = BlockSparsePattern;
+
+namespace {
+
+// Random (out/bo, in/bi) block mask with the given density; block row `empty_row` and block column
+// `empty_col` are forced empty (-1: none) so that empty rows and columns are always exercised.
+Tensor random_block_mask(std::int64_t nr, std::int64_t nc, double density, Generator& gen, std::int64_t empty_row = 0,
+                         std::int64_t empty_col = -1) {
+  std::vector<double> m(static_cast<std::size_t>(nr * nc));
+  for (std::int64_t r = 0; r < nr; ++r)
+    for (std::int64_t c = 0; c < nc; ++c)
+      m[static_cast<std::size_t>(r * nc + c)] = (r != empty_row && c != empty_col && gen.uniform() < density) ? 1 : 0;
+  return Tensor::from_vector(m, {nr, nc});
+}
+
+// Flat dense index (row * in + col) of every packed weight element, computed from the block list alone.
+Tensor dense_index(const Pattern& p) {
+  std::vector<double> idx(static_cast<std::size_t>(p.stored_elements()));
+  for (const auto& b : p.blocks())
+    for (std::int64_t i = 0; i < b.rows; ++i)
+      for (std::int64_t j = 0; j < b.cols; ++j)
+        idx[static_cast<std::size_t>(b.offset + i * b.cols + j)] =
+            static_cast<double>((b.row + i) * p.in_features() + b.col + j);
+  return Tensor::from_vector(idx, {p.stored_elements()}, kFloat64);
+}
+
+struct PatternCase {
+  std::string name;
+  Pattern pattern;
+};
+
+// Small patterns for gradcheck and parity: square and rectangular blocks, sizes that are not powers of
+// two, empty block rows and columns, the user's block-diagonal examples, an empty pattern.
+std::vector<PatternCase> small_patterns(Generator& gen) {
+  std::vector<PatternCase> v;
+  v.push_back({"grid_2x3_blocks", Pattern::from_block_mask(6, 9, 2, 3, random_block_mask(3, 3, 0.6, gen, 0, 2))});
+  v.push_back({"grid_3x2_blocks", Pattern::from_block_mask(9, 4, 3, 2, Tensor::of({{1, 0}, {0, 0}, {1, 1}}))});
+  v.push_back({"grid_coords_5x1", Pattern::from_block_coords(10, 3, 5, 1, {{1, 2}, {0, 0}, {1, 0}})});
+  v.push_back({"diag_user_2to3", Pattern::block_diagonal({{2, 3}, {2, 3}})});
+  v.push_back({"diag_5to7_3to1", Pattern::block_diagonal({{5, 7}, {3, 1}})});
+  v.push_back({"empty", Pattern::from_block_mask(4, 6, 2, 3, Tensor::zeros({2, 2}))});
+  return v;
+}
+
+Tensor packed_leaf(const Pattern& p, Generator& gen, Dtype dt) { return test::randn_leaf(p.weight_shape(), gen, dt); }
+
+}  // namespace
+
+TEST_CASE("BlockSparsePattern: constructors agree and describe the storage", "[block_sparse_linear]") {
+  Generator gen(10);
+  const Tensor bm = random_block_mask(4, 6, 0.4, gen, 1, 3);
+  const Pattern a = Pattern::from_block_mask(12, 30, 3, 5, bm);
+  std::vector<std::pair<std::int64_t, std::int64_t>> coords;
+  const auto bv = bm.to_vector();
+  for (std::int64_t r = 3; r >= 0; --r)  // reverse order: the constructor sorts
+    for (std::int64_t c = 0; c < 6; ++c)
+      if (bv[static_cast<std::size_t>(r * 6 + c)] != 0) coords.emplace_back(r, c);
+  const Pattern b = Pattern::from_block_coords(12, 30, 3, 5, coords);
+  const Pattern c = Pattern::from_element_mask(a.element_mask(), 3, 5);
+  CHECK(a == b);
+  CHECK(a == c);
+  CHECK(a.num_blocks() == static_cast<std::int64_t>(coords.size()));
+  CHECK(a.is_uniform());
+  CHECK(a.weight_shape() == Shape{a.num_blocks(), 3, 5});
+  CHECK(a.stored_elements() == a.num_blocks() * 15);
+  // Row-major block order, contiguous offsets, and the column index visits every block once.
+  std::vector<int> seen(static_cast<std::size_t>(a.num_blocks()), 0);
+  for (std::int64_t k = 0; k < a.num_blocks(); ++k) {
+    const auto& blk = a.blocks()[static_cast<std::size_t>(k)];
+    CHECK(blk.offset == k * 15);
+    if (k > 0) CHECK(std::make_pair(a.blocks()[k - 1].row, a.blocks()[k - 1].col) < std::make_pair(blk.row, blk.col));
+    ++seen[static_cast<std::size_t>(a.col_index()[static_cast<std::size_t>(k)])];
+  }
+  for (int s : seen) CHECK(s == 1);
+  // Fan-in counts the connected inputs of each row; block row 1 is empty.
+  const auto fan = a.row_fan_in();
+  for (std::int64_t i = 3; i < 6; ++i) CHECK(fan[static_cast<std::size_t>(i)] == 0);
+
+  const Pattern d = Pattern::block_diagonal({{5, 7}, {3, 1}});
+  CHECK(d.in_features() == 8);
+  CHECK(d.out_features() == 8);
+  CHECK_FALSE(d.is_uniform());
+  CHECK(d.weight_shape() == Shape{38});
+  CHECK(d.blocks()[1].offset == 35);
+  CHECK(d.blocks()[1].row == 7);
+  CHECK(d.blocks()[1].col == 5);
+  const Pattern u = Pattern::block_diagonal(4, 6, {{2, 3}, {2, 3}});
+  CHECK(u.is_uniform());
+  CHECK(u.weight_shape() == Shape{2, 3, 2});
+}
+
+TEST_CASE("block_sparse_linear: to_dense / from_dense round trip and agree with the element mask",
+          "[block_sparse_linear]") {
+  Generator gen(11);
+  for (const auto& pc : small_patterns(gen)) {
+    INFO(pc.name);
+    const Pattern& p = pc.pattern;
+    Tensor dense = Tensor::randn({p.out_features(), p.in_features()}, gen, kFloat64);
+    Tensor w = block_sparse_from_dense(dense, p);
+    CHECK(w.shape() == p.weight_shape());
+    Tensor back = block_sparse_to_dense(w, p);
+    // back == dense * mask exactly.
+    const auto bv = back.to_vector(), dv = dense.to_vector(), mv = p.element_mask(kFloat64).to_vector();
+    for (std::size_t i = 0; i < bv.size(); ++i) REQUIRE(bv[i] == dv[i] * mv[i]);
+    CHECK(bit_equal(block_sparse_from_dense(back, p), w));
+  }
+}
+
+TEST_CASE("block_sparse_linear: gradcheck of x, the stored blocks and the bias", "[block_sparse_linear]") {
+  Generator gen(12);
+  for (const auto& pc : small_patterns(gen))
+    for (const Shape& lead : {Shape{}, Shape{1}, Shape{3}, Shape{2, 2}}) {
+      const Pattern& p = pc.pattern;
+      INFO(pc.name << " x lead dims " << shape_str(lead));
+      Shape xs = lead;
+      xs.push_back(p.in_features());
+      Tensor x = test::randn_leaf(xs, gen);
+      Tensor w = packed_leaf(p, gen, kFloat64);
+      Tensor b = test::randn_leaf({p.out_features()}, gen);
+      test::require_gradcheck([&](const Tensors& in) { return block_sparse_linear(in[0], in[1], in[2], p); },
+                              {x, w, b});
+      test::require_gradcheck([&](const Tensors& in) { return block_sparse_linear(in[0], in[1], Tensor(), p); },
+                              {x, w});
+    }
+}
+
+TEST_CASE("block_sparse_linear: empty block rows give y = b, empty block columns get zero gradient",
+          "[block_sparse_linear]") {
+  Generator gen(13);
+  // Block row 0 and block column 2 are empty.
+  const Pattern p = Pattern::from_block_mask(8, 12, 4, 4, Tensor::of({{0, 0, 0}, {1, 1, 0}}));
+  Tensor x = test::randn_leaf({5, 12}, gen, kFloat32);
+  Tensor w = packed_leaf(p, gen, kFloat32);
+  Tensor b = test::randn_leaf({8}, gen, kFloat32);
+  Tensor y = block_sparse_linear(x, w, b, p);
+  y.backward(Tensor::randn(y.shape(), gen, kFloat32));
+  const auto yv = y.to_vector(), bv = b.to_vector(), gx = x.grad().to_vector();
+  for (std::int64_t m = 0; m < 5; ++m) {
+    for (std::int64_t i = 0; i < 4; ++i)
+      REQUIRE(yv[static_cast<std::size_t>(m * 8 + i)] == bv[static_cast<std::size_t>(i)]);
+    for (std::int64_t j = 8; j < 12; ++j) REQUIRE(gx[static_cast<std::size_t>(m * 12 + j)] == 0.0);
+  }
+  // And some gradient does reach the connected columns.
+  bool any = false;
+  for (std::int64_t j = 0; j < 8; ++j) any = any || gx[static_cast<std::size_t>(j)] != 0.0;
+  CHECK(any);
+}
+
+TEST_CASE("block_sparse_linear: values and all three gradients match PyTorch's masked dense linear",
+          "[block_sparse_linear][parity]") {
+  for (Dtype dt : {kFloat32, kFloat64}) {
+    ParityBatch batch(std::string("block_sparse_linear_") + std::string(dtype_name(dt)));
+    Generator gen(14);
+    std::vector<PatternCase> cases = small_patterns(gen);
+    // Larger random patterns: rectangular blocks, densities 1/4 and 1/16, forced empty rows/columns.
+    cases.push_back(
+        {"rand_8x16_d4", Pattern::from_block_mask(64, 128, 8, 16, random_block_mask(8, 8, 0.25, gen, 3, 5))});
+    cases.push_back(
+        {"rand_6x10_d16", Pattern::from_block_mask(96, 120, 6, 10, random_block_mask(16, 12, 1.0 / 16, gen, 0, 0))});
+    cases.push_back(
+        {"rand_32x32_d2", Pattern::from_block_mask(96, 64, 32, 32, random_block_mask(3, 2, 0.5, gen, 2, -1))});
+    cases.push_back({"diag_mixed", Pattern::block_diagonal({{5, 7}, {3, 1}, {16, 9}, {1, 4}})});
+    const std::string code =
+        "Wd = torch.zeros(O * I, dtype=w.dtype).index_put((idx.long(),), w.reshape(-1)).reshape(O, I)\n"
+        "out = torch.nn.functional.linear(x, Wd * mask, {})";
+    int k = 0;
+    for (const auto& pc : cases)
+      for (const Shape& lead : {Shape{}, Shape{1}, Shape{7}, Shape{2, 3}, Shape{300}}) {
+        const Pattern& p = pc.pattern;
+        Shape xs = lead;
+        xs.push_back(p.in_features());
+        const std::string prefix = fmt::format("O = {}\nI = {}\n", p.out_features(), p.in_features());
+        Tensor x = test::randn_leaf(xs, gen, dt);
+        Tensor w = packed_leaf(p, gen, dt);
+        Tensor b = test::randn_leaf({p.out_features()}, gen, dt);
+        Tensor idx = dense_index(p);
+        Tensor mask = p.element_mask(dt);
+        const double rtol = dt == kFloat32 ? 1e-4 : -1, atol = dt == kFloat32 ? 1e-4 : -1;
+        batch.add(
+            fmt::format("{}_{}", pc.name, k++), prefix + fmt::format(fmt::runtime(code), "b"),
+            {{"x", x}, {"w", w}, {"b", b}, {"idx", idx, false}, {"mask", mask, false}},
+            [&](const Tensors& in) { return block_sparse_linear(in[0], in[1], in[2], p); }, rtol, atol);
+        if (lead == Shape{7})
+          batch.add(
+              fmt::format("{}_nobias_{}", pc.name, k++), prefix + fmt::format(fmt::runtime(code), "None"),
+              {{"x", x}, {"w", w}, {"idx", idx, false}, {"mask", mask, false}},
+              [&](const Tensors& in) { return block_sparse_linear(in[0], in[1], Tensor(), p); }, rtol, atol);
+      }
+    batch.run();
+  }
+}
+
+TEST_CASE("block_sparse_linear: bit-identical with 1 and 2 threads", "[block_sparse_linear][threads]") {
+  Generator gen(15);
+  const std::vector<PatternCase> cases = {
+      {"rand_16x32", Pattern::from_block_mask(256, 384, 16, 32, random_block_mask(16, 12, 0.3, gen, 2, 7))},
+      {"rand_8x8_dense_rows", Pattern::from_block_mask(128, 2048, 8, 8, random_block_mask(16, 256, 0.5, gen, 1, 3))},
+      {"diag_mixed", Pattern::block_diagonal({{64, 96}, {100, 30}, {7, 70}, {200, 120}})}};
+  for (const auto& pc : cases)
+    for (Dtype dt : {kFloat32, kFloat64}) {
+      INFO(pc.name << " " << dtype_name(dt));
+      const Pattern& p = pc.pattern;
+      // 1100 rows: several batch tiles (and weight-gradient batch chunks), the last one partial.
+      Tensor x0 = Tensor::randn({2, 550, p.in_features()}, gen, dt);
+      Tensor w0 = Tensor::randn(p.weight_shape(), gen, dt);
+      Tensor b0 = Tensor::randn({p.out_features()}, gen, dt);
+      Tensor g0 = Tensor::randn({2, 550, p.out_features()}, gen, dt);
+      test::require_thread_deterministic([&] {
+        Tensor x = x0.clone_data().set_requires_grad();
+        Tensor w = w0.clone_data().set_requires_grad();
+        Tensor b = b0.clone_data().set_requires_grad();
+        Tensor y = block_sparse_linear(x, w, b, p);
+        y.backward(g0);
+        return Tensors{y, x.grad(), w.grad(), b.grad()};
+      });
+    }
+}
+
+TEST_CASE("block_sparse_linear: bad inputs raise xgrad::Error naming the argument and shapes",
+          "[block_sparse_linear][errors]") {
+  // Mask shape not matching the block grid.
+  test::require_error(
+      [] {
+        Pattern::from_block_mask(8, 12, 4, 4, Tensor::zeros({3, 2}));
+      },
+      {"from_block_mask", "'mask'", "(3, 2)", "(2, 3)"});
+  // Block sizes not dividing the dims.
+  test::require_error(
+      [] {
+        Pattern::from_block_mask(8, 12, 3, 4, Tensor::zeros({2, 3}));
+      },
+      {"from_block_mask", "bo=3", "out=8"});
+  test::require_error(
+      [] {
+        Pattern::from_block_coords(8, 12, 4, 5, {{0, 0}});
+      },
+      {"from_block_coords", "bi=5", "in=12"});
+  test::require_error([] { Pattern::from_element_mask(Tensor::ones({8, 12}), 4, 5); }, {"from_element_mask", "bi=5"});
+  test::require_error(
+      [] {
+        Pattern::from_block_mask(8, 12, 0, 4, Tensor::zeros({2, 3}));
+      },
+      {"from_block_mask", "bo=0"});
+  // Coordinates outside the grid, duplicated.
+  test::require_error(
+      [] {
+        Pattern::from_block_coords(8, 12, 4, 4, {{2, 0}});
+      },
+      {"from_block_coords", "(2, 0)", "(2, 3)"});
+  test::require_error(
+      [] {
+        Pattern::from_block_coords(8, 12, 4, 4, {{1, 1}, {0, 0}, {1, 1}});
+      },
+      {"from_block_coords", "(1, 1)", "more than once"});
+  // Dense mask that is not block aligned.
+  Tensor bad = Pattern::from_block_mask(8, 12, 4, 4, Tensor::of({{1, 0, 0}, {0, 1, 0}})).element_mask();
+  bad.data<float>()[5 * 12 + 9] = 1;  // a lone element in block (1, 2)
+  test::require_error([&] { Pattern::from_element_mask(bad, 4, 4); },
+                      {"from_element_mask", "'mask'", "(8, 12)", "not aligned", "block (1, 2)"});
+  test::require_error([] { Pattern::from_element_mask(Tensor::ones({8}), 4, 4); }, {"from_element_mask", "(8,)"});
+  // Groups summing to the wrong size, and empty groups.
+  test::require_error(
+      [] {
+        Pattern::block_diagonal(4, 6, {{2, 3}, {3, 3}});
+      },
+      {"block_diagonal", "'groups'", "in=5", "out=6", "in=4"});
+  test::require_error([] { Pattern::block_diagonal({{2, 0}}); }, {"block_diagonal", "'groups'", "out=0"});
+  test::require_error([] { Pattern::block_diagonal({}); }, {"block_diagonal", "'groups'", "empty"});
+
+  const Pattern p = Pattern::from_block_mask(8, 12, 4, 4, Tensor::of({{1, 0, 1}, {0, 1, 0}}));
+  Tensor w = Tensor::zeros(p.weight_shape());
+  Tensor b = Tensor::zeros({8});
+  // x with the wrong last dimension.
+  test::require_error(
+      [&] {
+        block_sparse_linear(Tensor::zeros({5, 11}), w, b, p);
+      },
+      {"block_sparse_linear", "'x'", "(5, 11)", "in_features=12"});
+  test::require_error([&] { block_sparse_linear(Tensor::scalar(1.0), w, b, p); }, {"block_sparse_linear", "'x'", "()"});
+  // Weight not matching the pattern's storage, wrong dtypes, wrong bias.
+  test::require_error(
+      [&] {
+        block_sparse_linear(Tensor::zeros({5, 12}), Tensor::zeros({4, 4, 4}), b, p);
+      },
+      {"block_sparse_linear", "'weight'", "(4, 4, 4)", "(3, 4, 4)"});
+  test::require_error(
+      [&] {
+        block_sparse_linear(Tensor::zeros({5, 12}, kFloat64), w, b, p);
+      },
+      {"block_sparse_linear", "dtype", "float64", "float32"});
+  test::require_error(
+      [&] {
+        block_sparse_linear(Tensor::zeros({5, 12}), w, Tensor::zeros({12}), p);
+      },
+      {"block_sparse_linear", "'bias'", "(12,)", "(8,)"});
+  test::require_error([&] { block_sparse_linear(Tensor(), w, b, p); }, {"block_sparse_linear", "'x'", "undefined"});
+  test::require_error(
+      [&] {
+        block_sparse_to_dense(Tensor::zeros({2, 4, 4}), p);
+      },
+      {"block_sparse_to_dense", "'weight'", "(2, 4, 4)"});
+  test::require_error(
+      [&] {
+        block_sparse_from_dense(Tensor::zeros({12, 8}), p);
+      },
+      {"block_sparse_from_dense", "'dense'", "(12, 8)", "out=8"});
+}
