@@ -52,10 +52,11 @@ GradcheckReport gradcheck(const std::function<Tensor(const Tensors&)>& fn, const
       Tensor yp, ym;
       {
         NoGradGuard ng;
+        // clone_data: fn may return a view of an input (reshape), which the next write would change.
         xp[e] = orig + opt.eps;
-        yp = fn(inputs);
+        yp = fn(inputs).clone_data();
         xp[e] = orig - opt.eps;
-        ym = fn(inputs);
+        ym = fn(inputs).clone_data();
         xp[e] = orig;
       }
       const double* pp = yp.data<double>();

@@ -11,7 +11,8 @@
 
 namespace xgrad {
 
-/// Limits TBB (and OpenBLAS) to n threads process-wide; n <= 0 restores the default (all cores).
+/// Limits TBB to n threads process-wide; n <= 0 restores the default (all cores). OpenBLAS always
+/// runs single-threaded (GEMMs are parallelised over fixed blocks: Note [Deterministic GEMM]).
 void set_num_threads(int n);
 /// The current limit.
 int get_num_threads();

@@ -26,7 +26,7 @@ for case in json.load(open(f"{d}/manifest.json")):
     except Exception as e:  # report which case failed
         raise RuntimeError(f"case {name}: {e}") from e
     out = env["out"]
-    np.save(f"{d}/{name}__torch_out.npy", out.detach().numpy())
+    np.save(f"{d}/{name}__torch_out.npy", np.asarray(out.detach().numpy(), order="C"))
     if case["backward"]:
         seed = torch.from_numpy(np.load(f"{d}/{name}__seed.npy"))
         leaves = [t for t in tensors.values() if t.requires_grad]
@@ -36,4 +36,4 @@ for case in json.load(open(f"{d}/manifest.json")):
             grads = [None] * len(leaves)
         for (n, t), g in zip([(n, t) for n, t in tensors.items() if t.requires_grad], grads):
             if g is not None:
-                np.save(f"{d}/{name}__torch_grad_{n}.npy", g.numpy())
+                np.save(f"{d}/{name}__torch_grad_{n}.npy", np.asarray(g.numpy(), order="C"))

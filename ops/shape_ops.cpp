@@ -1,0 +1,594 @@
+#include "xgrad/ops/shape_ops.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/broadcast_kernel.hpp"
+#include "xgrad/ops/reduce_kernel.hpp"
+
+namespace xgrad {
+
+namespace {
+
+void check_defined(const char* op, const Tensor& x, const char* arg = "x") {
+  XGRAD_CHECK(x.defined(), "{}: argument '{}' is an undefined tensor", op, arg);
+}
+
+std::int64_t prod(const Shape& s, std::size_t begin, std::size_t end) {
+  std::int64_t p = 1;
+  for (std::size_t d = begin; d < end; ++d) p *= s[d];
+  return p;
+}
+
+// Grain (in rows) so that a task copies about kParallelGrain elements.
+std::int64_t row_grain(std::int64_t row_len) {
+  return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, row_len));
+}
+
+// Copies `rows` rows of `len` elements: row r goes from src + src_row(r) * len to dst + dst_row(r) * len.
+// Each destination row is written by one task.
+template <class SrcRow, class DstRow>
+void copy_rows(const Tensor& src, Tensor& dst, std::int64_t rows, std::int64_t len, SrcRow src_row, DstRow dst_row) {
+  const std::size_t esize = dtype_size(src.dtype());
+  const char* s = static_cast<const char*>(src.raw_data());
+  char* d = static_cast<char*>(dst.raw_data());
+  const std::size_t bytes = static_cast<std::size_t>(len) * esize;
+  if (bytes == 0) return;
+  parallel_for(0, rows, row_grain(len), [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      std::memcpy(d + static_cast<std::size_t>(dst_row(r)) * bytes, s + static_cast<std::size_t>(src_row(r)) * bytes,
+                  bytes);
+  });
+}
+
+// ---- views: reshape, flatten, squeeze, unsqueeze ---------------------------------------------------
+// y shares x's storage with another shape; dx = g viewed with x's shape.
+struct ReshapeName {
+  static constexpr const char* kName = "reshape";
+};
+struct FlattenName {
+  static constexpr const char* kName = "flatten";
+};
+struct SqueezeName {
+  static constexpr const char* kName = "squeeze";
+};
+struct UnsqueezeName {
+  static constexpr const char* kName = "unsqueeze";
+};
+
+template <class Name>
+struct View : Function<View<Name>> {
+  static constexpr const char* kName = Name::kName;
+  Shape in_shape;
+  Tensor forward(const Tensor& x, const Shape& shape) {
+    in_shape = x.shape();
+    return alias_with_shape(x, shape);
+  }
+  Tensors backward(const Tensors& grads) { return {alias_with_shape(grads[0], in_shape)}; }
+};
+
+Shape resolve_reshape(const Tensor& x, const Shape& shape) {
+  Shape out = shape;
+  std::int64_t infer = -1, known = 1;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == -1) {
+      XGRAD_CHECK(infer < 0, "reshape: shape {} has more than one -1 (x has shape {})", shape_str(shape),
+                  shape_str(x.shape()));
+      infer = static_cast<std::int64_t>(d);
+    } else {
+      XGRAD_CHECK(shape[d] >= 0, "reshape: shape {} has a negative size {} (x has shape {})", shape_str(shape),
+                  shape[d], shape_str(x.shape()));
+      known *= shape[d];
+    }
+  }
+  if (infer >= 0) {
+    XGRAD_CHECK(known != 0 && x.numel() % known == 0,
+                "reshape: cannot reshape a tensor of shape {} ({} elements) into {}: the -1 cannot be inferred",
+                shape_str(x.shape()), x.numel(), shape_str(shape));
+    out[static_cast<std::size_t>(infer)] = x.numel() / known;
+  } else {
+    XGRAD_CHECK(known == x.numel(), "reshape: cannot reshape a tensor of shape {} ({} elements) into {} ({} elements)",
+                shape_str(x.shape()), x.numel(), shape_str(shape), known);
+  }
+  return out;
+}
+
+// ---- permute and transpose ----------------------------------------------------------------------
+// Copies x into y with y's dim d = x's dim dims[d]. Dims are coalesced first; when the innermost
+// output dim is not the source's innermost, the copy is done in square tiles so that both the
+// reads and the writes stay in cache.
+template <class T>
+void permute_kernel(const T* src, T* dst, const Shape& in_shape, const std::vector<std::int64_t>& dims) {
+  const Shape in_strides = contiguous_strides(in_shape);
+  // Output dims (size, source stride), dropping size-1 dims and merging runs that stay adjacent.
+  Shape size, sstride;
+  for (std::size_t d = 0; d < dims.size(); ++d) {
+    const auto src_dim = static_cast<std::size_t>(dims[d]);
+    const std::int64_t n = in_shape[src_dim], st = in_strides[src_dim];
+    if (n == 1) continue;
+    if (!size.empty() && sstride.back() == st * n) {
+      size.back() *= n;
+      sstride.back() = st;
+    } else {
+      size.push_back(n);
+      sstride.push_back(st);
+    }
+  }
+  const std::int64_t total = shape_numel(in_shape);
+  if (total == 0) return;
+  if (size.empty() || sstride.back() == 1) {
+    // Rows of the innermost output dim are contiguous in the source.
+    const std::int64_t len = size.empty() ? 1 : size.back();
+    const std::size_t nd = size.size();
+    parallel_for(0, total / len, row_grain(len), [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r) {
+        std::int64_t rem = r, off = 0;
+        for (std::size_t d = nd - 1; d-- > 0;) {
+          off += (rem % size[d]) * sstride[d];
+          rem /= size[d];
+        }
+        std::memcpy(dst + r * len, src + off, static_cast<std::size_t>(len) * sizeof(T));
+      }
+    });
+    return;
+  }
+  // Tiled transpose of the plane (p, last) where p is the output dim with source stride 1.
+  const std::size_t nd = size.size();
+  const std::size_t last = nd - 1;
+  std::size_t p = 0;
+  while (sstride[p] != 1) ++p;
+  const Shape dstride = contiguous_strides(size);
+  Shape osize, osrc, odst;  // the other dims
+  for (std::size_t d = 0; d < last; ++d)
+    if (d != p) {
+      osize.push_back(size[d]);
+      osrc.push_back(sstride[d]);
+      odst.push_back(dstride[d]);
+    }
+  constexpr std::int64_t kTile = 32;
+  const std::int64_t np = size[p], nl = size[last], sl = sstride[last], dp = dstride[p];
+  const std::int64_t tiles_p = (np + kTile - 1) / kTile;
+  const std::int64_t outer = shape_numel(osize);
+  parallel_for(0, outer * tiles_p, row_grain(kTile * nl), [&](std::int64_t t0, std::int64_t t1) {
+    for (std::int64_t t = t0; t < t1; ++t) {
+      std::int64_t rem = t / tiles_p, soff = 0, doff = 0;
+      for (std::size_t d = osize.size(); d-- > 0;) {
+        const std::int64_t i = rem % osize[d];
+        rem /= osize[d];
+        soff += i * osrc[d];
+        doff += i * odst[d];
+      }
+      const std::int64_t p0 = (t % tiles_p) * kTile, p1 = std::min(np, p0 + kTile);
+      for (std::int64_t l0 = 0; l0 < nl; l0 += kTile) {
+        const std::int64_t l1 = std::min(nl, l0 + kTile);
+        for (std::int64_t ip = p0; ip < p1; ++ip) {
+          T* drow = dst + doff + ip * dp;
+          const T* scol = src + soff + ip;
+          for (std::int64_t il = l0; il < l1; ++il) drow[il] = scol[il * sl];
+        }
+      }
+    }
+  });
+}
+
+Tensor permute_copy(const Tensor& x, const std::vector<std::int64_t>& dims) {
+  Shape out_shape(dims.size());
+  for (std::size_t d = 0; d < dims.size(); ++d) out_shape[d] = x.shape()[static_cast<std::size_t>(dims[d])];
+  Tensor y = Tensor::empty(out_shape, x.dtype());
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    permute_kernel<T>(x.data<T>(), y.data<T>(), x.shape(), dims);
+  });
+  return y;
+}
+
+struct PermuteName {
+  static constexpr const char* kName = "permute";
+};
+struct TransposeName {
+  static constexpr const char* kName = "transpose";
+};
+
+// y = x with dims reordered; dx = g permuted by the inverse permutation.
+template <class Name>
+struct Permute : Function<Permute<Name>> {
+  static constexpr const char* kName = Name::kName;
+  std::vector<std::int64_t> dims;
+  Tensor forward(const Tensor& x, const std::vector<std::int64_t>& dims_) {
+    dims = dims_;
+    return permute_copy(x, dims);
+  }
+  Tensors backward(const Tensors& grads) {
+    std::vector<std::int64_t> inv(dims.size());
+    for (std::size_t d = 0; d < dims.size(); ++d) inv[static_cast<std::size_t>(dims[d])] = static_cast<std::int64_t>(d);
+    return {permute_copy(grads[0], inv)};
+  }
+};
+
+// ---- slice and index_select ---------------------------------------------------------------------
+// Both gather rows along an axis: x viewed as (outer, n, inner), y as (outer, len, inner) with
+// y[o, j] = x[o, pos(j)]. Slice positions are distinct; index_select's may repeat.
+struct AxisGeometry {
+  std::int64_t outer = 1, n = 1, inner = 1;
+};
+AxisGeometry geometry(const Shape& s, std::int64_t axis) {
+  const auto a = static_cast<std::size_t>(axis);
+  return {prod(s, 0, a), s[a], prod(s, a + 1, s.size())};
+}
+
+Tensor gather_rows(const Tensor& x, std::int64_t axis, const std::vector<std::int64_t>& pos) {
+  const AxisGeometry g = geometry(x.shape(), axis);
+  Shape out_shape = x.shape();
+  const auto len = static_cast<std::int64_t>(pos.size());
+  out_shape[static_cast<std::size_t>(axis)] = len;
+  Tensor y = Tensor::empty(out_shape, x.dtype());
+  copy_rows(
+      x, y, g.outer * len, g.inner,
+      [&](std::int64_t r) { return (r / len) * g.n + pos[static_cast<std::size_t>(r % len)]; },
+      [](std::int64_t r) { return r; });
+  return y;
+}
+
+// dx = zeros(x_shape) with dx[o, pos(j)] += g[o, j]. Tasks own (outer, inner chunk) pieces of dx
+// and add the j in increasing order, so repeated positions sum the same way for any thread count.
+Tensor scatter_add_rows(const Tensor& g, const Shape& x_shape, std::int64_t axis, const std::vector<std::int64_t>& pos,
+                        bool distinct) {
+  const AxisGeometry geo = geometry(x_shape, axis);
+  const auto len = static_cast<std::int64_t>(pos.size());
+  Tensor dx = Tensor::zeros(x_shape, g.dtype());
+  if (distinct) {
+    copy_rows(
+        g, dx, geo.outer * len, geo.inner, [](std::int64_t r) { return r; },
+        [&](std::int64_t r) { return (r / len) * geo.n + pos[static_cast<std::size_t>(r % len)]; });
+    return dx;
+  }
+  constexpr std::int64_t kChunk = 4096;
+  const std::int64_t chunks = (geo.inner + kChunk - 1) / kChunk;
+  dispatch(g.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* gp = g.data<T>();
+    T* dp = dx.data<T>();
+    const std::int64_t work = std::max<std::int64_t>(1, len * std::min(geo.inner, kChunk));
+    parallel_for(0, geo.outer * chunks, std::max<std::int64_t>(1, kParallelGrain / work),
+                 [&](std::int64_t t0, std::int64_t t1) {
+                   for (std::int64_t t = t0; t < t1; ++t) {
+                     const std::int64_t o = t / chunks;
+                     const std::int64_t i0 = (t % chunks) * kChunk, i1 = std::min(geo.inner, i0 + kChunk);
+                     for (std::int64_t j = 0; j < len; ++j) {
+                       T* drow = dp + (o * geo.n + pos[static_cast<std::size_t>(j)]) * geo.inner;
+                       const T* grow = gp + (o * len + j) * geo.inner;
+                       for (std::int64_t i = i0; i < i1; ++i) drow[i] += grow[i];
+                     }
+                   }
+                 });
+  });
+  return dx;
+}
+
+// y = x[..., start:end:step, ...]; dx = zeros with g written at the sliced positions.
+struct Slice : Function<Slice> {
+  static constexpr const char* kName = "slice";
+  Shape x_shape;
+  std::int64_t axis = 0;
+  std::vector<std::int64_t> pos;
+  Tensor forward(const Tensor& x, std::int64_t axis_, std::vector<std::int64_t> pos_) {
+    x_shape = x.shape();
+    axis = axis_;
+    pos = std::move(pos_);
+    return gather_rows(x, axis, pos);
+  }
+  Tensors backward(const Tensors& grads) { return {scatter_add_rows(grads[0], x_shape, axis, pos, true)}; }
+};
+
+// y = x taken at index along axis; dx = zeros with g added at the indices (repeats sum).
+struct IndexSelect : Function<IndexSelect> {
+  static constexpr const char* kName = "index_select";
+  Shape x_shape;
+  std::int64_t axis = 0;
+  std::vector<std::int64_t> pos;
+  bool distinct = true;
+  Tensor forward(const Tensor& x, std::int64_t axis_, std::vector<std::int64_t> pos_) {
+    x_shape = x.shape();
+    axis = axis_;
+    pos = std::move(pos_);
+    std::vector<std::int64_t> sorted = pos;
+    std::sort(sorted.begin(), sorted.end());
+    distinct = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
+    return gather_rows(x, axis, pos);
+  }
+  Tensors backward(const Tensors& grads) { return {scatter_add_rows(grads[0], x_shape, axis, pos, distinct)}; }
+};
+
+// ---- concat and stack ---------------------------------------------------------------------------
+// The output viewed as (outer, sum_i len_i) rows, input i contributing (outer, len_i): concat has
+// len_i = n_i * inner, stack has len_i = inner (each input adds one slot of the new axis).
+void join_rows(const Tensors& xs, Tensor& y, std::int64_t outer, const std::vector<std::int64_t>& lens) {
+  const std::size_t k = xs.size();
+  const std::size_t esize = dtype_size(y.dtype());
+  std::vector<std::int64_t> offs(k + 1, 0);
+  for (std::size_t i = 0; i < k; ++i) offs[i + 1] = offs[i] + lens[i];
+  const std::int64_t row = offs[k];
+  char* d = static_cast<char*>(y.raw_data());
+  const auto items = outer * static_cast<std::int64_t>(k);
+  parallel_for(0, items, row_grain(std::max<std::int64_t>(1, row / static_cast<std::int64_t>(k))),
+               [&](std::int64_t t0, std::int64_t t1) {
+                 for (std::int64_t t = t0; t < t1; ++t) {
+                   const std::int64_t o = t / static_cast<std::int64_t>(k);
+                   const auto i = static_cast<std::size_t>(t % static_cast<std::int64_t>(k));
+                   const char* s = static_cast<const char*>(xs[i].raw_data());
+                   std::memcpy(d + static_cast<std::size_t>(o * row + offs[i]) * esize,
+                               s + static_cast<std::size_t>(o * lens[i]) * esize,
+                               static_cast<std::size_t>(lens[i]) * esize);
+                 }
+               });
+}
+
+// y = concat(xs, axis); dx_i = the i-th block of g along axis.
+struct Concat : Function<Concat> {
+  static constexpr const char* kName = "concat";
+  std::vector<Shape> shapes;
+  std::int64_t outer = 1;
+  std::vector<std::int64_t> lens;
+  Tensor forward(const Tensors& xs, std::int64_t axis) {
+    Shape out_shape = xs[0].shape();
+    const AxisGeometry g0 = geometry(out_shape, axis);
+    outer = g0.outer;
+    std::int64_t total = 0;
+    for (const auto& x : xs) {
+      shapes.push_back(x.shape());
+      const std::int64_t n = x.shape()[static_cast<std::size_t>(axis)];
+      lens.push_back(n * g0.inner);
+      total += n;
+    }
+    out_shape[static_cast<std::size_t>(axis)] = total;
+    Tensor y = Tensor::empty(out_shape, xs[0].dtype());
+    join_rows(xs, y, outer, lens);
+    return y;
+  }
+  Tensors backward(const Tensors& grads);
+};
+
+// y = stack(xs, axis); dx_i = g at position i of the new axis.
+struct Stack : Function<Stack> {
+  static constexpr const char* kName = "stack";
+  Shape shape;
+  std::int64_t outer = 1;
+  std::vector<std::int64_t> lens;
+  Tensor forward(const Tensors& xs, std::int64_t axis) {
+    shape = xs[0].shape();
+    const auto a = static_cast<std::size_t>(axis);
+    outer = prod(shape, 0, a);
+    lens.assign(xs.size(), prod(shape, a, shape.size()));
+    Shape out_shape = shape;
+    out_shape.insert(out_shape.begin() + axis, static_cast<std::int64_t>(xs.size()));
+    Tensor y = Tensor::empty(out_shape, xs[0].dtype());
+    join_rows(xs, y, outer, lens);
+    return y;
+  }
+  Tensors backward(const Tensors& grads);
+};
+
+// Gradient blocks of a joined output: block i of row o sits at o * row + offs[i].
+Tensors split_joined(const Tensor& g, const std::vector<Shape>& shapes, std::int64_t outer,
+                     const std::vector<std::int64_t>& lens, const Node& node) {
+  const std::size_t k = shapes.size();
+  std::vector<std::int64_t> offs(k + 1, 0);
+  for (std::size_t i = 0; i < k; ++i) offs[i + 1] = offs[i] + lens[i];
+  const std::int64_t row = offs[k];
+  const std::size_t esize = dtype_size(g.dtype());
+  const char* s = static_cast<const char*>(g.raw_data());
+  Tensors out(k);
+  for (std::size_t i = 0; i < k; ++i) {
+    if (!node.needs_input_grad(i)) continue;
+    out[i] = Tensor::empty(shapes[i], g.dtype());
+    char* d = static_cast<char*>(out[i].raw_data());
+    const std::int64_t len = lens[i];
+    if (len == 0) continue;
+    parallel_for(0, outer, row_grain(len), [&](std::int64_t o0, std::int64_t o1) {
+      for (std::int64_t o = o0; o < o1; ++o)
+        std::memcpy(d + static_cast<std::size_t>(o * len) * esize,
+                    s + static_cast<std::size_t>(o * row + offs[i]) * esize, static_cast<std::size_t>(len) * esize);
+    });
+  }
+  return out;
+}
+
+Tensors Concat::backward(const Tensors& grads) { return split_joined(grads[0], shapes, outer, lens, *this); }
+Tensors Stack::backward(const Tensors& grads) {
+  return split_joined(grads[0], std::vector<Shape>(lens.size(), shape), outer, lens, *this);
+}
+
+void check_list(const char* op, const Tensors& xs) {
+  XGRAD_CHECK(!xs.empty(), "{}: argument 'xs' is an empty list (need at least one tensor)", op);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    XGRAD_CHECK(xs[i].defined(), "{}: tensor {} of 'xs' is undefined", op, i);
+    XGRAD_CHECK(xs[i].dtype() == xs[0].dtype(), "{}: dtype mismatch: tensor {} is {} {} but tensor 0 is {} {}", op, i,
+                xs[i].dtype(), shape_str(xs[i].shape()), xs[0].dtype(), shape_str(xs[0].shape()));
+  }
+}
+
+// ---- expand -------------------------------------------------------------------------------------
+// y = x broadcast to shape; dx = g summed over the broadcast axes.
+struct Expand : Function<Expand> {
+  static constexpr const char* kName = "expand";
+  Shape x_shape;
+  Tensor forward(const Tensor& x, const Shape& shape) {
+    x_shape = x.shape();
+    Tensor y = Tensor::empty(shape, x.dtype());
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::broadcast_map<T, 1>(y.data<T>(), shape, {x.data<T>()}, {&x.shape()}, [](T v) { return v; });
+    });
+    return y;
+  }
+  Tensors backward(const Tensors& grads) { return {detail::sum_to(grads[0], x_shape)}; }
+};
+
+}  // namespace
+
+// ---- public API: validate, then apply -------------------------------------------------------------
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  check_defined("reshape", x);
+  return apply<View<ReshapeName>>(x, resolve_reshape(x, shape));
+}
+
+Tensor flatten(const Tensor& x, std::int64_t start_dim, std::int64_t end_dim) {
+  check_defined("flatten", x);
+  const Shape& s = x.shape();
+  if (s.empty()) {
+    // Like torch: a 0-d tensor flattens to one element (only dims 0 and -1 are valid).
+    normalize_axis(start_dim, 1, "flatten", s);
+    normalize_axis(end_dim, 1, "flatten", s);
+    return apply<View<FlattenName>>(x, Shape{1});
+  }
+  const auto nd = static_cast<std::int64_t>(s.size());
+  const std::int64_t a = normalize_axis(start_dim, nd, "flatten", s);
+  const std::int64_t b = normalize_axis(end_dim, nd, "flatten", s);
+  XGRAD_CHECK(a <= b, "flatten: start_dim {} comes after end_dim {} for a tensor of shape {}", start_dim, end_dim,
+              shape_str(s));
+  Shape out(s.begin(), s.begin() + a);
+  out.push_back(prod(s, static_cast<std::size_t>(a), static_cast<std::size_t>(b) + 1));
+  out.insert(out.end(), s.begin() + b + 1, s.end());
+  return apply<View<FlattenName>>(x, out);
+}
+
+Tensor squeeze(const Tensor& x, std::int64_t axis) {
+  check_defined("squeeze", x);
+  const Shape& s = x.shape();
+  const std::int64_t a = normalize_axis(axis, static_cast<std::int64_t>(s.size()), "squeeze", s);
+  XGRAD_CHECK(s[static_cast<std::size_t>(a)] == 1, "squeeze: axis {} of a tensor of shape {} has size {}, not 1", axis,
+              shape_str(s), s[static_cast<std::size_t>(a)]);
+  Shape out = s;
+  out.erase(out.begin() + a);
+  return apply<View<SqueezeName>>(x, out);
+}
+
+Tensor squeeze(const Tensor& x) {
+  check_defined("squeeze", x);
+  Shape out;
+  for (auto n : x.shape())
+    if (n != 1) out.push_back(n);
+  return apply<View<SqueezeName>>(x, out);
+}
+
+Tensor unsqueeze(const Tensor& x, std::int64_t axis) {
+  check_defined("unsqueeze", x);
+  const Shape& s = x.shape();
+  const std::int64_t a = normalize_axis(axis, static_cast<std::int64_t>(s.size()) + 1, "unsqueeze", s);
+  Shape out = s;
+  out.insert(out.begin() + a, 1);
+  return apply<View<UnsqueezeName>>(x, out);
+}
+
+Tensor permute(const Tensor& x, const std::vector<std::int64_t>& dims) {
+  check_defined("permute", x);
+  const Shape& s = x.shape();
+  const auto nd = static_cast<std::int64_t>(s.size());
+  XGRAD_CHECK(static_cast<std::int64_t>(dims.size()) == nd,
+              "permute: dims [{}] has {} entries but x of shape {} has {} dimensions", fmt::join(dims, ", "),
+              dims.size(), shape_str(s), nd);
+  std::vector<std::int64_t> norm(dims.size());
+  std::vector<bool> seen(dims.size(), false);
+  for (std::size_t d = 0; d < dims.size(); ++d) {
+    XGRAD_CHECK(dims[d] >= -nd && dims[d] < nd, "permute: dims [{}] is not a permutation of 0..{} (x has shape {})",
+                fmt::join(dims, ", "), nd - 1, shape_str(s));
+    norm[d] = dims[d] < 0 ? dims[d] + nd : dims[d];
+    XGRAD_CHECK(!seen[static_cast<std::size_t>(norm[d])],
+                "permute: dims [{}] is not a permutation of 0..{}: dimension {} repeats (x has shape {})",
+                fmt::join(dims, ", "), nd - 1, norm[d], shape_str(s));
+    seen[static_cast<std::size_t>(norm[d])] = true;
+  }
+  return apply<Permute<PermuteName>>(x, norm);
+}
+
+Tensor transpose(const Tensor& x, std::int64_t dim0, std::int64_t dim1) {
+  check_defined("transpose", x);
+  const Shape& s = x.shape();
+  const auto nd = static_cast<std::int64_t>(s.size());
+  const std::int64_t a = normalize_axis(dim0, nd, "transpose", s);
+  const std::int64_t b = normalize_axis(dim1, nd, "transpose", s);
+  std::vector<std::int64_t> dims(static_cast<std::size_t>(nd));
+  std::iota(dims.begin(), dims.end(), 0);
+  std::swap(dims[static_cast<std::size_t>(a)], dims[static_cast<std::size_t>(b)]);
+  return apply<Permute<TransposeName>>(x, dims);
+}
+
+Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t end, std::int64_t step) {
+  check_defined("slice", x);
+  const Shape& s = x.shape();
+  const std::int64_t a = normalize_axis(axis, static_cast<std::int64_t>(s.size()), "slice", s);
+  XGRAD_CHECK(step >= 1, "slice: step must be >= 1, got {} (x has shape {})", step, shape_str(s));
+  const std::int64_t n = s[static_cast<std::size_t>(a)];
+  auto clip = [n](std::int64_t v) { return std::clamp(v < 0 ? v + n : v, std::int64_t{0}, n); };
+  const std::int64_t lo = clip(start), hi = clip(end);
+  std::vector<std::int64_t> pos;
+  for (std::int64_t i = lo; i < hi; i += step) pos.push_back(i);
+  return apply<Slice>(x, a, std::move(pos));
+}
+
+Tensor index_select(const Tensor& x, std::int64_t axis, const std::vector<std::int64_t>& index) {
+  check_defined("index_select", x);
+  const Shape& s = x.shape();
+  const std::int64_t a = normalize_axis(axis, static_cast<std::int64_t>(s.size()), "index_select", s);
+  const std::int64_t n = s[static_cast<std::size_t>(a)];
+  std::vector<std::int64_t> pos(index.size());
+  for (std::size_t j = 0; j < index.size(); ++j) {
+    XGRAD_CHECK(index[j] >= -n && index[j] < n,
+                "index_select: index {} (entry {} of 'index') is out of range for axis {} of size {} (x has shape {})",
+                index[j], j, axis, n, shape_str(s));
+    pos[j] = index[j] < 0 ? index[j] + n : index[j];
+  }
+  return apply<IndexSelect>(x, a, std::move(pos));
+}
+
+Tensor concat(const Tensors& xs, std::int64_t axis) {
+  check_list("concat", xs);
+  const Shape& s0 = xs[0].shape();
+  XGRAD_CHECK(!s0.empty(), "concat: tensor 0 of 'xs' is 0-d (shape ()); use stack to join scalars");
+  const std::int64_t a = normalize_axis(axis, static_cast<std::int64_t>(s0.size()), "concat", s0);
+  for (std::size_t i = 1; i < xs.size(); ++i) {
+    const Shape& si = xs[i].shape();
+    bool ok = si.size() == s0.size();
+    for (std::size_t d = 0; ok && d < s0.size(); ++d) ok = static_cast<std::int64_t>(d) == a || si[d] == s0[d];
+    XGRAD_CHECK(ok, "concat: tensor {} has shape {} but tensor 0 has shape {}: sizes must match except along axis {}",
+                i, shape_str(si), shape_str(s0), axis);
+  }
+  return apply<Concat>(xs, a);
+}
+
+Tensor stack(const Tensors& xs, std::int64_t axis) {
+  check_list("stack", xs);
+  const Shape& s0 = xs[0].shape();
+  for (std::size_t i = 1; i < xs.size(); ++i)
+    XGRAD_CHECK(xs[i].shape() == s0, "stack: tensor {} has shape {} but tensor 0 has shape {}: all must be equal", i,
+                shape_str(xs[i].shape()), shape_str(s0));
+  const std::int64_t a = normalize_axis(axis, static_cast<std::int64_t>(s0.size()) + 1, "stack", s0);
+  return apply<Stack>(xs, a);
+}
+
+Tensor expand(const Tensor& x, const Shape& shape) {
+  check_defined("expand", x);
+  const Shape& s = x.shape();
+  XGRAD_CHECK(shape.size() >= s.size(), "expand: target shape {} has fewer dimensions than x's shape {}",
+              shape_str(shape), shape_str(s));
+  const std::size_t lead = shape.size() - s.size();
+  Shape target = shape;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (d < lead) {
+      XGRAD_CHECK(shape[d] >= 0, "expand: target shape {} has size {} at new leading dimension {} (x has shape {})",
+                  shape_str(shape), shape[d], d, shape_str(s));
+      continue;
+    }
+    const std::int64_t have = s[d - lead];
+    if (shape[d] == -1) target[d] = have;
+    XGRAD_CHECK(target[d] == have || (have == 1 && target[d] >= 0),
+                "expand: cannot broadcast x of shape {} to {}: dimension {} has size {} (only size-1 dims expand)",
+                shape_str(s), shape_str(shape), d, have);
+  }
+  return apply<Expand>(x, target);
+}
+
+}  // namespace xgrad

@@ -1,0 +1,308 @@
+// Tests for ops/shape_ops.*: gradcheck, views, torch parity, thread determinism, bad inputs.
+#include "support.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/shape_ops.hpp"
+
+using namespace xgrad;
+using xgrad::test::ParityBatch;
+
+namespace {
+// One unary shape op on a given input shape, with its torch equivalent.
+struct UnaryCase {
+  const char* name;
+  Shape shape;
+  std::function<Tensor(const Tensor&)> fn;
+  const char* torch;
+};
+
+std::vector<UnaryCase> unary_cases() {
+  return {
+      {"reshape",
+       {2, 3, 4},
+       [](const Tensor& x) {
+         return reshape(x, {4, -1});
+       },
+       "out = x.reshape(4, -1)"},
+      {"reshape_vec",
+       {6},
+       [](const Tensor& x) {
+         return reshape(x, {3, 2});
+       },
+       "out = x.reshape(3, 2)"},
+      {"reshape_to_scalar", {1, 1}, [](const Tensor& x) { return reshape(x, {}); }, "out = x.reshape(())"},
+      {"reshape_from_scalar",
+       {},
+       [](const Tensor& x) {
+         return reshape(x, {1, -1});
+       },
+       "out = x.reshape(1, -1)"},
+      {"flatten", {2, 3, 4}, [](const Tensor& x) { return flatten(x); }, "out = torch.flatten(x)"},
+      {"flatten_mid", {2, 3, 4, 5}, [](const Tensor& x) { return flatten(x, 1, -2); }, "out = torch.flatten(x, 1, -2)"},
+      {"flatten_scalar", {}, [](const Tensor& x) { return flatten(x); }, "out = torch.flatten(x)"},
+      {"squeeze_axis", {2, 1, 3}, [](const Tensor& x) { return squeeze(x, -2); }, "out = x.squeeze(-2)"},
+      {"squeeze_all", {1, 2, 1, 3, 1}, [](const Tensor& x) { return squeeze(x); }, "out = x.squeeze()"},
+      {"unsqueeze_front", {3}, [](const Tensor& x) { return unsqueeze(x, 0); }, "out = x.unsqueeze(0)"},
+      {"unsqueeze_back", {2, 3}, [](const Tensor& x) { return unsqueeze(x, -1); }, "out = x.unsqueeze(-1)"},
+      {"unsqueeze_scalar", {}, [](const Tensor& x) { return unsqueeze(x, 0); }, "out = x.unsqueeze(0)"},
+      {"permute",
+       {2, 3, 4},
+       [](const Tensor& x) {
+         return permute(x, {2, 0, 1});
+       },
+       "out = x.permute(2, 0, 1).contiguous()"},
+      {"permute_neg",
+       {2, 3, 4, 5},
+       [](const Tensor& x) {
+         return permute(x, {-1, 1, 0, -2});
+       },
+       "out = x.permute(3, 1, 0, 2).contiguous()"},
+      {"permute_size1",
+       {3, 1, 4},
+       [](const Tensor& x) {
+         return permute(x, {1, 2, 0});
+       },
+       "out = x.permute(1, 2, 0).contiguous()"},
+      {"transpose", {3, 5}, [](const Tensor& x) { return transpose(x, 0, 1); }, "out = x.transpose(0, 1).contiguous()"},
+      {"transpose_neg",
+       {2, 3, 4},
+       [](const Tensor& x) { return transpose(x, -1, 0); },
+       "out = x.transpose(-1, 0).contiguous()"},
+      {"transpose_same",
+       {2, 3},
+       [](const Tensor& x) { return transpose(x, 1, -1); },
+       "out = x.transpose(1, -1).contiguous()"},
+      {"slice", {4, 7}, [](const Tensor& x) { return slice(x, 1, 1, -1, 2); }, "out = x[:, 1:-1:2]"},
+      {"slice_clip", {9, 2}, [](const Tensor& x) { return slice(x, 0, -100, 100, 3); }, "out = x[-100:100:3]"},
+      {"slice_neg_axis", {2, 3, 6}, [](const Tensor& x) { return slice(x, -1, -4, 5); }, "out = x[..., -4:5]"},
+      {"slice_empty", {5, 3}, [](const Tensor& x) { return slice(x, 0, 4, 2); }, "out = x[4:2]"},
+      {"slice_vec", {8}, [](const Tensor& x) { return slice(x, 0, 0, 8, 3); }, "out = x[0:8:3]"},
+      {"index_select",
+       {5, 3},
+       [](const Tensor& x) {
+         return index_select(x, 0, {4, 0, 2});
+       },
+       "out = torch.index_select(x, 0, torch.tensor([4, 0, 2]))"},
+      {"index_select_repeat",
+       {3, 4, 2},
+       [](const Tensor& x) {
+         return index_select(x, 1, {1, 3, 1, 1, -1});
+       },
+       "out = torch.index_select(x, 1, torch.tensor([1, 3, 1, 1, 3]))"},
+      {"index_select_vec",
+       {6},
+       [](const Tensor& x) {
+         return index_select(x, -1, {5, 5, 0});
+       },
+       "out = torch.index_select(x, 0, torch.tensor([5, 5, 0]))"},
+      {"expand",
+       {3, 1},
+       [](const Tensor& x) {
+         return expand(x, {2, 3, 4});
+       },
+       "out = x.expand(2, 3, 4).contiguous()"},
+      {"expand_keep",
+       {1, 4},
+       [](const Tensor& x) {
+         return expand(x, {3, -1});
+       },
+       "out = x.expand(3, -1).contiguous()"},
+      {"expand_scalar",
+       {},
+       [](const Tensor& x) {
+         return broadcast_to(x, {2, 2});
+       },
+       "out = x.expand(2, 2).contiguous()"},
+      {"expand_same",
+       {2, 3},
+       [](const Tensor& x) {
+         return expand(x, {2, 3});
+       },
+       "out = x.expand(2, 3).contiguous()"},
+  };
+}
+
+// List ops: shapes of the inputs, the op and the torch code (inputs bound as a, b, c).
+struct ListCase {
+  const char* name;
+  std::vector<Shape> shapes;
+  std::function<Tensor(const Tensors&)> fn;
+  const char* torch;
+};
+
+std::vector<ListCase> list_cases() {
+  return {
+      {"concat0",
+       {{2, 3}, {1, 3}, {4, 3}},
+       [](const Tensors& xs) { return concat(xs, 0); },
+       "out = torch.cat([a, b, c], 0)"},
+      {"concat_neg",
+       {{2, 1, 4}, {2, 3, 4}},
+       [](const Tensors& xs) { return concat(xs, -2); },
+       "out = torch.cat([a, b], -2)"},
+      {"concat_last",
+       {{3, 2}, {3, 5}, {3, 1}},
+       [](const Tensors& xs) { return concat(xs, 1); },
+       "out = torch.cat([a, b, c], 1)"},
+      {"concat_vec", {{3}, {4}}, [](const Tensors& xs) { return concat(xs); }, "out = torch.cat([a, b])"},
+      {"concat_one", {{2, 3}}, [](const Tensors& xs) { return concat(xs, 1); }, "out = torch.cat([a], 1)"},
+      {"stack0", {{2, 3}, {2, 3}, {2, 3}}, [](const Tensors& xs) { return stack(xs); }, "out = torch.stack([a, b, c])"},
+      {"stack_mid", {{2, 3}, {2, 3}}, [](const Tensors& xs) { return stack(xs, 1); }, "out = torch.stack([a, b], 1)"},
+      {"stack_neg", {{2, 3}, {2, 3}}, [](const Tensors& xs) { return stack(xs, -1); }, "out = torch.stack([a, b], -1)"},
+      {"stack_scalars", {{}, {}, {}}, [](const Tensors& xs) { return stack(xs); }, "out = torch.stack([a, b, c])"},
+  };
+}
+
+const char* kNames[] = {"a", "b", "c"};
+}  // namespace
+
+TEST_CASE("shape ops: gradcheck", "[shape_ops]") {
+  Generator gen(21);
+  for (const auto& c : unary_cases()) {
+    INFO(c.name << " on " << shape_str(c.shape));
+    Tensor x = test::randn_leaf(c.shape, gen);
+    test::require_gradcheck([&](const Tensors& in) { return c.fn(in[0]); }, {x});
+  }
+  for (const auto& c : list_cases()) {
+    INFO(c.name);
+    Tensors xs;
+    for (const auto& s : c.shapes) xs.push_back(test::randn_leaf(s, gen));
+    test::require_gradcheck(c.fn, xs);
+  }
+  // Composition: gradients flow through a view into a copy op and back.
+  Tensor x = test::randn_leaf({2, 3, 4}, gen);
+  test::require_gradcheck(
+      [](const Tensors& in) {
+        Tensor t = transpose(reshape(in[0], {6, 4}), 0, 1);
+        return concat({slice(t, 0, 1, 4), index_select(t, 0, {0, 0})}, 0);
+      },
+      {x});
+}
+
+TEST_CASE("shape ops: views share storage, copies do not", "[shape_ops]") {
+  Generator gen(22);
+  Tensor x = Tensor::randn({2, 3, 1}, gen);
+  CHECK(reshape(x, {3, 2}).raw_data() == x.raw_data());
+  CHECK(flatten(x).raw_data() == x.raw_data());
+  CHECK(squeeze(x).raw_data() == x.raw_data());
+  CHECK(squeeze(x, 2).raw_data() == x.raw_data());
+  CHECK(unsqueeze(x, 0).raw_data() == x.raw_data());
+  CHECK(reshape(x, {6}).shape() == Shape{6});
+  CHECK(permute(x, {0, 1, 2}).raw_data() != x.raw_data());
+  CHECK(slice(x, 0, 0, 2).raw_data() != x.raw_data());
+  CHECK(expand(x, {2, 3, 1}).raw_data() != x.raw_data());
+  // A view with history: backward into the original leaf.
+  Tensor y = Tensor::randn({2, 3}, gen).set_requires_grad();
+  Tensor v = reshape(y, {3, 2});
+  CHECK(v.grad_fn() != nullptr);
+  v.backward(Tensor::ones({3, 2}));
+  CHECK(bit_equal(y.grad(), Tensor::ones({2, 3})));
+}
+
+TEST_CASE("shape ops: values and gradients match PyTorch", "[shape_ops][parity]") {
+  for (Dtype dt : {kFloat32, kFloat64}) {
+    ParityBatch batch(std::string("shape_ops_") + std::string(dtype_name(dt)));
+    Generator gen(23);
+    for (const auto& c : unary_cases()) {
+      Tensor x = test::randn_leaf(c.shape, gen, dt);
+      batch.add(c.name, c.torch, {{"x", x}}, [&](const Tensors& in) { return c.fn(in[0]); });
+    }
+    for (const auto& c : list_cases()) {
+      std::vector<ParityBatch::Input> inputs;
+      for (std::size_t i = 0; i < c.shapes.size(); ++i)
+        inputs.push_back({kNames[i], test::randn_leaf(c.shapes[i], gen, dt)});
+      batch.add(c.name, c.torch, inputs, c.fn);
+    }
+    // Larger inputs: the tiled permute and parallel copies.
+    Tensor big = test::randn_leaf({40, 70, 33}, gen, dt);
+    batch.add("permute_big", "out = x.permute(2, 0, 1).contiguous()", {{"x", big}}, [](const Tensors& in) {
+      return permute(in[0], {2, 0, 1});
+    });
+    batch.add("transpose_big", "out = x.transpose(0, 2).contiguous()", {{"x", big}},
+              [](const Tensors& in) { return transpose(in[0], 0, 2); });
+    batch.add("index_select_big", "out = torch.index_select(x, 0, torch.tensor([3, 3, 39, 0, 3]))", {{"x", big}},
+              [](const Tensors& in) {
+                return index_select(in[0], 0, {3, 3, -1, 0, 3});
+              });
+    // Only one list input requires grad.
+    Tensor a = test::randn_leaf({2, 3}, gen, dt);
+    Tensor b = test::randn_leaf({2, 3}, gen, dt);
+    batch.add("concat_partial", "out = torch.cat([a, b], 1)", {{"a", a, false}, {"b", b}},
+              [](const Tensors& in) { return concat(in, 1); });
+    batch.add("stack_partial", "out = torch.stack([a, b], 2)", {{"a", a}, {"b", b, false}},
+              [](const Tensors& in) { return stack(in, 2); });
+    batch.run();
+  }
+}
+
+TEST_CASE("shape ops: bit-identical with 1 and 2 threads", "[shape_ops][threads]") {
+  Generator gen(24);
+  Tensor x0 = Tensor::randn({96, 130, 70}, gen, kFloat32);
+  Tensor y0 = Tensor::randn({96, 40, 70}, gen, kFloat32);
+  Tensor r0 = Tensor::randn({1, 130, 70}, gen, kFloat32);
+  std::vector<std::int64_t> idx;
+  for (int i = 0; i < 300; ++i) idx.push_back((i * 37) % 96);  // every row several times
+  test::require_thread_deterministic([&] {
+    Tensor x = x0.clone_data().set_requires_grad();
+    Tensor y = y0.clone_data().set_requires_grad();
+    Tensor r = r0.clone_data().set_requires_grad();
+    Tensor p = permute(x, {2, 0, 1});
+    Tensor t = transpose(x, 0, 1);
+    Tensor s = slice(x, 1, 3, -2, 2);
+    Tensor sel = index_select(x, 0, idx);
+    Tensor sel_inner = index_select(x, 2, {5, 5, 1, 69});
+    Tensor cat = concat({x, y}, 1);
+    Tensor st = stack({x, x}, 1);
+    Tensor ex = expand(r, {96, 130, 70});
+    Generator sg(25);
+    auto seed = [&](const Tensor& v) { return Tensor::randn(v.shape(), sg, kFloat32); };
+    run_backward({p, t, s, sel, sel_inner, cat, st, ex},
+                 {seed(p), seed(t), seed(s), seed(sel), seed(sel_inner), seed(cat), seed(st), seed(ex)});
+    return Tensors{p, t, s, sel, cat, st, ex, x.grad(), y.grad(), r.grad()};
+  });
+}
+
+TEST_CASE("shape ops: bad inputs raise xgrad::Error naming op and shapes", "[shape_ops][errors]") {
+  Tensor x = Tensor::zeros({2, 3, 4});
+  test::require_error([&] { reshape(x, {5, 5}); }, {"reshape", "(2, 3, 4)", "(5, 5)"});
+  test::require_error([&] { reshape(x, {-1, -1}); }, {"reshape", "more than one -1", "(2, 3, 4)"});
+  test::require_error([&] { reshape(x, {5, -1}); }, {"reshape", "(2, 3, 4)", "(5, -1)"});
+  test::require_error([&] { reshape(x, {-2, -12}); }, {"reshape", "negative"});
+  test::require_error([&] { flatten(x, 2, 1); }, {"flatten", "(2, 3, 4)"});
+  test::require_error([&] { flatten(x, 0, 3); }, {"flatten", "axis 3", "(2, 3, 4)"});
+  test::require_error([&] { squeeze(x, 1); }, {"squeeze", "(2, 3, 4)", "not 1"});
+  test::require_error([&] { squeeze(x, 3); }, {"squeeze", "axis 3", "(2, 3, 4)"});
+  test::require_error([&] { unsqueeze(x, 4); }, {"unsqueeze", "axis 4", "(2, 3, 4)"});
+  test::require_error([&] { unsqueeze(x, -5); }, {"unsqueeze", "axis -5", "(2, 3, 4)"});
+  test::require_error([&] { permute(x, {0, 1}); }, {"permute", "[0, 1]", "(2, 3, 4)"});
+  test::require_error([&] { permute(x, {0, 1, 1}); }, {"permute", "[0, 1, 1]", "not a permutation", "(2, 3, 4)"});
+  test::require_error([&] { permute(x, {0, 1, 3}); }, {"permute", "[0, 1, 3]", "not a permutation"});
+  test::require_error([&] { permute(x, {0, -1, 2}); }, {"permute", "[0, -1, 2]", "repeats"});
+  test::require_error([&] { transpose(x, 0, 3); }, {"transpose", "axis 3", "(2, 3, 4)"});
+  test::require_error([&] { slice(x, 3, 0, 1); }, {"slice", "axis 3", "(2, 3, 4)"});
+  test::require_error([&] { slice(x, 0, 0, 1, 0); }, {"slice", "step", "(2, 3, 4)"});
+  test::require_error([&] { index_select(x, 1, {0, 3}); }, {"index_select", "index 3", "size 3", "(2, 3, 4)"});
+  test::require_error([&] { index_select(x, 1, {-4}); }, {"index_select", "index -4", "(2, 3, 4)"});
+  test::require_error([&] { index_select(x, -4, {0}); }, {"index_select", "axis -4", "(2, 3, 4)"});
+  test::require_error([&] { concat({}, 0); }, {"concat", "empty"});
+  test::require_error(
+      [&] {
+        concat({x, Tensor::zeros({2, 5, 4})}, 0);
+      },
+      {"concat", "(2, 5, 4)", "(2, 3, 4)", "axis 0"});
+  test::require_error([&] { concat({x, Tensor::zeros({2, 3})}, 0); }, {"concat", "(2, 3)", "(2, 3, 4)"});
+  test::require_error([&] { concat({x, x}, 3); }, {"concat", "axis 3", "(2, 3, 4)"});
+  test::require_error(
+      [&] {
+        concat({x, Tensor::zeros({2, 3, 4}, kFloat64)}, 0);
+      },
+      {"concat", "dtype", "float32", "float64"});
+  test::require_error([&] { concat({Tensor::scalar(1.0), Tensor::scalar(2.0)}); }, {"concat", "0-d"});
+  test::require_error([&] { stack({}); }, {"stack", "empty"});
+  test::require_error([&] { stack({x, Tensor::zeros({2, 3, 5})}); }, {"stack", "(2, 3, 5)", "(2, 3, 4)"});
+  test::require_error([&] { stack({x, x}, 4); }, {"stack", "axis 4", "(2, 3, 4)"});
+  test::require_error([&] { stack({x, Tensor::zeros({2, 3, 4}, kFloat64)}); }, {"stack", "dtype", "float64"});
+  test::require_error([&] { expand(x, {2, 5, 4}); }, {"expand", "(2, 3, 4)", "(2, 5, 4)", "dimension 1"});
+  test::require_error([&] { expand(x, {3, 4}); }, {"expand", "(2, 3, 4)", "(3, 4)"});
+  test::require_error([&] { expand(x, {-1, 2, 3, 4}); }, {"expand", "(-1, 2, 3, 4)"});
+  test::require_error([&] { permute(Tensor(), {}); }, {"permute", "undefined"});
+}
