@@ -1,0 +1,338 @@
+// resample_conv: forward, the three backward kernels' wiring, argument checks, FineGrid and
+// Response. The tables and the TBB kernels are in resample_kernels.cpp.
+#include "xgrad/ops/resample_conv.hpp"
+
+#include <cmath>
+
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/ops/resample_kernels.hpp"
+
+namespace xgrad {
+
+namespace rs = detail::resample;
+
+// ---- FineGrid -----------------------------------------------------------------------------------
+FineGrid FineGrid::uniform(double x0, double dx, std::int64_t size) {
+  XGRAD_CHECK(std::isfinite(x0), "FineGrid::uniform: argument 'x0' must be finite, got {}", x0);
+  XGRAD_CHECK(std::isfinite(dx) && dx > 0, "FineGrid::uniform: argument 'dx' must be finite and > 0, got {}", dx);
+  XGRAD_CHECK(size >= 1, "FineGrid::uniform: argument 'size' must be >= 1, got {}", size);
+  FineGrid g;
+  g.uniform_ = true;
+  g.x0_ = x0;
+  g.dx_ = dx;
+  g.size_ = size;
+  return g;
+}
+
+FineGrid FineGrid::points(const Tensor& x) {
+  XGRAD_CHECK(x.defined(), "FineGrid::points: argument 'x' is an undefined tensor");
+  XGRAD_CHECK(x.dim() == 1 && x.numel() >= 1, "FineGrid::points: argument 'x' must be a non-empty 1-d tensor, got {}",
+              shape_str(x.shape()));
+  auto v = std::make_shared<std::vector<double>>(x.to_vector());
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    XGRAD_CHECK(std::isfinite((*v)[i]), "FineGrid::points: argument 'x' has a non-finite value {} at index {}", (*v)[i],
+                i);
+    XGRAD_CHECK(i == 0 || (*v)[i] > (*v)[i - 1],
+                "FineGrid::points: argument 'x' must be strictly increasing, but x[{}] = {} <= x[{}] = {}", i, (*v)[i],
+                i - 1, (*v)[i - 1]);
+  }
+  FineGrid g;
+  g.uniform_ = false;
+  g.size_ = static_cast<std::int64_t>(v->size());
+  g.x0_ = v->front();
+  g.dx_ = 0;
+  g.xs_ = std::move(v);
+  return g;
+}
+
+Tensor FineGrid::to_tensor(Dtype dtype) const {
+  std::vector<double> v(static_cast<std::size_t>(size_));
+  for (std::int64_t b = 0; b < size_; ++b) v[static_cast<std::size_t>(b)] = at(b);
+  return Tensor::from_vector(v, {size_}, dtype);
+}
+
+// ---- Response -----------------------------------------------------------------------------------
+namespace {
+void check_support(const char* fn, double lo, double hi) {
+  XGRAD_CHECK(std::isfinite(lo) && std::isfinite(hi), "{}: arguments 'lo' and 'hi' must be finite, got [{}, {}]", fn,
+              lo, hi);
+  XGRAD_CHECK(lo < hi, "{}: empty or inverted support: arguments 'lo' = {} must be < 'hi' = {}", fn, lo, hi);
+}
+}  // namespace
+
+Response Response::callable(Fn fn, double lo, double hi, Fn derivative) {
+  XGRAD_CHECK(static_cast<bool>(fn), "Response::callable: argument 'fn' is empty");
+  check_support("Response::callable", lo, hi);
+  Response r;
+  r.state_ = std::make_shared<rs::ResponseState>();
+  r.state_->sampled = false;
+  r.state_->lo = lo;
+  r.state_->hi = hi;
+  r.state_->fn = std::move(fn);
+  r.state_->dfn = std::move(derivative);
+  return r;
+}
+
+Response Response::sampled(const Tensor& values, double lo, double hi, Interp interp) {
+  XGRAD_CHECK(values.defined(), "Response::sampled: argument 'values' is an undefined tensor");
+  XGRAD_CHECK(values.dim() == 1, "Response::sampled: argument 'values' must be 1-d (K,), got {}",
+              shape_str(values.shape()));
+  XGRAD_CHECK(values.numel() >= 2, "Response::sampled: argument 'values' needs K >= 2 samples, got shape {}",
+              shape_str(values.shape()));
+  check_support("Response::sampled", lo, hi);
+  Response r;
+  r.state_ = std::make_shared<rs::ResponseState>();
+  r.state_->sampled = true;
+  r.state_->lo = lo;
+  r.state_->hi = hi;
+  r.state_->values = values;
+  r.state_->interp = interp;
+  return r;
+}
+
+bool Response::is_sampled() const { return state_->sampled; }
+bool Response::has_derivative() const { return state_->sampled || static_cast<bool>(state_->dfn); }
+double Response::lo() const { return state_->lo; }
+double Response::hi() const { return state_->hi; }
+Interp Response::interp() const { return state_->interp; }
+const Tensor& Response::values() const { return state_->values; }
+
+namespace {
+double eval_sampled(const rs::ResponseState& s, double d, bool derivative) {
+  if (d < s.lo || d > s.hi) return 0;
+  const std::vector<double> v = s.values.to_vector();
+  const std::int64_t K = static_cast<std::int64_t>(v.size());
+  const double delta = (s.hi - s.lo) / static_cast<double>(K - 1);
+  const std::vector<double> cells = rs::sampled_cells(v, s.interp, delta, derivative);
+  const double u = (d - s.lo) / delta;
+  const std::int64_t i = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, K - 2);
+  const double t = u - static_cast<double>(i);
+  const double* a = &cells[static_cast<std::size_t>(i * 4)];
+  return ((a[3] * t + a[2]) * t + a[1]) * t + a[0];
+}
+}  // namespace
+
+double Response::operator()(double d) const {
+  if (state_->sampled) return eval_sampled(*state_, d, false);
+  return d < state_->lo || d > state_->hi ? 0.0 : state_->fn(d);
+}
+
+double Response::derivative(double d) const {
+  XGRAD_CHECK(has_derivative(), "Response::derivative: this callable response was built without a derivative");
+  if (state_->sampled) return eval_sampled(*state_, d, true);
+  return d < state_->lo || d > state_->hi ? 0.0 : state_->dfn(d);
+}
+
+// ---- the op ---------------------------------------------------------------------------------------
+namespace {
+
+double default_tolerance(Dtype dtype, const ResampleConvOptions& o) {
+  if (o.tolerance > 0) return o.tolerance;
+  return dtype == kFloat32 ? 1e-7 : 1e-14;
+}
+
+// An Evaluator with the storage it points to.
+struct EvalHolder {
+  rs::Evaluator ev;
+  std::shared_ptr<const rs::Table> table;
+  std::vector<double> cells;
+};
+
+EvalHolder make_evaluator(const FineGrid& grid, const Response& r, const Tensor& values, Dtype dtype,
+                          const ResampleConvOptions& o, bool derivative) {
+  EvalHolder h;
+  const rs::ResponseState& s = *r.state();
+  if (s.sampled) {
+    const std::int64_t K = values.numel();
+    h.ev.kind = rs::Evaluator::sampled;
+    h.ev.delta = (s.hi - s.lo) / static_cast<double>(K - 1);
+    h.cells = rs::sampled_cells(values.to_vector(), s.interp, h.ev.delta, derivative);
+    h.ev.cells = h.cells.data();
+    h.ev.ncells = K - 1;
+    return h;
+  }
+  if (!o.exact) h.table = r.state()->get(grid.is_uniform(), derivative, grid.dx(), default_tolerance(dtype, o));
+  if (h.table) {
+    h.ev.kind = h.table->polyphase ? rs::Evaluator::polyphase : rs::Evaluator::lattice;
+    h.ev.table = h.table.get();
+  } else {
+    h.ev.kind = rs::Evaluator::exact;
+    h.ev.fn = derivative ? &s.dfn : &s.fn;
+  }
+  return h;
+}
+
+rs::Geometry make_geometry(const FineGrid& grid, const Response& r) {
+  rs::Geometry g;
+  g.uniform = grid.is_uniform();
+  g.x0 = grid.x0();
+  g.dx = grid.dx();
+  g.B = grid.size();
+  g.xs = grid.is_uniform() ? nullptr : grid.xs().data();
+  g.lo = r.lo();
+  g.hi = r.hi();
+  return g;
+}
+
+void check_args(const Tensor& f, const Tensor& coarse, const FineGrid& grid, const Response& response) {
+  constexpr const char* op = "resample_conv";
+  XGRAD_CHECK(f.defined(), "{}: argument 'f' is an undefined tensor", op);
+  XGRAD_CHECK(coarse.defined(), "{}: argument 'coarse' is an undefined tensor", op);
+  XGRAD_CHECK(response.state() != nullptr, "{}: argument 'response' is empty (use Response::callable or ::sampled)",
+              op);
+  XGRAD_CHECK(f.dim() >= 2, "{}: argument 'f' must be (N, B) or (batch..., N, B), got {}", op, shape_str(f.shape()));
+  XGRAD_CHECK(coarse.dim() == 2, "{}: argument 'coarse' must be (N, A), got {}", op, shape_str(coarse.shape()));
+  XGRAD_CHECK(f.size(-2) == coarse.size(0),
+              "{}: N differs between argument 'f' {} (N = {}) and argument 'coarse' {} (N = {})", op,
+              shape_str(f.shape()), f.size(-2), shape_str(coarse.shape()), coarse.size(0));
+  XGRAD_CHECK(f.size(-1) == grid.size(), "{}: argument 'f' {} has B = {} fine samples but argument 'grid' has {}", op,
+              shape_str(f.shape()), f.size(-1), grid.size());
+  XGRAD_CHECK(f.dtype() == coarse.dtype(), "{}: dtype mismatch: argument 'f' is {} but argument 'coarse' is {}", op,
+              f.dtype(), coarse.dtype());
+  if (response.is_sampled()) {
+    const Tensor& v = response.values();
+    XGRAD_CHECK(v.dtype() == f.dtype(),
+                "{}: dtype mismatch: argument 'f' is {} but the sampled response 'values' {} is {}", op, f.dtype(),
+                shape_str(v.shape()), v.dtype());
+  }
+  const std::vector<double> c = coarse.to_vector();
+  for (std::size_t i = 0; i < c.size(); ++i)
+    XGRAD_CHECK(std::isfinite(c[i]), "{}: argument 'coarse' {} has a non-finite value {} at [{}, {}]", op,
+                shape_str(coarse.shape()), c[i], static_cast<std::int64_t>(i) / coarse.size(1),
+                static_cast<std::int64_t>(i) % coarse.size(1));
+}
+
+struct ResampleConvFn : Function<ResampleConvFn> {
+  static constexpr const char* kName = "resample_conv";
+  FineGrid grid;
+  Response response;
+  ResampleConvOptions options;
+  Shape f_shape;
+
+  static rs::Problem problem(const Shape& fs, const std::vector<double>& coarse, std::int64_t A) {
+    rs::Problem pr;
+    pr.N = fs[fs.size() - 2];
+    pr.A = A;
+    pr.P = 1;
+    for (std::size_t i = 0; i + 2 < fs.size(); ++i) pr.P *= fs[i];
+    pr.coarse = coarse.data();
+    return pr;
+  }
+
+  Tensor forward(const Tensor& f, const Tensor& coarse, const Tensor& values, const FineGrid& g, const Response& r,
+                 const ResampleConvOptions& o) {
+    grid = g;
+    response = r;
+    options = o;
+    f_shape = f.shape();
+    const std::vector<double> c = coarse.to_vector();
+    const rs::Problem pr = problem(f_shape, c, coarse.size(1));
+    Shape out_shape = f_shape;
+    out_shape.back() = coarse.size(1);
+    Tensor out = Tensor::empty(out_shape, f.dtype());
+    const EvalHolder eh = make_evaluator(grid, response, values, f.dtype(), options, false);
+    const rs::Geometry geo = make_geometry(grid, response);
+    dispatch(f.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      rs::forward<T>(geo, eh.ev, pr, f.data<T>(), out.data<T>());
+    });
+    save_for_backward({f, coarse, values});
+    return out;
+  }
+
+  Tensors backward(const Tensors& grads) {
+    const Tensors s = saved();
+    const Tensor& f = s[0];
+    const Tensor& coarse = s[1];
+    const Tensor& values = s[2];
+    const Tensor& g = grads[0];
+    const std::vector<double> c = coarse.to_vector();
+    const rs::Problem pr = problem(f_shape, c, coarse.size(1));
+    const rs::Geometry geo = make_geometry(grid, response);
+    Tensor gf, gc, gv;
+    dispatch(f.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if (needs_input_grad(0)) {
+        const EvalHolder eh = make_evaluator(grid, response, values, f.dtype(), options, false);
+        gf = Tensor::empty(f_shape, f.dtype());
+        rs::backward_f<T>(geo, eh.ev, pr, g.data<T>(), gf.data<T>());
+      }
+      if (needs_input_grad(1)) {
+        XGRAD_CHECK(response.has_derivative(),
+                    "resample_conv: the gradient with respect to argument 'coarse' needs the response's derivative: "
+                    "pass it as Response::callable(fn, lo, hi, dfn)");
+        const EvalHolder eh = make_evaluator(grid, response, values, f.dtype(), options, true);
+        Tensor d = Tensor::empty(g.shape(), f.dtype());
+        rs::forward<T>(geo, eh.ev, pr, f.data<T>(), d.data<T>());
+        gc = Tensor::empty(coarse.shape(), coarse.dtype());
+        const T* dp = d.data<T>();
+        const T* gp = g.data<T>();
+        T* out = gc.data<T>();
+        const std::int64_t NA = pr.N * pr.A;
+        for (std::int64_t i = 0; i < NA; ++i) {
+          double acc = 0;
+          for (std::int64_t p = 0; p < pr.P; ++p)
+            acc += static_cast<double>(gp[p * NA + i]) * static_cast<double>(dp[p * NA + i]);
+          out[i] = static_cast<T>(acc);
+        }
+      }
+      if (values.defined() && needs_input_grad(2)) {
+        const std::int64_t K = values.numel();
+        const double delta = (response.hi() - response.lo()) / static_cast<double>(K - 1);
+        const std::vector<double> gcells = rs::backward_cells<T>(geo, K - 1, delta, pr, f.data<T>(), g.data<T>());
+        gv = Tensor::from_vector(rs::sampled_cells_adjoint(gcells, K, response.interp()), values.shape(),
+                                 values.dtype());
+      }
+    });
+    return {gf, gc, gv};
+  }
+};
+
+}  // namespace
+
+Tensor resample_conv(const Tensor& f, const Tensor& coarse, const FineGrid& grid, const Response& response,
+                     const ResampleConvOptions& options) {
+  check_args(f, coarse, grid, response);
+  XGRAD_CHECK(!(GradMode::is_enabled() && coarse.requires_grad() && !response.has_derivative()),
+              "resample_conv: argument 'coarse' requires grad, but the callable response has no derivative: pass it "
+              "as Response::callable(fn, lo, hi, dfn), or detach coarse");
+  const Tensor values = response.is_sampled() ? response.values() : Tensor();
+  return apply<ResampleConvFn>(f, coarse, values, grid, response, options);
+}
+
+ResampleConvTableInfo resample_conv_prepare(const FineGrid& grid, const Response& response, Dtype dtype,
+                                            const ResampleConvOptions& options, bool derivative) {
+  XGRAD_CHECK(response.state() != nullptr, "resample_conv_prepare: argument 'response' is empty");
+  XGRAD_CHECK(!derivative || response.has_derivative(),
+              "resample_conv_prepare: a derivative table was asked for a callable response without derivative");
+  ResampleConvTableInfo info;
+  if (response.is_sampled()) {
+    info.method = "sampled";
+    info.degree = response.interp() == Interp::cubic ? 3 : 1;
+    info.pieces = response.values().numel() - 1;
+    return info;
+  }
+  const EvalHolder eh = make_evaluator(grid, response, Tensor(), dtype, options, derivative);
+  if (!eh.table) {
+    info.method = "exact";
+    return info;
+  }
+  const rs::Table& t = *eh.table;
+  info.method = t.polyphase ? "polyphase" : "lattice";
+  info.degree = t.degree;
+  info.pieces = t.polyphase ? t.phases() : t.cells;
+  info.taps = t.polyphase ? t.stride : 0;
+  info.measured_error = t.measured_error;
+  info.bytes = t.bytes();
+  return info;
+}
+
+std::size_t resample_conv_cached_bytes(const Response& response) {
+  std::lock_guard<std::mutex> lock(response.state()->mutex);
+  std::size_t total = 0;
+  for (const auto& e : response.state()->cache)
+    if (e.table) total += e.table->bytes();
+  return total;
+}
+
+}  // namespace xgrad

@@ -1,0 +1,144 @@
+#pragma once
+// Resampling convolution ("pseudo-continuous" convolution): each row of a finely sampled signal is
+// convolved with a compactly supported response and read out at its own coarse, non-uniform points.
+//
+//   out[..., n, a] = sum_b  r(coarse[n, a] - fine[b]) * f[..., n, b]
+//
+// f: (N, B) or (batch..., N, B); coarse: (N, A), any order, any spacing; fine: a uniform grid
+// (x0 + b*dx, b < B: the fast path) or any strictly increasing (B,) points. r is zero outside its
+// support [lo, hi]. A coarse point whose support reaches past the ends of the fine grid uses only
+// the fine points that exist (f is taken as zero outside the grid; nothing is extrapolated).
+// Whether a fine point exactly on a support end is counted is decided within rounding, which
+// matters only for responses that are not zero at their ends.
+//
+// Gradients (g = d loss / d out):
+//   d f[..., n, b]    = sum_a g[..., n, a] * r(coarse[n, a] - fine[b])              (a scatter)
+//   d coarse[n, a]    = sum_batch g[..., n, a] * sum_b r'(coarse[n, a] - fine[b]) * f[..., n, b]
+//                       (callable responses need their derivative; sampled ones always have it;
+//                       the jumps of r at lo/hi, if r is not zero there, are not differentiated)
+//   d values[k]       = sum g[..., n, a] * sum_b (d r(coarse[n, a] - fine[b]) / d values[k]) * f[..., n, b]
+//
+// Responses:
+// - Response::callable(fn, lo, hi, dfn): a fixed double(double) function (and optionally its
+//   derivative). On a uniform grid it is tabulated once per (grid spacing, tolerance) as a
+//   polyphase table of piecewise polynomials (see Note [Polyphase table] in resample_kernels.hpp):
+//   the degree and the number of phases are chosen automatically by measuring the table against
+//   fn. On a non-uniform grid it is tabulated on a fine lattice over [lo, hi] the same way.
+// - Response::sampled(values, lo, hi, interp): a learnable response given by K >= 2 values on the
+//   uniform lattice lo + k*(hi-lo)/(K-1), interpolated linearly or with Catmull-Rom cubics (Keys,
+//   a = -1/2; the two missing end neighbours are linearly extrapolated: v[-1] = 2v[0] - v[1],
+//   v[K] = 2v[K-1] - v[K-2]). It is evaluated exactly (no table).
+//
+// Accuracy contract (callable responses): against the exact dense sum in float64, the max abs error
+// is <= 1e-5 * max over outputs of sum_b |r||f| for float32 and <= 1e-12 * that for float64, with
+// the default tolerance. ResampleConvOptions::tolerance trades accuracy for speed; ::exact
+// evaluates fn at every tap instead (slow: one std::function call per tap).
+//
+// Determinism: results are bit-identical for any number of threads (fixed partitioning; the
+// scatter of the f gradient goes to rows owned by one task, or to private per-chunk buffers added
+// in a fixed order; no atomics).
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "xgrad/core/tensor.hpp"
+
+namespace xgrad {
+
+namespace detail::resample {
+struct ResponseState;
+}
+
+/// The fine sampling grid of a resample_conv: uniform (the fast path) or arbitrary increasing points.
+class FineGrid {
+ public:
+  /// x0 + b*dx for b in [0, size). dx > 0, size >= 1, all finite.
+  static FineGrid uniform(double x0, double dx, std::int64_t size);
+  /// The points of a 1-d tensor (float32 or float64), finite and strictly increasing.
+  static FineGrid points(const Tensor& x);
+
+  bool is_uniform() const { return uniform_; }
+  std::int64_t size() const { return size_; }
+  double x0() const { return x0_; }
+  double dx() const { return dx_; }
+  /// The points of a non-uniform grid (empty for a uniform one).
+  const std::vector<double>& xs() const { return *xs_; }
+  double at(std::int64_t b) const { return uniform_ ? x0_ + static_cast<double>(b) * dx_ : (*xs_)[b]; }
+  /// All the points as a (B,) tensor.
+  Tensor to_tensor(Dtype dtype = kFloat64) const;
+
+ private:
+  bool uniform_ = true;
+  std::int64_t size_ = 0;
+  double x0_ = 0, dx_ = 1;
+  std::shared_ptr<const std::vector<double>> xs_ = std::make_shared<const std::vector<double>>();
+};
+
+enum class Interp { linear, cubic };
+
+/// A compactly supported response r(d), zero outside [lo, hi].
+class Response {
+ public:
+  using Fn = std::function<double(double)>;
+  /// A fixed response. `derivative` (optional) is dr/dd; without it the gradient with respect to
+  /// the coarse points is an error. fn is only evaluated on [lo, hi].
+  static Response callable(Fn fn, double lo, double hi, Fn derivative = {});
+  /// A learnable response: K >= 2 values (a 1-d float tensor, may require grad) on the uniform
+  /// lattice lo + k*(hi-lo)/(K-1), interpolated per `interp`.
+  static Response sampled(const Tensor& values, double lo, double hi, Interp interp = Interp::cubic);
+
+  bool is_sampled() const;
+  bool has_derivative() const;  // always true for sampled responses
+  double lo() const;
+  double hi() const;
+  Interp interp() const;
+  /// The sampled values (undefined for a callable).
+  const Tensor& values() const;
+  /// r(d) evaluated exactly (the callable, or the interpolation of the current values).
+  double operator()(double d) const;
+  /// r'(d) (error for a callable without derivative).
+  double derivative(double d) const;
+
+  const std::shared_ptr<detail::resample::ResponseState>& state() const { return state_; }
+
+ private:
+  std::shared_ptr<detail::resample::ResponseState> state_;
+};
+
+struct ResampleConvOptions {
+  /// Max error of a tabulated callable response relative to max|r| on [lo, hi] (and of its
+  /// derivative relative to max|r'|). 0 picks the default for the dtype of f: 1e-7 for float32,
+  /// 1e-14 for float64, which meet the accuracy contract above. Larger values give cheaper
+  /// tables (lower degree), e.g. 1e-4 when 4 digits are enough.
+  double tolerance = 0;
+  /// Evaluate a callable at every tap instead of through a table (slow; a reference mode).
+  bool exact = false;
+};
+
+/// out = resample_conv(f, coarse, grid, response): see the formula and gradients at the top of
+/// this file. f and coarse must have the same dtype (and the sampled values too). Differentiable
+/// in f, coarse and the sampled response values.
+Tensor resample_conv(const Tensor& f, const Tensor& coarse, const FineGrid& grid, const Response& response,
+                     const ResampleConvOptions& options = {});
+
+/// What the op precomputes for a (grid, response, dtype): the tables of a callable response.
+struct ResampleConvTableInfo {
+  const char* method = "";    // "polyphase", "lattice", "sampled" (no table) or "exact" (no table)
+  int degree = 0;             // polynomial degree per piece
+  std::int64_t pieces = 0;    // phases (polyphase) or lattice cells
+  std::int64_t taps = 0;      // max taps per output (polyphase row length)
+  double measured_error = 0;  // relative to max|r| (or max|r'| for the derivative table)
+  std::size_t bytes = 0;      // memory held by the table
+};
+
+/// Builds (once; later calls hit a cache kept in the response) the tables that resample_conv
+/// uses for this grid, response and dtype, and describes them. With `derivative` it also builds
+/// the derivative table used by the gradient with respect to the coarse points.
+ResampleConvTableInfo resample_conv_prepare(const FineGrid& grid, const Response& response, Dtype dtype,
+                                            const ResampleConvOptions& options = {}, bool derivative = false);
+
+/// Bytes held in the response's table cache (all tables built so far).
+std::size_t resample_conv_cached_bytes(const Response& response);
+
+}  // namespace xgrad

@@ -1,0 +1,765 @@
+// Tables and TBB kernels of resample_conv (see ops/resample_kernels.hpp for the notes).
+#include "xgrad/ops/resample_kernels.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+
+#include "xgrad/core/parallel.hpp"
+
+namespace xgrad::detail::resample {
+
+namespace {
+
+constexpr int kMaxDegree = 7;
+constexpr std::size_t kTableByteCap = std::size_t(8) << 20;  // per table (both precisions)
+constexpr double kSlop = 1e-9;                               // in units of dx (tap counting)
+
+// ---- SIMD helpers (GCC/Clang vector extensions: portable, no intrinsics) ------------------------
+typedef float v8f __attribute__((vector_size(32)));
+typedef double v4d __attribute__((vector_size(32)));
+template <class T>
+struct Vec;
+template <>
+struct Vec<float> {
+  using type = v8f;
+  static constexpr int W = 8;
+};
+template <>
+struct Vec<double> {
+  using type = v4d;
+  static constexpr int W = 4;
+};
+
+template <class T>
+inline typename Vec<T>::type load(const T* p) {
+  typename Vec<T>::type v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+template <class T>
+inline double hsum(typename Vec<T>::type v) {
+  double s = 0;
+  for (int i = 0; i < Vec<T>::W; ++i) s += static_cast<double>(v[i]);
+  return s;
+}
+
+// res[k] = sum_j rows[k][j] * f[j], k < NK, accumulated in T within blocks of 256 taps and in
+// double across blocks (the float32 accuracy contract needs the double level for long rows).
+template <class T, int NK>
+void dot_rows(const T* const* rows, const T* f, std::int64_t n, double* res) {
+  using V = typename Vec<T>::type;
+  constexpr int W = Vec<T>::W;
+  constexpr std::int64_t kBlock = 256;
+  double tot[NK] = {};
+  std::int64_t j = 0;
+  while (j < n) {
+    const std::int64_t e = std::min(n, j + kBlock);
+    V acc[NK][2] = {};
+    for (; j + 2 * W <= e; j += 2 * W) {
+      const V f0 = load(f + j), f1 = load(f + j + W);
+      for (int k = 0; k < NK; ++k) {
+        acc[k][0] += load(rows[k] + j) * f0;
+        acc[k][1] += load(rows[k] + j + W) * f1;
+      }
+    }
+    for (int k = 0; k < NK; ++k) tot[k] += hsum<T>(acc[k][0] + acc[k][1]);
+    for (; j < e; ++j)
+      for (int k = 0; k < NK; ++k) tot[k] += static_cast<double>(rows[k][j]) * static_cast<double>(f[j]);
+  }
+  for (int k = 0; k < NK; ++k) res[k] = tot[k];
+}
+
+template <class T>
+void dot_rows_n(int nk, const T* const* rows, const T* f, std::int64_t n, double* res) {
+  switch (nk) {
+    case 1:
+      return dot_rows<T, 1>(rows, f, n, res);
+    case 2:
+      return dot_rows<T, 2>(rows, f, n, res);
+    case 3:
+      return dot_rows<T, 3>(rows, f, n, res);
+    case 4:
+      return dot_rows<T, 4>(rows, f, n, res);
+    case 5:
+      return dot_rows<T, 5>(rows, f, n, res);
+    case 6:
+      return dot_rows<T, 6>(rows, f, n, res);
+    case 7:
+      return dot_rows<T, 7>(rows, f, n, res);
+    default:
+      return dot_rows<T, 8>(rows, f, n, res);
+  }
+}
+
+// dst[j] += sum_k alpha[k] * rows[k][j]
+template <class T, int NK>
+void axpy_rows(const T* const* rows, const T* alpha, T* __restrict dst, std::int64_t n) {
+  T al[NK];
+  const T* r[NK];
+  for (int k = 0; k < NK; ++k) al[k] = alpha[k], r[k] = rows[k];
+  for (std::int64_t j = 0; j < n; ++j) {
+    T s = dst[j];
+    for (int k = 0; k < NK; ++k) s += al[k] * r[k][j];
+    dst[j] = s;
+  }
+}
+
+template <class T>
+void axpy_rows_n(int nk, const T* const* rows, const T* alpha, T* dst, std::int64_t n) {
+  switch (nk) {
+    case 1:
+      return axpy_rows<T, 1>(rows, alpha, dst, n);
+    case 2:
+      return axpy_rows<T, 2>(rows, alpha, dst, n);
+    case 3:
+      return axpy_rows<T, 3>(rows, alpha, dst, n);
+    case 4:
+      return axpy_rows<T, 4>(rows, alpha, dst, n);
+    case 5:
+      return axpy_rows<T, 5>(rows, alpha, dst, n);
+    case 6:
+      return axpy_rows<T, 6>(rows, alpha, dst, n);
+    case 7:
+      return axpy_rows<T, 7>(rows, alpha, dst, n);
+    default:
+      return axpy_rows<T, 8>(rows, alpha, dst, n);
+  }
+}
+
+// ---- polynomial interpolation at Chebyshev-Lobatto nodes --------------------------------------
+struct Interpolator {
+  int D;
+  std::array<double, kMaxDegree + 1> nodes{}, tests{};  // sigma in [-1, 1]
+  std::vector<double> inv;                              // (D+1)^2, monomial coefs = inv * values
+  explicit Interpolator(int degree) : D(degree), inv(static_cast<std::size_t>((degree + 1) * (degree + 1))) {
+    const int n = D + 1;
+    for (int i = 0; i < n; ++i) nodes[i] = -std::cos(M_PI * i / D);
+    for (int i = 0; i < D; ++i) tests[i] = -std::cos(M_PI * (i + 0.5) / D);
+    // Gauss-Jordan inverse of the Vandermonde matrix V[i][k] = nodes[i]^k.
+    std::vector<double> a(static_cast<std::size_t>(n * 2 * n), 0.0);
+    auto at = [&](int r, int c) -> double& { return a[static_cast<std::size_t>(r * 2 * n + c)]; };
+    for (int i = 0; i < n; ++i) {
+      double p = 1;
+      for (int k = 0; k < n; ++k, p *= nodes[i]) at(i, k) = p;
+      at(i, n + i) = 1;
+    }
+    for (int c = 0; c < n; ++c) {
+      int piv = c;
+      for (int r = c + 1; r < n; ++r)
+        if (std::abs(at(r, c)) > std::abs(at(piv, c))) piv = r;
+      for (int k = 0; k < 2 * n; ++k) std::swap(at(c, k), at(piv, k));
+      const double d = at(c, c);
+      for (int k = 0; k < 2 * n; ++k) at(c, k) /= d;
+      for (int r = 0; r < n; ++r)
+        if (r != c) {
+          const double m = at(r, c);
+          for (int k = 0; k < 2 * n; ++k) at(r, k) -= m * at(c, k);
+        }
+    }
+    for (int k = 0; k < n; ++k)
+      for (int i = 0; i < n; ++i) inv[static_cast<std::size_t>(k * n + i)] = at(k, n + i);
+  }
+  // Coefficients (in sigma) of the interpolant of values at the nodes.
+  void fit(const double* values, double* coef) const {
+    const int n = D + 1;
+    for (int k = 0; k < n; ++k) {
+      double s = 0;
+      for (int i = 0; i < n; ++i) s += inv[static_cast<std::size_t>(k * n + i)] * values[i];
+      coef[k] = s;
+    }
+  }
+  static double eval(const double* coef, int D, double sigma) {
+    double s = coef[D];
+    for (int k = D - 1; k >= 0; --k) s = s * sigma + coef[k];
+    return s;
+  }
+};
+
+// Fits `pieces` polynomials; piece q maps sigma to the argument d = arg(q, sigma). Writes
+// coefficients through store(q, k, value) and returns the max error at the test points relative
+// to the max |fn| seen.
+template <class Arg, class Store>
+double fit_pieces(const std::function<double(double)>& fn, const Interpolator& ip, std::int64_t pieces, Arg arg,
+                  Store store) {
+  const int D = ip.D;
+  double vals[kMaxDegree + 1], coef[kMaxDegree + 1];
+  double maxabs = 0, maxerr = 0;
+  for (std::int64_t q = 0; q < pieces; ++q) {
+    for (int i = 0; i <= D; ++i) {
+      vals[i] = fn(arg(q, ip.nodes[i]));
+      maxabs = std::max(maxabs, std::abs(vals[i]));
+    }
+    ip.fit(vals, coef);
+    for (int k = 0; k <= D; ++k) store(q, k, coef[k]);
+    for (int i = 0; i < D; ++i) {
+      const double exact = fn(arg(q, ip.tests[i]));
+      maxabs = std::max(maxabs, std::abs(exact));
+      const double e = std::abs(Interpolator::eval(coef, D, ip.tests[i]) - exact);
+      maxerr = std::max(maxerr, std::isfinite(e) ? e : HUGE_VAL);
+    }
+  }
+  return maxabs > 0 ? maxerr / maxabs : maxerr;
+}
+
+std::shared_ptr<Table> try_polyphase(const std::function<double(double)>& fn, double lo, double hi, double dx, int D,
+                                     int m) {
+  auto t = std::make_shared<Table>();
+  t->polyphase = true;
+  t->degree = D;
+  t->L = (hi - lo) / dx;
+  double phi = t->L - std::floor(t->L);
+  if (phi < kSlop || phi > 1 - kSlop) phi = 0;
+  t->phi = phi;
+  if (phi == 0) {
+    t->m1 = 0;
+    t->m2 = m;
+  } else {
+    t->m1 = std::clamp(static_cast<int>(std::lround(m * phi)), 1, std::max(1, m - 1));
+    t->m2 = std::max(1, m - t->m1);
+  }
+  const int P = t->phases();
+  auto bounds = [&](int p, double& ta, double& tb) {
+    if (p < t->m1) {
+      ta = phi * p / t->m1;
+      tb = phi * (p + 1) / t->m1;
+    } else {
+      const int q = p - t->m1;
+      ta = phi + (1 - phi) * q / t->m2;
+      tb = phi + (1 - phi) * (q + 1) / t->m2;
+    }
+  };
+  t->count.resize(static_cast<std::size_t>(P));
+  std::int64_t maxc = 0;
+  for (int p = 0; p < P; ++p) {
+    double ta, tb;
+    bounds(p, ta, tb);
+    const std::int64_t c = std::max<std::int64_t>(0, static_cast<std::int64_t>(std::floor(t->L - tb + kSlop)) + 1);
+    t->count[static_cast<std::size_t>(p)] = c;
+    maxc = std::max(maxc, c);
+  }
+  t->stride = (maxc + 7) / 8 * 8 + 8;
+  const std::size_t n =
+      static_cast<std::size_t>(P) * static_cast<std::size_t>(D + 1) * static_cast<std::size_t>(t->stride);
+  if (n * (sizeof(double) + sizeof(float)) > kTableByteCap) return nullptr;
+  t->coef.assign(n, 0.0);
+  // Enumerate pieces (p, j) over all phases.
+  std::vector<std::pair<int, std::int64_t>> pieces;
+  for (int p = 0; p < P; ++p)
+    for (std::int64_t j = 0; j < t->count[static_cast<std::size_t>(p)]; ++j) pieces.emplace_back(p, j);
+  std::vector<double> ta(static_cast<std::size_t>(P)), tb(static_cast<std::size_t>(P));
+  for (int p = 0; p < P; ++p) bounds(p, ta[static_cast<std::size_t>(p)], tb[static_cast<std::size_t>(p)]);
+  const Interpolator ip(D);
+  const Table& tt = *t;
+  t->measured_error = fit_pieces(
+      fn, ip, static_cast<std::int64_t>(pieces.size()),
+      [&](std::int64_t q, double sigma) {
+        const auto [p, j] = pieces[static_cast<std::size_t>(q)];
+        const double a = ta[static_cast<std::size_t>(p)], b = tb[static_cast<std::size_t>(p)];
+        const double tau = a + (sigma + 1) * 0.5 * (b - a);
+        return std::clamp(hi - (static_cast<double>(j) + tau) * dx, lo, hi);
+      },
+      [&](std::int64_t q, int k, double c) {
+        const auto [p, j] = pieces[static_cast<std::size_t>(q)];
+        t->coef[(static_cast<std::size_t>(p) * static_cast<std::size_t>(D + 1) + static_cast<std::size_t>(k)) *
+                    static_cast<std::size_t>(tt.stride) +
+                static_cast<std::size_t>(j)] = c;
+      });
+  t->coef_f.assign(t->coef.begin(), t->coef.end());
+  return t;
+}
+
+std::shared_ptr<Table> try_lattice(const std::function<double(double)>& fn, double lo, double hi, int D,
+                                   std::int64_t cells) {
+  const std::size_t n = static_cast<std::size_t>(cells) * static_cast<std::size_t>(D + 1);
+  if (n * (sizeof(double) + sizeof(float)) > kTableByteCap) return nullptr;
+  auto t = std::make_shared<Table>();
+  t->polyphase = false;
+  t->degree = D;
+  t->lo = lo;
+  t->cells = cells;
+  t->h = (hi - lo) / static_cast<double>(cells);
+  t->coef.assign(n, 0.0);
+  const double h = t->h;
+  t->measured_error = fit_pieces(
+      fn, Interpolator(D), cells,
+      [&](std::int64_t q, double sigma) {
+        return std::clamp(lo + (static_cast<double>(q) + (sigma + 1) * 0.5) * h, lo, hi);
+      },
+      [&](std::int64_t q, int k, double c) {
+        t->coef[static_cast<std::size_t>(q) * static_cast<std::size_t>(D + 1) + static_cast<std::size_t>(k)] = c;
+      });
+  t->coef_f.assign(t->coef.begin(), t->coef.end());
+  return t;
+}
+
+// The cheapest (lowest degree, then fewest pieces) table meeting tol. Errors fall like
+// pieces^-(D+1): a degree is abandoned when the predicted piece count passes the memory cap.
+template <class Try>
+std::shared_ptr<const Table> search(double tol, std::int64_t first, std::int64_t cap, Try try_table) {
+  for (int D = 1; D <= kMaxDegree; ++D) {
+    for (std::int64_t m = first; m <= cap; m *= 2) {
+      auto t = try_table(D, m);
+      if (!t) break;
+      if (t->measured_error <= tol) return t;
+      const double need = static_cast<double>(m) * std::pow(t->measured_error / tol, 1.0 / (D + 1));
+      if (!std::isfinite(need) || need > 1.5 * static_cast<double>(cap)) break;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+template <>
+const double* Table::data<double>() const {
+  return coef.data();
+}
+template <>
+const float* Table::data<float>() const {
+  return coef_f.data();
+}
+
+void Table::locate(double tau, int& phase, double& sigma) const {
+  double x;
+  int p;
+  if (m1 > 0 && tau < phi) {
+    x = tau / phi * m1;
+    p = std::clamp(static_cast<int>(x), 0, m1 - 1);
+    sigma = 2 * (x - p) - 1;
+    phase = p;
+  } else {
+    x = (tau - phi) / (1 - phi) * m2;
+    p = std::clamp(static_cast<int>(x), 0, m2 - 1);
+    sigma = 2 * (x - p) - 1;
+    phase = m1 + p;
+  }
+}
+
+std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>& fn, double lo, double hi, double dx,
+                                             double tol) {
+  if ((hi - lo) / dx > 1e6) return nullptr;  // rows too long to tabulate: evaluate per tap
+  return search(tol, 1, 256,
+                [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); });
+}
+
+std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& fn, double lo, double hi, double tol) {
+  return search(tol, 16, std::int64_t(1) << 20,
+                [&](int D, std::int64_t cells) { return try_lattice(fn, lo, hi, D, cells); });
+}
+
+std::shared_ptr<const Table> ResponseState::get(bool polyphase, bool derivative, double dx, double tol) {
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& e : cache)
+    if (e.polyphase == polyphase && e.derivative == derivative && e.tol == tol && (!polyphase || e.dx == dx))
+      return e.table;
+  const auto& g = derivative ? dfn : fn;
+  auto t = polyphase ? build_polyphase(g, lo, hi, dx, tol) : build_lattice(g, lo, hi, tol);
+  cache.push_back({polyphase, derivative, dx, tol, t});
+  return t;
+}
+
+// ---- sampled responses --------------------------------------------------------------------------
+namespace {
+// Catmull-Rom weights: r(s) = sum_{q=-1..2} v[i+q] * sum_k kCubic[q+1][k] s^k.
+constexpr double kCubic[4][4] = {{0, -0.5, 1, -0.5}, {1, 0, -2.5, 1.5}, {0, 0.5, 2, -1.5}, {0, 0, -0.5, 0.5}};
+}  // namespace
+
+std::vector<double> sampled_cells(const std::vector<double>& v, Interp interp, double delta, bool derivative) {
+  const std::int64_t K = static_cast<std::int64_t>(v.size());
+  std::vector<double> a(static_cast<std::size_t>((K - 1) * 4), 0.0);
+  auto vx = [&](std::int64_t i) {
+    if (i < 0) return 2 * v[0] - v[1];
+    if (i >= K) return 2 * v[static_cast<std::size_t>(K - 1)] - v[static_cast<std::size_t>(K - 2)];
+    return v[static_cast<std::size_t>(i)];
+  };
+  for (std::int64_t i = 0; i + 1 < K; ++i) {
+    double c[4] = {0, 0, 0, 0};
+    if (interp == Interp::linear) {
+      c[0] = vx(i);
+      c[1] = vx(i + 1) - vx(i);
+    } else {
+      for (int q = 0; q < 4; ++q)
+        for (int k = 0; k < 4; ++k) c[k] += kCubic[q][k] * vx(i + q - 1);
+    }
+    double* out = &a[static_cast<std::size_t>(i * 4)];
+    if (derivative) {
+      for (int k = 0; k < 3; ++k) out[k] = (k + 1) * c[k + 1] / delta;
+      out[3] = 0;
+    } else {
+      for (int k = 0; k < 4; ++k) out[k] = c[k];
+    }
+  }
+  return a;
+}
+
+std::vector<double> sampled_cells_adjoint(const std::vector<double>& ga, std::int64_t K, Interp interp) {
+  std::vector<double> gv(static_cast<std::size_t>(K), 0.0);
+  auto add = [&](std::int64_t i, double w) {
+    if (i < 0) {
+      gv[0] += 2 * w;
+      gv[1] -= w;
+    } else if (i >= K) {
+      gv[static_cast<std::size_t>(K - 1)] += 2 * w;
+      gv[static_cast<std::size_t>(K - 2)] -= w;
+    } else {
+      gv[static_cast<std::size_t>(i)] += w;
+    }
+  };
+  for (std::int64_t i = 0; i + 1 < K; ++i) {
+    const double* g = &ga[static_cast<std::size_t>(i * 4)];
+    if (interp == Interp::linear) {
+      add(i, g[0] - g[1]);
+      add(i + 1, g[1]);
+    } else {
+      for (int q = 0; q < 4; ++q) {
+        double w = 0;
+        for (int k = 0; k < 4; ++k) w += kCubic[q][k] * g[k];
+        add(i + q - 1, w);
+      }
+    }
+  }
+  return gv;
+}
+
+// ---- kernels ------------------------------------------------------------------------------------
+namespace {
+
+/// The taps of one output: fine indices b0 + j for j in [j0, j1). For polyphase evaluation also
+/// the phase and sigma; otherwise weights are written to a scratch buffer w[j - j0].
+struct Taps {
+  std::int64_t b0 = 0, j0 = 0, j1 = 0;
+  int phase = 0;
+  double sigma = 0;
+  std::int64_t n() const { return j1 - j0; }
+};
+
+double clamp_index(double u) { return std::clamp(u, -4e15, 4e15); }
+
+// Fine index range [ba, bb] of fine points within [c - hi, c - lo], clipped to the grid.
+void fine_range(const Geometry& geo, double c, std::int64_t& ba, std::int64_t& bb) {
+  if (geo.uniform) {
+    ba = static_cast<std::int64_t>(std::ceil(clamp_index((c - geo.hi - geo.x0) / geo.dx)));
+    bb = static_cast<std::int64_t>(std::floor(clamp_index((c - geo.lo - geo.x0) / geo.dx)));
+  } else {
+    ba = std::lower_bound(geo.xs, geo.xs + geo.B, c - geo.hi) - geo.xs;
+    bb = (std::upper_bound(geo.xs, geo.xs + geo.B, c - geo.lo) - geo.xs) - 1;
+  }
+  ba = std::max<std::int64_t>(ba, 0);
+  bb = std::min<std::int64_t>(bb, geo.B - 1);
+}
+
+template <class T>
+inline T horner(const double* a, int D, T s) {
+  T r = static_cast<T>(a[D]);
+  for (int k = D - 1; k >= 0; --k) r = r * s + static_cast<T>(a[k]);
+  return r;
+}
+
+/// Computes the taps of the output at c; for non-polyphase evaluators fills w (resized).
+template <class T>
+Taps taps_for(const Geometry& geo, const Evaluator& ev, double c, std::vector<T>& w) {
+  Taps tp;
+  if (ev.kind == Evaluator::polyphase) {
+    const Table& t = *ev.table;
+    const double u = clamp_index((c - geo.hi - geo.x0) / geo.dx);
+    const double bf = std::ceil(u);
+    t.locate(bf - u, tp.phase, tp.sigma);
+    tp.b0 = static_cast<std::int64_t>(bf);
+    const std::int64_t S = t.count[static_cast<std::size_t>(tp.phase)];
+    tp.j0 = std::max<std::int64_t>(0, -tp.b0);
+    tp.j1 = std::min<std::int64_t>(S, geo.B - tp.b0);
+    if (tp.j1 < tp.j0) tp.j1 = tp.j0;
+    return tp;
+  }
+  std::int64_t ba, bb;
+  fine_range(geo, c, ba, bb);
+  tp.b0 = ba;
+  tp.j0 = 0;
+  tp.j1 = std::max<std::int64_t>(0, bb - ba + 1);
+  const std::int64_t n = tp.j1;
+  if (static_cast<std::int64_t>(w.size()) < n) w.resize(static_cast<std::size_t>(n));
+  T* wp = w.data();
+  if (n == 0) return tp;
+  if (ev.kind == Evaluator::sampled && geo.uniform) {
+    // Cells of the sampled lattice cover consecutive taps: Horner with per-cell coefficients.
+    const double U0 = (c - geo.x0 - geo.lo - static_cast<double>(ba) * geo.dx) / ev.delta;
+    const double du = geo.dx / ev.delta;
+    const std::int64_t last = ev.ncells - 1;
+    std::int64_t j = 0;
+    while (j < n) {
+      const std::int64_t i =
+          std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(U0 - static_cast<double>(j) * du)), 0, last);
+      std::int64_t je = i == 0 ? n : static_cast<std::int64_t>(std::floor((U0 - static_cast<double>(i)) / du)) + 1;
+      je = std::clamp<std::int64_t>(je, j + 1, n);
+      const double* a = ev.cells + i * 4;
+      const T a0 = static_cast<T>(a[0]), a1 = static_cast<T>(a[1]), a2 = static_cast<T>(a[2]),
+              a3 = static_cast<T>(a[3]);
+      const T s0 = static_cast<T>(U0 - static_cast<double>(i)), ds = static_cast<T>(du);
+      for (std::int64_t q = j; q < je; ++q) {
+        const T s = s0 - static_cast<T>(q) * ds;
+        wp[q] = ((a3 * s + a2) * s + a1) * s + a0;
+      }
+      j = je;
+    }
+    return tp;
+  }
+  const auto xb = [&](std::int64_t b) { return geo.uniform ? geo.x0 + static_cast<double>(b) * geo.dx : geo.xs[b]; };
+  switch (ev.kind) {
+    case Evaluator::lattice: {
+      const Table& t = *ev.table;
+      const int D = t.degree;
+      for (std::int64_t j = 0; j < n; ++j) {
+        const double x = (c - xb(ba + j) - t.lo) / t.h;
+        const std::int64_t i = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(x)), 0, t.cells - 1);
+        wp[j] = static_cast<T>(horner<double>(t.coef.data() + i * (D + 1), D, 2 * (x - static_cast<double>(i)) - 1));
+      }
+      break;
+    }
+    case Evaluator::sampled: {
+      for (std::int64_t j = 0; j < n; ++j) {
+        const double u = (c - xb(ba + j) - geo.lo) / ev.delta;
+        const std::int64_t i = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, ev.ncells - 1);
+        wp[j] = static_cast<T>(horner<double>(ev.cells + i * 4, 3, u - static_cast<double>(i)));
+      }
+      break;
+    }
+    default: {
+      for (std::int64_t j = 0; j < n; ++j) wp[j] = static_cast<T>((*ev.fn)(std::clamp(c - xb(ba + j), geo.lo, geo.hi)));
+      break;
+    }
+  }
+  return tp;
+}
+
+// Rows of the polyphase table for one output, offset to the first tap.
+template <class T>
+int table_rows(const Evaluator& ev, const Taps& tp, const std::vector<T>& w, const T** rows) {
+  if (ev.kind != Evaluator::polyphase) {
+    rows[0] = w.data();
+    return 1;
+  }
+  const Table& t = *ev.table;
+  const int nk = t.degree + 1;
+  for (int k = 0; k < nk; ++k)
+    rows[k] = t.data<T>() + (static_cast<std::int64_t>(tp.phase) * nk + k) * t.stride + tp.j0;
+  return nk;
+}
+
+// Outputs per task: enough taps per task to amortise scheduling.
+std::int64_t output_grain(const Geometry& geo) {
+  const double taps = geo.uniform ? (geo.hi - geo.lo) / geo.dx + 1 : 64.0;
+  return std::clamp<std::int64_t>(static_cast<std::int64_t>(4096.0 / std::max(1.0, taps)), 1, 256);
+}
+
+// s_q = s0 - q*du for q < n; M[k] = sum_q s_q^k f[q], k < 4.
+template <class T>
+void moments4(const T* f, std::int64_t n, double s0, double du, double* M) {
+  using V = typename Vec<T>::type;
+  constexpr int W = Vec<T>::W;
+  V lane;
+  for (int l = 0; l < W; ++l) lane[l] = static_cast<T>(l);
+  V m0 = {}, m1 = {}, m2 = {}, m3 = {};
+  const T s0t = static_cast<T>(s0), dut = static_cast<T>(du);
+  std::int64_t q = 0;
+  for (; q + W <= n; q += W) {
+    const V s = s0t - (lane + static_cast<T>(q)) * dut;
+    const V fv = load(f + q);
+    m0 += fv;
+    V t = fv * s;
+    m1 += t;
+    t *= s;
+    m2 += t;
+    t *= s;
+    m3 += t;
+  }
+  M[0] = hsum<T>(m0), M[1] = hsum<T>(m1), M[2] = hsum<T>(m2), M[3] = hsum<T>(m3);
+  for (; q < n; ++q) {
+    const double s = s0 - static_cast<double>(q) * du;
+    double t = static_cast<double>(f[q]);
+    M[0] += t;
+    t *= s;
+    M[1] += t;
+    t *= s;
+    M[2] += t;
+    t *= s;
+    M[3] += t;
+  }
+}
+
+}  // namespace
+
+template <class T>
+void forward(const Geometry& geo, const Evaluator& ev, const Problem& pr, const T* f, T* out) {
+  const std::int64_t N = pr.N, A = pr.A, B = geo.B;
+  parallel_for(0, N * A, output_grain(geo), [&](std::int64_t i0, std::int64_t i1) {
+    std::vector<T> w;
+    const T* rows[kMaxDegree + 1];
+    double res[kMaxDegree + 1];
+    for (std::int64_t idx = i0; idx < i1; ++idx) {
+      const std::int64_t n = idx / A, a = idx % A;
+      const Taps tp = taps_for<T>(geo, ev, pr.coarse[idx], w);
+      const int nk = table_rows<T>(ev, tp, w, rows);
+      for (std::int64_t p = 0; p < pr.P; ++p) {
+        T& o = out[(p * N + n) * A + a];
+        if (tp.n() <= 0) {
+          o = T(0);
+          continue;
+        }
+        dot_rows_n<T>(nk, rows, f + (p * N + n) * B + tp.b0 + tp.j0, tp.n(), res);
+        double v = res[nk - 1];
+        for (int k = nk - 2; k >= 0; --k) v = v * tp.sigma + res[k];
+        o = static_cast<T>(v);
+      }
+    }
+  });
+}
+
+template <class T>
+void backward_f(const Geometry& geo, const Evaluator& ev, const Problem& pr, const T* g, T* gf) {
+  const std::int64_t N = pr.N, A = pr.A, B = geo.B, P = pr.P;
+  // Chunks per row depend on the shapes only (Note [Scatter without atomics]).
+  std::int64_t per_row = N >= 16 ? 1 : std::min<std::int64_t>(std::max<std::int64_t>(A, 1), (32 + N - 1) / N);
+  const std::int64_t chunk = (A + per_row - 1) / std::max<std::int64_t>(per_row, 1);
+  per_row = chunk > 0 ? (A + chunk - 1) / chunk : 1;
+
+  // Spreads outputs [a0, a1) of row n into dst (P rows of `len` values, starting at fine index b_first).
+  auto spread = [&](std::int64_t n, std::int64_t a0, std::int64_t a1, T* dst, std::int64_t b_first, std::int64_t len,
+                    std::vector<T>& w) {
+    const T* rows[kMaxDegree + 1];
+    T alpha[kMaxDegree + 1];
+    for (std::int64_t a = a0; a < a1; ++a) {
+      const Taps tp = taps_for<T>(geo, ev, pr.coarse[n * A + a], w);
+      if (tp.n() <= 0) continue;
+      const int nk = table_rows<T>(ev, tp, w, rows);
+      for (std::int64_t p = 0; p < P; ++p) {
+        const double gv = static_cast<double>(g[(p * N + n) * A + a]);
+        if (gv == 0) continue;
+        double sk = gv;
+        for (int k = 0; k < nk; ++k, sk *= tp.sigma) alpha[k] = static_cast<T>(sk);
+        axpy_rows_n<T>(nk, rows, alpha, dst + p * len + (tp.b0 + tp.j0 - b_first), tp.n());
+      }
+    }
+  };
+
+  if (per_row == 1) {
+    parallel_for(0, N, 1, [&](std::int64_t n0, std::int64_t n1) {
+      std::vector<T> w;
+      for (std::int64_t n = n0; n < n1; ++n) {
+        for (std::int64_t p = 0; p < P; ++p) std::fill_n(gf + (p * N + n) * B, B, T(0));
+        spread(n, 0, A, gf + n * B, 0, N * B, w);
+      }
+    });
+    return;
+  }
+  const std::int64_t tasks = N * per_row;
+  std::vector<std::vector<T>> bufs(static_cast<std::size_t>(tasks));
+  std::vector<std::int64_t> blo(static_cast<std::size_t>(tasks)), bhi(static_cast<std::size_t>(tasks));
+  parallel_for(0, tasks, 1, [&](std::int64_t t0, std::int64_t t1) {
+    std::vector<T> w;
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const std::int64_t n = t / per_row, a0 = (t % per_row) * chunk, a1 = std::min(A, a0 + chunk);
+      std::int64_t lo = B, hi = 0;
+      for (std::int64_t a = a0; a < a1; ++a) {
+        const Taps tp = taps_for<T>(geo, ev, pr.coarse[n * A + a], w);
+        if (tp.n() <= 0) continue;
+        lo = std::min(lo, tp.b0 + tp.j0);
+        hi = std::max(hi, tp.b0 + tp.j1);
+      }
+      const auto ts = static_cast<std::size_t>(t);
+      if (hi <= lo) {
+        blo[ts] = bhi[ts] = 0;
+        continue;
+      }
+      blo[ts] = lo;
+      bhi[ts] = hi;
+      bufs[ts].assign(static_cast<std::size_t>(P * (hi - lo)), T(0));
+      spread(n, a0, a1, bufs[ts].data(), lo, hi - lo, w);
+    }
+  });
+  parallel_for(0, N, 1, [&](std::int64_t n0, std::int64_t n1) {
+    for (std::int64_t n = n0; n < n1; ++n)
+      for (std::int64_t p = 0; p < P; ++p) {
+        T* row = gf + (p * N + n) * B;
+        std::fill_n(row, B, T(0));
+        for (std::int64_t c = 0; c < per_row; ++c) {
+          const auto ts = static_cast<std::size_t>(n * per_row + c);
+          const std::int64_t len = bhi[ts] - blo[ts];
+          if (len <= 0) continue;
+          const T* src = bufs[ts].data() + p * len;
+          T* d = row + blo[ts];
+          for (std::int64_t j = 0; j < len; ++j) d[j] += src[j];
+        }
+      }
+  });
+}
+
+template <class T>
+std::vector<double> backward_cells(const Geometry& geo, std::int64_t ncells, double delta, const Problem& pr,
+                                   const T* f, const T* g) {
+  const std::int64_t N = pr.N, A = pr.A, B = geo.B, P = pr.P;
+  const std::int64_t NA = N * A, chunk = 64, nch = (NA + chunk - 1) / chunk;
+  const std::size_t G = static_cast<std::size_t>(ncells * 4);
+  std::vector<std::vector<double>> part(static_cast<std::size_t>(nch));
+  parallel_for(0, nch, 1, [&](std::int64_t c0, std::int64_t c1) {
+    for (std::int64_t ch = c0; ch < c1; ++ch) {
+      std::vector<double>& acc = part[static_cast<std::size_t>(ch)];
+      acc.assign(G, 0.0);
+      for (std::int64_t idx = ch * chunk; idx < std::min(NA, (ch + 1) * chunk); ++idx) {
+        const std::int64_t n = idx / A, a = idx % A;
+        const double c = pr.coarse[idx];
+        std::int64_t ba, bb;
+        fine_range(geo, c, ba, bb);
+        if (bb < ba) continue;
+        const std::int64_t nt = bb - ba + 1;
+        if (geo.uniform) {
+          const double U0 = (c - geo.x0 - geo.lo - static_cast<double>(ba) * geo.dx) / delta;
+          const double du = geo.dx / delta;
+          std::int64_t j = 0;
+          while (j < nt) {
+            const std::int64_t i = std::clamp<std::int64_t>(
+                static_cast<std::int64_t>(std::floor(U0 - static_cast<double>(j) * du)), 0, ncells - 1);
+            std::int64_t je =
+                i == 0 ? nt : static_cast<std::int64_t>(std::floor((U0 - static_cast<double>(i)) / du)) + 1;
+            je = std::clamp<std::int64_t>(je, j + 1, nt);
+            const double s0 = U0 - static_cast<double>(i) - static_cast<double>(j) * du;
+            for (std::int64_t p = 0; p < P; ++p) {
+              const double gv = static_cast<double>(g[(p * N + n) * A + a]);
+              if (gv == 0) continue;
+              double M[4];
+              moments4<T>(f + (p * N + n) * B + ba + j, je - j, s0, du, M);
+              for (int k = 0; k < 4; ++k) acc[static_cast<std::size_t>(i * 4 + k)] += gv * M[k];
+            }
+            j = je;
+          }
+        } else {
+          for (std::int64_t j = 0; j < nt; ++j) {
+            const double u = (c - geo.xs[ba + j] - geo.lo) / delta;
+            const std::int64_t i = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, ncells - 1);
+            const double s = u - static_cast<double>(i);
+            for (std::int64_t p = 0; p < P; ++p) {
+              double t = static_cast<double>(g[(p * N + n) * A + a]) * static_cast<double>(f[(p * N + n) * B + ba + j]);
+              for (int k = 0; k < 4; ++k, t *= s) acc[static_cast<std::size_t>(i * 4 + k)] += t;
+            }
+          }
+        }
+      }
+    }
+  });
+  std::vector<double> out(G, 0.0);
+  for (const auto& pv : part)
+    for (std::size_t k = 0; k < G; ++k) out[k] += pv[k];
+  return out;
+}
+
+#define XGRAD_RESAMPLE_INSTANTIATE(T)                                                                             \
+  template void forward<T>(const Geometry&, const Evaluator&, const Problem&, const T*, T*);                      \
+  template void backward_f<T>(const Geometry&, const Evaluator&, const Problem&, const T*, T*);                   \
+  template std::vector<double> backward_cells<T>(const Geometry&, std::int64_t, double, const Problem&, const T*, \
+                                                 const T*);
+XGRAD_RESAMPLE_INSTANTIATE(float)
+XGRAD_RESAMPLE_INSTANTIATE(double)
+#undef XGRAD_RESAMPLE_INSTANTIATE
+
+}  // namespace xgrad::detail::resample

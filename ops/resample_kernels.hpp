@@ -1,0 +1,123 @@
+#pragma once
+// Internal to ops/resample_conv.cpp: response tables and the TBB kernels of resample_conv.
+//
+// Note [Polyphase table]: on a uniform grid x_b = x0 + b*dx, the taps of the output at coarse
+// point c are r(c - x_b) for the consecutive b from b_first = ceil((c - hi - x0)/dx). With
+// tau = b_first - (c - hi - x0)/dx in [0, 1), tap j is g(j + tau) where g(y) = r(hi - y*dx):
+// all outputs share the same row of taps up to the shift tau. [0, 1) is cut into phases; in each
+// phase g(j + tau) is a polynomial of degree D in sigma (tau mapped to [-1, 1]) per tap j,
+// interpolated at Chebyshev-Lobatto nodes (so pieces join continuously). Stored phase-major with
+// each coefficient row contiguous in j, an output is sum_k sigma^k * dot(C_k[phase], f segment):
+// D+1 contiguous FMA streams. The phases are split at frac((hi-lo)/dx) so that every tap of a
+// phase stays inside [lo, hi]: fn is never evaluated outside its support and the tap count is
+// constant within a phase. The degree and the phase count are the cheapest that meet the
+// tolerance, measured against fn between the interpolation nodes.
+//
+// Note [Scatter without atomics]: the gradient with respect to f is the transpose of the forward
+// gather. Rows (batch*N) are owned by one task each; when there are few rows, a row's coarse
+// points are cut into fixed chunks, each spread into a private buffer covering only the fine range
+// it touches, and the buffers are added to the row in chunk order. The chunking depends on the
+// shapes only, never on the thread count, so results are bit-identical for any number of threads.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "xgrad/ops/resample_conv.hpp"
+
+namespace xgrad::detail::resample {
+
+/// Piecewise polynomial tables. Polyphase: pieces = phases, each with `stride` taps.
+/// Lattice: pieces = cells of width h over [lo, hi], one polynomial each (stride = 1).
+struct Table {
+  bool polyphase = true;
+  int degree = 1;
+  // polyphase geometry
+  double L = 0;    // (hi - lo) / dx
+  double phi = 0;  // phase split point in [0, 1)
+  int m1 = 0, m2 = 1;
+  std::int64_t stride = 0;
+  std::vector<std::int64_t> count;  // taps per phase
+  // lattice geometry
+  double lo = 0, h = 1;
+  std::int64_t cells = 0;
+  // coefficients: polyphase [phase][k][j], lattice [cell][k]; in both precisions
+  std::vector<double> coef;
+  std::vector<float> coef_f;
+  double measured_error = 0;
+  std::size_t bytes() const { return coef.size() * (sizeof(double) + sizeof(float)); }
+  int phases() const { return m1 + m2; }
+  /// The phase of tau in [0, 1) and sigma in [-1, 1] within it.
+  void locate(double tau, int& phase, double& sigma) const;
+  template <class T>
+  const T* data() const;
+};
+
+/// Builds the cheapest table meeting `tol` (relative to max|fn| on [lo, hi]); null if none does
+/// within the memory cap.
+std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>& fn, double lo, double hi, double dx,
+                                             double tol);
+std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& fn, double lo, double hi, double tol);
+
+/// Shared state behind a Response handle (the cache is filled lazily, under a mutex).
+struct ResponseState {
+  bool sampled = false;
+  double lo = 0, hi = 0;
+  Response::Fn fn, dfn;
+  Tensor values;
+  Interp interp = Interp::cubic;
+  struct Entry {
+    bool polyphase;
+    bool derivative;
+    double dx;
+    double tol;
+    std::shared_ptr<const Table> table;  // null: no table meets tol (exact evaluation)
+  };
+  std::mutex mutex;
+  std::vector<Entry> cache;
+  std::shared_ptr<const Table> get(bool polyphase, bool derivative, double dx, double tol);
+};
+
+/// Per-cell coefficients a_k(i), k < 4, of a sampled response in the local s in [0, 1) of cell
+/// i < K-1, so that r(lo + (i + s)*delta) = sum_k a_k(i) s^k. With derivative: the coefficients of
+/// r'(d) = (1/delta) sum_k k a_k s^(k-1).
+std::vector<double> sampled_cells(const std::vector<double>& v, Interp interp, double delta, bool derivative);
+/// Adjoint of sampled_cells (without derivative): d loss / d v from d loss / d a.
+std::vector<double> sampled_cells_adjoint(const std::vector<double>& grad_cells, std::int64_t K, Interp interp);
+
+/// How the kernels evaluate r (or r') at taps.
+struct Evaluator {
+  enum Kind { polyphase, lattice, sampled, exact } kind = exact;
+  const Table* table = nullptr;                       // polyphase, lattice
+  const double* cells = nullptr;                      // sampled: 4 coefficients per cell
+  std::int64_t ncells = 0;                            // sampled
+  double delta = 1;                                   // sampled lattice spacing
+  const std::function<double(double)>* fn = nullptr;  // exact
+};
+
+struct Geometry {
+  bool uniform = true;
+  double x0 = 0, dx = 1;
+  std::int64_t B = 0;
+  const double* xs = nullptr;
+  double lo = 0, hi = 0;
+};
+
+struct Problem {
+  std::int64_t P = 1, N = 0, A = 0;  // f is (P, N, B), coarse (N, A), out (P, N, A)
+  const double* coarse = nullptr;    // (N, A), in double
+};
+
+/// out[p, n, a] = sum_b r(coarse[n,a] - x_b) f[p, n, b].
+template <class T>
+void forward(const Geometry& geo, const Evaluator& ev, const Problem& pr, const T* f, T* out);
+/// gf[p, n, b] = sum_a g[p, n, a] r(coarse[n,a] - x_b)  (gf is overwritten).
+template <class T>
+void backward_f(const Geometry& geo, const Evaluator& ev, const Problem& pr, const T* g, T* gf);
+/// grad_cells[i*4 + k] = sum g[p,n,a] sum_{b in cell i} s^k f[p,n,b]  (sampled responses).
+template <class T>
+std::vector<double> backward_cells(const Geometry& geo, std::int64_t ncells, double delta, const Problem& pr,
+                                   const T* f, const T* g);
+
+}  // namespace xgrad::detail::resample

@@ -1,0 +1,336 @@
+// Tests for ops/resample_conv.*: gradcheck of the three gradients, the accuracy contract against an
+// exact float64 dense reference, PyTorch parity (einsum with a dense T built in torch from the same
+// response), 1-vs-2-thread bit equality, and every bad input.
+#include <cmath>
+
+#include "support.hpp"
+#include "xgrad/ops/resample_conv.hpp"
+
+using namespace xgrad;
+using xgrad::test::ParityBatch;
+
+namespace {
+
+// The seed's response: cos^2(pi d / w) on |d| <= w/2.
+Response cos2(double w) {
+  return Response::callable([w](double d) { return std::pow(std::cos(M_PI * d / w), 2); }, -w / 2, w / 2,
+                            [w](double d) { return -M_PI / w * std::sin(2 * M_PI * d / w); });
+}
+
+// Sorted uniform random fine points on [0, 1] (first and last pinned to the ends).
+Tensor random_fine(std::int64_t B, Generator& gen, Dtype dt = kFloat64) {
+  std::vector<double> x(static_cast<std::size_t>(B));
+  for (auto& v : x) v = gen.uniform();
+  std::sort(x.begin(), x.end());
+  x.front() = 0;
+  x.back() = 1;
+  return Tensor::from_vector(x, {B}, dt);
+}
+
+// Coarse points in [-margin, 1 + margin], with one point near each end of every row.
+Tensor coarse_points(std::int64_t N, std::int64_t A, Generator& gen, double margin, Dtype dt = kFloat64) {
+  std::vector<double> c(static_cast<std::size_t>(N * A));
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t a = 0; a < A; ++a) {
+      double v = gen.uniform(-margin, 1 + margin);
+      if (a == 0) v = gen.uniform(-margin, margin);
+      if (a == 1) v = 1 + gen.uniform(-margin, margin);
+      c[static_cast<std::size_t>(n * A + a)] = v;
+    }
+  return Tensor::from_vector(c, {N, A}, dt);
+}
+
+// Exact dense reference in float64 and the contract's scale max_out sum_b |r||f|.
+struct Reference {
+  std::vector<double> out;
+  double scale = 0;
+};
+Reference dense_reference(const Tensor& f, const Tensor& coarse, const FineGrid& grid, const Response& r) {
+  const std::vector<double> fv = f.to_vector(), cv = coarse.to_vector();
+  const std::int64_t B = grid.size(), N = coarse.size(0), A = coarse.size(1);
+  const std::int64_t P = f.numel() / (N * B);
+  Reference ref;
+  ref.out.assign(static_cast<std::size_t>(P * N * A), 0.0);
+  for (std::int64_t p = 0; p < P; ++p)
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t a = 0; a < A; ++a) {
+        double s = 0, sabs = 0;
+        for (std::int64_t b = 0; b < B; ++b) {
+          const double d = cv[static_cast<std::size_t>(n * A + a)] - grid.at(b);
+          if (d < r.lo() || d > r.hi()) continue;
+          const double t = r(d) * fv[static_cast<std::size_t>((p * N + n) * B + b)];
+          s += t;
+          sabs += std::abs(t);
+        }
+        ref.out[static_cast<std::size_t>((p * N + n) * A + a)] = s;
+        ref.scale = std::max(ref.scale, sabs);
+      }
+  return ref;
+}
+
+double max_abs_diff(const Tensor& a, const std::vector<double>& b) {
+  const std::vector<double> av = a.to_vector();
+  double m = 0;
+  for (std::size_t i = 0; i < av.size(); ++i) m = std::max(m, std::abs(av[i] - b[i]));
+  return m;
+}
+
+// Torch code building the dense T from the same response, then the seed's einsum.
+const char* kTorchCos2 = R"(
+import math
+d = coarse[:, :, None] - x[None, None, :]
+T = torch.where((d >= -w / 2) & (d <= w / 2), torch.cos(math.pi * d / w) ** 2, torch.zeros((), dtype=d.dtype))
+out = torch.einsum('nab,...nb->...na', T, f)
+)";
+
+const char* kTorchSampled = R"(
+K = v.shape[0]
+delta = (hi - lo) / (K - 1)
+d = coarse[:, :, None] - x[None, None, :]
+u = (d - lo) / delta
+i = torch.clamp(torch.floor(u.detach()), 0, K - 2).long()
+s = u - i.to(u.dtype)
+vx = torch.cat([(2 * v[0] - v[1]).reshape(1), v, (2 * v[-1] - v[-2]).reshape(1)])
+vm, v0, v1, v2 = vx[i], vx[i + 1], vx[i + 2], vx[i + 3]
+if cubic:
+    r = 0.5 * (2 * v0 + (v1 - vm) * s + (2 * vm - 5 * v0 + 4 * v1 - v2) * s ** 2 + (3 * v0 - vm - 3 * v1 + v2) * s ** 3)
+else:
+    r = v0 + (v1 - v0) * s
+T = torch.where((d >= lo) & (d <= hi), r, torch.zeros((), dtype=d.dtype))
+out = torch.einsum('nab,...nb->...na', T, f)
+)";
+
+std::string with_params(const std::string& code, const std::string& params) { return params + code; }
+
+}  // namespace
+
+TEST_CASE("resample_conv: gradcheck with respect to f and coarse (callable, uniform and non-uniform grids)",
+          "[resample_conv]") {
+  Generator gen(11);
+  const double w = 0.3;
+  const Response r = cos2(w);
+  const FineGrid uni = FineGrid::uniform(0.0, 1.0 / 29, 30);
+  const FineGrid pts = FineGrid::points(random_fine(30, gen));
+  for (const FineGrid* grid : {&uni, &pts})
+    for (const Shape& fs : {Shape{3, 30}, Shape{2, 3, 30}}) {
+      INFO((grid->is_uniform() ? "uniform " : "points ") << shape_str(fs));
+      Tensor f = test::randn_leaf(fs, gen);
+      Tensor c = coarse_points(3, 5, gen, 0.1);
+      c.set_requires_grad();
+      test::require_gradcheck([&](const Tensors& in) { return resample_conv(in[0], in[1], *grid, r); }, {f, c});
+    }
+}
+
+TEST_CASE("resample_conv: gradcheck of a sampled response (f, coarse and values)", "[resample_conv]") {
+  Generator gen(12);
+  const FineGrid uni = FineGrid::uniform(-0.05, 1.1 / 39, 40);
+  const FineGrid pts = FineGrid::points(random_fine(40, gen));
+  for (Interp interp : {Interp::linear, Interp::cubic})
+    for (const FineGrid* grid : {&uni, &pts})
+      for (std::int64_t K : {2, 3, 9}) {
+        INFO((grid->is_uniform() ? "uniform" : "points") << " K=" << K << " cubic=" << (interp == Interp::cubic));
+        Tensor f = test::randn_leaf({2, 3, 40}, gen);
+        Tensor c = coarse_points(3, 6, gen, 0.1);
+        c.set_requires_grad();
+        Tensor v = test::randn_leaf({K}, gen);
+        test::require_gradcheck(
+            [&](const Tensors& in) {
+              return resample_conv(in[0], in[1], *grid, Response::sampled(in[2], -0.12, 0.2, interp));
+            },
+            {f, c, v});
+      }
+}
+
+TEST_CASE("resample_conv: accuracy contract against an exact float64 dense reference", "[resample_conv][accuracy]") {
+  Generator gen(13);
+  struct Case {
+    const char* name;
+    double w;
+    std::int64_t B;
+    bool uniform;
+  };
+  // The seed's geometry scaled down in B (same support in points: w/dx = 1500 for the first), a
+  // wide-support case and a non-uniform grid.
+  for (const Case& cs : {Case{"seed-like", 0.03, 50000, true}, Case{"few taps", 0.05, 200, true},
+                         Case{"non-uniform", 0.05, 4000, false}})
+    for (Dtype dt : {kFloat32, kFloat64}) {
+      INFO(cs.name << " " << dtype_name(dt));
+      const Response r = cos2(cs.w);
+      const FineGrid grid = cs.uniform ? FineGrid::uniform(0.0, 1.0 / static_cast<double>(cs.B - 1), cs.B)
+                                       : FineGrid::points(random_fine(cs.B, gen));
+      const std::int64_t N = 3, A = 40;
+      const Tensor f64 = Tensor::randn({N, cs.B}, gen, kFloat64);
+      const Tensor c64 = coarse_points(N, A, gen, cs.w / 2);
+      // The reference sees exactly the values the op sees (f and coarse rounded to dt).
+      const Tensor f = f64.to(dt), c = c64.to(dt);
+      const Reference ref = dense_reference(f, c, grid, r);
+      const Tensor out = resample_conv(f, c, grid, r);
+      const double err = max_abs_diff(out, ref.out);
+      const double bound = (dt == kFloat32 ? 1e-5 : 1e-12) * ref.scale;
+      INFO("max abs error " << err << ", bound " << bound << " (scale " << ref.scale << ")");
+      CHECK(err <= bound);
+      // The coarse gradient's table meets the same contract for r' (checked in float64).
+      if (dt == kFloat64) {
+        const Response dr = Response::callable([r](double d) { return r.derivative(d); }, r.lo(), r.hi());
+        const Reference dref = dense_reference(f, c, grid, dr);
+        Tensor cg = c.clone_data().set_requires_grad();
+        resample_conv(f, cg, grid, r).backward(Tensor::ones({N, A}, dt));
+        const double derr = max_abs_diff(cg.grad(), dref.out);
+        INFO("coarse gradient max abs error " << derr << ", scale " << dref.scale);
+        CHECK(derr <= 1e-12 * dref.scale);
+      }
+    }
+}
+
+TEST_CASE("resample_conv: exact mode and coarse tolerance", "[resample_conv][accuracy]") {
+  Generator gen(14);
+  const Response r = cos2(0.05);
+  const FineGrid grid = FineGrid::uniform(0.0, 1e-3, 1001);
+  const Tensor f = Tensor::randn({2, 1001}, gen, kFloat64);
+  const Tensor c = coarse_points(2, 30, gen, 0.02);
+  const Reference ref = dense_reference(f, c, grid, r);
+  ResampleConvOptions exact;
+  exact.exact = true;
+  CHECK(max_abs_diff(resample_conv(f, c, grid, r, exact), ref.out) <= 1e-14 * ref.scale);
+  ResampleConvOptions coarse_tol;
+  coarse_tol.tolerance = 1e-4;
+  const ResampleConvTableInfo fast = resample_conv_prepare(grid, r, kFloat64, coarse_tol);
+  const ResampleConvTableInfo dflt = resample_conv_prepare(grid, r, kFloat64);
+  INFO("fast: degree " << fast.degree << " pieces " << fast.pieces << "; default: degree " << dflt.degree << " pieces "
+                       << dflt.pieces);
+  CHECK(std::string(dflt.method) == "polyphase");
+  CHECK(fast.measured_error <= 1e-4);
+  CHECK(dflt.measured_error <= 1e-14);
+  CHECK(fast.degree * fast.pieces <= dflt.degree * dflt.pieces);
+  const double err = max_abs_diff(resample_conv(f, c, grid, r, coarse_tol), ref.out);
+  CHECK(err <= 1e-4 * ref.scale);
+}
+
+TEST_CASE("resample_conv: values and gradients match PyTorch einsum with a dense T", "[resample_conv][parity]") {
+  for (Dtype dt : {kFloat32, kFloat64}) {
+    ParityBatch batch(std::string("resample_conv_") + std::string(dtype_name(dt)));
+    Generator gen(15);
+    const double w = 0.2;
+    const FineGrid uni = FineGrid::uniform(0.0, 1.0 / 63, 64);
+    const FineGrid pts = FineGrid::points(random_fine(64, gen));
+    int k = 0;
+    for (const FineGrid* grid : {&uni, &pts})
+      for (const Shape& fs : {Shape{4, 64}, Shape{2, 4, 64}}) {
+        Tensor f = test::randn_leaf(fs, gen, dt);
+        Tensor c = coarse_points(4, 7, gen, w / 2, dt).set_requires_grad();
+        Tensor x = grid->to_tensor(dt);
+        const FineGrid g = *grid;
+        batch.add(fmt::format("cos2_{}", k++), with_params(kTorchCos2, fmt::format("w = {:.17g}\n", w)),
+                  {{"f", f}, {"coarse", c}, {"x", x, false}},
+                  [g, w](const Tensors& in) { return resample_conv(in[0], in[1], g, cos2(w)); });
+        for (Interp interp : {Interp::linear, Interp::cubic}) {
+          Tensor v = test::randn_leaf({11}, gen, dt);
+          const double lo = -0.12, hi = 0.09;
+          batch.add(fmt::format("sampled_{}", k++),
+                    with_params(kTorchSampled, fmt::format("lo = {:.17g}\nhi = {:.17g}\ncubic = {}\n", lo, hi,
+                                                           interp == Interp::cubic ? "True" : "False")),
+                    {{"f", f}, {"coarse", c}, {"x", x, false}, {"v", v}}, [g, lo, hi, interp](const Tensors& in) {
+                      return resample_conv(in[0], in[1], g, Response::sampled(in[3], lo, hi, interp));
+                    });
+        }
+      }
+    batch.run();
+  }
+}
+
+TEST_CASE("resample_conv: bit-identical with 1 and 2 threads", "[resample_conv][threads]") {
+  Generator gen(16);
+  const std::int64_t B = 20000;
+  const FineGrid uni = FineGrid::uniform(0.0, 1.0 / static_cast<double>(B - 1), B);
+  const FineGrid pts = FineGrid::points(random_fine(B, gen));
+  const Response r = cos2(0.03);
+  // N = 3 takes the private-buffer path of the f gradient, N = 20 the row-ownership path.
+  for (std::int64_t N : {3, 20})
+    for (const FineGrid* grid : {&uni, &pts})
+      for (bool sampled : {false, true}) {
+        INFO("N=" << N << " uniform=" << grid->is_uniform() << " sampled=" << sampled);
+        const Tensor f0 = Tensor::randn({N, B}, gen, kFloat32);
+        const Tensor c0 = coarse_points(N, 300, gen, 0.015, kFloat32);
+        const Tensor v0 = Tensor::rand({33}, gen, kFloat32);
+        const Tensor g0 = Tensor::randn({N, 300}, gen, kFloat32);
+        test::require_thread_deterministic([&] {
+          Tensor f = f0.clone_data().set_requires_grad();
+          Tensor c = c0.clone_data().set_requires_grad();
+          Tensor v = v0.clone_data().set_requires_grad();
+          const Response resp = sampled ? Response::sampled(v, -0.015, 0.015) : r;
+          Tensor y = resample_conv(f, c, *grid, resp);
+          y.backward(g0);
+          Tensors res{y, f.grad(), c.grad()};
+          if (sampled) res.push_back(v.grad());
+          return res;
+        });
+      }
+}
+
+TEST_CASE("resample_conv: bad inputs raise xgrad::Error naming the argument", "[resample_conv][errors]") {
+  const FineGrid grid = FineGrid::uniform(0.0, 0.1, 11);
+  const Response r = cos2(0.3);
+  const Tensor f = Tensor::zeros({2, 11}, kFloat64);
+  const Tensor c = Tensor::zeros({2, 4}, kFloat64);
+  test::require_error([&] { resample_conv(Tensor::zeros({11}, kFloat64), c, grid, r); },
+                      {"resample_conv", "'f'", "(11,)"});
+  test::require_error([&] { resample_conv(f, Tensor::zeros({8}, kFloat64), grid, r); },
+                      {"resample_conv", "'coarse'", "(8,)"});
+  test::require_error(
+      [&] {
+        resample_conv(f, Tensor::zeros({3, 4}, kFloat64), grid, r);
+      },
+      {"resample_conv", "N differs", "(2, 11)", "(3, 4)"});
+  test::require_error(
+      [&] {
+        resample_conv(Tensor::zeros({2, 12}, kFloat64), c, grid, r);
+      },
+      {"resample_conv", "'f'", "(2, 12)", "'grid'", "11"});
+  test::require_error(
+      [&] {
+        resample_conv(f, Tensor::zeros({2, 4}, kFloat32), grid, r);
+      },
+      {"resample_conv", "dtype", "'coarse'", "float32"});
+  for (double bad : {NAN, INFINITY, -INFINITY}) {
+    Tensor cb = Tensor::zeros({2, 4}, kFloat64);
+    cb.data<double>()[6] = bad;
+    test::require_error([&] { resample_conv(f, cb, grid, r); }, {"resample_conv", "'coarse'", "non-finite", "[1, 2]"});
+  }
+  auto fn = [](double d) { return d; };
+  test::require_error([&] { Response::callable(fn, 0.1, 0.1); }, {"Response::callable", "empty or inverted", "'lo'"});
+  test::require_error([&] { Response::callable(fn, 0.2, -0.2); }, {"Response::callable", "empty or inverted", "'hi'"});
+  test::require_error([&] { Response::callable(fn, -INFINITY, 0.2); }, {"Response::callable", "finite"});
+  test::require_error([&] { Response::sampled(Tensor::zeros({4}, kFloat64), 1.0, 0.0); },
+                      {"Response::sampled", "empty or inverted"});
+  test::require_error([&] { Response::sampled(Tensor::zeros({1}, kFloat64), -1.0, 1.0); },
+                      {"Response::sampled", "'values'", "K >= 2", "(1,)"});
+  test::require_error(
+      [&] {
+        Response::sampled(Tensor::zeros({2, 3}, kFloat64), -1.0, 1.0);
+      },
+      {"Response::sampled", "'values'", "(2, 3)"});
+  test::require_error([&] { Response::callable(Response::Fn(), -1.0, 1.0); }, {"Response::callable", "'fn'"});
+  test::require_error(
+      [&] {
+        FineGrid::points(Tensor::of({0.0, 0.5, 0.5, 1.0}, kFloat64));
+      },
+      {"FineGrid::points", "'x'", "strictly increasing", "x[2]"});
+  test::require_error(
+      [&] {
+        FineGrid::points(Tensor::of({0.0, 0.5, 0.2}, kFloat64));
+      },
+      {"FineGrid::points", "'x'", "strictly increasing"});
+  test::require_error([&] { FineGrid::points(Tensor::of({0.0, NAN}, kFloat64)); }, {"FineGrid::points", "non-finite"});
+  test::require_error([&] { FineGrid::uniform(0.0, 0.0, 10); }, {"FineGrid::uniform", "'dx'"});
+  test::require_error([&] { FineGrid::uniform(0.0, 0.1, 0); }, {"FineGrid::uniform", "'size'"});
+  test::require_error([&] { resample_conv(f, c, grid, Response::sampled(Tensor::zeros({5}, kFloat32), -0.1, 0.1)); },
+                      {"resample_conv", "dtype", "'values'"});
+  // The coarse gradient of a callable needs its derivative.
+  const Response no_deriv = Response::callable([](double d) { return 1 - std::abs(d) / 0.15; }, -0.15, 0.15);
+  Tensor cg = c.clone_data().set_requires_grad();
+  test::require_error([&] { resample_conv(f, cg, grid, no_deriv); }, {"resample_conv", "'coarse'", "derivative"});
+  // ... but without grad on coarse it is fine, and the f gradient works.
+  Tensor fg = f.clone_data().set_requires_grad();
+  resample_conv(fg, c, grid, no_deriv).backward(Tensor::ones({2, 4}, kFloat64));
+  CHECK(fg.grad().defined());
+}
