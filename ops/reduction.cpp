@@ -9,6 +9,7 @@
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/broadcast_kernel.hpp"
 #include "xgrad/ops/reduce_kernel.hpp"
+#include "xgrad/ops/vec_kernel.hpp"
 
 namespace xgrad {
 
@@ -189,15 +190,16 @@ void max_kernel(const T* in, T* out, std::int64_t* idx, const Layout& l) {
       parallel_for(0, l.outer, grain_for(l.mid), [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t o = b; o < e; ++o) {
           const T* row = in + o * l.mid;
-          T best = row[0];
-          std::int64_t bi = 0;
-          for (std::int64_t k = 1; k < l.mid; ++k)
-            if (beats(row[k], best)) {
-              best = row[k];
-              bi = k;
-            }
+          const T best = detail::vec_max(row, l.mid);  // vectorised; then find its first position
           out[o] = best;
-          if (idx) idx[o] = o * l.mid + bi;
+          if (idx) {
+            std::int64_t k = 0;
+            if (best != best)
+              while (row[k] == row[k]) ++k;
+            else
+              while (row[k] != best) ++k;
+            idx[o] = o * l.mid + k;
+          }
         }
       });
       return;
@@ -250,6 +252,28 @@ void max_kernel(const T* in, T* out, std::int64_t* idx, const Layout& l) {
   }
 }
 
+// Sums over sorted unique `axes` (keepdim shape). Note [Sum in passes]: the shared kernel is
+// vectorised when the reduced axes form one adjacent block (rows or columns) but gathers element
+// by element otherwise; so a reduction over non-adjacent axes (say axes 0 and 2 of a 3-d tensor)
+// runs as one pass per adjacent block, innermost first. The order stays fixed: deterministic.
+Tensor sum_axes(const Tensor& x, const std::vector<std::int64_t>& axes) {
+  const Shape& shape = x.shape();
+  std::vector<std::vector<std::int64_t>> blocks(1);
+  std::size_t k = 0;
+  for (std::size_t d = 0; d < shape.size() && k < axes.size(); ++d) {
+    if (axes[k] == static_cast<std::int64_t>(d)) {
+      blocks.back().push_back(axes[k++]);
+    } else if (shape[d] != 1 && !blocks.back().empty()) {
+      blocks.emplace_back();  // a kept axis of size > 1 ends the block
+    }
+  }
+  if (blocks.size() == 1) return detail::sum_keepdim(x, axes);
+  Tensor t = x;
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it)
+    if (!it->empty()) t = detail::sum_keepdim(t, *it);
+  return t;
+}
+
 // ---- sum / mean ---------------------------------------------------------------------------------
 // y = sum over the plan's axes, divided by `divisor` (mean: the count; sum: 1).
 Tensor sum_forward(const Tensor& x, const Plan& p, std::int64_t divisor) {
@@ -257,7 +281,7 @@ Tensor sum_forward(const Tensor& x, const Plan& p, std::int64_t divisor) {
   if (p.count == 1) {
     y = copy_as(x, p.out_shape);  // nothing to add up (e.g. 1x1 tensors, 0-d, size-1 axes)
   } else {
-    y = detail::sum_keepdim(x, p.axes);
+    y = sum_axes(x, p.axes);
     if (y.shape() != p.out_shape) y = alias_with_shape(y, p.out_shape);
   }
   if (divisor != 1) {
@@ -360,11 +384,10 @@ void logsumexp_rows(const T* in, T* out, std::int64_t rows, std::int64_t n) {
   parallel_for(0, rows, grain_for(n), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t r = b; r < e; ++r) {
       const T* row = in + r * n;
-      T m = row[0];
-      for (std::int64_t k = 1; k < n; ++k) m = beats(row[k], m) ? row[k] : m;
-      m = finite_or_zero(m);
-      T s = 0;
-      for (std::int64_t k = 0; k < n; ++k) s += std::exp(row[k] - m);
+      const T m = finite_or_zero(detail::vec_max(row, n));
+      const detail::vbatch<T> mb(m);
+      const T s = detail::vec_sum(
+          n, static_cast<T*>(nullptr), [&](auto v) { return xsimd::exp(v - mb); }, row);
       out[r] = m + std::log(s);
     }
   });
@@ -373,6 +396,7 @@ void logsumexp_rows(const T* in, T* out, std::int64_t rows, std::int64_t n) {
 struct LogSumExp : Function<LogSumExp> {
   static constexpr const char* kName = "logsumexp";
   Shape keep_shape;
+  bool rows = false;  // contiguous rows: backward uses the row kernel
   Tensor forward(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
     Plan p = make_plan(kName, x, axes, keepdim);
     Tensor y = Tensor::empty(p.keep_shape, x.dtype());
@@ -383,7 +407,8 @@ struct LogSumExp : Function<LogSumExp> {
         const Layout l = make_layout(x.shape(), p.axes);
         dispatch(x.dtype(), [&](auto tag) {
           using T = typename decltype(tag)::type;
-          if (l.kind == Layout::kRows) {
+          rows = l.kind == Layout::kRows;
+          if (rows) {
             logsumexp_rows<T>(x.data<T>(), y.data<T>(), l.outer, l.mid);
             return;
           }
@@ -395,7 +420,7 @@ struct LogSumExp : Function<LogSumExp> {
           Tensor t = Tensor::empty(x.shape(), x.dtype());
           detail::broadcast_map<T, 2>(t.data<T>(), x.shape(), {x.data<T>(), mp}, {&x.shape(), &p.keep_shape},
                                       [](T v, T m) { return std::exp(v - m); });
-          const Tensor s = detail::sum_keepdim(t, p.axes);
+          const Tensor s = sum_axes(t, p.axes);
           const T* sp = s.data<T>();
           for (std::int64_t i = 0; i < y.numel(); ++i) mp[i] += std::log(sp[i]);
         });
@@ -413,6 +438,19 @@ struct LogSumExp : Function<LogSumExp> {
     Tensor gx = Tensor::empty(x.shape(), x.dtype());
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
+      if (rows) {  // dx[r, k] = g[r] * exp(x[r, k] - y[r]), vectorised per row
+        const std::int64_t nrows = y.numel(), n = nrows ? x.numel() / nrows : 0;
+        const T *gp = g.data<T>(), *xp = x.data<T>(), *yp = y.data<T>();
+        T* o = gx.data<T>();
+        parallel_for(0, nrows, grain_for(n), [&](std::int64_t b, std::int64_t e) {
+          for (std::int64_t r = b; r < e; ++r) {
+            const detail::vbatch<T> gb(gp[r]), yb(yp[r]);
+            detail::vec_map(
+                n, o + r * n, [&](auto v) { return gb * xsimd::exp(v - yb); }, xp + r * n);
+          }
+        });
+        return;
+      }
       detail::broadcast_map<T, 3>(gx.data<T>(), x.shape(), {g.data<T>(), x.data<T>(), y.data<T>()},
                                   {&keep_shape, &x.shape(), &keep_shape},
                                   [](T gv, T xv, T yv) { return gv * std::exp(xv - yv); });
