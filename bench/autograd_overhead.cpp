@@ -1,0 +1,146 @@
+// Per-op autograd overhead, ours. The libtorch twin is torch_autograd_overhead.cpp: both build the
+// same graphs with the same shapes and print CSV rows `case,impl,threads,metric,value`, where value
+// is the median over repetitions of the mean time of one iteration in microseconds.
+//
+// Cases:
+//   tanh_1x1, tanh_64x64   y = tanh(a*b + c).sum(); y.backward()   (a, b, c leaves, float32)
+//   mlp_784_256_10_b64     forward relu(x W1 + b1) W2 + b2, loss = -mean(sum(log_softmax(out) * onehot, 1)),
+//                          backward, SGD update in no-grad mode, grads set to none
+//
+// usage: autograd_overhead [--threads N] [--iters N] [--mlp-iters N] [--reps N] [--case NAME]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/parallel.hpp"
+#include "xgrad/core/random.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/matmul.hpp"
+#include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/softmax.hpp"
+
+namespace {
+
+using namespace xgrad;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int threads = 1;
+  int iters = 20000;
+  int mlp_iters = 2000;
+  int reps = 7;
+  std::string only;  // empty: every case
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "missing value after %s\n", argv[i]);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (!std::strcmp(argv[i], "--threads"))
+      o.threads = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--iters"))
+      o.iters = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--mlp-iters"))
+      o.mlp_iters = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--reps"))
+      o.reps = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--case"))
+      o.only = next();
+    else {
+      std::fprintf(stderr, "usage: %s [--threads N] [--iters N] [--mlp-iters N] [--reps N] [--case NAME]\n", argv[0]);
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+// Runs body() iters times per repetition (after one short warm-up) and returns the median over
+// repetitions of the time per iteration, in microseconds.
+template <class Body>
+double median_us(int iters, int reps, Body&& body) {
+  for (int i = 0; i < std::max(1, iters / 10); ++i) body();
+  std::vector<double> per_iter;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < iters; ++i) body();
+    const std::chrono::duration<double, std::micro> dt = Clock::now() - t0;
+    per_iter.push_back(dt.count() / iters);
+  }
+  std::sort(per_iter.begin(), per_iter.end());
+  return per_iter[per_iter.size() / 2];
+}
+
+void row(const char* name, int threads, double us) { std::printf("%s,xgrad,%d,us,%.3f\n", name, threads, us); }
+
+void tanh_case(const char* name, std::int64_t n, const Options& o) {
+  Generator gen(1);
+  Tensor a = Tensor::randn({n, n}, gen).set_requires_grad();
+  Tensor b = Tensor::randn({n, n}, gen).set_requires_grad();
+  Tensor c = Tensor::randn({n, n}, gen).set_requires_grad();
+  double sink = 0;
+  const double us = median_us(o.iters, o.reps, [&] {
+    Tensor y = sum(tanh(a * b + c));
+    y.backward();
+    sink += static_cast<double>(a.grad().data<float>()[0]);
+    a.zero_grad();
+    b.zero_grad();
+    c.zero_grad();
+  });
+  if (sink == 12345.678) std::puts("");  // keeps the work observable
+  row(name, o.threads, us);
+}
+
+void mlp_case(const Options& o) {
+  constexpr std::int64_t kBatch = 64, kIn = 784, kHidden = 256, kOut = 10;
+  Generator gen(2);
+  Tensor x = Tensor::randn({kBatch, kIn}, gen);
+  std::vector<double> onehot(kBatch * kOut, 0.0);
+  for (std::int64_t i = 0; i < kBatch; ++i) onehot[static_cast<std::size_t>(i * kOut + i % kOut)] = 1.0;
+  Tensor target = Tensor::from_vector(onehot, {kBatch, kOut});
+  Tensor w1 = mul(Tensor::randn({kIn, kHidden}, gen), 0.03).detach().set_requires_grad();
+  Tensor b1 = Tensor::zeros({kHidden}).set_requires_grad();
+  Tensor w2 = mul(Tensor::randn({kHidden, kOut}, gen), 0.06).detach().set_requires_grad();
+  Tensor b2 = Tensor::zeros({kOut}).set_requires_grad();
+  std::vector<Tensor> params{w1, b1, w2, b2};
+  const double lr = 0.01;
+  double sink = 0;
+  const double us = median_us(o.mlp_iters, o.reps, [&] {
+    Tensor h = relu(add(matmul(x, w1), b1));
+    Tensor out = add(matmul(h, w2), b2);
+    Tensor loss = neg(mean(sum(mul(log_softmax(out, -1), target), {1})));
+    loss.backward();
+    {
+      NoGradGuard no_grad;
+      for (auto& p : params) {
+        p.add_(p.grad(), -lr);
+        p.zero_grad();
+      }
+    }
+    sink += loss.item();
+  });
+  if (sink == 12345.678) std::puts("");
+  row("mlp_784_256_10_b64", o.threads, us);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  set_num_threads(o.threads);
+  auto want = [&](const char* name) { return o.only.empty() || o.only == name; };
+  if (want("tanh_1x1")) tanh_case("tanh_1x1", 1, o);
+  if (want("tanh_64x64")) tanh_case("tanh_64x64", 64, o);
+  if (want("mlp_784_256_10_b64")) mlp_case(o);
+  return 0;
+}

@@ -1,0 +1,130 @@
+// Per-op autograd overhead, the libtorch peer of autograd_overhead.cpp: the same graphs, shapes,
+// repetitions and CSV rows (`case,impl,threads,metric,value`, impl = libtorch).
+//
+// usage: torch_autograd_overhead [--threads N] [--iters N] [--mlp-iters N] [--reps N] [--case NAME]
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int threads = 1;
+  int iters = 20000;
+  int mlp_iters = 2000;
+  int reps = 7;
+  std::string only;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "missing value after %s\n", argv[i]);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (!std::strcmp(argv[i], "--threads"))
+      o.threads = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--iters"))
+      o.iters = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--mlp-iters"))
+      o.mlp_iters = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--reps"))
+      o.reps = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--case"))
+      o.only = next();
+    else {
+      std::fprintf(stderr, "usage: %s [--threads N] [--iters N] [--mlp-iters N] [--reps N] [--case NAME]\n", argv[0]);
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+template <class Body>
+double median_us(int iters, int reps, Body&& body) {
+  for (int i = 0; i < std::max(1, iters / 10); ++i) body();
+  std::vector<double> per_iter;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < iters; ++i) body();
+    const std::chrono::duration<double, std::micro> dt = Clock::now() - t0;
+    per_iter.push_back(dt.count() / iters);
+  }
+  std::sort(per_iter.begin(), per_iter.end());
+  return per_iter[per_iter.size() / 2];
+}
+
+void row(const char* name, int threads, double us) { std::printf("%s,libtorch,%d,us,%.3f\n", name, threads, us); }
+
+void tanh_case(const char* name, std::int64_t n, const Options& o) {
+  torch::manual_seed(1);
+  auto a = torch::randn({n, n}).requires_grad_();
+  auto b = torch::randn({n, n}).requires_grad_();
+  auto c = torch::randn({n, n}).requires_grad_();
+  double sink = 0;
+  const double us = median_us(o.iters, o.reps, [&] {
+    auto y = torch::tanh(a * b + c).sum();
+    y.backward();
+    sink += static_cast<double>(a.grad().data_ptr<float>()[0]);
+    a.mutable_grad().reset();
+    b.mutable_grad().reset();
+    c.mutable_grad().reset();
+  });
+  if (sink == 12345.678) std::puts("");
+  row(name, o.threads, us);
+}
+
+void mlp_case(const Options& o) {
+  constexpr std::int64_t kBatch = 64, kIn = 784, kHidden = 256, kOut = 10;
+  torch::manual_seed(2);
+  auto x = torch::randn({kBatch, kIn});
+  auto target = torch::zeros({kBatch, kOut});
+  for (std::int64_t i = 0; i < kBatch; ++i) target[i][i % kOut] = 1.0;
+  auto w1 = (torch::randn({kIn, kHidden}) * 0.03).detach().requires_grad_();
+  auto b1 = torch::zeros({kHidden}).requires_grad_();
+  auto w2 = (torch::randn({kHidden, kOut}) * 0.06).detach().requires_grad_();
+  auto b2 = torch::zeros({kOut}).requires_grad_();
+  std::vector<torch::Tensor> params{w1, b1, w2, b2};
+  const double lr = 0.01;
+  double sink = 0;
+  const double us = median_us(o.mlp_iters, o.reps, [&] {
+    auto h = torch::relu(torch::matmul(x, w1) + b1);
+    auto out = torch::matmul(h, w2) + b2;
+    auto loss = -(torch::log_softmax(out, -1) * target).sum({1}).mean();
+    loss.backward();
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : params) {
+        p.add_(p.grad(), -lr);
+        p.mutable_grad().reset();
+      }
+    }
+    sink += loss.item<double>();
+  });
+  if (sink == 12345.678) std::puts("");
+  row("mlp_784_256_10_b64", o.threads, us);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  torch::set_num_threads(o.threads);
+  auto want = [&](const char* name) { return o.only.empty() || o.only == name; };
+  if (want("tanh_1x1")) tanh_case("tanh_1x1", 1, o);
+  if (want("tanh_64x64")) tanh_case("tanh_64x64", 64, o);
+  if (want("mlp_784_256_10_b64")) mlp_case(o);
+  return 0;
+}
