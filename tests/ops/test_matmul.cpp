@@ -1,4 +1,6 @@
 // Tests for ops/matmul.*: gradcheck, torch parity, thread determinism, bad inputs.
+#include <array>
+
 #include "support.hpp"
 #include "xgrad/ops/matmul.hpp"
 
@@ -70,6 +72,7 @@ TEST_CASE("matmul: values and gradients match PyTorch", "[matmul][parity]") {
     const double rtol = dt == kFloat32 ? 1e-4 : 1e-10, atol = dt == kFloat32 ? 1e-4 : 1e-11;
     const std::vector<std::pair<Shape, Shape>> large = {
         {{256, 300}, {300, 96}},        // split along m (and the gradients along k and m)
+        {{384, 200}, {200, 300}},       // a 3 x 2 grid of tiles
         {{40, 300}, {300, 500}},        // split along n
         {{6, 50, 70}, {70, 300}},       // batched x matrix
         {{3, 1, 64, 80}, {4, 80, 72}},  // broadcast batches
@@ -116,28 +119,29 @@ TEST_CASE("matmul: bit-identical with 1 and 2 threads", "[matmul][threads]") {
 }
 
 TEST_CASE("matmul: detail::gemm honours transpose flags and beta", "[matmul]") {
-  // C = op(A) op(B) + beta C against a plain triple loop, with a block-split size.
+  // C = op(A) op(B) + beta C against a plain triple loop, at a size that detail::gemm cuts into a
+  // 2 x 2 grid of tiles and at one it does not cut.
   Generator gen(16);
-  const std::int64_t m = 130, n = 97, k = 150;
-  for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      INFO("trans_a " << ta << " trans_b " << tb);
-      Tensor a = Tensor::randn(ta ? Shape{k, m} : Shape{m, k}, gen, kFloat64);
-      Tensor b = Tensor::randn(tb ? Shape{n, k} : Shape{k, n}, gen, kFloat64);
-      Tensor c = Tensor::randn({m, n}, gen, kFloat64);
-      Tensor expected = c.clone_data();
-      const double *pa = a.data<double>(), *pb = b.data<double>();
-      double* pe = expected.data<double>();
-      for (std::int64_t i = 0; i < m; ++i)
-        for (std::int64_t j = 0; j < n; ++j) {
-          double s = 0;
-          for (std::int64_t l = 0; l < k; ++l)
-            s += (ta ? pa[l * m + i] : pa[i * k + l]) * (tb ? pb[j * k + l] : pb[l * n + j]);
-          pe[i * n + j] = s + 0.5 * pe[i * n + j];
-        }
-      detail::gemm<double>(ta, tb, m, n, k, pa, ta ? m : k, pb, tb ? k : n, 0.5, c.data<double>(), n);
-      CHECK(allclose(c, expected, 1e-12, 1e-12));
-    }
+  for (const auto& [m, n, k] : {std::array<std::int64_t, 3>{300, 260, 40}, std::array<std::int64_t, 3>{13, 7, 5}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        INFO("trans_a " << ta << " trans_b " << tb);
+        Tensor a = Tensor::randn(ta ? Shape{k, m} : Shape{m, k}, gen, kFloat64);
+        Tensor b = Tensor::randn(tb ? Shape{n, k} : Shape{k, n}, gen, kFloat64);
+        Tensor c = Tensor::randn({m, n}, gen, kFloat64);
+        Tensor expected = c.clone_data();
+        const double *pa = a.data<double>(), *pb = b.data<double>();
+        double* pe = expected.data<double>();
+        for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t j = 0; j < n; ++j) {
+            double s = 0;
+            for (std::int64_t l = 0; l < k; ++l)
+              s += (ta ? pa[l * m + i] : pa[i * k + l]) * (tb ? pb[j * k + l] : pb[l * n + j]);
+            pe[i * n + j] = s + 0.5 * pe[i * n + j];
+          }
+        detail::gemm<double>(ta, tb, m, n, k, pa, ta ? m : k, pb, tb ? k : n, 0.5, c.data<double>(), n);
+        CHECK(allclose(c, expected, 1e-12, 1e-12));
+      }
 }
 
 TEST_CASE("matmul: bad inputs raise xgrad::Error naming op and shapes", "[matmul][errors]") {
