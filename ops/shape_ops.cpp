@@ -126,7 +126,7 @@ void permute_kernel(const T* src, T* dst, const Shape& in_shape, const std::vect
     parallel_for(0, total / len, row_grain(len), [&](std::int64_t r0, std::int64_t r1) {
       for (std::int64_t r = r0; r < r1; ++r) {
         std::int64_t rem = r, off = 0;
-        for (std::size_t d = nd - 1; d-- > 0;) {
+        for (std::size_t d = nd == 0 ? 0 : nd - 1; d-- > 0;) {  // all dims but the innermost
           off += (rem % size[d]) * sstride[d];
           rem /= size[d];
         }

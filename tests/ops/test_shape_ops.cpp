@@ -62,6 +62,13 @@ std::vector<UnaryCase> unary_cases() {
          return permute(x, {1, 2, 0});
        },
        "out = x.permute(1, 2, 0).contiguous()"},
+      {"permute_scalar", {}, [](const Tensor& x) { return permute(x, {}); }, "out = x.permute([])"},
+      {"permute_ones",
+       {1, 1},
+       [](const Tensor& x) {
+         return permute(x, {1, 0});
+       },
+       "out = x.permute(1, 0)"},
       {"transpose", {3, 5}, [](const Tensor& x) { return transpose(x, 0, 1); }, "out = x.transpose(0, 1).contiguous()"},
       {"transpose_neg",
        {2, 3, 4},
