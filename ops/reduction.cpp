@@ -39,7 +39,12 @@ Plan make_plan(const char* op, const Tensor& x, const std::vector<std::int64_t>&
                 shape_str(shape));
     return p;  // axes empty, shapes (), count 1
   }
-  p.axes = normalize_axes(axes, shape, op);  // checks range and duplicates, names op/axis/shape
+  if (axes.empty()) {  // all axes; the common full reduction, built with a single allocation
+    p.axes.reserve(shape.size());
+    for (std::size_t d = 0; d < shape.size(); ++d) p.axes.push_back(static_cast<std::int64_t>(d));
+  } else {
+    p.axes = normalize_axes(axes, shape, op);  // checks range and duplicates, names op/axis/shape
+  }
   p.keep_shape = shape;
   for (auto a : p.axes) {
     auto& d = p.keep_shape[static_cast<std::size_t>(a)];

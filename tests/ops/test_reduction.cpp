@@ -104,6 +104,11 @@ TEST_CASE("reductions: values and gradients match PyTorch", "[reduction][parity]
     for (const auto& op : kOps)
       batch.add(fmt::format("{}_wide_cols", op.name), fmt::format("out = {}(x, dim=(0,))", op.torch), {{"x", wide}},
                 [&](const Tensors& in) { return op.fn(in[0], {0}, false); });
+    // Rows longer than a vector batch, with a tail (the vectorised row kernels).
+    Tensor longrows = test::randn_leaf({3, 301}, gen, dt);
+    for (const auto& op : kOps)
+      batch.add(fmt::format("{}_long_rows", op.name), fmt::format("out = {}(x, dim=(-1,), keepdim=True)", op.torch),
+                {{"x", longrows}}, [&](const Tensors& in) { return op.fn(in[0], {-1}, true); });
     // A composite: the gradient of each op flows through another op.
     Tensor y = test::randn_leaf({4, 5}, gen, dt);
     batch.add(
@@ -178,6 +183,22 @@ TEST_CASE("max: the gradient goes to the first arg-max in row-major order", "[re
     Tensor x = Tensor::of({{0, 9}, {9, 1}}, kFloat64).set_requires_grad();
     max(x).backward();
     CHECK(x.grad().to_vector() == std::vector<double>{0, 1, 0, 0});
+  }
+  SECTION("long rows (vectorised kernel): ties and NaN") {
+    for (Dtype dt : {kFloat32, kFloat64}) {
+      std::vector<double> v(2 * 37);
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i % 7);
+      v[20] = std::nan("");  // row 0: the NaN wins, at column 20
+      v[37 + 10] = 100;      // row 1: a tie at columns 10 and 30; the first takes the gradient
+      v[37 + 30] = 100;
+      Tensor x = Tensor::from_vector(v, {2, 37}, dt).set_requires_grad();
+      Tensor y = max(x, {1});
+      CHECK(std::isnan(y.to_vector()[0]));
+      CHECK(y.to_vector()[1] == 100.0);
+      y.backward(Tensor::ones({2}, dt));
+      const auto g = x.grad().to_vector();
+      for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i] == ((i == 20 || i == 37 + 10) ? 1.0 : 0.0));
+    }
   }
   SECTION("NaN propagates and takes the gradient, like torch.amax") {
     Tensor x = Tensor::of({1, std::nan(""), 2, std::nan("")}, kFloat64).set_requires_grad();

@@ -60,7 +60,7 @@ TEST_CASE("softmax: values and gradients match PyTorch", "[softmax][parity]") {
       Tensor wide = test::randn_leaf({3, 5, 70}, gen, dt);
       batch.add(fmt::format("{}_wide_cols", op.name), fmt::format("out = {}(x, dim=1)", op.torch), {{"x", wide}},
                 [&](const Tensors& in) { return op.fn(in[0], 1); });
-      Tensor longrow = test::uniform_leaf({2, 3000}, gen, -20, 20, dt);
+      Tensor longrow = test::uniform_leaf({2, 3001}, gen, -20, 20, dt);  // full batches and a tail
       batch.add(fmt::format("{}_long_rows", op.name), fmt::format("out = {}(x, dim=-1)", op.torch), {{"x", longrow}},
                 [&](const Tensors& in) { return op.fn(in[0], -1); });
     }
@@ -99,6 +99,11 @@ TEST_CASE("softmax: rows of -inf give NaN like torch", "[softmax]") {
   const auto ls = log_softmax(x, 1).to_vector();
   CHECK((std::isnan(ls[0]) && std::isnan(ls[1])));
   CHECK((ls[2] == 0.0 && ls[3] == -inf));
+  // A NaN anywhere in a row makes the whole row NaN (torch does the same); other rows are untouched.
+  std::vector<double> v(2 * 19, 0.5);
+  v[13] = std::nan("");
+  const auto sn = softmax(Tensor::from_vector(v, {2, 19}, kFloat32), 1).to_vector();
+  for (std::size_t i = 0; i < sn.size(); ++i) CHECK(std::isnan(sn[i]) == (i < 19));
 }
 
 TEST_CASE("softmax: bit-identical with 1 and 2 threads", "[softmax][threads]") {
