@@ -144,6 +144,9 @@ Tensor from_npy_bytes(const std::string& b, const std::string& src) {
                        (kind == 'b' && item == 1);
   if (!ok_kind) bad(src, fmt::format("unsupported dtype '{}' (float32/64, integers and bool are)", dsc));
   const std::size_t data_start = hstart + hlen;
+  // A hostile shape can make n * item wrap around to the file's data size: check before multiplying.
+  if (static_cast<std::uint64_t>(n) > std::numeric_limits<std::size_t>::max() / item)
+    bad(src, fmt::format("shape {} of '{}' is too large", shape_str(h.shape), dsc));
   const std::size_t need = static_cast<std::size_t>(n) * item;
   if (b.size() - data_start != need)
     bad(src, fmt::format("shape {} of '{}' needs {} data bytes but the file has {}", shape_str(h.shape), dsc, need,

@@ -23,10 +23,19 @@ Storage::~Storage() { std::free(data); }
 
 namespace {
 std::shared_ptr<TensorImpl> make_impl(const Shape& shape, Dtype dtype) {
-  for (auto d : shape) XGRAD_CHECK(d >= 0, "tensor: negative dimension in shape {}", shape_str(shape));
+  // Checked element count: a shape whose byte size overflows would otherwise get a tiny buffer.
+  std::int64_t numel = 1;
+  bool overflow = false, empty = false;
+  for (auto d : shape) {
+    XGRAD_CHECK(d >= 0, "tensor: negative dimension in shape {}", shape_str(shape));
+    overflow = __builtin_mul_overflow(numel, d, &numel) || overflow;
+    empty = empty || d == 0;
+  }
+  XGRAD_CHECK(empty || (!overflow && numel <= PTRDIFF_MAX / static_cast<std::int64_t>(dtype_size(dtype))),
+              "tensor: shape {} is too large for {} elements", shape_str(shape), dtype_name(dtype));
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
-  impl->numel = shape_numel(shape);
+  impl->numel = empty ? 0 : numel;
   impl->dtype = dtype;
   impl->storage = std::make_shared<Storage>(static_cast<std::size_t>(impl->numel) * dtype_size(dtype));
   return impl;
@@ -82,7 +91,8 @@ Tensor Tensor::linspace(double start, double stop, std::int64_t steps, Dtype dty
   dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     // Symmetric evaluation (from both ends), as torch does, so the last point is exactly `stop`.
-    const std::int64_t half = steps / 2;
+    // One point is `start` (torch special-cases steps == 1 the same way).
+    const std::int64_t half = steps == 1 ? 1 : steps / 2;
     fill_with<T>(t, [&](std::int64_t i) {
       return i < half ? start + step * static_cast<double>(i) : stop - step * static_cast<double>(steps - 1 - i);
     });
@@ -420,21 +430,23 @@ void print_rec(std::ostream& os, const std::vector<double>& v, const Shape& s, s
   const auto n = s[dim];
   const bool summarize = n > 12;
   for (std::int64_t i = 0; i < n; ++i) {
-    if (summarize && i == 6) {
-      // skip the middle: advance pos over the elided sub-blocks
-      std::int64_t block = 1;
-      for (std::size_t d = dim + 1; d < s.size(); ++d) block *= s[d];
-      pos += block * (n - 12);
-      i = n - 6;
-      os << "..., ";
-    }
-    if (i > 0 && !(summarize && i == n - 6)) {
+    const auto separate = [&] {
       os << ',';
       if (dim + 1 < s.size())
         os << '\n' << std::string(static_cast<std::size_t>(indent + 1), ' ');
       else
         os << ' ';
+    };
+    if (summarize && i == 6) {
+      // skip the middle: advance pos over the elided sub-blocks; "a, ..., b" like torch
+      std::int64_t block = 1;
+      for (std::size_t d = dim + 1; d < s.size(); ++d) block *= s[d];
+      pos += block * (n - 12);
+      i = n - 6;
+      separate();
+      os << "...";
     }
+    if (i > 0) separate();
     print_rec(os, v, s, dim + 1, pos, indent + 1);
   }
   os << ']';

@@ -1,0 +1,503 @@
+// Tests for core/tensor.*, core/random.* and core/xtensor_interop.hpp: creation functions, dtypes,
+// 0-d scalars, seeded random numbers, item(), to(dtype), printing, in-place ops and bad shapes.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <xtensor/xtensor.hpp>
+
+#include "support.hpp"
+#include "xgrad/ops/elementwise.hpp"
+
+using namespace xgrad;
+using xgrad::test::require_error;
+
+namespace {
+std::string to_string(const Tensor& t) {
+  std::ostringstream os;
+  os << t;
+  return os.str();
+}
+
+std::uint32_t version_of(const Tensor& t) { return t.impl()->storage->version; }
+}  // namespace
+
+// ---- creation ---------------------------------------------------------------------------------
+
+TEST_CASE("zeros, ones, full, scalar: values, shapes, dtypes", "[tensor]") {
+  for (Dtype dt : {kFloat32, kFloat64}) {
+    for (const Shape& s : {Shape{}, Shape{1}, Shape{4}, Shape{2, 3}, Shape{2, 1, 3, 2}, Shape{0}, Shape{3, 0, 2}}) {
+      INFO(dtype_name(dt) << " " << shape_str(s));
+      const Tensor z = Tensor::zeros(s, dt);
+      const Tensor o = Tensor::ones(s, dt);
+      const Tensor f = Tensor::full(s, -2.75, dt);
+      for (const Tensor* t : {&z, &o, &f}) {
+        CHECK(t->shape() == s);
+        CHECK(t->dim() == static_cast<std::int64_t>(s.size()));
+        CHECK(t->numel() == shape_numel(s));
+        CHECK(t->dtype() == dt);
+        CHECK(t->nbytes() == static_cast<std::size_t>(shape_numel(s)) * dtype_size(dt));
+        CHECK(t->is_leaf());
+        CHECK_FALSE(t->requires_grad());
+      }
+      for (double v : z.to_vector()) CHECK(v == 0.0);
+      for (double v : o.to_vector()) CHECK(v == 1.0);
+      for (double v : f.to_vector()) CHECK(v == -2.75);
+    }
+  }
+  // 0-d scalars have no dimensions and one element.
+  const Tensor s = Tensor::scalar(3.5, kFloat64);
+  CHECK(s.dim() == 0);
+  CHECK(s.shape().empty());
+  CHECK(s.numel() == 1);
+  CHECK(s.item() == 3.5);
+  CHECK(Tensor::scalar(0.1).dtype() == kFloat32);
+  CHECK(Tensor::scalar(0.1).item() == static_cast<double>(0.1f));
+  // full converts the value to the dtype.
+  CHECK(Tensor::full({2}, 0.1, kFloat32).to_vector()[1] == static_cast<double>(0.1f));
+  CHECK(Tensor::full({2}, 0.1, kFloat64).to_vector()[1] == 0.1);
+}
+
+TEST_CASE("from_vector, from_data and Tensor::of", "[tensor]") {
+  const Tensor a = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, kFloat64);
+  CHECK(a.shape() == Shape{2, 3});
+  CHECK(a.data<double>()[4] == 5.0);  // row-major: (1, 1)
+  const Tensor a32 = Tensor::from_vector({0.1, 0.2}, {2}, kFloat32);
+  CHECK(a32.data<float>()[0] == 0.1f);
+  CHECK(Tensor::from_vector({7}, {}, kFloat64).item() == 7.0);
+  require_error([] { Tensor::from_vector({1, 2, 3}, {2, 2}); }, {"from_vector", "3 values", "(2, 2)"});
+
+  const std::vector<float> fv{1.5f, -2.5f, 3.25f};
+  const Tensor f = Tensor::from_data<float>(fv, {3, 1});
+  CHECK(f.dtype() == kFloat32);
+  CHECK(f.shape() == Shape{3, 1});
+  CHECK(f.to_vector() == std::vector<double>{1.5, -2.5, 3.25});
+  const std::vector<double> dv{1, 2};
+  CHECK(Tensor::from_data<double>(dv, {2}).dtype() == kFloat64);
+  require_error([&] { Tensor::from_data<double>(dv, {3}); }, {"from_data", "(3,)"});
+
+  const Tensor v = Tensor::of({1, 2, 3});
+  CHECK(v.shape() == Shape{3});
+  CHECK(v.dtype() == kFloat32);
+  CHECK(v.to_vector() == std::vector<double>{1, 2, 3});
+  const Tensor m = Tensor::of({{1, 2}, {3, 4}, {5, 6}}, kFloat64);
+  CHECK(m.shape() == Shape{3, 2});
+  CHECK(m.dtype() == kFloat64);
+  CHECK(m.to_vector() == std::vector<double>{1, 2, 3, 4, 5, 6});
+  require_error([] { Tensor::of({{1, 2}, {3}}); }, {"Tensor::of", "ragged"});
+}
+
+TEST_CASE("arange: counts and values like numpy.arange", "[tensor]") {
+  struct Case {
+    double start, stop, step;
+    std::int64_t count;  // what numpy.arange gives: ceil((stop - start) / step), at least 0
+  };
+  const Case cases[] = {{0, 10, 1, 10}, {0, 1, 0.1, 10}, {-1, 1, 0.25, 8}, {5, 0, -1, 5},     {0, 10, 3, 4},
+                        {1, 1, 1, 0},   {1, 0, 1, 0},    {0, 0.5, 1, 1},   {2.5, -1, -0.5, 7}};
+  for (const auto& c : cases)
+    for (Dtype dt : {kFloat32, kFloat64}) {
+      INFO("arange(" << c.start << ", " << c.stop << ", " << c.step << ") " << dtype_name(dt));
+      const Tensor t = Tensor::arange(c.start, c.stop, c.step, dt);
+      REQUIRE(t.shape() == Shape{c.count});
+      CHECK(t.dtype() == dt);
+      const auto v = t.to_vector();
+      for (std::int64_t i = 0; i < c.count; ++i) {
+        const double want = c.start + static_cast<double>(i) * c.step;
+        CHECK(v[static_cast<std::size_t>(i)] ==
+              (dt == kFloat32 ? static_cast<double>(static_cast<float>(want)) : want));
+        // every value lies in [start, stop) in the step's direction
+        if (c.step > 0) CHECK(v[static_cast<std::size_t>(i)] < c.stop);
+        if (c.step < 0) CHECK(v[static_cast<std::size_t>(i)] > c.stop);
+      }
+    }
+  CHECK(Tensor::arange(0, 4).to_vector() == std::vector<double>{0, 1, 2, 3});
+  require_error([] { Tensor::arange(0, 1, 0); }, {"arange", "step"});
+  require_error([] { Tensor::arange(0, std::numeric_limits<double>::infinity()); }, {"arange", "inf"});
+}
+
+TEST_CASE("linspace: counts, exact end points, values agree with torch.linspace", "[tensor]") {
+  CHECK(Tensor::linspace(0, 1, 0).shape() == Shape{0});
+  CHECK(Tensor::linspace(3, 7, 1, kFloat64).to_vector() == std::vector<double>{3});  // torch: [start]
+  CHECK(Tensor::linspace(0, 1, 5, kFloat64).to_vector() == std::vector<double>{0, 0.25, 0.5, 0.75, 1});
+  require_error([] { Tensor::linspace(0, 1, -1); }, {"linspace", "-1"});
+
+  struct Case {
+    double start, stop;
+    std::int64_t steps;
+    Dtype dtype;
+  };
+  const std::vector<Case> cases = {{-1.3, 2.7, 7, kFloat64},  {-1.3, 2.7, 7, kFloat32},     {0.1, 0.7, 100, kFloat64},
+                                   {0.1, 0.7, 100, kFloat32}, {-3.3, 1000, 1001, kFloat64}, {1, -2.2, 33, kFloat32},
+                                   {1, -2.2, 33, kFloat64},   {0.2, 0.3, 2, kFloat64},      {5, 5, 4, kFloat32},
+                                   {-0.7, 0.9, 1, kFloat64}};
+  const auto dir = std::filesystem::temp_directory_path() / ("xgrad_linspace_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  nlohmann::json js = nlohmann::json::array();
+  for (const auto& c : cases)
+    js.push_back({{"start", c.start}, {"stop", c.stop}, {"steps", c.steps}, {"dtype", dtype_name(c.dtype)}});
+  {
+    std::ofstream f(dir / "linspace.json");
+    f << js.dump();
+  }
+  const std::string cmd = "/usr/bin/python3 " + std::string(XGRAD_SOURCE_DIR) +
+                          "/tests/core/npy_roundtrip.py linspace " + dir.string() + " > " +
+                          (dir / "python.log").string() + " 2>&1";
+  INFO(cmd);
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    INFO("linspace(" << c.start << ", " << c.stop << ", " << c.steps << ") " << dtype_name(c.dtype));
+    const Tensor ours = Tensor::linspace(c.start, c.stop, c.steps, c.dtype);
+    const Tensor ref = load_npy((dir / ("linspace_" + std::to_string(i) + ".npy")).string());
+    REQUIRE(ref.shape() == ours.shape());
+    REQUIRE(ref.dtype() == ours.dtype());
+    const auto o = ours.to_vector();
+    const auto r = ref.to_vector();
+    // End points are exact (torch and we evaluate from both ends).
+    CHECK(o.front() == r.front());
+    CHECK(o.back() == r.back());
+    // Interior points: torch's vectorised kernel evaluates blocks of SIMD width from the block's
+    // first point, so the last bits of interior points depend on torch's CPU dispatch; we agree
+    // to a few ulps.
+    INFO("ours " << ours << "\ntorch " << ref);
+    const double tol = c.dtype == kFloat32 ? 4e-7 : 1e-15;
+    const double scale = std::max(std::abs(c.start), std::abs(c.stop));
+    for (std::size_t k = 0; k < o.size(); ++k) CHECK(std::abs(o[k] - r[k]) <= tol * scale);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// ---- random numbers -----------------------------------------------------------------------------
+
+TEST_CASE("Generator: mt19937_64 stream fixed by the C++ standard", "[random]") {
+  // [rand.predef]: the 10000th invocation of a default-constructed mt19937_64 (seed 5489) gives
+  // 9981545732273789042; its first value is 14514284786278117030. These hold on every machine.
+  Generator g(5489);
+  CHECK(g.next_u64() == 14514284786278117030ULL);
+  std::uint64_t v = 0;
+  for (int i = 1; i < 10000; ++i) v = g.next_u64();
+  CHECK(v == 9981545732273789042ULL);
+
+  // uniform() uses the top 53 bits of one draw.
+  Generator u(5489);
+  CHECK(u.uniform() == static_cast<double>(14514284786278117030ULL >> 11) * 0x1.0p-53);
+
+  // manual_seed restarts the stream (and forgets a pending Box-Muller value).
+  Generator a(42);
+  const double n0 = a.normal();  // leaves the pair's second value pending
+  a.manual_seed(42);
+  CHECK(a.normal() == n0);
+
+  // integer(n) is in range.
+  Generator r(3);
+  for (int i = 0; i < 1000; ++i) CHECK(r.integer(7) < 7);
+}
+
+TEST_CASE("rand and randn: same seed gives the same numbers, values match the definition", "[random]") {
+  for (Dtype dt : {kFloat32, kFloat64}) {
+    INFO(dtype_name(dt));
+    Generator g1(123), g2(123), g3(124);
+    const Tensor a = Tensor::rand({3, 5}, g1, dt);
+    const Tensor b = Tensor::rand({3, 5}, g2, dt);
+    const Tensor c = Tensor::rand({3, 5}, g3, dt);
+    CHECK(a.shape() == Shape{3, 5});
+    CHECK(a.dtype() == dt);
+    CHECK(bit_equal(a, b));
+    CHECK_FALSE(bit_equal(a, c));
+    // Continuing the stream gives new numbers.
+    CHECK_FALSE(bit_equal(Tensor::rand({3, 5}, g1, dt), a));
+
+    // rand is (next_u64 >> 11) * 2^-53 from the standard engine, element by element.
+    std::mt19937_64 ref(123);
+    const auto av = a.to_vector();
+    for (double x : av) {
+      const double want = static_cast<double>(ref() >> 11) * 0x1.0p-53;
+      CHECK(x == (dt == kFloat32 ? static_cast<double>(static_cast<float>(want)) : want));
+      CHECK(x >= 0.0);
+      CHECK(x <= 1.0);  // float32 rounding may reach 1.0f from just below 1
+    }
+
+    Generator h1(7), h2(7);
+    const Tensor n1 = Tensor::randn({4, 3}, h1, dt);
+    const Tensor n2 = Tensor::randn({4, 3}, h2, dt);
+    CHECK(bit_equal(n1, n2));
+    // randn is Box-Muller on consecutive uniforms, both values used (cos first, then sin).
+    std::mt19937_64 e(7);
+    const auto nv = n1.to_vector();
+    for (std::size_t i = 0; i + 1 < nv.size(); i += 2) {
+      double u1 = static_cast<double>(e() >> 11) * 0x1.0p-53;
+      while (u1 <= 0.0) u1 = static_cast<double>(e() >> 11) * 0x1.0p-53;
+      const double u2 = static_cast<double>(e() >> 11) * 0x1.0p-53;
+      const double r = std::sqrt(-2.0 * std::log(u1));
+      const double th = 2.0 * 3.14159265358979323846 * u2;
+      const double tol = dt == kFloat32 ? 1e-6 : 1e-14;
+      CHECK(std::abs(nv[i] - r * std::cos(th)) <= tol * (1 + std::abs(nv[i])));
+      CHECK(std::abs(nv[i + 1] - r * std::sin(th)) <= tol * (1 + std::abs(nv[i + 1])));
+    }
+  }
+  // A 0-d random tensor.
+  Generator g(9);
+  CHECK(Tensor::rand({}, g).dim() == 0);
+}
+
+TEST_CASE("randn and rand: statistics are sane", "[random]") {
+  Generator g(2024);
+  const std::int64_t n = 200000;
+  const auto v = Tensor::randn({n}, g, kFloat64).to_vector();
+  double mean = 0, m2 = 0, m4 = 0;
+  std::int64_t within1 = 0;
+  for (double x : v) mean += x;
+  mean /= static_cast<double>(n);
+  for (double x : v) {
+    m2 += (x - mean) * (x - mean);
+    m4 += std::pow(x - mean, 4);
+    within1 += std::abs(x) < 1.0;
+  }
+  const double var = m2 / static_cast<double>(n - 1);
+  const double kurt = m4 / static_cast<double>(n) / (var * var);
+  // Standard errors: mean 1/sqrt(n) = 0.0022, variance sqrt(2/n) = 0.0032; allow about 5 sigma.
+  CHECK(std::abs(mean) < 0.011);
+  CHECK(std::abs(var - 1.0) < 0.016);
+  CHECK(std::abs(kurt - 3.0) < 0.06);
+  CHECK(std::abs(static_cast<double>(within1) / static_cast<double>(n) - 0.682689) < 0.006);
+
+  const auto u = Tensor::rand({n}, g, kFloat64).to_vector();
+  double umean = 0, umin = 1, umax = 0;
+  for (double x : u) {
+    umean += x;
+    umin = std::min(umin, x);
+    umax = std::max(umax, x);
+  }
+  umean /= static_cast<double>(n);
+  CHECK(std::abs(umean - 0.5) < 0.004);  // sd 0.29/sqrt(n) = 0.00065
+  CHECK(umin >= 0.0);
+  CHECK(umin < 1e-3);
+  CHECK(umax < 1.0);
+  CHECK(umax > 1 - 1e-3);
+}
+
+// ---- xtensor interop ----------------------------------------------------------------------------
+
+TEST_CASE("from_xtensor, to_xarray, as_xtensor", "[tensor][xtensor]") {
+  xt::xarray<double> a = {{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}};
+  const Tensor t = from_xtensor(a);
+  CHECK(t.dtype() == kFloat64);
+  CHECK(t.shape() == Shape{2, 3});
+  CHECK(t.to_vector() == std::vector<double>{1, 2, 3, 4, 5, 6});
+  a(0, 0) = 100;  // a copy: the tensor is independent
+  CHECK(t.to_vector()[0] == 1.0);
+
+  xt::xtensor<float, 3> b = xt::ones<float>({2, 1, 4});
+  const Tensor tb = from_xtensor(b);
+  CHECK(tb.dtype() == kFloat32);
+  CHECK(tb.shape() == Shape{2, 1, 4});
+
+  // An unevaluated expression, and a column-major container, are evaluated row-major.
+  const Tensor te = from_xtensor(a * 2.0 + 1.0);
+  CHECK(te.to_vector() == std::vector<double>{201, 5, 7, 9, 11, 13});
+  xt::xarray<double, xt::layout_type::column_major> cm = {{1.0, 2.0}, {3.0, 4.0}};
+  CHECK(from_xtensor(cm).to_vector() == std::vector<double>{1, 2, 3, 4});
+
+  // 0-d
+  xt::xarray<double> s = 4.25;
+  const Tensor ts = from_xtensor(s);
+  CHECK(ts.dim() == 0);
+  CHECK(ts.item() == 4.25);
+
+  // to_xarray: owning copy, converting dtype.
+  const Tensor f32 = Tensor::of({{0.5, 1.5}, {2.5, 3.5}});
+  const xt::xarray<double> back = to_xarray<double>(f32);
+  REQUIRE(back.shape().size() == 2);
+  CHECK(back.shape()[0] == 2);
+  CHECK(back(1, 0) == 2.5);
+  const xt::xarray<float> same = to_xarray<float>(f32);
+  CHECK(same(1, 1) == 3.5f);
+  CHECK(to_xarray<double>(Tensor::scalar(2.0)).dimension() == 0);
+
+  // as_xtensor: a writable view of the tensor's storage.
+  Tensor v = Tensor::zeros({2, 2}, kFloat64);
+  auto view = as_xtensor<double>(v);
+  view(1, 0) = 9.0;
+  CHECK(v.to_vector() == std::vector<double>{0, 0, 9, 0});
+  CHECK(view.shape()[1] == 2);
+  require_error([&] { (void)as_xtensor<float>(v); }, {"data<float32>", "float64"});
+}
+
+// ---- item, to(dtype), metadata ------------------------------------------------------------------
+
+TEST_CASE("item(): one element only", "[tensor]") {
+  CHECK(Tensor::scalar(-1.25, kFloat64).item() == -1.25);
+  CHECK(Tensor::full({1, 1, 1}, 6.5).item() == 6.5);
+  require_error([] { (void)Tensor::zeros({2, 3}).item(); }, {"item", "(2, 3)", "6 elements"});
+  require_error([] { (void)Tensor::zeros({0}).item(); }, {"item", "0 elements"});
+  require_error([] { (void)Tensor().item(); }, {"undefined"});
+}
+
+TEST_CASE("to(dtype): values and gradient", "[tensor][autograd]") {
+  const Tensor x64 = Tensor::of({0.1, -1e-3, 3.0, 1e30}, kFloat64);
+  const Tensor x32 = x64.to(kFloat32);
+  CHECK(x32.dtype() == kFloat32);
+  CHECK(x32.shape() == x64.shape());
+  const auto v = x32.to_vector();
+  const auto w = x64.to_vector();
+  for (std::size_t i = 0; i < v.size(); ++i) CHECK(v[i] == static_cast<double>(static_cast<float>(w[i])));
+  CHECK(x32.to(kFloat64).to_vector() == v);  // widening is exact
+  CHECK(x64.to(kFloat64).is_same(x64));      // same dtype: the same tensor
+  CHECK(Tensor::scalar(2.5).to(kFloat64).dim() == 0);
+
+  // Differentiable: the gradient comes back in the input's dtype.
+  Tensor a = Tensor::of({1.5, -2.0, 0.25}).set_requires_grad();
+  Tensor b = a.to(kFloat64);
+  REQUIRE(b.grad_fn());
+  CHECK(std::string(b.grad_fn()->name()) == "to");
+  Tensor y = mul(b, Tensor::of({2.0, 3.0, 4.0}, kFloat64));
+  y.backward(Tensor::of({1.0, 10.0, 100.0}, kFloat64));
+  REQUIRE(a.grad().defined());
+  CHECK(a.grad().dtype() == kFloat32);
+  CHECK(a.grad().to_vector() == std::vector<double>{2.0, 30.0, 400.0});
+
+  // gradcheck through a round trip float64 -> float32 -> float64 is not meaningful (rounding),
+  // but float64 -> float64 through a float64 consumer of a converted tensor is:
+  Generator gen(4);
+  Tensor p = test::randn_leaf({3}, gen);
+  test::require_gradcheck([](const Tensors& in) { return mul(in[0].to(kFloat64), in[0]); }, {p});
+}
+
+TEST_CASE("metadata accessors and undefined tensors", "[tensor]") {
+  const Tensor t = Tensor::zeros({2, 3, 4});
+  CHECK(t.size(0) == 2);
+  CHECK(t.size(-1) == 4);
+  require_error([&] { (void)t.size(3); }, {"size", "(2, 3, 4)"});
+  require_error([&] { (void)t.data<double>(); }, {"data<float64>", "float32"});
+  const Tensor u;
+  CHECK_FALSE(u.defined());
+  require_error([&] { (void)u.shape(); }, {"shape", "undefined"});
+  require_error([&] { (void)u.numel(); }, {"numel", "undefined"});
+
+  // detach shares storage; clone_data does not; alias_with_shape reshapes without copying.
+  Tensor a = Tensor::arange(0, 6, 1, kFloat64);
+  Tensor d = a.detach();
+  Tensor c = a.clone_data();
+  Tensor r = alias_with_shape(a, {2, 3});
+  d.data<double>()[0] = 42;
+  CHECK(a.to_vector()[0] == 42);
+  CHECK(r.to_vector()[0] == 42);
+  CHECK(c.to_vector()[0] == 0);
+  CHECK(r.shape() == Shape{2, 3});
+  require_error([&] { alias_with_shape(a, {4, 2}); }, {"reshape", "(6,)", "(4, 2)"});
+  CHECK(bit_equal(Tensor(), Tensor()));
+  CHECK_FALSE(bit_equal(Tensor::zeros({2}), Tensor::zeros({2}, kFloat64)));
+}
+
+TEST_CASE("negative dimensions are an Error", "[tensor]") {
+  Generator g(1);
+  require_error([] { Tensor::zeros({2, -1}); }, {"negative dimension", "(2, -1)"});
+  require_error([] { Tensor::ones({-3}); }, {"negative dimension", "(-3,)"});
+  require_error([] { Tensor::full({-1, 4}, 1.0); }, {"negative dimension"});
+  require_error([] { Tensor::empty({-2}, kFloat64); }, {"negative dimension"});
+  require_error([&] { Tensor::rand({2, -5}, g); }, {"negative dimension"});
+  require_error([&] { Tensor::randn({-1}, g); }, {"negative dimension"});
+  require_error([] { Tensor::from_vector({1, 2}, {-1, -2}); }, {"negative dimension"});
+}
+
+TEST_CASE("shapes whose size overflows are an Error, zero-size shapes are not", "[tensor]") {
+  // 2^62 * 8 elements overflows int64; 2^61 float64 elements overflow the byte count.
+  const std::int64_t big = std::int64_t{1} << 62;
+  require_error([&] { Tensor::zeros({big, 8}); }, {"too large", "(4611686018427387904, 8)"});
+  require_error([&] { Tensor::empty({std::int64_t{1} << 61}, kFloat64); }, {"too large", "float64"});
+  require_error([&] { Tensor::ones({big, big, big}); }, {"too large"});
+  // A zero dimension makes any shape empty.
+  const Tensor e = Tensor::zeros({big, 0, big});
+  CHECK(e.numel() == 0);
+  CHECK(e.nbytes() == 0);
+  CHECK(e.to_vector().empty());
+}
+
+// ---- printing -----------------------------------------------------------------------------------
+
+TEST_CASE("printing", "[tensor]") {
+  CHECK(to_string(Tensor::of({1, 2.5, -3})) == "tensor([1, 2.5, -3], dtype=float32)");
+  CHECK(to_string(Tensor::scalar(3.5, kFloat64)) == "tensor(3.5, dtype=float64)");
+  CHECK(to_string(Tensor::of({{1, 2}, {3, 4}}, kFloat64)) == "tensor([[1, 2],\n        [3, 4]], dtype=float64)");
+  CHECK(to_string(Tensor::zeros({0})) == "tensor([], dtype=float32)");
+  CHECK(to_string(Tensor()) == "tensor(undefined)");
+
+  Tensor x = Tensor::of({1, 2}).set_requires_grad();
+  CHECK(to_string(x) == "tensor([1, 2], dtype=float32, requires_grad=True)");
+  const std::string y = to_string(mul(x, x));
+  CHECK(y.find("tensor(") == 0);
+  CHECK(y.find("dtype=float32") != std::string::npos);
+  CHECK(y.find("grad_fn=<mul>") != std::string::npos);
+  CHECK(y.find("[1, 4]") != std::string::npos);
+
+  // Dimensions longer than 12 are summarised, keeping six entries at each end.
+  const std::string longs = to_string(Tensor::arange(0, 100, 1, kFloat64));
+  INFO(longs);
+  CHECK(longs == "tensor([0, 1, 2, 3, 4, 5, ..., 94, 95, 96, 97, 98, 99], dtype=float64)");
+  const std::string rows = to_string(alias_with_shape(Tensor::arange(0, 40, 1, kFloat64), {20, 2}));
+  INFO(rows);
+  CHECK(rows.find("[10, 11],\n        ...,\n        [28, 29]") != std::string::npos);
+  CHECK(rows.find("[12, 13]") == std::string::npos);
+}
+
+// ---- in-place ops -------------------------------------------------------------------------------
+
+TEST_CASE("in-place ops: values, version counter, refusal on leaves requiring grad", "[tensor][autograd]") {
+  Tensor t = Tensor::zeros({2, 2}, kFloat64);
+  std::uint32_t v = version_of(t);
+  t.fill_(1.5);
+  CHECK(version_of(t) == ++v);
+  CHECK(t.to_vector() == std::vector<double>{1.5, 1.5, 1.5, 1.5});
+  t.add_(Tensor::of({{1, 2}, {3, 4}}, kFloat64), 2.0);
+  CHECK(version_of(t) == ++v);
+  CHECK(t.to_vector() == std::vector<double>{3.5, 5.5, 7.5, 9.5});
+  t.add_(Tensor::ones({2, 2}, kFloat64));
+  CHECK(version_of(t) == ++v);
+  CHECK(t.to_vector() == std::vector<double>{4.5, 6.5, 8.5, 10.5});
+  t.mul_(-2);
+  CHECK(version_of(t) == ++v);
+  CHECK(t.to_vector() == std::vector<double>{-9, -13, -17, -21});
+  t.copy_(Tensor::of({{0.1, 0.2}, {0.3, 0.4}}));  // float32 source, converted
+  CHECK(version_of(t) == ++v);
+  CHECK(t.to_vector()[0] == static_cast<double>(0.1f));
+  t.zero_();
+  CHECK(version_of(t) == ++v);
+  CHECK(t.to_vector() == std::vector<double>{0, 0, 0, 0});
+  // A view shares the version counter (same storage).
+  Tensor d = t.detach();
+  d.fill_(1);
+  CHECK(version_of(t) == ++v);
+
+  require_error([&] { t.add_(Tensor::ones({2})); }, {"add_", "(2, 2)", "(2,)"});
+  require_error([&] { t.add_(Tensor::ones({2, 2}, kFloat32)); }, {"add_", "float64", "float32"});
+  require_error([&] { t.copy_(Tensor::ones({4})); }, {"copy_", "(4,)", "(2, 2)"});
+
+  // Leaves that require grad: refused in grad mode, allowed under NoGradGuard (optimizer updates).
+  Tensor w = Tensor::ones({3}).set_requires_grad();
+  const std::uint32_t wv = version_of(w);
+  require_error([&] { w.fill_(0); }, {"fill_", "in-place", "requires grad"});
+  require_error([&] { w.add_(Tensor::ones({3})); }, {"add_", "in-place"});
+  require_error([&] { w.mul_(2); }, {"mul_", "in-place"});
+  require_error([&] { w.copy_(Tensor::ones({3})); }, {"copy_", "in-place"});
+  CHECK(version_of(w) == wv);  // refused ops do not bump the version
+  CHECK(w.to_vector() == std::vector<double>{1, 1, 1});
+  {
+    NoGradGuard ng;
+    w.add_(Tensor::ones({3}), -0.5);
+    w.mul_(4);
+  }
+  CHECK(w.to_vector() == std::vector<double>{2, 2, 2});
+  CHECK(version_of(w) == wv + 2);
+  // Non-leaf outputs of recorded ops require grad too.
+  Tensor y = mul(w, w);
+  require_error([&] { y.fill_(0); }, {"fill_", "in-place"});
+  // set_requires_grad only on leaves.
+  require_error([&] { y.set_requires_grad(); }, {"set_requires_grad", "mul"});
+}
