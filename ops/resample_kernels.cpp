@@ -485,21 +485,27 @@ Taps taps_for(const Geometry& geo, const Evaluator& ev, double c, std::vector<T>
   if (ev.kind == Evaluator::sampled && geo.uniform) {
     // Cells of the sampled lattice cover consecutive taps: Horner with per-cell coefficients.
     const double U0 = (c - geo.x0 - geo.lo - static_cast<double>(ba) * geo.dx) / ev.delta;
-    const double du = geo.dx / ev.delta;
+    const double du = geo.dx / ev.delta, inv_du = ev.delta / geo.dx;
     const std::int64_t last = ev.ncells - 1;
     std::int64_t j = 0;
     while (j < n) {
+      // Truncation instead of floor (values below 0 clamp to cell 0 either way), a multiply
+      // instead of a divide: this runs once per cell.
       const std::int64_t i =
-          std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(U0 - static_cast<double>(j) * du)), 0, last);
-      std::int64_t je = i == 0 ? n : static_cast<std::int64_t>(std::floor((U0 - static_cast<double>(i)) / du)) + 1;
+          std::clamp<std::int64_t>(static_cast<std::int64_t>(std::max(0.0, U0 - static_cast<double>(j) * du)), 0, last);
+      std::int64_t je =
+          i == 0 ? n : static_cast<std::int64_t>(std::max(-1.0, (U0 - static_cast<double>(i)) * inv_du)) + 1;
       je = std::clamp<std::int64_t>(je, j + 1, n);
       const double* a = ev.cells + i * 4;
       const T a0 = static_cast<T>(a[0]), a1 = static_cast<T>(a[1]), a2 = static_cast<T>(a[2]),
               a3 = static_cast<T>(a[3]);
-      const T s0 = static_cast<T>(U0 - static_cast<double>(i)), ds = static_cast<T>(du);
-      for (std::int64_t q = j; q < je; ++q) {
-        const T s = s0 - static_cast<T>(q) * ds;
-        wp[q] = ((a3 * s + a2) * s + a1) * s + a0;
+      // s relative to the cell's first tap, with a 32-bit counter (vectorisable conversions).
+      const T sj = static_cast<T>(U0 - static_cast<double>(i) - static_cast<double>(j) * du), ds = static_cast<T>(du);
+      const int cnt = static_cast<int>(je - j);
+      T* wq = wp + j;
+      for (int q = 0; q < cnt; ++q) {
+        const T s = sj - static_cast<T>(q) * ds;
+        wq[q] = ((a3 * s + a2) * s + a1) * s + a0;
       }
       j = je;
     }
@@ -562,8 +568,9 @@ void moments4(const T* f, std::int64_t n, double s0, double du, double* M) {
   for (int l = 0; l < W; ++l) lane[l] = static_cast<T>(l);
   V m0 = {}, m1 = {}, m2 = {}, m3 = {};
   const T s0t = static_cast<T>(s0), dut = static_cast<T>(du);
-  std::int64_t q = 0;
-  for (; q + W <= n; q += W) {
+  int q = 0;
+  const int n32 = static_cast<int>(n);
+  for (; q + W <= n32; q += W) {
     const V s = s0t - (lane + static_cast<T>(q)) * dut;
     const V fv = load(f + q);
     m0 += fv;
