@@ -62,26 +62,29 @@ void check_saved(const Node& node, bool released, const std::vector<Tensor>& sav
 }
 }  // namespace detail
 
-bool GraphBuilder::make_edges(Node& node, const std::vector<const Tensor*>& inputs) {
+bool GraphBuilder::should_record(std::span<const Tensor* const> inputs) {
   if (!GradMode::is_enabled()) return false;
-  bool any = false;
   for (const Tensor* t : inputs)
-    if (t->defined() && t->requires_grad()) {
-      any = true;
-      break;
-    }
-  if (!any) return false;
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+bool GraphBuilder::make_edges(Node& node, const std::vector<const Tensor*>& inputs) {
+  return make_edges(node, std::span<const Tensor* const>(inputs));
+}
+
+bool GraphBuilder::make_edges(Node& node, std::span<const Tensor* const> inputs) {
+  if (!should_record(inputs)) return false;
   node.next_edges_.resize(inputs.size());
   node.input_meta_.resize(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = *inputs[i];
     if (!t.defined()) continue;
-    node.input_meta_[i] = TensorMeta{t.shape(), t.dtype()};
-    if (!t.requires_grad()) continue;
     const auto& impl = t.impl();
+    node.input_meta_[i] = TensorMeta{impl->shape, impl->dtype};
     if (impl->grad_fn)
       node.next_edges_[i] = Edge{impl->grad_fn, nullptr, impl->output_nr};
-    else
+    else if (impl->requires_grad)
       node.next_edges_[i] = Edge{nullptr, impl, 0};
   }
   return true;
@@ -89,6 +92,10 @@ bool GraphBuilder::make_edges(Node& node, const std::vector<const Tensor*>& inpu
 
 void GraphBuilder::set_history(const std::shared_ptr<Node>& node, const std::vector<const Tensor*>& /*inputs*/,
                                Tensors& outputs) {
+  set_history(node, std::span<Tensor>(outputs));
+}
+
+void GraphBuilder::set_history(const std::shared_ptr<Node>& node, std::span<Tensor> outputs) {
   node->sequence_nr_ = g_sequence.fetch_add(1, std::memory_order_relaxed);
   node->output_meta_.reserve(outputs.size());
   for (std::size_t k = 0; k < outputs.size(); ++k) {
@@ -97,7 +104,7 @@ void GraphBuilder::set_history(const std::shared_ptr<Node>& node, const std::vec
     // An output that aliases an input's TensorImpl (e.g. an identity) must get its own impl so
     // that setting its history does not rewrite the input's.
     if (out.impl()->grad_fn || out.impl()->requires_grad) out = out.detach();
-    node->output_meta_.push_back(TensorMeta{out.shape(), out.dtype()});
+    node->output_meta_.push_back(TensorMeta{out.impl()->shape, out.impl()->dtype});
     out.impl()->grad_fn = node;
     out.impl()->output_nr = static_cast<std::uint32_t>(k);
   }
@@ -118,19 +125,33 @@ void Tensor::retain_grad() {
 // ---- engine -------------------------------------------------------------------------------------
 namespace {
 
-// Adds g into acc: takes g when acc is empty, adds in place when acc's buffer is ours alone.
+bool exclusively_owned(const Tensor& t) { return t.impl().use_count() == 1 && t.impl()->storage.use_count() == 1; }
+
+// Adds g into acc: takes g when acc is empty, adds in place into whichever of the two buffers is
+// owned by nobody else (float addition is commutative, so acc + g and g + acc are the same bits),
+// and copies only when both are shared.
 void accumulate(Tensor& acc, Tensor&& g) {
   if (!acc.defined()) {
     acc = std::move(g);
     return;
   }
-  const bool exclusive = acc.impl().use_count() == 1 && acc.impl()->storage.use_count() == 1;
-  if (!exclusive) acc = acc.clone_data();
+  if (!exclusively_owned(acc)) {
+    if (exclusively_owned(g) && !g.impl()->grad_fn) {
+      std::swap(acc, g);
+    } else {
+      acc = acc.clone_data();
+    }
+  }
   dispatch(acc.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    T* p = acc.data<T>();
-    const T* q = g.data<T>();
-    parallel_for(0, acc.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+    T* p = static_cast<T*>(acc.impl()->storage->data);
+    const T* q = static_cast<const T*>(g.impl()->storage->data);
+    const std::int64_t n = acc.impl()->numel;
+    if (n == 1) {
+      p[0] += q[0];
+      return;
+    }
+    parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t i = b; i < e; ++i) p[i] += q[i];
     });
   });
@@ -162,17 +183,59 @@ void check_grad(const Node& node, std::size_t i, const Tensor& g) {
               shape_str(g.shape()), g.dtype(), shape_str(meta.shape), meta.dtype);
 }
 
+// Note [Engine index]: the engine maps nodes to their tasks. Most graphs handed to backward are
+// small (a handful of ops), where a linear scan of a flat vector beats hashing (no allocation per
+// node); past kLinearIndexLimit nodes the engine switches to a hash map.
+constexpr std::size_t kLinearIndexLimit = 48;
+
+struct NodeIndex {
+  std::vector<const Node*> nodes;  // task i's node, while linear
+  std::unordered_map<const Node*, std::size_t> map;
+  bool hashed = false;
+
+  // Index of n, or npos.
+  std::size_t find(const Node* n) const {
+    if (hashed) {
+      auto it = map.find(n);
+      return it == map.end() ? npos : it->second;
+    }
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      if (nodes[i] == n) return i;
+    return npos;
+  }
+  std::size_t at(const Node* n) const {
+    const std::size_t i = find(n);
+    XGRAD_ASSERT(i != npos);
+    return i;
+  }
+  void add(const Node* n, std::size_t i) {
+    if (!hashed && nodes.size() < kLinearIndexLimit) {
+      nodes.push_back(n);
+      return;
+    }
+    if (!hashed) {
+      map.reserve(4 * kLinearIndexLimit);
+      for (std::size_t k = 0; k < nodes.size(); ++k) map.emplace(nodes[k], k);
+      hashed = true;
+    }
+    map.emplace(n, i);
+  }
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+};
+
 struct Engine {
   std::vector<Task> tasks;
-  std::unordered_map<const Node*, std::size_t> index;
+  NodeIndex index;
   // For autograd::grad: capture gradients of chosen tensors instead of writing .grad.
   std::unordered_map<const TensorImpl*, Tensor>* captures = nullptr;
   std::unordered_map<const Node*, std::vector<std::pair<std::uint32_t, const TensorImpl*>>> capture_outputs;
 
   std::size_t task_of(const std::shared_ptr<Node>& n) {
-    auto [it, inserted] = index.try_emplace(n.get(), tasks.size());
-    if (inserted) tasks.push_back(Task{n, Tensors(n->output_meta().size())});
-    return it->second;
+    const std::size_t found = index.find(n.get());
+    if (found != NodeIndex::npos) return found;
+    index.add(n.get(), tasks.size());
+    tasks.push_back(Task{n, Tensors(n->output_meta().size())});
+    return tasks.size() - 1;
   }
 
   void gather(const std::vector<std::shared_ptr<Node>>& roots) {

@@ -8,12 +8,19 @@
 // summing gradients per input in that fixed order (deterministic whatever the thread count).
 // Nodes are owned by the tensors that were produced by them: a graph dies with its outputs.
 //
-// Note [Saved tensors]: Function::save_for_backward stores aliases with no history (same storage,
-// no grad_fn), so saving an op's own output makes no reference cycle, and records the storage
-// version; backward refuses a tensor modified in place after it was saved. Double backward
-// (create_graph) is not supported: backward functions run in no-grad mode.
+// Note [Saved tensors]: Function::save_for_backward records the storage version, and backward
+// refuses a tensor modified in place after it was saved. A tensor that may still become this op's
+// own output (no grad_fn and not requiring grad, e.g. the fresh result) is saved as an alias with no
+// history (same storage, no grad_fn), so saving an op's output makes no reference cycle. Any other
+// tensor (a leaf that requires grad, or an earlier op's output) is saved as is: it can never be
+// given this op's history (set_history detaches such outputs first), and skipping the alias saves
+// two heap allocations per saved input. Backward code must not rely on saved tensors having no
+// history; it runs in no-grad mode anyway. Double backward (create_graph) is not supported:
+// backward functions run in no-grad mode.
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -126,9 +133,11 @@ class Function : public Node {
 
   /// Saves tensors for backward (aliases without history; see Note [Saved tensors]).
   void save_for_backward(std::initializer_list<Tensor> ts) {
+    reserve_saved(ts.size());
     for (const auto& t : ts) save_one(t);
   }
   void save_for_backward(const Tensors& ts) {
+    reserve_saved(ts.size());
     for (const auto& t : ts) save_one(t);
   }
   /// The saved tensors, in save order; throws if they were freed or modified in place since.
@@ -146,6 +155,10 @@ class Function : public Node {
 
  private:
   void save_one(const Tensor& t);
+  void reserve_saved(std::size_t more) {
+    saved_.reserve(saved_.size() + more);
+    saved_versions_.reserve(saved_versions_.size() + more);
+  }
   std::vector<Tensor> saved_;
   std::vector<std::uint32_t> saved_versions_;
 };
@@ -157,12 +170,52 @@ void collect_input(std::vector<const Tensor*>& out, const Tensor& t);
 void collect_input(std::vector<const Tensor*>& out, const Tensors& ts);
 template <class T>
 void collect_input(std::vector<const Tensor*>&, const T&) {}
+
+/// The tensor inputs of one apply() call: inline storage for the usual few, heap beyond that.
+class InputList {
+ public:
+  InputList() = default;
+  InputList(const InputList&) = delete;
+  InputList& operator=(const InputList&) = delete;
+  void push_back(const Tensor* t) {
+    if (heap_.empty() && n_ < kInline) {
+      inline_[n_++] = t;
+      return;
+    }
+    if (heap_.empty()) heap_.assign(inline_.begin(), inline_.begin() + static_cast<std::ptrdiff_t>(n_));
+    heap_.push_back(t);
+    ++n_;
+  }
+  std::span<const Tensor* const> span() const {
+    return heap_.empty() ? std::span<const Tensor* const>(inline_.data(), n_) : std::span<const Tensor* const>(heap_);
+  }
+
+ private:
+  static constexpr std::size_t kInline = 6;
+  std::array<const Tensor*, kInline> inline_{};
+  std::size_t n_ = 0;
+  std::vector<const Tensor*> heap_;
+};
+inline void collect_input(InputList& out, const Tensor& t) { out.push_back(&t); }
+inline void collect_input(InputList& out, const Tensors& ts) {
+  for (const auto& t : ts) out.push_back(&t);
+}
+template <class T>
+void collect_input(InputList&, const T&) {}
+
+/// True when `t` could still be given the history of the op being recorded (see Note [Saved tensors]).
+inline bool may_become_output(const Tensor& t) { return !t.impl()->grad_fn && !t.impl()->requires_grad; }
 }  // namespace detail
 
 template <class Derived>
 void Function<Derived>::save_one(const Tensor& t) {
-  saved_.push_back(t.defined() ? t.detach() : Tensor());
-  saved_versions_.push_back(t.defined() ? t.impl()->storage->version : 0);
+  if (!t.defined()) {
+    saved_.emplace_back();
+    saved_versions_.push_back(0);
+    return;
+  }
+  saved_.push_back(detail::may_become_output(t) ? t.detach() : t);
+  saved_versions_.push_back(t.impl()->storage->version);
 }
 
 template <class Derived>
@@ -181,37 +234,44 @@ Tensor Function<Derived>::saved(std::size_t i) const {
 /// Wires a forward's outputs into the graph. Used by apply(); public so that ops with unusual
 /// argument lists can call it directly.
 struct GraphBuilder {
+  /// True when grad mode is on and some defined input requires grad (i.e. a node would be recorded).
+  static bool should_record(std::span<const Tensor* const> inputs);
   /// Edges for the inputs; returns false when no input needs a gradient (or grad mode is off).
   static bool make_edges(Node& node, const std::vector<const Tensor*>& inputs);
+  static bool make_edges(Node& node, std::span<const Tensor* const> inputs);
   static void set_history(const std::shared_ptr<Node>& node, const std::vector<const Tensor*>& inputs,
                           Tensors& outputs);
+  static void set_history(const std::shared_ptr<Node>& node, std::span<Tensor> outputs);
 };
 
 /// Runs F::forward(args...) without recording, and records one node for it when grad mode is on
 /// and some tensor input requires grad. Returns what forward returns (Tensor or Tensors).
+///
+/// Note [apply fast path]: the node is allocated once, in its shared_ptr, before forward runs (no
+/// move of a stack Function into the heap afterwards), and the input list lives on the stack: per
+/// op this saves several heap allocations, which dominate the cost of ops on small tensors.
 template <class F, class... Args>
 auto apply(Args&&... args) {
   static_assert(std::is_base_of_v<Node, F>, "apply<F>: F must derive from xgrad::Function<F>");
-  std::vector<const Tensor*> inputs;
-  inputs.reserve(sizeof...(Args));
+  detail::InputList inputs;
   (detail::collect_input(inputs, args), ...);
-  F fn;
-  const bool record = GraphBuilder::make_edges(fn, inputs);
-  using Out = decltype(fn.forward(std::forward<Args>(args)...));
+  using Out = decltype(std::declval<F&>().forward(std::forward<Args>(args)...));
   static_assert(std::is_same_v<Out, Tensor> || std::is_same_v<Out, Tensors>, "forward must return Tensor or Tensors");
-  Out out = [&] {
+  const auto run_forward = [&](F& fn) {
     NoGradGuard guard;
     return fn.forward(std::forward<Args>(args)...);
-  }();
-  if (record) {
-    auto node = std::make_shared<F>(std::move(fn));
-    if constexpr (std::is_same_v<Out, Tensor>) {
-      Tensors outs{std::move(out)};
-      GraphBuilder::set_history(node, inputs, outs);
-      return std::move(outs[0]);
-    } else {
-      GraphBuilder::set_history(node, inputs, out);
-    }
+  };
+  if (!GraphBuilder::should_record(inputs.span())) {
+    F fn;
+    return run_forward(fn);
+  }
+  auto node = std::make_shared<F>();
+  GraphBuilder::make_edges(*node, inputs.span());
+  Out out = run_forward(*node);
+  if constexpr (std::is_same_v<Out, Tensor>) {
+    GraphBuilder::set_history(node, std::span<Tensor>(&out, 1));
+  } else {
+    GraphBuilder::set_history(node, std::span<Tensor>(out));
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/ops/broadcast_kernel.hpp"
 #include "xgrad/ops/reduce_kernel.hpp"
+#include "xgrad/ops/vec_kernel.hpp"
 
 namespace xgrad {
 
@@ -158,22 +159,28 @@ struct MinOp {
   }
 };
 
+// Note [Small-op overhead]: the input shapes needed by backward come from the node's input_meta()
+// (recorded by the engine anyway), the output shape is only computed when the inputs differ, and
+// inputs are saved only when a node is recorded: each avoids heap allocations that dominate ops on
+// tiny tensors.
 template <class Op>
 struct Binary : Function<Binary<Op>> {
   static constexpr const char* kName = Op::kName;
-  Shape a_shape, b_shape;
   Tensor forward(const Tensor& a, const Tensor& b) {
     check_binary(Op::kName, a, b);
-    const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), Op::kName);
-    Tensor y = map2(a, b, out_shape, [](auto x, auto z) { return Op::f(x, z); });
-    a_shape = a.shape();
-    b_shape = b.shape();
-    if constexpr (Op::kSavesInputs) this->save_for_backward({a, b});
-    if constexpr (Op::kSavesOutput) this->save_for_backward({y});
+    const auto op = [](auto x, auto z) { return Op::f(x, z); };
+    Tensor y = a.shape() == b.shape() ? map2(a, b, a.shape(), op)
+                                      : map2(a, b, broadcast_shapes(a.shape(), b.shape(), Op::kName), op);
+    if (this->needs_input_grad(0) || this->needs_input_grad(1)) {
+      if constexpr (Op::kSavesInputs) this->save_for_backward({a, b});
+      if constexpr (Op::kSavesOutput) this->save_for_backward({y});
+    }
     return y;
   }
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
+    const Shape& a_shape = this->input_meta()[0].shape;
+    const Shape& b_shape = this->input_meta()[1].shape;
     Tensor ga, gb;
     if constexpr (std::is_same_v<Op, AddOp>) {
       if (this->needs_input_grad(0)) ga = detail::sum_to(g, a_shape);
@@ -182,10 +189,8 @@ struct Binary : Function<Binary<Op>> {
       if (this->needs_input_grad(0)) ga = detail::sum_to(g, a_shape);
       if (this->needs_input_grad(1)) gb = detail::sum_to(map1(g, [](auto v) { return -v; }), b_shape);
     } else {
-      const Tensors s = this->saved();
-      const Tensor& a = s[0];
-      const Tensor& b = s[1];
-      const Tensor y = Op::kSavesOutput ? s[2] : g;  // g stands in when y is unused
+      const Tensor a = this->saved(0);
+      const Tensor b = this->saved(1);
       if (this->needs_input_grad(0))
         ga = detail::sum_to(
             map3(g, a, b, g.shape(), [&](auto gv, auto av, auto bv) { return Op::da(gv, av, bv, decltype(gv)(0)); }),
@@ -193,6 +198,7 @@ struct Binary : Function<Binary<Op>> {
       if (this->needs_input_grad(1)) {
         if constexpr (Op::kSavesOutput) {
           // db needs y: map over (g, a, y) with b read through a second pass.
+          const Tensor y = this->saved(2);
           Tensor t =
               map3(g, a, y, g.shape(), [](auto gv, auto av, auto yv) { return Op::db(gv, av, decltype(gv)(0), yv); });
           gb = detail::sum_to(t, b_shape);
@@ -204,6 +210,51 @@ struct Binary : Function<Binary<Op>> {
       }
     }
     return {ga, gb};
+  }
+};
+
+// y = a (op) s for a number s (taken in a's dtype), with no 0-d tensor for s: the scalar forms
+// add/sub/mul/div(a, double) and s / b. Values and gradients are bit-identical to the broadcast
+// tensor form (same float operations in the same order).
+enum class ScalarKind { add, sub, mul, div, rdiv };
+template <ScalarKind K>
+struct ScalarOp : Function<ScalarOp<K>> {
+  static constexpr const char* kName = K == ScalarKind::add   ? "add"
+                                       : K == ScalarKind::sub ? "sub"
+                                       : K == ScalarKind::mul ? "mul"
+                                                              : "div";
+  double s = 0;
+  template <class T>
+  static T f(T a, T sv) {
+    if constexpr (K == ScalarKind::add) return a + sv;
+    if constexpr (K == ScalarKind::sub) return a - sv;
+    if constexpr (K == ScalarKind::mul) return a * sv;
+    if constexpr (K == ScalarKind::div) return a / sv;
+    if constexpr (K == ScalarKind::rdiv) return sv / a;
+  }
+  Tensor forward(const Tensor& a, double scalar) {
+    XGRAD_CHECK(a.defined(), "{}: tensor argument is undefined", kName);
+    s = scalar;
+    if constexpr (K == ScalarKind::rdiv)
+      if (this->needs_input_grad(0)) this->save_for_backward({a});
+    return map1(a, [&](auto v) { return f(v, static_cast<decltype(v)>(s)); });
+  }
+  Tensors backward(const Tensors& grads) {
+    const Tensor& g = grads[0];
+    if constexpr (K == ScalarKind::add || K == ScalarKind::sub) {
+      return {g};
+    } else if constexpr (K == ScalarKind::mul) {
+      return {map1(g, [&](auto gv) { return gv * static_cast<decltype(gv)>(s); })};
+    } else if constexpr (K == ScalarKind::div) {
+      return {map1(g, [&](auto gv) { return gv / static_cast<decltype(gv)>(s); })};
+    } else {
+      // d(s/b)/db = -g * s / (b * b), as DivOp::db with a = s.
+      const Tensor b = this->saved(0);
+      return {map2(g, b, g.shape(), [&](auto gv, auto bv) {
+        using T = decltype(gv);
+        return DivOp::db(gv, static_cast<T>(s), bv, T(0));
+      })};
+    }
   }
 };
 
@@ -227,6 +278,10 @@ struct ExpOp {
   template <class T>
   static T f(T x) {
     return std::exp(x);
+  }
+  template <class B>
+  static B vf(const B& x) {
+    return xsimd::exp(x);
   }
   template <class T>
   static T df(T g, T, T y) {
@@ -276,6 +331,10 @@ struct TanhOp {
   static T f(T x) {
     return std::tanh(x);
   }
+  template <class B>
+  static B vf(const B& x) {
+    return xsimd::tanh(x);
+  }
   template <class T>
   static T df(T g, T, T y) {
     return g * (T(1) - y * y);
@@ -309,12 +368,38 @@ struct ReluOp {
   }
 };
 
+// Ops with a vector form `vf` (xsimd batches) run it on every element, the tail included (see
+// Note [Vector tails] in vec_kernel.hpp), so a value never depends on how the range was split.
+template <class Op>
+concept HasVectorForm = requires(xsimd::batch<float> v) {
+  Op::vf(v);
+};
+
+template <class Op>
+Tensor map1_op(const Tensor& x) {
+  if constexpr (HasVectorForm<Op>) {
+    Tensor out = Tensor::empty(x.shape(), x.dtype());
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* p = x.data<T>();
+      T* o = out.data<T>();
+      parallel_for(0, x.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+        detail::vec_map<T>(
+            e - b, o + b, [](const auto& v) { return Op::vf(v); }, p + b);
+      });
+    });
+    return out;
+  } else {
+    return map1(x, [](auto v) { return Op::f(v); });
+  }
+}
+
 template <class Op>
 struct Unary : Function<Unary<Op>> {
   static constexpr const char* kName = Op::kName;
   Tensor forward(const Tensor& x) {
     check_unary(Op::kName, x);
-    Tensor y = map1(x, [](auto v) { return Op::f(v); });
+    Tensor y = map1_op<Op>(x);
     if (this->needs_input_grad(0)) {
       if constexpr (Op::kSavesInput) this->save_for_backward({x});
       if constexpr (Op::kSavesOutput) this->save_for_backward({y});
@@ -461,11 +546,6 @@ Tensor compare(const char* op, const Tensor& a, const Tensor& b, Cmp cmp) {
               [&](auto x, auto y) { return cmp(x, y) ? decltype(x)(1) : decltype(x)(0); });
 }
 
-Tensor scalar_like(const Tensor& t, double v) {
-  XGRAD_CHECK(t.defined(), "scalar op: tensor argument is undefined");
-  return Tensor::scalar(v, t.dtype());
-}
-
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) { return apply<Binary<AddOp>>(a, b); }
@@ -477,11 +557,11 @@ Tensor maximum(const Tensor& a, const Tensor& b) { return apply<Binary<MaxOp>>(a
 Tensor minimum(const Tensor& a, const Tensor& b) { return apply<Binary<MinOp>>(a, b); }
 Tensor pow(const Tensor& a, double exponent) { return apply<PowScalar>(a, exponent); }
 
-Tensor add(const Tensor& a, double b) { return add(a, scalar_like(a, b)); }
-Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like(a, b)); }
-Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(a, b)); }
-Tensor div(const Tensor& a, double b) { return div(a, scalar_like(a, b)); }
-Tensor operator/(double a, const Tensor& b) { return div(scalar_like(b, a), b); }
+Tensor add(const Tensor& a, double b) { return apply<ScalarOp<ScalarKind::add>>(a, b); }
+Tensor sub(const Tensor& a, double b) { return apply<ScalarOp<ScalarKind::sub>>(a, b); }
+Tensor mul(const Tensor& a, double b) { return apply<ScalarOp<ScalarKind::mul>>(a, b); }
+Tensor div(const Tensor& a, double b) { return apply<ScalarOp<ScalarKind::div>>(a, b); }
+Tensor operator/(double a, const Tensor& b) { return apply<ScalarOp<ScalarKind::rdiv>>(b, a); }
 
 Tensor neg(const Tensor& x) { return apply<Unary<NegOp>>(x); }
 Tensor exp(const Tensor& x) { return apply<Unary<ExpOp>>(x); }
