@@ -1,0 +1,55 @@
+#pragma once
+// nn::ResampleConv: the resampling convolution as a layer that owns its geometry (the coarse points,
+// the fine grid and the response) and precomputes what the op needs once, at construction: the
+// user's "T", without ever building it (see ops/resample_conv.hpp for the formula, the gradients
+// and the accuracy contract).
+//
+//   auto conv = std::make_shared<nn::ResampleConv>(coarse, FineGrid::uniform(0, 2e-5, 50000),
+//                                                  Response::callable(fn, -w / 2, w / 2, dfn));
+//   Tensor out = conv->forward(f);   // (batch..., N, B) -> (batch..., N, A)
+//
+// Parameters and buffers:
+// - a sampled response's values are the parameter "response_values" (learnable);
+// - the coarse points are the buffer "coarse", or the parameter "coarse" with learn_coarse (which
+//   needs a response with a derivative: sampled, or a callable given its derivative).
+#include <cstddef>
+
+#include "xgrad/nn/module.hpp"
+#include "xgrad/ops/resample_conv.hpp"
+
+namespace xgrad::nn {
+
+struct ResampleConvConfig {
+  /// Make the coarse points a learnable parameter.
+  bool learn_coarse = false;
+  /// Table tolerance / exact evaluation, passed to the op.
+  xgrad::ResampleConvOptions op;
+};
+
+class ResampleConv : public Module {
+ public:
+  /// coarse: (N, A) float32 or float64 (the dtype the layer computes in); response: callable or
+  /// sampled (its values are copied into the layer's parameter and converted to coarse's dtype).
+  ResampleConv(const Tensor& coarse, FineGrid grid, const Response& response, ResampleConvConfig config = {});
+
+  /// (batch..., N, B) -> (batch..., N, A).
+  Tensor forward(const Tensor& f);
+  Tensor operator()(const Tensor& f) { return forward(f); }
+
+  const Tensor& coarse() const { return coarse_; }
+  const FineGrid& grid() const { return grid_; }
+  const Response& response() const { return response_; }
+  /// The precomputed tables (method, degree, pieces, measured error, bytes) used by forward.
+  const ResampleConvTableInfo& table_info() const { return info_; }
+  /// Bytes the layer holds beyond its parameters and buffers: its precomputed tables.
+  std::size_t bytes_held() const;
+
+ private:
+  Tensor coarse_;
+  FineGrid grid_;
+  Response response_;
+  ResampleConvConfig config_;
+  ResampleConvTableInfo info_;
+};
+
+}  // namespace xgrad::nn

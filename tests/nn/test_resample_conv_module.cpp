@@ -1,0 +1,123 @@
+// Tests for nn::ResampleConv: it matches the op, registers the right parameters and buffers, owns
+// copies of its geometry, precomputes its tables once, trains a sampled response, and checks its
+// arguments.
+#include <cmath>
+
+#include "support.hpp"
+#include "xgrad/nn/resample_conv.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/reduction.hpp"
+
+using namespace xgrad;
+
+namespace {
+Response cos2(double w) {
+  return Response::callable([w](double d) { return std::pow(std::cos(M_PI * d / w), 2); }, -w / 2, w / 2,
+                            [w](double d) { return -M_PI / w * std::sin(2 * M_PI * d / w); });
+}
+Tensor sorted_coarse(std::int64_t N, std::int64_t A, Generator& gen, Dtype dt) {
+  std::vector<double> c(static_cast<std::size_t>(N * A));
+  for (std::int64_t n = 0; n < N; ++n) {
+    for (std::int64_t a = 0; a < A; ++a) c[static_cast<std::size_t>(n * A + a)] = gen.uniform(-0.02, 1.02);
+    std::sort(c.begin() + n * A, c.begin() + (n + 1) * A);
+  }
+  return Tensor::from_vector(c, {N, A}, dt);
+}
+}  // namespace
+
+TEST_CASE("nn::ResampleConv: matches the op, parameters and buffers, precomputed tables", "[nn][resample_conv]") {
+  Generator gen(21);
+  const FineGrid grid = FineGrid::uniform(0.0, 1.0 / 999, 1000);
+  const Tensor coarse = sorted_coarse(4, 30, gen, kFloat32);
+  const Tensor f = Tensor::randn({2, 4, 1000}, gen, kFloat32);
+  const Response r = cos2(0.05);
+
+  auto conv = std::make_shared<nn::ResampleConv>(coarse, grid, r);
+  CHECK(conv->parameters().empty());
+  REQUIRE(conv->named_buffers().size() == 1);
+  CHECK(conv->named_buffers()[0].first == "coarse");
+  CHECK(bit_equal(conv->forward(f), resample_conv(f, coarse, grid, r)));
+  CHECK(std::string(conv->table_info().method) == "polyphase");
+  CHECK(conv->table_info().measured_error <= 1e-7);
+  // Precomputed at construction, and forward builds nothing more.
+  const std::size_t held = conv->bytes_held();
+  CHECK(held > 0);
+  CHECK(held < std::size_t(1) << 20);
+  (*conv)(f);
+  CHECK(conv->bytes_held() == held);
+  // The layer owns a copy of coarse.
+  Tensor c2 = coarse.clone_data();
+  auto conv2 = std::make_shared<nn::ResampleConv>(c2, grid, r);
+  const Tensor before = conv2->forward(f);
+  c2.fill_(0.5);
+  CHECK(bit_equal(conv2->forward(f), before));
+
+  // Gradient to f flows through the layer (float64 gradcheck).
+  auto conv64 = std::make_shared<nn::ResampleConv>(coarse.to(kFloat64), FineGrid::uniform(0.0, 1.0 / 39, 40), cos2(0.2),
+                                                   nn::ResampleConvConfig{true, {}});
+  REQUIRE(conv64->parameters().size() == 1);
+  CHECK(conv64->named_parameters()[0].first == "coarse");
+  Tensor f64 = test::randn_leaf({4, 40}, gen);
+  test::require_gradcheck([&](const Tensors& in) { return conv64->forward(in[0]); }, {f64});
+  // ... and to its learnable coarse points.
+  conv64->forward(f64).backward(Tensor::ones({4, 30}, kFloat64));
+  CHECK(conv64->coarse().grad().defined());
+}
+
+TEST_CASE("nn::ResampleConv: a sampled response is a parameter that trains", "[nn][resample_conv]") {
+  Generator gen(22);
+  const double w = 0.06;
+  const FineGrid grid = FineGrid::uniform(0.0, 1.0 / 1999, 2000);
+  const Tensor coarse = sorted_coarse(3, 50, gen, kFloat64);
+  const Tensor f = Tensor::randn({3, 2000}, gen, kFloat64);
+  // Target: the cos^2 response; start from a flat sampled response of K = 16 values.
+  const Tensor target = resample_conv(f, coarse, grid, cos2(w));
+  auto conv = std::make_shared<nn::ResampleConv>(coarse, grid,
+                                                 Response::sampled(Tensor::full({16}, 0.5, kFloat64), -w / 2, w / 2));
+  REQUIRE(conv->parameters().size() == 1);
+  CHECK(conv->named_parameters()[0].first == "response_values");
+  Tensor v = conv->parameters()[0];
+  auto loss_fn = [&] {
+    Tensor d = conv->forward(f) - target;
+    return mean(d * d);
+  };
+  const double loss0 = loss_fn().item();
+  // Gradient descent with a step from the Lipschitz bound of this quadratic (plain, no optimizer).
+  double loss = loss0;
+  for (int it = 0; it < 200; ++it) {
+    Tensor l = loss_fn();
+    l.backward();
+    {
+      NoGradGuard ng;
+      v.add_(v.grad(), -0.05);
+    }
+    conv->zero_grad();
+    loss = l.item();
+  }
+  INFO("loss " << loss0 << " -> " << loss);
+  CHECK(loss < 1e-2 * loss0);
+  // The learnt values approach the sampled target response.
+  const std::vector<double> vv = v.to_vector();
+  double err = 0;
+  for (std::size_t k = 0; k < vv.size(); ++k)
+    err = std::max(err, std::abs(vv[k] - std::pow(std::cos(M_PI * (-w / 2 + w * static_cast<double>(k) / 15) / w), 2)));
+  INFO("max value error " << err);
+  CHECK(err < 0.1);
+}
+
+TEST_CASE("nn::ResampleConv: bad arguments", "[nn][resample_conv][errors]") {
+  const FineGrid grid = FineGrid::uniform(0.0, 0.1, 11);
+  const Response no_deriv = Response::callable([](double d) { return 1 - std::abs(d); }, -1.0, 1.0);
+  test::require_error([&] { nn::ResampleConv(Tensor::zeros({5}), grid, no_deriv); },
+                      {"nn::ResampleConv", "'coarse'", "(5,)"});
+  Tensor bad = Tensor::zeros({2, 3});
+  bad.data<float>()[4] = NAN;
+  test::require_error([&] { nn::ResampleConv(bad, grid, no_deriv); }, {"nn::ResampleConv", "non-finite", "[1, 1]"});
+  test::require_error(
+      [&] {
+        nn::ResampleConv(Tensor::zeros({2, 3}), grid, no_deriv, nn::ResampleConvConfig{true, {}});
+      },
+      {"nn::ResampleConv", "learn_coarse", "derivative"});
+  nn::ResampleConv ok(Tensor::zeros({2, 3}), grid, no_deriv);
+  test::require_error([&] { ok.forward(Tensor::zeros({3, 11})); }, {"resample_conv", "N differs"});
+}
