@@ -27,8 +27,15 @@ thread_local bool t_draining = false;
 }  // namespace
 
 Node::~Node() {
-  for (auto& e : next_edges_)
-    if (e.fn && e.fn.use_count() == 1) t_graveyard.push_back(std::move(e.fn));
+  // A predecessor referenced by several of our edges (y = x + x) has use_count > 1 on each of them:
+  // drop the extra references here so that the last one is seen as sole owner and deferred too.
+  for (auto& e : next_edges_) {
+    if (!e.fn) continue;
+    if (e.fn.use_count() == 1)
+      t_graveyard.push_back(std::move(e.fn));
+    else
+      e.fn.reset();  // someone else (or a later edge of ours) still owns it
+  }
   if (t_draining) return;
   t_draining = true;
   while (!t_graveyard.empty()) {
