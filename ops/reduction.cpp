@@ -398,10 +398,35 @@ void logsumexp_rows(const T* in, T* out, std::int64_t rows, std::int64_t n) {
   });
 }
 
+// out = f(x, a, b) for x seen as (outer, mid, inner) and a, b of shape (outer, inner) broadcast
+// along mid (rows or columns layout only); f takes xsimd batches. Vectorised along the contiguous
+// direction; each element is written by one task.
+template <class T, class F>
+void map_with_kept(const Layout& l, T* out, const T* x, const T* a, const T* b, F f) {
+  using B = detail::vbatch<T>;
+  if (l.kind == Layout::kRows) {
+    parallel_for(0, l.outer, grain_for(l.mid), [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const B ab(a[r]), bb(b[r]);
+        detail::vec_map(
+            l.mid, out + r * l.mid, [&](B v) { return f(v, ab, bb); }, x + r * l.mid);
+      }
+    });
+    return;
+  }
+  parallel_for(0, l.outer * l.mid, grain_for(l.inner), [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::int64_t o = (r / l.mid) * l.inner;
+      detail::vec_map(l.inner, out + r * l.inner, f, x + r * l.inner, a + o, b + o);
+    }
+  });
+}
+
 struct LogSumExp : Function<LogSumExp> {
   static constexpr const char* kName = "logsumexp";
   Shape keep_shape;
-  bool rows = false;  // contiguous rows: backward uses the row kernel
+  Layout layout;              // when vec_backward: a rows or columns layout of x
+  bool vec_backward = false;  // rows and columns get a vectorised backward kernel
   Tensor forward(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
     Plan p = make_plan(kName, x, axes, keepdim);
     Tensor y = Tensor::empty(p.keep_shape, x.dtype());
@@ -412,8 +437,11 @@ struct LogSumExp : Function<LogSumExp> {
         const Layout l = make_layout(x.shape(), p.axes);
         dispatch(x.dtype(), [&](auto tag) {
           using T = typename decltype(tag)::type;
-          rows = l.kind == Layout::kRows;
-          if (rows) {
+          if (needs_input_grad(0) && l.kind != Layout::kGather) {
+            layout = l;
+            vec_backward = true;
+          }
+          if (l.kind == Layout::kRows) {
             logsumexp_rows<T>(x.data<T>(), y.data<T>(), l.outer, l.mid);
             return;
           }
@@ -423,8 +451,12 @@ struct LogSumExp : Function<LogSumExp> {
           max_kernel<T>(x.data<T>(), mp, nullptr, l);
           for (std::int64_t i = 0; i < y.numel(); ++i) mp[i] = finite_or_zero(mp[i]);
           Tensor t = Tensor::empty(x.shape(), x.dtype());
-          detail::broadcast_map<T, 2>(t.data<T>(), x.shape(), {x.data<T>(), mp}, {&x.shape(), &p.keep_shape},
-                                      [](T v, T m) { return std::exp(v - m); });
+          if (l.kind == Layout::kCols)
+            map_with_kept<T>(l, t.data<T>(), x.data<T>(), mp, mp,
+                             [](auto v, auto m, auto) { return xsimd::exp(v - m); });
+          else
+            detail::broadcast_map<T, 2>(t.data<T>(), x.shape(), {x.data<T>(), mp}, {&x.shape(), &p.keep_shape},
+                                        [](T v, T m) { return std::exp(v - m); });
           const Tensor s = sum_axes(t, p.axes);
           const T* sp = s.data<T>();
           for (std::int64_t i = 0; i < y.numel(); ++i) mp[i] += std::log(sp[i]);
@@ -443,17 +475,9 @@ struct LogSumExp : Function<LogSumExp> {
     Tensor gx = Tensor::empty(x.shape(), x.dtype());
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      if (rows) {  // dx[r, k] = g[r] * exp(x[r, k] - y[r]), vectorised per row
-        const std::int64_t nrows = y.numel(), n = nrows ? x.numel() / nrows : 0;
-        const T *gp = g.data<T>(), *xp = x.data<T>(), *yp = y.data<T>();
-        T* o = gx.data<T>();
-        parallel_for(0, nrows, grain_for(n), [&](std::int64_t b, std::int64_t e) {
-          for (std::int64_t r = b; r < e; ++r) {
-            const detail::vbatch<T> gb(gp[r]), yb(yp[r]);
-            detail::vec_map(
-                n, o + r * n, [&](auto v) { return gb * xsimd::exp(v - yb); }, xp + r * n);
-          }
-        });
+      if (vec_backward) {
+        map_with_kept<T>(layout, gx.data<T>(), x.data<T>(), g.data<T>(), y.data<T>(),
+                         [](auto v, auto gv, auto yv) { return gv * xsimd::exp(v - yv); });
         return;
       }
       detail::broadcast_map<T, 3>(gx.data<T>(), x.shape(), {g.data<T>(), x.data<T>(), y.data<T>()},
