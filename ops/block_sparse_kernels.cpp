@@ -8,6 +8,8 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <type_traits>
+#include <vector>
 
 #include "xgrad/core/parallel.hpp"
 
@@ -63,9 +65,24 @@ void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, cons
               c, static_cast<int>(ldc));
 }
 
+// Per-thread scratch panels, grown on demand and kept: a fresh multi-megabyte allocation per task
+// would page-fault its way in every call (glibc serves it with mmap), which costs more than the copy.
 template <class T>
-std::unique_ptr<T[]> buffer(std::int64_t n) {
-  return std::unique_ptr<T[]>(new T[static_cast<std::size_t>(std::max<std::int64_t>(n, 1))]);
+T* scratch(int slot, std::int64_t n) {
+  thread_local std::vector<T> panels[2];
+  auto& v = panels[slot];
+  if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
+  return v.data();
+}
+
+// Short strided copies (a block's row, often 8-64 elements): an inline vectorised loop, because a
+// memcpy call per segment costs more than the copy itself. GCC would turn the loop back into a
+// memcpy call, hence the attribute.
+template <class T>
+__attribute__((optimize("no-tree-loop-distribute-patterns"))) inline void copy_segment(const T* __restrict src,
+                                                                                       std::int64_t n,
+                                                                                       T* __restrict dst) {
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i];
 }
 
 // Runs task(t) for t in [0, n): in parallel when the call has enough work.
@@ -79,6 +96,142 @@ void run_tasks(std::int64_t n, double work, Fn&& task) {
 
 std::int64_t num_tiles(std::int64_t m) { return (m + kBatchTile - 1) / kBatchTile; }
 
+// Note [Narrow block kernel]: for float blocks 8 or 16 outputs wide, a GEMM call per row (column) group
+// spends more on packing than on arithmetic, so a register-blocked kernel reads x (or g) in place:
+//   out[m, 0:W] (+)= sum over segments s, k < len_s of a[m, off_s + k] * b_s[k, 0:W]
+// with W = 8 R, each b_s a (len_s x W) row-major panel: for the forward the transposed weight blocks,
+// for the input gradient the weight blocks themselves. Each output is summed in a fixed order
+// (segments in order, k ascending), so the result does not depend on the thread count.
+struct Segment {
+  std::int64_t off, len;
+  const float* b;
+};
+typedef float v8f __attribute__((vector_size(32), aligned(4)));
+
+template <int R, int MR>
+inline void narrow_tile(const float* a, std::int64_t lda, const Segment* segs, std::int64_t nseg, float* c,
+                        std::int64_t ldc, bool accumulate) {
+  v8f acc[MR][R];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+    for (int q = 0; q < R; ++q) acc[r][q] = v8f{};
+  for (std::int64_t s = 0; s < nseg; ++s) {
+    const float* ap = a + segs[s].off;
+    const float* bp = segs[s].b;
+    for (std::int64_t k = 0; k < segs[s].len; ++k) {
+      v8f bv[R];
+#pragma GCC unroll 2
+      for (int q = 0; q < R; ++q) std::memcpy(&bv[q], bp + k * 8 * R + 8 * q, sizeof(v8f));
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        const float av = ap[r * lda + k];
+#pragma GCC unroll 2
+        for (int q = 0; q < R; ++q) acc[r][q] += av * bv[q];
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+    for (int q = 0; q < R; ++q) {
+      v8f old{};
+      if (accumulate) std::memcpy(&old, c + r * ldc + 8 * q, sizeof(v8f));
+      const v8f v = old + acc[r][q];
+      std::memcpy(c + r * ldc + 8 * q, &v, sizeof(v8f));
+    }
+}
+
+template <int R>
+void narrow_kernel(const float* a, std::int64_t lda, std::int64_t m, const Segment* segs, std::int64_t nseg, float* c,
+                   std::int64_t ldc, bool accumulate) {
+  constexpr int kMR = R == 1 ? 6 : 4;
+  std::int64_t i = 0;
+  for (; i + kMR <= m; i += kMR) narrow_tile<R, kMR>(a + i * lda, lda, segs, nseg, c + i * ldc, ldc, accumulate);
+  for (; i < m; ++i) narrow_tile<R, 1>(a + i * lda, lda, segs, nseg, c + i * ldc, ldc, accumulate);
+}
+
+void narrow(int width, const float* a, std::int64_t lda, std::int64_t m, const Segment* segs, std::int64_t nseg,
+            float* c, std::int64_t ldc, bool accumulate) {
+  if (width == 8)
+    narrow_kernel<1>(a, lda, m, segs, nseg, c, ldc, accumulate);
+  else
+    narrow_kernel<2>(a, lda, m, segs, nseg, c, ldc, accumulate);
+}
+
+template <class T>
+bool use_narrow(std::int64_t width) {
+  return std::is_same_v<T, float> && (width == 8 || width == 16);
+}
+
+// Batch rows per narrow task: the task sweeps every group over its x (or g) rows, which stay in L2
+// (24 x 4096 floats = 384 KiB), instead of streaming all of x once per group.
+constexpr std::int64_t kNarrowTile = 24;
+
+// True when every group of `groups` has the same narrow width (8 or 16).
+bool narrow_groups(const std::vector<BlockSparsePattern::Group>& groups) {
+  for (const auto& g : groups)
+    if (g.size != groups.front().size || !(g.size == 8 || g.size == 16)) return false;
+  return true;
+}
+
+// out[:, group] (+)= a[:, segments of group] . panels, for every group, tasks over batch tiles.
+void narrow_sweep(const std::vector<BlockSparsePattern::Group>& groups, const std::vector<std::int64_t>& seg_ptr,
+                  const std::vector<Segment>& segs, const float* a, std::int64_t lda, std::int64_t m, float* c,
+                  std::int64_t ldc, bool accumulate, double work) {
+  const std::int64_t tiles = (m + kNarrowTile - 1) / kNarrowTile;
+  const int width = static_cast<int>(groups.front().size);
+  run_tasks(tiles, work, [&](std::int64_t t) {
+    const std::int64_t m0 = t * kNarrowTile, mt = std::min(kNarrowTile, m - m0);
+    // Copy the tile with a padded row stride: rows 4096 floats apart all map to the same L1 sets.
+    const std::int64_t ldp = lda + 16;
+    float* at = scratch<float>(0, mt * ldp);
+    for (std::int64_t i = 0; i < mt; ++i) std::memcpy(at + i * ldp, a + (m0 + i) * lda, sizeof(float) * lda);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      float* ct = c + m0 * ldc + groups[g].begin;
+      const std::int64_t s0 = seg_ptr[g], s1 = seg_ptr[g + 1];
+      if (s0 == s1) {
+        if (!accumulate)
+          for (std::int64_t i = 0; i < mt; ++i) std::fill(ct + i * ldc, ct + i * ldc + width, 0.0f);
+        continue;
+      }
+      narrow(width, at, ldp, mt, segs.data() + s0, s1 - s0, ct, ldc, accumulate);
+    }
+  });
+}
+
+// Forward through the narrow kernel (bo = 8 or 16, float): y already holds the bias.
+void narrow_forward(const BlockSparsePattern& p, const float* x, std::int64_t m, const float* w, float* y) {
+  const auto& blocks = p.blocks();
+  const auto& groups = p.row_groups();
+  const std::int64_t rows = groups.front().size;
+  // Transposed blocks (cols x rows), in storage order, built once per call (O(stored) work).
+  std::vector<float> wt(static_cast<std::size_t>(p.stored_elements()));
+  std::vector<Segment> segs(blocks.size());
+  run_tasks(static_cast<std::int64_t>(blocks.size()), double(p.stored_elements()), [&](std::int64_t k) {
+    const auto& bl = blocks[static_cast<std::size_t>(k)];
+    float* dst = wt.data() + bl.offset;
+    for (std::int64_t j = 0; j < bl.cols; ++j)
+      for (std::int64_t i = 0; i < rows; ++i) dst[j * rows + i] = w[bl.offset + i * bl.cols + j];
+    segs[static_cast<std::size_t>(k)] = {bl.col, bl.cols, dst};
+  });
+  narrow_sweep(groups, p.row_ptr(), segs, x, p.in_features(), m, y, p.out_features(), true,
+               double(m) * double(p.stored_elements()));
+}
+
+// Input gradient through the narrow kernel (bi = 8 or 16, float): dx fully written.
+void narrow_input_grad(const BlockSparsePattern& p, const float* g, std::int64_t m, const float* w, float* dx) {
+  const auto& blocks = p.blocks();
+  std::vector<Segment> segs;
+  segs.reserve(blocks.size());
+  for (std::int64_t k : p.col_index()) {
+    const auto& bl = blocks[static_cast<std::size_t>(k)];
+    segs.push_back({bl.row, bl.rows, w + bl.offset});
+  }
+  narrow_sweep(p.col_groups(), p.col_ptr(), segs, g, p.out_features(), m, dx, p.in_features(), false,
+               double(m) * double(p.stored_elements()));
+}
+
 }  // namespace
 
 template <class T>
@@ -88,6 +241,18 @@ void bsl_forward(const BlockSparsePattern& p, const T* x, std::int64_t m, const 
   const auto& groups = p.row_groups();
   const auto& ptr = p.row_ptr();
   const std::int64_t tiles = num_tiles(m), ngroups = static_cast<std::int64_t>(groups.size());
+  if constexpr (std::is_same_v<T, float>) {
+    if (narrow_groups(groups)) {
+      run_tasks(m, double(m) * double(out) / 8, [&](std::int64_t i) {
+        if (b)
+          std::memcpy(y + i * out, b, sizeof(T) * out);
+        else
+          std::fill(y + i * out, y + (i + 1) * out, T(0));
+      });
+      narrow_forward(p, x, m, w, y);
+      return;
+    }
+  }
   BlasSingleThread blas_guard;
   run_tasks(tiles * ngroups, double(m) * double(p.stored_elements()), [&](std::int64_t t) {
     const std::int64_t r = t % ngroups, m0 = (t / ngroups) * kBatchTile, mt = std::min(kBatchTile, m - m0);
@@ -112,17 +277,23 @@ void bsl_forward(const BlockSparsePattern& p, const T* x, std::int64_t m, const 
     // (rows x K) panel, so a single GEMM runs with the long inner dimension K.
     std::int64_t kk = 0;
     for (std::int64_t k = k0; k < k1; ++k) kk += blocks[k].cols;
-    auto xg = buffer<T>(mt * kk);
-    auto wg = buffer<T>(rows * kk);
+    T* xg = scratch<T>(0, mt * kk);
+    T* wg = scratch<T>(1, rows * kk);
+    for (std::int64_t i = 0; i < mt; ++i) {
+      T* dst = xg + i * kk;
+      const T* src = xt + i * in;
+      for (std::int64_t k = k0; k < k1; ++k) {
+        copy_segment(src + blocks[k].col, blocks[k].cols, dst);
+        dst += blocks[k].cols;
+      }
+    }
     std::int64_t c = 0;
     for (std::int64_t k = k0; k < k1; ++k) {
       const auto& bl = blocks[k];
-      for (std::int64_t i = 0; i < mt; ++i) std::memcpy(&xg[i * kk + c], xt + i * in + bl.col, sizeof(T) * bl.cols);
-      for (std::int64_t i = 0; i < rows; ++i)
-        std::memcpy(&wg[i * kk + c], w + bl.offset + i * bl.cols, sizeof(T) * bl.cols);
+      for (std::int64_t i = 0; i < rows; ++i) copy_segment(w + bl.offset + i * bl.cols, bl.cols, wg + i * kk + c);
       c += bl.cols;
     }
-    gemm(false, true, mt, rows, kk, xg.get(), kk, wg.get(), kk, T(1), yt, out);
+    gemm(false, true, mt, rows, kk, xg, kk, wg, kk, T(1), yt, out);
   });
 }
 
@@ -134,6 +305,12 @@ void bsl_input_grad(const BlockSparsePattern& p, const T* g, std::int64_t m, con
   const auto& ptr = p.col_ptr();
   const auto& index = p.col_index();
   const std::int64_t tiles = num_tiles(m), ngroups = static_cast<std::int64_t>(groups.size());
+  if constexpr (std::is_same_v<T, float>) {
+    if (narrow_groups(groups)) {
+      narrow_input_grad(p, g, m, w, dx);
+      return;
+    }
+  }
   BlasSingleThread blas_guard;
   run_tasks(tiles * ngroups, double(m) * double(p.stored_elements()), [&](std::int64_t t) {
     const std::int64_t c = t % ngroups, m0 = (t / ngroups) * kBatchTile, mt = std::min(kBatchTile, m - m0);
@@ -154,16 +331,24 @@ void bsl_input_grad(const BlockSparsePattern& p, const T* g, std::int64_t m, con
     // (each rows x cols, contiguous) into (K x cols): one GEMM sums them in row-group order.
     std::int64_t kk = 0;
     for (std::int64_t k = k0; k < k1; ++k) kk += blocks[index[k]].rows;
-    auto gg = buffer<T>(mt * kk);
-    auto wg = buffer<T>(kk * cols);
+    T* gg = scratch<T>(0, mt * kk);
+    T* wg = scratch<T>(1, kk * cols);
+    for (std::int64_t i = 0; i < mt; ++i) {
+      T* dst = gg + i * kk;
+      const T* src = gt + i * out;
+      for (std::int64_t k = k0; k < k1; ++k) {
+        const auto& bl = blocks[index[k]];
+        copy_segment(src + bl.row, bl.rows, dst);
+        dst += bl.rows;
+      }
+    }
     std::int64_t r = 0;
     for (std::int64_t k = k0; k < k1; ++k) {
       const auto& bl = blocks[index[k]];
-      for (std::int64_t i = 0; i < mt; ++i) std::memcpy(&gg[i * kk + r], gt + i * out + bl.row, sizeof(T) * bl.rows);
-      std::memcpy(&wg[r * cols], w + bl.offset, sizeof(T) * bl.rows * cols);
+      std::memcpy(wg + r * cols, w + bl.offset, sizeof(T) * bl.rows * cols);
       r += bl.rows;
     }
-    gemm(false, false, mt, cols, kk, gg.get(), kk, wg.get(), cols, T(0), dxt, in);
+    gemm(false, false, mt, cols, kk, gg, kk, wg, cols, T(0), dxt, in);
   });
 }
 
@@ -205,24 +390,24 @@ void bsl_weight_grad(const BlockSparsePattern& p, const T* g, const T* x, std::i
     std::int64_t kk = 0;
     for (std::int64_t k = k0; k < k1; ++k) kk += blocks[k].cols;
     const std::int64_t mc_max = std::min(m, kWeightBatchChunk);
-    auto xg = buffer<T>(mc_max * kk);
-    auto acc = buffer<T>(rows * kk);
+    T* xg = scratch<T>(0, mc_max * kk);
+    T* acc = scratch<T>(1, rows * kk);
     for (std::int64_t m0 = 0; m0 < m; m0 += kWeightBatchChunk) {
       const std::int64_t mc = std::min(kWeightBatchChunk, m - m0);
-      std::int64_t c = 0;
-      for (std::int64_t k = k0; k < k1; ++k) {
-        const auto& bl = blocks[k];
-        for (std::int64_t i = 0; i < mc; ++i)
-          std::memcpy(&xg[i * kk + c], x + (m0 + i) * in + bl.col, sizeof(T) * bl.cols);
-        c += bl.cols;
+      for (std::int64_t i = 0; i < mc; ++i) {
+        T* dst = xg + i * kk;
+        const T* src = x + (m0 + i) * in;
+        for (std::int64_t k = k0; k < k1; ++k) {
+          copy_segment(src + blocks[k].col, blocks[k].cols, dst);
+          dst += blocks[k].cols;
+        }
       }
-      gemm(true, false, rows, kk, mc, g + m0 * out + row, out, xg.get(), kk, m0 == 0 ? T(0) : T(1), acc.get(), kk);
+      gemm(true, false, rows, kk, mc, g + m0 * out + row, out, xg, kk, m0 == 0 ? T(0) : T(1), acc, kk);
     }
     std::int64_t c = 0;
     for (std::int64_t k = k0; k < k1; ++k) {
       const auto& bl = blocks[k];
-      for (std::int64_t i = 0; i < rows; ++i)
-        std::memcpy(dw + bl.offset + i * bl.cols, &acc[i * kk + c], sizeof(T) * bl.cols);
+      for (std::int64_t i = 0; i < rows; ++i) copy_segment(acc + i * kk + c, bl.cols, dw + bl.offset + i * bl.cols);
       c += bl.cols;
     }
   });

@@ -167,6 +167,7 @@ TEST_CASE("block_sparse_linear: values and all three gradients match PyTorch's m
         {"rand_6x10_d16", Pattern::from_block_mask(96, 120, 6, 10, random_block_mask(16, 12, 1.0 / 16, gen, 0, 0))});
     cases.push_back(
         {"rand_32x32_d2", Pattern::from_block_mask(96, 64, 32, 32, random_block_mask(3, 2, 0.5, gen, 2, -1))});
+    cases.push_back({"rand_16x8_d4", Pattern::from_block_mask(48, 64, 16, 8, random_block_mask(3, 8, 0.3, gen, 1, 2))});
     cases.push_back({"diag_mixed", Pattern::block_diagonal({{5, 7}, {3, 1}, {16, 9}, {1, 4}})});
     const std::string code =
         "Wd = torch.zeros(O * I, dtype=w.dtype).index_put((idx.long(),), w.reshape(-1)).reshape(O, I)\n"

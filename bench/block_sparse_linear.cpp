@@ -1,0 +1,220 @@
+// Block-sparse linear, ours, plus OpenBLAS dense sgemm on the full shape as the throughput reference.
+// The PyTorch peers (ModuleList loop, grouped bmm, masked dense nn.Linear) are in
+// torch_block_sparse_linear.py; run_block_sparse.sh runs both in one go and prints the ratios and the
+// crossover table. Rows: `case,impl,threads,metric,value` (metric fwd_ms / fwdbwd_ms: median of --reps
+// timed runs after one warm-up; param_bytes; peak_bytes).
+//
+// Shapes (the seed-004 workload): in = out = 4096, batch 256, float32.
+//   rand_b{8,32,64,128}_d{64,16,4}   random block masks of density 1/64, 1/16, 1/4
+//   rand_b{..}_d{2,1}                densities 1/2 and 1 (for the crossover table only)
+//   diag_g64x64, diag_g16x256        block-diagonal: 64 groups of 64, 16 groups of 256
+//   dense                            OpenBLAS sgemm: forward Y = X W^T; forward+backward adds
+//                                    dX = G W and dW = G^T X (3 GEMMs, like a dense layer)
+// A training step (fwdbwd) computes y, then the gradients of x, the stored blocks and the bias.
+//
+// usage: block_sparse_linear [--threads N] [--reps N] [--case SUBSTRING] [--peak CASE]
+//   --peak CASE runs one training step of CASE only and prints the growth of the resident set
+//   (VmHWM after - VmRSS before), so run it in a fresh process per case.
+#include "xgrad/ops/block_sparse_linear.hpp"
+
+#include <cblas.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/parallel.hpp"
+#include "xgrad/core/random.hpp"
+
+namespace {
+
+using namespace xgrad;
+using Clock = std::chrono::steady_clock;
+constexpr std::int64_t kIn = 4096, kOut = 4096, kBatch = 256;
+
+struct Options {
+  int threads = 1;
+  int reps = 5;
+  std::string only;
+  std::string peak;
+};
+
+double cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
+}
+
+// Median wall time and median process CPU time (all threads) of one call, in ms. The CPU time helps
+// read results taken on a busy machine: with 1 thread it is close to the wall time of a quiet run.
+std::pair<double, double> median_ms(int reps, const std::function<void()>& fn) {
+  fn();  // warm-up
+  std::vector<double> t, c;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    const double c0 = cpu_ms();
+    fn();
+    c.push_back(cpu_ms() - c0);
+    t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  std::sort(c.begin(), c.end());
+  return {t[t.size() / 2], c[c.size() / 2]};
+}
+
+void row(const std::string& c, const char* impl, int threads, const char* metric, double v) {
+  std::printf("%s,%s,%d,%s,%.6g\n", c.c_str(), impl, threads, metric, v);
+  std::fflush(stdout);
+}
+void time_rows(const std::string& c, const char* impl, int threads, const char* metric, std::pair<double, double> v) {
+  row(c, impl, threads, metric, v.first);
+  row(c, impl, threads, (std::string(metric).substr(0, std::string(metric).size() - 3) + "_cpu_ms").c_str(), v.second);
+}
+
+struct Case {
+  std::string name;
+  std::function<BlockSparsePattern()> make;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (std::int64_t bs : {8, 32, 64, 128})
+    for (std::int64_t inv : {64, 16, 4, 2, 1})
+      v.push_back({"rand_b" + std::to_string(bs) + "_d" + std::to_string(inv), [bs, inv] {
+                     // Random mask with exactly round(n / inv) blocks (a fixed seed per case).
+                     const std::int64_t nr = kOut / bs, nc = kIn / bs, n = nr * nc, keep = n / inv;
+                     Generator gen(static_cast<std::uint64_t>(1000 * bs + inv));
+                     std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
+                     for (std::int64_t i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = i;
+                     for (std::int64_t i = 0; i < keep; ++i)  // partial Fisher-Yates
+                       std::swap(ids[static_cast<std::size_t>(i)],
+                                 ids[static_cast<std::size_t>(
+                                     i + static_cast<std::int64_t>(gen.integer(static_cast<std::uint64_t>(n - i))))]);
+                     std::vector<std::pair<std::int64_t, std::int64_t>> coords;
+                     for (std::int64_t i = 0; i < keep; ++i)
+                       coords.emplace_back(ids[static_cast<std::size_t>(i)] / nc,
+                                           ids[static_cast<std::size_t>(i)] % nc);
+                     return BlockSparsePattern::from_block_coords(kOut, kIn, bs, bs, coords);
+                   }});
+  v.push_back(
+      {"diag_g64x64", [] {
+         return BlockSparsePattern::block_diagonal(std::vector<BlockSparsePattern::DiagonalGroup>(64, {64, 64}));
+       }});
+  v.push_back(
+      {"diag_g16x256", [] {
+         return BlockSparsePattern::block_diagonal(std::vector<BlockSparsePattern::DiagonalGroup>(16, {256, 256}));
+       }});
+  return v;
+}
+
+long status_kb(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(key, 0) == 0) return std::atol(line.c_str() + std::strlen(key));
+  return -1;
+}
+
+struct Layer {
+  BlockSparsePattern p;
+  Tensor x, w, b, seed;
+  explicit Layer(BlockSparsePattern pattern) : p(std::move(pattern)) {
+    Generator gen(7);
+    x = Tensor::randn({kBatch, kIn}, gen).set_requires_grad();
+    w = Tensor::randn(p.weight_shape(), gen).mul_(0.01).set_requires_grad();
+    b = Tensor::randn({kOut}, gen).set_requires_grad();
+    seed = Tensor::ones({kBatch, kOut});
+  }
+  void forward() const { (void)block_sparse_linear(x, w, b, p); }
+  void train_step() {
+    Tensor y = block_sparse_linear(x, w, b, p);
+    y.backward(seed);
+    x.zero_grad();
+    w.zero_grad();
+    b.zero_grad();
+  }
+};
+
+void run_dense(const Options& o) {
+  std::vector<float> x(kBatch * kIn), w(kOut * kIn), y(kBatch * kOut), g(kBatch * kOut), dx(kBatch * kIn),
+      dw(kOut * kIn);
+  Generator gen(3);
+  for (auto* v : {&x, &w, &g})
+    for (auto& e : *v) e = static_cast<float>(gen.uniform(-1, 1));
+  auto fwd = [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kBatch, kOut, kIn, 1.f, x.data(), kIn, w.data(), kIn, 0.f,
+                y.data(), kOut);
+  };
+  auto fb = [&] {
+    fwd();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kBatch, kIn, kOut, 1.f, g.data(), kOut, w.data(), kIn, 0.f,
+                dx.data(), kIn);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kOut, kIn, kBatch, 1.f, g.data(), kOut, x.data(), kIn, 0.f,
+                dw.data(), kIn);
+  };
+  time_rows("dense", "openblas_sgemm", o.threads, "fwd_ms", median_ms(o.reps, fwd));
+  time_rows("dense", "openblas_sgemm", o.threads, "fwdbwd_ms", median_ms(o.reps, fb));
+  row("dense", "openblas_sgemm", o.threads, "param_bytes", double(kOut * kIn + kOut) * 4);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "missing value after %s\n", argv[i]);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (!std::strcmp(argv[i], "--threads"))
+      o.threads = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--reps"))
+      o.reps = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--case"))
+      o.only = next();
+    else if (!std::strcmp(argv[i], "--peak"))
+      o.peak = next();
+    else {
+      std::fprintf(stderr, "usage: %s [--threads N] [--reps N] [--case SUBSTRING] [--peak CASE]\n", argv[0]);
+      return 2;
+    }
+  }
+  set_num_threads(o.threads);
+  if (!o.peak.empty()) {
+    for (const auto& c : cases())
+      if (c.name == o.peak) {
+        const BlockSparsePattern p = c.make();
+        const long before = status_kb("VmRSS:");
+        {
+          Layer layer(p);
+          layer.train_step();
+        }
+        const long peak = status_kb("VmHWM:");
+        row(c.name, "xgrad", o.threads, "peak_bytes", double(peak - before) * 1024);
+        return 0;
+      }
+    std::fprintf(stderr, "unknown case %s\n", o.peak.c_str());
+    return 2;
+  }
+  if (o.only.empty() || std::string("dense").find(o.only) != std::string::npos) run_dense(o);
+  for (const auto& c : cases()) {
+    if (!o.only.empty() && c.name.find(o.only) == std::string::npos) continue;
+    Layer layer(c.make());
+    row(c.name, "xgrad", o.threads, "param_bytes", double(layer.w.nbytes() + layer.b.nbytes()));
+    row(c.name, "xgrad", o.threads, "density", double(layer.p.stored_elements()) / double(kIn * kOut));
+    time_rows(c.name, "xgrad", o.threads, "fwd_ms", median_ms(o.reps, [&] { layer.forward(); }));
+    time_rows(c.name, "xgrad", o.threads, "fwdbwd_ms", median_ms(o.reps, [&] { layer.train_step(); }));
+  }
+  return 0;
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Runs the block-sparse linear benchmark (ours + OpenBLAS dense reference) and its PyTorch peers in one
+# go, with 1 and 2 threads, then prints the ratio table, the crossover density per block size and the
+# peak memory of one training step. usage: run_block_sparse.sh BENCH_BUILD_DIR [REPS] [OUT_CSV]
+set -euo pipefail
+dir=${1:?usage: run_block_sparse.sh BENCH_BUILD_DIR [REPS] [OUT_CSV]}
+reps=${2:-5}
+csv=${3:-$(mktemp /tmp/block_sparse_bench.XXXXXX.csv)}
+here=$(cd "$(dirname "$0")" && pwd)
+# Both sides run with the same glibc malloc settings: keep freed memory instead of returning every
+# multi-megabyte tensor to the kernel, so each iteration does not pay page faults for fresh output
+# tensors (costly in this VM; see docs/block_sparse_linear.md). Override by setting GLIBC_TUNABLES.
+export GLIBC_TUNABLES=${GLIBC_TUNABLES-glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824}
+py=/usr/bin/python3  # Debian's python with torch (the python3 on PATH may lack it)
+ours="$dir/block_sparse_linear_bench"
+: >"$csv"
+for t in 1 2; do
+  "$ours" --threads "$t" --reps "$reps" | tee -a "$csv"
+  "$py" "$here/torch_block_sparse_linear.py" "$t" "$reps" | tee -a "$csv"
+done
+# Peak resident-set growth of one training step, each in a fresh process (2 threads).
+for c in rand_b64_d64 rand_b64_d16 rand_b64_d4 rand_b64_d1 diag_g64x64 diag_g16x256; do
+  "$ours" --threads 2 --peak "$c" | tee -a "$csv"
+done
+for c in masked_dense dense_linear; do
+  "$py" "$here/torch_block_sparse_linear.py" 2 --peak "$c" | tee -a "$csv"
+done
+echo "raw rows: $csv"
+"$py" - "$csv" <<'PY'
+import collections, sys
+rows = collections.defaultdict(dict)  # (case, impl, threads) -> {metric: value}
+for line in open(sys.argv[1]):
+    p = line.strip().split(",")
+    if len(p) == 5:
+        rows[(p[0], p[1], int(p[2]))][p[3]] = float(p[4])
+def get(case, impl, t, m):
+    return rows.get((case, impl, t), {}).get(m)
+threads = sorted({k[2] for k in rows if k[1] == "xgrad" and "fwd_ms" in rows[k]})
+cases = sorted({k[0] for k in rows if k[1] == "xgrad" and "fwd_ms" in rows[k]},
+               key=lambda c: (c.startswith("diag"), int(c.split("_")[1][1:]) if c.startswith("rand") else 0,
+                              -int(c.split("_d")[1]) if c.startswith("rand") else 0, c))
+def fmt(v, f="{:.2f}"):
+    return "-" if v is None else f.format(v)
+print("\n## Ratios (ms are medians; eff = OpenBLAS dense GFLOP/s share reached on the stored blocks' FLOPs,")
+print("##   i.e. density * dense_ms / ours_ms; peer = masked dense for rand_*, fastest torch for diag_*)")
+print("| case | threads | density | ours fwd ms | ours fwd+bwd ms | eff fwd | eff fwd+bwd | peer | peer fwd ms | peer fwd+bwd ms | speedup fwd | speedup fwd+bwd | target |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+for t in threads:
+    dfwd, dfb = get("dense", "openblas_sgemm", t, "fwd_ms"), get("dense", "openblas_sgemm", t, "fwdbwd_ms")
+    for c in cases:
+        if c.startswith("rand") and c.split("_d")[1] in ("2", "1"):
+            continue  # crossover-only densities
+        d = get(c, "xgrad", t, "density")
+        f, fb = get(c, "xgrad", t, "fwd_ms"), get(c, "xgrad", t, "fwdbwd_ms")
+        ef = d * dfwd / f if dfwd else None
+        efb = d * dfb / fb if dfb else None
+        if c.startswith("diag"):
+            pf = min(get(c, i, t, "fwd_ms") or 1e99 for i in ("torch_modulelist", "torch_bmm", "torch_masked_dense"))
+            pfb = min(get(c, i, t, "fwdbwd_ms") or 1e99 for i in ("torch_modulelist", "torch_bmm", "torch_masked_dense"))
+            peer = "fastest torch"
+            ok = pf > f and pfb > fb
+            target = "faster than fastest torch: " + ("MET" if ok else "NOT met")
+        else:
+            pf, pfb = get("masked_dense", "torch_masked_dense", t, "fwd_ms"), get("masked_dense", "torch_masked_dense", t, "fwdbwd_ms")
+            peer = "torch masked dense"
+            bs = int(c.split("_")[1][1:])
+            need = 0.7 if bs >= 32 else 0.3
+            msgs = [f"eff>={need:.0%}: " + ("MET" if ef and efb and ef >= need and efb >= need else "NOT met")]
+            if c.endswith("_d16"):
+                msgs.append(">=20x masked: " + ("MET" if pf and pfb and pf / f >= 20 and pfb / fb >= 20 else "NOT met"))
+            target = "; ".join(msgs)
+        print(f"| {c} | {t} | {fmt(d, '{:.4f}')} | {fmt(f)} | {fmt(fb)} | {fmt(ef, '{:.0%}')} | {fmt(efb, '{:.0%}')} | {peer} | "
+              f"{fmt(pf)} | {fmt(pfb)} | {fmt(pf / f if pf and f else None, '{:.1f}x')} | {fmt(pfb / fb if pfb and fb else None, '{:.1f}x')} | {target} |")
+    print(f"| dense OpenBLAS sgemm 256x4096x4096 | {t} | 1 | {fmt(dfwd)} | {fmt(dfb)} | "
+          f"{fmt(2*256*4096*4096/dfwd/1e6 if dfwd else None, '{:.0f} GFLOP/s')} | {fmt(6*256*4096*4096/dfb/1e6 if dfb else None, '{:.0f} GFLOP/s')} | | | | | | |")
+print("\n## Block-diagonal: every implementation (ms)")
+print("| case | threads | impl | fwd ms | fwd+bwd ms | param bytes |")
+print("|---|---|---|---|---|---|")
+for c in ("diag_g64x64", "diag_g16x256"):
+    for t in threads:
+        for impl in ("xgrad", "torch_modulelist", "torch_bmm", "torch_masked_dense"):
+            if (c, impl, t) in rows:
+                print(f"| {c} | {t} | {impl} | {fmt(get(c, impl, t, 'fwd_ms'))} | {fmt(get(c, impl, t, 'fwdbwd_ms'))} | {fmt(get(c, impl, t, 'param_bytes'), '{:.0f}')} |")
+print("\n## Crossover: density below which block-sparse beats OpenBLAS dense (linear interpolation between")
+print("##   measured densities 1/64, 1/16, 1/4, 1/2, 1; '>=1' = faster even fully dense)")
+print("| block | threads | fwd crossover | fwd+bwd crossover | ours/dense at d=1/4 (fwd, fwd+bwd) | ours/dense at d=1 (fwd, fwd+bwd) |")
+print("|---|---|---|---|---|---|")
+def crossover(pts, dense):
+    pts = sorted(pts)
+    if not pts or dense is None: return "-"
+    if pts[0][1] >= dense: return f"< {pts[0][0]:.4f}"
+    for (d0, t0), (d1, t1) in zip(pts, pts[1:]):
+        if t0 < dense <= t1:
+            return f"{d0 + (dense - t0) * (d1 - d0) / (t1 - t0):.3f}"
+    return ">= 1"
+for bs in (8, 32, 64, 128):
+    for t in threads:
+        out = []
+        ratios = {}
+        for m, dense in (("fwd_ms", get("dense", "openblas_sgemm", t, "fwd_ms")), ("fwdbwd_ms", get("dense", "openblas_sgemm", t, "fwdbwd_ms"))):
+            pts = []
+            for inv in (64, 16, 4, 2, 1):
+                c = f"rand_b{bs}_d{inv}"
+                v = get(c, "xgrad", t, m)
+                if v is not None:
+                    pts.append((get(c, "xgrad", t, "density"), v))
+                    if dense: ratios[(m, inv)] = v / dense
+            out.append(crossover(pts, dense))
+        r = lambda m, inv: fmt(ratios.get((m, inv)), "{:.2f}")
+        print(f"| {bs}x{bs} | {t} | {out[0]} | {out[1]} | {r('fwd_ms', 4)}, {r('fwdbwd_ms', 4)} | {r('fwd_ms', 1)}, {r('fwdbwd_ms', 1)} |")
+print("\n## Memory: parameter bytes and peak resident-set growth of one training step (2 threads)")
+print("| case | impl | param bytes | peak bytes |")
+print("|---|---|---|---|")
+for (c, impl, t), m in sorted(rows.items()):
+    if "peak_bytes" in m:
+        pb = get(c, impl, 2, "param_bytes") or get(c, impl, 1, "param_bytes")
+        if impl == "torch_masked_dense" or impl == "torch_dense_linear": pb = 4096 * 4097 * 4
+        print(f"| {c} | {impl} | {fmt(pb, '{:.0f}')} | {m['peak_bytes']:.0f} |")
+PY
