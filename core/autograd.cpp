@@ -17,6 +17,79 @@ std::atomic<std::uint64_t> g_sequence{1};
 bool GradMode::is_enabled() { return t_grad_enabled; }
 void GradMode::set_enabled(bool enabled) { t_grad_enabled = enabled; }
 
+// ---- small-object pool (Note [Small-object pool]) -----------------------------------------------
+namespace {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kPoolEnabled = false;  // let the sanitizers see every allocation
+#else
+constexpr bool kPoolEnabled = true;
+#endif
+constexpr std::size_t kPoolGranule = 16;
+constexpr std::size_t kPoolMaxBytes = 512;
+constexpr std::size_t kPoolClasses = kPoolMaxBytes / kPoolGranule;
+constexpr std::uint32_t kPoolCap = 512;  // blocks kept per size class and thread
+
+struct FreeBlock {
+  FreeBlock* next;
+};
+// Trivially destructible, so it stays usable while other thread-locals and statics are destroyed;
+// PoolDrain returns its blocks to operator delete when the thread ends.
+struct PoolState {
+  FreeBlock* head[kPoolClasses];
+  std::uint32_t count[kPoolClasses];
+  bool registered;
+  bool dead;
+};
+thread_local PoolState t_pool{};
+
+struct PoolDrain {
+  PoolDrain() = default;
+  PoolDrain(const PoolDrain&) = delete;
+  PoolDrain& operator=(const PoolDrain&) = delete;
+  ~PoolDrain() {
+    t_pool.dead = true;
+    for (std::size_t c = 0; c < kPoolClasses; ++c)
+      while (FreeBlock* b = t_pool.head[c]) {
+        t_pool.head[c] = b->next;
+        ::operator delete(b);
+      }
+  }
+};
+void register_pool_drain() {
+  thread_local PoolDrain drain;
+  t_pool.registered = true;
+}
+}  // namespace
+
+void* detail::pool_allocate(std::size_t bytes) {
+  if (kPoolEnabled && bytes <= kPoolMaxBytes && bytes > 0) {
+    const std::size_t c = (bytes - 1) / kPoolGranule;
+    if (FreeBlock* b = t_pool.head[c]) {
+      t_pool.head[c] = b->next;
+      --t_pool.count[c];
+      return b;
+    }
+    return ::operator new((c + 1) * kPoolGranule);
+  }
+  return ::operator new(bytes);
+}
+
+void detail::pool_deallocate(void* p, std::size_t bytes) noexcept {
+  if (p == nullptr) return;
+  if (kPoolEnabled && bytes <= kPoolMaxBytes && bytes > 0 && !t_pool.dead) {
+    const std::size_t c = (bytes - 1) / kPoolGranule;
+    if (t_pool.count[c] < kPoolCap) {
+      if (!t_pool.registered) register_pool_drain();
+      auto* b = static_cast<FreeBlock*>(p);
+      b->next = t_pool.head[c];
+      t_pool.head[c] = b;
+      ++t_pool.count[c];
+      return;
+    }
+  }
+  ::operator delete(p);
+}
+
 // ---- node destruction ---------------------------------------------------------------------------
 // Note [Iterative graph destruction]: a chain of a million nodes would be destroyed by a million
 // nested destructor calls and overflow the stack. A node whose last owner is the node being

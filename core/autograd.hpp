@@ -265,7 +265,7 @@ auto apply(Args&&... args) {
     F fn;
     return run_forward(fn);
   }
-  auto node = std::make_shared<F>();
+  auto node = std::allocate_shared<F>(detail::PoolAllocator<F>{});
   GraphBuilder::make_edges(*node, inputs.span());
   Out out = run_forward(*node);
   if constexpr (std::is_same_v<Out, Tensor>) {

@@ -15,11 +15,19 @@ namespace xgrad {
 
 // ---- storage ------------------------------------------------------------------------------------
 Storage::Storage(std::size_t n) : nbytes(n) {
+  if (n <= kInlineBytes) {
+    const auto addr = reinterpret_cast<std::uintptr_t>(inline_);
+    data = inline_ + (((addr + 63) & ~std::uintptr_t{63}) - addr);
+    return;
+  }
   const std::size_t rounded = ((n + 63) / 64) * 64;
-  data = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  data = std::aligned_alloc(64, rounded);
   if (data == nullptr) throw std::bad_alloc();
 }
-Storage::~Storage() { std::free(data); }
+Storage::~Storage() {
+  const auto d = reinterpret_cast<std::uintptr_t>(data), b = reinterpret_cast<std::uintptr_t>(inline_);
+  if (d < b || d >= b + sizeof(inline_)) std::free(data);
+}
 
 namespace {
 std::shared_ptr<TensorImpl> make_impl(const Shape& shape, Dtype dtype) {
@@ -33,11 +41,12 @@ std::shared_ptr<TensorImpl> make_impl(const Shape& shape, Dtype dtype) {
   }
   XGRAD_CHECK(empty || (!overflow && numel <= PTRDIFF_MAX / static_cast<std::int64_t>(dtype_size(dtype))),
               "tensor: shape {} is too large for {} elements", shape_str(shape), dtype_name(dtype));
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = std::allocate_shared<TensorImpl>(detail::PoolAllocator<TensorImpl>{});
   impl->shape = shape;
   impl->numel = empty ? 0 : numel;
   impl->dtype = dtype;
-  impl->storage = std::make_shared<Storage>(static_cast<std::size_t>(impl->numel) * dtype_size(dtype));
+  impl->storage = std::allocate_shared<Storage>(detail::PoolAllocator<Storage>{},
+                                                static_cast<std::size_t>(impl->numel) * dtype_size(dtype));
   return impl;
 }
 
@@ -159,26 +168,13 @@ Tensor Tensor::of(std::initializer_list<std::initializer_list<double>> rows, Dty
 }
 
 // ---- metadata and data --------------------------------------------------------------------------
-void Tensor::check_defined(const char* what) const {
-  XGRAD_CHECK(impl_ != nullptr, "{}: called on an undefined tensor", what);
-}
-const Shape& Tensor::shape() const {
-  check_defined("shape");
-  return impl_->shape;
+void Tensor::throw_undefined(const char* what) {
+  detail::throw_error(fmt::format("{}: called on an undefined tensor", what));
 }
 std::int64_t Tensor::size(std::int64_t axis) const {
   const auto ax = normalize_axis(axis, dim(), "size", shape());
   return impl_->shape[static_cast<std::size_t>(ax)];
 }
-std::int64_t Tensor::numel() const {
-  check_defined("numel");
-  return impl_->numel;
-}
-Dtype Tensor::dtype() const {
-  check_defined("dtype");
-  return impl_->dtype;
-}
-
 template <class T>
 T* Tensor::data() {
   check_defined("data");
@@ -231,7 +227,7 @@ Tensor Tensor::clone_data() const {
 Tensor alias_with_shape(const Tensor& t, const Shape& shape) {
   XGRAD_CHECK(shape_numel(shape) == t.numel(), "reshape: cannot view a tensor of shape {} as shape {}",
               shape_str(t.shape()), shape_str(shape));
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = std::allocate_shared<TensorImpl>(detail::PoolAllocator<TensorImpl>{});
   impl->storage = t.impl()->storage;
   impl->shape = shape;
   impl->numel = t.numel();

@@ -21,6 +21,37 @@ namespace xgrad {
 class Node;
 class Generator;
 
+namespace detail {
+// Note [Small-object pool]: every op makes a handful of small heap objects (the node, the result's
+// TensorImpl and Storage) that die together when the graph does. A thread-local free list per size
+// class (multiples of 16 bytes up to 512) recycles them without going through malloc, whose
+// per-size caches are too small for a graph's worth of frees. Blocks come from operator new and may
+// be freed on any thread (they join that thread's lists, up to a cap; beyond it and after the
+// thread's pool is gone they go back to operator delete). Sanitizer builds bypass the pool.
+void* pool_allocate(std::size_t bytes);
+void pool_deallocate(void* p, std::size_t bytes) noexcept;
+
+/// Allocator over the pool, for std::allocate_shared of graph objects.
+template <class T>
+struct PoolAllocator {
+  using value_type = T;
+  PoolAllocator() = default;
+  template <class U>
+  PoolAllocator(const PoolAllocator<U>&) noexcept {}  // NOLINT(google-explicit-constructor)
+  T* allocate(std::size_t n) {
+    static_assert(alignof(T) <= 16, "PoolAllocator: over-aligned types are not supported");
+    return static_cast<T*>(pool_allocate(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t n) noexcept { pool_deallocate(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const PoolAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+}  // namespace detail
+
+/// Note [Small storage]: buffers of at most kInlineBytes bytes (16 floats) live inside the Storage
+/// object itself, 64-byte aligned like every buffer, so a small tensor costs no separate allocation.
 struct Storage {
   explicit Storage(std::size_t nbytes);
   ~Storage();
@@ -29,6 +60,10 @@ struct Storage {
   void* data = nullptr;
   std::size_t nbytes = 0;
   std::uint32_t version = 0;  // bumped by in-place writes
+  static constexpr std::size_t kInlineBytes = 64;
+
+ private:
+  alignas(16) unsigned char inline_[kInlineBytes + 48];  // 64-aligned start is at most 48 bytes in
 };
 
 struct TensorImpl {
@@ -77,11 +112,20 @@ class Tensor {
 
   // ---- metadata -------------------------------------------------------------------------
   bool defined() const { return impl_ != nullptr; }
-  const Shape& shape() const;
+  const Shape& shape() const {
+    check_defined("shape");
+    return impl_->shape;
+  }
   std::int64_t size(std::int64_t axis) const;
   std::int64_t dim() const { return static_cast<std::int64_t>(shape().size()); }
-  std::int64_t numel() const;
-  Dtype dtype() const;
+  std::int64_t numel() const {
+    check_defined("numel");
+    return impl_->numel;
+  }
+  Dtype dtype() const {
+    check_defined("dtype");
+    return impl_->dtype;
+  }
   std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype()); }
 
   // ---- data access (contiguous, row-major) ------------------------------------------------
@@ -135,7 +179,12 @@ class Tensor {
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
 
  private:
-  void check_defined(const char* what) const;
+  // Inline so that the metadata accessors cost a compare, not a call; the throw is out of line.
+  void check_defined(const char* what) const {
+    if (impl_ == nullptr) [[unlikely]]
+      throw_undefined(what);
+  }
+  [[noreturn]] static void throw_undefined(const char* what);
   std::shared_ptr<TensorImpl> impl_;
 };
 
