@@ -17,8 +17,8 @@ namespace xgrad {
 // the same sgemm (and dgemm, for sizes that are not multiples of the unroll) rounds differently
 // with 1 and 2 threads (measured on this machine: 256x512 @ 512x384 float32 differs in the last
 // bits). xgrad therefore keeps OpenBLAS single-threaded (core/parallel.cpp) and parallelises a
-// large GEMM itself: the output is cut into blocks of rows or columns whose size depends on the
-// shapes only, each block is one single-threaded cblas call, and the blocks run as TBB tasks.
+// large GEMM itself: the output is cut into a grid of tiles whose sizes depend on the shapes only,
+// each tile is one single-threaded cblas call, and the tiles run as TBB tasks.
 // Every output element is then computed by the same call with the same operands whatever the
 // thread count. Batched products run whole small GEMMs as tasks in the same way, and gradients
 // summed over broadcast batch dimensions accumulate the batches in increasing order per output.
@@ -40,8 +40,8 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 void ensure_openblas_single_threaded() {
   // core/parallel.cpp pins OpenBLAS to one thread at load time and in set_num_threads; this
-  // guards against a user or another library changing it behind our back. Checked once per
-  // process: a concurrent openblas_set_num_threads while GEMMs run would not be safe.
+  // catches a change made before xgrad's first GEMM (e.g. by a library initialised after core).
+  // Checked once per process: openblas_set_num_threads while other GEMMs run would not be safe.
   static std::once_flag once;
   std::call_once(once, [] {
     if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
