@@ -36,7 +36,8 @@ struct Header {
 }
 
 std::size_t find_key(const std::string& h, const std::string& key, const std::string& src) {
-  const auto p = h.find("'" + key + "'");
+  auto p = h.find("'" + key + "'");
+  if (p == std::string::npos) p = h.find('"' + key + '"');  // Python accepts either quote
   if (p == std::string::npos) bad(src, fmt::format("header has no '{}' key", key));
   const auto c = h.find(':', p);
   if (c == std::string::npos) bad(src, fmt::format("no ':' after '{}'", key));
@@ -131,7 +132,7 @@ Tensor from_npy_bytes(const std::string& b, const std::string& src) {
   const std::string& dsc = h.descr;
   std::size_t item = 0;
   char kind = 0;
-  if (dsc.size() >= 3 && (dsc[0] == '<' || dsc[0] == '|' || dsc[0] == '=')) {
+  if (dsc.size() == 3 && (dsc[0] == '<' || dsc[0] == '|' || dsc[0] == '=')) {  // every supported one is 3 chars
     kind = dsc[1];
     item = static_cast<std::size_t>(std::atoi(dsc.c_str() + 2));
   } else if (dsc.size() >= 3 && dsc[0] == '>') {

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "xgrad/core/error.hpp"
+
 namespace xgrad {
 
 double Generator::normal() {
@@ -21,6 +23,7 @@ double Generator::normal() {
 }
 
 std::uint64_t Generator::integer(std::uint64_t n) {
+  XGRAD_CHECK(n > 0, "Generator::integer: n must be positive, got 0");
   // Rejection sampling: unbiased and fully specified.
   const std::uint64_t limit = UINT64_MAX - UINT64_MAX % n;
   std::uint64_t x = engine_();

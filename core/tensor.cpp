@@ -84,6 +84,8 @@ Tensor Tensor::arange(double start, double stop, double step, Dtype dtype) {
   XGRAD_CHECK(step != 0.0 && std::isfinite(step) && std::isfinite(start) && std::isfinite(stop),
               "arange: start {}, stop {}, step {} must be finite with a non-zero step", start, stop, step);
   const double n = std::ceil((stop - start) / step);
+  // Checked before the cast: converting a count beyond int64 (or inf) to an integer is undefined.
+  XGRAD_CHECK(n < 0x1p62, "arange: start {}, stop {}, step {} would give {} elements, too many", start, stop, step, n);
   const auto count = static_cast<std::int64_t>(n > 0 ? n : 0);
   Tensor t = empty({count}, dtype);
   dispatch(dtype, [&](auto tag) {

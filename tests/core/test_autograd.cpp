@@ -46,6 +46,13 @@ struct WrongShapeGrad : Function<WrongShapeGrad> {
   Tensors backward(const Tensors&) { return {Tensor::ones({7}, kFloat64)}; }
 };
 
+// A broken op: returns a gradient of the wrong dtype.
+struct WrongDtypeGrad : Function<WrongDtypeGrad> {
+  static constexpr const char* kName = "wrong_dtype_grad";
+  Tensor forward(const Tensor& x) { return mul(x, 2.0); }
+  Tensors backward(const Tensors& g) { return {g[0].to(kFloat32)}; }
+};
+
 // A broken op: returns two gradients for one input.
 struct WrongCountGrad : Function<WrongCountGrad> {
   static constexpr const char* kName = "wrong_count_grad";
@@ -106,6 +113,7 @@ TEST_CASE("backward errors: non-scalar without seed, mismatched seed, no grad", 
   Tensor x = Tensor::ones({2, 3}, kFloat64).set_requires_grad();
   Tensor y = mul(x, 2.0);
   require_error([&] { y.backward(); }, {"backward", "one-element", "(2, 3)"});
+  CHECK(GradMode::is_enabled());  // a failed backward restores grad mode
   require_error([&] { y.backward(Tensor::ones({3, 2}, kFloat64)); }, {"backward", "(3, 2)", "(2, 3)"});
   require_error([&] { y.backward(Tensor::ones({2, 3}, kFloat32)); }, {"backward", "float32", "float64"});
   require_error([&] { Tensor::ones({2}).backward(Tensor::ones({2})); }, {"backward", "does not require grad"});
@@ -236,6 +244,35 @@ TEST_CASE("xgrad::grad returns gradients without touching .grad", "[autograd]") 
   CHECK(vec(x.grad()) == std::vector<double>{0.5, 0.5, 18.0});
 }
 
+TEST_CASE("backward from several roots at once", "[autograd]") {
+  Tensor x = Tensor::of({1.0, 2.0}, kFloat64).set_requires_grad();
+  Tensor a = mul(x, x);    // da/dx = 2x
+  Tensor b = mul(a, 3.0);  // db/dx = 6x, shares a's node
+  Tensor c = exp(x);       // independent root
+  run_backward({b, a, c},
+               {Tensor::ones({2}, kFloat64), Tensor::of({10.0, 100.0}, kFloat64), Tensor::ones({2}, kFloat64)});
+  const auto xv = vec(x);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const double seed_a = i == 0 ? 10.0 : 100.0;
+    CHECK(vec(x.grad())[i] == Approx(6 * xv[i] + seed_a * 2 * xv[i] + std::exp(xv[i])).epsilon(1e-15));
+  }
+  require_error([&] { run_backward({a, b}, {Tensor::ones({2}, kFloat64)}); }, {"backward", "2 outputs", "1 gradients"});
+}
+
+TEST_CASE("gradient accumulation over large tensors is bit-identical with 1 and 2 threads", "[autograd][threads]") {
+  Generator gen(21);
+  const Tensor x0 = Tensor::randn({100003}, gen, kFloat64);  // several parallel grains, odd tail
+  const Tensor s0 = Tensor::randn({100003}, gen, kFloat64);
+  test::require_thread_deterministic([&] {
+    Tensor x = x0.clone_data().set_requires_grad();
+    // x feeds five branches whose gradients are summed in the engine and then into .grad twice.
+    Tensor y = add(add(add(mul(x, x), tanh(x)), exp(mul(x, 0.1))), add(x, sigmoid(x)));
+    y.backward(s0, /*retain_graph=*/true);
+    y.backward(s0);
+    return Tensors{y.detach(), x.grad()};
+  });
+}
+
 TEST_CASE("retain_grad keeps the gradient of a non-leaf", "[autograd]") {
   Tensor x = Tensor::of({1.0, -3.0}, kFloat64).set_requires_grad();
   Tensor z = mul(x, x);
@@ -310,6 +347,8 @@ TEST_CASE("custom Functions: several outputs, unused outputs get zero gradients,
 
   require_error([&] { apply<WrongShapeGrad>(x).backward(Tensor::ones({2}, kFloat64)); },
                 {"wrong_shape_grad", "(7,)", "(2,)"});
+  require_error([&] { apply<WrongDtypeGrad>(x).backward(Tensor::ones({2}, kFloat64)); },
+                {"wrong_dtype_grad", "float32", "float64"});
   require_error([&] { apply<WrongCountGrad>(x).backward(Tensor::ones({2}, kFloat64)); },
                 {"wrong_count_grad", "2 gradients", "1 inputs"});
   // No node is recorded when no input requires grad.

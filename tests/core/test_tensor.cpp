@@ -119,6 +119,8 @@ TEST_CASE("arange: counts and values like numpy.arange", "[tensor]") {
   CHECK(Tensor::arange(0, 4).to_vector() == std::vector<double>{0, 1, 2, 3});
   require_error([] { Tensor::arange(0, 1, 0); }, {"arange", "step"});
   require_error([] { Tensor::arange(0, std::numeric_limits<double>::infinity()); }, {"arange", "inf"});
+  require_error([] { Tensor::arange(0, 1e30); }, {"arange", "too many"});
+  require_error([] { Tensor::arange(-1e300, 1e300, 1e-300); }, {"arange", "too many"});
 }
 
 TEST_CASE("linspace: counts, exact end points, values agree with torch.linspace", "[tensor]") {
@@ -198,6 +200,8 @@ TEST_CASE("Generator: mt19937_64 stream fixed by the C++ standard", "[random]") 
   // integer(n) is in range.
   Generator r(3);
   for (int i = 0; i < 1000; ++i) CHECK(r.integer(7) < 7);
+  CHECK(r.integer(1) == 0);
+  require_error([&] { (void)r.integer(0); }, {"integer", "positive"});
 }
 
 TEST_CASE("rand and randn: same seed gives the same numbers, values match the definition", "[random]") {
