@@ -471,6 +471,37 @@ TEST_CASE("resident memory stays flat over 10,000 training-like iterations", "[a
   CHECK(rss_10000 - rss_1000 < 2 * 1024 * 1024);
 }
 
+TEST_CASE("tensors and graphs outlive the thread that made them and are freed in another", "[autograd][threads]") {
+  Tensor small, big, out;
+  std::weak_ptr<Node> node;
+  std::thread t([&] {
+    Generator gen(31);
+    small = Tensor::randn({3}, gen, kFloat64).set_requires_grad();  // small tensors may use per-thread caches
+    big = Tensor::randn({5000}, gen, kFloat64);
+    out = mul(exp(small), small);
+    node = out.grad_fn();
+  });
+  t.join();  // the creating thread is gone
+  const auto sv = vec(small);
+  // Churn allocations in this thread; the objects from the dead thread must stay intact.
+  for (int i = 0; i < 2000; ++i) (void)mul(Tensor::ones({3}, kFloat64), Tensor::scalar(2.0, kFloat64));
+  CHECK(vec(small) == sv);
+  CHECK(big.numel() == 5000);
+  out.backward(Tensor::ones({3}, kFloat64));
+  for (std::size_t i = 0; i < 3; ++i)
+    CHECK(vec(small.grad())[i] == Approx(std::exp(sv[i]) * (1 + sv[i])).epsilon(1e-15));
+  out = Tensor();  // the graph is freed here, in another thread than the one that built it
+  CHECK(node.expired());
+
+  // And the reverse: made here, freed in a worker thread.
+  Tensor x = Tensor::of({1.0, 2.0}, kFloat64).set_requires_grad();
+  Tensor y = tanh(mul(x, x));
+  std::weak_ptr<Node> ynode = y.grad_fn();
+  std::thread u([moved = std::move(y)]() mutable { moved = Tensor(); });
+  u.join();
+  CHECK(ynode.expired());
+}
+
 TEST_CASE("two threads build and backpropagate separate graphs at once", "[autograd][threads]") {
   constexpr int kIters = 300;
   std::atomic<int> failures{0};
