@@ -1,0 +1,69 @@
+#include "xgrad/nn/block_sparse_linear.hpp"
+
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "xgrad/core/autograd.hpp"
+
+namespace xgrad::nn {
+
+namespace {
+
+// Packed weights and bias drawn row by row: U(-1/sqrt(fan_in_i), 1/sqrt(fan_in_i)) for output row i.
+std::pair<Tensor, Tensor> init(const BlockSparsePattern& p, Generator& gen, bool with_bias, Dtype dtype) {
+  const std::vector<std::int64_t> fan = p.row_fan_in();
+  std::vector<double> w(static_cast<std::size_t>(p.stored_elements()));
+  for (const auto& b : p.blocks())
+    for (std::int64_t i = 0; i < b.rows; ++i) {
+      const double bound = 1.0 / std::sqrt(double(fan[static_cast<std::size_t>(b.row + i)]));
+      for (std::int64_t j = 0; j < b.cols; ++j)
+        w[static_cast<std::size_t>(b.offset + i * b.cols + j)] = gen.uniform(-bound, bound);
+    }
+  Tensor bias;
+  if (with_bias) {
+    std::vector<double> bv(static_cast<std::size_t>(p.out_features()));
+    for (std::size_t i = 0; i < bv.size(); ++i) {
+      const double bound = fan[i] > 0 ? 1.0 / std::sqrt(double(fan[i])) : 0.0;
+      bv[i] = bound > 0 ? gen.uniform(-bound, bound) : 0.0;
+    }
+    bias = Tensor::from_vector(bv, {p.out_features()}, dtype);
+  }
+  return {Tensor::from_vector(w, p.weight_shape(), dtype), bias};
+}
+
+}  // namespace
+
+BlockSparseLinear::BlockSparseLinear(BlockSparsePattern pattern, std::pair<Tensor, Tensor> params)
+    : Module("BlockSparseLinear"), pattern_(std::move(pattern)) {
+  weight_ = register_parameter("weight", std::move(params.first));
+  if (params.second.defined()) bias_ = register_parameter("bias", std::move(params.second));
+}
+
+BlockSparseLinear::BlockSparseLinear(BlockSparsePattern pattern, Generator& gen, bool with_bias, Dtype dtype)
+    : BlockSparseLinear(pattern, init(pattern, gen, with_bias, dtype)) {}
+
+BlockSparseLinear::BlockSparseLinear(BlockSparsePattern pattern, bool with_bias, Dtype dtype, std::uint64_t seed)
+    : BlockSparseLinear(pattern, [&] {
+        Generator gen(seed);
+        return init(pattern, gen, with_bias, dtype);
+      }()) {}
+
+std::shared_ptr<BlockSparseLinear> BlockSparseLinear::from_dense(const Tensor& weight,
+                                                                 const BlockSparsePattern& pattern,
+                                                                 const Tensor& bias) {
+  Tensor packed = block_sparse_from_dense(weight, pattern);
+  if (bias.defined()) {
+    XGRAD_CHECK(bias.shape() == Shape{pattern.out_features()} && bias.dtype() == weight.dtype(),
+                "BlockSparseLinear::from_dense: argument 'bias' is {} {} but must be ({},) {}", bias.dtype(),
+                shape_str(bias.shape()), pattern.out_features(), weight.dtype());
+  }
+  return std::shared_ptr<BlockSparseLinear>(
+      new BlockSparseLinear(pattern, std::make_pair(packed, bias.defined() ? bias.detach().clone_data() : Tensor())));
+}
+
+Tensor BlockSparseLinear::forward(const Tensor& x) { return block_sparse_linear(x, weight_, bias_, pattern_); }
+
+Tensor BlockSparseLinear::to_dense() const { return block_sparse_to_dense(weight_, pattern_); }
+
+}  // namespace xgrad::nn
