@@ -18,16 +18,29 @@ def row(case, impl, metric, value):
     print(f"{case},{impl},{threads},{metric},{value:.6g}", flush=True)
 
 
+last_cpu_ms = 0.0
+
+
 def bench(fn, reps=reps, warm=1):
+    """Median wall ms; last_cpu_ms gets the process CPU ms of that repetition (immune to waiting
+    for the core when other processes run)."""
+    global last_cpu_ms
     for _ in range(warm):
         fn()
     ts = []
     for _ in range(reps):
+        c = time.process_time()
         t = time.perf_counter()
         fn()
-        ts.append(time.perf_counter() - t)
+        ts.append((time.perf_counter() - t, time.process_time() - c))
     ts.sort()
-    return ts[len(ts) // 2] * 1e3
+    last_cpu_ms = ts[len(ts) // 2][1] * 1e3
+    return ts[len(ts) // 2][0] * 1e3
+
+
+def row_timed(case, impl, metric, ms):
+    row(case, impl, metric, ms)
+    row(case, impl, metric.replace("_ms", "_cpu_ms"), last_cpu_ms)
 
 
 N, A, B, width = 20, 500, 50000, 0.03
@@ -40,16 +53,17 @@ def response(d):
     return torch.where(d.abs() < half, torch.cos(math.pi * d / (2 * half)) ** 2, torch.zeros(()))
 
 
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 T = response(coarse[:, :, None] - fine[None, None, :])  # (N, A, B) dense
 setup = (time.perf_counter() - t0) * 1e3
 row("seed_callable", "torch_einsum", "setup_ms", setup)
+row("seed_callable", "torch_einsum", "setup_cpu_ms", (time.process_time() - c0) * 1e3)
 row("seed_callable", "torch_einsum", "bytes", T.numel() * T.element_size())
 row("seed_callable", "torch_einsum", "density", float((T != 0).float().mean()))
 f = torch.randn(N, B, requires_grad=True)
 g = torch.randn(N, A)
 with torch.no_grad():
-    row("seed_callable", "torch_einsum", "fwd_ms", bench(lambda: torch.einsum("nab,nb->na", T, f)))
+    row_timed("seed_callable", "torch_einsum", "fwd_ms", bench(lambda: torch.einsum("nab,nb->na", T, f)))
 
 
 def fb():
@@ -58,7 +72,7 @@ def fb():
     f.grad = None
 
 
-row("seed_callable", "torch_einsum", "fwdbwd_ms", bench(fb))
+row_timed("seed_callable", "torch_einsum", "fwdbwd_ms", bench(fb))
 t0 = time.perf_counter()
 Ts = T.to_sparse()
 row("seed_callable", "torch_sparse_bmm", "setup_ms", setup + (time.perf_counter() - t0) * 1e3)
@@ -66,7 +80,7 @@ row("seed_callable", "torch_sparse_bmm", "bytes",
     Ts.values().numel() * Ts.values().element_size() + Ts.indices().numel() * Ts.indices().element_size())
 del T
 with torch.no_grad():
-    row("seed_callable", "torch_sparse_bmm", "fwd_ms",
+    row_timed("seed_callable", "torch_sparse_bmm", "fwd_ms",
         bench(lambda: torch.bmm(Ts, f.unsqueeze(-1)).squeeze(-1), reps=max(3, reps // 2)))
 
 
@@ -76,4 +90,4 @@ def sfb():
     f.grad = None
 
 
-row("seed_callable", "torch_sparse_bmm", "fwdbwd_ms", bench(sfb, reps=max(3, reps // 2)))
+row_timed("seed_callable", "torch_sparse_bmm", "fwdbwd_ms", bench(sfb, reps=max(3, reps // 2)))

@@ -177,6 +177,8 @@ struct Interpolator {
   }
 };
 
+inline double horner_cell(const double* a, double s) { return ((a[3] * s + a[2]) * s + a[1]) * s + a[0]; }
+
 // Fits `pieces` polynomials; piece q maps sigma to the argument d = arg(q, sigma). Writes
 // coefficients through store(q, k, value) and returns the max error at the test points relative
 // to the max |fn| seen.
@@ -297,8 +299,9 @@ std::shared_ptr<Table> try_lattice(const std::function<double(double)>& fn, doub
 // The cheapest (lowest degree, then fewest pieces) table meeting tol. Errors fall like
 // pieces^-(D+1): a degree is abandoned when the predicted piece count passes the memory cap.
 template <class Try>
-std::shared_ptr<const Table> search(double tol, std::int64_t first, std::int64_t cap, Try try_table) {
-  for (int D = 1; D <= kMaxDegree; ++D) {
+std::shared_ptr<const Table> search(double tol, std::int64_t first, std::int64_t cap, Try try_table,
+                                    int max_degree = kMaxDegree) {
+  for (int D = 1; D <= max_degree; ++D) {
     for (std::int64_t m = first; m <= cap; m *= 2) {
       auto t = try_table(D, m);
       if (!t) break;
@@ -342,6 +345,20 @@ std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>
   if ((hi - lo) / dx > 1e6) return nullptr;  // rows too long to tabulate: evaluate per tap
   return search(tol, 1, 256,
                 [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); });
+}
+
+std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells, double delta, double lo,
+                                                     double hi, double dx, double tol) {
+  if ((hi - lo) / dx > 1e5) return nullptr;
+  const std::int64_t ncells = static_cast<std::int64_t>(cells.size() / 4);
+  const std::function<double(double)> fn = [&](double d) {
+    const double u = (d - lo) / delta;
+    const std::int64_t i = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, ncells - 1);
+    return horner_cell(&cells[static_cast<std::size_t>(i * 4)], u - static_cast<double>(i));
+  };
+  // Small search: this runs on every forward (the values change between steps).
+  return search(
+      tol, 1, 64, [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); }, 3);
 }
 
 std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& fn, double lo, double hi, double tol) {

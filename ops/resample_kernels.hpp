@@ -58,6 +58,10 @@ struct Table {
 /// within the memory cap.
 std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>& fn, double lo, double hi, double dx,
                                              double tol);
+/// A polyphase table of a sampled response (its per-cell coefficients, see sampled_cells) meeting
+/// tol with degree <= 3 and <= 64 phases, or null. Built per forward: the values change.
+std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells, double delta, double lo,
+                                                     double hi, double dx, double tol);
 std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& fn, double lo, double hi, double tol);
 
 /// Shared state behind a Response handle (the cache is filled lazily, under a mutex).
