@@ -13,16 +13,24 @@ here=$(cd "$(dirname "$0")" && pwd)
 export GLIBC_TUNABLES=${GLIBC_TUNABLES-glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824}
 py=/usr/bin/python3  # Debian's python with torch (the python3 on PATH may lack it)
 ours="$dir/block_sparse_linear_bench"
-: >"$csv"
+if [ "$reps" = analyze ]; then  # re-print the tables of an earlier run: run_block_sparse.sh DIR analyze CSV
+  runs=0
+else
+  runs=1
+  : >"$csv"
+fi
 for t in 1 2; do
+  [ "$runs" = 1 ] || break
   "$ours" --threads "$t" --reps "$reps" | tee -a "$csv"
   "$py" "$here/torch_block_sparse_linear.py" "$t" "$reps" | tee -a "$csv"
 done
 # Peak resident-set growth of one training step, each in a fresh process (2 threads).
 for c in rand_b64_d64 rand_b64_d16 rand_b64_d4 rand_b64_d1 diag_g64x64 diag_g16x256; do
+  [ "$runs" = 1 ] || break
   "$ours" --threads 2 --peak "$c" | tee -a "$csv"
 done
 for c in masked_dense dense_linear; do
+  [ "$runs" = 1 ] || break
   "$py" "$here/torch_block_sparse_linear.py" 2 --peak "$c" | tee -a "$csv"
 done
 echo "raw rows: $csv"
@@ -43,8 +51,9 @@ def fmt(v, f="{:.2f}"):
     return "-" if v is None else f.format(v)
 print("\n## Ratios (ms are medians; eff = OpenBLAS dense GFLOP/s share reached on the stored blocks' FLOPs,")
 print("##   i.e. density * dense_ms / ours_ms; peer = masked dense for rand_*, fastest torch for diag_*)")
-print("| case | threads | density | ours fwd ms | ours fwd+bwd ms | eff fwd | eff fwd+bwd | peer | peer fwd ms | peer fwd+bwd ms | speedup fwd | speedup fwd+bwd | target |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("##   eff cpu: the same from process CPU time (all threads), which a busy machine disturbs less")
+print("| case | threads | density | ours fwd ms | ours fwd+bwd ms | eff fwd | eff fwd+bwd | eff cpu fwd, fwd+bwd | peer | peer fwd ms | peer fwd+bwd ms | speedup fwd | speedup fwd+bwd | target |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for t in threads:
     dfwd, dfb = get("dense", "openblas_sgemm", t, "fwd_ms"), get("dense", "openblas_sgemm", t, "fwdbwd_ms")
     for c in cases:
@@ -69,10 +78,14 @@ for t in threads:
             if c.endswith("_d16"):
                 msgs.append(">=20x masked: " + ("MET" if pf and pfb and pf / f >= 20 and pfb / fb >= 20 else "NOT met"))
             target = "; ".join(msgs)
-        print(f"| {c} | {t} | {fmt(d, '{:.4f}')} | {fmt(f)} | {fmt(fb)} | {fmt(ef, '{:.0%}')} | {fmt(efb, '{:.0%}')} | {peer} | "
+        dc, dcb = get("dense", "openblas_sgemm", t, "fwd_cpu_ms"), get("dense", "openblas_sgemm", t, "fwdbwd_cpu_ms")
+        oc, ocb = get(c, "xgrad", t, "fwd_cpu_ms"), get(c, "xgrad", t, "fwdbwd_cpu_ms")
+        ecpu = f"{fmt(d * dc / oc if dc and oc else None, '{:.0%}')}, {fmt(d * dcb / ocb if dcb and ocb else None, '{:.0%}')}"
+        print(f"| {c} | {t} | {fmt(d, '{:.4f}')} | {fmt(f)} | {fmt(fb)} | {fmt(ef, '{:.0%}')} | {fmt(efb, '{:.0%}')} | {ecpu} | {peer} | "
               f"{fmt(pf)} | {fmt(pfb)} | {fmt(pf / f if pf and f else None, '{:.1f}x')} | {fmt(pfb / fb if pfb and fb else None, '{:.1f}x')} | {target} |")
     print(f"| dense OpenBLAS sgemm 256x4096x4096 | {t} | 1 | {fmt(dfwd)} | {fmt(dfb)} | "
-          f"{fmt(2*256*4096*4096/dfwd/1e6 if dfwd else None, '{:.0f} GFLOP/s')} | {fmt(6*256*4096*4096/dfb/1e6 if dfb else None, '{:.0f} GFLOP/s')} | | | | | | |")
+          f"{fmt(2*256*4096*4096/dfwd/1e6 if dfwd else None, '{:.0f} GFLOP/s')} | {fmt(6*256*4096*4096/dfb/1e6 if dfb else None, '{:.0f} GFLOP/s')} | "
+          f"cpu {fmt(get('dense', 'openblas_sgemm', t, 'fwd_cpu_ms'))}, {fmt(get('dense', 'openblas_sgemm', t, 'fwdbwd_cpu_ms'))} ms | | | | | | |")
 print("\n## Block-diagonal: every implementation (ms)")
 print("| case | threads | impl | fwd ms | fwd+bwd ms | param bytes |")
 print("|---|---|---|---|---|---|")
