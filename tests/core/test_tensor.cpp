@@ -367,11 +367,17 @@ TEST_CASE("to(dtype): values and gradient", "[tensor][autograd]") {
   CHECK(a.grad().dtype() == kFloat32);
   CHECK(a.grad().to_vector() == std::vector<double>{2.0, 30.0, 400.0});
 
-  // gradcheck through a round trip float64 -> float32 -> float64 is not meaningful (rounding),
-  // but float64 -> float64 through a float64 consumer of a converted tensor is:
-  Generator gen(4);
-  Tensor p = test::randn_leaf({3}, gen);
-  test::require_gradcheck([](const Tensors& in) { return mul(in[0].to(kFloat64), in[0]); }, {p});
+  // A float64 leaf through float32 and back: the gradient is converted on the way back too, and
+  // accumulates with the direct path's gradient (values chosen exactly representable in float32).
+  Tensor c = Tensor::of({0.5, -4.0}, kFloat64).set_requires_grad();
+  Tensor round_trip = c.to(kFloat32).to(kFloat64);
+  CHECK(round_trip.grad_fn());
+  add(mul(round_trip, 3.0), c).backward(Tensor::of({1.0, 2.0}, kFloat64));
+  CHECK(c.grad().dtype() == kFloat64);
+  CHECK(c.grad().to_vector() == std::vector<double>{4.0, 8.0});
+  // Under NoGradGuard the conversion records nothing.
+  NoGradGuard ng;
+  CHECK_FALSE(c.to(kFloat32).requires_grad());
 }
 
 TEST_CASE("metadata accessors and undefined tensors", "[tensor]") {
