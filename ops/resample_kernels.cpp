@@ -576,9 +576,11 @@ std::int64_t output_grain(const Geometry& geo) {
   return std::clamp<std::int64_t>(static_cast<std::int64_t>(4096.0 / std::max(1.0, taps)), 1, 256);
 }
 
-// s_q = s0 - q*du for q < n; M[k] = sum_q s_q^k f[q], k < 4.
+// s_q = s0 - q*du for q < n; sum_q s_q^k f[q], k < 4, split into per-lane vector sums mv[k] (whole
+// vectors) and scalar sums M[k] (the tail): the caller accumulates the lanes across cells and
+// outputs and reduces them once, instead of a horizontal sum per cell.
 template <class T>
-void moments4(const T* f, std::int64_t n, double s0, double du, double* M) {
+void moments4(const T* f, std::int64_t n, double s0, double du, typename Vec<T>::type* mv, double* M) {
   using V = typename Vec<T>::type;
   constexpr int W = Vec<T>::W;
   V lane;
@@ -598,16 +600,17 @@ void moments4(const T* f, std::int64_t n, double s0, double du, double* M) {
     t *= s;
     m3 += t;
   }
-  M[0] = hsum<T>(m0), M[1] = hsum<T>(m1), M[2] = hsum<T>(m2), M[3] = hsum<T>(m3);
-  for (; q < n; ++q) {
-    const double s = s0 - static_cast<double>(q) * du;
+  mv[0] = m0, mv[1] = m1, mv[2] = m2, mv[3] = m3;
+  M[0] = M[1] = M[2] = M[3] = 0;
+  for (; q < n32; ++q) {
+    const double sq = s0 - static_cast<double>(q) * du;
     double t = static_cast<double>(f[q]);
     M[0] += t;
-    t *= s;
+    t *= sq;
     M[1] += t;
-    t *= s;
+    t *= sq;
     M[2] += t;
-    t *= s;
+    t *= sq;
     M[3] += t;
   }
 }
@@ -727,9 +730,12 @@ std::vector<double> backward_cells(const Geometry& geo, std::int64_t ncells, dou
   const std::size_t G = static_cast<std::size_t>(ncells * 4);
   std::vector<std::vector<double>> part(static_cast<std::size_t>(nch));
   parallel_for(0, nch, 1, [&](std::int64_t c0, std::int64_t c1) {
+    using V = typename Vec<T>::type;
+    std::vector<V> lanes(G);  // per-lane partial sums of this chunk, reduced at its end
     for (std::int64_t ch = c0; ch < c1; ++ch) {
       std::vector<double>& acc = part[static_cast<std::size_t>(ch)];
       acc.assign(G, 0.0);
+      std::fill(lanes.begin(), lanes.end(), V{});
       for (std::int64_t idx = ch * chunk; idx < std::min(NA, (ch + 1) * chunk); ++idx) {
         const std::int64_t n = idx / A, a = idx % A;
         const double c = pr.coarse[idx];
@@ -751,9 +757,14 @@ std::vector<double> backward_cells(const Geometry& geo, std::int64_t ncells, dou
             for (std::int64_t p = 0; p < P; ++p) {
               const double gv = static_cast<double>(g[(p * N + n) * A + a]);
               if (gv == 0) continue;
+              V mv[4];
               double M[4];
-              moments4<T>(f + (p * N + n) * B + ba + j, je - j, s0, du, M);
-              for (int k = 0; k < 4; ++k) acc[static_cast<std::size_t>(i * 4 + k)] += gv * M[k];
+              moments4<T>(f + (p * N + n) * B + ba + j, je - j, s0, du, mv, M);
+              const T gt = static_cast<T>(gv);
+              for (int k = 0; k < 4; ++k) {
+                lanes[static_cast<std::size_t>(i * 4 + k)] += gt * mv[k];
+                acc[static_cast<std::size_t>(i * 4 + k)] += gv * M[k];
+              }
             }
             j = je;
           }
@@ -769,6 +780,7 @@ std::vector<double> backward_cells(const Geometry& geo, std::int64_t ncells, dou
           }
         }
       }
+      for (std::size_t q = 0; q < G; ++q) acc[q] += hsum<T>(lanes[q]);
     }
   });
   std::vector<double> out(G, 0.0);
