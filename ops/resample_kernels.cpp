@@ -300,9 +300,9 @@ std::shared_ptr<Table> try_lattice(const std::function<double(double)>& fn, doub
 // pieces^-(D+1): a degree is abandoned when the predicted piece count passes the memory cap.
 template <class Try>
 std::shared_ptr<const Table> search(double tol, std::int64_t first, std::int64_t cap, Try try_table,
-                                    int max_degree = kMaxDegree) {
-  for (int D = 1; D <= max_degree; ++D) {
-    for (std::int64_t m = first; m <= cap; m *= 2) {
+                                    int max_degree = kMaxDegree, int min_degree = 1) {
+  for (int D = min_degree; D <= max_degree; ++D) {
+    for (std::int64_t m = D == min_degree ? first : 1; m <= cap; m *= 2) {
       auto t = try_table(D, m);
       if (!t) break;
       if (t->measured_error <= tol) return t;
@@ -348,7 +348,7 @@ std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>
 }
 
 std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells, double delta, double lo,
-                                                     double hi, double dx, double tol) {
+                                                     double hi, double dx, double tol, SampledHint& hint) {
   if ((hi - lo) / dx > 1e5) return nullptr;
   const std::int64_t ncells = static_cast<std::int64_t>(cells.size() / 4);
   const std::function<double(double)> fn = [&](double d) {
@@ -356,9 +356,20 @@ std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& 
     const std::int64_t i = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, ncells - 1);
     return horner_cell(&cells[static_cast<std::size_t>(i * 4)], u - static_cast<double>(i));
   };
-  // Small search: this runs on every forward (the values change between steps).
-  return search(
-      tol, 1, 64, [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); }, 3);
+  // Small search: this runs on every forward (the values change between steps). It starts from the
+  // degree and phase count that worked last time for this response (usually one trial).
+  std::lock_guard<std::mutex> lock(hint.mutex);
+  auto t = search(
+      tol, hint.phases, 64,
+      [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); }, 3, hint.degree);
+  if (!t && (hint.degree > 1 || hint.phases > 1))
+    t = search(
+        tol, 1, 64, [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); }, 3);
+  if (t) {
+    hint.degree = t->degree;
+    hint.phases = t->phases();
+  }
+  return t;
 }
 
 std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& fn, double lo, double hi, double tol) {

@@ -60,8 +60,12 @@ std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>
                                              double tol);
 /// A polyphase table of a sampled response (its per-cell coefficients, see sampled_cells) meeting
 /// tol with degree <= 3 and <= 64 phases, or null. Built per forward: the values change.
+struct SampledHint {
+  std::mutex mutex;
+  int degree = 1, phases = 1;  // where the last successful search ended
+};
 std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells, double delta, double lo,
-                                                     double hi, double dx, double tol);
+                                                     double hi, double dx, double tol, SampledHint& hint);
 std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& fn, double lo, double hi, double tol);
 
 /// Shared state behind a Response handle (the cache is filled lazily, under a mutex).
@@ -80,6 +84,7 @@ struct ResponseState {
   };
   std::mutex mutex;
   std::vector<Entry> cache;
+  SampledHint sampled_hint[2];  // value table, derivative table
   std::shared_ptr<const Table> get(bool polyphase, bool derivative, double dx, double tol);
 };
 
