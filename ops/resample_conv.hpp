@@ -27,7 +27,9 @@
 // - Response::sampled(values, lo, hi, interp): a learnable response given by K >= 2 values on the
 //   uniform lattice lo + k*(hi-lo)/(K-1), interpolated linearly or with Catmull-Rom cubics (Keys,
 //   a = -1/2; the two missing end neighbours are linearly extrapolated: v[-1] = 2v[0] - v[1],
-//   v[K] = 2v[K-1] - v[K-2]). It is evaluated exactly (no table).
+//   v[K] = 2v[K-1] - v[K-2]). Float64 evaluates the interpolation exactly at every tap; float32 on a
+//   uniform grid tabulates it per forward as a polyphase table within the float32 tolerance (the
+//   values gradient is always that of the exact interpolation).
 //
 // Accuracy contract (callable responses): against the exact dense sum in float64, the max abs error
 // is <= 1e-5 * max over outputs of sum_b |r||f| for float32 and <= 1e-12 * that for float64, with
