@@ -467,8 +467,14 @@ TEST_CASE("resident memory stays flat over 10,000 training-like iterations", "[a
   INFO("RSS at iteration 1000: " << rss_1000 << " bytes, at 10000: " << rss_10000 << " bytes");
   INFO("loss sum " << first_loss << " -> " << last_loss);
   CHECK(last_loss < 0.1 * first_loss);  // it trains
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer keeps freed memory in a quarantine (up to 256 MB) and adds shadow memory, so
+  // RSS is not a leak signal here; LeakSanitizer checks for leaks at exit in this build instead.
+  WARN("RSS check skipped under AddressSanitizer; LeakSanitizer covers leaks in this build");
+#else
   // One leaked 16 KB tensor per iteration would add 144 MB; one leaked node about 1 MB.
   CHECK(rss_10000 - rss_1000 < 2 * 1024 * 1024);
+#endif
 }
 
 TEST_CASE("tensors and graphs outlive the thread that made them and are freed in another", "[autograd][threads]") {
