@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "overhead_harness.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/random.hpp"
@@ -27,61 +28,10 @@
 namespace {
 
 using namespace xgrad;
-using Clock = std::chrono::steady_clock;
+using overhead::median_us;
+using overhead::Options;
 
-struct Options {
-  int threads = 1;
-  int iters = 20000;
-  int mlp_iters = 2000;
-  int reps = 7;
-  std::string only;  // empty: every case
-};
-
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "missing value after %s\n", argv[i]);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (!std::strcmp(argv[i], "--threads"))
-      o.threads = std::atoi(next());
-    else if (!std::strcmp(argv[i], "--iters"))
-      o.iters = std::atoi(next());
-    else if (!std::strcmp(argv[i], "--mlp-iters"))
-      o.mlp_iters = std::atoi(next());
-    else if (!std::strcmp(argv[i], "--reps"))
-      o.reps = std::atoi(next());
-    else if (!std::strcmp(argv[i], "--case"))
-      o.only = next();
-    else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--iters N] [--mlp-iters N] [--reps N] [--case NAME]\n", argv[0]);
-      std::exit(2);
-    }
-  }
-  return o;
-}
-
-// Runs body() iters times per repetition (after one short warm-up) and returns the median over
-// repetitions of the time per iteration, in microseconds.
-template <class Body>
-double median_us(int iters, int reps, Body&& body) {
-  for (int i = 0; i < std::max(1, iters / 10); ++i) body();
-  std::vector<double> per_iter;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    for (int i = 0; i < iters; ++i) body();
-    const std::chrono::duration<double, std::micro> dt = Clock::now() - t0;
-    per_iter.push_back(dt.count() / iters);
-  }
-  std::sort(per_iter.begin(), per_iter.end());
-  return per_iter[per_iter.size() / 2];
-}
-
-void row(const char* name, int threads, double us) { std::printf("%s,xgrad,%d,us,%.3f\n", name, threads, us); }
+void row(const char* name, int threads, double us) { overhead::row(name, "xgrad", threads, us); }
 
 void tanh_case(const char* name, std::int64_t n, const Options& o) {
   Generator gen(1);
@@ -136,7 +86,7 @@ void mlp_case(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
+  const Options o = overhead::parse(argc, argv);
   set_num_threads(o.threads);
   auto want = [&](const char* name) { return o.only.empty() || o.only == name; };
   if (want("tanh_1x1")) tanh_case("tanh_1x1", 1, o);
