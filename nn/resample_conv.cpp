@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "xgrad/ops/elementwise.hpp"
+
 namespace xgrad::nn {
 
 ResampleConv::ResampleConv(const Tensor& coarse, FineGrid grid, const Response& response, ResampleConvConfig config)
@@ -15,8 +17,8 @@ ResampleConv::ResampleConv(const Tensor& coarse, FineGrid grid, const Response& 
     XGRAD_CHECK(std::isfinite(c[i]), "nn::ResampleConv: argument 'coarse' {} has a non-finite value {} at [{}, {}]",
                 shape_str(coarse.shape()), c[i], static_cast<std::int64_t>(i) / coarse.size(1),
                 static_cast<std::int64_t>(i) % coarse.size(1));
-  XGRAD_CHECK(!config.learn_coarse || response.has_derivative(),
-              "nn::ResampleConv: learn_coarse needs the response's derivative: pass it as "
+  XGRAD_CHECK(!(config.learn_coarse || config.learn_shift) || response.has_derivative(),
+              "nn::ResampleConv: learn_coarse and learn_shift need the response's derivative: pass it as "
               "Response::callable(fn, lo, hi, dfn), or use a sampled response");
   const Dtype dt = coarse.dtype();
   // The layer owns copies of its geometry: later changes to the caller's tensors do not leak in.
@@ -24,6 +26,7 @@ ResampleConv::ResampleConv(const Tensor& coarse, FineGrid grid, const Response& 
     coarse_ = register_parameter("coarse", coarse.detach().clone_data());
   else
     coarse_ = register_buffer("coarse", coarse.detach().clone_data());
+  if (config.learn_shift) shift_ = register_parameter("shift", Tensor::zeros({coarse.size(0), 1}, dt));
   if (response.is_sampled()) {
     const Tensor& v = register_parameter("response_values", response.values().detach().to(dt).clone_data());
     response_ = Response::sampled(v, response.lo(), response.hi(), response.interp());
@@ -33,10 +36,13 @@ ResampleConv::ResampleConv(const Tensor& coarse, FineGrid grid, const Response& 
   // The precomputation: the response tables for this grid and dtype (and the derivative table
   // when the coarse points learn).
   info_ = resample_conv_prepare(grid_, response_, dt, config_.op);
-  if (config.learn_coarse && !response_.is_sampled()) resample_conv_prepare(grid_, response_, dt, config_.op, true);
+  if ((config.learn_coarse || config.learn_shift) && !response_.is_sampled())
+    resample_conv_prepare(grid_, response_, dt, config_.op, true);
 }
 
-Tensor ResampleConv::forward(const Tensor& f) { return resample_conv(f, coarse_, grid_, response_, config_.op); }
+Tensor ResampleConv::forward(const Tensor& f) {
+  return resample_conv(f, shift_.defined() ? coarse_ + shift_ : coarse_, grid_, response_, config_.op);
+}
 
 std::size_t ResampleConv::bytes_held() const { return resample_conv_cached_bytes(response_); }
 

@@ -11,7 +11,10 @@
 // Parameters and buffers:
 // - a sampled response's values are the parameter "response_values" (learnable);
 // - the coarse points are the buffer "coarse", or the parameter "coarse" with learn_coarse (which
-//   needs a response with a derivative: sampled, or a callable given its derivative).
+//   needs a response with a derivative: sampled, or a callable given its derivative);
+// - with learn_shift, a per-row shift is the parameter "shift" (N, 1), initialised to zero, and the
+//   layer reads row n at coarse[n, a] + shift[n]: one learnable offset per row (e.g. a per-fibre
+//   wavelength offset), with d shift[n] = sum_a d coarse[n, a]. It also needs the derivative.
 #include <cstddef>
 
 #include "xgrad/nn/module.hpp"
@@ -24,6 +27,8 @@ struct ResampleConvConfig {
   bool learn_coarse = false;
   /// Table tolerance / exact evaluation, passed to the op.
   xgrad::ResampleConvOptions op;
+  /// Learn one shift per row, added to every coarse point of that row (parameter "shift", (N, 1)).
+  bool learn_shift = false;
 };
 
 class ResampleConv : public Module {
@@ -37,6 +42,8 @@ class ResampleConv : public Module {
   Tensor operator()(const Tensor& f) { return forward(f); }
 
   const Tensor& coarse() const { return coarse_; }
+  /// The learnable per-row shift (N, 1), undefined unless config.learn_shift.
+  const Tensor& shift() const { return shift_; }
   const FineGrid& grid() const { return grid_; }
   const Response& response() const { return response_; }
   /// The precomputed tables (method, degree, pieces, measured error, bytes) used by forward.
@@ -46,6 +53,7 @@ class ResampleConv : public Module {
 
  private:
   Tensor coarse_;
+  Tensor shift_;
   FineGrid grid_;
   Response response_;
   ResampleConvConfig config_;

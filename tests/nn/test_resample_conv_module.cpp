@@ -121,3 +121,35 @@ TEST_CASE("nn::ResampleConv: bad arguments", "[nn][resample_conv][errors]") {
   nn::ResampleConv ok(Tensor::zeros({2, 3}), grid, no_deriv);
   test::require_error([&] { ok.forward(Tensor::zeros({3, 11})); }, {"resample_conv", "N differs"});
 }
+
+TEST_CASE("nn::ResampleConv: a learnable per-row shift", "[nn][resample_conv]") {
+  Generator gen(23);
+  const FineGrid grid = FineGrid::uniform(0.0, 1.0 / 59, 60);
+  const Tensor coarse = sorted_coarse(3, 7, gen, kFloat64);
+  nn::ResampleConvConfig config;
+  config.learn_shift = true;
+  auto conv = std::make_shared<nn::ResampleConv>(coarse, grid, cos2(0.2), config);
+  REQUIRE(conv->named_parameters().size() == 1);
+  CHECK(conv->named_parameters()[0].first == "shift");
+  CHECK(conv->shift().shape() == Shape{3, 1});
+  // A shift s reads the same as the op at coarse + s.
+  {
+    NoGradGuard ng;
+    Tensor s = conv->shift();
+    s.copy_(Tensor::from_vector({0.01, -0.02, 0.005}, {3, 1}, kFloat64));
+  }
+  Tensor f = test::randn_leaf({3, 60}, gen);
+  const Tensor expected =
+      resample_conv(f, coarse + Tensor::from_vector({0.01, -0.02, 0.005}, {3, 1}, kFloat64), grid, cos2(0.2));
+  CHECK(bit_equal(conv->forward(f), expected));
+  // Its gradient (float64 gradcheck through the layer, shift as the input).
+  Tensor shift = conv->shift();
+  test::require_gradcheck([&](const Tensors&) { return conv->forward(f); }, {shift});
+  test::require_error(
+      [&] {
+        nn::ResampleConvConfig c;
+        c.learn_shift = true;
+        nn::ResampleConv(coarse, grid, Response::callable([](double d) { return 1 - std::abs(d); }, -1.0, 1.0), c);
+      },
+      {"nn::ResampleConv", "learn_shift", "derivative"});
+}
