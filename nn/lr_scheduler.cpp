@@ -1,0 +1,223 @@
+// Note [Scheduler parity]: the formulas below are torch 1.13's Python expressions with the same
+// evaluation order. Python never fuses a*b+c into one rounding, so floating-point contraction is
+// turned off for this file (the project builds with -march=x86-64-v3, which has FMA).
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include "xgrad/nn/lr_scheduler.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "xgrad/core/error.hpp"
+
+namespace xgrad::nn {
+
+// ---- LRScheduler --------------------------------------------------------------------------------
+
+LRScheduler::LRScheduler(Optimizer& optimizer, std::string name) : opt_(optimizer), name_(std::move(name)) {
+  for (auto& g : opt_.param_groups()) {
+    if (!g.initial_lr) g.initial_lr = *g.lr;  // group.setdefault('initial_lr', group['lr'])
+    base_lrs_.push_back(*g.initial_lr);
+  }
+}
+
+LRScheduler::~LRScheduler() = default;
+
+void LRScheduler::initial_step() {
+  step_count_ = 0;
+  step();
+}
+
+std::vector<double> LRScheduler::group_lrs() const {
+  const auto& groups = opt_.param_groups();
+  XGRAD_CHECK(groups.size() == base_lrs_.size(),
+              "{}: the optimizer has {} parameter groups, but had {} when the scheduler was made", name_, groups.size(),
+              base_lrs_.size());
+  std::vector<double> lrs;
+  lrs.reserve(groups.size());
+  for (const auto& g : groups) lrs.push_back(*g.lr);
+  return lrs;
+}
+
+void LRScheduler::apply(const std::vector<double>& lrs) {
+  for (std::size_t g = 0; g < lrs.size(); ++g) opt_.set_lr(g, lrs[g]);
+  last_lr_ = group_lrs();
+}
+
+void LRScheduler::step() {
+  ++step_count_;
+  ++last_epoch_;
+  apply(get_lr());
+}
+
+void LRScheduler::step_to(std::int64_t epoch) {
+  ++step_count_;
+  last_epoch_ = epoch;
+  apply(closed_form_lr());
+}
+
+double LRScheduler::get_last_lr(std::size_t group) const {
+  XGRAD_CHECK(group < last_lr_.size(), "{}: get_last_lr: group index {} out of range ({} groups)", name_, group,
+              last_lr_.size());
+  return last_lr_[group];
+}
+
+// ---- StepLR -------------------------------------------------------------------------------------
+
+StepLR::StepLR(Optimizer& optimizer, std::int64_t step_size, double gamma)
+    : LRScheduler(optimizer, "StepLR"), step_size_(step_size), gamma_(gamma) {
+  XGRAD_CHECK(step_size >= 1, "StepLR: argument 'step_size' must be >= 1, got {}", step_size);
+  XGRAD_CHECK(gamma >= 0 && std::isfinite(gamma), "StepLR: argument 'gamma' must be finite and >= 0, got {}", gamma);
+  initial_step();
+}
+
+std::vector<double> StepLR::get_lr() {
+  std::vector<double> lrs = group_lrs();
+  if (last_epoch_ == 0 || last_epoch_ % step_size_ != 0) return lrs;
+  for (double& lr : lrs) lr = lr * gamma_;
+  return lrs;
+}
+
+std::vector<double> StepLR::closed_form_lr() {
+  std::vector<double> lrs;
+  for (double base : base_lrs_) lrs.push_back(base * std::pow(gamma_, static_cast<double>(last_epoch_ / step_size_)));
+  return lrs;
+}
+
+// ---- CosineAnnealingLR --------------------------------------------------------------------------
+
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, std::int64_t T_max, double eta_min)  // NOLINT
+    : LRScheduler(optimizer, "CosineAnnealingLR"), t_max_(T_max), eta_min_(eta_min) {
+  XGRAD_CHECK(T_max >= 1, "CosineAnnealingLR: argument 'T_max' must be >= 1, got {}", T_max);
+  XGRAD_CHECK(eta_min >= 0 && std::isfinite(eta_min),
+              "CosineAnnealingLR: argument 'eta_min' must be finite and >= 0, got {}", eta_min);
+  initial_step();
+}
+
+std::vector<double> CosineAnnealingLR::get_lr() {
+  constexpr double pi = std::numbers::pi;
+  std::vector<double> lrs = group_lrs();
+  const auto e = static_cast<double>(last_epoch_);
+  const auto t = static_cast<double>(t_max_);
+  if (last_epoch_ == 0) return lrs;
+  if (step_count_ == 1 && last_epoch_ > 0) {
+    for (std::size_t g = 0; g < lrs.size(); ++g)
+      lrs[g] = eta_min_ + (base_lrs_[g] - eta_min_) * (1 + std::cos(e * pi / t)) / 2;
+    return lrs;
+  }
+  if ((last_epoch_ - 1 - t_max_) % (2 * t_max_) == 0) {
+    for (std::size_t g = 0; g < lrs.size(); ++g)
+      lrs[g] = lrs[g] + (base_lrs_[g] - eta_min_) * (1 - std::cos(pi / t)) / 2;
+    return lrs;
+  }
+  for (double& lr : lrs)
+    lr = (1 + std::cos(pi * e / t)) / (1 + std::cos(pi * (e - 1) / t)) * (lr - eta_min_) + eta_min_;
+  return lrs;
+}
+
+std::vector<double> CosineAnnealingLR::closed_form_lr() {
+  constexpr double pi = std::numbers::pi;
+  const auto e = static_cast<double>(last_epoch_);
+  const auto t = static_cast<double>(t_max_);
+  std::vector<double> lrs;
+  for (double base : base_lrs_) lrs.push_back(eta_min_ + (base - eta_min_) * (1 + std::cos(pi * e / t)) / 2);
+  return lrs;
+}
+
+// ---- LinearLR -----------------------------------------------------------------------------------
+
+LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor, std::int64_t total_iters)
+    : LRScheduler(optimizer, "LinearLR"),
+      start_factor_(start_factor),
+      end_factor_(end_factor),
+      total_iters_(total_iters) {
+  XGRAD_CHECK(start_factor > 0 && start_factor <= 1, "LinearLR: argument 'start_factor' must be in (0, 1], got {}",
+              start_factor);
+  XGRAD_CHECK(end_factor >= 0 && end_factor <= 1, "LinearLR: argument 'end_factor' must be in [0, 1], got {}",
+              end_factor);
+  XGRAD_CHECK(total_iters >= 1, "LinearLR: argument 'total_iters' must be >= 1, got {}", total_iters);
+  initial_step();
+}
+
+std::vector<double> LinearLR::get_lr() {
+  std::vector<double> lrs = group_lrs();
+  if (last_epoch_ == 0) {
+    for (double& lr : lrs) lr = lr * start_factor_;
+    return lrs;
+  }
+  if (last_epoch_ > total_iters_) return lrs;
+  const double diff = end_factor_ - start_factor_;
+  const double denom = static_cast<double>(total_iters_) * start_factor_ + static_cast<double>(last_epoch_ - 1) * diff;
+  for (double& lr : lrs) lr = lr * (1. + diff / denom);
+  return lrs;
+}
+
+std::vector<double> LinearLR::closed_form_lr() {
+  const double diff = end_factor_ - start_factor_;
+  const auto m = static_cast<double>(std::min(total_iters_, last_epoch_));
+  std::vector<double> lrs;
+  for (double base : base_lrs_) lrs.push_back(base * (start_factor_ + diff * m / static_cast<double>(total_iters_)));
+  return lrs;
+}
+
+// ---- SequentialLR -------------------------------------------------------------------------------
+
+SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::shared_ptr<LRScheduler>> schedulers,
+                           std::vector<std::int64_t> milestones)
+    : LRScheduler(optimizer, "SequentialLR"), schedulers_(std::move(schedulers)), milestones_(std::move(milestones)) {
+  XGRAD_CHECK(!schedulers_.empty(), "SequentialLR: argument 'schedulers' is empty");
+  for (std::size_t i = 0; i < schedulers_.size(); ++i) {
+    XGRAD_CHECK(schedulers_[i] != nullptr, "SequentialLR: scheduler {} is null", i);
+    XGRAD_CHECK(&schedulers_[i]->opt_ == &opt_,
+                "SequentialLR: scheduler {} ({}) belongs to a different optimizer than the one passed in", i,
+                schedulers_[i]->name_);
+    XGRAD_CHECK(dynamic_cast<SequentialLR*>(schedulers_[i].get()) == nullptr,
+                "SequentialLR: scheduler {} is itself a SequentialLR, which cannot be nested", i);
+  }
+  XGRAD_CHECK(milestones_.size() + 1 == schedulers_.size(),
+              "SequentialLR: expects one milestone fewer than schedulers, got {} schedulers and {} milestones",
+              schedulers_.size(), milestones_.size());
+  for (std::size_t i = 0; i < milestones_.size(); ++i)
+    XGRAD_CHECK(milestones_[i] >= 1 && (i == 0 || milestones_[i] > milestones_[i - 1]),
+                "SequentialLR: milestones must be increasing and >= 1, got {}", milestones_);
+  last_epoch_ = 0;
+  // Reset the lrs the children's initial steps changed, undo those steps, and redo the first one.
+  for (auto& g : opt_.param_groups()) g.lr = *g.initial_lr;
+  for (auto& s : schedulers_) s->last_epoch_ -= 1;
+  schedulers_[0]->initial_step();
+  last_lr_ = schedulers_[0]->last_lr_;
+}
+
+void SequentialLR::step() {
+  ++last_epoch_;
+  const auto idx = static_cast<std::size_t>(std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) -
+                                            milestones_.begin());
+  LRScheduler& s = *schedulers_[idx];
+  if (idx > 0 && milestones_[idx - 1] == last_epoch_)
+    s.step_to(0);
+  else
+    s.step();
+  last_lr_ = s.last_lr_;
+}
+
+// SequentialLR delegates every step to its children.
+std::vector<double> SequentialLR::get_lr() { return group_lrs(); }
+std::vector<double> SequentialLR::closed_form_lr() { return group_lrs(); }
+
+std::shared_ptr<SequentialLR> make_warmup_cosine(Optimizer& optimizer, std::int64_t warmup_iters,
+                                                 std::int64_t total_iters, double start_factor, double eta_min) {
+  XGRAD_CHECK(warmup_iters >= 1 && total_iters > warmup_iters,
+              "make_warmup_cosine: needs 1 <= warmup_iters < total_iters, got warmup_iters {} and total_iters {}",
+              warmup_iters, total_iters);
+  auto warmup = std::make_shared<LinearLR>(optimizer, start_factor, 1.0, warmup_iters);
+  auto cosine = std::make_shared<CosineAnnealingLR>(optimizer, total_iters - warmup_iters, eta_min);
+  return std::make_shared<SequentialLR>(optimizer, std::vector<std::shared_ptr<LRScheduler>>{warmup, cosine},
+                                        std::vector<std::int64_t>{warmup_iters});
+}
+
+}  // namespace xgrad::nn

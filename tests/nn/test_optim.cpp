@@ -1,0 +1,346 @@
+// Tests for nn/optim.* and nn/lr_scheduler.*: step-by-step parity with PyTorch 1.13's optimizers
+// (foreach=False), schedulers and clip_grad_norm_ (tests/nn/optim_parity.py), state_dict round trips,
+// thread determinism, float32, and bad inputs.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "support.hpp"
+#include "xgrad/nn/lr_scheduler.hpp"
+#include "xgrad/nn/optim.hpp"
+
+using namespace xgrad;
+using nlohmann::json;
+
+namespace {
+
+using MakeOptimizer = std::function<std::unique_ptr<nn::Optimizer>(const std::vector<Tensor>&)>;
+using MakeScheduler = std::function<std::shared_ptr<nn::LRScheduler>(nn::Optimizer&)>;
+
+// Slice k of a stacked [K, *shape] tensor, as a fresh tensor of `shape`.
+Tensor slice(const Tensor& stacked, std::int64_t k, const Shape& shape) {
+  Tensor out = Tensor::empty(shape, stacked.dtype());
+  const std::size_t bytes = out.nbytes();
+  std::memcpy(out.raw_data(), static_cast<const char*>(stacked.raw_data()) + static_cast<std::size_t>(k) * bytes,
+              bytes);
+  return out;
+}
+
+// Writes `t` into slice k of `stacked`.
+void put_slice(Tensor& stacked, std::int64_t k, const Tensor& t) {
+  const std::size_t bytes = t.nbytes();
+  std::memcpy(static_cast<char*>(stacked.raw_data()) + static_cast<std::size_t>(k) * bytes, t.raw_data(), bytes);
+}
+
+Shape stacked_shape(std::int64_t k, const Shape& s) {
+  Shape out{k};
+  out.insert(out.end(), s.begin(), s.end());
+  return out;
+}
+
+// One optimizer run: parameters, their gradients at every step, and what we computed.
+struct OptimRun {
+  std::vector<Tensor> init;              // initial parameters
+  std::vector<Tensor> grads;             // [K, *shape] each
+  std::vector<Tensor> outs;              // parameters after each step, [K, *shape] each
+  std::vector<std::vector<double>> lrs;  // at construction and after each step
+  std::vector<double> norms;             // clip_grad_norm_ results
+};
+
+struct RunSpec {
+  std::int64_t steps = 20;
+  std::vector<std::pair<int, int>> skip = {};                    // (param, step) without a gradient
+  std::optional<std::pair<double, double>> clip = std::nullopt;  // (max_norm, norm_type)
+};
+
+// Runs `steps` steps of the optimizer made by `make` on copies of `init` with the given gradients.
+OptimRun run_ours(const std::vector<Tensor>& init, const std::vector<Tensor>& grads, const MakeOptimizer& make,
+                  const MakeScheduler& make_sched, const RunSpec& spec) {
+  OptimRun r;
+  r.init = init;
+  r.grads = grads;
+  std::vector<Tensor> params;
+  for (const auto& p : init) params.push_back(p.clone_data().set_requires_grad());
+  auto opt = make(params);
+  std::shared_ptr<nn::LRScheduler> sched = make_sched ? make_sched(*opt) : nullptr;
+  auto lrs = [&] {
+    std::vector<double> v;
+    for (std::size_t g = 0; g < opt->param_groups().size(); ++g) v.push_back(opt->lr(g));
+    return v;
+  };
+  r.lrs.push_back(lrs());
+  for (const auto& p : params) r.outs.push_back(Tensor::empty(stacked_shape(spec.steps, p.shape()), p.dtype()));
+  for (std::int64_t k = 0; k < spec.steps; ++k) {
+    for (std::size_t j = 0; j < params.size(); ++j) {
+      bool skip = false;
+      for (auto [pj, pk] : spec.skip) skip = skip || (pj == static_cast<int>(j) && pk == k);
+      params[j].set_grad(skip ? Tensor() : slice(grads[j], k, params[j].shape()));
+    }
+    if (spec.clip) r.norms.push_back(nn::clip_grad_norm_(params, spec.clip->first, spec.clip->second));
+    opt->step();
+    for (std::size_t j = 0; j < params.size(); ++j) put_slice(r.outs[j], k, params[j]);
+    if (sched) sched->step();
+    r.lrs.push_back(lrs());
+  }
+  return r;
+}
+
+// Random parameters and gradients: shapes (3, 4), (5) and a 0-d scalar; gradient scales vary by step
+// so that clipping is active at some steps and not at others.
+void make_data(std::uint64_t seed, std::int64_t steps, std::vector<Tensor>& init, std::vector<Tensor>& grads,
+               Dtype dtype = kFloat64) {
+  Generator gen(seed);
+  for (const Shape& s : {Shape{3, 4}, Shape{5}, Shape{}}) {
+    init.push_back(Tensor::randn(s, gen, kFloat64).to(dtype));
+    Tensor g = Tensor::randn(stacked_shape(steps, s), gen, kFloat64);
+    const std::int64_t per = shape_numel(s);
+    double* gp = g.data<double>();
+    for (std::int64_t k = 0; k < steps; ++k)
+      for (std::int64_t i = 0; i < per; ++i) gp[k * per + i] *= 0.3 + 0.1 * static_cast<double>(k % 7);
+    grads.push_back(g.to(dtype));
+  }
+}
+
+// Batch of optimizer cases replayed with torch in one Python process.
+class OptimParity {
+ public:
+  OptimParity() {
+    const auto base = std::filesystem::temp_directory_path() / ("xgrad_optim_parity_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(base);
+    std::filesystem::create_directories(base);
+    dir_ = base.string();
+  }
+
+  // torch_spec: {"optimizer", "defaults", "groups" (indices into the 3 parameters), "scheduler"}.
+  void add(const std::string& name, json torch_spec, const MakeOptimizer& make, const MakeScheduler& make_sched = {},
+           RunSpec spec = {}) {
+    std::vector<Tensor> init, grads;
+    make_data(1000 + cases_.size(), spec.steps, init, grads);
+    OptimRun r = run_ours(init, grads, make, make_sched, spec);
+    torch_spec["name"] = name;
+    torch_spec["num_params"] = init.size();
+    torch_spec["steps"] = spec.steps;
+    json skip = json::array();
+    for (auto [j, k] : spec.skip) skip.push_back({j, k});
+    torch_spec["skip"] = skip;
+    if (spec.clip)
+      torch_spec["clip"] = {{"max_norm", spec.clip->first},
+                            {"norm_type", std::isinf(spec.clip->second) ? json("inf") : json(spec.clip->second)}};
+    if (!torch_spec.contains("groups"))
+      torch_spec["groups"] = json::array({{{"params", {0, 1, 2}}, {"options", json::object()}}});
+    if (!torch_spec.contains("scheduler")) torch_spec["scheduler"] = nullptr;
+    for (std::size_t j = 0; j < init.size(); ++j) {
+      save_npy(fmt::format("{}/{}__p{}.npy", dir_, name, j), init[j]);
+      save_npy(fmt::format("{}/{}__g{}.npy", dir_, name, j), grads[j]);
+    }
+    manifest_.push_back(torch_spec);
+    cases_.emplace_back(name, std::move(r));
+  }
+
+  void run() {
+    {
+      std::ofstream f(dir_ + "/manifest.json");
+      f << manifest_.dump(1);
+    }
+    const std::string script = std::string(XGRAD_SOURCE_DIR) + "/tests/nn/optim_parity.py";
+    const std::string cmd = "/usr/bin/python3 " + script + " " + dir_ + " > " + dir_ + "/python.log 2>&1";
+    if (std::system(cmd.c_str()) != 0) {
+      std::ifstream log(dir_ + "/python.log");
+      std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+      FAIL("torch optimizer script failed (" << cmd << "):\n" << text);
+    }
+    for (const auto& [name, r] : cases_) {
+      INFO("optimizer parity case '" << name << "'");
+      for (std::size_t j = 0; j < r.outs.size(); ++j) {
+        const Tensor ref = load_npy(fmt::format("{}/{}__out_p{}.npy", dir_, name, j));
+        REQUIRE(ref.shape() == r.outs[j].shape());
+        const auto ours = r.outs[j].to_vector(), theirs = ref.to_vector();
+        const std::int64_t steps = ref.size(0), per = ref.numel() / steps;
+        for (std::int64_t k = 0; k < steps; ++k) {
+          // Compare after every step so that a failure names the first step that differs.
+          Tensor a = Tensor::from_vector({ours.begin() + k * per, ours.begin() + (k + 1) * per}, {per}, kFloat64);
+          Tensor b = Tensor::from_vector({theirs.begin() + k * per, theirs.begin() + (k + 1) * per}, {per}, kFloat64);
+          INFO("parameter " << j << " after step " << k + 1 << "\n ours  " << a << "\n torch " << b);
+          REQUIRE(allclose(a, b, 1e-12, 1e-14));
+        }
+      }
+      const Tensor lrs = load_npy(fmt::format("{}/{}__lrs.npy", dir_, name));
+      const auto lv = lrs.to_vector();
+      REQUIRE(lrs.numel() == static_cast<std::int64_t>(r.lrs.size() * r.lrs[0].size()));
+      for (std::size_t k = 0; k < r.lrs.size(); ++k)
+        for (std::size_t g = 0; g < r.lrs[k].size(); ++g) {
+          INFO("lr of group " << g << " after " << k << " scheduler steps");
+          // Same doubles as torch, not merely close (Note [Scheduler parity]).
+          CHECK(r.lrs[k][g] == lv[k * r.lrs[k].size() + g]);
+        }
+      if (!r.norms.empty()) {
+        const auto nv = load_npy(fmt::format("{}/{}__norms.npy", dir_, name)).to_vector();
+        REQUIRE(nv.size() == r.norms.size());
+        for (std::size_t k = 0; k < nv.size(); ++k) {
+          INFO("clip_grad_norm_ at step " << k + 1 << ": ours " << r.norms[k] << ", torch " << nv[k]);
+          CHECK(std::abs(r.norms[k] - nv[k]) <= 1e-12 * std::abs(nv[k]));
+        }
+      }
+    }
+    std::filesystem::remove_all(dir_);
+  }
+
+ private:
+  std::string dir_;
+  json manifest_ = json::array();
+  std::vector<std::pair<std::string, OptimRun>> cases_;
+};
+
+json spec(const std::string& optimizer, json defaults) {
+  return {{"optimizer", optimizer}, {"defaults", std::move(defaults)}};
+}
+
+template <class Opt, class Options>
+MakeOptimizer maker(Options options) {
+  return [options](const std::vector<Tensor>& params) { return std::make_unique<Opt>(params, options); };
+}
+
+}  // namespace
+
+TEST_CASE("optimizers, schedulers and clip_grad_norm_ match PyTorch step by step", "[optim][nn][parity]") {
+  OptimParity batch;
+  // SGD
+  batch.add("sgd_plain", spec("sgd", {{"lr", 0.1}}), maker<nn::SGD>(nn::SGDOptions(0.1)));
+  batch.add("sgd_momentum", spec("sgd", {{"lr", 0.05}, {"momentum", 0.9}}),
+            maker<nn::SGD>(nn::SGDOptions(0.05).momentum(0.9)));
+  batch.add("sgd_nesterov", spec("sgd", {{"lr", 0.05}, {"momentum", 0.9}, {"nesterov", true}}),
+            maker<nn::SGD>(nn::SGDOptions(0.05).momentum(0.9).nesterov(true)));
+  batch.add("sgd_wd_dampening",
+            spec("sgd", {{"lr", 0.05}, {"momentum", 0.8}, {"dampening", 0.3}, {"weight_decay", 0.01}}),
+            maker<nn::SGD>(nn::SGDOptions(0.05).momentum(0.8).dampening(0.3).weight_decay(0.01)));
+  batch.add("sgd_weight_decay", spec("sgd", {{"lr", 0.1}, {"weight_decay", 0.2}}),
+            maker<nn::SGD>(nn::SGDOptions(0.1).weight_decay(0.2)));
+  // Adam / AdamW
+  batch.add("adam", spec("adam", {{"lr", 0.01}}), maker<nn::Adam>(nn::AdamOptions(0.01)));
+  batch.add("adam_wd_skip", spec("adam", {{"lr", 0.02}, {"weight_decay", 0.1}}),
+            maker<nn::Adam>(nn::AdamOptions(0.02).weight_decay(0.1)), {},
+            RunSpec{.skip = {{2, 3}, {2, 4}, {0, 7}, {1, 0}}});
+  batch.add("adam_amsgrad", spec("adam", {{"lr", 0.01}, {"betas", {0.8, 0.99}}, {"amsgrad", true}, {"eps", 1e-6}}),
+            maker<nn::Adam>(nn::AdamOptions(0.01).betas({0.8, 0.99}).amsgrad(true).eps(1e-6)));
+  batch.add("adamw", spec("adamw", {{"lr", 0.01}}), maker<nn::AdamW>(nn::AdamWOptions(0.01)));
+  batch.add("adamw_amsgrad", spec("adamw", {{"lr", 0.01}, {"weight_decay", 0.3}, {"amsgrad", true}}),
+            maker<nn::AdamW>(nn::AdamWOptions(0.01).weight_decay(0.3).amsgrad(true)));
+  // RMSprop
+  batch.add("rmsprop", spec("rmsprop", {{"lr", 0.01}}), maker<nn::RMSprop>(nn::RMSpropOptions(0.01)));
+  batch.add("rmsprop_centered", spec("rmsprop", {{"lr", 0.01}, {"centered", true}, {"weight_decay", 0.05}}),
+            maker<nn::RMSprop>(nn::RMSpropOptions(0.01).centered(true).weight_decay(0.05)));
+  batch.add("rmsprop_momentum", spec("rmsprop", {{"lr", 0.01}, {"momentum", 0.9}, {"alpha", 0.9}}),
+            maker<nn::RMSprop>(nn::RMSpropOptions(0.01).momentum(0.9).alpha(0.9)));
+  batch.add("rmsprop_centered_momentum",
+            spec("rmsprop", {{"lr", 0.005}, {"momentum", 0.5}, {"centered", true}, {"eps", 1e-4}}),
+            maker<nn::RMSprop>(nn::RMSpropOptions(0.005).momentum(0.5).centered(true).eps(1e-4)));
+
+  // Two parameter groups with their own options.
+  {
+    json s = spec("sgd", {{"lr", 0.1}, {"momentum", 0.9}});
+    s["groups"] = json::array({{{"params", {0, 1}}, {"options", json::object()}},
+                               {{"params", {2}}, {"options", {{"lr", 0.01}, {"momentum", 0.5}}}}});
+    batch.add("sgd_two_groups", s, [](const std::vector<Tensor>& p) {
+      return std::make_unique<nn::SGD>(
+          std::vector<nn::ParamGroup>{{{p[0], p[1]}}, {.params = {p[2]}, .lr = 0.01, .momentum = 0.5}},
+          nn::SGDOptions(0.1).momentum(0.9));
+    });
+  }
+  {
+    json s = spec("adam", {{"lr", 0.01}});
+    s["groups"] = json::array({{{"params", {1}}, {"options", {{"lr", 0.03}, {"betas", {0.5, 0.9}}}}},
+                               {{"params", {0, 2}}, {"options", {{"weight_decay", 0.2}}}}});
+    batch.add("adam_two_groups", s, [](const std::vector<Tensor>& p) {
+      return std::make_unique<nn::Adam>(
+          std::vector<nn::ParamGroup>{{.params = {p[1]}, .lr = 0.03, .betas = std::pair{0.5, 0.9}},
+                                      {.params = {p[0], p[2]}, .weight_decay = 0.2}},
+          nn::AdamOptions(0.01));
+    });
+  }
+
+  // Schedulers (the lr sequence must be the same doubles as torch's).
+  {
+    json s = spec("sgd", {{"lr", 0.1}, {"momentum", 0.9}});
+    s["scheduler"] = {{"type", "step"}, {"step_size", 3}, {"gamma", 0.5}};
+    batch.add("sgd_steplr", s, maker<nn::SGD>(nn::SGDOptions(0.1).momentum(0.9)),
+              [](nn::Optimizer& o) { return std::make_unique<nn::StepLR>(o, 3, 0.5); });
+  }
+  {
+    json s = spec("adam", {{"lr", 0.05}});
+    s["scheduler"] = {{"type", "cosine"}, {"T_max", 7}, {"eta_min", 0.001}};
+    batch.add("adam_cosine", s, maker<nn::Adam>(nn::AdamOptions(0.05)),
+              [](nn::Optimizer& o) { return std::make_unique<nn::CosineAnnealingLR>(o, 7, 0.001); });
+  }
+  {
+    json s = spec("adamw", {{"lr", 0.02}});
+    s["scheduler"] = {{"type", "linear"}, {"start_factor", 0.25}, {"end_factor", 1.0}, {"total_iters", 4}};
+    batch.add("adamw_linear_warmup", s, maker<nn::AdamW>(nn::AdamWOptions(0.02)),
+              [](nn::Optimizer& o) { return std::make_unique<nn::LinearLR>(o, 0.25, 1.0, 4); });
+  }
+  {
+    json s = spec("sgd", {{"lr", 0.1}, {"momentum", 0.9}});
+    s["groups"] = json::array(
+        {{{"params", {0, 1}}, {"options", json::object()}}, {{"params", {2}}, {"options", {{"lr", 0.03}}}}});
+    s["scheduler"] = {{"type", "sequential"},
+                      {"schedulers",
+                       {{{"type", "linear"}, {"start_factor", 0.1}, {"end_factor", 1.0}, {"total_iters", 5}},
+                        {{"type", "cosine"}, {"T_max", 15}, {"eta_min", 0.0}}}},
+                      {"milestones", {5}}};
+    batch.add(
+        "sgd_warmup_cosine", s,
+        [](const std::vector<Tensor>& p) {
+          return std::make_unique<nn::SGD>(std::vector<nn::ParamGroup>{{{p[0], p[1]}}, {.params = {p[2]}, .lr = 0.03}},
+                                           nn::SGDOptions(0.1).momentum(0.9));
+        },
+        [](nn::Optimizer& o) -> std::unique_ptr<nn::LRScheduler> {
+          auto warm = std::make_shared<nn::LinearLR>(o, 0.1, 1.0, 5);
+          auto cos = std::make_shared<nn::CosineAnnealingLR>(o, 15, 0.0);
+          return std::make_unique<nn::SequentialLR>(o, std::vector<std::shared_ptr<nn::LRScheduler>>{warm, cos},
+                                                    std::vector<std::int64_t>{5});
+        });
+  }
+  {
+    json s = spec("rmsprop", {{"lr", 0.01}});
+    s["scheduler"] = {{"type", "sequential"},
+                      {"schedulers",
+                       {{{"type", "linear"}, {"start_factor", 0.2}, {"end_factor", 1.0}, {"total_iters", 3}},
+                        {{"type", "step"}, {"step_size", 4}, {"gamma", 0.3}},
+                        {{"type", "cosine"}, {"T_max", 5}, {"eta_min", 0.002}}}},
+                      {"milestones", {3, 11}}};
+    batch.add("rmsprop_three_schedulers", s, maker<nn::RMSprop>(nn::RMSpropOptions(0.01)),
+              [](nn::Optimizer& o) -> std::unique_ptr<nn::LRScheduler> {
+                auto a = std::make_shared<nn::LinearLR>(o, 0.2, 1.0, 3);
+                auto b = std::make_shared<nn::StepLR>(o, 4, 0.3);
+                auto c = std::make_shared<nn::CosineAnnealingLR>(o, 5, 0.002);
+                return std::make_unique<nn::SequentialLR>(o, std::vector<std::shared_ptr<nn::LRScheduler>>{a, b, c},
+                                                          std::vector<std::int64_t>{3, 11});
+              });
+  }
+  {
+    json s = spec("adam", {{"lr", 0.01}});
+    s["scheduler"] = {{"type", "sequential"},
+                      {"schedulers",
+                       {{{"type", "linear"}, {"start_factor", 0.1}, {"end_factor", 1.0}, {"total_iters", 4}},
+                        {{"type", "cosine"}, {"T_max", 16}, {"eta_min", 1e-4}}}},
+                      {"milestones", {4}}};
+    batch.add("adam_make_warmup_cosine", s, maker<nn::Adam>(nn::AdamOptions(0.01)),
+              [](nn::Optimizer& o) { return nn::make_warmup_cosine(o, 4, 20, 0.1, 1e-4); });
+  }
+
+  // clip_grad_norm_ before each step (2-norm, inf-norm, 1.5-norm).
+  batch.add("sgd_momentum_clip2", spec("sgd", {{"lr", 0.05}, {"momentum", 0.9}}),
+            maker<nn::SGD>(nn::SGDOptions(0.05).momentum(0.9)), {}, RunSpec{.clip = std::pair{2.0, 2.0}});
+  batch.add("adam_clip_inf", spec("adam", {{"lr", 0.01}}), maker<nn::Adam>(nn::AdamOptions(0.01)), {},
+            RunSpec{.skip = {{1, 2}}, .clip = std::pair{0.7, INFINITY}});
+  batch.add("rmsprop_clip_1_5", spec("rmsprop", {{"lr", 0.01}}), maker<nn::RMSprop>(nn::RMSpropOptions(0.01)), {},
+            RunSpec{.clip = std::pair{2.5, 1.5}});
+  batch.add("sgd_clip1", spec("sgd", {{"lr", 0.05}}), maker<nn::SGD>(nn::SGDOptions(0.05)), {},
+            RunSpec{.clip = std::pair{3.0, 1.0}});
+  batch.run();
+}
