@@ -1,0 +1,119 @@
+#include "xgrad/nn/init.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include "xgrad/core/autograd.hpp"
+
+namespace xgrad::nn::init {
+
+namespace {
+
+void check_defined(const Tensor& t, const char* op) {
+  XGRAD_CHECK(t.defined(), "init::{}: argument 'tensor' is undefined", op);
+}
+
+// Draws every element from `draw` in row-major order (one fixed sequence per generator state, so the
+// result does not depend on the thread count) and writes them in place without recording.
+template <class Draw>
+Tensor& fill_from(Tensor& t, Draw&& draw) {
+  if (t.numel() == 0) return t;
+  std::vector<double> v(static_cast<std::size_t>(t.numel()));
+  for (auto& x : v) x = draw();
+  NoGradGuard no_grad;
+  t.copy_(Tensor::from_vector(v, t.shape(), t.dtype()));
+  return t;
+}
+
+double fan_for(const Tensor& t, FanMode mode, const char* op) {
+  const auto [fan_in, fan_out] = calculate_fan_in_and_fan_out(t, op);
+  return static_cast<double>(mode == FanMode::fan_in ? fan_in : fan_out);
+}
+
+}  // namespace
+
+double calculate_gain(Nonlinearity nonlinearity, double param) {
+  switch (nonlinearity) {
+    case Nonlinearity::linear:
+    case Nonlinearity::conv1d:
+    case Nonlinearity::conv2d:
+    case Nonlinearity::conv3d:
+    case Nonlinearity::sigmoid:
+      return 1.0;
+    case Nonlinearity::tanh:
+      return 5.0 / 3.0;
+    case Nonlinearity::relu:
+      return std::sqrt(2.0);
+    case Nonlinearity::leaky_relu:
+      XGRAD_CHECK(std::isfinite(param), "init::calculate_gain: leaky_relu slope must be finite, got {}", param);
+      return std::sqrt(2.0 / (1.0 + param * param));
+    case Nonlinearity::selu:
+      return 3.0 / 4.0;
+  }
+  XGRAD_CHECK(false, "init::calculate_gain: unknown nonlinearity {}", static_cast<int>(nonlinearity));
+  return 1.0;
+}
+
+std::pair<std::int64_t, std::int64_t> calculate_fan_in_and_fan_out(const Tensor& t, const char* op) {
+  check_defined(t, op);
+  XGRAD_CHECK(t.dim() >= 2,
+              "init::{}: fan in and fan out cannot be computed for a tensor with fewer than 2 dimensions, got shape {}",
+              op, shape_str(t.shape()));
+  std::int64_t receptive = 1;
+  for (std::int64_t d = 2; d < t.dim(); ++d) receptive *= t.size(d);
+  return {t.size(1) * receptive, t.size(0) * receptive};
+}
+
+Tensor& uniform_(Tensor& t, Generator& gen, double a, double b) {
+  check_defined(t, "uniform_");
+  XGRAD_CHECK(std::isfinite(a) && std::isfinite(b) && a <= b,
+              "init::uniform_: bounds must be finite with a <= b, got a = {}, b = {}", a, b);
+  return fill_from(t, [&] { return gen.uniform(a, b); });
+}
+
+Tensor& normal_(Tensor& t, Generator& gen, double mean, double std) {
+  check_defined(t, "normal_");
+  XGRAD_CHECK(std::isfinite(mean) && std::isfinite(std) && std >= 0,
+              "init::normal_: mean must be finite and std finite and >= 0, got mean = {}, std = {}", mean, std);
+  return fill_from(t, [&] { return mean + std * gen.normal(); });
+}
+
+Tensor& constant_(Tensor& t, double value) {
+  check_defined(t, "constant_");
+  NoGradGuard no_grad;
+  t.fill_(value);
+  return t;
+}
+
+Tensor& zeros_(Tensor& t) { return constant_(t, 0.0); }
+Tensor& ones_(Tensor& t) { return constant_(t, 1.0); }
+
+Tensor& xavier_uniform_(Tensor& t, Generator& gen, double gain) {
+  const auto [fan_in, fan_out] = calculate_fan_in_and_fan_out(t, "xavier_uniform_");
+  if (t.numel() == 0) return t;
+  const double bound = gain * std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
+  return fill_from(t, [&] { return gen.uniform(-bound, bound); });
+}
+
+Tensor& xavier_normal_(Tensor& t, Generator& gen, double gain) {
+  const auto [fan_in, fan_out] = calculate_fan_in_and_fan_out(t, "xavier_normal_");
+  if (t.numel() == 0) return t;
+  const double std = gain * std::sqrt(2.0 / static_cast<double>(fan_in + fan_out));
+  return fill_from(t, [&] { return std * gen.normal(); });
+}
+
+Tensor& kaiming_uniform_(Tensor& t, Generator& gen, double a, FanMode mode, Nonlinearity nonlinearity) {
+  const double fan = fan_for(t, mode, "kaiming_uniform_");
+  if (t.numel() == 0) return t;
+  const double bound = std::sqrt(3.0) * calculate_gain(nonlinearity, a) / std::sqrt(fan);
+  return fill_from(t, [&] { return gen.uniform(-bound, bound); });
+}
+
+Tensor& kaiming_normal_(Tensor& t, Generator& gen, double a, FanMode mode, Nonlinearity nonlinearity) {
+  const double fan = fan_for(t, mode, "kaiming_normal_");
+  if (t.numel() == 0) return t;
+  const double std = calculate_gain(nonlinearity, a) / std::sqrt(fan);
+  return fill_from(t, [&] { return std * gen.normal(); });
+}
+
+}  // namespace xgrad::nn::init
