@@ -344,3 +344,303 @@ TEST_CASE("optimizers, schedulers and clip_grad_norm_ match PyTorch step by step
             RunSpec{.clip = std::pair{3.0, 1.0}});
   batch.run();
 }
+
+namespace {
+struct RoundTripCase {
+  const char* name;
+  MakeOptimizer make;
+};
+
+std::vector<RoundTripCase> round_trip_cases() {
+  return {
+      {"SGD momentum", maker<nn::SGD>(nn::SGDOptions(0.05).momentum(0.9).weight_decay(0.01))},
+      {"Adam amsgrad", maker<nn::Adam>(nn::AdamOptions(0.01).amsgrad(true).weight_decay(0.1))},
+      {"AdamW", maker<nn::AdamW>(nn::AdamWOptions(0.01))},
+      {"RMSprop centered momentum", maker<nn::RMSprop>(nn::RMSpropOptions(0.01).centered(true).momentum(0.5))},
+  };
+}
+
+void set_step_grads(std::vector<Tensor>& params, const std::vector<Tensor>& grads, std::int64_t k) {
+  for (std::size_t j = 0; j < params.size(); ++j) params[j].set_grad(slice(grads[j], k, params[j].shape()));
+}
+}  // namespace
+
+TEST_CASE("optimizer state_dict round trip continues bit-identically", "[optim][nn]") {
+  for (const auto& c : round_trip_cases()) {
+    INFO(c.name);
+    std::vector<Tensor> init, grads;
+    make_data(77, 10, init, grads);
+    // Uninterrupted 10 steps; the last parameter gets no gradient at step 2 so its step count lags.
+    std::vector<Tensor> a;
+    for (const auto& p : init) a.push_back(p.clone_data().set_requires_grad());
+    auto opt_a = c.make(a);
+    for (std::int64_t k = 0; k < 10; ++k) {
+      set_step_grads(a, grads, k);
+      if (k == 2) a[2].set_grad(Tensor());
+      opt_a->step();
+    }
+    // 5 steps, save, load into a fresh optimizer (other lr: the saved options win), 5 more steps.
+    std::vector<Tensor> b;
+    for (const auto& p : init) b.push_back(p.clone_data().set_requires_grad());
+    std::vector<std::pair<std::string, Tensor>> saved;
+    {
+      auto opt_b = c.make(b);
+      for (std::int64_t k = 0; k < 5; ++k) {
+        set_step_grads(b, grads, k);
+        if (k == 2) b[2].set_grad(Tensor());
+        opt_b->step();
+      }
+      saved = opt_b->state_dict();
+    }
+    std::vector<Tensor> b2;
+    for (const auto& p : b) b2.push_back(p.detach().clone_data().set_requires_grad());
+    auto opt_c = c.make(b2);
+    opt_c->set_lr(123.0);
+    opt_c->load_state_dict(saved);
+    CHECK(opt_c->lr() == opt_a->lr());
+    for (std::int64_t k = 5; k < 10; ++k) {
+      set_step_grads(b2, grads, k);
+      opt_c->step();
+    }
+    for (std::size_t j = 0; j < a.size(); ++j) {
+      INFO("parameter " << j);
+      CHECK(bit_equal(a[j].detach(), b2[j].detach()));
+    }
+    // The state itself matches too, name by name.
+    const auto sa = opt_a->state_dict(), sc = opt_c->state_dict();
+    REQUIRE(sa.size() == sc.size());
+    for (std::size_t i = 0; i < sa.size(); ++i) {
+      INFO(sa[i].first);
+      CHECK(sa[i].first == sc[i].first);
+      CHECK(bit_equal(sa[i].second, sc[i].second));
+    }
+  }
+}
+
+TEST_CASE("optimizer state_dict names", "[optim][nn]") {
+  Generator gen(3);
+  Tensor w = test::randn_leaf({2, 3}, gen), b = test::randn_leaf({3}, gen);
+  nn::Adam opt({nn::ParamGroup{{w}}, nn::ParamGroup{.params = {b}, .lr = 0.5}}, nn::AdamOptions(0.1).amsgrad(true));
+  w.set_grad(Tensor::ones({2, 3}, kFloat64));
+  opt.step();  // b has no gradient: no state for it
+  std::vector<std::string> names;
+  for (const auto& [n, t] : opt.state_dict()) names.push_back(n);
+  const std::vector<std::string> expected = {
+      "param_groups.0.num_params",   "param_groups.0.lr",         "param_groups.0.beta1",
+      "param_groups.0.beta2",        "param_groups.0.eps",        "param_groups.0.weight_decay",
+      "param_groups.0.amsgrad",      "param_groups.1.num_params", "param_groups.1.lr",
+      "param_groups.1.beta1",        "param_groups.1.beta2",      "param_groups.1.eps",
+      "param_groups.1.weight_decay", "param_groups.1.amsgrad",    "state.0.0.step",
+      "state.0.0.exp_avg",           "state.0.0.exp_avg_sq",      "state.0.0.max_exp_avg_sq"};
+  CHECK(names == expected);
+  CHECK(opt.lr(1) == 0.5);
+}
+
+TEST_CASE("optimizer load_state_dict validates before changing anything", "[optim][nn]") {
+  Generator gen(4);
+  Tensor w = test::randn_leaf({2, 3}, gen), b = test::randn_leaf({3}, gen);
+  nn::Adam opt({w, b}, nn::AdamOptions(0.1));
+  w.set_grad(Tensor::ones({2, 3}, kFloat64));
+  b.set_grad(Tensor::ones({3}, kFloat64));
+  opt.step();
+  const auto good = opt.state_dict();
+  auto with = [&](const std::string& name, const Tensor& value) {
+    auto s = good;
+    for (auto& [n, t] : s)
+      if (n == name) t = value;
+    return s;
+  };
+  auto without = [&](const std::string& name) {
+    auto s = good;
+    std::erase_if(s, [&](const auto& e) { return e.first == name; });
+    return s;
+  };
+  const auto before = opt.state_dict();
+  test::require_error(
+      [&] {
+        opt.load_state_dict(with("state.0.0.exp_avg", Tensor::zeros({3, 2}, kFloat64)));
+      },
+      {"Adam", "state.0.0.exp_avg", "(3, 2)", "(2, 3)"});
+  test::require_error([&] { opt.load_state_dict(with("state.0.1.exp_avg", Tensor::zeros({3}, kFloat32))); },
+                      {"Adam", "state.0.1.exp_avg", "float32"});
+  test::require_error([&] { opt.load_state_dict(without("state.0.1.exp_avg_sq")); },
+                      {"Adam", "missing", "state.0.1.exp_avg_sq"});
+  test::require_error([&] { opt.load_state_dict(without("param_groups.0.eps")); },
+                      {"Adam", "missing", "param_groups.0.eps"});
+  test::require_error([&] { opt.load_state_dict(with("state.0.0.step", Tensor::scalar(1.5, kFloat64))); },
+                      {"Adam", "state.0.0.step", "integer"});
+  test::require_error([&] { opt.load_state_dict(with("param_groups.0.lr", Tensor::scalar(-1, kFloat64))); },
+                      {"Adam", "learning rate", "-1"});
+  test::require_error([&] { opt.load_state_dict(with("param_groups.0.num_params", Tensor::scalar(3, kFloat64))); },
+                      {"Adam", "3 parameters", "2"});
+  {
+    auto s = good;
+    s.emplace_back("state.0.5.exp_avg", Tensor::zeros({3}, kFloat64));
+    test::require_error([&] { opt.load_state_dict(s); }, {"Adam", "state.0.5.exp_avg", "parameter 5"});
+    s = good;
+    s.emplace_back("state.0.0.momentum_buffer", Tensor::zeros({2, 3}, kFloat64));
+    test::require_error([&] { opt.load_state_dict(s); }, {"Adam", "unknown entry", "momentum_buffer"});
+    s = good;
+    s.emplace_back("param_groups.1.lr", Tensor::scalar(0.1, kFloat64));
+    test::require_error([&] { opt.load_state_dict(s); }, {"Adam", "param_groups.1.lr", "1 groups"});
+    s = good;
+    s.push_back(good[1]);
+    test::require_error([&] { opt.load_state_dict(s); }, {"Adam", "twice"});
+    s = good;
+    s.emplace_back("bogus", Tensor::scalar(0, kFloat64));
+    test::require_error([&] { opt.load_state_dict(s); }, {"Adam", "unknown entry 'bogus'"});
+  }
+  // An SGD state does not load into Adam.
+  nn::SGD sgd({w.detach().clone_data().set_requires_grad(), b.detach().clone_data().set_requires_grad()},
+              nn::SGDOptions(0.1).momentum(0.9));
+  test::require_error([&] { opt.load_state_dict(sgd.state_dict()); }, {"Adam", "unknown entry", "momentum"});
+  // Nothing changed.
+  const auto after = opt.state_dict();
+  REQUIRE(after.size() == before.size());
+  for (std::size_t i = 0; i < after.size(); ++i) CHECK(bit_equal(after[i].second, before[i].second));
+}
+
+TEST_CASE("optimizers reject bad arguments", "[optim][nn]") {
+  Generator gen(5);
+  Tensor w = test::randn_leaf({2, 2}, gen), b = test::randn_leaf({2}, gen);
+  test::require_error([] { nn::SGD(std::vector<Tensor>{}, nn::SGDOptions(0.1)); }, {"SGD", "empty parameter list"});
+  test::require_error([] { nn::Adam(std::vector<Tensor>{}); }, {"Adam", "empty parameter list"});
+  test::require_error([&] { nn::SGD({w, b, w}, nn::SGDOptions(0.1)); }, {"SGD", "parameter 2", "appears twice"});
+  test::require_error(
+      [&] {
+        nn::AdamW({nn::ParamGroup{{w}}, nn::ParamGroup{{b, w}}});
+      },
+      {"AdamW", "parameter 1 of group 1", "already in parameter group 0"});
+  test::require_error([&] { nn::RMSprop({w, Tensor()}); }, {"RMSprop", "undefined"});
+  test::require_error([&] { nn::SGD({w.to(kFloat32)}, nn::SGDOptions(0.1)); }, {"SGD", "not a leaf"});
+  test::require_error([&] { nn::SGD({w}, nn::SGDOptions(-0.1)); }, {"SGD", "learning rate", "-0.1"});
+  test::require_error([&] { nn::SGD({w}, nn::SGDOptions(0.1).momentum(-1)); }, {"SGD", "momentum", "-1"});
+  test::require_error([&] { nn::SGD({w}, nn::SGDOptions(0.1).nesterov(true)); }, {"SGD", "nesterov", "momentum 0"});
+  test::require_error([&] { nn::SGD({w}, nn::SGDOptions(0.1).momentum(0.9).dampening(0.1).nesterov(true)); },
+                      {"SGD", "nesterov", "dampening 0.1"});
+  test::require_error([&] { nn::SGD({w}, nn::SGDOptions(0.1).weight_decay(-1)); }, {"SGD", "weight_decay"});
+  test::require_error(
+      [&] {
+        nn::Adam({w}, nn::AdamOptions().betas({1.0, 0.999}));
+      },
+      {"Adam", "beta parameter at index 0", "1"});
+  test::require_error(
+      [&] {
+        nn::Adam({w}, nn::AdamOptions().betas({0.9, -0.5}));
+      },
+      {"Adam", "beta parameter at index 1", "-0.5"});
+  test::require_error([&] { nn::AdamW({w}, nn::AdamWOptions().eps(-1e-8)); }, {"AdamW", "epsilon"});
+  test::require_error([&] { nn::Adam({w}, nn::AdamOptions(-1)); }, {"Adam", "learning rate"});
+  test::require_error([&] { nn::RMSprop({w}, nn::RMSpropOptions().alpha(-0.5)); }, {"RMSprop", "alpha", "-0.5"});
+  test::require_error([&] { nn::RMSprop({w}, nn::RMSpropOptions().eps(-1)); }, {"RMSprop", "epsilon"});
+  test::require_error([&] { nn::RMSprop({w}, nn::RMSpropOptions().momentum(-1)); }, {"RMSprop", "momentum"});
+  // Per-group overrides are validated too, and options an optimizer lacks are refused.
+  test::require_error([&] { nn::SGD({nn::ParamGroup{.params = {w}, .lr = -2.0}}, nn::SGDOptions(0.1)); },
+                      {"SGD", "learning rate", "group 0"});
+  test::require_error(
+      [&] {
+        nn::SGD({nn::ParamGroup{.params = {w}, .betas = std::pair{0.9, 0.9}}}, nn::SGDOptions(0.1));
+      },
+      {"SGD", "betas"});
+  test::require_error([&] { nn::Adam({nn::ParamGroup{.params = {w}, .momentum = 0.9}}); }, {"Adam", "momentum"});
+  nn::SGD opt({w}, nn::SGDOptions(0.1));
+  test::require_error([&] { opt.add_param_group(nn::ParamGroup{{w}}); }, {"SGD", "already in parameter group 0"});
+  test::require_error([&] { opt.set_lr(-1); }, {"SGD", "set_lr", "-1"});
+  test::require_error([&] { opt.set_lr(3, 0.1); }, {"SGD", "group index 3"});
+  test::require_error([&] { (void)opt.lr(1); }, {"SGD", "group index 1"});
+  // A negative lr written directly into a group is caught at the next step.
+  opt.param_groups()[0].lr = -1.0;
+  w.set_grad(Tensor::ones({2, 2}, kFloat64));
+  test::require_error([&] { opt.step(); }, {"SGD", "learning rate", "-1"});
+}
+
+TEST_CASE("clip_grad_norm_ and schedulers reject bad arguments", "[optim][nn]") {
+  Generator gen(6);
+  Tensor w = test::randn_leaf({2, 2}, gen);
+  w.set_grad(Tensor::ones({2, 2}, kFloat64));
+  test::require_error([&] { nn::clip_grad_norm_({w}, -1.0); }, {"clip_grad_norm_", "max_norm", "-1"});
+  test::require_error([&] { nn::clip_grad_norm_({w}, 1.0, 0.0); }, {"clip_grad_norm_", "norm_type", "0"});
+  test::require_error([&] { nn::clip_grad_norm_({w}, NAN); }, {"clip_grad_norm_", "max_norm"});
+  test::require_error([&] { nn::clip_grad_value_({w}, -1.0); }, {"clip_grad_value_", "clip_value"});
+  nn::SGD opt({w}, nn::SGDOptions(0.1));
+  test::require_error([&] { nn::StepLR(opt, 0); }, {"StepLR", "step_size", "0"});
+  test::require_error([&] { nn::CosineAnnealingLR(opt, 0); }, {"CosineAnnealingLR", "T_max"});
+  test::require_error([&] { nn::LinearLR(opt, 0.0); }, {"LinearLR", "start_factor"});
+  test::require_error([&] { nn::LinearLR(opt, 0.5, 2.0); }, {"LinearLR", "end_factor", "2"});
+  test::require_error([&] { nn::make_warmup_cosine(opt, 10, 5); }, {"make_warmup_cosine", "warmup_iters 10"});
+  auto s1 = std::make_shared<nn::StepLR>(opt, 2);
+  auto s2 = std::make_shared<nn::StepLR>(opt, 3);
+  test::require_error([&] { nn::SequentialLR(opt, {s1, s2}, {}); }, {"SequentialLR", "2 schedulers", "0 milestones"});
+  test::require_error([&] { nn::SequentialLR(opt, {}, {}); }, {"SequentialLR", "empty"});
+  Tensor v = test::randn_leaf({2}, gen);
+  nn::SGD other({v}, nn::SGDOptions(0.1));
+  auto s3 = std::make_shared<nn::StepLR>(other, 2);
+  test::require_error(
+      [&] {
+        nn::SequentialLR(opt, {s1, s3}, {2});
+      },
+      {"SequentialLR", "scheduler 1", "different optimizer"});
+  // A scheduler notices when groups were added after it was made.
+  nn::StepLR sched(opt, 2);
+  opt.add_param_group(nn::ParamGroup{{v.detach().clone_data().set_requires_grad()}});
+  test::require_error([&] { sched.step(); }, {"StepLR", "2 parameter groups", "had 1"});
+}
+
+TEST_CASE("optimizer steps skip missing gradients; zero_grad zeroes or clears", "[optim][nn]") {
+  Generator gen(7);
+  Tensor w = test::randn_leaf({3}, gen), b = test::randn_leaf({2}, gen);
+  const Tensor w0 = w.detach().clone_data(), b0 = b.detach().clone_data();
+  nn::Adam opt({w, b}, nn::AdamOptions(0.1));
+  w.set_grad(Tensor::ones({3}, kFloat64));
+  opt.step();
+  CHECK(!bit_equal(w.detach(), w0));
+  CHECK(bit_equal(b.detach(), b0));  // no gradient: untouched
+  opt.zero_grad();                   // torch 1.13 default: zeros in place
+  REQUIRE(w.grad().defined());
+  CHECK(bit_equal(w.grad(), Tensor::zeros({3}, kFloat64)));
+  CHECK(!b.grad().defined());
+  opt.zero_grad(/*set_to_none=*/true);
+  CHECK(!w.grad().defined());
+  const Tensor w1 = w.detach().clone_data();
+  opt.step();
+  CHECK(bit_equal(w.detach(), w1));
+}
+
+TEST_CASE("optimizer steps are bit-identical with 1 and 2 threads", "[optim][nn]") {
+  // 70000 elements: above kParallelGrain, so the update loops and clip norm run in parallel.
+  Generator gen(8);
+  const Tensor init = Tensor::randn({70000}, gen, kFloat64);
+  const Tensor grad = Tensor::randn({70000}, gen, kFloat64);
+  for (const auto& c : round_trip_cases()) {
+    INFO(c.name);
+    test::require_thread_deterministic([&] {
+      Tensor p = init.clone_data().set_requires_grad();
+      auto opt = c.make({p});
+      for (int k = 0; k < 3; ++k) {
+        p.set_grad(grad.clone_data());
+        nn::clip_grad_norm_({p}, 10.0);
+        opt->step();
+      }
+      return Tensors{p.detach(), p.grad()};
+    });
+  }
+}
+
+TEST_CASE("optimizers update float32 parameters like float64 ones", "[optim][nn]") {
+  for (const auto& c : round_trip_cases()) {
+    INFO(c.name);
+    std::vector<Tensor> init64, grads64;
+    make_data(99, 20, init64, grads64);
+    std::vector<Tensor> init32, grads32;
+    for (const auto& t : init64) init32.push_back(t.to(kFloat32));
+    for (const auto& t : grads64) grads32.push_back(t.to(kFloat32));
+    const RunSpec spec{.clip = std::pair{3.0, 2.0}};
+    const OptimRun r64 = run_ours(init64, grads64, c.make, {}, spec);
+    const OptimRun r32 = run_ours(init32, grads32, c.make, {}, spec);
+    for (std::size_t j = 0; j < r64.outs.size(); ++j) {
+      REQUIRE(r32.outs[j].dtype() == kFloat32);
+      INFO("parameter " << j);
+      CHECK(allclose(r32.outs[j].to(kFloat64), r64.outs[j], 1e-4, 1e-5));
+    }
+  }
+}
