@@ -1,0 +1,634 @@
+#include "xgrad/ops/loss.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+#include <string>
+#include <type_traits>
+
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/vec_kernel.hpp"
+
+namespace xgrad {
+
+namespace {
+
+// Note [Loss kernels]: each loss is one hand-written Function instead of a composite of
+// sub/pow/mean (or log_softmax/index/mean): one pass over the data forward and one backward, no
+// full-size temporaries (the composite would make three or four), and the stable formulas are
+// written once. Reductions cut the elements (or samples) into fixed chunks whose partial sums, in
+// double, are added left to right (deterministic_sum), so the result does not depend on the number
+// of threads; backward kernels write each gradient element from one task.
+
+void check_reduction(const char* op, Reduction r) {
+  XGRAD_CHECK(r == Reduction::None || r == Reduction::Mean || r == Reduction::Sum,
+              "{}: argument 'reduction' has invalid value {}", op, static_cast<int>(r));
+}
+
+void check_defined(const char* op, const char* arg, const Tensor& t) {
+  XGRAD_CHECK(t.defined(), "{}: argument '{}' is an undefined tensor", op, arg);
+}
+
+// Input and target of a pointwise loss: same shape and dtype, no broadcasting (see loss.hpp).
+void check_pair(const char* op, const Tensor& input, const Tensor& target, Reduction r, const char* in = "input") {
+  check_defined(op, in, input);
+  check_defined(op, "target", target);
+  check_reduction(op, r);
+  XGRAD_CHECK(input.shape() == target.shape(),
+              "{}: argument 'target' has shape {} but '{}' has shape {}; the shapes must be equal (no "
+              "broadcasting: reshape one of them if that is what you meant)",
+              op, shape_str(target.shape()), in, shape_str(input.shape()));
+  XGRAD_CHECK(input.dtype() == target.dtype(), "{}: argument 'target' has dtype {} but '{}' has dtype {}", op,
+              target.dtype(), in, input.dtype());
+  XGRAD_CHECK(r != Reduction::Mean || input.numel() > 0,
+              "{}: mean reduction of an empty input (shape {}) is undefined (torch returns nan); use "
+              "Reduction::Sum or Reduction::None",
+              op, shape_str(input.shape()));
+}
+
+// The 0-d result of a Mean/Sum reduction of `total` over `count` items.
+Tensor reduced_scalar(double total, std::int64_t count, Reduction r, Dtype dtype) {
+  return Tensor::scalar(r == Reduction::Mean ? total / static_cast<double>(count) : total, dtype);
+}
+
+// The gradient scale of one item: g_i (None), g / count (Mean) or g (Sum). For Mean/Sum the
+// seed gradient is 0-d; `gs` is its value.
+template <class T>
+struct GradScale {
+  const T* g = nullptr;  // per-item seed (None), else null
+  T s = 0;               // the common factor (Mean/Sum)
+  T operator()(std::int64_t i) const { return g ? g[i] : s; }
+};
+
+template <class T>
+GradScale<T> grad_scale(const Tensor& grad, Reduction r, std::int64_t count) {
+  GradScale<T> sc;
+  if (r == Reduction::None) {
+    sc.g = grad.data<T>();
+  } else {
+    const double g = static_cast<double>(grad.data<T>()[0]);
+    sc.s = static_cast<T>(r == Reduction::Mean ? g / static_cast<double>(count) : g);
+  }
+  return sc;
+}
+
+// ---- pointwise regression losses ---------------------------------------------------------------
+enum class Pointwise { mse, l1, huber, smooth_l1 };
+
+template <Pointwise K>
+constexpr const char* pointwise_name() {
+  if constexpr (K == Pointwise::mse) return "mse_loss";
+  if constexpr (K == Pointwise::l1) return "l1_loss";
+  if constexpr (K == Pointwise::huber) return "huber_loss";
+  return "smooth_l1_loss";
+}
+
+// l(d) and dl/dd for d = input - target; p is huber's delta or smooth_l1's beta (> 0). The
+// branches are torch's (aten/src/ATen/native/cpu/*Kernel.cpp), so values agree at the kinks.
+template <Pointwise K, class T>
+inline T pointwise_value(T d, T p) {
+  if constexpr (K == Pointwise::mse) {
+    return d * d;
+  } else if constexpr (K == Pointwise::l1) {
+    return std::abs(d);
+  } else if constexpr (K == Pointwise::huber) {
+    const T z = std::abs(d);
+    return z < p ? T(0.5) * z * z : p * (z - T(0.5) * p);
+  } else {
+    const T z = std::abs(d);
+    return z < p ? T(0.5) * z * z / p : z - T(0.5) * p;
+  }
+}
+
+template <Pointwise K, class T>
+inline T pointwise_deriv(T d, T p) {
+  if constexpr (K == Pointwise::mse) {
+    return T(2) * d;
+  } else if constexpr (K == Pointwise::l1) {
+    return static_cast<T>((d > 0) - (d < 0));
+  } else if constexpr (K == Pointwise::huber) {
+    return d < -p ? -p : (d > p ? p : d);
+  } else {
+    return d < -p ? T(-1) : (d > p ? T(1) : d / p);
+  }
+}
+
+template <Pointwise K>
+struct PointwiseLoss : Function<PointwiseLoss<K>> {
+  static constexpr const char* kName = pointwise_name<K>();
+  Reduction red = Reduction::Mean;
+  double param = 0;
+
+  Tensor forward(const Tensor& input, const Tensor& target, Reduction r, double p) {
+    red = r;
+    param = p;
+    const std::int64_t n = input.numel();
+    Tensor out;
+    dispatch(input.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = input.data<T>();
+      const T* t = target.data<T>();
+      const T pt = static_cast<T>(p);
+      if (r == Reduction::None) {
+        out = Tensor::empty(input.shape(), input.dtype());
+        T* y = out.data<T>();
+        parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+          for (std::int64_t i = b; i < e; ++i) y[i] = pointwise_value<K>(x[i] - t[i], pt);
+        });
+      } else {
+        const double total = deterministic_sum<double>(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+          double s = 0;
+          for (std::int64_t i = b; i < e; ++i) s += static_cast<double>(pointwise_value<K>(x[i] - t[i], pt));
+          return s;
+        });
+        out = reduced_scalar(total, n, r, input.dtype());
+      }
+    });
+    if (this->needs_input_grad(0) || this->needs_input_grad(1)) this->save_for_backward({input, target});
+    return out;
+  }
+
+  Tensors backward(const Tensors& grads) {
+    const Tensor input = this->saved(0), target = this->saved(1);
+    const bool need_x = this->needs_input_grad(0), need_t = this->needs_input_grad(1);
+    const std::int64_t n = input.numel();
+    Tensor gx = need_x ? Tensor::empty(input.shape(), input.dtype()) : Tensor();
+    Tensor gt = need_t ? Tensor::empty(input.shape(), input.dtype()) : Tensor();
+    dispatch(input.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = input.data<T>();
+      const T* t = target.data<T>();
+      const T pt = static_cast<T>(param);
+      const GradScale<T> sc = grad_scale<T>(grads[0], red, n);
+      T* dx = need_x ? gx.data<T>() : nullptr;
+      T* dt = need_t ? gt.data<T>() : nullptr;
+      parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) {
+          const T v = sc(i) * pointwise_deriv<K>(x[i] - t[i], pt);
+          if (dx) dx[i] = v;
+          if (dt) dt[i] = -v;
+        }
+      });
+    });
+    return {gx, gt};
+  }
+};
+
+// ---- class-index losses: cross_entropy, nll_loss -------------------------------------------------
+// Scores seen as (outer, C, inner): (C) is (1, C, 1), (N, C) is (N, C, 1), (N, C, d...) is
+// (N, C, prod d). Sample s = o * inner + i has its C scores at o*C*inner + i + c*inner.
+struct ClassGeometry {
+  std::int64_t outer = 1, classes = 1, inner = 1;
+  std::int64_t samples() const { return outer * inner; }
+  std::int64_t offset(std::int64_t s) const { return (s / inner) * classes * inner + s % inner; }
+};
+
+// Validates the scores and returns their geometry plus the shape the target must have.
+ClassGeometry class_geometry(const char* op, const char* arg, const Tensor& scores, Shape& target_shape) {
+  check_defined(op, arg, scores);
+  XGRAD_CHECK(scores.dim() >= 1,
+              "{}: argument '{}' must have shape (C), (N, C) or (N, C, d1, ...), got a 0-d tensor (shape {})", op, arg,
+              shape_str(scores.shape()));
+  const Shape& s = scores.shape();
+  ClassGeometry g;
+  if (s.size() == 1) {
+    g.classes = s[0];
+    target_shape = {};
+    return g;
+  }
+  g.outer = s[0];
+  g.classes = s[1];
+  target_shape = {s[0]};
+  for (std::size_t d = 2; d < s.size(); ++d) {
+    g.inner *= s[d];
+    target_shape.push_back(s[d]);
+  }
+  return g;
+}
+
+// Checks every class index (in [0, C) or ignore_index); returns the number of non-ignored samples.
+std::int64_t check_classes(const char* op, std::span<const std::int64_t> y, std::int64_t classes,
+                           std::int64_t ignore_index, const Shape& scores_shape) {
+  std::int64_t count = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    if (y[i] == ignore_index) continue;
+    XGRAD_CHECK(y[i] >= 0 && y[i] < classes,
+                "{}: argument 'target' holds class index {} at position {}, outside [0, {}) for scores of shape {} "
+                "(ignore_index is {})",
+                op, y[i], i, classes, shape_str(scores_shape), ignore_index);
+    ++count;
+  }
+  return count;
+}
+
+void check_target_count(const char* op, std::size_t n, const ClassGeometry& g, const Shape& scores_shape,
+                        const Shape& target_shape) {
+  XGRAD_CHECK(static_cast<std::int64_t>(n) == g.samples(),
+              "{}: argument 'target' has {} class indices but scores of shape {} have {} samples (target shape {})", op,
+              n, shape_str(scores_shape), g.samples(), shape_str(target_shape));
+}
+
+void check_mean_count(const char* op, Reduction r, std::int64_t count, std::int64_t samples,
+                      const Shape& scores_shape) {
+  XGRAD_CHECK(r != Reduction::Mean || count > 0,
+              "{}: mean reduction over no samples ({} samples in scores of shape {}, all ignored or none) is "
+              "undefined (torch returns nan); use Reduction::Sum or Reduction::None",
+              op, samples, shape_str(scores_shape));
+}
+
+// Converts a target tensor of integer-valued floats to indices, checking shape and integrality.
+std::vector<std::int64_t> target_indices(const char* op, const Tensor& target, const Shape& target_shape,
+                                         const Shape& scores_shape) {
+  check_defined(op, "target", target);
+  XGRAD_CHECK(target.shape() == target_shape,
+              "{}: argument 'target' has shape {} but scores of shape {} need a target of shape {}", op,
+              shape_str(target.shape()), shape_str(scores_shape), shape_str(target_shape));
+  XGRAD_CHECK(!target.requires_grad(),
+              "{}: argument 'target' holds class indices and cannot require grad (detach it first)", op);
+  std::vector<std::int64_t> y(static_cast<std::size_t>(target.numel()));
+  dispatch(target.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = target.data<T>();
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      const double v = static_cast<double>(p[i]);
+      // 2^62 keeps the conversion defined; any such index is out of range anyway.
+      XGRAD_CHECK(std::isfinite(v) && v == std::floor(v) && std::abs(v) < 4.6e18,
+                  "{}: argument 'target' holds {} at position {}, which is not an integer class index", op, v, i);
+      y[i] = static_cast<std::int64_t>(v);
+    }
+  });
+  return y;
+}
+
+struct ClassArgs {
+  std::span<const std::int64_t> target;
+  ClassGeometry geo;
+  Shape out_shape;  // per-sample shape (Reduction::None)
+  std::int64_t count = 0;
+  Reduction red = Reduction::Mean;
+};
+
+// Samples per task: about kParallelGrain scores. Fixed (thread-count independent) chunks.
+std::int64_t sample_chunk(const ClassGeometry& g) {
+  return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, g.classes));
+}
+
+struct CrossEntropy : Function<CrossEntropy> {
+  static constexpr const char* kName = "cross_entropy";
+  std::vector<std::int64_t> target;
+  ClassGeometry geo;
+  Reduction red = Reduction::Mean;
+  std::int64_t count = 0, ignore = -100;
+  double smoothing = 0;
+
+  // stats[s] = (m, log sum_c exp(z_c - m)) is saved for backward: softmax is exp((z - m) - log_se).
+  // Keeping m and log_se apart (not lse = m + log_se) keeps float32 exact for logits of 1e3, as
+  // torch's log_softmax is: (z - m) is exact there, m + log_se would round to 6e-5.
+  Tensor forward(const Tensor& logits, const ClassArgs& a, double eps, std::int64_t ignore_index) {
+    geo = a.geo;
+    red = a.red;
+    count = a.count;
+    ignore = ignore_index;
+    smoothing = eps;
+    const std::int64_t ns = geo.samples(), C = geo.classes, inner = geo.inner;
+    const bool save = this->needs_input_grad(0);
+    Tensor lse_t = save ? Tensor::empty({ns, 2}, logits.dtype()) : Tensor();
+    Tensor out = a.red == Reduction::None ? Tensor::empty(a.out_shape, logits.dtype()) : Tensor();
+    dispatch(logits.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using B = detail::vbatch<T>;
+      const T* z = logits.data<T>();
+      T* lse = save ? lse_t.data<T>() : nullptr;
+      T* y = out.defined() ? out.data<T>() : nullptr;
+      const T keep = static_cast<T>(1 - eps), spread = static_cast<T>(eps / static_cast<double>(C));
+      const double total = deterministic_sum<double>(0, ns, sample_chunk(geo), [&](std::int64_t b, std::int64_t e) {
+        double acc = 0;
+        for (std::int64_t s = b; s < e; ++s) {
+          const std::int64_t cls = a.target[static_cast<std::size_t>(s)];
+          if (cls == ignore_index) {
+            if (lse) lse[2 * s] = lse[2 * s + 1] = 0;
+            if (y) y[s] = 0;
+            continue;
+          }
+          const T* zr = z + geo.offset(s);
+          T m, se, sz = 0;
+          if (inner == 1) {
+            m = detail::vec_max(zr, C);
+            const B mb(m);
+            se = detail::vec_sum(
+                C, static_cast<T*>(nullptr), [&](B v) { return xsimd::exp(v - mb); }, zr);
+            if (eps != 0)
+              sz = detail::vec_sum(
+                  C, static_cast<T*>(nullptr), [](B v) { return v; }, zr);
+          } else {
+            m = zr[0];
+            for (std::int64_t c = 1; c < C; ++c) m = std::max(m, zr[c * inner]);
+            se = 0;
+            for (std::int64_t c = 0; c < C; ++c) {
+              se += std::exp(zr[c * inner] - m);
+              sz += zr[c * inner];
+            }
+          }
+          const T log_se = std::log(se);
+          // l = lse - z_y for eps = 0; with smoothing l = (1 - eps)(lse - z_y) + eps (lse - mean_c z_c).
+          T l = (m - zr[cls * inner]) + log_se;
+          if (eps != 0) l = log_se + keep * (m - zr[cls * inner]) + static_cast<T>(eps) * m - spread * sz;
+          if (lse) {
+            lse[2 * s] = m;
+            lse[2 * s + 1] = log_se;
+          }
+          if (y) y[s] = l;
+          acc += static_cast<double>(l);
+        }
+        return acc;
+      });
+      if (!y) out = reduced_scalar(total, count, a.red, logits.dtype());
+    });
+    if (save) {
+      target.assign(a.target.begin(), a.target.end());
+      this->save_for_backward({logits, lse_t});
+    }
+    return out;
+  }
+
+  // dz_c = w_s (exp(z_c - m_s - log_se_s) - eps / C - (1 - eps) [c = y_s]); 0 for ignored samples.
+  Tensors backward(const Tensors& grads) {
+    const Tensor logits = this->saved(0), lse_t = this->saved(1);
+    Tensor gz = Tensor::empty(logits.shape(), logits.dtype());
+    const std::int64_t ns = geo.samples(), C = geo.classes, inner = geo.inner;
+    dispatch(logits.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using B = detail::vbatch<T>;
+      const T* z = logits.data<T>();
+      const T* lse = lse_t.data<T>();
+      T* dz = gz.data<T>();
+      const GradScale<T> sc = grad_scale<T>(grads[0], red, count);
+      const T keep = static_cast<T>(1 - smoothing), spread = static_cast<T>(smoothing / static_cast<double>(C));
+      parallel_for(0, ns, sample_chunk(geo), [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t s = b; s < e; ++s) {
+          const std::int64_t off = geo.offset(s);
+          const std::int64_t cls = target[static_cast<std::size_t>(s)];
+          T* dr = dz + off;
+          if (cls == ignore) {
+            for (std::int64_t c = 0; c < C; ++c) dr[c * inner] = 0;
+            continue;
+          }
+          const T* zr = z + off;
+          const T w = sc(s), m = lse[2 * s], ls = lse[2 * s + 1];
+          if (inner == 1) {
+            const B mb(m), lb(ls), wb(w), sb(spread);
+            detail::vec_map(
+                C, dr, [&](B v) { return (xsimd::exp((v - mb) - lb) - sb) * wb; }, zr);
+          } else {
+            for (std::int64_t c = 0; c < C; ++c) dr[c * inner] = (std::exp((zr[c * inner] - m) - ls) - spread) * w;
+          }
+          dr[cls * inner] -= keep * w;
+        }
+      });
+    });
+    return {gz};
+  }
+};
+
+struct NllLoss : Function<NllLoss> {
+  static constexpr const char* kName = "nll_loss";
+  std::vector<std::int64_t> target;
+  ClassGeometry geo;
+  Shape shape;
+  Reduction red = Reduction::Mean;
+  std::int64_t count = 0, ignore = -100;
+
+  // l_s = -p[s, y_s]: one read per sample, so this runs serially (in sample order: deterministic).
+  Tensor forward(const Tensor& log_probs, const ClassArgs& a, std::int64_t ignore_index) {
+    geo = a.geo;
+    red = a.red;
+    count = a.count;
+    ignore = ignore_index;
+    shape = log_probs.shape();
+    Tensor out = a.red == Reduction::None ? Tensor::empty(a.out_shape, log_probs.dtype()) : Tensor();
+    dispatch(log_probs.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* p = log_probs.data<T>();
+      T* y = out.defined() ? out.data<T>() : nullptr;
+      double total = 0;
+      for (std::int64_t s = 0; s < geo.samples(); ++s) {
+        const std::int64_t cls = a.target[static_cast<std::size_t>(s)];
+        const T l = cls == ignore_index ? T(0) : -p[geo.offset(s) + cls * geo.inner];
+        if (y) y[s] = l;
+        total += static_cast<double>(l);
+      }
+      if (!y) out = reduced_scalar(total, count, a.red, log_probs.dtype());
+    });
+    if (this->needs_input_grad(0)) target.assign(a.target.begin(), a.target.end());
+    return out;
+  }
+
+  // dp = -w_s at (s, y_s), 0 elsewhere.
+  Tensors backward(const Tensors& grads) {
+    Tensor gp = Tensor::zeros(shape, grads[0].dtype());
+    dispatch(gp.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* dp = gp.data<T>();
+      const GradScale<T> sc = grad_scale<T>(grads[0], red, count);
+      for (std::int64_t s = 0; s < geo.samples(); ++s) {
+        const std::int64_t cls = target[static_cast<std::size_t>(s)];
+        if (cls != ignore) dp[geo.offset(s) + cls * geo.inner] = -sc(s);
+      }
+    });
+    return {gp};
+  }
+};
+
+// Shared argument handling of the two class-index losses.
+template <class Target>
+Tensor class_loss(const char* op, const char* arg, const Tensor& scores, const Target& target, Reduction r,
+                  std::int64_t ignore_index, double eps) {
+  check_reduction(op, r);
+  Shape target_shape;
+  ClassArgs a;
+  a.geo = class_geometry(op, arg, scores, target_shape);
+  a.red = r;
+  a.out_shape = target_shape;
+  std::vector<std::int64_t> converted;
+  if constexpr (std::is_same_v<Target, Tensor>) {
+    converted = target_indices(op, target, target_shape, scores.shape());
+    a.target = converted;
+  } else {
+    check_target_count(op, target.size(), a.geo, scores.shape(), target_shape);
+    a.target = target;
+  }
+  a.count = check_classes(op, a.target, a.geo.classes, ignore_index, scores.shape());
+  check_mean_count(op, r, a.count, a.geo.samples(), scores.shape());
+  if (eps < 0) return apply<NllLoss>(scores, a, ignore_index);  // nll_loss passes eps = -1
+  return apply<CrossEntropy>(scores, a, eps, ignore_index);
+}
+
+void check_smoothing(double eps) {
+  XGRAD_CHECK(eps >= 0 && eps <= 1, "cross_entropy: argument 'label_smoothing' must be in [0, 1], got {}", eps);
+}
+
+// ---- binary cross-entropy with logits ------------------------------------------------------------
+template <class T>
+inline T softplus_neg(T x) {  // log(1 + exp(-x)), stable for any x
+  return std::max(-x, T(0)) + std::log1p(std::exp(-std::abs(x)));
+}
+template <class T>
+inline T stable_sigmoid(T x) {
+  if (x >= 0) return T(1) / (T(1) + std::exp(-x));
+  const T e = std::exp(x);
+  return e / (T(1) + e);
+}
+
+struct BceWithLogits : Function<BceWithLogits> {
+  static constexpr const char* kName = "binary_cross_entropy_with_logits";
+  Reduction red = Reduction::Mean;
+
+  // pos_weight (may be undefined) is indexed i % P: its shape is a suffix of the input's (checked).
+  Tensor forward(const Tensor& x_t, const Tensor& t_t, const Tensor& w_t, Reduction r) {
+    red = r;
+    const std::int64_t n = x_t.numel();
+    Tensor out;
+    dispatch(x_t.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = x_t.data<T>();
+      const T* t = t_t.data<T>();
+      const T* w = w_t.defined() ? w_t.data<T>() : nullptr;
+      const std::int64_t P = w ? w_t.numel() : 1;
+      auto loss = [&](std::int64_t i) {
+        const T sp = softplus_neg(x[i]);
+        const T lw = w ? T(1) + (w[i % P] - T(1)) * t[i] : T(1);
+        return (T(1) - t[i]) * x[i] + lw * sp;
+      };
+      if (r == Reduction::None) {
+        out = Tensor::empty(x_t.shape(), x_t.dtype());
+        T* y = out.data<T>();
+        parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+          for (std::int64_t i = b; i < e; ++i) y[i] = loss(i);
+        });
+      } else {
+        const double total = deterministic_sum<double>(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+          double s = 0;
+          for (std::int64_t i = b; i < e; ++i) s += static_cast<double>(loss(i));
+          return s;
+        });
+        out = reduced_scalar(total, n, r, x_t.dtype());
+      }
+    });
+    if (this->needs_input_grad(0) || this->needs_input_grad(1) || this->needs_input_grad(2))
+      this->save_for_backward({x_t, t_t, w_t});
+    return out;
+  }
+
+  // dx = s (lw sigmoid(x) - w t), dt = s (-x + (w - 1) softplus(-x)), dw[j] = sum_{i % P = j} s t softplus(-x).
+  Tensors backward(const Tensors& grads) {
+    const Tensor x_t = this->saved(0), t_t = this->saved(1), w_t = this->saved(2);
+    const bool need_x = this->needs_input_grad(0), need_t = this->needs_input_grad(1),
+               need_w = this->needs_input_grad(2);
+    const std::int64_t n = x_t.numel();
+    Tensor gx = need_x ? Tensor::empty(x_t.shape(), x_t.dtype()) : Tensor();
+    Tensor gt = need_t ? Tensor::empty(x_t.shape(), x_t.dtype()) : Tensor();
+    Tensor gw = need_w ? Tensor::zeros(w_t.shape(), w_t.dtype()) : Tensor();
+    dispatch(x_t.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = x_t.data<T>();
+      const T* t = t_t.data<T>();
+      const T* w = w_t.defined() ? w_t.data<T>() : nullptr;
+      const std::int64_t P = w ? w_t.numel() : 1;
+      const GradScale<T> sc = grad_scale<T>(grads[0], red, n);
+      T* dx = need_x ? gx.data<T>() : nullptr;
+      T* dt = need_t ? gt.data<T>() : nullptr;
+      if (dx || dt) {
+        parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+          for (std::int64_t i = b; i < e; ++i) {
+            const T s = sc(i);
+            const T wi = w ? w[i % P] : T(1);
+            if (dx) dx[i] = s * ((T(1) + (wi - T(1)) * t[i]) * stable_sigmoid(x[i]) - wi * t[i]);
+            if (dt) dt[i] = s * (w ? -x[i] + (wi - T(1)) * softplus_neg(x[i]) : -x[i]);
+          }
+        });
+      }
+      if (need_w) {
+        // A scatter onto P entries: serial, in element order (deterministic; rarely needed).
+        T* dw = gw.data<T>();
+        for (std::int64_t i = 0; i < n; ++i) dw[i % P] += sc(i) * t[i] * softplus_neg(x[i]);
+      }
+    });
+    return {gx, gt, gw};
+  }
+};
+
+// pos_weight must broadcast to `input` from the trailing dimensions: leading 1s dropped, the rest
+// equal to input's last dimensions (so element i of input uses pos_weight[i % numel]).
+void check_pos_weight(const Tensor& input, const Tensor& pw) {
+  constexpr const char* op = "binary_cross_entropy_with_logits";
+  XGRAD_CHECK(pw.dtype() == input.dtype(), "{}: argument 'pos_weight' has dtype {} but 'logits' has dtype {}", op,
+              pw.dtype(), input.dtype());
+  const Shape& ps = pw.shape();
+  const Shape& is = input.shape();
+  std::size_t lead = 0;
+  while (lead < ps.size() && ps[lead] == 1) ++lead;
+  const std::size_t k = ps.size() - lead;  // the dimensions that must equal input's last k
+  const bool ok = ps.size() <= is.size() && std::equal(ps.begin() + static_cast<std::ptrdiff_t>(lead), ps.end(),
+                                                       is.end() - static_cast<std::ptrdiff_t>(k));
+  XGRAD_CHECK(ok,
+              "{}: argument 'pos_weight' of shape {} must match the trailing dimensions of 'logits' of shape {} (e.g. "
+              "(C) for (N, C))",
+              op, shape_str(ps), shape_str(is));
+}
+
+}  // namespace
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  check_pair("mse_loss", input, target, reduction);
+  return apply<PointwiseLoss<Pointwise::mse>>(input, target, reduction, 0.0);
+}
+
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  check_pair("l1_loss", input, target, reduction);
+  return apply<PointwiseLoss<Pointwise::l1>>(input, target, reduction, 0.0);
+}
+
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
+  check_pair("huber_loss", input, target, reduction);
+  XGRAD_CHECK(delta > 0, "huber_loss: argument 'delta' must be positive, got {}", delta);
+  return apply<PointwiseLoss<Pointwise::huber>>(input, target, reduction, delta);
+}
+
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
+  check_pair("smooth_l1_loss", input, target, reduction);
+  XGRAD_CHECK(beta >= 0, "smooth_l1_loss: argument 'beta' must be non-negative, got {}", beta);
+  if (beta == 0) return apply<PointwiseLoss<Pointwise::l1>>(input, target, reduction, 0.0);  // like torch
+  return apply<PointwiseLoss<Pointwise::smooth_l1>>(input, target, reduction, beta);
+}
+
+Tensor cross_entropy(const Tensor& logits, const std::vector<std::int64_t>& target, Reduction reduction,
+                     double label_smoothing, std::int64_t ignore_index) {
+  check_smoothing(label_smoothing);
+  return class_loss("cross_entropy", "logits", logits, target, reduction, ignore_index, label_smoothing);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, double label_smoothing,
+                     std::int64_t ignore_index) {
+  check_smoothing(label_smoothing);
+  return class_loss("cross_entropy", "logits", logits, target, reduction, ignore_index, label_smoothing);
+}
+
+Tensor nll_loss(const Tensor& log_probs, const std::vector<std::int64_t>& target, Reduction reduction,
+                std::int64_t ignore_index) {
+  return class_loss("nll_loss", "log_probs", log_probs, target, reduction, ignore_index, -1.0);
+}
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, std::int64_t ignore_index) {
+  return class_loss("nll_loss", "log_probs", log_probs, target, reduction, ignore_index, -1.0);
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction,
+                                        const Tensor& pos_weight) {
+  constexpr const char* op = "binary_cross_entropy_with_logits";
+  check_pair(op, logits, target, reduction, "logits");
+  if (pos_weight.defined()) check_pos_weight(logits, pos_weight);
+  return apply<BceWithLogits>(logits, target, pos_weight, reduction);
+}
+
+}  // namespace xgrad
