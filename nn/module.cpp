@@ -1,5 +1,7 @@
 #include "xgrad/nn/module.hpp"
 
+#include "xgrad/core/autograd.hpp"
+
 namespace xgrad::nn {
 
 void Module::check_new_name(const std::string& name) const {
@@ -55,6 +57,90 @@ std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) 
     for (const auto& [cname, child] : children_)
       for (auto& [n, t] : child->named_buffers(true)) out.emplace_back(cname + "." + n, t);
   return out;
+}
+
+std::vector<Tensor> Module::buffers(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_buffers(recurse)) out.push_back(t);
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  out.reserve(children_.size());
+  for (const auto& [n, c] : children_) out.push_back(c);
+  return out;
+}
+
+void Module::collect_modules(const std::string& prefix,
+                             std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out) {
+  for (const auto& [cname, child] : children_) {
+    const std::string name = prefix.empty() ? cname : prefix + "." + cname;
+    out.emplace_back(name, child);
+    child->collect_modules(name, out);
+  }
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules(const std::string& prefix,
+                                                                                   bool include_self) {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  if (include_self) {
+    std::shared_ptr<Module> self = weak_from_this().lock();
+    // A module on the stack has no owner: hand out a non-owning pointer (aliasing constructor).
+    if (!self) self = std::shared_ptr<Module>(std::shared_ptr<Module>(), this);
+    out.emplace_back(prefix, std::move(self));
+  }
+  collect_modules(prefix, out);
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::modules(bool include_self) {
+  std::vector<std::shared_ptr<Module>> out;
+  for (auto& [n, m] : named_modules("", include_self)) out.push_back(std::move(m));
+  return out;
+}
+
+namespace {
+// Converts `t` to `dtype` without rebinding the handle (see Note [Parameter handles]): the TensorImpl
+// that the registry and the layer share gets a new storage. The new storage's version continues the
+// old one's, plus one, so a graph that saved this very tensor before the conversion fails its saved-
+// tensor check in backward instead of reading data of the wrong type.
+void convert_in_place(const Tensor& t, Dtype dtype) {
+  if (!t.defined() || t.dtype() == dtype) return;
+  NoGradGuard no_grad;
+  TensorImpl& impl = *t.impl();
+  const Tensor converted = t.detach().to(dtype);
+  const std::uint32_t version = impl.storage->version;
+  impl.storage = converted.impl()->storage;
+  impl.storage->version = version + 1;
+  impl.dtype = dtype;
+  if (impl.grad) impl.grad = Tensor(impl.grad).detach().to(dtype).impl();
+}
+}  // namespace
+
+Module& Module::to(Dtype dtype) {
+  for (auto& [n, t] : parameters_) convert_in_place(t, dtype);
+  for (auto& [n, t] : buffers_) convert_in_place(t, dtype);
+  for (auto& [n, c] : children_) c->to(dtype);
+  return *this;
+}
+
+Dtype Module::dtype() const {
+  const auto params = named_parameters();
+  const auto bufs = named_buffers();
+  const std::pair<std::string, Tensor>* first = nullptr;
+  for (const auto* list : {&params, &bufs})
+    for (const auto& entry : *list) {
+      if (!entry.second.defined()) continue;
+      if (first == nullptr) {
+        first = &entry;
+        continue;
+      }
+      XGRAD_CHECK(entry.second.dtype() == first->second.dtype(), "{}::dtype: mixed dtypes: '{}' is {} but '{}' is {}",
+                  type_name_, first->first, first->second.dtype(), entry.first, entry.second.dtype());
+    }
+  XGRAD_CHECK(first != nullptr, "{}::dtype: the module has no parameters or buffers", type_name_);
+  return first->second.dtype();
 }
 
 std::int64_t Module::num_parameters() const {

@@ -2,6 +2,26 @@
 // nn::Module: the base of every layer. Like torch::nn::Module, a module registers its parameters,
 // buffers and child modules by name; named_parameters() walks the tree with dotted names
 // ("encoder.0.weight"). Modules are held by std::shared_ptr.
+//
+// A user module derives from Module (or from UnaryModule when it maps one tensor to one tensor, so
+// that it can go into a Sequential), registers what it owns in its constructor and defines its own
+// forward, as in PyTorch's C++ frontend:
+//
+//   struct Mlp : nn::UnaryModule {
+//     std::shared_ptr<nn::Linear> fc1, fc2;
+//     Mlp() : UnaryModule("Mlp") {
+//       fc1 = register_module("fc1", std::make_shared<nn::Linear>(4, 8));
+//       fc2 = register_module("fc2", std::make_shared<nn::Linear>(8, 1));
+//     }
+//     Tensor forward(const Tensor& x) override { return (*fc2)(relu((*fc1)(x))); }
+//   };
+//
+// Note [Parameter handles]: a layer keeps a copy of the handle that register_parameter returns
+// (`weight_ = register_parameter("weight", w)`), so both the registry and the layer refer to one
+// TensorImpl. Everything that changes a parameter after construction (to(dtype), optimizers, loading
+// a checkpoint) therefore changes that TensorImpl in place and never rebinds the registry entry:
+// rebinding would leave the layer's copy pointing at the old tensor. This is PyTorch's `set_data`.
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -20,7 +40,10 @@ class Module : public std::enable_shared_from_this<Module> {
 
   const std::string& type_name() const { return type_name_; }
 
-  /// Registers a trainable tensor (made a leaf that requires grad) and returns it.
+  /// Registers a trainable tensor (made a leaf that requires grad) and returns it. A leaf is adopted
+  /// as is (the module and the caller then share it, e.g. for weight tying); a non-leaf is detached.
+  /// The returned reference is only valid until the next registration: copy the handle.
+  /// Errors: empty name or a name with '.', a name already taken, an undefined tensor.
   Tensor& register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
   /// Registers a non-trainable tensor saved with the module's state (e.g. running statistics).
   Tensor& register_buffer(const std::string& name, Tensor value);
@@ -35,13 +58,32 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
   std::vector<Tensor> parameters(bool recurse = true) const;
   std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  std::vector<std::shared_ptr<Module>> children() const;
+  /// This module (named `prefix`, "" by default, when include_self) and every descendant, depth
+  /// first in registration order, with dotted names ("encoder", "encoder.0", ...), like torch's
+  /// named_modules. When this module is not owned by a std::shared_ptr (a module on the stack), its
+  /// own entry is a non-owning pointer, valid while the module lives.
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules(const std::string& prefix = "",
+                                                                             bool include_self = true);
+  std::vector<std::shared_ptr<Module>> modules(bool include_self = true);
 
   /// Total number of parameter elements.
   std::int64_t num_parameters() const;
   /// Bytes held by parameters.
   std::size_t parameter_bytes() const;
 
+  /// Converts every parameter and buffer of this module and its children to `dtype`, in place (see
+  /// Note [Parameter handles]): the handles that layers hold see the new dtype, parameters stay the
+  /// same leaves requiring grad, and an accumulated .grad is converted too. Values are rounded when
+  /// going to float32. Call it before building graphs: a graph recorded earlier refuses to run its
+  /// backward through a converted tensor it saved (the storage version changes). Returns *this.
+  Module& to(Dtype dtype);
+  /// The dtype shared by every parameter and buffer. Errors: none registered, or mixed dtypes.
+  Dtype dtype() const;
+
+  /// Sets training mode on this module and every descendant (Dropout and the like read it).
   virtual void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
@@ -53,11 +95,21 @@ class Module : public std::enable_shared_from_this<Module> {
 
  private:
   void check_new_name(const std::string& name) const;
+  void collect_modules(const std::string& prefix, std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out);
   std::string type_name_;
   bool training_ = true;
   std::vector<std::pair<std::string, Tensor>> parameters_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+/// A module that maps one tensor to one tensor: what Sequential chains. Derived classes define
+/// forward; operator() calls it.
+class UnaryModule : public Module {
+ public:
+  using Module::Module;
+  virtual Tensor forward(const Tensor& x) = 0;
+  Tensor operator()(const Tensor& x) { return forward(x); }
 };
 
 }  // namespace xgrad::nn

@@ -1,0 +1,82 @@
+#include "xgrad/nn/embedding.hpp"
+
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "xgrad/nn/init.hpp"
+#include "xgrad/ops/shape_ops.hpp"
+
+namespace xgrad::nn {
+
+namespace {
+Tensor make_weight(std::int64_t num, std::int64_t dim, Generator& gen, Dtype dtype) {
+  XGRAD_CHECK(num >= 0 && dim >= 0, "Embedding: num_embeddings and embedding_dim must be >= 0, got {} and {}", num,
+              dim);
+  Tensor w = Tensor::empty({num, dim}, dtype);
+  init::normal_(w, gen);
+  return w;
+}
+
+void check_weight(const Tensor& w) {
+  XGRAD_CHECK(w.defined() && w.dim() == 2,
+              "Embedding: argument 'weight' must be a 2-d (num_embeddings, embedding_dim) tensor, got {}",
+              w.defined() ? shape_str(w.shape()) : std::string("an undefined tensor"));
+}
+}  // namespace
+
+Embedding::Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim, Generator& gen, Dtype dtype)
+    : Embedding(make_weight(num_embeddings, embedding_dim, gen, dtype), true) {}
+
+Embedding::Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim, Dtype dtype, std::uint64_t seed)
+    : Embedding(
+          [&] {
+            Generator gen(seed);
+            return make_weight(num_embeddings, embedding_dim, gen, dtype);
+          }(),
+          true) {}
+
+Embedding::Embedding(Tensor weight) : Embedding((check_weight(weight), std::move(weight)), true) {}
+
+Embedding::Embedding(Tensor weight, bool requires_grad)
+    : UnaryModule("Embedding"), num_embeddings_(0), embedding_dim_(0) {
+  check_weight(weight);
+  num_embeddings_ = weight.size(0);
+  embedding_dim_ = weight.size(1);
+  weight_ = register_parameter("weight", std::move(weight), requires_grad);
+}
+
+std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings, bool freeze) {
+  check_weight(embeddings);
+  return std::shared_ptr<Embedding>(new Embedding(embeddings.detach(), !freeze));
+}
+
+Tensor Embedding::lookup(const std::vector<std::int64_t>& indices, const Shape& out_batch_shape) {
+  for (std::size_t i = 0; i < indices.size(); ++i)
+    XGRAD_CHECK(indices[i] >= 0 && indices[i] < num_embeddings_,
+                "Embedding: index {} at position {} is out of range for {} embeddings", indices[i], i, num_embeddings_);
+  Tensor rows = index_select(weight_, 0, indices);
+  Shape out = out_batch_shape;
+  out.push_back(embedding_dim_);
+  return out == rows.shape() ? rows : reshape(rows, out);
+}
+
+Tensor Embedding::forward(const std::vector<std::int64_t>& indices) {
+  return lookup(indices, {static_cast<std::int64_t>(indices.size())});
+}
+
+Tensor Embedding::forward(const Tensor& indices) {
+  XGRAD_CHECK(indices.defined(), "Embedding: argument 'indices' is undefined");
+  const std::vector<double> values = indices.to_vector();
+  std::vector<std::int64_t> idx(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const double v = values[i];
+    XGRAD_CHECK(std::isfinite(v) && v == std::floor(v) && std::abs(v) < 9.0e15,
+                "Embedding: argument 'indices' (shape {}) holds {} at position {}, which is not an integer",
+                shape_str(indices.shape()), v, i);
+    idx[i] = static_cast<std::int64_t>(v);
+  }
+  return lookup(idx, indices.shape());
+}
+
+}  // namespace xgrad::nn

@@ -1,0 +1,98 @@
+#include "xgrad/nn/linear.hpp"
+
+#include <cmath>
+#include <utility>
+
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/nn/init.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/matmul.hpp"
+#include "xgrad/ops/shape_ops.hpp"
+
+namespace xgrad::nn {
+
+namespace functional {
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  XGRAD_CHECK(x.defined() && weight.defined(), "linear: argument '{}' is undefined", x.defined() ? "weight" : "x");
+  XGRAD_CHECK(weight.dim() == 2, "linear: argument 'weight' must be 2-d (out, in), got shape {}",
+              shape_str(weight.shape()));
+  const std::int64_t out = weight.size(0), in = weight.size(1);
+  XGRAD_CHECK(x.dim() >= 1 && x.size(-1) == in,
+              "linear: argument 'x' has shape {} but its last dimension must be in_features = {} (weight {})",
+              shape_str(x.shape()), in, shape_str(weight.shape()));
+  XGRAD_CHECK(x.dtype() == weight.dtype(), "linear: argument 'x' is {} but 'weight' is {}", x.dtype(), weight.dtype());
+  if (bias.defined())
+    XGRAD_CHECK(bias.shape() == Shape{out} && bias.dtype() == weight.dtype(),
+                "linear: argument 'bias' is {} {} but must be ({},) {}", bias.dtype(), shape_str(bias.shape()), out,
+                weight.dtype());
+  const Tensor wt = transpose(weight, 0, 1);
+  Tensor y;
+  if (x.dim() <= 2) {
+    y = matmul(x, wt);
+  } else {
+    // One GEMM over all batch rows instead of a batched matmul of many small products.
+    Shape batch(x.shape().begin(), x.shape().end() - 1);
+    const std::int64_t rows = shape_numel(batch);
+    y = matmul(reshape(x, {rows, in}), wt);
+    batch.push_back(out);
+    y = reshape(y, batch);
+  }
+  return bias.defined() ? add(y, bias) : y;
+}
+
+}  // namespace functional
+
+namespace {
+void check_sizes(std::int64_t in, std::int64_t out) {
+  XGRAD_CHECK(in >= 0 && out >= 0, "Linear: in_features and out_features must be >= 0, got in = {}, out = {}", in, out);
+}
+}  // namespace
+
+void Linear::init_parameters(Generator& gen, bool bias, Dtype dtype) {
+  Tensor w = Tensor::empty({out_features_, in_features_}, dtype);
+  init::kaiming_uniform_(w, gen, std::sqrt(5.0));
+  weight_ = register_parameter("weight", w);
+  if (bias) {
+    const double bound = in_features_ > 0 ? 1.0 / std::sqrt(static_cast<double>(in_features_)) : 0.0;
+    Tensor b = Tensor::empty({out_features_}, dtype);
+    init::uniform_(b, gen, -bound, bound);
+    bias_ = register_parameter("bias", b);
+  }
+}
+
+Linear::Linear(std::int64_t in_features, std::int64_t out_features, Generator& gen, bool bias, Dtype dtype)
+    : UnaryModule("Linear"), in_features_(in_features), out_features_(out_features) {
+  check_sizes(in_features, out_features);
+  init_parameters(gen, bias, dtype);
+}
+
+Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias, Dtype dtype, std::uint64_t seed)
+    : UnaryModule("Linear"), in_features_(in_features), out_features_(out_features) {
+  check_sizes(in_features, out_features);
+  Generator gen(seed);
+  init_parameters(gen, bias, dtype);
+}
+
+Linear::Linear(Tensor weight, Tensor bias) : UnaryModule("Linear"), in_features_(0), out_features_(0) {
+  XGRAD_CHECK(weight.defined() && weight.dim() == 2, "Linear: argument 'weight' must be a 2-d (out, in) tensor, got {}",
+              weight.defined() ? shape_str(weight.shape()) : std::string("an undefined tensor"));
+  out_features_ = weight.size(0);
+  in_features_ = weight.size(1);
+  if (bias.defined())
+    XGRAD_CHECK(bias.shape() == Shape{out_features_} && bias.dtype() == weight.dtype(),
+                "Linear: argument 'bias' is {} {} but must be ({},) {}", bias.dtype(), shape_str(bias.shape()),
+                out_features_, weight.dtype());
+  weight_ = register_parameter("weight", std::move(weight));
+  if (bias.defined()) bias_ = register_parameter("bias", std::move(bias));
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  XGRAD_CHECK(x.defined(), "Linear: argument 'x' is undefined");
+  XGRAD_CHECK(x.dim() >= 1 && x.size(-1) == in_features_,
+              "Linear: argument 'x' has shape {} but its last dimension must be in_features = {}", shape_str(x.shape()),
+              in_features_);
+  return functional::linear(x, weight_, bias_);
+}
+
+}  // namespace xgrad::nn
