@@ -163,12 +163,18 @@ struct PointwiseLoss : Function<PointwiseLoss<K>> {
       const GradScale<T> sc = grad_scale<T>(grads[0], red, n);
       T* dx = need_x ? gx.data<T>() : nullptr;
       T* dt = need_t ? gt.data<T>() : nullptr;
+      // Branch-free inner loops (they vectorise): the seed's form and the outputs are chosen outside.
+      T* first = dx ? dx : dt;
+      const T sign = dx ? T(1) : T(-1);
       parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t i = b; i < e; ++i) {
-          const T v = sc(i) * pointwise_deriv<K>(x[i] - t[i], pt);
-          if (dx) dx[i] = v;
-          if (dt) dt[i] = -v;
+        if (sc.g) {
+          for (std::int64_t i = b; i < e; ++i) first[i] = sign * sc.g[i] * pointwise_deriv<K>(x[i] - t[i], pt);
+        } else {
+          const T f = sign * sc.s;
+          for (std::int64_t i = b; i < e; ++i) first[i] = f * pointwise_deriv<K>(x[i] - t[i], pt);
         }
+        if (dx && dt)
+          for (std::int64_t i = b; i < e; ++i) dt[i] = -dx[i];
       });
     });
     return {gx, gt};
