@@ -12,6 +12,7 @@ packages=(
   libfmt-dev                             # error messages and printing
   catch2 nlohmann-json3-dev              # tests (Catch2 v2) and test fixtures
   libcli11-dev                           # command lines of examples and benchmarks
+  gnuplot-nox                            # the examples' PNG plots
   python3-torch python3-numpy            # PyTorch parity tests and the benchmark peer
   libtorch-dev                           # C++ PyTorch peer in bench/ (optional for the build)
 )
