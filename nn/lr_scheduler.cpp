@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <optional>
+#include <string>
 
 #include "xgrad/core/error.hpp"
 
@@ -65,6 +67,52 @@ double LRScheduler::get_last_lr(std::size_t group) const {
   XGRAD_CHECK(group < last_lr_.size(), "{}: get_last_lr: group index {} out of range ({} groups)", name_, group,
               last_lr_.size());
   return last_lr_[group];
+}
+
+std::vector<std::pair<std::string, Tensor>> LRScheduler::state_dict() const {
+  const auto n = static_cast<std::int64_t>(base_lrs_.size());
+  return {{"last_epoch", Tensor::scalar(static_cast<double>(last_epoch_), kFloat64)},
+          {"step_count", Tensor::scalar(static_cast<double>(step_count_), kFloat64)},
+          {"base_lrs", Tensor::from_vector(base_lrs_, {n}, kFloat64)},
+          {"last_lr", Tensor::from_vector(last_lr_, {static_cast<std::int64_t>(last_lr_.size())}, kFloat64)}};
+}
+
+void LRScheduler::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state) {
+  const std::string who = name_ + ": load_state_dict";
+  std::optional<double> last_epoch, step_count;
+  std::optional<std::vector<double>> base_lrs, last_lr;
+  auto integer = [&](const std::string& key, const Tensor& t) {
+    XGRAD_CHECK(t.numel() == 1, "{}: entry '{}' must have one element, got shape {}", who, key, shape_str(t.shape()));
+    const double v = t.item();
+    XGRAD_CHECK(v >= -1 && v == std::floor(v) && v < 9.0e15, "{}: entry '{}' must be an integer >= -1, got {}", who,
+                key, v);
+    return v;
+  };
+  auto per_group = [&](const std::string& key, const Tensor& t) {
+    XGRAD_CHECK(t.shape() == Shape{static_cast<std::int64_t>(base_lrs_.size())},
+                "{}: entry '{}' must have shape ({}), one value per parameter group, got {}", who, key,
+                base_lrs_.size(), shape_str(t.shape()));
+    return t.to_vector();
+  };
+  for (const auto& [key, t] : state) {
+    XGRAD_CHECK(t.defined(), "{}: entry '{}' is an undefined tensor", who, key);
+    if (key == "last_epoch" && !last_epoch)
+      last_epoch = integer(key, t);
+    else if (key == "step_count" && !step_count)
+      step_count = integer(key, t);
+    else if (key == "base_lrs" && !base_lrs)
+      base_lrs = per_group(key, t);
+    else if (key == "last_lr" && !last_lr)
+      last_lr = per_group(key, t);
+    else
+      XGRAD_CHECK(false, "{}: unknown or repeated entry '{}'", who, key);
+  }
+  XGRAD_CHECK(last_epoch && step_count && base_lrs && last_lr,
+              "{}: missing entry (needs last_epoch, step_count, base_lrs and last_lr)", who);
+  last_epoch_ = static_cast<std::int64_t>(*last_epoch);
+  step_count_ = static_cast<std::int64_t>(*step_count);
+  base_lrs_ = *base_lrs;
+  last_lr_ = *last_lr;
 }
 
 // ---- StepLR -------------------------------------------------------------------------------------
@@ -203,6 +251,45 @@ void SequentialLR::step() {
   else
     s.step();
   last_lr_ = s.last_lr_;
+}
+
+std::vector<std::pair<std::string, Tensor>> SequentialLR::state_dict() const {
+  auto out = LRScheduler::state_dict();
+  for (std::size_t k = 0; k < schedulers_.size(); ++k)
+    for (auto& [key, t] : schedulers_[k]->state_dict()) out.emplace_back(fmt::format("schedulers.{}.{}", k, key), t);
+  return out;
+}
+
+void SequentialLR::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state) {
+  std::vector<std::pair<std::string, Tensor>> own;
+  std::vector<std::vector<std::pair<std::string, Tensor>>> children(schedulers_.size());
+  for (const auto& [key, t] : state) {
+    if (key.rfind("schedulers.", 0) == 0) {
+      const std::size_t dot = key.find('.', 11);
+      std::size_t k = schedulers_.size();
+      const std::string idx = key.substr(11, dot == std::string::npos ? std::string::npos : dot - 11);
+      if (!idx.empty() && idx.find_first_not_of("0123456789") == std::string::npos && idx.size() < 9)
+        k = static_cast<std::size_t>(std::stoul(idx));
+      XGRAD_CHECK(dot != std::string::npos && k < schedulers_.size(),
+                  "SequentialLR: load_state_dict: entry '{}' does not name one of the {} schedulers", key,
+                  schedulers_.size());
+      children[k].emplace_back(key.substr(dot + 1), t);
+    } else {
+      own.emplace_back(key, t);
+    }
+  }
+  // Validate every part on copies of the current states first, so that a bad entry changes nothing.
+  const auto saved_own = LRScheduler::state_dict();
+  std::vector<std::vector<std::pair<std::string, Tensor>>> saved_children;
+  for (const auto& s : schedulers_) saved_children.push_back(s->state_dict());
+  try {
+    LRScheduler::load_state_dict(own);
+    for (std::size_t k = 0; k < schedulers_.size(); ++k) schedulers_[k]->load_state_dict(children[k]);
+  } catch (...) {
+    LRScheduler::load_state_dict(saved_own);
+    for (std::size_t k = 0; k < schedulers_.size(); ++k) schedulers_[k]->load_state_dict(saved_children[k]);
+    throw;
+  }
 }
 
 // SequentialLR delegates every step to its children.

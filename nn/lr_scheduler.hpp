@@ -10,6 +10,8 @@
 // its initial_lr; every scheduler's base lrs are these initial lrs.
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "xgrad/nn/optim.hpp"
@@ -33,6 +35,15 @@ class LRScheduler {
   std::int64_t last_epoch() const { return last_epoch_; }
   const std::vector<double>& base_lrs() const { return base_lrs_; }
   Optimizer& optimizer() { return opt_; }
+
+  /// The scheduler's state for checkpoints (torch's state_dict without the optimizer):
+  /// "last_epoch", "step_count" (0-d float64), "base_lrs", "last_lr" (1-d float64, one per group);
+  /// SequentialLR adds "schedulers.<k>.<name>" for each child. Save the optimizer's state too: the
+  /// current lrs live there.
+  virtual std::vector<std::pair<std::string, Tensor>> state_dict() const;
+  /// Restores a state_dict() of the same kind of scheduler over the same number of groups. A
+  /// missing, unknown or malformed entry throws xgrad::Error (nothing changes then).
+  virtual void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state);
 
  protected:
   LRScheduler(Optimizer& optimizer, std::string name);
@@ -121,6 +132,8 @@ class SequentialLR : public LRScheduler {
   SequentialLR(Optimizer& optimizer, std::vector<std::shared_ptr<LRScheduler>> schedulers,
                std::vector<std::int64_t> milestones);
   void step() override;
+  std::vector<std::pair<std::string, Tensor>> state_dict() const override;
+  void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state) override;
 
  protected:
   std::vector<double> get_lr() override;

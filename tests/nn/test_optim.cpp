@@ -644,3 +644,68 @@ TEST_CASE("optimizers update float32 parameters like float64 ones", "[optim][nn]
     }
   }
 }
+
+TEST_CASE("scheduler state_dict round trip resumes the same lr sequence", "[optim][nn]") {
+  std::vector<Tensor> init, grads;
+  make_data(55, 12, init, grads);
+  auto fresh = [&](const std::vector<Tensor>& from) {
+    std::vector<Tensor> p;
+    for (const auto& t : from) p.push_back(t.detach().clone_data().set_requires_grad());
+    return p;
+  };
+  auto make_opt = [](const std::vector<Tensor>& p) {
+    return std::make_unique<nn::Adam>(std::vector<nn::ParamGroup>{{{p[0], p[1]}}, {.params = {p[2]}, .lr = 0.003}},
+                                      nn::AdamOptions(0.01));
+  };
+  std::vector<Tensor> a = fresh(init);
+  auto opt_a = make_opt(a);
+  auto sched_a = nn::make_warmup_cosine(*opt_a, 4, 12, 0.1, 1e-4);
+  std::vector<std::vector<double>> lrs_a;
+  for (std::int64_t k = 0; k < 12; ++k) {
+    set_step_grads(a, grads, k);
+    opt_a->step();
+    sched_a->step();
+    lrs_a.push_back(sched_a->get_last_lrs());
+  }
+  std::vector<Tensor> b = fresh(init);
+  std::vector<std::pair<std::string, Tensor>> opt_state, sched_state;
+  {
+    auto opt_b = make_opt(b);
+    auto sched_b = nn::make_warmup_cosine(*opt_b, 4, 12, 0.1, 1e-4);
+    for (std::int64_t k = 0; k < 6; ++k) {
+      set_step_grads(b, grads, k);
+      opt_b->step();
+      sched_b->step();
+    }
+    opt_state = opt_b->state_dict();
+    sched_state = sched_b->state_dict();
+  }
+  std::vector<Tensor> c = fresh(b);
+  auto opt_c = make_opt(c);
+  auto sched_c = nn::make_warmup_cosine(*opt_c, 4, 12, 0.1, 1e-4);
+  opt_c->load_state_dict(opt_state);
+  sched_c->load_state_dict(sched_state);
+  for (std::int64_t k = 6; k < 12; ++k) {
+    set_step_grads(c, grads, k);
+    opt_c->step();
+    sched_c->step();
+    INFO("step " << k);
+    CHECK(sched_c->get_last_lrs() == lrs_a[static_cast<std::size_t>(k)]);
+  }
+  for (std::size_t j = 0; j < a.size(); ++j) CHECK(bit_equal(a[j].detach(), c[j].detach()));
+
+  // Bad scheduler states change nothing.
+  const auto before = sched_c->state_dict();
+  auto broken = sched_state;
+  broken.pop_back();
+  test::require_error([&] { sched_c->load_state_dict(broken); }, {"CosineAnnealingLR", "missing"});
+  broken = sched_state;
+  broken.emplace_back("schedulers.7.last_epoch", Tensor::scalar(0, kFloat64));
+  test::require_error([&] { sched_c->load_state_dict(broken); }, {"SequentialLR", "schedulers.7.last_epoch"});
+  broken = sched_state;
+  broken[2].second = Tensor::zeros({3}, kFloat64);  // base_lrs for 3 groups
+  test::require_error([&] { sched_c->load_state_dict(broken); }, {"SequentialLR", "base_lrs", "(2)"});
+  const auto after = sched_c->state_dict();
+  REQUIRE(after.size() == before.size());
+  for (std::size_t i = 0; i < after.size(); ++i) CHECK(bit_equal(after[i].second, before[i].second));
+}
