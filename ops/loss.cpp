@@ -479,11 +479,30 @@ template <class T>
 inline T softplus_neg(T x) {  // log(1 + exp(-x)), stable for any x
   return std::max(-x, T(0)) + std::log1p(std::exp(-std::abs(x)));
 }
+
+// Elements are processed in blocks of kBceBlock with xsimd (exp and log1p dominate the cost): the
+// block's pos_weight values (w[i % P], or ones) and seed values are first gathered into aligned
+// buffers so one branch-free vector loop serves every case. Per Note [Vector tails] an element's
+// value does not depend on where its block starts, so the thread split cannot change results.
+constexpr std::int64_t kBceBlock = 256;  // divides kParallelGrain: reduction chunks hold whole blocks
+
 template <class T>
-inline T stable_sigmoid(T x) {
-  if (x >= 0) return T(1) / (T(1) + std::exp(-x));
-  const T e = std::exp(x);
-  return e / (T(1) + e);
+void gather_pos_weight(const T* w, std::int64_t P, std::int64_t begin, std::int64_t len, T* out) {
+  if (w == nullptr) {
+    std::fill(out, out + len, T(1));
+    return;
+  }
+  std::int64_t j = begin % P;
+  for (std::int64_t k = 0; k < len; ++k) {
+    out[k] = w[j];
+    if (++j == P) j = 0;
+  }
+}
+
+template <class T>
+inline detail::vbatch<T> softplus_neg(detail::vbatch<T> x) {
+  using B = detail::vbatch<T>;
+  return xsimd::max(-x, B(T(0))) + xsimd::log1p(xsimd::exp(-xsimd::abs(x)));
 }
 
 struct BceWithLogits : Function<BceWithLogits> {
@@ -497,25 +516,38 @@ struct BceWithLogits : Function<BceWithLogits> {
     Tensor out;
     dispatch(x_t.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
+      using B = detail::vbatch<T>;
       const T* x = x_t.data<T>();
       const T* t = t_t.data<T>();
       const T* w = w_t.defined() ? w_t.data<T>() : nullptr;
       const std::int64_t P = w ? w_t.numel() : 1;
-      auto loss = [&](std::int64_t i) {
-        const T sp = softplus_neg(x[i]);
-        const T lw = w ? T(1) + (w[i % P] - T(1)) * t[i] : T(1);
-        return (T(1) - t[i]) * x[i] + lw * sp;
+      // l = (1 - t) x + (1 + (w - 1) t) softplus(-x) for elements [i, i + len) into dst.
+      auto block = [&](std::int64_t i, std::int64_t len, T* dst) {
+        alignas(64) T wb[kBceBlock];
+        gather_pos_weight(w, P, i, len, wb);
+        detail::vec_map(
+            len, dst,
+            [](B xv, B tv, B wv) {
+              const B one(T(1));
+              return (one - tv) * xv + (one + (wv - one) * tv) * softplus_neg<T>(xv);
+            },
+            x + i, t + i, +wb);
       };
       if (r == Reduction::None) {
         out = Tensor::empty(x_t.shape(), x_t.dtype());
         T* y = out.data<T>();
         parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-          for (std::int64_t i = b; i < e; ++i) y[i] = loss(i);
+          for (std::int64_t i = b; i < e; i += kBceBlock) block(i, std::min(kBceBlock, e - i), y + i);
         });
       } else {
         const double total = deterministic_sum<double>(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
           double s = 0;
-          for (std::int64_t i = b; i < e; ++i) s += static_cast<double>(loss(i));
+          alignas(64) T buf[kBceBlock];
+          for (std::int64_t i = b; i < e; i += kBceBlock) {
+            const std::int64_t len = std::min(kBceBlock, e - i);
+            block(i, len, buf);
+            for (std::int64_t k = 0; k < len; ++k) s += static_cast<double>(buf[k]);
+          }
           return s;
         });
         out = reduced_scalar(total, n, r, x_t.dtype());
@@ -526,7 +558,8 @@ struct BceWithLogits : Function<BceWithLogits> {
     return out;
   }
 
-  // dx = s (lw sigmoid(x) - w t), dt = s (-x + (w - 1) softplus(-x)), dw[j] = sum_{i % P = j} s t softplus(-x).
+  // dx = s (lw sigmoid(x) - w t), dt = s (-x + (w - 1) softplus(-x)), dw[j] = sum_{i % P = j} s t softplus(-x),
+  // with lw = 1 + (w - 1) t. sigmoid(x) = 1 / (1 + exp(-x)) is 0, not NaN, when exp(-x) overflows.
   Tensors backward(const Tensors& grads) {
     const Tensor x_t = this->saved(0), t_t = this->saved(1), w_t = this->saved(2);
     const bool need_x = this->needs_input_grad(0), need_t = this->needs_input_grad(1),
@@ -537,6 +570,7 @@ struct BceWithLogits : Function<BceWithLogits> {
     Tensor gw = need_w ? Tensor::zeros(w_t.shape(), w_t.dtype()) : Tensor();
     dispatch(x_t.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
+      using B = detail::vbatch<T>;
       const T* x = x_t.data<T>();
       const T* t = t_t.data<T>();
       const T* w = w_t.defined() ? w_t.data<T>() : nullptr;
@@ -546,11 +580,27 @@ struct BceWithLogits : Function<BceWithLogits> {
       T* dt = need_t ? gt.data<T>() : nullptr;
       if (dx || dt) {
         parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-          for (std::int64_t i = b; i < e; ++i) {
-            const T s = sc(i);
-            const T wi = w ? w[i % P] : T(1);
-            if (dx) dx[i] = s * ((T(1) + (wi - T(1)) * t[i]) * stable_sigmoid(x[i]) - wi * t[i]);
-            if (dt) dt[i] = s * (w ? -x[i] + (wi - T(1)) * softplus_neg(x[i]) : -x[i]);
+          alignas(64) T wb[kBceBlock], sb[kBceBlock];
+          for (std::int64_t i = b; i < e; i += kBceBlock) {
+            const std::int64_t len = std::min(kBceBlock, e - i);
+            gather_pos_weight(w, P, i, len, wb);
+            if (sc.g)
+              std::copy(sc.g + i, sc.g + i + len, sb);
+            else
+              std::fill(sb, sb + len, sc.s);
+            if (dx)
+              detail::vec_map(
+                  len, dx + i,
+                  [](B xv, B tv, B wv, B sv) {
+                    const B one(T(1));
+                    const B sig = one / (one + xsimd::exp(-xv));
+                    return sv * ((one + (wv - one) * tv) * sig - wv * tv);
+                  },
+                  x + i, t + i, +wb, +sb);
+            if (dt)
+              detail::vec_map(
+                  len, dt + i, [](B xv, B wv, B sv) { return sv * ((wv - B(T(1))) * softplus_neg<T>(xv) - xv); }, x + i,
+                  +wb, +sb);
           }
         });
       }

@@ -238,7 +238,10 @@ TEST_CASE("loss: bit-identical with 1 and 2 threads above the parallel threshold
   const Tensor x0 = Tensor::randn({300, 400}, gen, kFloat64);
   const Tensor t0 = Tensor::rand({300, 400}, gen, kFloat64);
   const Tensor seed = Tensor::randn({300, 400}, gen, kFloat64);
-  const Tensor ce_seed = Tensor::randn({4096}, gen, kFloat32);  // outside: both runs must see the same
+  const Tensor pw0 = Tensor::rand({400}, gen, kFloat64);
+  const Tensor ce_seed = Tensor::randn({4096}, gen, kFloat32);    // outside: both runs must see the same
+  const Tensor z3 = Tensor::randn({32, 10, 500}, gen, kFloat32);  // (N, C, d): the strided path
+  const auto y3 = random_classes(32 * 500, 10, gen, 13);
   test::require_thread_deterministic([&] {
     Tensors out;
     for (Reduction r : kReductions) {
@@ -249,16 +252,25 @@ TEST_CASE("loss: bit-identical with 1 and 2 threads above the parallel threshold
         out.push_back(l);
         out.push_back(z.grad());
       }
+      Tensor zs = z3.clone_data().set_requires_grad();
+      Tensor ls = cross_entropy(zs, y3, r, 0.05);
+      ls.backward(r == Reduction::None ? Tensor::ones({32, 500}, kFloat32) : Tensor());
+      out.push_back(ls);
+      out.push_back(zs.grad());
       Tensor x = x0.clone_data().set_requires_grad();
       Tensor t = t0.clone_data().set_requires_grad();
-      for (int which = 0; which < 3; ++which) {
-        Tensor l = which == 0 ? mse_loss(x, t, r)
-                              : (which == 1 ? huber_loss(x, t, r, 0.3) : binary_cross_entropy_with_logits(x, t, r));
+      Tensor pw = pw0.clone_data().set_requires_grad();
+      for (int which = 0; which < 4; ++which) {
+        Tensor l = which == 0   ? mse_loss(x, t, r)
+                   : which == 1 ? huber_loss(x, t, r, 0.3)
+                   : which == 2 ? binary_cross_entropy_with_logits(x, t, r)
+                                : binary_cross_entropy_with_logits(x, t, r, pw);
         l.backward(r == Reduction::None ? seed : Tensor());
         out.push_back(l);
       }
       out.push_back(x.grad());
       out.push_back(t.grad());
+      out.push_back(pw.grad());
     }
     return out;
   });
