@@ -1,3 +1,9 @@
+// The update loops call sqrt; with errno semantics GCC keeps a scalar library call for negative
+// inputs and cannot vectorise them. sqrt's values are the same either way, only errno is left alone.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-math-errno")
+#endif
+
 #include "xgrad/nn/optim.hpp"
 
 #include <algorithm>
@@ -6,6 +12,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <type_traits>
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/error.hpp"
@@ -93,6 +100,16 @@ void for_each_element(std::int64_t n, Fn&& fn) {
   parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) fn(i);
   });
+}
+
+// Calls fn(std::true_type{}) or fn(std::false_type{}): the update loops take their options as
+// compile-time flags so that each variant is a branch-free, vectorisable loop.
+template <class Fn>
+void with_flag(bool flag, Fn&& fn) {
+  if (flag)
+    fn(std::true_type{});
+  else
+    fn(std::false_type{});
 }
 
 // NaN-propagating maximum, like torch.maximum.
@@ -387,21 +404,32 @@ void SGD::step() {
         T* buf = st != nullptr ? st->buffers[0].data<T>() : nullptr;
         const T t_wd = static_cast<T>(wd), t_mom = static_cast<T>(momentum), t_damp = static_cast<T>(1 - dampening),
                 t_neg_lr = static_cast<T>(-lr);
-        for_each_element(p.numel(), [&](std::int64_t i) {
-          T d = gr[i];
-          if (wd != 0) d = d + t_wd * w[i];
-          if (momentum != 0) {
-            T b;
-            if (first) {
-              b = d;
-            } else {
-              b = buf[i] * t_mom;
-              b = b + t_damp * d;
-            }
-            buf[i] = b;
-            d = nesterov ? d + t_mom * b : b;
-          }
-          w[i] = w[i] + t_neg_lr * d;
+        with_flag(wd != 0, [&](auto has_wd) {
+          with_flag(momentum != 0, [&](auto has_mom) {
+            with_flag(first, [&](auto is_first) {
+              with_flag(nesterov, [&](auto is_nesterov) {
+                for_each_element(p.numel(), [&](std::int64_t i) {
+                  T d = gr[i];
+                  if constexpr (has_wd) d = d + t_wd * w[i];  // d_p.add(param, alpha=weight_decay)
+                  if constexpr (has_mom) {
+                    T b;
+                    if constexpr (is_first) {
+                      b = d;  // torch.clone(d_p)
+                    } else {
+                      b = buf[i] * t_mom;  // buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
+                      b = b + t_damp * d;
+                    }
+                    buf[i] = b;
+                    if constexpr (is_nesterov)
+                      d = d + t_mom * b;  // d_p.add(buf, alpha=momentum)
+                    else
+                      d = b;
+                  }
+                  w[i] = w[i] + t_neg_lr * d;  // param.add_(d_p, alpha=-lr)
+                });
+              });
+            });
+          });
         });
       });
     }
@@ -492,24 +520,30 @@ void Adam::adam_step(bool decoupled) {
         const T t_b2 = static_cast<T>(beta2), t_1mb2 = static_cast<T>(1 - beta2);
         const T t_bc2s = static_cast<T>(bias_correction2_sqrt), t_eps = static_cast<T>(eps);
         const T t_neg_step = static_cast<T>(-step_size);
-        for_each_element(p.numel(), [&](std::int64_t i) {
-          T g = gr[i];
-          if (decoupled) {
-            w[i] = w[i] * t_decay;  // param.mul_(1 - lr * weight_decay)
-          } else if (wd != 0) {
-            g = g + t_wd * w[i];  // grad.add(param, alpha=weight_decay)
-          }
-          const T mi = m[i] * t_b1 + t_1mb1 * g;      // exp_avg.mul_(beta1).add_(grad, alpha=1-beta1)
-          const T vi = v[i] * t_b2 + t_1mb2 * g * g;  // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1-beta2)
-          m[i] = mi;
-          v[i] = vi;
-          T s = vi;
-          if (amsgrad) {
-            s = nan_max(vmax[i], vi);  // torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
-            vmax[i] = s;
-          }
-          const T denom = std::sqrt(s) / t_bc2s + t_eps;  // (sqrt(v) / bias_correction2_sqrt).add_(eps)
-          w[i] = w[i] + t_neg_step * mi / denom;          // param.addcdiv_(exp_avg, denom, value=-step_size)
+        with_flag(decoupled, [&](auto is_decoupled) {
+          with_flag(wd != 0, [&](auto has_wd) {
+            with_flag(amsgrad, [&](auto is_amsgrad) {
+              for_each_element(p.numel(), [&](std::int64_t i) {
+                T g = gr[i];
+                if constexpr (is_decoupled) {
+                  w[i] = w[i] * t_decay;  // param.mul_(1 - lr * weight_decay)
+                } else if constexpr (has_wd) {
+                  g = g + t_wd * w[i];  // grad.add(param, alpha=weight_decay)
+                }
+                const T mi = m[i] * t_b1 + t_1mb1 * g;      // exp_avg.mul_(beta1).add_(grad, alpha=1-beta1)
+                const T vi = v[i] * t_b2 + t_1mb2 * g * g;  // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1-beta2)
+                m[i] = mi;
+                v[i] = vi;
+                T s = vi;
+                if constexpr (is_amsgrad) {
+                  s = nan_max(vmax[i], vi);  // torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
+                  vmax[i] = s;
+                }
+                const T denom = std::sqrt(s) / t_bc2s + t_eps;  // (sqrt(v) / bias_correction2_sqrt).add_(eps)
+                w[i] = w[i] + t_neg_step * mi / denom;          // param.addcdiv_(exp_avg, denom, value=-step_size)
+              });
+            });
+          });
         });
       });
     }
@@ -592,27 +626,33 @@ void RMSprop::step() {
         T* ga = ga_t != nullptr ? ga_t->data<T>() : nullptr;
         const T t_wd = static_cast<T>(wd), t_alpha = static_cast<T>(alpha), t_1ma = static_cast<T>(1 - alpha);
         const T t_eps = static_cast<T>(eps), t_mom = static_cast<T>(momentum), t_neg_lr = static_cast<T>(-lr);
-        for_each_element(p.numel(), [&](std::int64_t i) {
-          T g = gr[i];
-          if (wd != 0) g = g + t_wd * w[i];
-          const T s = sq[i] * t_alpha + t_1ma * g * g;  // square_avg.mul_(alpha).addcmul_(grad, grad, 1-alpha)
-          sq[i] = s;
-          T avg;
-          if (centered) {
-            const T a = ga[i] * t_alpha + t_1ma * g;  // grad_avg.mul_(alpha).add_(grad, alpha=1-alpha)
-            ga[i] = a;
-            avg = std::sqrt(s + -a * a);  // square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
-          } else {
-            avg = std::sqrt(s);
-          }
-          avg = avg + t_eps;
-          if (momentum > 0) {
-            const T b = buf[i] * t_mom + g / avg;  // buf.mul_(momentum).addcdiv_(grad, avg)
-            buf[i] = b;
-            w[i] = w[i] + t_neg_lr * b;  // param.add_(buf, alpha=-lr)
-          } else {
-            w[i] = w[i] + t_neg_lr * g / avg;  // param.addcdiv_(grad, avg, value=-lr)
-          }
+        with_flag(wd != 0, [&](auto has_wd) {
+          with_flag(centered, [&](auto is_centered) {
+            with_flag(momentum > 0, [&](auto has_mom) {
+              for_each_element(p.numel(), [&](std::int64_t i) {
+                T g = gr[i];
+                if constexpr (has_wd) g = g + t_wd * w[i];
+                const T s = sq[i] * t_alpha + t_1ma * g * g;  // square_avg.mul_(alpha).addcmul_(grad, grad, 1-alpha)
+                sq[i] = s;
+                T avg;
+                if constexpr (is_centered) {
+                  const T a = ga[i] * t_alpha + t_1ma * g;  // grad_avg.mul_(alpha).add_(grad, alpha=1-alpha)
+                  ga[i] = a;
+                  avg = std::sqrt(s + -a * a);  // square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
+                } else {
+                  avg = std::sqrt(s);
+                }
+                avg = avg + t_eps;
+                if constexpr (has_mom) {
+                  const T b = buf[i] * t_mom + g / avg;  // buf.mul_(momentum).addcdiv_(grad, avg)
+                  buf[i] = b;
+                  w[i] = w[i] + t_neg_lr * b;  // param.add_(buf, alpha=-lr)
+                } else {
+                  w[i] = w[i] + t_neg_lr * g / avg;  // param.addcdiv_(grad, avg, value=-lr)
+                }
+              });
+            });
+          });
         });
       });
     }
