@@ -35,7 +35,7 @@ std::pair<Tensor, Tensor> init(const BlockSparsePattern& p, Generator& gen, bool
 }  // namespace
 
 BlockSparseLinear::BlockSparseLinear(BlockSparsePattern pattern, std::pair<Tensor, Tensor> params)
-    : Module("BlockSparseLinear"), pattern_(std::move(pattern)) {
+    : UnaryModule("BlockSparseLinear"), pattern_(std::move(pattern)) {
   weight_ = register_parameter("weight", std::move(params.first));
   if (params.second.defined()) bias_ = register_parameter("bias", std::move(params.second));
 }

@@ -21,7 +21,7 @@
 
 namespace xgrad::nn {
 
-class BlockSparseLinear : public Module {
+class BlockSparseLinear : public UnaryModule {
  public:
   /// Initialised from `gen` (see above), float32 or float64.
   BlockSparseLinear(BlockSparsePattern pattern, Generator& gen, bool with_bias = true, Dtype dtype = kFloat32);
@@ -35,8 +35,7 @@ class BlockSparseLinear : public Module {
                                                        const Tensor& bias = Tensor());
 
   /// x: (in) or (batch..., in) -> (out) or (batch..., out).
-  Tensor forward(const Tensor& x);
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  Tensor forward(const Tensor& x) override;
 
   /// The dense (out, in) weight with zeros outside the blocks (no autograd history).
   Tensor to_dense() const;

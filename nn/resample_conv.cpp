@@ -7,7 +7,7 @@
 namespace xgrad::nn {
 
 ResampleConv::ResampleConv(const Tensor& coarse, FineGrid grid, const Response& response, ResampleConvConfig config)
-    : Module("ResampleConv"), grid_(std::move(grid)), config_(config) {
+    : UnaryModule("ResampleConv"), grid_(std::move(grid)), config_(config) {
   XGRAD_CHECK(coarse.defined(), "nn::ResampleConv: argument 'coarse' is an undefined tensor");
   XGRAD_CHECK(coarse.dim() == 2, "nn::ResampleConv: argument 'coarse' must be (N, A), got {}",
               shape_str(coarse.shape()));

@@ -31,15 +31,14 @@ struct ResampleConvConfig {
   bool learn_shift = false;
 };
 
-class ResampleConv : public Module {
+class ResampleConv : public UnaryModule {
  public:
   /// coarse: (N, A) float32 or float64 (the dtype the layer computes in); response: callable or
   /// sampled (its values are copied into the layer's parameter and converted to coarse's dtype).
   ResampleConv(const Tensor& coarse, FineGrid grid, const Response& response, ResampleConvConfig config = {});
 
   /// (batch..., N, B) -> (batch..., N, A).
-  Tensor forward(const Tensor& f);
-  Tensor operator()(const Tensor& f) { return forward(f); }
+  Tensor forward(const Tensor& f) override;
 
   const Tensor& coarse() const { return coarse_; }
   /// The learnable per-row shift (N, 1), undefined unless config.learn_shift.

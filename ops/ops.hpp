@@ -7,3 +7,4 @@
 #include "xgrad/ops/resample_conv.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 #include "xgrad/ops/softmax.hpp"
+#include "xgrad/ops/loss.hpp"
