@@ -1,0 +1,157 @@
+#pragma once
+// xgrad::distributed: data-parallel training over MPI (optional component, CMake option
+// XGRAD_WITH_MPI, target xgrad::distributed). Every process ("rank") holds a full copy of the model,
+// trains on its own share of each batch (DistributedSampler in nn/data.hpp), and averages gradients
+// with the others after backward, so all copies take the same optimizer step. Like torch's
+// DistributedDataParallel, but explicit: call average_gradients() between backward() and step().
+//
+//   int main(int argc, char** argv) {
+//     xgrad::distributed::MpiContext mpi(argc, argv);
+//     auto model = make_model();                                   // any init: rank 0's wins
+//     xgrad::distributed::DistributedDataParallel ddp(model);      // checks + broadcasts parameters
+//     auto sampler = std::make_shared<nn::DistributedSampler>(n, world_size(), rank());
+//     nn::DataLoader loader(dataset, nn::DataLoaderOptions(per_rank_batch), sampler);
+//     for (epoch ...) for (auto& b : loader) {
+//       model->zero_grad(); loss(model, b).backward(); ddp.average_gradients(); opt.step();
+//     }
+//     xgrad::distributed::save_on_rank0(*model, "model.safetensors");
+//   }
+//
+// Launch: `mpirun -np 2 ./train` (see docs/distributed.md). All collectives use MPI_COMM_WORLD.
+//
+// Note [Collective errors and hangs]: a collective completes only when every rank calls it, so an
+// error that only some ranks see could leave the others waiting forever. Therefore
+//  - checks that depend on data from several ranks (the parameter signature check) are made after
+//    exchanging that data, so every rank reaches the same verdict and throws the same xgrad::Error;
+//  - local argument checks run before any communication;
+//  - when an exception leaves the scope of an MpiContext (stack unwinding), its destructor calls
+//    MPI_Abort instead of MPI_Finalize: Open MPI's MPI_Finalize waits for every rank, which would
+//    hang if another rank is blocked in a collective. MPI_Abort makes mpirun kill the whole job.
+//  - a rank that dies (signal, std::terminate, exit without MPI_Finalize) is noticed by mpirun,
+//    which then kills the other ranks and exits non-zero (Open MPI's default; tests/distributed
+//    checks it). MPI's default error handler MPI_ERRORS_ARE_FATAL aborts the job on MPI errors.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "xgrad/core/tensor.hpp"
+#include "xgrad/nn/module.hpp"
+
+namespace xgrad::distributed {
+
+/// Initialises MPI (MPI_Init_thread with MPI_THREAD_FUNNELED: only the thread that called init
+/// communicates; TBB workers never call MPI) unless it already is. Idempotent.
+void init(int& argc, char**& argv);
+/// MPI_Finalize, if MPI is initialised and not yet finalised. Every rank must call it.
+void finalize();
+/// True between init() and finalize().
+bool is_initialized();
+/// MPI_Abort(MPI_COMM_WORLD, code): ends every rank of the job. Use instead of returning from main
+/// after an error that other ranks may not have seen (Note [Collective errors and hangs]).
+[[noreturn]] void abort(int code = 1);
+
+/// RAII: init() in the constructor; finalize() in the destructor, or abort(1) when the destructor
+/// runs because an exception is propagating. Create one at the top of main(), before anything else
+/// uses MPI. Copying and moving are not allowed.
+class MpiContext {
+ public:
+  MpiContext(int& argc, char**& argv);
+  MpiContext();
+  ~MpiContext();
+  MpiContext(const MpiContext&) = delete;
+  MpiContext& operator=(const MpiContext&) = delete;
+
+ private:
+  int uncaught_at_start_;
+  bool owns_;
+};
+
+/// This process's rank in MPI_COMM_WORLD, 0 <= rank() < world_size(). Error: MPI not initialised.
+int rank();
+/// Number of ranks in MPI_COMM_WORLD. Error: MPI not initialised.
+int world_size();
+/// MPI_Barrier on MPI_COMM_WORLD.
+void barrier();
+
+/// Copies rank `root`'s values of every tensor into the others' tensors, in place (MPI_Bcast on the
+/// raw bytes; the version counter is bumped as for any in-place write). Collective: every rank passes
+/// tensors of the same shapes and dtypes in the same order (not checked here; see
+/// DistributedDataParallel for a checked version). Errors: undefined tensor, root out of range.
+void broadcast_(const std::vector<Tensor>& tensors, int root = 0);
+
+/// How average_gradients() sums across ranks.
+enum class ReduceMode {
+  /// One MPI_Allreduce(SUM) per bucket. Every MPI implementation we know of (Open MPI's recursive
+  /// doubling, ring, Rabenseifner; MPICH's) hands every rank the same bits, because float addition
+  /// is commutative and each partial sum is computed once and then copied; MPI itself only
+  /// "recommends" this. Two ranks: a + b on both, exactly.
+  allreduce,
+  /// MPI_Reduce(SUM) to rank 0, then MPI_Bcast: identical bits on every rank by construction, at
+  /// about twice the communication time.
+  reduce_broadcast,
+};
+
+struct DdpOptions {
+  /// Gradients are packed into contiguous buckets of at most this many bytes (one dtype per bucket;
+  /// a parameter larger than this gets a bucket of its own) and each bucket is reduced with one MPI
+  /// call: fewer, larger messages than one call per parameter. torch's default is 25 MiB.
+  std::size_t bucket_bytes = std::size_t{4} << 20;
+  ReduceMode mode = ReduceMode::allreduce;
+};
+
+/// Keeps the model replicas of all ranks in step.
+/// Construction (collective): checks that every rank has the same number of parameters, with the
+/// same names, shapes and dtypes in the same order (a 64-bit hash and the count are all-gathered;
+/// on a mismatch the full descriptions are all-gathered and EVERY rank throws xgrad::Error naming the
+/// first differing parameter and both ranks' descriptions), then broadcasts rank 0's parameter
+/// values to all ranks (so ranks may initialise differently).
+/// Errors (local, before any communication): null module, an undefined parameter, bucket_bytes 0,
+/// MPI not initialised.
+class DistributedDataParallel {
+ public:
+  explicit DistributedDataParallel(std::shared_ptr<nn::Module> module, DdpOptions options = {});
+  /// A parameter list; names are used only in error messages.
+  explicit DistributedDataParallel(std::vector<std::pair<std::string, Tensor>> named_parameters,
+                                   DdpOptions options = {});
+  explicit DistributedDataParallel(const std::vector<Tensor>& parameters, DdpOptions options = {});
+
+  /// Collective, after backward() and before the optimizer step: replaces every parameter's .grad by
+  /// the mean over ranks, g <- (sum over ranks of g) / world_size(). An undefined .grad counts as
+  /// zeros (and is set, so every rank ends with the same defined gradients). The result is the same
+  /// on every rank (see ReduceMode). With each rank's loss the mean over an equal share of the
+  /// batch, the result equals the gradient of the mean loss over the whole batch.
+  void average_gradients();
+
+  const std::vector<Tensor>& parameters() const { return params_; }
+  /// The wrapped module (null when built from a parameter list).
+  const std::shared_ptr<nn::Module>& module() const { return module_; }
+  /// Number of gradient buckets (all dtypes), fixed at construction (for benchmarks and tests).
+  std::size_t num_buckets() const { return buckets_.size(); }
+
+ private:
+  void setup(std::vector<std::pair<std::string, Tensor>> named);
+  struct Bucket {
+    Dtype dtype;
+    std::vector<std::size_t> params;  // indices into params_
+    std::size_t numel = 0;
+  };
+  std::shared_ptr<nn::Module> module_;
+  DdpOptions options_;
+  std::vector<std::string> names_;
+  std::vector<Tensor> params_;
+  std::vector<Bucket> buckets_;
+  std::vector<unsigned char> buffer_;  // reused packing buffer (largest bucket)
+};
+
+/// Runs `write` on rank 0 only, then waits at a barrier so that when save_on_rank0 returns on any
+/// rank the checkpoint is complete (on a shared file system). Collective. An exception from `write`
+/// propagates on rank 0 only; let it escape the MpiContext (Note [Collective errors and hangs]).
+void save_on_rank0(const std::function<void()>& write);
+/// nn::save(module, path) (safetensors) on rank 0 only, then a barrier.
+void save_on_rank0(const nn::Module& module, const std::string& path);
+
+}  // namespace xgrad::distributed

@@ -1,0 +1,44 @@
+// A 2-rank job where rank 1 fails while rank 0 waits in a collective (average_gradients). Run by
+// expect_job_failure.sh, which requires mpirun to exit non-zero within a timeout (no hang).
+// Modes: throw_uncaught (std::terminate), throw_through_context (the exception unwinds the
+// MpiContext, which aborts the job), exit_without_finalize (std::exit(3) with MPI still initialised).
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "xgrad/distributed/distributed.hpp"
+
+using namespace xgrad;
+
+namespace {
+void run(const std::string& mode) {
+  Tensor w = Tensor::ones({1000}, kFloat64);
+  w.set_requires_grad();
+  distributed::DistributedDataParallel ddp(std::vector<Tensor>{w});
+  if (distributed::rank() == 1) {
+    std::fprintf(stderr, "rank 1: failing on purpose (%s)\n", mode.c_str());
+    std::fflush(stderr);
+    if (mode == "exit_without_finalize") std::exit(3);
+    throw std::runtime_error("rank 1 failed on purpose");
+  }
+  ddp.average_gradients();  // rank 0 blocks here: rank 1 never joins
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "throw_uncaught";
+  if (mode == "throw_through_context") {
+    try {
+      distributed::MpiContext mpi(argc, argv);
+      run(mode);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "caught: %s\n", e.what());  // not reached on rank 1: the context aborted
+      return 1;
+    }
+    return 0;
+  }
+  distributed::MpiContext mpi(argc, argv);
+  run(mode);
+  return 0;
+}

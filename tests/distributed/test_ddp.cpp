@@ -1,0 +1,299 @@
+// Tests for distributed/distributed.*, run by CTest as `mpirun -np 2` (and -np 1): every rank runs
+// every test case in the same order, since the cases call collectives. Covers data-parallel SGD on a
+// split batch against single-process training on the whole batch, the bucketed gradient average
+// (bucket sizes, modes, dtypes, undefined gradients), the cross-rank parameter check, checkpoints
+// written by rank 0, and local argument errors.
+#define CATCH_CONFIG_RUNNER
+#include <mpi.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "xgrad/core/core.hpp"
+#include "xgrad/distributed/distributed.hpp"
+#include "xgrad/nn/data.hpp"
+#include "xgrad/nn/optim.hpp"
+#include "xgrad/nn/serialize.hpp"
+#include "xgrad/ops/ops.hpp"
+
+using namespace xgrad;
+namespace dist = xgrad::distributed;
+
+namespace {
+
+// A 4 -> 8 -> 1 tanh MLP as a parameter list, initialised from `seed`.
+std::vector<std::pair<std::string, Tensor>> make_mlp(std::uint64_t seed) {
+  Generator gen(seed);
+  std::vector<std::pair<std::string, Tensor>> p{{"w1", Tensor::randn({4, 8}, gen, kFloat64)},
+                                                {"b1", Tensor::randn({8}, gen, kFloat64)},
+                                                {"w2", Tensor::randn({8, 1}, gen, kFloat64)},
+                                                {"b2", Tensor::randn({1}, gen, kFloat64)}};
+  for (auto& [name, t] : p) t.set_requires_grad();
+  return p;
+}
+
+Tensor mlp_loss(const std::vector<Tensor>& p, const Tensor& x, const Tensor& y) {
+  const Tensor h = tanh(add(matmul(x, p[0]), p[1]));
+  const Tensor d = sub(add(matmul(h, p[2]), p[3]), y);
+  return mean(mul(d, d));  // mean over this rank's rows
+}
+
+std::vector<Tensor> values(const std::vector<std::pair<std::string, Tensor>>& named) {
+  std::vector<Tensor> out;
+  for (const auto& [n, t] : named) out.push_back(t);
+  return out;
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  const auto va = a.to_vector(), vb = b.to_vector();
+  double m = 0;
+  for (std::size_t i = 0; i < va.size(); ++i) m = std::max(m, std::abs(va[i] - vb[i]));
+  return m;
+}
+
+// True when every rank holds the same bits as rank 0.
+bool same_on_all_ranks(const Tensor& t) {
+  Tensor mine = t.clone_data(), root = t.clone_data();
+  dist::broadcast_({root}, 0);
+  int ok = bit_equal(mine, root) ? 1 : 0, all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
+}  // namespace
+
+TEST_CASE("rank and world_size", "[distributed]") {
+  const int n = dist::world_size(), r = dist::rank();
+  CHECK(n >= 1);
+  CHECK(r >= 0);
+  CHECK(r < n);
+  CHECK(dist::is_initialized());
+}
+
+TEST_CASE("DDP on a split batch equals single-process training on the whole batch", "[distributed]") {
+  const int n = dist::world_size(), r = dist::rank();
+  const std::int64_t batch = 24;  // divisible by 1, 2, 3 and 4 ranks
+  REQUIRE(batch % n == 0);        // equal shares: the mean of the ranks' means is the batch mean
+  Generator data_gen(7);
+  const Tensor x = Tensor::randn({batch, 4}, data_gen, kFloat64);
+  const Tensor y = Tensor::randn({batch, 1}, data_gen, kFloat64);
+  const int steps = 5;
+  const double lr = 0.1;
+
+  // Reference: one process, whole batch, rank 0's initialisation (seed 100).
+  auto ref_named = make_mlp(100);
+  const auto ref = values(ref_named);
+  nn::SGD ref_opt(ref, nn::SGDOptions(lr));
+  for (int s = 0; s < steps; ++s) {
+    ref_opt.zero_grad(true);
+    mlp_loss(ref, x, y).backward();
+    ref_opt.step();
+  }
+
+  // Data parallel: each rank starts from its own initialisation (rank 0's is broadcast), takes its
+  // shuffled share of the batch from a DistributedSampler, and averages gradients.
+  auto named = make_mlp(100 + static_cast<std::uint64_t>(r));
+  dist::DistributedDataParallel ddp(named);
+  const auto params = values(named);
+  for (const auto& p : params) CHECK(same_on_all_ranks(p));
+  auto ds = std::make_shared<nn::TensorDataset>(x, y);
+  auto sampler = std::make_shared<nn::DistributedSampler>(batch, n, r, /*shuffle=*/true, /*seed=*/3);
+  nn::DataLoader loader(ds, nn::DataLoaderOptions(static_cast<std::size_t>(batch / n)), sampler);
+  REQUIRE(loader.size() == 1);
+  nn::SGD opt(params, nn::SGDOptions(lr));
+  for (int s = 0; s < steps; ++s) {
+    sampler->set_epoch(static_cast<std::uint64_t>(s));  // a different split each step
+    for (auto& b : loader) {
+      REQUIRE(b.data.shape() == Shape{batch / n, 4});
+      opt.zero_grad(true);
+      mlp_loss(params, b.data, b.target).backward();
+      ddp.average_gradients();
+      opt.step();
+    }
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    CAPTURE(named[i].first);
+    CHECK(max_abs_diff(params[i], ref[i]) <= 1e-12);
+    CHECK(max_abs_diff(params[i], ref[i]) >= 0.0);
+    CHECK(same_on_all_ranks(params[i]));  // replicas stay bit-identical
+  }
+  // Training moved the parameters (the comparison is not between two untouched initialisations).
+  CHECK(max_abs_diff(params[0], make_mlp(100)[0].second) > 1e-3);
+}
+
+TEST_CASE("average_gradients: mean over ranks; buckets, modes, dtypes, undefined grads", "[distributed]") {
+  const int n = dist::world_size(), r = dist::rank();
+  // Gradient of rank q for parameter i, element k: a value every rank can recompute.
+  const auto grad_value = [](int q, std::size_t i, std::int64_t k) {
+    return std::sin(1.0 + static_cast<double>(q) * 0.7 + static_cast<double>(i) * 1.3 + static_cast<double>(k) * 0.11);
+  };
+  const std::vector<std::pair<Shape, Dtype>> specs{
+      {{3, 5}, kFloat64}, {{7}, kFloat32}, {{2, 2, 2}, kFloat64}, {{1}, kFloat32}, {{40}, kFloat64}};
+  const auto make_params = [&] {
+    std::vector<Tensor> ps;
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      Tensor p = Tensor::zeros(specs[i].first, specs[i].second);
+      p.set_requires_grad();
+      // Parameter 2 has no gradient on rank 1 (as if unused there): counts as zeros.
+      if (!(i == 2 && r == 1)) {
+        std::vector<double> g(static_cast<std::size_t>(p.numel()));
+        for (std::size_t k = 0; k < g.size(); ++k) g[k] = grad_value(r, i, static_cast<std::int64_t>(k));
+        p.set_grad(Tensor::from_vector(g, p.shape(), p.dtype()));
+      }
+      ps.push_back(p);
+    }
+    return ps;
+  };
+  // Expected: sum over ranks in rank order, then / n, in each parameter's dtype.
+  const auto expected = [&](std::size_t i, const Tensor& p) {
+    std::vector<double> e(static_cast<std::size_t>(p.numel()));
+    for (std::size_t k = 0; k < e.size(); ++k) {
+      const auto kk = static_cast<std::int64_t>(k);
+      if (p.dtype() == kFloat32) {
+        float s = 0;
+        for (int q = 0; q < n; ++q)
+          if (!(i == 2 && q == 1)) s += static_cast<float>(grad_value(q, i, kk));
+        e[k] = static_cast<double>(s / static_cast<float>(n));
+      } else {
+        double s = 0;
+        for (int q = 0; q < n; ++q)
+          if (!(i == 2 && q == 1)) s += grad_value(q, i, kk);
+        e[k] = s / n;
+      }
+    }
+    return Tensor::from_vector(e, p.shape(), p.dtype());
+  };
+
+  std::vector<std::vector<Tensor>> results;
+  for (dist::DdpOptions opts : {dist::DdpOptions{}, dist::DdpOptions{8, dist::ReduceMode::allreduce},
+                                dist::DdpOptions{100, dist::ReduceMode::allreduce},
+                                dist::DdpOptions{std::size_t{4} << 20, dist::ReduceMode::reduce_broadcast}}) {
+    CAPTURE(opts.bucket_bytes, static_cast<int>(opts.mode));
+    auto ps = make_params();
+    dist::DistributedDataParallel ddp(ps, opts);
+    if (opts.bucket_bytes == 8) CHECK(ddp.num_buckets() == specs.size());            // every parameter alone
+    if (opts.bucket_bytes == (std::size_t{4} << 20)) CHECK(ddp.num_buckets() == 2);  // one per dtype
+    ddp.average_gradients();
+    std::vector<Tensor> grads;
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      CAPTURE(i);
+      const Tensor g = ps[i].grad();
+      REQUIRE(g.defined());
+      CHECK(g.dtype() == specs[i].second);
+      CHECK(g.shape() == specs[i].first);
+      // n <= 2: a + b is the same in any order, so the bits match; more ranks may sum in another order.
+      if (n <= 2)
+        CHECK(bit_equal(g, expected(i, ps[i])));
+      else
+        CHECK(allclose(g, expected(i, ps[i]), 1e-6, 1e-7));
+      CHECK(same_on_all_ranks(g));
+      grads.push_back(g.clone_data());
+    }
+    results.push_back(grads);
+  }
+  // With 2 ranks, bucketing and mode do not change a single bit. With more, they may: Open MPI picks
+  // its reduction algorithm (and so the summation order) by message size (docs/distributed.md).
+  for (std::size_t k = 1; k < results.size(); ++k)
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      if (n <= 2)
+        CHECK(bit_equal(results[k][i], results[0][i]));
+      else
+        CHECK(allclose(results[k][i], results[0][i], 1e-6, 1e-7));
+    }
+}
+
+TEST_CASE("DDP: ranks with different parameters all throw, naming the difference", "[distributed]") {
+  const int n = dist::world_size(), r = dist::rank();
+  const auto param = [](const Shape& s, Dtype d) {
+    Tensor t = Tensor::zeros(s, d);
+    t.set_requires_grad();
+    return t;
+  };
+  if (n == 1) {
+    // Alone, any model is consistent.
+    dist::DistributedDataParallel ddp({{"w", param({2, 2}, kFloat64)}});
+    CHECK(ddp.parameters().size() == 1);
+    return;
+  }
+  using Named = std::vector<std::pair<std::string, Tensor>>;
+  const auto build = [](const Named& named) { return [named] { dist::DistributedDataParallel ddp(named); }; };
+  // Shape differs on rank 1.
+  const Shape wshape = r == 1 ? Shape{3, 2} : Shape{2, 2};
+  CHECK_THROWS_WITH(build({{"b", param({2}, kFloat64)}, {"w", param(wshape, kFloat64)}})(),
+                    Catch::Contains("parameters differ") && Catch::Contains("rank 0 has 2 parameters, rank 1 has 2") &&
+                        Catch::Contains("parameter 1: rank 0 'w' (2, 2) float64 vs rank 1 'w' (3, 2) float64"));
+  // An extra parameter on rank 1.
+  Named extra{{"a", param({4}, kFloat32)}};
+  if (r == 1) extra.emplace_back("extra", param({1}, kFloat32));
+  CHECK_THROWS_WITH(build(extra)(), Catch::Contains("rank 0 has 1 parameters, rank 1 has 2") &&
+                                        Catch::Contains("rank 0 (none) vs rank 1 'extra' (1,) float32"));
+  // dtype differs.
+  CHECK_THROWS_WITH(build({{"a", param({4}, r == 1 ? kFloat64 : kFloat32)}})(),
+                    Catch::Contains("'a' (4,) float32 vs rank 1 'a' (4,) float64"));
+  // The communicator is still usable after the collective error.
+  dist::barrier();
+  dist::DistributedDataParallel ok({{"a", param({4}, kFloat32)}});
+  CHECK(ok.num_buckets() == 1);
+}
+
+TEST_CASE("DDP and collectives: local argument errors", "[distributed]") {
+  CHECK_THROWS_WITH(dist::DistributedDataParallel(std::shared_ptr<nn::Module>()),
+                    Catch::Contains("DistributedDataParallel") && Catch::Contains("module") && Catch::Contains("null"));
+  using Named = std::vector<std::pair<std::string, Tensor>>;
+  CHECK_THROWS_WITH(
+      dist::DistributedDataParallel(Named(1, {"w", Tensor()})),
+      Catch::Contains("DistributedDataParallel") && Catch::Contains("'w'") && Catch::Contains("undefined"));
+  CHECK_THROWS_WITH(dist::DistributedDataParallel(Named(1, {"w", Tensor::zeros({1})}), dist::DdpOptions{0}),
+                    Catch::Contains("bucket_bytes"));
+  CHECK_THROWS_WITH(dist::broadcast_(std::vector<Tensor>(1, Tensor::zeros({1})), dist::world_size()),
+                    Catch::Contains("broadcast_") && Catch::Contains("root"));
+  CHECK_THROWS_WITH(dist::save_on_rank0(std::function<void()>()), Catch::Contains("save_on_rank0"));
+}
+
+namespace {
+class Tiny : public nn::Module {
+ public:
+  explicit Tiny(double v) : nn::Module("Tiny") { register_parameter("w", Tensor::full({3}, v, kFloat64)); }
+};
+}  // namespace
+
+TEST_CASE("save_on_rank0 writes once, and the file is there when every rank returns", "[distributed]") {
+  const int r = dist::rank();
+  // A folder name every rank agrees on: rank 0's pid, broadcast.
+  Tensor pid = Tensor::scalar(static_cast<double>(::getpid()), kFloat64);
+  dist::broadcast_({pid}, 0);
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("xgrad_test_ddp_" + std::to_string(static_cast<long long>(pid.item())));
+  if (r == 0) std::filesystem::create_directories(dir);
+  dist::barrier();
+
+  int calls = 0;
+  dist::save_on_rank0([&] {
+    ++calls;
+    std::ofstream(dir / "marker.txt") << "written by rank " << dist::rank();
+  });
+  CHECK(calls == (r == 0 ? 1 : 0));
+  CHECK(std::filesystem::exists(dir / "marker.txt"));
+
+  auto model = std::make_shared<Tiny>(1.0 + r);  // rank-dependent values; rank 0's are saved
+  const std::string path = (dir / "tiny.safetensors").string();
+  dist::save_on_rank0(*model, path);
+  Tiny loaded(0.0);
+  nn::load(loaded, path);
+  CHECK(loaded.named_parameters()[0].second.to_vector() == std::vector<double>{1.0, 1.0, 1.0});
+  dist::barrier();
+  if (r == 0) std::filesystem::remove_all(dir);
+}
+
+int main(int argc, char** argv) {
+  dist::MpiContext mpi(argc, argv);
+  // Ranks other than 0 report failures only, so the log is readable.
+  Catch::Session session;
+  if (dist::rank() != 0) session.configData().reporterName = "compact";
+  const int failed = session.run(argc, argv);
+  // Every rank's verdict: mpirun exits non-zero if any rank returns non-zero.
+  return failed == 0 ? 0 : 1;
+}
