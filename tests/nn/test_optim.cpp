@@ -14,6 +14,7 @@
 #include "support.hpp"
 #include "xgrad/nn/lr_scheduler.hpp"
 #include "xgrad/nn/optim.hpp"
+#include "xgrad/nn/serialize.hpp"
 
 using namespace xgrad;
 using nlohmann::json;
@@ -708,4 +709,47 @@ TEST_CASE("scheduler state_dict round trip resumes the same lr sequence", "[opti
   const auto after = sched_c->state_dict();
   REQUIRE(after.size() == before.size());
   for (std::size_t i = 0; i < after.size(); ++i) CHECK(bit_equal(after[i].second, before[i].second));
+}
+
+TEST_CASE("optimizer and scheduler state survive save_state / load_state", "[optim][nn]") {
+  Generator gen(12);
+  Tensor w = test::randn_leaf({3, 2}, gen), b = test::randn_leaf({2}, gen);
+  nn::AdamW opt({w, b}, nn::AdamWOptions(0.01).amsgrad(true));
+  nn::CosineAnnealingLR sched(opt, 10, 1e-4);
+  for (int k = 0; k < 3; ++k) {
+    w.set_grad(Tensor::randn({3, 2}, gen, kFloat64));
+    b.set_grad(Tensor::randn({2}, gen, kFloat64));
+    opt.step();
+    sched.step();
+  }
+  const auto path =
+      (std::filesystem::temp_directory_path() / ("xgrad_optim_state_" + std::to_string(::getpid()))).string();
+  const auto state = opt.state_dict();
+  nn::save_state(path + "_opt.safetensors", state);
+  nn::save_state(path + "_sched.safetensors", sched.state_dict());
+  const auto loaded = nn::load_state(path + "_opt.safetensors");
+  REQUIRE(loaded.size() == state.size());
+  for (std::size_t i = 0; i < state.size(); ++i) {
+    INFO(state[i].first);
+    CHECK(loaded[i].first == state[i].first);
+    CHECK(bit_equal(loaded[i].second, state[i].second));
+  }
+  Tensor w2 = w.detach().clone_data().set_requires_grad(), b2 = b.detach().clone_data().set_requires_grad();
+  nn::AdamW opt2({w2, b2}, nn::AdamWOptions(0.5));
+  nn::CosineAnnealingLR sched2(opt2, 10, 1e-4);
+  opt2.load_state_dict(loaded);
+  sched2.load_state_dict(nn::load_state(path + "_sched.safetensors"));
+  std::filesystem::remove(path + "_opt.safetensors");
+  std::filesystem::remove(path + "_sched.safetensors");
+  const Tensor gw = Tensor::randn({3, 2}, gen, kFloat64), gb = Tensor::randn({2}, gen, kFloat64);
+  for (auto* o : {static_cast<nn::Optimizer*>(&opt), static_cast<nn::Optimizer*>(&opt2)}) {
+    o->param_groups()[0].params[0].set_grad(gw.clone_data());
+    o->param_groups()[0].params[1].set_grad(gb.clone_data());
+    o->step();
+  }
+  sched.step();
+  sched2.step();
+  CHECK(sched.get_last_lr() == sched2.get_last_lr());
+  CHECK(bit_equal(w.detach(), w2.detach()));
+  CHECK(bit_equal(b.detach(), b2.detach()));
 }
