@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Examples to run, in order: folder names under examples/ (each builds to build/release/examples/<name>).
-examples=(quickstart)
+examples=(spectral_fit block_sparse_mlp)
 
 bash scripts/install-deps.sh
 cmake --preset release
@@ -14,6 +14,7 @@ for name in "${examples[@]}"; do targets+=("example_${name}"); done
 cmake --build --preset release --target "${targets[@]}"
 
 for name in "${examples[@]}"; do
-  echo "==> examples/${name}"
-  "build/release/examples/${name}"
+  echo "==> examples/${name} (plots and CSVs go to out/${name}/)"
+  "build/release/examples/${name}" --out "out/${name}"
 done
+echo "==> done: plots in $(pwd)/out/spectral_fit/*.png and $(pwd)/out/block_sparse_mlp/*.png"
