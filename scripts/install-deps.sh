@@ -13,6 +13,7 @@ packages=(
   catch2 nlohmann-json3-dev              # tests (Catch2 v2) and test fixtures
   libcli11-dev                           # command lines of examples and benchmarks
   gnuplot-nox                            # the examples' PNG plots
+  libopenmpi-dev openmpi-bin             # optional MPI data parallelism (xgrad::distributed) and its tests
   python3-torch python3-numpy            # PyTorch parity tests and the benchmark peer
   libtorch-dev                           # C++ PyTorch peer in bench/ (optional for the build)
 )
