@@ -141,6 +141,20 @@ void broadcast_(const std::vector<Tensor>& tensors, int root) {
   }
 }
 
+double all_reduce_mean(double value) {
+  require_mpi("distributed::all_reduce_mean");
+  double sum = 0.0;
+  MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return sum / world_size();
+}
+
+double all_reduce_max(double value) {
+  require_mpi("distributed::all_reduce_max");
+  double m = 0.0;
+  MPI_Allreduce(&value, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return m;
+}
+
 // ---- DistributedDataParallel ------------------------------------------------------------------
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, DdpOptions options)

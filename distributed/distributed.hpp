@@ -83,6 +83,12 @@ void barrier();
 /// DistributedDataParallel for a checked version). Errors: undefined tensor, root out of range.
 void broadcast_(const std::vector<Tensor>& tensors, int root = 0);
 
+/// Mean over ranks of one number per rank (MPI_Allreduce of a double), e.g. to log the loss of the
+/// whole batch from the ranks' losses of their shares. Collective.
+double all_reduce_mean(double value);
+/// Maximum over ranks of one number per rank (e.g. the slowest rank's step time). Collective.
+double all_reduce_max(double value);
+
 /// How average_gradients() sums across ranks.
 enum class ReduceMode {
   /// One MPI_Allreduce(SUM) per bucket. Every MPI implementation we know of (Open MPI's recursive

@@ -71,6 +71,8 @@ TEST_CASE("rank and world_size", "[distributed]") {
   CHECK(r >= 0);
   CHECK(r < n);
   CHECK(dist::is_initialized());
+  CHECK(dist::all_reduce_mean(static_cast<double>(r)) == (n - 1) / 2.0);
+  CHECK(dist::all_reduce_max(static_cast<double>(r)) == n - 1);
 }
 
 TEST_CASE("DDP on a split batch equals single-process training on the whole batch", "[distributed]") {
