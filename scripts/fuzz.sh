@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses in fuzz/ with clang-14 + ASan + UBSan (build dir build/fuzz) and
+# runs each for a bounded time on its seed corpus (fuzz/corpus/<target>/, read only; new inputs go
+# to build/fuzz/corpus/<target>/). Fails if any harness finds a crash, a sanitizer report, an
+# uncaught exception, a leak or a timeout; the reproducer is saved as build/fuzz/artifacts/<target>-*.
+#
+#   bash scripts/fuzz.sh             # 60 s per harness
+#   bash scripts/fuzz.sh 300         # or XGRAD_FUZZ_SECONDS=300 bash scripts/fuzz.sh
+#   XGRAD_FUZZ_TARGETS=fuzz_npy bash scripts/fuzz.sh 30
+#
+# Reproduce a finding: build/fuzz/fuzz_safetensors build/fuzz/artifacts/fuzz_safetensors-crash-...
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+seconds="${1:-${XGRAD_FUZZ_SECONDS:-60}}"
+targets=(${XGRAD_FUZZ_TARGETS:-fuzz_safetensors fuzz_npy})
+if ! [[ "$seconds" =~ ^[0-9]+$ ]] || ((seconds < 1)); then
+  echo "fuzz.sh: the time per harness must be a positive number of seconds, got '$seconds'" >&2
+  exit 2
+fi
+
+# The library's own dependencies, then the fuzzing toolchain (same pattern as install-deps.sh).
+bash scripts/install-deps.sh
+missing=()
+for p in clang-14 libclang-rt-14-dev; do
+  status="$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)"
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+if ((${#missing[@]} > 0)); then
+  echo "fuzz.sh: installing ${missing[*]}"
+  sudo=()
+  if ((EUID != 0)); then
+    if command -v sudo >/dev/null 2>&1; then
+      sudo=(sudo)
+    else
+      echo "fuzz.sh: missing packages and not root (run as root or install sudo): ${missing[*]}" >&2
+      exit 1
+    fi
+  fi
+  "${sudo[@]}" apt-get update -q
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+build=build/fuzz
+launcher=()
+if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+cmake -S fuzz -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 "${launcher[@]}"
+cmake --build "$build" --target "${targets[@]}"
+
+export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
+mkdir -p "$build/artifacts"
+status=0
+for t in "${targets[@]}"; do
+  name="${t#fuzz_}"
+  seeds="fuzz/corpus/$name"
+  work="$build/corpus/$name"
+  mkdir -p "$work"
+  dict=()
+  [[ -f "fuzz/$name.dict" ]] && dict=("-dict=fuzz/$name.dict")
+  echo "==> fuzz: $t for ${seconds}s (seeds: $seeds)"
+  # -timeout: one input taking over 10 s is a hang; -rss_limit_mb bounds memory; -max_len keeps
+  # inputs small enough to be fast while covering every header path.
+  if ! "$build/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
+        -print_final_stats=1 -artifact_prefix="$build/artifacts/$t-" "${dict[@]}" "$work" "$seeds"; then
+    echo "==> fuzz: $t FAILED (reproducer in $build/artifacts/)"
+    status=1
+  fi
+done
+exit "$status"
