@@ -44,6 +44,16 @@ void require_error(const std::function<void()>& fn, const std::vector<std::strin
   FAIL("expected xgrad::Error containing " << (fragments.empty() ? std::string() : fragments[0]));
 }
 
+void run_python_script(const std::string& script, const std::string& dir) {
+  const std::string path = script.starts_with('/') ? script : std::string(XGRAD_SOURCE_DIR) + "/" + script;
+  const std::string cmd = "/usr/bin/python3 " + path + " " + dir + " > " + dir + "/python.log 2>&1";
+  if (std::system(cmd.c_str()) != 0) {
+    std::ifstream log(dir + "/python.log");
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    FAIL("python script failed (" << cmd << "):\n" << text);
+  }
+}
+
 Tensor randn_leaf(const Shape& shape, Generator& gen, Dtype dtype) {
   return Tensor::randn(shape, gen, dtype).set_requires_grad();
 }
@@ -105,14 +115,7 @@ void ParityBatch::run() {
     std::ofstream f(dir_ + "/manifest.json");
     f << manifest.dump(1);
   }
-  const std::string script = std::string(XGRAD_SOURCE_DIR) + "/tests/support/torch_parity.py";
-  const std::string cmd = "/usr/bin/python3 " + script + " " + dir_ + " > " + dir_ + "/python.log 2>&1";
-  const int rc = std::system(cmd.c_str());
-  if (rc != 0) {
-    std::ifstream log(dir_ + "/python.log");
-    std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-    FAIL("torch parity script failed (" << cmd << "):\n" << text);
-  }
+  run_python_script("tests/support/torch_parity.py", dir_);
   for (const auto& c : cases_) {
     const std::string prefix = dir_ + "/" + c.name;
     const Tensor ref = load_npy(prefix + "__torch_out.npy");

@@ -21,6 +21,11 @@ void require_thread_deterministic(const std::function<Tensors()>& fn);
 /// REQUIREs that `fn` throws xgrad::Error whose message contains every string in `fragments`.
 void require_error(const std::function<void()>& fn, const std::vector<std::string>& fragments);
 
+/// Runs `/usr/bin/python3 SCRIPT DIR` (Debian's python with torch 1.13 and numpy), its output going
+/// to DIR/python.log, and FAILs with that log when the script exits non-zero. A relative `script` is
+/// taken from the source tree (e.g. "tests/nn/mlp_parity.py").
+void run_python_script(const std::string& script, const std::string& dir);
+
 /// Fresh random leaves requiring grad.
 Tensor randn_leaf(const Shape& shape, Generator& gen, Dtype dtype = kFloat64);
 /// Uniform on [lo, hi) leaves requiring grad.
