@@ -24,7 +24,9 @@ static_assert(std::endian::native == std::endian::little, "xgrad safetensors I/O
 
 namespace {
 
-using ojson = nlohmann::ordered_json;
+// Not ordered_json: its object is a vector with linear lookups, so a hostile header with many keys
+// would take quadratic time. The file order of the tensors is their order in the buffer instead.
+using Json = nlohmann::json;
 
 constexpr const char* kMetadataKey = "__metadata__";
 // The reference implementation refuses headers above 100 MB; so do we (a lying length cannot make
@@ -45,10 +47,10 @@ struct HeaderReject {
 // Parses the header with two checks the plain parser cannot make: a key repeated in the top-level
 // object (JSON allows it; nlohmann would silently keep one, hiding a second tensor of that name)
 // and nesting deeper than the format has (top object > tensor object > shape array).
-ojson parse_header(const char* first, const char* last) {
+Json parse_header(const char* first, const char* last) {
   std::set<std::string> seen;
-  ojson::parser_callback_t cb = [&seen](int depth, ojson::parse_event_t event, ojson& parsed) {
-    using E = ojson::parse_event_t;
+  Json::parser_callback_t cb = [&seen](int depth, Json::parse_event_t event, Json& parsed) {
+    using E = Json::parse_event_t;
     if ((event == E::object_start || event == E::array_start) && depth > 2)
       throw HeaderReject{"the JSON header is nested deeper than the format allows"};
     if (event == E::key && depth == 1) {
@@ -57,7 +59,7 @@ ojson parse_header(const char* first, const char* last) {
     }
     return true;
   };
-  return ojson::parse(first, last, cb, /*allow_exceptions=*/true, /*ignore_comments=*/false);
+  return Json::parse(first, last, cb, /*allow_exceptions=*/true, /*ignore_comments=*/false);
 }
 
 struct Entry {
@@ -68,7 +70,7 @@ struct Entry {
 };
 
 // Reads one tensor's header entry, checking the types and the self-consistency of its fields.
-Entry read_entry(const std::string& src, const std::string& name, const ojson& info, std::uint64_t buffer_size) {
+Entry read_entry(const std::string& src, const std::string& name, const Json& info, std::uint64_t buffer_size) {
   if (!info.is_object()) bad(src, fmt::format("the header entry of tensor '{}' is not a JSON object", name));
   for (auto it = info.begin(); it != info.end(); ++it)
     if (it.key() != "dtype" && it.key() != "shape" && it.key() != "data_offsets")
@@ -78,7 +80,7 @@ Entry read_entry(const std::string& src, const std::string& name, const ojson& i
   Entry e;
   e.name = name;
 
-  const ojson& dt = info["dtype"];
+  const Json& dt = info["dtype"];
   if (!dt.is_string()) bad(src, fmt::format("the 'dtype' of tensor '{}' is not a string", name));
   const auto& tag = dt.get_ref<const std::string&>();
   if (tag == "F32") {
@@ -95,7 +97,7 @@ Entry read_entry(const std::string& src, const std::string& name, const ojson& i
     bad(src, fmt::format("unknown dtype '{}' of tensor '{}' (only F32 and F64 are supported)", shown, name));
   }
 
-  const ojson& sh = info["shape"];
+  const Json& sh = info["shape"];
   if (!sh.is_array()) bad(src, fmt::format("the 'shape' of tensor '{}' is not an array", name));
   std::int64_t numel = 1;
   for (const auto& d : sh) {
@@ -114,7 +116,7 @@ Entry read_entry(const std::string& src, const std::string& name, const ojson& i
   if (__builtin_mul_overflow(static_cast<std::uint64_t>(numel), dtype_size(e.dtype), &nbytes))
     bad(src, fmt::format("the shape {} of tensor '{}' overflows", sh.dump(), name));
 
-  const ojson& off = info["data_offsets"];
+  const Json& off = info["data_offsets"];
   if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
     bad(src, fmt::format("the 'data_offsets' of tensor '{}' are not two non-negative integers: {}", name, off.dump()));
   e.begin = off[0].get<std::uint64_t>();
@@ -224,9 +226,10 @@ const Tensor& SafetensorsFile::at(const std::string& name) const {
 // ---- bytes ---------------------------------------------------------------------------------------------
 
 std::string to_safetensors_bytes(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
-  ojson header = ojson::object();
+  Json header = Json::object();
+  std::set<std::string> names;
   if (!metadata.empty()) {
-    ojson meta = ojson::object();
+    Json meta = Json::object();
     for (const auto& [k, v] : metadata) meta[k] = v;
     header[kMetadataKey] = std::move(meta);
   }
@@ -235,7 +238,7 @@ std::string to_safetensors_bytes(const NamedTensors& tensors, const std::map<std
     XGRAD_CHECK(!name.empty(), "save_safetensors: argument 'tensors' has a tensor with an empty name");
     XGRAD_CHECK(name != kMetadataKey, "save_safetensors: a tensor may not be named '{}' (reserved)", kMetadataKey);
     XGRAD_CHECK(t.defined(), "save_safetensors: tensor '{}' is undefined", name);
-    XGRAD_CHECK(!header.contains(name), "save_safetensors: duplicate tensor name '{}'", name);
+    XGRAD_CHECK(names.insert(name).second, "save_safetensors: duplicate tensor name '{}'", name);
     const std::uint64_t n = t.nbytes();
     header[name] = {{"dtype", dtype_tag(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {offset, offset + n}}};
     offset += n;
@@ -244,7 +247,7 @@ std::string to_safetensors_bytes(const NamedTensors& tensors, const std::map<std
   std::string text;
   try {
     text = header.dump();
-  } catch (const ojson::exception& e) {
+  } catch (const Json::exception& e) {
     detail::throw_error(fmt::format("save_safetensors: a name or metadata string is not valid UTF-8 ({})", e.what()));
   }
   // Pad with spaces so that the buffer (at 8 + N) is 8-byte aligned, like the reference writer.
@@ -270,12 +273,12 @@ SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, co
   const char* hbegin = reinterpret_cast<const char*>(data + 8);
   if (hlen == 0 || hbegin[0] != '{') bad(src, "the header does not start with '{'");
 
-  ojson header;
+  Json header;
   try {
     header = parse_header(hbegin, hbegin + hlen);
   } catch (const HeaderReject& r) {
     bad(src, r.why);
-  } catch (const ojson::exception& e) {
+  } catch (const Json::exception& e) {
     bad(src, fmt::format("the header is not valid JSON: {}", e.what()));
   }
   if (!header.is_object()) bad(src, "the header is not a JSON object");

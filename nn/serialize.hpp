@@ -51,7 +51,8 @@ struct SafetensorsFile {
   const Tensor& at(const std::string& name) const;
 };
 
-/// The bytes of a safetensors file holding `tensors` (in that order) and `metadata`.
+/// The bytes of a safetensors file holding `tensors` (their data in that order; the header keys
+/// are sorted, as JSON objects are unordered) and `metadata`.
 /// Errors: an undefined tensor, an empty or duplicate name, or a tensor named "__metadata__".
 std::string to_safetensors_bytes(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata = {});
 
