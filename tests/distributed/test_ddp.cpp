@@ -283,6 +283,11 @@ TEST_CASE("save_on_rank0 writes once, and the file is there when every rank retu
   auto model = std::make_shared<Tiny>(1.0 + r);  // rank-dependent values; rank 0's are saved
   const std::string path = (dir / "tiny.safetensors").string();
   dist::save_on_rank0(*model, path);
+  // Wrapping the module broadcasts rank 0's values into every rank's parameters.
+  auto replica = std::make_shared<Tiny>(5.0 + r);
+  dist::DistributedDataParallel ddp(replica);
+  CHECK(ddp.module() == replica);
+  CHECK(replica->named_parameters()[0].second.to_vector() == std::vector<double>{5.0, 5.0, 5.0});
   Tiny loaded(0.0);
   nn::load(loaded, path);
   CHECK(loaded.named_parameters()[0].second.to_vector() == std::vector<double>{1.0, 1.0, 1.0});
