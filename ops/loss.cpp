@@ -299,13 +299,13 @@ struct CrossEntropy : Function<CrossEntropy> {
     smoothing = eps;
     const std::int64_t ns = geo.samples(), C = geo.classes, inner = geo.inner;
     const bool save = this->needs_input_grad(0);
-    Tensor lse_t = save ? Tensor::empty({ns, 2}, logits.dtype()) : Tensor();
+    Tensor stats_t = save ? Tensor::empty({ns, 2}, logits.dtype()) : Tensor();
     Tensor out = a.red == Reduction::None ? Tensor::empty(a.out_shape, logits.dtype()) : Tensor();
     dispatch(logits.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       using B = detail::vbatch<T>;
       const T* z = logits.data<T>();
-      T* lse = save ? lse_t.data<T>() : nullptr;
+      T* stats = save ? stats_t.data<T>() : nullptr;
       T* y = out.defined() ? out.data<T>() : nullptr;
       const T keep = static_cast<T>(1 - eps), spread = static_cast<T>(eps / static_cast<double>(C));
       const double total = deterministic_sum<double>(0, ns, sample_chunk(geo), [&](std::int64_t b, std::int64_t e) {
@@ -313,7 +313,7 @@ struct CrossEntropy : Function<CrossEntropy> {
         for (std::int64_t s = b; s < e; ++s) {
           const std::int64_t cls = a.target[static_cast<std::size_t>(s)];
           if (cls == ignore_index) {
-            if (lse) lse[2 * s] = lse[2 * s + 1] = 0;
+            if (stats) stats[2 * s] = stats[2 * s + 1] = 0;
             if (y) y[s] = 0;
             continue;
           }
@@ -337,12 +337,12 @@ struct CrossEntropy : Function<CrossEntropy> {
             }
           }
           const T log_se = std::log(se);
-          // l = lse - z_y for eps = 0; with smoothing l = (1 - eps)(lse - z_y) + eps (lse - mean_c z_c).
+          // l = lse - z_y with lse = m + log_se; with smoothing (1 - eps)(lse - z_y) + eps (lse - mean_c z_c).
           T l = (m - zr[cls * inner]) + log_se;
           if (eps != 0) l = log_se + keep * (m - zr[cls * inner]) + static_cast<T>(eps) * m - spread * sz;
-          if (lse) {
-            lse[2 * s] = m;
-            lse[2 * s + 1] = log_se;
+          if (stats) {
+            stats[2 * s] = m;
+            stats[2 * s + 1] = log_se;
           }
           if (y) y[s] = l;
           acc += static_cast<double>(l);
@@ -353,21 +353,21 @@ struct CrossEntropy : Function<CrossEntropy> {
     });
     if (save) {
       target.assign(a.target.begin(), a.target.end());
-      this->save_for_backward({logits, lse_t});
+      this->save_for_backward({logits, stats_t});
     }
     return out;
   }
 
   // dz_c = w_s (exp(z_c - m_s - log_se_s) - eps / C - (1 - eps) [c = y_s]); 0 for ignored samples.
   Tensors backward(const Tensors& grads) {
-    const Tensor logits = this->saved(0), lse_t = this->saved(1);
+    const Tensor logits = this->saved(0), stats_t = this->saved(1);
     Tensor gz = Tensor::empty(logits.shape(), logits.dtype());
     const std::int64_t ns = geo.samples(), C = geo.classes, inner = geo.inner;
     dispatch(logits.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       using B = detail::vbatch<T>;
       const T* z = logits.data<T>();
-      const T* lse = lse_t.data<T>();
+      const T* stats = stats_t.data<T>();
       T* dz = gz.data<T>();
       const GradScale<T> sc = grad_scale<T>(grads[0], red, count);
       const T keep = static_cast<T>(1 - smoothing), spread = static_cast<T>(smoothing / static_cast<double>(C));
@@ -381,7 +381,7 @@ struct CrossEntropy : Function<CrossEntropy> {
             continue;
           }
           const T* zr = z + off;
-          const T w = sc(s), m = lse[2 * s], ls = lse[2 * s + 1];
+          const T w = sc(s), m = stats[2 * s], ls = stats[2 * s + 1];
           if (inner == 1) {
             const B mb(m), lb(ls), wb(w), sb(spread);
             detail::vec_map(

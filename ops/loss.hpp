@@ -53,11 +53,12 @@
 // are all ignore_index. torch returns NaN there; we refuse, since a NaN loss silently poisons every
 // parameter it reaches (use Reduction::Sum, which gives 0, if empty batches are expected).
 //
-// Performance: one pass forward and one backward, no temporaries besides the output, the
-// gradient(s) and, for cross_entropy/nll_loss, one value per sample (the log-sum-exp, saved for
-// backward). Rows (or elements) are processed in parallel with core/parallel.hpp only above
-// kParallelGrain elements; reductions add fixed chunks in a fixed order, so results are
-// bit-identical whatever the thread count.
+// Performance: one pass forward and one backward, no temporaries besides the output and the
+// gradient(s); cross_entropy saves two values per sample (row max and log-sum-exp) for backward,
+// and the Tensor-target overloads convert the targets to one index vector. Rows (or elements) are
+// processed in parallel with core/parallel.hpp only above kParallelGrain elements (nll_loss, one
+// read per sample, stays serial); reductions add fixed chunks in double in a fixed order, so
+// results are bit-identical whatever the thread count. Exp/log run vectorised (xsimd).
 #include <cstdint>
 #include <vector>
 
