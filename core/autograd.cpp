@@ -19,7 +19,12 @@ void GradMode::set_enabled(bool enabled) { t_grad_enabled = enabled; }
 
 // ---- small-object pool (Note [Small-object pool]) -----------------------------------------------
 namespace {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__has_feature)  // clang spells "built with a sanitizer" this way; g++ defines the macros
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define XGRAD_POOL_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(XGRAD_POOL_SANITIZED)
 constexpr bool kPoolEnabled = false;  // let the sanitizers see every allocation
 #else
 constexpr bool kPoolEnabled = true;

@@ -1,6 +1,7 @@
 #include "xgrad/core/npy.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -179,35 +180,47 @@ Tensor from_npy_bytes(const std::string& b, const std::string& src) {
   return t;
 }
 
-void write_file_atomic(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  XGRAD_CHECK(fd >= 0, "write: cannot create '{}': {}", tmp, std::strerror(errno));
-  std::size_t off = 0;
-  while (off < bytes.size()) {
-    const auto w = ::write(fd, bytes.data() + off, bytes.size() - off);
+namespace {
+std::string parent_dir(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& bytes, const char* fn) {
+  XGRAD_CHECK(!path.empty() && path.back() != '/', "{}: argument 'path' ('{}') is not a file name", fn, path);
+  std::string tmpl = path + ".tmp.XXXXXX";
+  const int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
+  XGRAD_CHECK(fd >= 0, "{}: cannot create a temporary file next to '{}': {}", fn, path, std::strerror(errno));
+  auto fail = [&](const char* what, int err, bool close_fd) {
+    if (close_fd) ::close(fd);
+    ::unlink(tmpl.c_str());
+    detail::throw_error(fmt::format("{}: {} '{}' failed: {}", fn, what, path, std::strerror(err)));
+  };
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const auto w = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      detail::throw_error(fmt::format("write: writing '{}' failed: {}", path, std::strerror(err)));
-    }
-    off += static_cast<std::size_t>(w);
+    if (w <= 0) fail("writing", w < 0 ? errno : EIO, true);
+    done += static_cast<std::size_t>(w);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    detail::throw_error(fmt::format("write: flushing '{}' failed: {}", path, std::strerror(err)));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    detail::throw_error(fmt::format("write: renaming into '{}' failed: {}", path, std::strerror(err)));
+  // mkostemp makes the file 0600; a data file should get the usual permissions (0666 & ~umask).
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  if (::fchmod(fd, 0666 & ~mask) != 0) fail("setting the permissions of", errno, true);
+  if (::fsync(fd) != 0) fail("flushing", errno, true);
+  if (::close(fd) != 0) fail("closing", errno, false);
+  if (::rename(tmpl.c_str(), path.c_str()) != 0) fail("renaming the temporary file into", errno, false);
+  const int dfd = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {  // the data is in place; a folder that cannot be synced only weakens durability
+    (void)::fsync(dfd);
+    ::close(dfd);
   }
 }
 
-void save_npy(const std::string& path, const Tensor& t) { write_file_atomic(path, to_npy_bytes(t)); }
+void save_npy(const std::string& path, const Tensor& t) { write_file_atomic(path, to_npy_bytes(t), "save_npy"); }
 
 Tensor load_npy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -15,6 +15,7 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/error.hpp"
+#include "xgrad/core/npy.hpp"
 
 namespace xgrad::nn {
 
@@ -134,45 +135,9 @@ Entry read_entry(const std::string& src, const std::string& name, const Json& in
 
 // ---- atomic write (Note [Checkpoint safety]) ------------------------------------------------------
 
-std::string parent_dir(const std::string& path) {
-  const auto slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-// Writes `bytes` to `path` through a uniquely named temporary file in the same folder, fsyncs it,
-// renames it over `path` and fsyncs the folder so the rename itself is durable. On any failure the
-// temporary file is removed and `path` is untouched.
+// Atomic write (core/npy.hpp): temporary file, fsync, rename, fsync of the folder.
 void write_atomic(const char* fn, const std::string& path, const std::string& bytes) {
-  XGRAD_CHECK(!path.empty() && path.back() != '/', "{}: argument 'path' ('{}') is not a file name", fn, path);
-  std::string tmpl = path + ".tmp.XXXXXX";
-  const int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
-  XGRAD_CHECK(fd >= 0, "{}: cannot create a temporary file next to '{}': {}", fn, path, std::strerror(errno));
-  auto fail = [&](const char* what, int err, bool close_fd) {
-    if (close_fd) ::close(fd);
-    ::unlink(tmpl.c_str());
-    detail::throw_error(fmt::format("{}: {} '{}' failed: {}", fn, what, path, std::strerror(err)));
-  };
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const auto w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) fail("writing", w < 0 ? errno : EIO, true);
-    done += static_cast<std::size_t>(w);
-  }
-  // mkostemp makes the file 0600; a checkpoint should get the usual permissions (0666 & ~umask).
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  if (::fchmod(fd, 0666 & ~mask) != 0) fail("setting the permissions of", errno, true);
-  if (::fsync(fd) != 0) fail("flushing", errno, true);
-  if (::close(fd) != 0) fail("closing", errno, false);
-  if (::rename(tmpl.c_str(), path.c_str()) != 0) fail("renaming the temporary file into", errno, false);
-  const int dfd = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {  // the data is in place; a folder that cannot be synced only weakens durability
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
+  write_file_atomic(path, bytes, fn);
 }
 
 std::string read_file(const char* fn, const std::string& path) {
