@@ -41,7 +41,7 @@ inline bool run_gnuplot(const std::filesystem::path& dir, const std::string& nam
   {
     std::ofstream out(gp);
     out << "set datafile separator ','\nset key autotitle columnhead\nset grid\n"
-        << "set terminal pngcairo size 1200,700 font ',11'\n"
+        << "set terminal pngcairo size 1200,700 font ',11' noenhanced\n"
         << script;
   }
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
