@@ -4,8 +4,9 @@
 //
 // Cases:
 //   tanh_1x1, tanh_64x64   y = tanh(a*b + c).sum(); y.backward()   (a, b, c leaves, float32)
-//   mlp_784_256_10_b64     forward relu(x W1 + b1) W2 + b2, loss = -mean(sum(log_softmax(out) * onehot, 1)),
-//                          backward, SGD update in no-grad mode, grads set to none
+//   mlp_784_256_10_b64     one training step of nn::Sequential{Linear(784, 256), ReLU, Linear(256, 10)} on a
+//                          batch of 64 float32 rows: cross_entropy(logits, class indices), backward,
+//                          nn::SGD(lr 0.01, momentum 0.9).step(), grads set to none (zero_grad(true))
 //
 // usage: autograd_overhead [--threads N] [--iters N] [--mlp-iters N] [--reps N] [--case NAME]
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,10 +22,13 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/random.hpp"
+#include "xgrad/nn/activation.hpp"
+#include "xgrad/nn/linear.hpp"
+#include "xgrad/nn/optim.hpp"
+#include "xgrad/nn/sequential.hpp"
 #include "xgrad/ops/elementwise.hpp"
-#include "xgrad/ops/matmul.hpp"
+#include "xgrad/ops/loss.hpp"
 #include "xgrad/ops/reduction.hpp"
-#include "xgrad/ops/softmax.hpp"
 
 namespace {
 
@@ -55,28 +60,17 @@ void mlp_case(const Options& o) {
   constexpr std::int64_t kBatch = 64, kIn = 784, kHidden = 256, kOut = 10;
   Generator gen(2);
   Tensor x = Tensor::randn({kBatch, kIn}, gen);
-  std::vector<double> onehot(kBatch * kOut, 0.0);
-  for (std::int64_t i = 0; i < kBatch; ++i) onehot[static_cast<std::size_t>(i * kOut + i % kOut)] = 1.0;
-  Tensor target = Tensor::from_vector(onehot, {kBatch, kOut});
-  Tensor w1 = mul(Tensor::randn({kIn, kHidden}, gen), 0.03).detach().set_requires_grad();
-  Tensor b1 = Tensor::zeros({kHidden}).set_requires_grad();
-  Tensor w2 = mul(Tensor::randn({kHidden, kOut}, gen), 0.06).detach().set_requires_grad();
-  Tensor b2 = Tensor::zeros({kOut}).set_requires_grad();
-  std::vector<Tensor> params{w1, b1, w2, b2};
-  const double lr = 0.01;
+  std::vector<std::int64_t> target(kBatch);
+  for (std::int64_t i = 0; i < kBatch; ++i) target[static_cast<std::size_t>(i)] = i % kOut;
+  nn::Sequential model{std::make_shared<nn::Linear>(kIn, kHidden, gen), std::make_shared<nn::ReLU>(),
+                       std::make_shared<nn::Linear>(kHidden, kOut, gen)};
+  nn::SGD opt(model.parameters(), nn::SGDOptions(0.01).momentum(0.9));
   double sink = 0;
   const double us = median_us(o.mlp_iters, o.reps, [&] {
-    Tensor h = relu(add(matmul(x, w1), b1));
-    Tensor out = add(matmul(h, w2), b2);
-    Tensor loss = neg(mean(sum(mul(log_softmax(out, -1), target), {1})));
+    opt.zero_grad(/*set_to_none=*/true);
+    Tensor loss = cross_entropy(model(x), target);
     loss.backward();
-    {
-      NoGradGuard no_grad;
-      for (auto& p : params) {
-        p.add_(p.grad(), -lr);
-        p.zero_grad();
-      }
-    }
+    opt.step();
     sink += loss.item();
   });
   if (sink == 12345.678) std::puts("");
