@@ -20,7 +20,10 @@
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/optim.hpp"
 #include "xgrad/nn/sequential.hpp"
+#include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/loss.hpp"
+#include "xgrad/ops/matmul.hpp"
+#include "xgrad/ops/shape_ops.hpp"
 
 using namespace xgrad;
 
@@ -147,5 +150,38 @@ TEST_CASE("MLP training is bit-identical with 1 and 2 threads", "[mlp][threads]"
       out.insert(out.end(), t.params.begin(), t.params.end());
       return out;
     });
+  }
+}
+
+// nn::functional::linear is one fused op (Note [Fused linear], nn/linear.cpp); check it against the
+// composite matmul(x, transpose(W)) + b, values and all three gradients, at shapes that reach its
+// edges: a product large enough to be cut into parallel GEMM tiles with more than one block of bias
+// columns, (batch..., in) and (in) inputs, no rows, and in = 0.
+TEST_CASE("fused linear equals matmul(x, W^T) + b, and is thread-deterministic", "[mlp][linear]") {
+  struct Case {
+    Shape x;
+    std::int64_t out;
+  };
+  Generator gen(11);
+  for (const Case& c : {Case{{200, 300}, 600}, Case{{4, 5, 7}, 3}, Case{{7}, 3}, Case{{0, 7}, 3}, Case{{4, 0}, 3}}) {
+    const std::int64_t in = c.x.back();
+    INFO("x " << shape_str(c.x) << ", out " << c.out);
+    const Tensor x0 = Tensor::randn(c.x, gen, kFloat64), w0 = Tensor::randn({c.out, in}, gen, kFloat64),
+                 b0 = Tensor::randn({c.out}, gen, kFloat64);
+    auto run = [&](bool fused) {
+      Tensor x = x0.clone_data().set_requires_grad(), w = w0.clone_data().set_requires_grad(),
+             b = b0.clone_data().set_requires_grad();
+      Tensor y = fused ? nn::functional::linear(x, w, b) : add(matmul(x, transpose(w, 0, 1)), b);
+      Generator seed_gen(3);
+      y.backward(Tensor::randn(y.shape(), seed_gen, kFloat64));
+      return Tensors{y.detach(), x.grad(), w.grad(), b.grad()};
+    };
+    const Tensors fused = run(true), ref = run(false);
+    for (std::size_t i = 0; i < fused.size(); ++i) {
+      INFO("result " << i << " (y, dx, dW, db)");
+      REQUIRE(fused[i].shape() == ref[i].shape());
+      CHECK(allclose(fused[i], ref[i], 1e-12, 1e-12));
+    }
+    test::require_thread_deterministic([&] { return run(true); });
   }
 }
