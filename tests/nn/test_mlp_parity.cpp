@@ -4,7 +4,8 @@
 // (1e-4 relative in float32, 1e-10 in float64) and the same final parameters. The data and the
 // initial weights are made here and handed to tests/nn/mlp_parity.py as .npy files; the script
 // trains torch.nn.Linear layers loaded from them with torch.optim.SGD and writes its losses and final
-// parameters back. The float32 run is also repeated with 1 and 2 threads and must be bit-identical.
+// parameters back. Training is also repeated with 1 and 2 threads and must be bit-identical, and the
+// fused linear op is checked against its composite formula.
 #include <unistd.h>
 
 #include <cmath>
