@@ -22,7 +22,9 @@ fi
 for t in 1 2; do
   [ "$runs" = 1 ] || break
   "$ours" --threads "$t" --reps "$reps" | tee -a "$csv"
-  "$py" "$here/torch_block_sparse_linear.py" "$t" "$reps" | tee -a "$csv"
+  # torch.set_num_threads does not reach OpenBLAS (which runs torch's CPU GEMMs here): without this
+  # its "1 thread" rows used both cores for bmm and the dense layers.
+  OPENBLAS_NUM_THREADS="$t" "$py" "$here/torch_block_sparse_linear.py" "$t" "$reps" | tee -a "$csv"
 done
 # Peak resident-set growth of one training step, each in a fresh process (2 threads).
 for c in rand_b64_d64 rand_b64_d16 rand_b64_d4 rand_b64_d1 diag_g64x64 diag_g16x256; do
