@@ -57,7 +57,10 @@ double g_last_cpu_ms = 0;
 
 template <class Fn>
 double median_ms(Fn&& fn, int reps) {
-  fn();  // warm-up
+  // Warm up for at least 0.3 s (and twice): in this VM the first calls in a process run 2-3x slow
+  // (fresh heap pages), as bench/block_sparse_linear.cpp found.
+  const auto w0 = Clock::now();
+  for (int i = 0; i < 2 || Clock::now() - w0 < std::chrono::milliseconds(300); ++i) fn();
   std::vector<std::pair<double, double>> ts;
   for (int r = 0; r < reps; ++r) {
     const double c0 = cpu_now_ms();
