@@ -2,7 +2,7 @@
 // The PyTorch peers (ModuleList loop, grouped bmm, masked dense nn.Linear) are in
 // torch_block_sparse_linear.py; run_block_sparse.sh runs both in one go and prints the ratios and the
 // crossover table. Rows: `case,impl,threads,metric,value` (metric fwd_ms / fwdbwd_ms: median of --reps
-// timed runs after a warm-up of at least 0.3 s; param_bytes; peak_bytes).
+// timed runs after a warm-up of at least 1 s; param_bytes; peak_bytes).
 //
 // Shapes (the seed-004 workload): in = out = 4096, batch 256, float32.
 //   rand_b{8,32,64,128}_d{64,16,4}   random block masks of density 1/64, 1/16, 1/4
@@ -55,12 +55,12 @@ double cpu_ms() {
 
 // Median wall time and median process CPU time (all threads) of one call, in ms. The CPU time helps
 // read results taken on a busy machine: with 1 thread it is close to the wall time of a quiet run.
-// Warm-up: calls for at least 0.3 s (and twice). One call was not enough here: the first case timed
+// Warm-up: calls for at least 1 s (and twice). One call (or 0.3 s) was not enough here: the first case timed
 // in a process ran 2-3x slower than the same case timed later (fresh heap pages, the VM's memory
 // manager), which made a forward look slower than forward+backward.
 std::pair<double, double> median_ms(int reps, const std::function<void()>& fn) {
   const auto w0 = Clock::now();
-  for (int i = 0; i < 2 || Clock::now() - w0 < std::chrono::milliseconds(300); ++i) fn();
+  for (int i = 0; i < 2 || Clock::now() - w0 < std::chrono::milliseconds(1000); ++i) fn();
   std::vector<double> t, c;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = Clock::now();

@@ -1,7 +1,7 @@
 """PyTorch peers for bench/block_sparse_linear.cpp (seed 004), CPU, float32, Debian python3-torch.
 
 Same shapes as ours: in = out = 4096, batch 256. Prints CSV rows `case,impl,threads,metric,value`
-(fwd_ms / fwdbwd_ms: median of --reps runs after a warm-up of at least 0.3 s; a training step is fn().sum().backward()
+(fwd_ms / fwdbwd_ms: median of --reps runs after a warm-up of at least 1 s; a training step is fn().sum().backward()
 with x requiring grad, like /work/shared/reference/torch_seed_workloads.py).
   diag_g64x64, diag_g16x256: torch_modulelist (loop of nn.Linear), torch_bmm (grouped bmm),
                              torch_masked_dense (nn.Linear weight * block-diagonal mask)
@@ -18,10 +18,10 @@ BATCH = 256
 
 
 def median_ms(fn, reps):
-    # Warm up for at least 0.3 s (and twice), like the C++ side: a single call was not enough there.
+    # Warm up for at least 1 s (and twice), like the C++ side: shorter warm-ups were not enough there.
     t0 = time.perf_counter()
     n = 0
-    while n < 2 or time.perf_counter() - t0 < 0.3:
+    while n < 2 or time.perf_counter() - t0 < 1.0:
         fn()
         n += 1
     ts = []
