@@ -148,6 +148,9 @@ struct Layer {
 };
 
 void run_dense(const Options& o) {
+  // The throughput reference runs OpenBLAS with the same thread count as ours (xgrad keeps OpenBLAS
+  // itself single-threaded, Note [Deterministic GEMM]; restored below).
+  openblas_set_num_threads(o.threads);
   std::vector<float> x(kBatch * kIn), w(kOut * kIn), y(kBatch * kOut), g(kBatch * kOut), dx(kBatch * kIn),
       dw(kOut * kIn);
   Generator gen(3);
@@ -167,6 +170,7 @@ void run_dense(const Options& o) {
   time_rows("dense", "openblas_sgemm", o.threads, "fwd_ms", median_ms(o.reps, fwd));
   time_rows("dense", "openblas_sgemm", o.threads, "fwdbwd_ms", median_ms(o.reps, fb));
   row("dense", "openblas_sgemm", o.threads, "param_bytes", double(kOut * kIn + kOut) * 4);
+  openblas_set_num_threads(1);
 }
 
 }  // namespace
