@@ -17,4 +17,8 @@ if(XGRAD_BUILD_TESTS)
                    $<TARGET_FILE:example_ddp_train> --epochs 30)
   set_tests_properties(example_ddp_train PROPERTIES LABELS "example;distributed" TIMEOUT 300 ENVIRONMENT
                        "OMPI_MCA_btl=self,tcp;OMPI_MCA_btl_tcp_if_include=lo;OMPI_MCA_oob_tcp_if_include=lo")
+  if(XGRAD_SANITIZE)  # no leak checking for MPI programs: see tests/distributed/CMakeLists.txt
+    set_property(TEST example_ddp_train APPEND PROPERTY ENVIRONMENT
+                 "ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:detect_stack_use_after_return=1")
+  endif()
 endif()
