@@ -13,39 +13,13 @@
 #include "support.hpp"
 
 using namespace xgrad;
+using xgrad::test::read_bytes;
 using xgrad::test::require_error;
+using xgrad::test::write_bytes;
+using TempDir = xgrad::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-// A fresh temporary folder removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / ("xgrad_npy_" + tag + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-};
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 // A version 1.0 .npy file with the given header dict (padded as numpy does) and data bytes.
 std::string npy_v1(const std::string& dict, const std::string& data) {

@@ -1,10 +1,14 @@
 #include "support.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #ifndef XGRAD_SOURCE_DIR
 #error "XGRAD_SOURCE_DIR must be defined by the build"
@@ -143,6 +147,35 @@ void ParityBatch::run() {
     }
   }
   std::filesystem::remove_all(dir_);
+}
+
+TempDir::TempDir(const std::string& tag) {
+  path = std::filesystem::temp_directory_path() / ("xgrad_" + tag + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path);
+}
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+}
+std::string TempDir::file(const std::string& name) const { return (path / name).string(); }
+std::vector<std::string> TempDir::entries() const {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(path)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 }  // namespace xgrad::test

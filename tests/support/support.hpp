@@ -2,6 +2,7 @@
 // Shared test helpers: float64 gradcheck, 1-vs-2-thread bit equality, PyTorch parity, and
 // error-message checks. See tests/README.md for how an op's test file uses them.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -9,6 +10,23 @@
 #include "xgrad/core/core.hpp"
 
 namespace xgrad::test {
+
+/// A fresh temporary folder, unique per process and tag, removed with everything in it at the end.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& tag);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  /// path / name, as a string.
+  std::string file(const std::string& name) const;
+  /// The names of the folder's entries, sorted (to check that nothing was left behind).
+  std::vector<std::string> entries() const;
+};
+/// A whole file's bytes.
+std::string read_bytes(const std::string& path);
+/// Writes `bytes` to `path` (plainly, not atomically: test fixtures only).
+void write_bytes(const std::string& path, const std::string& bytes);
 
 /// REQUIREs that gradcheck passes for fn at inputs (float64), printing the report on failure.
 void require_gradcheck(const std::function<Tensor(const Tensors&)>& fn, const Tensors& inputs,
