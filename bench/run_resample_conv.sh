@@ -11,7 +11,8 @@ py=/usr/bin/python3  # Debian's python with torch (the python3 on PATH may lack 
 : >"$csv"
 for t in 1 2; do
   "$dir/resample_conv_bench" --threads "$t" --reps "$reps" | tee -a "$csv"
-  "$py" "$here/torch_resample_conv.py" "$t" 5 | tee -a "$csv"
+  # torch.set_num_threads does not limit OpenBLAS (which runs torch's CPU einsum/bmm here).
+  OPENBLAS_NUM_THREADS="$t" "$py" "$here/torch_resample_conv.py" "$t" 5 | tee -a "$csv"
 done
 echo "raw rows: $csv"
 "$py" - "$csv" <<'PY'
