@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -191,8 +192,17 @@ std::string parent_dir(const std::string& path) {
 
 void write_file_atomic(const std::string& path, const std::string& bytes, const char* fn) {
   XGRAD_CHECK(!path.empty() && path.back() != '/', "{}: argument 'path' ('{}') is not a file name", fn, path);
-  std::string tmpl = path + ".tmp.XXXXXX";
-  const int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
+  // A unique temporary name (process, per-process counter), created with O_EXCL and mode 0666 so the
+  // umask applies as for any new file. (mkostemp would force 0600, and reading the umask to fix that
+  // means changing it, which races with other threads creating files.)
+  static std::atomic<std::uint64_t> counter{0};
+  std::string tmpl;
+  int fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    tmpl = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+    fd = ::open(tmpl.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   XGRAD_CHECK(fd >= 0, "{}: cannot create a temporary file next to '{}': {}", fn, path, std::strerror(errno));
   auto fail = [&](const char* what, int err, bool close_fd) {
     if (close_fd) ::close(fd);
@@ -206,10 +216,6 @@ void write_file_atomic(const std::string& path, const std::string& bytes, const 
     if (w <= 0) fail("writing", w < 0 ? errno : EIO, true);
     done += static_cast<std::size_t>(w);
   }
-  // mkostemp makes the file 0600; a data file should get the usual permissions (0666 & ~umask).
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  if (::fchmod(fd, 0666 & ~mask) != 0) fail("setting the permissions of", errno, true);
   if (::fsync(fd) != 0) fail("flushing", errno, true);
   if (::close(fd) != 0) fail("closing", errno, false);
   if (::rename(tmpl.c_str(), path.c_str()) != 0) fail("renaming the temporary file into", errno, false);

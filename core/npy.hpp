@@ -22,7 +22,7 @@ std::string to_npy_bytes(const Tensor& t);
 Tensor from_npy_bytes(const std::string& bytes, const std::string& source_name = "<memory>");
 
 /// Atomic file write used by every writer in xgrad: writes `bytes` to a uniquely named temporary
-/// file in the same folder (mkostemp), fsyncs it, renames it over `path` and fsyncs the folder. On
+/// file in the same folder (unique name, O_EXCL), fsyncs it, renames it over `path` and fsyncs the folder. On
 /// any failure the temporary file is removed and whatever was at `path` is left untouched; the
 /// xgrad::Error names `fn` (the public function that writes) and the path.
 void write_file_atomic(const std::string& path, const std::string& bytes, const char* fn = "write_file_atomic");
