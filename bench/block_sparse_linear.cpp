@@ -12,7 +12,8 @@
 //                                    dX = G W and dW = G^T X (3 GEMMs, like a dense layer)
 // A training step (fwdbwd) computes y, then the gradients of x, the stored blocks and the bias.
 //
-// usage: block_sparse_linear [--threads N] [--reps N] [--case SUBSTRING] [--peak CASE]
+// usage: block_sparse_linear [--threads N] [--reps N] [--case SUBSTRING] [--peak CASE] [--passes]
+//   --passes also times each kernel alone (forward, input, weight and bias gradient; pass_*_ms rows)
 //   --peak CASE runs one training step of CASE only and prints the growth of the resident set
 //   (VmHWM after - VmRSS before), so run it in a fresh process per case.
 #include "xgrad/ops/block_sparse_linear.hpp"
@@ -33,6 +34,7 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/random.hpp"
+#include "xgrad/ops/block_sparse_kernels.hpp"
 
 namespace {
 
@@ -45,6 +47,7 @@ struct Options {
   int reps = 5;
   std::string only;
   std::string peak;
+  bool passes = false;
 };
 
 double cpu_ms() {
@@ -193,8 +196,10 @@ int main(int argc, char** argv) {
       o.only = next();
     else if (!std::strcmp(argv[i], "--peak"))
       o.peak = next();
+    else if (!std::strcmp(argv[i], "--passes"))
+      o.passes = true;
     else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--reps N] [--case SUBSTRING] [--peak CASE]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads N] [--reps N] [--case SUBSTRING] [--peak CASE] [--passes]\n", argv[0]);
       return 2;
     }
   }
@@ -223,6 +228,24 @@ int main(int argc, char** argv) {
     row(c.name, "xgrad", o.threads, "density", double(layer.p.stored_elements()) / double(kIn * kOut));
     time_rows(c.name, "xgrad", o.threads, "fwd_ms", median_ms(o.reps, [&] { layer.forward(); }));
     time_rows(c.name, "xgrad", o.threads, "fwdbwd_ms", median_ms(o.reps, [&] { layer.train_step(); }));
+    if (o.passes) {
+      // Each kernel alone on raw buffers (no autograd, no allocation): where a training step's time goes.
+      const BlockSparsePattern& p = layer.p;
+      const float* x = layer.x.data<float>();
+      const float* w = layer.w.data<float>();
+      const float* b = layer.b.data<float>();
+      std::vector<float> y(kBatch * kOut), dx(kBatch * kIn), dw(static_cast<std::size_t>(p.stored_elements())),
+          db(kOut);
+      const std::vector<float> g(kBatch * kOut, 1.0f);
+      time_rows(c.name, "xgrad", o.threads, "pass_forward_ms",
+                median_ms(o.reps, [&] { detail::bsl_forward<float>(p, x, kBatch, w, b, y.data()); }));
+      time_rows(c.name, "xgrad", o.threads, "pass_input_grad_ms",
+                median_ms(o.reps, [&] { detail::bsl_input_grad<float>(p, g.data(), kBatch, w, dx.data()); }));
+      time_rows(c.name, "xgrad", o.threads, "pass_weight_grad_ms",
+                median_ms(o.reps, [&] { detail::bsl_weight_grad<float>(p, g.data(), x, kBatch, dw.data()); }));
+      time_rows(c.name, "xgrad", o.threads, "pass_bias_grad_ms",
+                median_ms(o.reps, [&] { detail::bsl_bias_grad<float>(g.data(), kBatch, kOut, db.data()); }));
+    }
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "xgrad/core/parallel.hpp"
@@ -67,6 +68,7 @@ void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, cons
 
 // Per-thread scratch panels, grown on demand and kept: a fresh multi-megabyte allocation per task
 // would page-fault its way in every call (glibc serves it with mmap), which costs more than the copy.
+// Slots 0 and 1 are used inside one task (nothing nests there).
 template <class T>
 T* scratch(int slot, std::int64_t n) {
   thread_local std::vector<T> panels[2];
@@ -74,6 +76,37 @@ T* scratch(int slot, std::int64_t n) {
   if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
   return v.data();
 }
+
+// Per-call panel (the transposed operands of the lane kernels), shared by the call's tasks: the calling
+// thread's kept buffer, or a fresh one when that is busy (the thread waits in a parallel_for and TBB
+// ran another block-sparse call on it).
+template <class T>
+class CallPanel {
+ public:
+  CallPanel(int slot, std::int64_t n) {
+    thread_local std::vector<T> kept[2];
+    thread_local bool busy[2] = {false, false};
+    if (!busy[slot]) {
+      busy_ = &busy[slot];
+      *busy_ = true;
+      v_ = &kept[slot];
+    } else {
+      v_ = &own_;
+    }
+    if (static_cast<std::int64_t>(v_->size()) < n) v_->resize(static_cast<std::size_t>(n));
+  }
+  ~CallPanel() {
+    if (busy_) *busy_ = false;
+  }
+  CallPanel(const CallPanel&) = delete;
+  CallPanel& operator=(const CallPanel&) = delete;
+  T* data() { return v_->data(); }
+
+ private:
+  std::vector<T> own_;
+  std::vector<T>* v_ = nullptr;
+  bool* busy_ = nullptr;
+};
 
 // Short strided copies (a block's row, often 8-64 elements): an inline vectorised loop, because a
 // memcpy call per segment costs more than the copy itself. GCC would turn the loop back into a
@@ -96,140 +129,318 @@ void run_tasks(std::int64_t n, double work, Fn&& task) {
 
 std::int64_t num_tiles(std::int64_t m) { return (m + kBatchTile - 1) / kBatchTile; }
 
-// Note [Narrow block kernel]: for float blocks 8 or 16 outputs wide, a GEMM call per row (column) group
-// spends more on packing than on arithmetic, so a register-blocked kernel reads x (or g) in place:
-//   out[m, 0:W] (+)= sum over segments s, k < len_s of a[m, off_s + k] * b_s[k, 0:W]
-// with W = 8 R, each b_s a (len_s x W) row-major panel: for the forward the transposed weight blocks,
-// for the input gradient the weight blocks themselves. Each output is summed in a fixed order
-// (segments in order, k ascending), so the result does not depend on the thread count.
-struct Segment {
-  std::int64_t off, len;
-  const float* b;
-};
-typedef float v8f __attribute__((vector_size(32), aligned(4)));
+// Note [Lane kernels]: for narrow groups (at most kLaneMaxGroup rows or columns), a GEMM call per
+// group spends more on packing and call overhead than on arithmetic, and a kernel with the group's
+// outputs in the vector lanes has too few outputs per broadcast. These kernels work on transposed
+// operands instead, with the batch in the vector lanes:
+//   xT (in x Mp), gT (out x Mp), Mp = M rounded up to whole vectors, the padding columns zero.
+// Forward:        yT[row + o, m]  = sum over blocks B of the row group, j < cols(B):  W_B[o, j] xT[col_B + j, m]
+// Input gradient: dxT[col + c, m] = sum over blocks B of the column group, o < rows(B): W_B[o, c] gT[row_B + o, m]
+// Both are the same "lane tile" (lane_tile below): 4 outputs x NV vectors of batch rows in 4 NV
+// accumulators; per inner index k, NV vector loads of the transposed operand, 4 broadcasts of weights,
+// 4 NV FMAs. The result is transposed back (adding the bias in the forward). Weight gradient:
+//   dW_B[o, c] = sum_m gT[row_B + o, m] xT[col_B + c, m]
+// as tiles of (lanes) dot products accumulated over the batch in vectors, then reduced across lanes by
+// a fixed shuffle tree. Every output is summed in an order fixed by the pattern and M alone (blocks in
+// order, k ascending; batch vectors ascending, then the fixed lane tree), so results do not depend on
+// the thread count.
+constexpr std::int64_t kLaneMaxGroup = 32;
+constexpr int kLaneOuts = 4, kLaneVecs = 3;
+// Inner indices per segment chunk: kLaneChunkK x kLaneVecs vectors of the operand fit in L1.
+constexpr std::int64_t kLaneChunkK = 256;
+// Batch rows per forward / input-gradient task: a task sweeps its group's segments over this many
+// batch rows (a multiple of 3 vectors so that full tiles dominate).
+constexpr std::int64_t kLaneTaskVecs = 12;
 
-template <int R, int MR>
-inline void narrow_tile(const float* a, std::int64_t lda, const Segment* segs, std::int64_t nseg, float* c,
-                        std::int64_t ldc, bool accumulate) {
-  v8f acc[MR][R];
+template <class T>
+struct Lanes {
+  static constexpr int n = 32 / static_cast<int>(sizeof(T));
+  typedef T v __attribute__((vector_size(32)));
+  typedef T vu __attribute__((vector_size(32), aligned(sizeof(T)), may_alias));  // unaligned access
+};
+
+template <class T>
+inline typename Lanes<T>::v load_v(const T* p) {
+  return *reinterpret_cast<const typename Lanes<T>::vu*>(p);
+}
+template <class T>
+inline void store_v(T* p, typename Lanes<T>::v v) {
+  *reinterpret_cast<typename Lanes<T>::vu*>(p) = v;
+}
+
+// One segment of a lane sweep: rows a, a + lda, ... (len of them) of the transposed operand, and the
+// coefficient of output o at inner index k: coef[k * stride_k + o * stride_out].
+template <class T>
+struct LaneSeg {
+  const T* a;
+  std::int64_t len;
+  const T* coef;
+  std::int64_t stride_k, stride_out;
+};
+
+// out[o * ldo + m0 + v * lanes + l] = sum_s sum_k coef_s(o0 + o, k) a_s[k * lda + m0 + v * lanes + l], o < nout
+// (nout <= kLaneOuts; further outputs are computed on a clamped coefficient and dropped). With
+// `accumulate`, the sums continue from out's values (the same additions in the same order as one call
+// over all the segments, so splitting the segments into chunks does not change the result).
+template <class T, int NV>
+inline void lane_tile(const LaneSeg<T>* segs, std::int64_t nseg, std::int64_t lda, std::int64_t m0, std::int64_t o0,
+                      int nout, T* out, std::int64_t ldo, bool accumulate) {
+  using V = typename Lanes<T>::v;
+  constexpr int L = Lanes<T>::n;
+  V acc[kLaneOuts][NV];
 #pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 2
-    for (int q = 0; q < R; ++q) acc[r][q] = v8f{};
+  for (int o = 0; o < kLaneOuts; ++o)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) acc[o][v] = accumulate ? load_v(out + std::min(o, nout - 1) * ldo + m0 + v * L) : V{};
   for (std::int64_t s = 0; s < nseg; ++s) {
-    const float* ap = a + segs[s].off;
-    const float* bp = segs[s].b;
-    for (std::int64_t k = 0; k < segs[s].len; ++k) {
-      v8f bv[R];
-#pragma GCC unroll 2
-      for (int q = 0; q < R; ++q) std::memcpy(&bv[q], bp + k * 8 * R + 8 * q, sizeof(v8f));
+    const LaneSeg<T>& sg = segs[s];
+    const T* c[kLaneOuts];
 #pragma GCC unroll 8
-      for (int r = 0; r < MR; ++r) {
-        const float av = ap[r * lda + k];
-#pragma GCC unroll 2
-        for (int q = 0; q < R; ++q) acc[r][q] += av * bv[q];
+    for (int o = 0; o < kLaneOuts; ++o) c[o] = sg.coef + (o0 + std::min(o, nout - 1)) * sg.stride_out;
+    const T* ap = sg.a + m0;
+    const std::int64_t sk = sg.stride_k;
+    for (std::int64_t k = 0; k < sg.len; ++k) {
+      V a[NV];
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) a[v] = load_v(ap + k * lda + v * L);
+#pragma GCC unroll 8
+      for (int o = 0; o < kLaneOuts; ++o) {
+        const T w = c[o][k * sk];
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; ++v) acc[o][v] += w * a[v];
       }
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 2
-    for (int q = 0; q < R; ++q) {
-      v8f old{};
-      if (accumulate) std::memcpy(&old, c + r * ldc + 8 * q, sizeof(v8f));
-      const v8f v = old + acc[r][q];
-      std::memcpy(c + r * ldc + 8 * q, &v, sizeof(v8f));
+  for (int o = 0; o < nout; ++o)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) store_v(out + o * ldo + m0 + v * L, acc[o][v]);
+}
+
+// outT[begin_g + o, m] for every group g and m in [0, mp): the lane sweep of group g's segments
+// (segs[seg_ptr[g] : seg_ptr[g + 1]]); groups without segments give zero rows. Tasks: groups x batch
+// chunks of kLaneTaskVecs vectors. Inside a task, per tile of kLaneVecs vectors, the segments are swept
+// in chunks of about kLaneChunkK inner indices, all output rows of the group per chunk, so the chunk's
+// slice of the transposed operand (kLaneChunkK x tile) is read from L1 by every output tile.
+template <class T>
+void lane_sweep(const std::vector<BlockSparsePattern::Group>& groups, const std::vector<std::int64_t>& seg_ptr,
+                const std::vector<LaneSeg<T>>& segs, std::int64_t mp, T* out, double work) {
+  constexpr int L = Lanes<T>::n;
+  const std::int64_t nvec = mp / L, chunks = std::max<std::int64_t>(1, (nvec + kLaneTaskVecs - 1) / kLaneTaskVecs);
+  const std::int64_t ngroups = static_cast<std::int64_t>(groups.size());
+  run_tasks(ngroups * chunks, work, [&](std::int64_t t) {
+    const std::int64_t g = t / chunks, v0 = (t % chunks) * kLaneTaskVecs, v1 = std::min(nvec, v0 + kLaneTaskVecs);
+    const auto& grp = groups[static_cast<std::size_t>(g)];
+    const std::int64_t s0 = seg_ptr[static_cast<std::size_t>(g)], s1 = seg_ptr[static_cast<std::size_t>(g) + 1];
+    T* og = out + grp.begin * mp;
+    if (s0 == s1) {
+      for (std::int64_t o = 0; o < grp.size; ++o) std::fill(og + o * mp + v0 * L, og + o * mp + v1 * L, T(0));
+      return;
     }
+    for (std::int64_t v = v0; v < v1;) {
+      const std::int64_t nv = std::min<std::int64_t>(kLaneVecs, v1 - v);
+      for (std::int64_t c0 = s0; c0 < s1;) {
+        std::int64_t c1 = c0, kk = 0;
+        while (c1 < s1 && (c1 == c0 || kk + segs[static_cast<std::size_t>(c1)].len <= kLaneChunkK))
+          kk += segs[static_cast<std::size_t>(c1++)].len;
+        const LaneSeg<T>* sp = segs.data() + c0;
+        const bool acc = c0 > s0;
+        for (std::int64_t o0 = 0; o0 < grp.size; o0 += kLaneOuts) {
+          const int nout = static_cast<int>(std::min<std::int64_t>(kLaneOuts, grp.size - o0));
+          T* ot = og + o0 * mp;
+          if (nv == kLaneVecs)
+            lane_tile<T, kLaneVecs>(sp, c1 - c0, mp, v * L, o0, nout, ot, mp, acc);
+          else if (nv == 2)
+            lane_tile<T, 2>(sp, c1 - c0, mp, v * L, o0, nout, ot, mp, acc);
+          else
+            lane_tile<T, 1>(sp, c1 - c0, mp, v * L, o0, nout, ot, mp, acc);
+        }
+        c0 = c1;
+      }
+      v += nv;
+    }
+  });
 }
 
-template <int R>
-void narrow_kernel(const float* a, std::int64_t lda, std::int64_t m, const Segment* segs, std::int64_t nseg, float* c,
-                   std::int64_t ldc, bool accumulate) {
-  constexpr int kMR = R == 1 ? 6 : 4;
-  std::int64_t i = 0;
-  for (; i + kMR <= m; i += kMR) narrow_tile<R, kMR>(a + i * lda, lda, segs, nseg, c + i * ldc, ldc, accumulate);
-  for (; i < m; ++i) narrow_tile<R, 1>(a + i * lda, lda, segs, nseg, c + i * ldc, ldc, accumulate);
+// 8 x 8 float transpose in registers: d[c * ldd + r] = s[r * lds + c] (+ bias[r] when given).
+inline void transpose8(const float* s, std::int64_t lds, float* d, std::int64_t ldd, const float* bias) {
+  using V = Lanes<float>::v;
+  V r[8], t[8], u[8];
+  for (int i = 0; i < 8; ++i) r[i] = load_v(s + i * lds);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+  for (int i = 0; i < 8; i += 4)
+    for (int j = 0; j < 2; ++j) {
+      u[i + 2 * j] = __builtin_shufflevector(t[i + j], t[i + j + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+      u[i + 2 * j + 1] = __builtin_shufflevector(t[i + j], t[i + j + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+  V b{};
+  if (bias) b = load_v(bias);
+  for (int j = 0; j < 4; ++j) {
+    store_v(d + j * ldd, __builtin_shufflevector(u[j], u[j + 4], 0, 1, 2, 3, 8, 9, 10, 11) + b);
+    store_v(d + (j + 4) * ldd, __builtin_shufflevector(u[j], u[j + 4], 4, 5, 6, 7, 12, 13, 14, 15) + b);
+  }
 }
 
-void narrow(int width, const float* a, std::int64_t lda, std::int64_t m, const Segment* segs, std::int64_t nseg,
-            float* c, std::int64_t ldc, bool accumulate) {
-  if (width == 8)
-    narrow_kernel<1>(a, lda, m, segs, nseg, c, ldc, accumulate);
-  else
-    narrow_kernel<2>(a, lda, m, segs, nseg, c, ldc, accumulate);
+// dst (cols x ldd) = src (rows x cols, row stride lds) transposed, dst[c * ldd + r], plus bias[c] when
+// given; dst columns [rows, pad_to) are zeroed. Tasks over strips of 64 source columns.
+template <class T>
+void transpose(const T* src, std::int64_t rows, std::int64_t cols, std::int64_t lds, T* dst, std::int64_t ldd,
+               std::int64_t pad_to, const T* bias = nullptr) {
+  constexpr std::int64_t kStrip = 64, kRows = 512, kTile = 8;
+  const std::int64_t strips = (cols + kStrip - 1) / kStrip,
+                     bands = std::max<std::int64_t>(1, (rows + kRows - 1) / kRows);
+  run_tasks(strips * bands, double(rows) * double(cols) / 8, [&](std::int64_t t) {
+    const std::int64_t c0 = (t / bands) * kStrip, c1 = std::min(cols, c0 + kStrip);
+    const std::int64_t band = t % bands, rows_end = std::min(rows, (band + 1) * kRows);
+    std::int64_t r0 = band * kRows;
+    if constexpr (std::is_same_v<T, float>) {
+      const std::int64_t c8 = c0 + (c1 - c0) / kTile * kTile;
+      for (; r0 + kTile <= rows_end; r0 += kTile) {
+        for (std::int64_t c = c0; c < c8; c += kTile)
+          transpose8(src + r0 * lds + c, lds, dst + c * ldd + r0, ldd, bias ? bias + r0 : nullptr);
+        for (std::int64_t c = c8; c < c1; ++c)
+          for (std::int64_t r = r0; r < r0 + kTile; ++r) dst[c * ldd + r] = src[r * lds + c] + (bias ? bias[r] : T(0));
+      }
+    }
+    for (; r0 < rows_end; r0 += kTile) {
+      const std::int64_t r1 = std::min(rows_end, r0 + kTile);
+      for (std::int64_t c = c0; c < c1; ++c)
+        for (std::int64_t r = r0; r < r1; ++r) dst[c * ldd + r] = src[r * lds + c] + (bias ? bias[r] : T(0));
+    }
+    if (pad_to > rows && band == bands - 1)
+      for (std::int64_t c = c0; c < c1; ++c) std::fill(dst + c * ldd + rows, dst + c * ldd + pad_to, T(0));
+  });
+}
+
+// y (m x n) = yT (n x mp) transposed, plus b (may be null).
+template <class T>
+void untranspose_bias(const T* yt, std::int64_t n, std::int64_t mp, std::int64_t m, const T* b, T* y) {
+  transpose(yt, n, m, mp, y, n, n, b);
 }
 
 template <class T>
-bool use_narrow(std::int64_t width) {
-  return std::is_same_v<T, float> && (width == 8 || width == 16);
+std::int64_t lane_padded(std::int64_t m) {
+  constexpr int L = Lanes<T>::n;
+  return std::max<std::int64_t>(L, (m + L - 1) / L * L);
 }
 
-// Batch rows per narrow task: the task sweeps every group over its x (or g) rows, which stay in L2
-// (24 x 4096 floats = 384 KiB), instead of streaming all of x once per group.
-constexpr std::int64_t kNarrowTile = 24;
-
-// True when every group of `groups` has the same narrow width (8 or 16).
-bool narrow_groups(const std::vector<BlockSparsePattern::Group>& groups) {
+// True when every group has at most kLaneMaxGroup elements.
+bool lane_groups(const std::vector<BlockSparsePattern::Group>& groups) {
   for (const auto& g : groups)
-    if (g.size != groups.front().size || !(g.size == 8 || g.size == 16)) return false;
+    if (g.size > kLaneMaxGroup) return false;
   return true;
 }
 
-// out[:, group] (+)= a[:, segments of group] . panels, for every group, tasks over batch tiles.
-void narrow_sweep(const std::vector<BlockSparsePattern::Group>& groups, const std::vector<std::int64_t>& seg_ptr,
-                  const std::vector<Segment>& segs, const float* a, std::int64_t lda, std::int64_t m, float* c,
-                  std::int64_t ldc, bool accumulate, double work) {
-  const std::int64_t tiles = (m + kNarrowTile - 1) / kNarrowTile;
-  const int width = static_cast<int>(groups.front().size);
-  run_tasks(tiles, work, [&](std::int64_t t) {
-    const std::int64_t m0 = t * kNarrowTile, mt = std::min(kNarrowTile, m - m0);
-    // Copy the tile with a padded row stride: rows 4096 floats apart all map to the same L1 sets.
-    const std::int64_t ldp = lda + 16;
-    float* at = scratch<float>(0, mt * ldp);
-    for (std::int64_t i = 0; i < mt; ++i) std::memcpy(at + i * ldp, a + (m0 + i) * lda, sizeof(float) * lda);
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-      float* ct = c + m0 * ldc + groups[g].begin;
-      const std::int64_t s0 = seg_ptr[g], s1 = seg_ptr[g + 1];
-      if (s0 == s1) {
-        if (!accumulate)
-          for (std::int64_t i = 0; i < mt; ++i) std::fill(ct + i * ldc, ct + i * ldc + width, 0.0f);
-        continue;
-      }
-      narrow(width, at, ldp, mt, segs.data() + s0, s1 - s0, ct, ldc, accumulate);
-    }
-  });
+template <class T>
+void lane_forward(const BlockSparsePattern& p, const T* x, std::int64_t m, const T* w, const T* b, T* y) {
+  const std::int64_t in = p.in_features(), out = p.out_features(), mp = lane_padded<T>(m);
+  const auto& blocks = p.blocks();
+  CallPanel<T> xt_panel(0, in * mp), yt_panel(1, out * mp);
+  T* xt = xt_panel.data();
+  T* yt = yt_panel.data();
+  transpose(x, m, in, in, xt, mp, mp);
+  std::vector<LaneSeg<T>> segs;
+  segs.reserve(blocks.size());
+  for (const auto& bl : blocks) segs.push_back({xt + bl.col * mp, bl.cols, w + bl.offset, 1, bl.cols});
+  lane_sweep(p.row_groups(), p.row_ptr(), segs, mp, yt, double(mp) * double(p.stored_elements()));
+  untranspose_bias(yt, out, mp, m, b, y);
 }
 
-// Forward through the narrow kernel (bo = 8 or 16, float): y already holds the bias.
-void narrow_forward(const BlockSparsePattern& p, const float* x, std::int64_t m, const float* w, float* y) {
+template <class T>
+void lane_input_grad(const BlockSparsePattern& p, const T* g, std::int64_t m, const T* w, T* dx) {
+  const std::int64_t in = p.in_features(), out = p.out_features(), mp = lane_padded<T>(m);
   const auto& blocks = p.blocks();
-  const auto& groups = p.row_groups();
-  const std::int64_t rows = groups.front().size;
-  // Transposed blocks (cols x rows), in storage order, built once per call (O(stored) work).
-  std::vector<float> wt(static_cast<std::size_t>(p.stored_elements()));
-  std::vector<Segment> segs(blocks.size());
-  run_tasks(static_cast<std::int64_t>(blocks.size()), double(p.stored_elements()), [&](std::int64_t k) {
-    const auto& bl = blocks[static_cast<std::size_t>(k)];
-    float* dst = wt.data() + bl.offset;
-    for (std::int64_t j = 0; j < bl.cols; ++j)
-      for (std::int64_t i = 0; i < rows; ++i) dst[j * rows + i] = w[bl.offset + i * bl.cols + j];
-    segs[static_cast<std::size_t>(k)] = {bl.col, bl.cols, dst};
-  });
-  narrow_sweep(groups, p.row_ptr(), segs, x, p.in_features(), m, y, p.out_features(), true,
-               double(m) * double(p.stored_elements()));
-}
-
-// Input gradient through the narrow kernel (bi = 8 or 16, float): dx fully written.
-void narrow_input_grad(const BlockSparsePattern& p, const float* g, std::int64_t m, const float* w, float* dx) {
-  const auto& blocks = p.blocks();
-  std::vector<Segment> segs;
+  CallPanel<T> gt_panel(0, out * mp), dxt_panel(1, in * mp);
+  T* gt = gt_panel.data();
+  T* dxt = dxt_panel.data();
+  transpose(g, m, out, out, gt, mp, mp);
+  std::vector<LaneSeg<T>> segs;
   segs.reserve(blocks.size());
   for (std::int64_t k : p.col_index()) {
     const auto& bl = blocks[static_cast<std::size_t>(k)];
-    segs.push_back({bl.row, bl.rows, w + bl.offset});
+    segs.push_back({gt + bl.row * mp, bl.rows, w + bl.offset, bl.cols, 1});
   }
-  narrow_sweep(p.col_groups(), p.col_ptr(), segs, g, p.out_features(), m, dx, p.in_features(), false,
-               double(m) * double(p.stored_elements()));
+  lane_sweep(p.col_groups(), p.col_ptr(), segs, mp, dxt, double(mp) * double(p.stored_elements()));
+  untranspose_bias<T>(dxt, in, mp, m, nullptr, dx);
+}
+
+// Lane sums of NA accumulators (NA == lanes): r[i] = sum of the lanes of acc[i], by a fixed tree of
+// pairwise sums (each level adds even and odd lanes of two vectors).
+template <class V, std::size_t... I>
+inline V pair_sum(V a, V b, std::index_sequence<I...>) {
+  return __builtin_shufflevector(a, b, (2 * I)...) + __builtin_shufflevector(a, b, (2 * I + 1)...);
+}
+template <class T>
+inline typename Lanes<T>::v lane_reduce(typename Lanes<T>::v* acc) {
+  constexpr int L = Lanes<T>::n;
+  using Seq = std::make_index_sequence<L>;
+  int n = L;
+  while (n > 1) {
+    for (int i = 0; i < n / 2; ++i) acc[i] = pair_sum(acc[2 * i], acc[2 * i + 1], Seq{});
+    n /= 2;
+  }
+  return acc[0];
+}
+
+// dW_B for the blocks [k0, k1) of one row group, from gT (out x mp) and xT (in x mp).
+template <class T>
+void lane_weight_blocks(const BlockSparsePattern& p, const T* gt, const T* xt, std::int64_t mp, std::int64_t k0,
+                        std::int64_t k1, T* dw) {
+  using V = typename Lanes<T>::v;
+  constexpr int L = Lanes<T>::n;
+  constexpr int TO = L == 8 ? 4 : 2, TC = L / TO;  // TO x TC dot products per tile, one per lane
+  const auto& blocks = p.blocks();
+  const std::int64_t nvec = mp / L;
+  for (std::int64_t k = k0; k < k1; ++k) {
+    const auto& bl = blocks[static_cast<std::size_t>(k)];
+    for (std::int64_t o0 = 0; o0 < bl.rows; o0 += TO)
+      for (std::int64_t c0 = 0; c0 < bl.cols; c0 += TC) {
+        const T* gr[TO];
+        const T* xr[TC];
+        for (int o = 0; o < TO; ++o) gr[o] = gt + (bl.row + std::min<std::int64_t>(o0 + o, bl.rows - 1)) * mp;
+        for (int c = 0; c < TC; ++c) xr[c] = xt + (bl.col + std::min<std::int64_t>(c0 + c, bl.cols - 1)) * mp;
+        V acc[TO * TC];
+#pragma GCC unroll 8
+        for (int i = 0; i < TO * TC; ++i) acc[i] = V{};
+        for (std::int64_t v = 0; v < nvec; ++v) {
+          V xv[TC];
+#pragma GCC unroll 4
+          for (int c = 0; c < TC; ++c) xv[c] = load_v(xr[c] + v * L);
+#pragma GCC unroll 4
+          for (int o = 0; o < TO; ++o) {
+            const V gv = load_v(gr[o] + v * L);
+#pragma GCC unroll 4
+            for (int c = 0; c < TC; ++c) acc[o * TC + c] += gv * xv[c];
+          }
+        }
+        const V r = lane_reduce<T>(acc);
+        for (int o = 0; o < TO && o0 + o < bl.rows; ++o)
+          for (int c = 0; c < TC && c0 + c < bl.cols; ++c) dw[bl.offset + (o0 + o) * bl.cols + c0 + c] = r[o * TC + c];
+      }
+  }
+}
+
+template <class T>
+void lane_weight_grad(const BlockSparsePattern& p, const T* g, const T* x, std::int64_t m, T* dw) {
+  const std::int64_t in = p.in_features(), out = p.out_features(), mp = lane_padded<T>(m);
+  CallPanel<T> gt_panel(0, out * mp), xt_panel(1, in * mp);
+  T* gt = gt_panel.data();
+  T* xt = xt_panel.data();
+  transpose(g, m, out, out, gt, mp, mp);
+  transpose(x, m, in, in, xt, mp, mp);
+  // Tasks: runs of at most kLaneWeightRun blocks of one row group (they share gT's rows).
+  constexpr std::int64_t kLaneWeightRun = 8;
+  const auto& ptr = p.row_ptr();
+  std::vector<std::pair<std::int64_t, std::int64_t>> runs;
+  for (std::size_t r = 0; r + 1 < ptr.size(); ++r)
+    for (std::int64_t k = ptr[r]; k < ptr[r + 1]; k += kLaneWeightRun)
+      runs.emplace_back(k, std::min(ptr[r + 1], k + kLaneWeightRun));
+  run_tasks(static_cast<std::int64_t>(runs.size()), double(mp) * double(p.stored_elements()), [&](std::int64_t t) {
+    const auto [k0, k1] = runs[static_cast<std::size_t>(t)];
+    lane_weight_blocks(p, gt, xt, mp, k0, k1, dw);
+  });
 }
 
 }  // namespace
@@ -241,17 +452,9 @@ void bsl_forward(const BlockSparsePattern& p, const T* x, std::int64_t m, const 
   const auto& groups = p.row_groups();
   const auto& ptr = p.row_ptr();
   const std::int64_t tiles = num_tiles(m), ngroups = static_cast<std::int64_t>(groups.size());
-  if constexpr (std::is_same_v<T, float>) {
-    if (narrow_groups(groups)) {
-      run_tasks(m, double(m) * double(out) / 8, [&](std::int64_t i) {
-        if (b)
-          std::memcpy(y + i * out, b, sizeof(T) * out);
-        else
-          std::fill(y + i * out, y + (i + 1) * out, T(0));
-      });
-      narrow_forward(p, x, m, w, y);
-      return;
-    }
+  if (lane_groups(groups)) {
+    lane_forward(p, x, m, w, b, y);
+    return;
   }
   BlasSingleThread blas_guard;
   run_tasks(tiles * ngroups, double(m) * double(p.stored_elements()), [&](std::int64_t t) {
@@ -305,11 +508,9 @@ void bsl_input_grad(const BlockSparsePattern& p, const T* g, std::int64_t m, con
   const auto& ptr = p.col_ptr();
   const auto& index = p.col_index();
   const std::int64_t tiles = num_tiles(m), ngroups = static_cast<std::int64_t>(groups.size());
-  if constexpr (std::is_same_v<T, float>) {
-    if (narrow_groups(groups)) {
-      narrow_input_grad(p, g, m, w, dx);
-      return;
-    }
+  if (lane_groups(groups)) {
+    lane_input_grad(p, g, m, w, dx);
+    return;
   }
   BlasSingleThread blas_guard;
   run_tasks(tiles * ngroups, double(m) * double(p.stored_elements()), [&](std::int64_t t) {
@@ -357,6 +558,10 @@ void bsl_weight_grad(const BlockSparsePattern& p, const T* g, const T* x, std::i
   const std::int64_t in = p.in_features(), out = p.out_features();
   const auto& blocks = p.blocks();
   const auto& ptr = p.row_ptr();
+  if (m > 0 && lane_groups(p.row_groups()) && lane_groups(p.col_groups())) {
+    lane_weight_grad(p, g, x, m, dw);
+    return;
+  }
   // Tasks: runs of consecutive blocks of one row group, at most kWeightPanelCols gathered columns each.
   std::vector<std::pair<std::int64_t, std::int64_t>> runs;
   for (std::size_t r = 0; r + 1 < ptr.size(); ++r) {
