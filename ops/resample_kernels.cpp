@@ -45,30 +45,49 @@ inline double hsum(typename Vec<T>::type v) {
   return s;
 }
 
+// Widens a vector of T to double lanes and adds it to acc (4 double lanes).
+inline void add_wide(v4d& acc, v8f v) {
+  acc += __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3), v4d) +
+         __builtin_convertvector(__builtin_shufflevector(v, v, 4, 5, 6, 7), v4d);
+}
+inline void add_wide(v4d& acc, v4d v) { acc += v; }
+
 // res[k] = sum_j rows[k][j] * f[j], k < NK, accumulated in T within blocks of 256 taps and in
-// double across blocks (the float32 accuracy contract needs the double level for long rows).
+// double across blocks (the float32 accuracy contract needs the double level for long rows). The
+// block sums are added lane-wise in double; one horizontal sum per output and k.
 template <class T, int NK>
 void dot_rows(const T* const* rows, const T* f, std::int64_t n, double* res) {
   using V = typename Vec<T>::type;
   constexpr int W = Vec<T>::W;
   constexpr std::int64_t kBlock = 256;
-  double tot[NK] = {};
+  // U independent accumulators per k: enough chains to cover the FMA latency (the loop is
+  // latency-bound with fewer), not so many that they spill.
+  constexpr int U = NK <= 2 ? 4 : 2;
+  v4d tot[NK] = {};
+  double tail[NK] = {};
   std::int64_t j = 0;
   while (j < n) {
     const std::int64_t e = std::min(n, j + kBlock);
-    V acc[NK][2] = {};
-    for (; j + 2 * W <= e; j += 2 * W) {
-      const V f0 = load(f + j), f1 = load(f + j + W);
-      for (int k = 0; k < NK; ++k) {
-        acc[k][0] += load(rows[k] + j) * f0;
-        acc[k][1] += load(rows[k] + j + W) * f1;
-      }
+    V acc[NK][U] = {};
+    for (; j + U * W <= e; j += U * W) {
+      V fv[U];
+      for (int u = 0; u < U; ++u) fv[u] = load(f + j + u * W);
+      for (int k = 0; k < NK; ++k)
+        for (int u = 0; u < U; ++u) acc[k][u] += load(rows[k] + j + u * W) * fv[u];
     }
-    for (int k = 0; k < NK; ++k) tot[k] += hsum<T>(acc[k][0] + acc[k][1]);
+    for (; j + W <= e; j += W) {
+      const V fv = load(f + j);
+      for (int k = 0; k < NK; ++k) acc[k][0] += load(rows[k] + j) * fv;
+    }
+    for (int k = 0; k < NK; ++k) {
+      V sum = acc[k][0];
+      for (int u = 1; u < U; ++u) sum += acc[k][u];
+      add_wide(tot[k], sum);
+    }
     for (; j < e; ++j)
-      for (int k = 0; k < NK; ++k) tot[k] += static_cast<double>(rows[k][j]) * static_cast<double>(f[j]);
+      for (int k = 0; k < NK; ++k) tail[k] += static_cast<double>(rows[k][j]) * static_cast<double>(f[j]);
   }
-  for (int k = 0; k < NK; ++k) res[k] = tot[k];
+  for (int k = 0; k < NK; ++k) res[k] = ((tot[k][0] + tot[k][1]) + (tot[k][2] + tot[k][3])) + tail[k];
 }
 
 template <class T>
@@ -90,6 +109,122 @@ void dot_rows_n(int nk, const T* const* rows, const T* f, std::int64_t n, double
       return dot_rows<T, 7>(rows, f, n, res);
     default:
       return dot_rows<T, 8>(rows, f, n, res);
+  }
+}
+
+// The same as dot_rows for M outputs sharing the rows (one phase), with their own f segments:
+// res[m * NK + k] = sum_j rows[k][j] * fs[m][j]. Each row load serves M outputs (the single-output
+// loop is bound by loads). Per output the sums are formed exactly as in dot_rows with U = 1, so
+// an output's value does not depend on which outputs it was grouped with.
+template <class T, int NK, int M>
+void dot_rows_multi(const T* const* rows, const T* const* fs, std::int64_t n, double* res) {
+  using V = typename Vec<T>::type;
+  constexpr int W = Vec<T>::W;
+  constexpr std::int64_t kBlock = 256;
+  v4d tot[M][NK] = {};
+  double tail[M][NK] = {};
+  std::int64_t j = 0;
+  while (j < n) {
+    const std::int64_t e = std::min(n, j + kBlock);
+    V acc[M][NK] = {};
+    for (; j + W <= e; j += W) {
+      V rv[NK];
+      for (int k = 0; k < NK; ++k) rv[k] = load(rows[k] + j);
+      for (int m = 0; m < M; ++m) {
+        V fv = load(fs[m] + j);
+        // Keep fv in a register: otherwise GCC folds the load into every FMA that uses it,
+        // which brings back the loads this grouping removes.
+        if constexpr (NK > 1) asm("" : "+x"(fv));
+        for (int k = 0; k < NK; ++k) acc[m][k] += rv[k] * fv;
+      }
+    }
+    for (int m = 0; m < M; ++m)
+      for (int k = 0; k < NK; ++k) add_wide(tot[m][k], acc[m][k]);
+    for (; j < e; ++j)
+      for (int m = 0; m < M; ++m)
+        for (int k = 0; k < NK; ++k) tail[m][k] += static_cast<double>(rows[k][j]) * static_cast<double>(fs[m][j]);
+  }
+  for (int m = 0; m < M; ++m)
+    for (int k = 0; k < NK; ++k)
+      res[m * NK + k] = ((tot[m][k][0] + tot[m][k][1]) + (tot[m][k][2] + tot[m][k][3])) + tail[m][k];
+}
+
+// Outputs per group for dot_rows_multi (0: none, use dot_rows_one).
+constexpr int multi_width(int nk) { return nk <= 2 ? 4 : nk <= 4 ? 2 : 0; }
+
+template <class T>
+void dot_rows_multi_n(int nk, const T* const* rows, const T* const* fs, std::int64_t n, double* res) {
+  switch (nk) {
+    case 1:
+      return dot_rows_multi<T, 1, multi_width(1)>(rows, fs, n, res);
+    case 2:
+      return dot_rows_multi<T, 2, multi_width(2)>(rows, fs, n, res);
+    case 3:
+      return dot_rows_multi<T, 3, multi_width(3)>(rows, fs, n, res);
+    default:
+      return dot_rows_multi<T, 4, multi_width(4)>(rows, fs, n, res);
+  }
+}
+
+// One output with the same summation as dot_rows_multi (so grouping never changes a value).
+template <class T>
+void dot_rows_one(int nk, const T* const* rows, const T* f, std::int64_t n, double* res) {
+  switch (nk) {
+    case 1:
+      return dot_rows_multi<T, 1, 1>(rows, &f, n, res);
+    case 2:
+      return dot_rows_multi<T, 2, 1>(rows, &f, n, res);
+    case 3:
+      return dot_rows_multi<T, 3, 1>(rows, &f, n, res);
+    case 4:
+      return dot_rows_multi<T, 4, 1>(rows, &f, n, res);
+    default:
+      return dot_rows_n<T>(nk, rows, f, n, res);
+  }
+}
+
+// acc[k][j] += sum_m alpha[m * NK + k] * fs[m][j] for j < n: M outputs of one phase adding their
+// f segments into the phase's gradient rows (each row element loaded and stored once per M).
+template <class T, int NK, int M>
+void accumulate_rows(T* const* acc, const T* const* fs, const T* alpha, std::int64_t n) {
+  using V = typename Vec<T>::type;
+  constexpr int W = Vec<T>::W;
+  std::int64_t j = 0;
+  for (; j + W <= n; j += W) {
+    V fv[M];
+    for (int m = 0; m < M; ++m) fv[m] = load(fs[m] + j);
+    for (int k = 0; k < NK; ++k) {
+      V a = load(acc[k] + j);
+      for (int m = 0; m < M; ++m) a += alpha[m * NK + k] * fv[m];
+      std::memcpy(acc[k] + j, &a, sizeof(a));
+    }
+  }
+  for (; j < n; ++j)
+    for (int k = 0; k < NK; ++k) {
+      T a = acc[k][j];
+      for (int m = 0; m < M; ++m) a += alpha[m * NK + k] * fs[m][j];
+      acc[k][j] = a;
+    }
+}
+
+template <class T, int M>
+void accumulate_rows_n(int nk, T* const* acc, const T* const* fs, const T* alpha, std::int64_t n) {
+  switch (nk) {
+    case 1:
+      return accumulate_rows<T, 1, M>(acc, fs, alpha, n);
+    case 2:
+      return accumulate_rows<T, 2, M>(acc, fs, alpha, n);
+    case 3:
+      return accumulate_rows<T, 3, M>(acc, fs, alpha, n);
+    case 4:
+      return accumulate_rows<T, 4, M>(acc, fs, alpha, n);
+    default:
+      for (int k = 0; k < nk; ++k) {
+        T al[M];
+        for (int m = 0; m < M; ++m) al[m] = alpha[m * nk + k];
+        T* const row[1] = {acc[k]};
+        for (int m = 0; m < M; ++m) accumulate_rows<T, 1, 1>(row, fs + m, al + m, n);
+      }
   }
 }
 
@@ -222,16 +357,7 @@ std::shared_ptr<Table> try_polyphase(const std::function<double(double)>& fn, do
     t->m2 = std::max(1, m - t->m1);
   }
   const int P = t->phases();
-  auto bounds = [&](int p, double& ta, double& tb) {
-    if (p < t->m1) {
-      ta = phi * p / t->m1;
-      tb = phi * (p + 1) / t->m1;
-    } else {
-      const int q = p - t->m1;
-      ta = phi + (1 - phi) * q / t->m2;
-      tb = phi + (1 - phi) * (q + 1) / t->m2;
-    }
-  };
+  auto bounds = [&](int p, double& ta, double& tb) { t->phase_bounds(p, ta, tb); };
   t->count.resize(static_cast<std::size_t>(P));
   std::int64_t maxc = 0;
   for (int p = 0; p < P; ++p) {
@@ -322,6 +448,17 @@ const double* Table::data<double>() const {
 template <>
 const float* Table::data<float>() const {
   return coef_f.data();
+}
+
+void Table::phase_bounds(int p, double& ta, double& tb) const {
+  if (p < m1) {
+    ta = phi * p / m1;
+    tb = phi * (p + 1) / m1;
+  } else {
+    const int q = p - m1;
+    ta = phi + (1 - phi) * q / m2;
+    tb = phi + (1 - phi) * (q + 1) / m2;
+  }
 }
 
 void Table::locate(double tau, int& phase, double& sigma) const {
@@ -628,28 +765,111 @@ void moments4(const T* f, std::int64_t n, double s0, double du, typename Vec<T>:
 
 }  // namespace
 
+// Note [Phase-ordered traversal]: with a polyphase table, outputs are visited grouped by phase
+// (stable, so in index order within a phase): consecutive outputs then read the same table rows,
+// which stay in L1, instead of streaming all phases' rows from L2 (the kernel is bound by loads).
+// Each output's value does not depend on the order; scatters sum in this order, which depends on the
+// data only, never on the thread count.
+template <class T>
+void phase_order(const Geometry& geo, const Evaluator& ev, const double* coarse, std::int64_t i0, std::int64_t i1,
+                 std::vector<Taps>& taps, std::vector<std::int64_t>& order, std::vector<T>& w) {
+  const std::int64_t n = i1 - i0;
+  taps.resize(static_cast<std::size_t>(n));
+  order.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) taps[static_cast<std::size_t>(i)] = taps_for<T>(geo, ev, coarse[i0 + i], w);
+  if (ev.kind != Evaluator::polyphase) {
+    for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
+    return;
+  }
+  const int P = ev.table->phases();
+  std::vector<std::int64_t> start(static_cast<std::size_t>(P) + 1, 0);
+  for (const Taps& tp : taps) ++start[static_cast<std::size_t>(tp.phase) + 1];
+  for (int q = 0; q < P; ++q) start[static_cast<std::size_t>(q) + 1] += start[static_cast<std::size_t>(q)];
+  for (std::int64_t i = 0; i < n; ++i)
+    order[static_cast<std::size_t>(start[static_cast<std::size_t>(taps[static_cast<std::size_t>(i)].phase)]++)] = i;
+}
+
 template <class T>
 void forward(const Geometry& geo, const Evaluator& ev, const Problem& pr, const T* f, T* out) {
   const std::int64_t N = pr.N, A = pr.A, B = geo.B;
-  parallel_for(0, N * A, output_grain(geo), [&](std::int64_t i0, std::int64_t i1) {
+  const bool poly = ev.kind == Evaluator::polyphase;
+  // Polyphase: fixed chunks of outputs, each visited in phase order; otherwise per-output grains.
+  const std::int64_t grain = poly ? 256 : output_grain(geo);
+  parallel_for(0, N * A, grain, [&](std::int64_t r0, std::int64_t r1) {
     std::vector<T> w;
+    std::vector<Taps> taps;
+    std::vector<std::int64_t> order;
     const T* rows[kMaxDegree + 1];
     double res[kMaxDegree + 1];
-    for (std::int64_t idx = i0; idx < i1; ++idx) {
-      const std::int64_t n = idx / A, a = idx % A;
-      const Taps tp = taps_for<T>(geo, ev, pr.coarse[idx], w);
-      const int nk = table_rows<T>(ev, tp, w, rows);
-      for (std::int64_t p = 0; p < pr.P; ++p) {
-        T& o = out[(p * N + n) * A + a];
+    for (std::int64_t i0 = r0; i0 < r1; i0 += grain) {
+      const std::int64_t i1 = std::min(r1, i0 + grain);
+      if (!poly) {
+        for (std::int64_t idx = i0; idx < i1; ++idx) {
+          const std::int64_t n = idx / A, a = idx % A;
+          const Taps tp = taps_for<T>(geo, ev, pr.coarse[idx], w);
+          const int nk = table_rows<T>(ev, tp, w, rows);
+          for (std::int64_t p = 0; p < pr.P; ++p) {
+            T& o = out[(p * N + n) * A + a];
+            if (tp.n() <= 0) {
+              o = T(0);
+              continue;
+            }
+            dot_rows_n<T>(nk, rows, f + (p * N + n) * B + tp.b0 + tp.j0, tp.n(), res);
+            double v = res[nk - 1];
+            for (int k = nk - 2; k >= 0; --k) v = v * tp.sigma + res[k];
+            o = static_cast<T>(v);
+          }
+        }
+        continue;
+      }
+      // Polyphase: outputs in phase order; runs with the same rows (phase, first tap, tap count)
+      // are evaluated M at a time (all batch rows p of an output share its rows too).
+      phase_order<T>(geo, ev, pr.coarse, i0, i1, taps, order, w);
+      const int nk = ev.table->degree + 1;
+      const int M = multi_width(nk);
+      const T* fs[4];
+      T* os[4];
+      double sig[4];
+      int nj = 0;
+      const Taps* run = nullptr;
+      auto combine = [&](const double* r, double sigma) {
+        double v = r[nk - 1];
+        for (int k = nk - 2; k >= 0; --k) v = v * sigma + r[k];
+        return v;
+      };
+      auto flush = [&]() {
+        if (nj == 0) return;
+        table_rows<T>(ev, *run, w, rows);
+        if (nj == M) {
+          double r[4 * (kMaxDegree + 1)];
+          dot_rows_multi_n<T>(nk, rows, fs, run->n(), r);
+          for (int m = 0; m < nj; ++m) *os[m] = static_cast<T>(combine(r + m * nk, sig[m]));
+        } else {
+          for (int m = 0; m < nj; ++m) {
+            dot_rows_one<T>(nk, rows, fs[m], run->n(), res);
+            *os[m] = static_cast<T>(combine(res, sig[m]));
+          }
+        }
+        nj = 0;
+      };
+      for (std::int64_t q = 0; q < i1 - i0; ++q) {
+        const std::int64_t idx = i0 + order[static_cast<std::size_t>(q)];
+        const std::int64_t n = idx / A, a = idx % A;
+        const Taps& tp = taps[static_cast<std::size_t>(idx - i0)];
         if (tp.n() <= 0) {
-          o = T(0);
+          for (std::int64_t p = 0; p < pr.P; ++p) out[(p * N + n) * A + a] = T(0);
           continue;
         }
-        dot_rows_n<T>(nk, rows, f + (p * N + n) * B + tp.b0 + tp.j0, tp.n(), res);
-        double v = res[nk - 1];
-        for (int k = nk - 2; k >= 0; --k) v = v * tp.sigma + res[k];
-        o = static_cast<T>(v);
+        if (run && (tp.phase != run->phase || tp.j0 != run->j0 || tp.n() != run->n())) flush();
+        run = &tp;
+        for (std::int64_t p = 0; p < pr.P; ++p) {
+          fs[nj] = f + (p * N + n) * B + tp.b0 + tp.j0;
+          os[nj] = out + (p * N + n) * A + a;
+          sig[nj] = tp.sigma;
+          if (++nj == std::max(M, 1)) flush();
+        }
       }
+      flush();
     }
   });
 }
@@ -667,8 +887,14 @@ void backward_f(const Geometry& geo, const Evaluator& ev, const Problem& pr, con
                     std::vector<T>& w) {
     const T* rows[kMaxDegree + 1];
     T alpha[kMaxDegree + 1];
-    for (std::int64_t a = a0; a < a1; ++a) {
-      const Taps tp = taps_for<T>(geo, ev, pr.coarse[n * A + a], w);
+    std::vector<Taps> taps;
+    std::vector<std::int64_t> order;
+    const bool poly = ev.kind == Evaluator::polyphase;
+    if (poly) phase_order<T>(geo, ev, pr.coarse, n * A + a0, n * A + a1, taps, order, w);
+    for (std::int64_t q = 0; q < a1 - a0; ++q) {
+      // Polyphase: phase order (Note [Phase-ordered traversal]); otherwise w holds one output's taps.
+      const std::int64_t a = poly ? a0 + order[static_cast<std::size_t>(q)] : a0 + q;
+      const Taps tp = poly ? taps[static_cast<std::size_t>(a - a0)] : taps_for<T>(geo, ev, pr.coarse[n * A + a], w);
       if (tp.n() <= 0) continue;
       const int nk = table_rows<T>(ev, tp, w, rows);
       for (std::int64_t p = 0; p < P; ++p) {
@@ -731,6 +957,113 @@ void backward_f(const Geometry& geo, const Evaluator& ev, const Problem& pr, con
         }
       }
   });
+}
+
+// Note [Values gradient through the table]: a float32 forward with a sampled response evaluates
+// out = sum_k sigma^k dot(C_k[phase], f segment) with the polyphase table C built from the cell
+// coefficients a (Note [Sampled responses on a uniform grid] in resample_conv.cpp). C is linear in
+// a: C_k[ph][j] = sum_i inv[k][i] r(d(ph, j, i)), r(d) = sum_q a_q(cell(d)) s(d)^q at the
+// interpolation nodes d(ph, j, i) = hi - (j + tau_i(ph)) dx. The gradient is the adjoint of that
+// forward: (1) G_k[ph][j] = sum over outputs of phase ph of g sigma^k f[b0 + j] -- per phase, like
+// the forward, M outputs at a time into rows kept in L1; (2) back through C's construction, a few
+// operations per table entry. It is the exact gradient of what the forward computed (within the
+// table's tolerance of the exact interpolation's gradient), at the cost of one pass over the taps
+// instead of per-cell moments of every tap.
+template <class T>
+std::vector<double> backward_cells_polyphase(const Geometry& geo, const Table& t, std::int64_t ncells, double delta,
+                                             const Problem& pr, const T* f, const T* g) {
+  const std::int64_t N = pr.N, A = pr.A, B = geo.B, NA = N * A, P = pr.P;
+  const int nk = t.degree + 1, PH = t.phases();
+  const std::int64_t stride = t.stride;
+  // Every output's taps, bucketed by phase (stable: index order within a phase).
+  std::vector<Taps> taps;
+  std::vector<std::int64_t> order;
+  std::vector<T> w;
+  Evaluator ev;
+  ev.kind = Evaluator::polyphase;
+  ev.table = &t;
+  phase_order<T>(geo, ev, pr.coarse, 0, NA, taps, order, w);
+  std::vector<std::int64_t> start(static_cast<std::size_t>(PH) + 1, 0);
+  for (const Taps& tp : taps) ++start[static_cast<std::size_t>(tp.phase) + 1];
+  for (int q = 0; q < PH; ++q) start[static_cast<std::size_t>(q) + 1] += start[static_cast<std::size_t>(q)];
+
+  const Interpolator ip(t.degree);
+  const std::size_t G4 = static_cast<std::size_t>(ncells * 4);
+  std::vector<std::vector<double>> part(static_cast<std::size_t>(PH));
+  parallel_for(0, PH, 1, [&](std::int64_t h0, std::int64_t h1) {
+    std::vector<T> acc(static_cast<std::size_t>(nk * stride));
+    std::vector<double> G(static_cast<std::size_t>(nk * stride));
+    for (std::int64_t ph = h0; ph < h1; ++ph) {
+      std::fill(acc.begin(), acc.end(), T(0));
+      std::fill(G.begin(), G.end(), 0.0);
+      T* rows[kMaxDegree + 1];
+      constexpr int M = 4;
+      const T* fs[M];
+      T alpha[M * (kMaxDegree + 1)];
+      int nj = 0, since_flush = 0;
+      const Taps* run = nullptr;
+      // acc (in T, L1-resident) is added to G (double) every 64 outputs: float32 sums stay short.
+      auto flush_acc = [&]() {
+        for (std::size_t q = 0; q < acc.size(); ++q) G[q] += static_cast<double>(acc[q]);
+        std::fill(acc.begin(), acc.end(), T(0));
+        since_flush = 0;
+      };
+      auto flush = [&]() {
+        if (nj == 0) return;
+        for (int k = 0; k < nk; ++k) rows[k] = acc.data() + k * stride + run->j0;
+        if (nj == M) {
+          accumulate_rows_n<T, M>(nk, rows, fs, alpha, run->n());
+        } else {
+          for (int m = 0; m < nj; ++m) accumulate_rows_n<T, 1>(nk, rows, fs + m, alpha + m * nk, run->n());
+        }
+        since_flush += nj;
+        nj = 0;
+        if (since_flush >= 64) flush_acc();
+      };
+      for (std::int64_t q = start[static_cast<std::size_t>(ph)]; q < start[static_cast<std::size_t>(ph) + 1]; ++q) {
+        const std::int64_t idx = order[static_cast<std::size_t>(q)];
+        const Taps& tp = taps[static_cast<std::size_t>(idx)];
+        if (tp.n() <= 0) continue;
+        if (run && (tp.j0 != run->j0 || tp.n() != run->n())) flush();
+        run = &tp;
+        const std::int64_t n = idx / A, a = idx % A;
+        for (std::int64_t p = 0; p < P; ++p) {
+          const double gv = static_cast<double>(g[(p * N + n) * A + a]);
+          if (gv == 0) continue;
+          fs[nj] = f + (p * N + n) * B + tp.b0 + tp.j0;
+          double sk = gv;
+          for (int k = 0; k < nk; ++k, sk *= tp.sigma) alpha[nj * nk + k] = static_cast<T>(sk);
+          if (++nj == M) flush();
+        }
+      }
+      flush();
+      flush_acc();
+      // (2) back through the table's construction into this phase's share of the cell gradient.
+      std::vector<double>& out = part[static_cast<std::size_t>(ph)];
+      out.assign(G4, 0.0);
+      double ta, tb;
+      t.phase_bounds(static_cast<int>(ph), ta, tb);
+      const std::int64_t cnt = t.count[static_cast<std::size_t>(ph)];
+      for (std::int64_t j = 0; j < cnt; ++j)
+        for (int i = 0; i <= t.degree; ++i) {
+          double H = 0;
+          for (int k = 0; k < nk; ++k)
+            H += ip.inv[static_cast<std::size_t>(k * nk + i)] * G[static_cast<std::size_t>(k * stride + j)];
+          if (H == 0) continue;
+          const double tau = ta + (ip.nodes[static_cast<std::size_t>(i)] + 1) * 0.5 * (tb - ta);
+          const double d = std::clamp(geo.hi - (static_cast<double>(j) + tau) * geo.dx, geo.lo, geo.hi);
+          const double u = (d - geo.lo) / delta;
+          const std::int64_t c = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, ncells - 1);
+          const double s = u - static_cast<double>(c);
+          double sp = H;
+          for (int k = 0; k < 4; ++k, sp *= s) out[static_cast<std::size_t>(c * 4 + k)] += sp;
+        }
+    }
+  });
+  std::vector<double> res(G4, 0.0);
+  for (const auto& pv : part)
+    for (std::size_t k = 0; k < G4; ++k) res[k] += pv[k];
+  return res;
 }
 
 template <class T>
@@ -804,7 +1137,9 @@ std::vector<double> backward_cells(const Geometry& geo, std::int64_t ncells, dou
   template void forward<T>(const Geometry&, const Evaluator&, const Problem&, const T*, T*);                      \
   template void backward_f<T>(const Geometry&, const Evaluator&, const Problem&, const T*, T*);                   \
   template std::vector<double> backward_cells<T>(const Geometry&, std::int64_t, double, const Problem&, const T*, \
-                                                 const T*);
+                                                 const T*);                                                       \
+  template std::vector<double> backward_cells_polyphase<T>(const Geometry&, const Table&, std::int64_t, double,   \
+                                                           const Problem&, const T*, const T*);
 XGRAD_RESAMPLE_INSTANTIATE(float)
 XGRAD_RESAMPLE_INSTANTIATE(double)
 #undef XGRAD_RESAMPLE_INSTANTIATE
