@@ -1,6 +1,8 @@
 // Tables and TBB kernels of resample_conv (see ops/resample_kernels.hpp for the notes).
 #include "xgrad/ops/resample_kernels.hpp"
 
+#include <tbb/task_arena.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -189,21 +191,30 @@ template <class T, int NK, int M>
 void accumulate_rows(T* const* acc, const T* const* fs, const T* alpha, std::int64_t n) {
   using V = typename Vec<T>::type;
   constexpr int W = Vec<T>::W;
+  // Coefficients and pointers in registers: stores through acc could alias them.
+  V al[M][NK];
+  const T* fp[M];
+  T* ap[NK];
+  for (int m = 0; m < M; ++m) {
+    fp[m] = fs[m];
+    for (int k = 0; k < NK; ++k) al[m][k] = V{} + alpha[m * NK + k];
+  }
+  for (int k = 0; k < NK; ++k) ap[k] = acc[k];
   std::int64_t j = 0;
   for (; j + W <= n; j += W) {
     V fv[M];
-    for (int m = 0; m < M; ++m) fv[m] = load(fs[m] + j);
+    for (int m = 0; m < M; ++m) fv[m] = load(fp[m] + j);
     for (int k = 0; k < NK; ++k) {
-      V a = load(acc[k] + j);
-      for (int m = 0; m < M; ++m) a += alpha[m * NK + k] * fv[m];
-      std::memcpy(acc[k] + j, &a, sizeof(a));
+      V a = load(ap[k] + j);
+      for (int m = 0; m < M; ++m) a += al[m][k] * fv[m];
+      std::memcpy(ap[k] + j, &a, sizeof(a));
     }
   }
   for (; j < n; ++j)
     for (int k = 0; k < NK; ++k) {
-      T a = acc[k][j];
-      for (int m = 0; m < M; ++m) a += alpha[m * NK + k] * fs[m][j];
-      acc[k][j] = a;
+      T a = ap[k][j];
+      for (int m = 0; m < M; ++m) a += al[m][k][0] * fp[m][j];
+      ap[k][j] = a;
     }
 }
 
@@ -263,6 +274,56 @@ void axpy_rows_n(int nk, const T* const* rows, const T* alpha, T* dst, std::int6
   }
 }
 
+// dsts[m][j] += sum_k alpha[m * NK + k] * rows[k][j] for M outputs of one phase: each row load
+// serves M outputs. The segments may overlap (nearby outputs): they are updated one after the
+// other for each j, so the sums are those of a sequential update in this order.
+template <class T, int NK, int M>
+void axpy_rows_multi(const T* const* rows, const T* alpha, T* const* dsts, std::int64_t n) {
+  using V = typename Vec<T>::type;
+  constexpr int W = Vec<T>::W;
+  // Coefficients in registers: the stores through dsts could alias alpha, so it would be re-read.
+  // Coefficients and pointers in registers: the stores through dsts could alias alpha and the
+  // pointer arrays, so they would be re-read every iteration.
+  V al[M][NK];
+  T* dp[M];
+  const T* rp[NK];
+  for (int m = 0; m < M; ++m) {
+    dp[m] = dsts[m];
+    for (int k = 0; k < NK; ++k) al[m][k] = V{} + alpha[m * NK + k];
+  }
+  for (int k = 0; k < NK; ++k) rp[k] = rows[k];
+  std::int64_t j = 0;
+  for (; j + W <= n; j += W) {
+    V rv[NK];
+    for (int k = 0; k < NK; ++k) rv[k] = load(rp[k] + j);
+    for (int m = 0; m < M; ++m) {
+      V d = load(dp[m] + j);
+      for (int k = 0; k < NK; ++k) d += al[m][k] * rv[k];
+      std::memcpy(dp[m] + j, &d, sizeof(d));
+    }
+  }
+  for (; j < n; ++j)
+    for (int m = 0; m < M; ++m) {
+      T d = dp[m][j];
+      for (int k = 0; k < NK; ++k) d += al[m][k][0] * rp[k][j];
+      dp[m][j] = d;
+    }
+}
+
+template <class T>
+void axpy_rows_multi_n(int nk, const T* const* rows, const T* alpha, T* const* dsts, std::int64_t n) {
+  switch (nk) {
+    case 1:
+      return axpy_rows_multi<T, 1, multi_width(1)>(rows, alpha, dsts, n);
+    case 2:
+      return axpy_rows_multi<T, 2, multi_width(2)>(rows, alpha, dsts, n);
+    case 3:
+      return axpy_rows_multi<T, 3, multi_width(3)>(rows, alpha, dsts, n);
+    default:
+      return axpy_rows_multi<T, 4, multi_width(4)>(rows, alpha, dsts, n);
+  }
+}
+
 // ---- polynomial interpolation at Chebyshev-Lobatto nodes --------------------------------------
 struct Interpolator {
   int D;
@@ -316,32 +377,50 @@ inline double horner_cell(const double* a, double s) { return ((a[3] * s + a[2])
 
 // Fits `pieces` polynomials; piece q maps sigma to the argument d = arg(q, sigma). Writes
 // coefficients through store(q, k, value) and returns the max error at the test points relative
-// to the max |fn| seen.
-template <class Arg, class Store>
-double fit_pieces(const std::function<double(double)>& fn, const Interpolator& ip, std::int64_t pieces, Arg arg,
-                  Store store) {
+// to the max |fn| seen. Pieces are fitted in parallel (fn is called from several threads, as in
+// the kernels); the maxima do not depend on the order, so neither does the result.
+template <class Fn, class Arg, class Store>
+double fit_pieces(const Fn& fn, const Interpolator& ip, std::int64_t pieces, Arg arg, Store store) {
   const int D = ip.D;
-  double vals[kMaxDegree + 1], coef[kMaxDegree + 1];
+  constexpr std::int64_t kChunk = 256;
+  const std::int64_t nch = (pieces + kChunk - 1) / kChunk;
+  std::vector<double> chunk_abs(static_cast<std::size_t>(nch), 0.0), chunk_err(static_cast<std::size_t>(nch), 0.0);
+  // Isolated: callers hold a table mutex, and a waiting thread must not pick up an outer task that
+  // could ask for the same table.
+  tbb::this_task_arena::isolate([&] {
+    parallel_for(0, nch, 1, [&](std::int64_t c0, std::int64_t c1) {
+      double vals[kMaxDegree + 1], coef[kMaxDegree + 1];
+      for (std::int64_t ch = c0; ch < c1; ++ch) {
+        double maxabs = 0, maxerr = 0;
+        for (std::int64_t q = ch * kChunk; q < std::min(pieces, (ch + 1) * kChunk); ++q) {
+          for (int i = 0; i <= D; ++i) {
+            vals[i] = fn(arg(q, ip.nodes[i]));
+            maxabs = std::max(maxabs, std::abs(vals[i]));
+          }
+          ip.fit(vals, coef);
+          for (int k = 0; k <= D; ++k) store(q, k, coef[k]);
+          for (int i = 0; i < D; ++i) {
+            const double exact = fn(arg(q, ip.tests[i]));
+            maxabs = std::max(maxabs, std::abs(exact));
+            const double e = std::abs(Interpolator::eval(coef, D, ip.tests[i]) - exact);
+            maxerr = std::max(maxerr, std::isfinite(e) ? e : HUGE_VAL);
+          }
+        }
+        chunk_abs[static_cast<std::size_t>(ch)] = maxabs;
+        chunk_err[static_cast<std::size_t>(ch)] = maxerr;
+      }
+    });
+  });
   double maxabs = 0, maxerr = 0;
-  for (std::int64_t q = 0; q < pieces; ++q) {
-    for (int i = 0; i <= D; ++i) {
-      vals[i] = fn(arg(q, ip.nodes[i]));
-      maxabs = std::max(maxabs, std::abs(vals[i]));
-    }
-    ip.fit(vals, coef);
-    for (int k = 0; k <= D; ++k) store(q, k, coef[k]);
-    for (int i = 0; i < D; ++i) {
-      const double exact = fn(arg(q, ip.tests[i]));
-      maxabs = std::max(maxabs, std::abs(exact));
-      const double e = std::abs(Interpolator::eval(coef, D, ip.tests[i]) - exact);
-      maxerr = std::max(maxerr, std::isfinite(e) ? e : HUGE_VAL);
-    }
+  for (std::int64_t ch = 0; ch < nch; ++ch) {
+    maxabs = std::max(maxabs, chunk_abs[static_cast<std::size_t>(ch)]);
+    maxerr = std::max(maxerr, chunk_err[static_cast<std::size_t>(ch)]);
   }
   return maxabs > 0 ? maxerr / maxabs : maxerr;
 }
 
-std::shared_ptr<Table> try_polyphase(const std::function<double(double)>& fn, double lo, double hi, double dx, int D,
-                                     int m) {
+template <class Fn>
+std::shared_ptr<Table> try_polyphase(const Fn& fn, double lo, double hi, double dx, int D, int m) {
   auto t = std::make_shared<Table>();
   t->polyphase = true;
   t->degree = D;
@@ -372,28 +451,65 @@ std::shared_ptr<Table> try_polyphase(const std::function<double(double)>& fn, do
       static_cast<std::size_t>(P) * static_cast<std::size_t>(D + 1) * static_cast<std::size_t>(t->stride);
   if (n * (sizeof(double) + sizeof(float)) > kTableByteCap) return nullptr;
   t->coef.assign(n, 0.0);
-  // Enumerate pieces (p, j) over all phases.
-  std::vector<std::pair<int, std::int64_t>> pieces;
-  for (int p = 0; p < P; ++p)
-    for (std::int64_t j = 0; j < t->count[static_cast<std::size_t>(p)]; ++j) pieces.emplace_back(p, j);
-  std::vector<double> ta(static_cast<std::size_t>(P)), tb(static_cast<std::size_t>(P));
-  for (int p = 0; p < P; ++p) bounds(p, ta[static_cast<std::size_t>(p)], tb[static_cast<std::size_t>(p)]);
+  // Per phase, fn at every node (and test point) for all taps j at once: loops over j that the
+  // compiler keeps tight, then the fit as (D+1)x(D+1) combinations of those rows. Phases run in
+  // parallel; the maxima do not depend on the order. (This runs on every forward of a sampled
+  // response, so it must cost little next to the forward itself.)
   const Interpolator ip(D);
-  const Table& tt = *t;
-  t->measured_error = fit_pieces(
-      fn, ip, static_cast<std::int64_t>(pieces.size()),
-      [&](std::int64_t q, double sigma) {
-        const auto [p, j] = pieces[static_cast<std::size_t>(q)];
-        const double a = ta[static_cast<std::size_t>(p)], b = tb[static_cast<std::size_t>(p)];
-        const double tau = a + (sigma + 1) * 0.5 * (b - a);
-        return std::clamp(hi - (static_cast<double>(j) + tau) * dx, lo, hi);
-      },
-      [&](std::int64_t q, int k, double c) {
-        const auto [p, j] = pieces[static_cast<std::size_t>(q)];
-        t->coef[(static_cast<std::size_t>(p) * static_cast<std::size_t>(D + 1) + static_cast<std::size_t>(k)) *
-                    static_cast<std::size_t>(tt.stride) +
-                static_cast<std::size_t>(j)] = c;
-      });
+  const std::int64_t S = t->stride;
+  std::vector<double> phase_abs(static_cast<std::size_t>(P), 0.0), phase_err(static_cast<std::size_t>(P), 0.0);
+  tbb::this_task_arena::isolate([&] {  // callers hold a table mutex (see fit_pieces)
+    parallel_for(0, P, 1, [&](std::int64_t p0, std::int64_t p1) {
+      std::vector<double> vals(static_cast<std::size_t>((2 * D + 1) * S));
+      for (std::int64_t p = p0; p < p1; ++p) {
+        double ta, tb;
+        t->phase_bounds(static_cast<int>(p), ta, tb);
+        const std::int64_t cnt = t->count[static_cast<std::size_t>(p)];
+        // rows 0..D: the nodes; rows D+1..2D: the test points
+        for (int i = 0; i < 2 * D + 1; ++i) {
+          const double sg =
+              i <= D ? ip.nodes[static_cast<std::size_t>(i)] : ip.tests[static_cast<std::size_t>(i - D - 1)];
+          const double tau = ta + (sg + 1) * 0.5 * (tb - ta);
+          double* v = vals.data() + i * S;
+          for (std::int64_t j = 0; j < cnt; ++j)
+            v[j] = fn(std::clamp(hi - (static_cast<double>(j) + tau) * dx, lo, hi));
+        }
+        double* cp = t->coef.data() + p * (D + 1) * S;
+        for (int k = 0; k <= D; ++k) {
+          double* c = cp + k * S;
+          for (std::int64_t j = 0; j < cnt; ++j) c[j] = 0;
+          for (int i = 0; i <= D; ++i) {
+            const double w = ip.inv[static_cast<std::size_t>(k * (D + 1) + i)];
+            const double* v = vals.data() + i * S;
+            for (std::int64_t j = 0; j < cnt; ++j) c[j] += w * v[j];
+          }
+        }
+        double maxabs = 0, maxerr = 0;
+        for (int i = 0; i < 2 * D + 1; ++i) {
+          const double* v = vals.data() + i * S;
+          for (std::int64_t j = 0; j < cnt; ++j) maxabs = std::max(maxabs, std::abs(v[j]));
+        }
+        for (int i = 0; i < D; ++i) {
+          const double sg = ip.tests[static_cast<std::size_t>(i)];
+          const double* v = vals.data() + (D + 1 + i) * S;
+          for (std::int64_t j = 0; j < cnt; ++j) {
+            double e = cp[D * S + j];
+            for (int k = D - 1; k >= 0; --k) e = e * sg + cp[k * S + j];
+            e = std::abs(e - v[j]);
+            maxerr = std::max(maxerr, std::isfinite(e) ? e : HUGE_VAL);
+          }
+        }
+        phase_abs[static_cast<std::size_t>(p)] = maxabs;
+        phase_err[static_cast<std::size_t>(p)] = maxerr;
+      }
+    });
+  });
+  double maxabs = 0, maxerr = 0;
+  for (int p = 0; p < P; ++p) {
+    maxabs = std::max(maxabs, phase_abs[static_cast<std::size_t>(p)]);
+    maxerr = std::max(maxerr, phase_err[static_cast<std::size_t>(p)]);
+  }
+  t->measured_error = maxabs > 0 ? maxerr / maxabs : maxerr;
   t->coef_f.assign(t->coef.begin(), t->coef.end());
   return t;
 }
@@ -488,7 +604,7 @@ std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& 
                                                      double hi, double dx, double tol, SampledHint& hint) {
   if ((hi - lo) / dx > 1e5) return nullptr;
   const std::int64_t ncells = static_cast<std::int64_t>(cells.size() / 4);
-  const std::function<double(double)> fn = [&](double d) {
+  const auto fn = [&](double d) {
     const double u = (d - lo) / delta;
     const std::int64_t i = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, ncells - 1);
     return horner_cell(&cells[static_cast<std::size_t>(i * 4)], u - static_cast<double>(i));
@@ -496,6 +612,7 @@ std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& 
   // Small search: this runs on every forward (the values change between steps). It starts from the
   // degree and phase count that worked last time for this response (usually one trial).
   std::lock_guard<std::mutex> lock(hint.mutex);
+  if (hint.failures > 0 && hint.failures++ % 32 != 0) return nullptr;
   auto t = search(
       tol, hint.phases, 64,
       [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); }, 3, hint.degree);
@@ -505,6 +622,9 @@ std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& 
   if (t) {
     hint.degree = t->degree;
     hint.phases = t->phases();
+    hint.failures = 0;
+  } else if (hint.failures == 0) {
+    hint.failures = 1;
   }
   return t;
 }
@@ -886,25 +1006,56 @@ void backward_f(const Geometry& geo, const Evaluator& ev, const Problem& pr, con
   auto spread = [&](std::int64_t n, std::int64_t a0, std::int64_t a1, T* dst, std::int64_t b_first, std::int64_t len,
                     std::vector<T>& w) {
     const T* rows[kMaxDegree + 1];
-    T alpha[kMaxDegree + 1];
+    T alpha[4 * (kMaxDegree + 1)];
+    T* dsts[4];
+    if (ev.kind != Evaluator::polyphase) {
+      for (std::int64_t a = a0; a < a1; ++a) {
+        const Taps tp = taps_for<T>(geo, ev, pr.coarse[n * A + a], w);  // w: this output's taps
+        if (tp.n() <= 0) continue;
+        const int nk = table_rows<T>(ev, tp, w, rows);
+        for (std::int64_t p = 0; p < P; ++p) {
+          const double gv = static_cast<double>(g[(p * N + n) * A + a]);
+          if (gv == 0) continue;
+          double sk = gv;
+          for (int k = 0; k < nk; ++k, sk *= tp.sigma) alpha[k] = static_cast<T>(sk);
+          axpy_rows_n<T>(nk, rows, alpha, dst + p * len + (tp.b0 + tp.j0 - b_first), tp.n());
+        }
+      }
+      return;
+    }
+    // Polyphase: phase order (Note [Phase-ordered traversal]), runs sharing the rows M at a time.
     std::vector<Taps> taps;
     std::vector<std::int64_t> order;
-    const bool poly = ev.kind == Evaluator::polyphase;
-    if (poly) phase_order<T>(geo, ev, pr.coarse, n * A + a0, n * A + a1, taps, order, w);
+    phase_order<T>(geo, ev, pr.coarse, n * A + a0, n * A + a1, taps, order, w);
+    const int nk = ev.table->degree + 1;
+    const int M = multi_width(nk);
+    int nj = 0;
+    const Taps* run = nullptr;
+    auto flush = [&]() {
+      if (nj == 0) return;
+      table_rows<T>(ev, *run, w, rows);
+      if (nj == M)
+        axpy_rows_multi_n<T>(nk, rows, alpha, dsts, run->n());
+      else
+        for (int m = 0; m < nj; ++m) axpy_rows_n<T>(nk, rows, alpha + m * nk, dsts[m], run->n());
+      nj = 0;
+    };
     for (std::int64_t q = 0; q < a1 - a0; ++q) {
-      // Polyphase: phase order (Note [Phase-ordered traversal]); otherwise w holds one output's taps.
-      const std::int64_t a = poly ? a0 + order[static_cast<std::size_t>(q)] : a0 + q;
-      const Taps tp = poly ? taps[static_cast<std::size_t>(a - a0)] : taps_for<T>(geo, ev, pr.coarse[n * A + a], w);
+      const std::int64_t a = a0 + order[static_cast<std::size_t>(q)];
+      const Taps& tp = taps[static_cast<std::size_t>(a - a0)];
       if (tp.n() <= 0) continue;
-      const int nk = table_rows<T>(ev, tp, w, rows);
+      if (run && (tp.phase != run->phase || tp.j0 != run->j0 || tp.n() != run->n())) flush();
+      run = &tp;
       for (std::int64_t p = 0; p < P; ++p) {
         const double gv = static_cast<double>(g[(p * N + n) * A + a]);
         if (gv == 0) continue;
         double sk = gv;
-        for (int k = 0; k < nk; ++k, sk *= tp.sigma) alpha[k] = static_cast<T>(sk);
-        axpy_rows_n<T>(nk, rows, alpha, dst + p * len + (tp.b0 + tp.j0 - b_first), tp.n());
+        for (int k = 0; k < nk; ++k, sk *= tp.sigma) alpha[nj * nk + k] = static_cast<T>(sk);
+        dsts[nj] = dst + p * len + (tp.b0 + tp.j0 - b_first);
+        if (++nj == std::max(M, 1)) flush();
       }
     }
+    flush();
   };
 
   if (per_row == 1) {

@@ -65,6 +65,10 @@ std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>
 struct SampledHint {
   std::mutex mutex;
   int degree = 1, phases = 1;  // where the last successful search ended
+  // Searches that found no table since the last success: a response whose interpolation has kinks
+  // (e.g. the derivative of a cubic one) never gets one, so after a failure the search is only
+  // retried on every 32nd call instead of costing dozens of trial tables per call.
+  int failures = 0;
 };
 std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells, double delta, double lo,
                                                      double hi, double dx, double tol, SampledHint& hint);
