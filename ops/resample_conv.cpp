@@ -293,7 +293,11 @@ struct ResampleConvFn : Function<ResampleConvFn> {
       if (values.defined() && needs_input_grad(2)) {
         const std::int64_t K = values.numel();
         const double delta = (response.hi() - response.lo()) / static_cast<double>(K - 1);
-        const std::vector<double> gcells = rs::backward_cells<T>(geo, K - 1, delta, pr, f.data<T>(), g.data<T>());
+        // Through the table when the forward used one (Note [Values gradient through the table]).
+        const std::vector<double> gcells =
+            fwd_eval.ev.kind == rs::Evaluator::polyphase
+                ? rs::backward_cells_polyphase<T>(geo, *fwd_eval.table, K - 1, delta, pr, f.data<T>(), g.data<T>())
+                : rs::backward_cells<T>(geo, K - 1, delta, pr, f.data<T>(), g.data<T>());
         gv = Tensor::from_vector(rs::sampled_cells_adjoint(gcells, K, response.interp()), values.shape(),
                                  values.dtype());
       }

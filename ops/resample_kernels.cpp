@@ -1,6 +1,8 @@
 // Tables and TBB kernels of resample_conv (see ops/resample_kernels.hpp for the notes).
 #include "xgrad/ops/resample_kernels.hpp"
 
+#include <tbb/task_arena.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -45,30 +47,49 @@ inline double hsum(typename Vec<T>::type v) {
   return s;
 }
 
+// Widens a vector of T to double lanes and adds it to acc (4 double lanes).
+inline void add_wide(v4d& acc, v8f v) {
+  acc += __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3), v4d) +
+         __builtin_convertvector(__builtin_shufflevector(v, v, 4, 5, 6, 7), v4d);
+}
+inline void add_wide(v4d& acc, v4d v) { acc += v; }
+
 // res[k] = sum_j rows[k][j] * f[j], k < NK, accumulated in T within blocks of 256 taps and in
-// double across blocks (the float32 accuracy contract needs the double level for long rows).
+// double across blocks (the float32 accuracy contract needs the double level for long rows). The
+// block sums are added lane-wise in double; one horizontal sum per output and k.
 template <class T, int NK>
 void dot_rows(const T* const* rows, const T* f, std::int64_t n, double* res) {
   using V = typename Vec<T>::type;
   constexpr int W = Vec<T>::W;
   constexpr std::int64_t kBlock = 256;
-  double tot[NK] = {};
+  // U independent accumulators per k: enough chains to cover the FMA latency (the loop is
+  // latency-bound with fewer), not so many that they spill.
+  constexpr int U = NK <= 2 ? 4 : 2;
+  v4d tot[NK] = {};
+  double tail[NK] = {};
   std::int64_t j = 0;
   while (j < n) {
     const std::int64_t e = std::min(n, j + kBlock);
-    V acc[NK][2] = {};
-    for (; j + 2 * W <= e; j += 2 * W) {
-      const V f0 = load(f + j), f1 = load(f + j + W);
-      for (int k = 0; k < NK; ++k) {
-        acc[k][0] += load(rows[k] + j) * f0;
-        acc[k][1] += load(rows[k] + j + W) * f1;
-      }
+    V acc[NK][U] = {};
+    for (; j + U * W <= e; j += U * W) {
+      V fv[U];
+      for (int u = 0; u < U; ++u) fv[u] = load(f + j + u * W);
+      for (int k = 0; k < NK; ++k)
+        for (int u = 0; u < U; ++u) acc[k][u] += load(rows[k] + j + u * W) * fv[u];
     }
-    for (int k = 0; k < NK; ++k) tot[k] += hsum<T>(acc[k][0] + acc[k][1]);
+    for (; j + W <= e; j += W) {
+      const V fv = load(f + j);
+      for (int k = 0; k < NK; ++k) acc[k][0] += load(rows[k] + j) * fv;
+    }
+    for (int k = 0; k < NK; ++k) {
+      V sum = acc[k][0];
+      for (int u = 1; u < U; ++u) sum += acc[k][u];
+      add_wide(tot[k], sum);
+    }
     for (; j < e; ++j)
-      for (int k = 0; k < NK; ++k) tot[k] += static_cast<double>(rows[k][j]) * static_cast<double>(f[j]);
+      for (int k = 0; k < NK; ++k) tail[k] += static_cast<double>(rows[k][j]) * static_cast<double>(f[j]);
   }
-  for (int k = 0; k < NK; ++k) res[k] = tot[k];
+  for (int k = 0; k < NK; ++k) res[k] = ((tot[k][0] + tot[k][1]) + (tot[k][2] + tot[k][3])) + tail[k];
 }
 
 template <class T>
@@ -90,6 +111,131 @@ void dot_rows_n(int nk, const T* const* rows, const T* f, std::int64_t n, double
       return dot_rows<T, 7>(rows, f, n, res);
     default:
       return dot_rows<T, 8>(rows, f, n, res);
+  }
+}
+
+// The same as dot_rows for M outputs sharing the rows (one phase), with their own f segments:
+// res[m * NK + k] = sum_j rows[k][j] * fs[m][j]. Each row load serves M outputs (the single-output
+// loop is bound by loads). Per output the sums are formed exactly as in dot_rows with U = 1, so
+// an output's value does not depend on which outputs it was grouped with.
+template <class T, int NK, int M>
+void dot_rows_multi(const T* const* rows, const T* const* fs, std::int64_t n, double* res) {
+  using V = typename Vec<T>::type;
+  constexpr int W = Vec<T>::W;
+  constexpr std::int64_t kBlock = 256;
+  v4d tot[M][NK] = {};
+  double tail[M][NK] = {};
+  std::int64_t j = 0;
+  while (j < n) {
+    const std::int64_t e = std::min(n, j + kBlock);
+    V acc[M][NK] = {};
+    for (; j + W <= e; j += W) {
+      V rv[NK];
+      for (int k = 0; k < NK; ++k) rv[k] = load(rows[k] + j);
+      for (int m = 0; m < M; ++m) {
+        V fv = load(fs[m] + j);
+        // Keep fv in a register: otherwise GCC folds the load into every FMA that uses it,
+        // which brings back the loads this grouping removes.
+        if constexpr (NK > 1) asm("" : "+x"(fv));
+        for (int k = 0; k < NK; ++k) acc[m][k] += rv[k] * fv;
+      }
+    }
+    for (int m = 0; m < M; ++m)
+      for (int k = 0; k < NK; ++k) add_wide(tot[m][k], acc[m][k]);
+    for (; j < e; ++j)
+      for (int m = 0; m < M; ++m)
+        for (int k = 0; k < NK; ++k) tail[m][k] += static_cast<double>(rows[k][j]) * static_cast<double>(fs[m][j]);
+  }
+  for (int m = 0; m < M; ++m)
+    for (int k = 0; k < NK; ++k)
+      res[m * NK + k] = ((tot[m][k][0] + tot[m][k][1]) + (tot[m][k][2] + tot[m][k][3])) + tail[m][k];
+}
+
+// Outputs per group for dot_rows_multi (0: none, use dot_rows_one).
+constexpr int multi_width(int nk) { return nk <= 2 ? 4 : nk <= 4 ? 2 : 0; }
+
+template <class T>
+void dot_rows_multi_n(int nk, const T* const* rows, const T* const* fs, std::int64_t n, double* res) {
+  switch (nk) {
+    case 1:
+      return dot_rows_multi<T, 1, multi_width(1)>(rows, fs, n, res);
+    case 2:
+      return dot_rows_multi<T, 2, multi_width(2)>(rows, fs, n, res);
+    case 3:
+      return dot_rows_multi<T, 3, multi_width(3)>(rows, fs, n, res);
+    default:
+      return dot_rows_multi<T, 4, multi_width(4)>(rows, fs, n, res);
+  }
+}
+
+// One output with the same summation as dot_rows_multi (so grouping never changes a value).
+template <class T>
+void dot_rows_one(int nk, const T* const* rows, const T* f, std::int64_t n, double* res) {
+  switch (nk) {
+    case 1:
+      return dot_rows_multi<T, 1, 1>(rows, &f, n, res);
+    case 2:
+      return dot_rows_multi<T, 2, 1>(rows, &f, n, res);
+    case 3:
+      return dot_rows_multi<T, 3, 1>(rows, &f, n, res);
+    case 4:
+      return dot_rows_multi<T, 4, 1>(rows, &f, n, res);
+    default:
+      return dot_rows_n<T>(nk, rows, f, n, res);
+  }
+}
+
+// acc[k][j] += sum_m alpha[m * NK + k] * fs[m][j] for j < n: M outputs of one phase adding their
+// f segments into the phase's gradient rows (each row element loaded and stored once per M).
+template <class T, int NK, int M>
+void accumulate_rows(T* const* acc, const T* const* fs, const T* alpha, std::int64_t n) {
+  using V = typename Vec<T>::type;
+  constexpr int W = Vec<T>::W;
+  // Coefficients and pointers in registers: stores through acc could alias them.
+  V al[M][NK];
+  const T* fp[M];
+  T* ap[NK];
+  for (int m = 0; m < M; ++m) {
+    fp[m] = fs[m];
+    for (int k = 0; k < NK; ++k) al[m][k] = V{} + alpha[m * NK + k];
+  }
+  for (int k = 0; k < NK; ++k) ap[k] = acc[k];
+  std::int64_t j = 0;
+  for (; j + W <= n; j += W) {
+    V fv[M];
+    for (int m = 0; m < M; ++m) fv[m] = load(fp[m] + j);
+    for (int k = 0; k < NK; ++k) {
+      V a = load(ap[k] + j);
+      for (int m = 0; m < M; ++m) a += al[m][k] * fv[m];
+      std::memcpy(ap[k] + j, &a, sizeof(a));
+    }
+  }
+  for (; j < n; ++j)
+    for (int k = 0; k < NK; ++k) {
+      T a = ap[k][j];
+      for (int m = 0; m < M; ++m) a += al[m][k][0] * fp[m][j];
+      ap[k][j] = a;
+    }
+}
+
+template <class T, int M>
+void accumulate_rows_n(int nk, T* const* acc, const T* const* fs, const T* alpha, std::int64_t n) {
+  switch (nk) {
+    case 1:
+      return accumulate_rows<T, 1, M>(acc, fs, alpha, n);
+    case 2:
+      return accumulate_rows<T, 2, M>(acc, fs, alpha, n);
+    case 3:
+      return accumulate_rows<T, 3, M>(acc, fs, alpha, n);
+    case 4:
+      return accumulate_rows<T, 4, M>(acc, fs, alpha, n);
+    default:
+      for (int k = 0; k < nk; ++k) {
+        T al[M];
+        for (int m = 0; m < M; ++m) al[m] = alpha[m * nk + k];
+        T* const row[1] = {acc[k]};
+        for (int m = 0; m < M; ++m) accumulate_rows<T, 1, 1>(row, fs + m, al + m, n);
+      }
   }
 }
 
@@ -125,6 +271,56 @@ void axpy_rows_n(int nk, const T* const* rows, const T* alpha, T* dst, std::int6
       return axpy_rows<T, 7>(rows, alpha, dst, n);
     default:
       return axpy_rows<T, 8>(rows, alpha, dst, n);
+  }
+}
+
+// dsts[m][j] += sum_k alpha[m * NK + k] * rows[k][j] for M outputs of one phase: each row load
+// serves M outputs. The segments may overlap (nearby outputs): they are updated one after the
+// other for each j, so the sums are those of a sequential update in this order.
+template <class T, int NK, int M>
+void axpy_rows_multi(const T* const* rows, const T* alpha, T* const* dsts, std::int64_t n) {
+  using V = typename Vec<T>::type;
+  constexpr int W = Vec<T>::W;
+  // Coefficients in registers: the stores through dsts could alias alpha, so it would be re-read.
+  // Coefficients and pointers in registers: the stores through dsts could alias alpha and the
+  // pointer arrays, so they would be re-read every iteration.
+  V al[M][NK];
+  T* dp[M];
+  const T* rp[NK];
+  for (int m = 0; m < M; ++m) {
+    dp[m] = dsts[m];
+    for (int k = 0; k < NK; ++k) al[m][k] = V{} + alpha[m * NK + k];
+  }
+  for (int k = 0; k < NK; ++k) rp[k] = rows[k];
+  std::int64_t j = 0;
+  for (; j + W <= n; j += W) {
+    V rv[NK];
+    for (int k = 0; k < NK; ++k) rv[k] = load(rp[k] + j);
+    for (int m = 0; m < M; ++m) {
+      V d = load(dp[m] + j);
+      for (int k = 0; k < NK; ++k) d += al[m][k] * rv[k];
+      std::memcpy(dp[m] + j, &d, sizeof(d));
+    }
+  }
+  for (; j < n; ++j)
+    for (int m = 0; m < M; ++m) {
+      T d = dp[m][j];
+      for (int k = 0; k < NK; ++k) d += al[m][k][0] * rp[k][j];
+      dp[m][j] = d;
+    }
+}
+
+template <class T>
+void axpy_rows_multi_n(int nk, const T* const* rows, const T* alpha, T* const* dsts, std::int64_t n) {
+  switch (nk) {
+    case 1:
+      return axpy_rows_multi<T, 1, multi_width(1)>(rows, alpha, dsts, n);
+    case 2:
+      return axpy_rows_multi<T, 2, multi_width(2)>(rows, alpha, dsts, n);
+    case 3:
+      return axpy_rows_multi<T, 3, multi_width(3)>(rows, alpha, dsts, n);
+    default:
+      return axpy_rows_multi<T, 4, multi_width(4)>(rows, alpha, dsts, n);
   }
 }
 
@@ -181,32 +377,50 @@ inline double horner_cell(const double* a, double s) { return ((a[3] * s + a[2])
 
 // Fits `pieces` polynomials; piece q maps sigma to the argument d = arg(q, sigma). Writes
 // coefficients through store(q, k, value) and returns the max error at the test points relative
-// to the max |fn| seen.
-template <class Arg, class Store>
-double fit_pieces(const std::function<double(double)>& fn, const Interpolator& ip, std::int64_t pieces, Arg arg,
-                  Store store) {
+// to the max |fn| seen. Pieces are fitted in parallel (fn is called from several threads, as in
+// the kernels); the maxima do not depend on the order, so neither does the result.
+template <class Fn, class Arg, class Store>
+double fit_pieces(const Fn& fn, const Interpolator& ip, std::int64_t pieces, Arg arg, Store store) {
   const int D = ip.D;
-  double vals[kMaxDegree + 1], coef[kMaxDegree + 1];
+  constexpr std::int64_t kChunk = 256;
+  const std::int64_t nch = (pieces + kChunk - 1) / kChunk;
+  std::vector<double> chunk_abs(static_cast<std::size_t>(nch), 0.0), chunk_err(static_cast<std::size_t>(nch), 0.0);
+  // Isolated: callers hold a table mutex, and a waiting thread must not pick up an outer task that
+  // could ask for the same table.
+  tbb::this_task_arena::isolate([&] {
+    parallel_for(0, nch, 1, [&](std::int64_t c0, std::int64_t c1) {
+      double vals[kMaxDegree + 1], coef[kMaxDegree + 1];
+      for (std::int64_t ch = c0; ch < c1; ++ch) {
+        double maxabs = 0, maxerr = 0;
+        for (std::int64_t q = ch * kChunk; q < std::min(pieces, (ch + 1) * kChunk); ++q) {
+          for (int i = 0; i <= D; ++i) {
+            vals[i] = fn(arg(q, ip.nodes[i]));
+            maxabs = std::max(maxabs, std::abs(vals[i]));
+          }
+          ip.fit(vals, coef);
+          for (int k = 0; k <= D; ++k) store(q, k, coef[k]);
+          for (int i = 0; i < D; ++i) {
+            const double exact = fn(arg(q, ip.tests[i]));
+            maxabs = std::max(maxabs, std::abs(exact));
+            const double e = std::abs(Interpolator::eval(coef, D, ip.tests[i]) - exact);
+            maxerr = std::max(maxerr, std::isfinite(e) ? e : HUGE_VAL);
+          }
+        }
+        chunk_abs[static_cast<std::size_t>(ch)] = maxabs;
+        chunk_err[static_cast<std::size_t>(ch)] = maxerr;
+      }
+    });
+  });
   double maxabs = 0, maxerr = 0;
-  for (std::int64_t q = 0; q < pieces; ++q) {
-    for (int i = 0; i <= D; ++i) {
-      vals[i] = fn(arg(q, ip.nodes[i]));
-      maxabs = std::max(maxabs, std::abs(vals[i]));
-    }
-    ip.fit(vals, coef);
-    for (int k = 0; k <= D; ++k) store(q, k, coef[k]);
-    for (int i = 0; i < D; ++i) {
-      const double exact = fn(arg(q, ip.tests[i]));
-      maxabs = std::max(maxabs, std::abs(exact));
-      const double e = std::abs(Interpolator::eval(coef, D, ip.tests[i]) - exact);
-      maxerr = std::max(maxerr, std::isfinite(e) ? e : HUGE_VAL);
-    }
+  for (std::int64_t ch = 0; ch < nch; ++ch) {
+    maxabs = std::max(maxabs, chunk_abs[static_cast<std::size_t>(ch)]);
+    maxerr = std::max(maxerr, chunk_err[static_cast<std::size_t>(ch)]);
   }
   return maxabs > 0 ? maxerr / maxabs : maxerr;
 }
 
-std::shared_ptr<Table> try_polyphase(const std::function<double(double)>& fn, double lo, double hi, double dx, int D,
-                                     int m) {
+template <class Fn>
+std::shared_ptr<Table> try_polyphase(const Fn& fn, double lo, double hi, double dx, int D, int m) {
   auto t = std::make_shared<Table>();
   t->polyphase = true;
   t->degree = D;
@@ -222,16 +436,7 @@ std::shared_ptr<Table> try_polyphase(const std::function<double(double)>& fn, do
     t->m2 = std::max(1, m - t->m1);
   }
   const int P = t->phases();
-  auto bounds = [&](int p, double& ta, double& tb) {
-    if (p < t->m1) {
-      ta = phi * p / t->m1;
-      tb = phi * (p + 1) / t->m1;
-    } else {
-      const int q = p - t->m1;
-      ta = phi + (1 - phi) * q / t->m2;
-      tb = phi + (1 - phi) * (q + 1) / t->m2;
-    }
-  };
+  auto bounds = [&](int p, double& ta, double& tb) { t->phase_bounds(p, ta, tb); };
   t->count.resize(static_cast<std::size_t>(P));
   std::int64_t maxc = 0;
   for (int p = 0; p < P; ++p) {
@@ -246,28 +451,65 @@ std::shared_ptr<Table> try_polyphase(const std::function<double(double)>& fn, do
       static_cast<std::size_t>(P) * static_cast<std::size_t>(D + 1) * static_cast<std::size_t>(t->stride);
   if (n * (sizeof(double) + sizeof(float)) > kTableByteCap) return nullptr;
   t->coef.assign(n, 0.0);
-  // Enumerate pieces (p, j) over all phases.
-  std::vector<std::pair<int, std::int64_t>> pieces;
-  for (int p = 0; p < P; ++p)
-    for (std::int64_t j = 0; j < t->count[static_cast<std::size_t>(p)]; ++j) pieces.emplace_back(p, j);
-  std::vector<double> ta(static_cast<std::size_t>(P)), tb(static_cast<std::size_t>(P));
-  for (int p = 0; p < P; ++p) bounds(p, ta[static_cast<std::size_t>(p)], tb[static_cast<std::size_t>(p)]);
+  // Per phase, fn at every node (and test point) for all taps j at once: loops over j that the
+  // compiler keeps tight, then the fit as (D+1)x(D+1) combinations of those rows. Phases run in
+  // parallel; the maxima do not depend on the order. (This runs on every forward of a sampled
+  // response, so it must cost little next to the forward itself.)
   const Interpolator ip(D);
-  const Table& tt = *t;
-  t->measured_error = fit_pieces(
-      fn, ip, static_cast<std::int64_t>(pieces.size()),
-      [&](std::int64_t q, double sigma) {
-        const auto [p, j] = pieces[static_cast<std::size_t>(q)];
-        const double a = ta[static_cast<std::size_t>(p)], b = tb[static_cast<std::size_t>(p)];
-        const double tau = a + (sigma + 1) * 0.5 * (b - a);
-        return std::clamp(hi - (static_cast<double>(j) + tau) * dx, lo, hi);
-      },
-      [&](std::int64_t q, int k, double c) {
-        const auto [p, j] = pieces[static_cast<std::size_t>(q)];
-        t->coef[(static_cast<std::size_t>(p) * static_cast<std::size_t>(D + 1) + static_cast<std::size_t>(k)) *
-                    static_cast<std::size_t>(tt.stride) +
-                static_cast<std::size_t>(j)] = c;
-      });
+  const std::int64_t S = t->stride;
+  std::vector<double> phase_abs(static_cast<std::size_t>(P), 0.0), phase_err(static_cast<std::size_t>(P), 0.0);
+  tbb::this_task_arena::isolate([&] {  // callers hold a table mutex (see fit_pieces)
+    parallel_for(0, P, 1, [&](std::int64_t p0, std::int64_t p1) {
+      std::vector<double> vals(static_cast<std::size_t>((2 * D + 1) * S));
+      for (std::int64_t p = p0; p < p1; ++p) {
+        double ta, tb;
+        t->phase_bounds(static_cast<int>(p), ta, tb);
+        const std::int64_t cnt = t->count[static_cast<std::size_t>(p)];
+        // rows 0..D: the nodes; rows D+1..2D: the test points
+        for (int i = 0; i < 2 * D + 1; ++i) {
+          const double sg =
+              i <= D ? ip.nodes[static_cast<std::size_t>(i)] : ip.tests[static_cast<std::size_t>(i - D - 1)];
+          const double tau = ta + (sg + 1) * 0.5 * (tb - ta);
+          double* v = vals.data() + i * S;
+          for (std::int64_t j = 0; j < cnt; ++j)
+            v[j] = fn(std::clamp(hi - (static_cast<double>(j) + tau) * dx, lo, hi));
+        }
+        double* cp = t->coef.data() + p * (D + 1) * S;
+        for (int k = 0; k <= D; ++k) {
+          double* c = cp + k * S;
+          for (std::int64_t j = 0; j < cnt; ++j) c[j] = 0;
+          for (int i = 0; i <= D; ++i) {
+            const double w = ip.inv[static_cast<std::size_t>(k * (D + 1) + i)];
+            const double* v = vals.data() + i * S;
+            for (std::int64_t j = 0; j < cnt; ++j) c[j] += w * v[j];
+          }
+        }
+        double maxabs = 0, maxerr = 0;
+        for (int i = 0; i < 2 * D + 1; ++i) {
+          const double* v = vals.data() + i * S;
+          for (std::int64_t j = 0; j < cnt; ++j) maxabs = std::max(maxabs, std::abs(v[j]));
+        }
+        for (int i = 0; i < D; ++i) {
+          const double sg = ip.tests[static_cast<std::size_t>(i)];
+          const double* v = vals.data() + (D + 1 + i) * S;
+          for (std::int64_t j = 0; j < cnt; ++j) {
+            double e = cp[D * S + j];
+            for (int k = D - 1; k >= 0; --k) e = e * sg + cp[k * S + j];
+            e = std::abs(e - v[j]);
+            maxerr = std::max(maxerr, std::isfinite(e) ? e : HUGE_VAL);
+          }
+        }
+        phase_abs[static_cast<std::size_t>(p)] = maxabs;
+        phase_err[static_cast<std::size_t>(p)] = maxerr;
+      }
+    });
+  });
+  double maxabs = 0, maxerr = 0;
+  for (int p = 0; p < P; ++p) {
+    maxabs = std::max(maxabs, phase_abs[static_cast<std::size_t>(p)]);
+    maxerr = std::max(maxerr, phase_err[static_cast<std::size_t>(p)]);
+  }
+  t->measured_error = maxabs > 0 ? maxerr / maxabs : maxerr;
   t->coef_f.assign(t->coef.begin(), t->coef.end());
   return t;
 }
@@ -324,6 +566,17 @@ const float* Table::data<float>() const {
   return coef_f.data();
 }
 
+void Table::phase_bounds(int p, double& ta, double& tb) const {
+  if (p < m1) {
+    ta = phi * p / m1;
+    tb = phi * (p + 1) / m1;
+  } else {
+    const int q = p - m1;
+    ta = phi + (1 - phi) * q / m2;
+    tb = phi + (1 - phi) * (q + 1) / m2;
+  }
+}
+
 void Table::locate(double tau, int& phase, double& sigma) const {
   double x;
   int p;
@@ -351,7 +604,7 @@ std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& 
                                                      double hi, double dx, double tol, SampledHint& hint) {
   if ((hi - lo) / dx > 1e5) return nullptr;
   const std::int64_t ncells = static_cast<std::int64_t>(cells.size() / 4);
-  const std::function<double(double)> fn = [&](double d) {
+  const auto fn = [&](double d) {
     const double u = (d - lo) / delta;
     const std::int64_t i = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, ncells - 1);
     return horner_cell(&cells[static_cast<std::size_t>(i * 4)], u - static_cast<double>(i));
@@ -359,6 +612,7 @@ std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& 
   // Small search: this runs on every forward (the values change between steps). It starts from the
   // degree and phase count that worked last time for this response (usually one trial).
   std::lock_guard<std::mutex> lock(hint.mutex);
+  if (hint.failures > 0 && hint.failures++ % 32 != 0) return nullptr;
   auto t = search(
       tol, hint.phases, 64,
       [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); }, 3, hint.degree);
@@ -368,6 +622,9 @@ std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& 
   if (t) {
     hint.degree = t->degree;
     hint.phases = t->phases();
+    hint.failures = 0;
+  } else if (hint.failures == 0) {
+    hint.failures = 1;
   }
   return t;
 }
@@ -628,28 +885,111 @@ void moments4(const T* f, std::int64_t n, double s0, double du, typename Vec<T>:
 
 }  // namespace
 
+// Note [Phase-ordered traversal]: with a polyphase table, outputs are visited grouped by phase
+// (stable, so in index order within a phase): consecutive outputs then read the same table rows,
+// which stay in L1, instead of streaming all phases' rows from L2 (the kernel is bound by loads).
+// Each output's value does not depend on the order; scatters sum in this order, which depends on the
+// data only, never on the thread count.
+template <class T>
+void phase_order(const Geometry& geo, const Evaluator& ev, const double* coarse, std::int64_t i0, std::int64_t i1,
+                 std::vector<Taps>& taps, std::vector<std::int64_t>& order, std::vector<T>& w) {
+  const std::int64_t n = i1 - i0;
+  taps.resize(static_cast<std::size_t>(n));
+  order.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) taps[static_cast<std::size_t>(i)] = taps_for<T>(geo, ev, coarse[i0 + i], w);
+  if (ev.kind != Evaluator::polyphase) {
+    for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
+    return;
+  }
+  const int P = ev.table->phases();
+  std::vector<std::int64_t> start(static_cast<std::size_t>(P) + 1, 0);
+  for (const Taps& tp : taps) ++start[static_cast<std::size_t>(tp.phase) + 1];
+  for (int q = 0; q < P; ++q) start[static_cast<std::size_t>(q) + 1] += start[static_cast<std::size_t>(q)];
+  for (std::int64_t i = 0; i < n; ++i)
+    order[static_cast<std::size_t>(start[static_cast<std::size_t>(taps[static_cast<std::size_t>(i)].phase)]++)] = i;
+}
+
 template <class T>
 void forward(const Geometry& geo, const Evaluator& ev, const Problem& pr, const T* f, T* out) {
   const std::int64_t N = pr.N, A = pr.A, B = geo.B;
-  parallel_for(0, N * A, output_grain(geo), [&](std::int64_t i0, std::int64_t i1) {
+  const bool poly = ev.kind == Evaluator::polyphase;
+  // Polyphase: fixed chunks of outputs, each visited in phase order; otherwise per-output grains.
+  const std::int64_t grain = poly ? 256 : output_grain(geo);
+  parallel_for(0, N * A, grain, [&](std::int64_t r0, std::int64_t r1) {
     std::vector<T> w;
+    std::vector<Taps> taps;
+    std::vector<std::int64_t> order;
     const T* rows[kMaxDegree + 1];
     double res[kMaxDegree + 1];
-    for (std::int64_t idx = i0; idx < i1; ++idx) {
-      const std::int64_t n = idx / A, a = idx % A;
-      const Taps tp = taps_for<T>(geo, ev, pr.coarse[idx], w);
-      const int nk = table_rows<T>(ev, tp, w, rows);
-      for (std::int64_t p = 0; p < pr.P; ++p) {
-        T& o = out[(p * N + n) * A + a];
+    for (std::int64_t i0 = r0; i0 < r1; i0 += grain) {
+      const std::int64_t i1 = std::min(r1, i0 + grain);
+      if (!poly) {
+        for (std::int64_t idx = i0; idx < i1; ++idx) {
+          const std::int64_t n = idx / A, a = idx % A;
+          const Taps tp = taps_for<T>(geo, ev, pr.coarse[idx], w);
+          const int nk = table_rows<T>(ev, tp, w, rows);
+          for (std::int64_t p = 0; p < pr.P; ++p) {
+            T& o = out[(p * N + n) * A + a];
+            if (tp.n() <= 0) {
+              o = T(0);
+              continue;
+            }
+            dot_rows_n<T>(nk, rows, f + (p * N + n) * B + tp.b0 + tp.j0, tp.n(), res);
+            double v = res[nk - 1];
+            for (int k = nk - 2; k >= 0; --k) v = v * tp.sigma + res[k];
+            o = static_cast<T>(v);
+          }
+        }
+        continue;
+      }
+      // Polyphase: outputs in phase order; runs with the same rows (phase, first tap, tap count)
+      // are evaluated M at a time (all batch rows p of an output share its rows too).
+      phase_order<T>(geo, ev, pr.coarse, i0, i1, taps, order, w);
+      const int nk = ev.table->degree + 1;
+      const int M = multi_width(nk);
+      const T* fs[4];
+      T* os[4];
+      double sig[4];
+      int nj = 0;
+      const Taps* run = nullptr;
+      auto combine = [&](const double* r, double sigma) {
+        double v = r[nk - 1];
+        for (int k = nk - 2; k >= 0; --k) v = v * sigma + r[k];
+        return v;
+      };
+      auto flush = [&]() {
+        if (nj == 0) return;
+        table_rows<T>(ev, *run, w, rows);
+        if (nj == M) {
+          double r[4 * (kMaxDegree + 1)];
+          dot_rows_multi_n<T>(nk, rows, fs, run->n(), r);
+          for (int m = 0; m < nj; ++m) *os[m] = static_cast<T>(combine(r + m * nk, sig[m]));
+        } else {
+          for (int m = 0; m < nj; ++m) {
+            dot_rows_one<T>(nk, rows, fs[m], run->n(), res);
+            *os[m] = static_cast<T>(combine(res, sig[m]));
+          }
+        }
+        nj = 0;
+      };
+      for (std::int64_t q = 0; q < i1 - i0; ++q) {
+        const std::int64_t idx = i0 + order[static_cast<std::size_t>(q)];
+        const std::int64_t n = idx / A, a = idx % A;
+        const Taps& tp = taps[static_cast<std::size_t>(idx - i0)];
         if (tp.n() <= 0) {
-          o = T(0);
+          for (std::int64_t p = 0; p < pr.P; ++p) out[(p * N + n) * A + a] = T(0);
           continue;
         }
-        dot_rows_n<T>(nk, rows, f + (p * N + n) * B + tp.b0 + tp.j0, tp.n(), res);
-        double v = res[nk - 1];
-        for (int k = nk - 2; k >= 0; --k) v = v * tp.sigma + res[k];
-        o = static_cast<T>(v);
+        if (run && (tp.phase != run->phase || tp.j0 != run->j0 || tp.n() != run->n())) flush();
+        run = &tp;
+        for (std::int64_t p = 0; p < pr.P; ++p) {
+          fs[nj] = f + (p * N + n) * B + tp.b0 + tp.j0;
+          os[nj] = out + (p * N + n) * A + a;
+          sig[nj] = tp.sigma;
+          if (++nj == std::max(M, 1)) flush();
+        }
       }
+      flush();
     }
   });
 }
@@ -666,19 +1006,56 @@ void backward_f(const Geometry& geo, const Evaluator& ev, const Problem& pr, con
   auto spread = [&](std::int64_t n, std::int64_t a0, std::int64_t a1, T* dst, std::int64_t b_first, std::int64_t len,
                     std::vector<T>& w) {
     const T* rows[kMaxDegree + 1];
-    T alpha[kMaxDegree + 1];
-    for (std::int64_t a = a0; a < a1; ++a) {
-      const Taps tp = taps_for<T>(geo, ev, pr.coarse[n * A + a], w);
+    T alpha[4 * (kMaxDegree + 1)];
+    T* dsts[4];
+    if (ev.kind != Evaluator::polyphase) {
+      for (std::int64_t a = a0; a < a1; ++a) {
+        const Taps tp = taps_for<T>(geo, ev, pr.coarse[n * A + a], w);  // w: this output's taps
+        if (tp.n() <= 0) continue;
+        const int nk = table_rows<T>(ev, tp, w, rows);
+        for (std::int64_t p = 0; p < P; ++p) {
+          const double gv = static_cast<double>(g[(p * N + n) * A + a]);
+          if (gv == 0) continue;
+          double sk = gv;
+          for (int k = 0; k < nk; ++k, sk *= tp.sigma) alpha[k] = static_cast<T>(sk);
+          axpy_rows_n<T>(nk, rows, alpha, dst + p * len + (tp.b0 + tp.j0 - b_first), tp.n());
+        }
+      }
+      return;
+    }
+    // Polyphase: phase order (Note [Phase-ordered traversal]), runs sharing the rows M at a time.
+    std::vector<Taps> taps;
+    std::vector<std::int64_t> order;
+    phase_order<T>(geo, ev, pr.coarse, n * A + a0, n * A + a1, taps, order, w);
+    const int nk = ev.table->degree + 1;
+    const int M = multi_width(nk);
+    int nj = 0;
+    const Taps* run = nullptr;
+    auto flush = [&]() {
+      if (nj == 0) return;
+      table_rows<T>(ev, *run, w, rows);
+      if (nj == M)
+        axpy_rows_multi_n<T>(nk, rows, alpha, dsts, run->n());
+      else
+        for (int m = 0; m < nj; ++m) axpy_rows_n<T>(nk, rows, alpha + m * nk, dsts[m], run->n());
+      nj = 0;
+    };
+    for (std::int64_t q = 0; q < a1 - a0; ++q) {
+      const std::int64_t a = a0 + order[static_cast<std::size_t>(q)];
+      const Taps& tp = taps[static_cast<std::size_t>(a - a0)];
       if (tp.n() <= 0) continue;
-      const int nk = table_rows<T>(ev, tp, w, rows);
+      if (run && (tp.phase != run->phase || tp.j0 != run->j0 || tp.n() != run->n())) flush();
+      run = &tp;
       for (std::int64_t p = 0; p < P; ++p) {
         const double gv = static_cast<double>(g[(p * N + n) * A + a]);
         if (gv == 0) continue;
         double sk = gv;
-        for (int k = 0; k < nk; ++k, sk *= tp.sigma) alpha[k] = static_cast<T>(sk);
-        axpy_rows_n<T>(nk, rows, alpha, dst + p * len + (tp.b0 + tp.j0 - b_first), tp.n());
+        for (int k = 0; k < nk; ++k, sk *= tp.sigma) alpha[nj * nk + k] = static_cast<T>(sk);
+        dsts[nj] = dst + p * len + (tp.b0 + tp.j0 - b_first);
+        if (++nj == std::max(M, 1)) flush();
       }
     }
+    flush();
   };
 
   if (per_row == 1) {
@@ -731,6 +1108,113 @@ void backward_f(const Geometry& geo, const Evaluator& ev, const Problem& pr, con
         }
       }
   });
+}
+
+// Note [Values gradient through the table]: a float32 forward with a sampled response evaluates
+// out = sum_k sigma^k dot(C_k[phase], f segment) with the polyphase table C built from the cell
+// coefficients a (Note [Sampled responses on a uniform grid] in resample_conv.cpp). C is linear in
+// a: C_k[ph][j] = sum_i inv[k][i] r(d(ph, j, i)), r(d) = sum_q a_q(cell(d)) s(d)^q at the
+// interpolation nodes d(ph, j, i) = hi - (j + tau_i(ph)) dx. The gradient is the adjoint of that
+// forward: (1) G_k[ph][j] = sum over outputs of phase ph of g sigma^k f[b0 + j] -- per phase, like
+// the forward, M outputs at a time into rows kept in L1; (2) back through C's construction, a few
+// operations per table entry. It is the exact gradient of what the forward computed (within the
+// table's tolerance of the exact interpolation's gradient), at the cost of one pass over the taps
+// instead of per-cell moments of every tap.
+template <class T>
+std::vector<double> backward_cells_polyphase(const Geometry& geo, const Table& t, std::int64_t ncells, double delta,
+                                             const Problem& pr, const T* f, const T* g) {
+  const std::int64_t N = pr.N, A = pr.A, B = geo.B, NA = N * A, P = pr.P;
+  const int nk = t.degree + 1, PH = t.phases();
+  const std::int64_t stride = t.stride;
+  // Every output's taps, bucketed by phase (stable: index order within a phase).
+  std::vector<Taps> taps;
+  std::vector<std::int64_t> order;
+  std::vector<T> w;
+  Evaluator ev;
+  ev.kind = Evaluator::polyphase;
+  ev.table = &t;
+  phase_order<T>(geo, ev, pr.coarse, 0, NA, taps, order, w);
+  std::vector<std::int64_t> start(static_cast<std::size_t>(PH) + 1, 0);
+  for (const Taps& tp : taps) ++start[static_cast<std::size_t>(tp.phase) + 1];
+  for (int q = 0; q < PH; ++q) start[static_cast<std::size_t>(q) + 1] += start[static_cast<std::size_t>(q)];
+
+  const Interpolator ip(t.degree);
+  const std::size_t G4 = static_cast<std::size_t>(ncells * 4);
+  std::vector<std::vector<double>> part(static_cast<std::size_t>(PH));
+  parallel_for(0, PH, 1, [&](std::int64_t h0, std::int64_t h1) {
+    std::vector<T> acc(static_cast<std::size_t>(nk * stride));
+    std::vector<double> G(static_cast<std::size_t>(nk * stride));
+    for (std::int64_t ph = h0; ph < h1; ++ph) {
+      std::fill(acc.begin(), acc.end(), T(0));
+      std::fill(G.begin(), G.end(), 0.0);
+      T* rows[kMaxDegree + 1];
+      constexpr int M = 4;
+      const T* fs[M];
+      T alpha[M * (kMaxDegree + 1)];
+      int nj = 0, since_flush = 0;
+      const Taps* run = nullptr;
+      // acc (in T, L1-resident) is added to G (double) every 64 outputs: float32 sums stay short.
+      auto flush_acc = [&]() {
+        for (std::size_t q = 0; q < acc.size(); ++q) G[q] += static_cast<double>(acc[q]);
+        std::fill(acc.begin(), acc.end(), T(0));
+        since_flush = 0;
+      };
+      auto flush = [&]() {
+        if (nj == 0) return;
+        for (int k = 0; k < nk; ++k) rows[k] = acc.data() + k * stride + run->j0;
+        if (nj == M) {
+          accumulate_rows_n<T, M>(nk, rows, fs, alpha, run->n());
+        } else {
+          for (int m = 0; m < nj; ++m) accumulate_rows_n<T, 1>(nk, rows, fs + m, alpha + m * nk, run->n());
+        }
+        since_flush += nj;
+        nj = 0;
+        if (since_flush >= 64) flush_acc();
+      };
+      for (std::int64_t q = start[static_cast<std::size_t>(ph)]; q < start[static_cast<std::size_t>(ph) + 1]; ++q) {
+        const std::int64_t idx = order[static_cast<std::size_t>(q)];
+        const Taps& tp = taps[static_cast<std::size_t>(idx)];
+        if (tp.n() <= 0) continue;
+        if (run && (tp.j0 != run->j0 || tp.n() != run->n())) flush();
+        run = &tp;
+        const std::int64_t n = idx / A, a = idx % A;
+        for (std::int64_t p = 0; p < P; ++p) {
+          const double gv = static_cast<double>(g[(p * N + n) * A + a]);
+          if (gv == 0) continue;
+          fs[nj] = f + (p * N + n) * B + tp.b0 + tp.j0;
+          double sk = gv;
+          for (int k = 0; k < nk; ++k, sk *= tp.sigma) alpha[nj * nk + k] = static_cast<T>(sk);
+          if (++nj == M) flush();
+        }
+      }
+      flush();
+      flush_acc();
+      // (2) back through the table's construction into this phase's share of the cell gradient.
+      std::vector<double>& out = part[static_cast<std::size_t>(ph)];
+      out.assign(G4, 0.0);
+      double ta, tb;
+      t.phase_bounds(static_cast<int>(ph), ta, tb);
+      const std::int64_t cnt = t.count[static_cast<std::size_t>(ph)];
+      for (std::int64_t j = 0; j < cnt; ++j)
+        for (int i = 0; i <= t.degree; ++i) {
+          double H = 0;
+          for (int k = 0; k < nk; ++k)
+            H += ip.inv[static_cast<std::size_t>(k * nk + i)] * G[static_cast<std::size_t>(k * stride + j)];
+          if (H == 0) continue;
+          const double tau = ta + (ip.nodes[static_cast<std::size_t>(i)] + 1) * 0.5 * (tb - ta);
+          const double d = std::clamp(geo.hi - (static_cast<double>(j) + tau) * geo.dx, geo.lo, geo.hi);
+          const double u = (d - geo.lo) / delta;
+          const std::int64_t c = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, ncells - 1);
+          const double s = u - static_cast<double>(c);
+          double sp = H;
+          for (int k = 0; k < 4; ++k, sp *= s) out[static_cast<std::size_t>(c * 4 + k)] += sp;
+        }
+    }
+  });
+  std::vector<double> res(G4, 0.0);
+  for (const auto& pv : part)
+    for (std::size_t k = 0; k < G4; ++k) res[k] += pv[k];
+  return res;
 }
 
 template <class T>
@@ -804,7 +1288,9 @@ std::vector<double> backward_cells(const Geometry& geo, std::int64_t ncells, dou
   template void forward<T>(const Geometry&, const Evaluator&, const Problem&, const T*, T*);                      \
   template void backward_f<T>(const Geometry&, const Evaluator&, const Problem&, const T*, T*);                   \
   template std::vector<double> backward_cells<T>(const Geometry&, std::int64_t, double, const Problem&, const T*, \
-                                                 const T*);
+                                                 const T*);                                                       \
+  template std::vector<double> backward_cells_polyphase<T>(const Geometry&, const Table&, std::int64_t, double,   \
+                                                           const Problem&, const T*, const T*);
 XGRAD_RESAMPLE_INSTANTIATE(float)
 XGRAD_RESAMPLE_INSTANTIATE(double)
 #undef XGRAD_RESAMPLE_INSTANTIATE

@@ -50,6 +50,8 @@ struct Table {
   int phases() const { return m1 + m2; }
   /// The phase of tau in [0, 1) and sigma in [-1, 1] within it.
   void locate(double tau, int& phase, double& sigma) const;
+  /// The tau interval [ta, tb) of a phase.
+  void phase_bounds(int phase, double& ta, double& tb) const;
   template <class T>
   const T* data() const;
 };
@@ -63,6 +65,10 @@ std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>
 struct SampledHint {
   std::mutex mutex;
   int degree = 1, phases = 1;  // where the last successful search ended
+  // Searches that found no table since the last success: a response whose interpolation has kinks
+  // (e.g. the derivative of a cubic one) never gets one, so after a failure the search is only
+  // retried on every 32nd call instead of costing dozens of trial tables per call.
+  int failures = 0;
 };
 std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells, double delta, double lo,
                                                      double hi, double dx, double tol, SampledHint& hint);
@@ -124,6 +130,12 @@ void forward(const Geometry& geo, const Evaluator& ev, const Problem& pr, const 
 /// gf[p, n, b] = sum_a g[p, n, a] r(coarse[n,a] - x_b)  (gf is overwritten).
 template <class T>
 void backward_f(const Geometry& geo, const Evaluator& ev, const Problem& pr, const T* g, T* gf);
+/// The same gradient when the forward evaluated the sampled response through `table` (a polyphase
+/// table built from the cells, uniform grids): the exact adjoint of that tabulated forward
+/// (Note [Values gradient through the table] in resample_kernels.cpp).
+template <class T>
+std::vector<double> backward_cells_polyphase(const Geometry& geo, const Table& table, std::int64_t ncells, double delta,
+                                             const Problem& pr, const T* f, const T* g);
 /// grad_cells[i*4 + k] = sum g[p,n,a] sum_{b in cell i} s^k f[p,n,b]  (sampled responses).
 template <class T>
 std::vector<double> backward_cells(const Geometry& geo, std::int64_t ncells, double delta, const Problem& pr,
