@@ -179,7 +179,8 @@ void run_case(const std::string& name, const Geometry& geo, Dtype dt, bool sampl
     row(name, "pieces", static_cast<double>(info.pieces));
     row(name, "table_error", info.measured_error);
   }
-  const double bytes = sampled ? static_cast<double>((values.numel() - 1) * 4 * 8)
+  // Sampled: the cell coefficients and the table each forward builds (held by its graph).
+  const double bytes = sampled ? static_cast<double>(resample_conv_prepare(grid, resp, dt, opt).bytes)
                                : static_cast<double>(resample_conv_cached_bytes(resp));
   row(name, "bytes", bytes);
 }

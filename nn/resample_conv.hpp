@@ -47,7 +47,9 @@ class ResampleConv : public UnaryModule {
   const Response& response() const { return response_; }
   /// The precomputed tables (method, degree, pieces, measured error, bytes) used by forward.
   const ResampleConvTableInfo& table_info() const { return info_; }
-  /// Bytes the layer holds beyond its parameters and buffers: its precomputed tables.
+  /// Bytes the layer holds beyond its parameters and buffers: its precomputed tables. A sampled
+  /// response keeps none between steps; each forward builds a table of about table_info().bytes
+  /// that its graph holds until the backward.
   std::size_t bytes_held() const;
 
  private:

@@ -324,24 +324,26 @@ ResampleConvTableInfo resample_conv_prepare(const FineGrid& grid, const Response
   XGRAD_CHECK(!derivative || response.has_derivative(),
               "resample_conv_prepare: a derivative table was asked for a callable response without derivative");
   ResampleConvTableInfo info;
-  if (response.is_sampled()) {
+  const Tensor values = response.is_sampled() ? response.values() : Tensor();
+  const EvalHolder eh = make_evaluator(grid, response, values, dtype, options, derivative);
+  if (response.is_sampled() && !eh.table) {
     info.method = "sampled";
     info.degree = response.interp() == Interp::cubic ? 3 : 1;
     info.pieces = response.values().numel() - 1;
+    info.bytes = eh.cells.size() * sizeof(double);
     return info;
   }
-  const EvalHolder eh = make_evaluator(grid, response, Tensor(), dtype, options, derivative);
   if (!eh.table) {
     info.method = "exact";
     return info;
   }
   const rs::Table& t = *eh.table;
-  info.method = t.polyphase ? "polyphase" : "lattice";
+  info.method = response.is_sampled() ? "sampled-polyphase" : t.polyphase ? "polyphase" : "lattice";
   info.degree = t.degree;
   info.pieces = t.polyphase ? t.phases() : t.cells;
   info.taps = t.polyphase ? t.stride : 0;
   info.measured_error = t.measured_error;
-  info.bytes = t.bytes();
+  info.bytes = t.bytes() + eh.cells.size() * sizeof(double);
   return info;
 }
 

@@ -124,18 +124,23 @@ struct ResampleConvOptions {
 Tensor resample_conv(const Tensor& f, const Tensor& coarse, const FineGrid& grid, const Response& response,
                      const ResampleConvOptions& options = {});
 
-/// What the op precomputes for a (grid, response, dtype): the tables of a callable response.
+/// What the op precomputes for a (grid, response, dtype): the tables of a callable response, or
+/// for a sampled one the table each forward builds from the current values (float32 on a uniform
+/// grid), which that forward's graph holds until its backward.
 struct ResampleConvTableInfo {
-  const char* method = "";    // "polyphase", "lattice", "sampled" (no table) or "exact" (no table)
+  // "polyphase", "lattice", "sampled-polyphase" (a sampled response's per-forward table),
+  // "sampled" (no table: per-tap interpolation) or "exact" (no table)
+  const char* method = "";
   int degree = 0;             // polynomial degree per piece
   std::int64_t pieces = 0;    // phases (polyphase) or lattice cells
   std::int64_t taps = 0;      // max taps per output (polyphase row length)
   double measured_error = 0;  // relative to max|r| (or max|r'| for the derivative table)
-  std::size_t bytes = 0;      // memory held by the table
+  std::size_t bytes = 0;      // memory held by the table (and a sampled response's cell coefficients)
 };
 
 /// Builds (once; later calls hit a cache kept in the response) the tables that resample_conv
-/// uses for this grid, response and dtype, and describes them. With `derivative` it also builds
+/// uses for this grid, response and dtype, and describes them (a sampled response's table is
+/// built from its current values and not cached: the values change between steps). With `derivative` it also builds
 /// the derivative table used by the gradient with respect to the coarse points.
 ResampleConvTableInfo resample_conv_prepare(const FineGrid& grid, const Response& response, Dtype dtype,
                                             const ResampleConvOptions& options = {}, bool derivative = false);

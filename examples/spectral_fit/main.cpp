@@ -287,7 +287,7 @@ int main(int argc, char** argv) {
     std::printf("final chi2 per pixel %.3f (1.0 = at the noise level)\n", loss_value.back());
 
     // ---- report ----
-    const int N = s.fibres, A = s.pixels;
+    const int N = s.fibres;
     const std::vector<double> shift = model.shift().to_vector();
     std::vector<double> fibre(N), rel_est(N), rel_true(N), err_px(N);
     double worst_px = 0;
