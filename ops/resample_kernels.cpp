@@ -896,7 +896,15 @@ void phase_order(const Geometry& geo, const Evaluator& ev, const double* coarse,
   const std::int64_t n = i1 - i0;
   taps.resize(static_cast<std::size_t>(n));
   order.resize(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) taps[static_cast<std::size_t>(i)] = taps_for<T>(geo, ev, coarse[i0 + i], w);
+  if (ev.kind == Evaluator::polyphase && n >= 8192) {  // whole problems (the values gradient): in parallel
+    parallel_for(0, n, 2048, [&](std::int64_t a, std::int64_t b) {
+      std::vector<T> unused;
+      for (std::int64_t i = a; i < b; ++i)
+        taps[static_cast<std::size_t>(i)] = taps_for<T>(geo, ev, coarse[i0 + i], unused);
+    });
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) taps[static_cast<std::size_t>(i)] = taps_for<T>(geo, ev, coarse[i0 + i], w);
+  }
   if (ev.kind != Evaluator::polyphase) {
     for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
     return;
