@@ -129,22 +129,25 @@ void run_tasks(std::int64_t n, double work, Fn&& task) {
 
 std::int64_t num_tiles(std::int64_t m) { return (m + kBatchTile - 1) / kBatchTile; }
 
-// Note [Lane kernels]: for narrow groups (at most kLaneMaxGroup rows or columns), a GEMM call per
-// group spends more on packing and call overhead than on arithmetic, and a kernel with the group's
-// outputs in the vector lanes has too few outputs per broadcast. These kernels work on transposed
-// operands instead, with the batch in the vector lanes:
-//   xT (in x Mp), gT (out x Mp), Mp = M rounded up to whole vectors, the padding columns zero.
+// Note [Lane kernels]: for narrow groups (at most kLaneMaxGroup rows or columns; any block shape,
+// float and double), a GEMM call per group spends more on packing and call overhead than on
+// arithmetic, and a kernel with the group's outputs in the vector lanes gets too few FMAs per
+// broadcast. These kernels put the batch in the vector lanes instead, on transposed operands built once
+// per call: xT (in x Mp) or gT (out x Mp), Mp = M rounded up to whole vectors, padding columns zero.
 // Forward:        yT[row + o, m]  = sum over blocks B of the row group, j < cols(B):  W_B[o, j] xT[col_B + j, m]
 // Input gradient: dxT[col + c, m] = sum over blocks B of the column group, o < rows(B): W_B[o, c] gT[row_B + o, m]
-// Both are the same "lane tile" (lane_tile below): 4 outputs x NV vectors of batch rows in 4 NV
-// accumulators; per inner index k, NV vector loads of the transposed operand, 4 broadcasts of weights,
-// 4 NV FMAs. The result is transposed back (adding the bias in the forward). Weight gradient:
+// Both are the same tile (lane_tile below): 4 outputs x 3 vectors of batch rows in 12 accumulators; per
+// inner index k, 3 vector loads of the transposed operand, 4 weight broadcasts, 12 FMAs. A task (one
+// group x 96 batch rows) sums into a local panel and transposes it into y (adding the bias) or dx.
+// Weight gradient:
 //   dW_B[o, c] = sum_m gT[row_B + o, m] xT[col_B + c, m]
 // as tiles of (lanes) dot products accumulated over the batch in vectors, then reduced across lanes by
 // a fixed shuffle tree. Every output is summed in an order fixed by the pattern and M alone (blocks in
 // order, k ascending; batch vectors ascending, then the fixed lane tree), so results do not depend on
-// the thread count.
-constexpr std::int64_t kLaneMaxGroup = 32;
+// the thread count. Measured (in = out = 4096, batch 256): 8x8 blocks 2-4x faster than the GEMM path;
+// 32x32 blocks slower than it (the transposes and the 4 x 3 tile lose to OpenBLAS's kernel there), hence
+// the limit of 16.
+constexpr std::int64_t kLaneMaxGroup = 16;
 constexpr int kLaneOuts = 4, kLaneVecs = 3;
 // Inner indices per segment chunk: kLaneChunkK x kLaneVecs vectors of the operand fit in L1.
 constexpr std::int64_t kLaneChunkK = 256;
@@ -178,7 +181,7 @@ struct LaneSeg {
   std::int64_t stride_k, stride_out;
 };
 
-// out[o * ldo + m0 + v * lanes + l] = sum_s sum_k coef_s(o0 + o, k) a_s[k * lda + m0 + v * lanes + l], o < nout
+// out[o * ldo + v * lanes + l] = sum_s sum_k coef_s(o0 + o, k) a_s[k * lda + m0 + v * lanes + l], o < nout
 // (nout <= kLaneOuts; further outputs are computed on a clamped coefficient and dropped). With
 // `accumulate`, the sums continue from out's values (the same additions in the same order as one call
 // over all the segments, so splitting the segments into chunks does not change the result).
@@ -191,7 +194,7 @@ inline void lane_tile(const LaneSeg<T>* segs, std::int64_t nseg, std::int64_t ld
 #pragma GCC unroll 8
   for (int o = 0; o < kLaneOuts; ++o)
 #pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) acc[o][v] = accumulate ? load_v(out + std::min(o, nout - 1) * ldo + m0 + v * L) : V{};
+    for (int v = 0; v < NV; ++v) acc[o][v] = accumulate ? load_v(out + std::min(o, nout - 1) * ldo + v * L) : V{};
   for (std::int64_t s = 0; s < nseg; ++s) {
     const LaneSeg<T>& sg = segs[s];
     const T* c[kLaneOuts];
@@ -213,52 +216,7 @@ inline void lane_tile(const LaneSeg<T>* segs, std::int64_t nseg, std::int64_t ld
   }
   for (int o = 0; o < nout; ++o)
 #pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) store_v(out + o * ldo + m0 + v * L, acc[o][v]);
-}
-
-// outT[begin_g + o, m] for every group g and m in [0, mp): the lane sweep of group g's segments
-// (segs[seg_ptr[g] : seg_ptr[g + 1]]); groups without segments give zero rows. Tasks: groups x batch
-// chunks of kLaneTaskVecs vectors. Inside a task, per tile of kLaneVecs vectors, the segments are swept
-// in chunks of about kLaneChunkK inner indices, all output rows of the group per chunk, so the chunk's
-// slice of the transposed operand (kLaneChunkK x tile) is read from L1 by every output tile.
-template <class T>
-void lane_sweep(const std::vector<BlockSparsePattern::Group>& groups, const std::vector<std::int64_t>& seg_ptr,
-                const std::vector<LaneSeg<T>>& segs, std::int64_t mp, T* out, double work) {
-  constexpr int L = Lanes<T>::n;
-  const std::int64_t nvec = mp / L, chunks = std::max<std::int64_t>(1, (nvec + kLaneTaskVecs - 1) / kLaneTaskVecs);
-  const std::int64_t ngroups = static_cast<std::int64_t>(groups.size());
-  run_tasks(ngroups * chunks, work, [&](std::int64_t t) {
-    const std::int64_t g = t / chunks, v0 = (t % chunks) * kLaneTaskVecs, v1 = std::min(nvec, v0 + kLaneTaskVecs);
-    const auto& grp = groups[static_cast<std::size_t>(g)];
-    const std::int64_t s0 = seg_ptr[static_cast<std::size_t>(g)], s1 = seg_ptr[static_cast<std::size_t>(g) + 1];
-    T* og = out + grp.begin * mp;
-    if (s0 == s1) {
-      for (std::int64_t o = 0; o < grp.size; ++o) std::fill(og + o * mp + v0 * L, og + o * mp + v1 * L, T(0));
-      return;
-    }
-    for (std::int64_t v = v0; v < v1;) {
-      const std::int64_t nv = std::min<std::int64_t>(kLaneVecs, v1 - v);
-      for (std::int64_t c0 = s0; c0 < s1;) {
-        std::int64_t c1 = c0, kk = 0;
-        while (c1 < s1 && (c1 == c0 || kk + segs[static_cast<std::size_t>(c1)].len <= kLaneChunkK))
-          kk += segs[static_cast<std::size_t>(c1++)].len;
-        const LaneSeg<T>* sp = segs.data() + c0;
-        const bool acc = c0 > s0;
-        for (std::int64_t o0 = 0; o0 < grp.size; o0 += kLaneOuts) {
-          const int nout = static_cast<int>(std::min<std::int64_t>(kLaneOuts, grp.size - o0));
-          T* ot = og + o0 * mp;
-          if (nv == kLaneVecs)
-            lane_tile<T, kLaneVecs>(sp, c1 - c0, mp, v * L, o0, nout, ot, mp, acc);
-          else if (nv == 2)
-            lane_tile<T, 2>(sp, c1 - c0, mp, v * L, o0, nout, ot, mp, acc);
-          else
-            lane_tile<T, 1>(sp, c1 - c0, mp, v * L, o0, nout, ot, mp, acc);
-        }
-        c0 = c1;
-      }
-      v += nv;
-    }
-  });
+    for (int v = 0; v < NV; ++v) store_v(out + o * ldo + v * L, acc[o][v]);
 }
 
 // 8 x 8 float transpose in registers: d[c * ldd + r] = s[r * lds + c] (+ bias[r] when given).
@@ -283,41 +241,97 @@ inline void transpose8(const float* s, std::int64_t lds, float* d, std::int64_t 
   }
 }
 
-// dst (cols x ldd) = src (rows x cols, row stride lds) transposed, dst[c * ldd + r], plus bias[c] when
-// given; dst columns [rows, pad_to) are zeroed. Tasks over strips of 64 source columns.
+// dst[c * ldd + r] = src[r * lds + c] (+ bias[r] when given) for r < rows, c < cols; serial.
+template <class T>
+void transpose_block(const T* src, std::int64_t rows, std::int64_t cols, std::int64_t lds, T* dst, std::int64_t ldd,
+                     const T* bias) {
+  std::int64_t r0 = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    const std::int64_t c8 = cols / 8 * 8;
+    for (; r0 + 8 <= rows; r0 += 8) {
+      for (std::int64_t c = 0; c < c8; c += 8)
+        transpose8(src + r0 * lds + c, lds, dst + c * ldd + r0, ldd, bias ? bias + r0 : nullptr);
+      for (std::int64_t c = c8; c < cols; ++c)
+        for (std::int64_t r = r0; r < r0 + 8; ++r) dst[c * ldd + r] = src[r * lds + c] + (bias ? bias[r] : T(0));
+    }
+  }
+  for (; r0 < rows; r0 += 8) {
+    const std::int64_t r1 = std::min(rows, r0 + 8);
+    for (std::int64_t c = 0; c < cols; ++c)
+      for (std::int64_t r = r0; r < r1; ++r) dst[c * ldd + r] = src[r * lds + c] + (bias ? bias[r] : T(0));
+  }
+}
+
+// dst (cols x ldd) = src (rows x cols, row stride lds) transposed, dst[c * ldd + r]; dst columns
+// [rows, pad_to) are zeroed. Tasks over 64-column strips x 512-row bands.
 template <class T>
 void transpose(const T* src, std::int64_t rows, std::int64_t cols, std::int64_t lds, T* dst, std::int64_t ldd,
-               std::int64_t pad_to, const T* bias = nullptr) {
-  constexpr std::int64_t kStrip = 64, kRows = 512, kTile = 8;
+               std::int64_t pad_to) {
+  constexpr std::int64_t kStrip = 64, kRows = 512;
   const std::int64_t strips = (cols + kStrip - 1) / kStrip,
                      bands = std::max<std::int64_t>(1, (rows + kRows - 1) / kRows);
   run_tasks(strips * bands, double(rows) * double(cols) / 8, [&](std::int64_t t) {
     const std::int64_t c0 = (t / bands) * kStrip, c1 = std::min(cols, c0 + kStrip);
-    const std::int64_t band = t % bands, rows_end = std::min(rows, (band + 1) * kRows);
-    std::int64_t r0 = band * kRows;
-    if constexpr (std::is_same_v<T, float>) {
-      const std::int64_t c8 = c0 + (c1 - c0) / kTile * kTile;
-      for (; r0 + kTile <= rows_end; r0 += kTile) {
-        for (std::int64_t c = c0; c < c8; c += kTile)
-          transpose8(src + r0 * lds + c, lds, dst + c * ldd + r0, ldd, bias ? bias + r0 : nullptr);
-        for (std::int64_t c = c8; c < c1; ++c)
-          for (std::int64_t r = r0; r < r0 + kTile; ++r) dst[c * ldd + r] = src[r * lds + c] + (bias ? bias[r] : T(0));
-      }
-    }
-    for (; r0 < rows_end; r0 += kTile) {
-      const std::int64_t r1 = std::min(rows_end, r0 + kTile);
-      for (std::int64_t c = c0; c < c1; ++c)
-        for (std::int64_t r = r0; r < r1; ++r) dst[c * ldd + r] = src[r * lds + c] + (bias ? bias[r] : T(0));
-    }
+    const std::int64_t band = t % bands, r0 = band * kRows, r1 = std::min(rows, r0 + kRows);
+    transpose_block(src + r0 * lds + c0, r1 - r0, c1 - c0, lds, dst + c0 * ldd + r0, ldd,
+                    static_cast<const T*>(nullptr));
     if (pad_to > rows && band == bands - 1)
       for (std::int64_t c = c0; c < c1; ++c) std::fill(dst + c * ldd + rows, dst + c * ldd + pad_to, T(0));
   });
 }
 
-// y (m x n) = yT (n x mp) transposed, plus b (may be null).
+// dst[i, begin_g + o] = bias[begin_g + o] + the lane sweep of group g's segments
+// (segs[seg_ptr[g] : seg_ptr[g + 1]]) at batch row i < m, for every group g (bias may be null: zero;
+// groups without segments give the bias). Tasks: groups x batch chunks of kLaneTaskVecs vectors; a task
+// sums into a local (group x chunk) panel, then transposes it into dst. Inside a task, per tile of
+// kLaneVecs vectors, the segments are swept in chunks of about kLaneChunkK inner indices, all output
+// rows of the group per chunk, so the chunk's slice of the transposed operand is read from L1 by every
+// output tile.
 template <class T>
-void untranspose_bias(const T* yt, std::int64_t n, std::int64_t mp, std::int64_t m, const T* b, T* y) {
-  transpose(yt, n, m, mp, y, n, n, b);
+void lane_sweep(const std::vector<BlockSparsePattern::Group>& groups, const std::vector<std::int64_t>& seg_ptr,
+                const std::vector<LaneSeg<T>>& segs, std::int64_t mp, std::int64_t m, T* dst, std::int64_t ldd,
+                const T* bias, double work) {
+  constexpr int L = Lanes<T>::n;
+  constexpr std::int64_t ldo = kLaneTaskVecs * L;
+  const std::int64_t nvec = mp / L, chunks = (nvec + kLaneTaskVecs - 1) / kLaneTaskVecs;
+  const std::int64_t ngroups = static_cast<std::int64_t>(groups.size());
+  run_tasks(ngroups * chunks, work, [&](std::int64_t t) {
+    const std::int64_t g = t / chunks, v0 = (t % chunks) * kLaneTaskVecs, v1 = std::min(nvec, v0 + kLaneTaskVecs);
+    const std::int64_t i0 = v0 * L, rows = std::min(m, v1 * L) - i0;
+    const auto& grp = groups[static_cast<std::size_t>(g)];
+    const std::int64_t s0 = seg_ptr[static_cast<std::size_t>(g)], s1 = seg_ptr[static_cast<std::size_t>(g) + 1];
+    T* dg = dst + i0 * ldd + grp.begin;
+    const T* bg = bias ? bias + grp.begin : nullptr;
+    if (s0 == s1) {
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t o = 0; o < grp.size; ++o) dg[i * ldd + o] = bg ? bg[o] : T(0);
+      return;
+    }
+    T* loc = scratch<T>(0, grp.size * ldo);
+    for (std::int64_t v = v0; v < v1;) {
+      const std::int64_t nv = std::min<std::int64_t>(kLaneVecs, v1 - v);
+      for (std::int64_t c0 = s0; c0 < s1;) {
+        std::int64_t c1 = c0, kk = 0;
+        while (c1 < s1 && (c1 == c0 || kk + segs[static_cast<std::size_t>(c1)].len <= kLaneChunkK))
+          kk += segs[static_cast<std::size_t>(c1++)].len;
+        const LaneSeg<T>* sp = segs.data() + c0;
+        const bool acc = c0 > s0;
+        for (std::int64_t o0 = 0; o0 < grp.size; o0 += kLaneOuts) {
+          const int nout = static_cast<int>(std::min<std::int64_t>(kLaneOuts, grp.size - o0));
+          T* ot = loc + o0 * ldo + (v - v0) * L;
+          if (nv == kLaneVecs)
+            lane_tile<T, kLaneVecs>(sp, c1 - c0, mp, v * L, o0, nout, ot, ldo, acc);
+          else if (nv == 2)
+            lane_tile<T, 2>(sp, c1 - c0, mp, v * L, o0, nout, ot, ldo, acc);
+          else
+            lane_tile<T, 1>(sp, c1 - c0, mp, v * L, o0, nout, ot, ldo, acc);
+        }
+        c0 = c1;
+      }
+      v += nv;
+    }
+    transpose_block(loc, grp.size, rows, ldo, dg, ldd, bg);
+  });
 }
 
 template <class T>
@@ -337,24 +351,21 @@ template <class T>
 void lane_forward(const BlockSparsePattern& p, const T* x, std::int64_t m, const T* w, const T* b, T* y) {
   const std::int64_t in = p.in_features(), out = p.out_features(), mp = lane_padded<T>(m);
   const auto& blocks = p.blocks();
-  CallPanel<T> xt_panel(0, in * mp), yt_panel(1, out * mp);
+  CallPanel<T> xt_panel(0, in * mp);
   T* xt = xt_panel.data();
-  T* yt = yt_panel.data();
   transpose(x, m, in, in, xt, mp, mp);
   std::vector<LaneSeg<T>> segs;
   segs.reserve(blocks.size());
   for (const auto& bl : blocks) segs.push_back({xt + bl.col * mp, bl.cols, w + bl.offset, 1, bl.cols});
-  lane_sweep(p.row_groups(), p.row_ptr(), segs, mp, yt, double(mp) * double(p.stored_elements()));
-  untranspose_bias(yt, out, mp, m, b, y);
+  lane_sweep(p.row_groups(), p.row_ptr(), segs, mp, m, y, out, b, double(mp) * double(p.stored_elements()));
 }
 
 template <class T>
 void lane_input_grad(const BlockSparsePattern& p, const T* g, std::int64_t m, const T* w, T* dx) {
   const std::int64_t in = p.in_features(), out = p.out_features(), mp = lane_padded<T>(m);
   const auto& blocks = p.blocks();
-  CallPanel<T> gt_panel(0, out * mp), dxt_panel(1, in * mp);
+  CallPanel<T> gt_panel(0, out * mp);
   T* gt = gt_panel.data();
-  T* dxt = dxt_panel.data();
   transpose(g, m, out, out, gt, mp, mp);
   std::vector<LaneSeg<T>> segs;
   segs.reserve(blocks.size());
@@ -362,8 +373,8 @@ void lane_input_grad(const BlockSparsePattern& p, const T* g, std::int64_t m, co
     const auto& bl = blocks[static_cast<std::size_t>(k)];
     segs.push_back({gt + bl.row * mp, bl.rows, w + bl.offset, bl.cols, 1});
   }
-  lane_sweep(p.col_groups(), p.col_ptr(), segs, mp, dxt, double(mp) * double(p.stored_elements()));
-  untranspose_bias<T>(dxt, in, mp, m, nullptr, dx);
+  lane_sweep(p.col_groups(), p.col_ptr(), segs, mp, m, dx, in, static_cast<const T*>(nullptr),
+             double(mp) * double(p.stored_elements()));
 }
 
 // Lane sums of NA accumulators (NA == lanes): r[i] = sum of the lanes of acc[i], by a fixed tree of
