@@ -169,6 +169,17 @@ TEST_CASE("block_sparse_linear: values and all three gradients match PyTorch's m
         {"rand_32x32_d2", Pattern::from_block_mask(96, 64, 32, 32, random_block_mask(3, 2, 0.5, gen, 2, -1))});
     cases.push_back({"rand_16x8_d4", Pattern::from_block_mask(48, 64, 16, 8, random_block_mask(3, 8, 0.3, gen, 1, 2))});
     cases.push_back({"diag_mixed", Pattern::block_diagonal({{5, 7}, {3, 1}, {16, 9}, {1, 4}})});
+    // Narrow groups (<= 16) take the lane kernels (Note [Lane kernels] in block_sparse_kernels.cpp): odd
+    // 3x5 blocks (row/column tails, transposes of widths that are not multiples of 8), rows longer than
+    // one segment chunk (partial sums continued), and patterns where only the forward or only the input
+    // gradient is narrow (the other passes on the GEMM path). Batch shapes {} .. {300} hit every batch tail.
+    cases.push_back({"rand_3x5_d2", Pattern::from_block_mask(30, 55, 3, 5, random_block_mask(10, 11, 0.4, gen, 4, 6))});
+    cases.push_back(
+        {"rand_8x4_long_rows", Pattern::from_block_mask(16, 640, 8, 4, random_block_mask(2, 160, 0.7, gen, -1, 9))});
+    cases.push_back(
+        {"rand_16x32_fwd_lane", Pattern::from_block_mask(64, 128, 16, 32, random_block_mask(4, 4, 0.5, gen, 1, 2))});
+    cases.push_back(
+        {"rand_32x8_bwd_lane", Pattern::from_block_mask(64, 96, 32, 8, random_block_mask(2, 12, 0.5, gen, -1, 3))});
     const std::string code =
         "Wd = torch.zeros(O * I, dtype=w.dtype).index_put((idx.long(),), w.reshape(-1)).reshape(O, I)\n"
         "out = torch.nn.functional.linear(x, Wd * mask, {})";
@@ -204,6 +215,7 @@ TEST_CASE("block_sparse_linear: bit-identical with 1 and 2 threads", "[block_spa
   const std::vector<PatternCase> cases = {
       {"rand_16x32", Pattern::from_block_mask(256, 384, 16, 32, random_block_mask(16, 12, 0.3, gen, 2, 7))},
       {"rand_8x8_dense_rows", Pattern::from_block_mask(128, 2048, 8, 8, random_block_mask(16, 256, 0.5, gen, 1, 3))},
+      {"rand_3x5", Pattern::from_block_mask(96, 320, 3, 5, random_block_mask(32, 64, 0.3, gen, 2, 5))},
       {"diag_mixed", Pattern::block_diagonal({{64, 96}, {100, 30}, {7, 70}, {200, 120}})}};
   for (const auto& pc : cases)
     for (Dtype dt : {kFloat32, kFloat64}) {
