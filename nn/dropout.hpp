@@ -5,7 +5,7 @@
 //   y = x * m,  m_i = 1/(1-p) with probability 1-p, else 0;   dx = g * m (the same mask).
 // The mask comes from the module's own Generator (seeded at construction), so the same seed gives
 // the same sequence of masks on every machine and with any thread count.
-// Unlike torch, p = 1 is refused (the scale 1/(1-p) would be infinite): p must be in [0, 1).
+// p = 1 zeroes every element (and its gradient), as in torch.
 #include <cstdint>
 
 #include "xgrad/core/random.hpp"
@@ -17,16 +17,16 @@ namespace xgrad::nn {
 namespace functional {
 /// Inverted dropout of x with drop probability p when `training`, drawing the mask from `gen` (one
 /// uniform per element, in row-major order); x itself when not training or p = 0.
-/// Errors: undefined x, p outside [0, 1).
+/// Errors: undefined x, p outside [0, 1].
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 }  // namespace functional
 
 class Dropout : public UnaryModule {
  public:
-  /// Errors: p outside [0, 1).
+  /// Errors: p outside [0, 1].
   explicit Dropout(double p = 0.5, std::uint64_t seed = 0);
   /// Seeds the module's own generator with one draw from `gen` (the module does not keep a reference
-  /// to `gen`, so `gen` may die first). Errors: p outside [0, 1).
+  /// to `gen`, so `gen` may die first). Errors: p outside [0, 1].
   Dropout(double p, Generator& gen);
 
   Tensor forward(const Tensor& x) override;

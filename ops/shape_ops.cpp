@@ -459,10 +459,9 @@ Tensor squeeze(const Tensor& x, std::int64_t axis) {
   check_defined("squeeze", x);
   const Shape& s = x.shape();
   const std::int64_t a = normalize_axis(axis, static_cast<std::int64_t>(s.size()), "squeeze", s);
-  XGRAD_CHECK(s[static_cast<std::size_t>(a)] == 1, "squeeze: axis {} of a tensor of shape {} has size {}, not 1", axis,
-              shape_str(s), s[static_cast<std::size_t>(a)]);
+  // As in torch, squeezing an axis whose size is not 1 leaves the shape unchanged (still a view).
   Shape out = s;
-  out.erase(out.begin() + a);
+  if (s[static_cast<std::size_t>(a)] == 1) out.erase(out.begin() + a);
   return apply<View<SqueezeName>>(x, out);
 }
 

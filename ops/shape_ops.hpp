@@ -23,7 +23,7 @@ namespace xgrad {
 
 Tensor reshape(const Tensor& x, const Shape& shape);
 Tensor flatten(const Tensor& x, std::int64_t start_dim = 0, std::int64_t end_dim = -1);
-/// Removes `axis` (must have size 1).
+/// Removes `axis` if its size is 1; otherwise returns a view of the same shape (as torch does).
 Tensor squeeze(const Tensor& x, std::int64_t axis);
 /// Removes every axis of size 1.
 Tensor squeeze(const Tensor& x);

@@ -310,8 +310,20 @@ TEST_CASE("Dropout: inverted scaling keeps the mean, the gradient is the mask", 
   }
 }
 
+TEST_CASE("Dropout: p = 1 zeroes everything, with a zero gradient (as torch)", "[dropout]") {
+  nn::Dropout d(1.0, 3);
+  Generator gen(4);
+  Tensor x = Tensor::randn({4, 5}, gen).set_requires_grad();
+  const Tensor y = d(x);
+  for (double v : y.to_vector()) REQUIRE(v == 0.0);
+  sum(y).backward();
+  for (double v : x.grad().to_vector()) REQUIRE(v == 0.0);
+  d.eval();
+  CHECK(d(x).to_vector() == x.to_vector());
+}
+
 TEST_CASE("Dropout: bad inputs raise xgrad::Error", "[dropout][errors]") {
-  test::require_error([] { nn::Dropout d(1.0); }, {"Dropout", "[0, 1)", "got 1"});
+  test::require_error([] { nn::Dropout d(1.5); }, {"Dropout", "[0, 1]", "got 1.5"});
   test::require_error([] { nn::Dropout d(-0.1); }, {"Dropout", "got -0.1"});
   test::require_error([] { nn::Dropout d(std::nan("")); }, {"Dropout", "nan"});
   Generator gen(1);
