@@ -1,22 +1,31 @@
 #!/usr/bin/env bash
-# Installs everything xgrad needs to build, test and benchmark, from Debian 12 packages only.
+# Installs everything xgrad needs to build, test and benchmark (or with --main only what the main
+# job needs), from Debian 12 packages only.
 # Idempotent and fast when there is nothing to do: packages are checked with dpkg-query first and
 # apt-get (update + install) runs only for the missing ones. Needs root (or sudo) when it installs.
 set -euo pipefail
 
-packages=(
+# What the main job (scripts/main.sh: build and run the examples) needs ...
+main_packages=(
   cmake ninja-build g++                  # toolchain (CMake 3.25, g++ 12)
   libxtensor-dev libxsimd-dev xtl-dev    # xtensor at the API boundary, SIMD
   libtbb-dev                             # parallel kernels
   libopenblas-dev                        # dense GEMM through CBLAS
   libfmt-dev                             # error messages and printing
-  catch2 nlohmann-json3-dev              # tests (Catch2 v2) and test fixtures
+  nlohmann-json3-dev                     # checkpoints (safetensors headers)
   libcli11-dev                           # command lines of examples and benchmarks
   gnuplot-nox                            # the examples' PNG plots
+)
+# ... and what the tests and benchmarks need on top (PyTorch alone is several hundred MB).
+test_packages=(
+  catch2                                 # tests (Catch2 v2)
   libopenmpi-dev openmpi-bin             # optional MPI data parallelism (xgrad::distributed) and its tests
   python3-torch python3-numpy            # PyTorch parity tests and the benchmark peer
   libtorch-dev                           # C++ PyTorch peer in bench/ (optional for the build)
 )
+# usage: install-deps.sh [--main]   (--main: only what building and running the examples needs)
+packages=("${main_packages[@]}")
+if [[ "${1:-}" != "--main" ]]; then packages+=("${test_packages[@]}"); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -7,7 +7,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Examples to run, in order: folder names under examples/ (each builds to build/release/examples/<name>).
 examples=(spectral_fit block_sparse_mlp)
 
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --main  # the test-only packages (PyTorch, Catch2, MPI) are not needed here
 cmake --preset release
 targets=()
 for name in "${examples[@]}"; do targets+=("example_${name}"); done
