@@ -1,5 +1,6 @@
-// Kernels of block_sparse_linear: per-task single-threaded CBLAS GEMMs over strided views or gathered
-// panels. See Note [Block-sparse parallelism] in block_sparse_linear.hpp.
+// Kernels of block_sparse_linear: for groups up to 16 wide, register-tiled "lane" kernels on transposed
+// operands (Note [Lane kernels]); for wider groups, per-task single-threaded CBLAS GEMMs over strided
+// views or gathered panels. See Note [Block-sparse parallelism] in block_sparse_linear.hpp.
 #include "xgrad/ops/block_sparse_kernels.hpp"
 
 #include <cblas.h>
