@@ -24,7 +24,9 @@
 // Input-gradient tasks are (batch tile x column group), summing that column's blocks in a fixed order.
 // Weight-gradient tasks own a run of stored blocks of one row group (full batch, fixed batch chunks).
 // The partition depends only on the pattern and the batch size, never on the thread count, and there
-// are no float atomics, so results are bit-identical with any number of threads. Each task calls
+// are no float atomics, so results are bit-identical with any number of threads. Groups at most 16
+// wide use register-tiled lane kernels on transposed x / G instead of BLAS (Note [Lane kernels] in
+// block_sparse_kernels.cpp; their tasks are groups x fixed batch chunks). Wider groups: each task calls
 // single-threaded CBLAS GEMM on strided views (one block) or on gathered panels (several blocks of one
 // row/column group concatenated, so that one GEMM has a long inner dimension); OpenBLAS is held at one
 // thread while the kernels run so TBB tasks do not oversubscribe the cores.
