@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "xgrad/core/parallel.hpp"
 
@@ -185,60 +186,6 @@ void dot_rows_one(int nk, const T* const* rows, const T* f, std::int64_t n, doub
   }
 }
 
-// acc[k][j] += sum_m alpha[m * NK + k] * fs[m][j] for j < n: M outputs of one phase adding their
-// f segments into the phase's gradient rows (each row element loaded and stored once per M).
-template <class T, int NK, int M>
-void accumulate_rows(T* const* acc, const T* const* fs, const T* alpha, std::int64_t n) {
-  using V = typename Vec<T>::type;
-  constexpr int W = Vec<T>::W;
-  // Coefficients and pointers in registers: stores through acc could alias them.
-  V al[M][NK];
-  const T* fp[M];
-  T* ap[NK];
-  for (int m = 0; m < M; ++m) {
-    fp[m] = fs[m];
-    for (int k = 0; k < NK; ++k) al[m][k] = V{} + alpha[m * NK + k];
-  }
-  for (int k = 0; k < NK; ++k) ap[k] = acc[k];
-  std::int64_t j = 0;
-  for (; j + W <= n; j += W) {
-    V fv[M];
-    for (int m = 0; m < M; ++m) fv[m] = load(fp[m] + j);
-    for (int k = 0; k < NK; ++k) {
-      V a = load(ap[k] + j);
-      for (int m = 0; m < M; ++m) a += al[m][k] * fv[m];
-      std::memcpy(ap[k] + j, &a, sizeof(a));
-    }
-  }
-  for (; j < n; ++j)
-    for (int k = 0; k < NK; ++k) {
-      T a = ap[k][j];
-      for (int m = 0; m < M; ++m) a += al[m][k][0] * fp[m][j];
-      ap[k][j] = a;
-    }
-}
-
-template <class T, int M>
-void accumulate_rows_n(int nk, T* const* acc, const T* const* fs, const T* alpha, std::int64_t n) {
-  switch (nk) {
-    case 1:
-      return accumulate_rows<T, 1, M>(acc, fs, alpha, n);
-    case 2:
-      return accumulate_rows<T, 2, M>(acc, fs, alpha, n);
-    case 3:
-      return accumulate_rows<T, 3, M>(acc, fs, alpha, n);
-    case 4:
-      return accumulate_rows<T, 4, M>(acc, fs, alpha, n);
-    default:
-      for (int k = 0; k < nk; ++k) {
-        T al[M];
-        for (int m = 0; m < M; ++m) al[m] = alpha[m * nk + k];
-        T* const row[1] = {acc[k]};
-        for (int m = 0; m < M; ++m) accumulate_rows<T, 1, 1>(row, fs + m, al + m, n);
-      }
-  }
-}
-
 // dst[j] += sum_k alpha[k] * rows[k][j]
 template <class T, int NK>
 void axpy_rows(const T* const* rows, const T* alpha, T* __restrict dst, std::int64_t n) {
@@ -274,54 +221,72 @@ void axpy_rows_n(int nk, const T* const* rows, const T* alpha, T* dst, std::int6
   }
 }
 
-// dsts[m][j] += sum_k alpha[m * NK + k] * rows[k][j] for M outputs of one phase: each row load
-// serves M outputs. The segments may overlap (nearby outputs): they are updated one after the
-// other for each j, so the sums are those of a sequential update in this order.
-template <class T, int NK, int M>
-void axpy_rows_multi(const T* const* rows, const T* alpha, T* const* dsts, std::int64_t n) {
+// out[o][j] += sum_i c[o * NI + i] * in[i][j] for j < n: the inner loop of both accumulating passes.
+// The f gradient adds NI = NK table rows into NO = M outputs' segments of df (each row load serves M
+// outputs); the values gradient adds NI = M outputs' f segments into NO = NK gradient rows of their
+// phase. Output segments may overlap (nearby outputs): they are updated one after the other for
+// each j, so the sums are those of a sequential update in this order.
+template <class T, int NI, int NO>
+void combine_rows(const T* const* in, T* const* out, const T* c, std::int64_t n) {
   using V = typename Vec<T>::type;
   constexpr int W = Vec<T>::W;
-  // Coefficients in registers: the stores through dsts could alias alpha, so it would be re-read.
-  // Coefficients and pointers in registers: the stores through dsts could alias alpha and the
-  // pointer arrays, so they would be re-read every iteration.
-  V al[M][NK];
-  T* dp[M];
-  const T* rp[NK];
-  for (int m = 0; m < M; ++m) {
-    dp[m] = dsts[m];
-    for (int k = 0; k < NK; ++k) al[m][k] = V{} + alpha[m * NK + k];
+  // Coefficients and pointers in registers: the stores through out could alias c and the pointer
+  // arrays, so they would be re-read every iteration.
+  V cv[NO][NI];
+  const T* ip[NI];
+  T* op[NO];
+  for (int o = 0; o < NO; ++o) {
+    op[o] = out[o];
+    for (int i = 0; i < NI; ++i) cv[o][i] = V{} + c[o * NI + i];
   }
-  for (int k = 0; k < NK; ++k) rp[k] = rows[k];
+  for (int i = 0; i < NI; ++i) ip[i] = in[i];
   std::int64_t j = 0;
   for (; j + W <= n; j += W) {
-    V rv[NK];
-    for (int k = 0; k < NK; ++k) rv[k] = load(rp[k] + j);
-    for (int m = 0; m < M; ++m) {
-      V d = load(dp[m] + j);
-      for (int k = 0; k < NK; ++k) d += al[m][k] * rv[k];
-      std::memcpy(dp[m] + j, &d, sizeof(d));
+    V iv[NI];
+    for (int i = 0; i < NI; ++i) iv[i] = load(ip[i] + j);
+    for (int o = 0; o < NO; ++o) {
+      V d = load(op[o] + j);
+      for (int i = 0; i < NI; ++i) d += cv[o][i] * iv[i];
+      std::memcpy(op[o] + j, &d, sizeof(d));
     }
   }
   for (; j < n; ++j)
-    for (int m = 0; m < M; ++m) {
-      T d = dp[m][j];
-      for (int k = 0; k < NK; ++k) d += al[m][k][0] * rp[k][j];
-      dp[m][j] = d;
+    for (int o = 0; o < NO; ++o) {
+      T d = op[o][j];
+      for (int i = 0; i < NI; ++i) d += cv[o][i][0] * ip[i][j];
+      op[o][j] = d;
     }
 }
 
-template <class T>
-void axpy_rows_multi_n(int nk, const T* const* rows, const T* alpha, T* const* dsts, std::int64_t n) {
+// Calls fn(std::integral_constant<int, NK>{}) for nk in 1..4 (the degrees the grouped kernels serve).
+template <class Fn>
+void with_nk(int nk, Fn&& fn) {
   switch (nk) {
     case 1:
-      return axpy_rows_multi<T, 1, multi_width(1)>(rows, alpha, dsts, n);
+      return fn(std::integral_constant<int, 1>{});
     case 2:
-      return axpy_rows_multi<T, 2, multi_width(2)>(rows, alpha, dsts, n);
+      return fn(std::integral_constant<int, 2>{});
     case 3:
-      return axpy_rows_multi<T, 3, multi_width(3)>(rows, alpha, dsts, n);
+      return fn(std::integral_constant<int, 3>{});
     default:
-      return axpy_rows_multi<T, 4, multi_width(4)>(rows, alpha, dsts, n);
+      return fn(std::integral_constant<int, 4>{});
   }
+}
+
+// dsts[m][j] += sum_k alpha[m * nk + k] * rows[k][j] for the multi_width(nk) outputs of one run.
+template <class T>
+void axpy_rows_multi_n(int nk, const T* const* rows, const T* alpha, T* const* dsts, std::int64_t n) {
+  with_nk(nk, [&](auto k) { combine_rows<T, k(), multi_width(k())>(rows, dsts, alpha, n); });
+}
+
+// acc[k][j] += sum_m alpha[m * nk + k] * fs[m][j] for M outputs of one phase (nk <= kMaxDegree + 1).
+template <class T, int M>
+void accumulate_rows_n(int nk, T* const* acc, const T* const* fs, const T* alpha, std::int64_t n) {
+  T ct[(kMaxDegree + 1) * M];  // coefficients as [k][m]
+  for (int k = 0; k < nk; ++k)
+    for (int m = 0; m < M; ++m) ct[k * M + m] = alpha[m * nk + k];
+  if (nk <= 4) return with_nk(nk, [&](auto k) { combine_rows<T, M, k()>(fs, acc, ct, n); });
+  for (int k = 0; k < nk; ++k) combine_rows<T, M, 1>(fs, acc + k, ct + k * M, n);
 }
 
 // ---- polynomial interpolation at Chebyshev-Lobatto nodes --------------------------------------
