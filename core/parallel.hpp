@@ -5,6 +5,7 @@
 // fixed order.
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/parallel_invoke.h>
 
 #include <cstdint>
 #include <vector>
@@ -43,6 +44,19 @@ void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain, Fn&&
   }
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(begin, end, grain),
                     [&](const tbb::blocked_range<std::int64_t>& r) { fn(r.begin(), r.end()); });
+}
+
+/// Runs a() and b(), concurrently when more than one thread is allowed (each may use parallel_for
+/// itself: TBB lets the idle thread of one join the other's tasks instead of waiting at a barrier).
+/// a and b must write disjoint outputs; an exception from either is rethrown.
+template <class FnA, class FnB>
+void parallel_invoke(FnA&& a, FnB&& b) {
+  if (get_num_threads() == 1) {
+    a();
+    b();
+    return;
+  }
+  tbb::parallel_invoke([&] { a(); }, [&] { b(); });
 }
 
 /// Deterministic parallel sum: [begin, end) is cut into fixed chunks of `chunk` items (independent

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/resample_kernels.hpp"
 
 namespace xgrad {
@@ -267,10 +268,24 @@ struct ResampleConvFn : Function<ResampleConvFn> {
     Tensor gf, gc, gv;
     dispatch(f.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      if (needs_input_grad(0)) {
+      // The f and values gradients are independent: with two or more threads they run concurrently,
+      // so neither pass's tail (its last, unevenly sized tasks) leaves a thread idle.
+      std::vector<double> gcells;
+      auto grad_f = [&] {
+        if (!needs_input_grad(0)) return;
         gf = Tensor::empty(f_shape, f.dtype());
         rs::backward_f<T>(geo, fwd_eval.ev, pr, g.data<T>(), gf.data<T>());
-      }
+      };
+      auto grad_cells = [&] {
+        if (!values.defined() || !needs_input_grad(2)) return;
+        const std::int64_t K = values.numel();
+        const double delta = (response.hi() - response.lo()) / static_cast<double>(K - 1);
+        // Through the table when the forward used one (Note [Values gradient through the table]).
+        gcells = fwd_eval.ev.kind == rs::Evaluator::polyphase
+                     ? rs::backward_cells_polyphase<T>(geo, *fwd_eval.table, K - 1, delta, pr, f.data<T>(), g.data<T>())
+                     : rs::backward_cells<T>(geo, K - 1, delta, pr, f.data<T>(), g.data<T>());
+      };
+      parallel_invoke(grad_f, grad_cells);
       if (needs_input_grad(1)) {
         XGRAD_CHECK(response.has_derivative(),
                     "resample_conv: the gradient with respect to argument 'coarse' needs the response's derivative: "
@@ -290,17 +305,9 @@ struct ResampleConvFn : Function<ResampleConvFn> {
           out[i] = static_cast<T>(acc);
         }
       }
-      if (values.defined() && needs_input_grad(2)) {
-        const std::int64_t K = values.numel();
-        const double delta = (response.hi() - response.lo()) / static_cast<double>(K - 1);
-        // Through the table when the forward used one (Note [Values gradient through the table]).
-        const std::vector<double> gcells =
-            fwd_eval.ev.kind == rs::Evaluator::polyphase
-                ? rs::backward_cells_polyphase<T>(geo, *fwd_eval.table, K - 1, delta, pr, f.data<T>(), g.data<T>())
-                : rs::backward_cells<T>(geo, K - 1, delta, pr, f.data<T>(), g.data<T>());
-        gv = Tensor::from_vector(rs::sampled_cells_adjoint(gcells, K, response.interp()), values.shape(),
+      if (values.defined() && needs_input_grad(2))
+        gv = Tensor::from_vector(rs::sampled_cells_adjoint(gcells, values.numel(), response.interp()), values.shape(),
                                  values.dtype());
-      }
     });
     return {gf, gc, gv};
   }

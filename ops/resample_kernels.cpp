@@ -1163,25 +1163,40 @@ std::vector<double> backward_cells_polyphase(const Geometry& geo, const Table& t
       flush();
       flush_acc();
       // (2) back through the table's construction into this phase's share of the cell gradient.
+      // Per node i, the positions d = hi - (j + tau_i) dx fall with j, so the cell changes every
+      // delta / dx taps: the four moments sum H s^q in registers over each run of one cell.
       std::vector<double>& out = part[static_cast<std::size_t>(ph)];
       out.assign(G4, 0.0);
       double ta, tb;
       t.phase_bounds(static_cast<int>(ph), ta, tb);
       const std::int64_t cnt = t.count[static_cast<std::size_t>(ph)];
-      for (std::int64_t j = 0; j < cnt; ++j)
-        for (int i = 0; i <= t.degree; ++i) {
+      for (int i = 0; i <= t.degree; ++i) {
+        double inv_i[kMaxDegree + 1];
+        for (int k = 0; k < nk; ++k) inv_i[k] = ip.inv[static_cast<std::size_t>(k * nk + i)];
+        const double tau = ta + (ip.nodes[static_cast<std::size_t>(i)] + 1) * 0.5 * (tb - ta);
+        std::int64_t cur = -1;
+        double m0 = 0, m1 = 0, m2 = 0, m3 = 0;
+        auto flush_cell = [&]() {
+          if (cur < 0) return;
+          double* o = &out[static_cast<std::size_t>(cur * 4)];
+          o[0] += m0, o[1] += m1, o[2] += m2, o[3] += m3;
+          m0 = m1 = m2 = m3 = 0;
+        };
+        for (std::int64_t j = 0; j < cnt; ++j) {
           double H = 0;
-          for (int k = 0; k < nk; ++k)
-            H += ip.inv[static_cast<std::size_t>(k * nk + i)] * G[static_cast<std::size_t>(k * stride + j)];
-          if (H == 0) continue;
-          const double tau = ta + (ip.nodes[static_cast<std::size_t>(i)] + 1) * 0.5 * (tb - ta);
+          for (int k = 0; k < nk; ++k) H += inv_i[k] * G[static_cast<std::size_t>(k * stride + j)];
           const double d = std::clamp(geo.hi - (static_cast<double>(j) + tau) * geo.dx, geo.lo, geo.hi);
           const double u = (d - geo.lo) / delta;
-          const std::int64_t c = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, ncells - 1);
-          const double s = u - static_cast<double>(c);
-          double sp = H;
-          for (int k = 0; k < 4; ++k, sp *= s) out[static_cast<std::size_t>(c * 4 + k)] += sp;
+          const std::int64_t c = std::min<std::int64_t>(static_cast<std::int64_t>(u), ncells - 1);  // u >= 0
+          if (c != cur) {
+            flush_cell();
+            cur = c;
+          }
+          const double s = u - static_cast<double>(c), hs = H * s, hs2 = hs * s;
+          m0 += H, m1 += hs, m2 += hs2, m3 += hs2 * s;
         }
+        flush_cell();
+      }
     }
   });
   std::vector<double> res(G4, 0.0);
