@@ -224,6 +224,9 @@ struct ResampleConvFn : Function<ResampleConvFn> {
   ResampleConvOptions options;
   Shape f_shape;
   EvalHolder fwd_eval;  // reused by the f gradient (a sampled response's table is built per forward)
+  // Every output's taps under fwd_eval (polyphase tables only): located once in the forward and
+  // reused by the f and values gradients (N*A * 40 bytes, held with the graph like the table).
+  std::vector<rs::Taps> taps;
 
   static rs::Problem problem(const Shape& fs, const std::vector<double>& coarse, std::int64_t A) {
     rs::Problem pr;
@@ -242,12 +245,14 @@ struct ResampleConvFn : Function<ResampleConvFn> {
     options = o;
     f_shape = f.shape();
     const std::vector<double> c = coarse.to_vector();
-    const rs::Problem pr = problem(f_shape, c, coarse.size(1));
+    rs::Problem pr = problem(f_shape, c, coarse.size(1));
     Shape out_shape = f_shape;
     out_shape.back() = coarse.size(1);
     Tensor out = Tensor::empty(out_shape, f.dtype());
     fwd_eval = make_evaluator(grid, response, values, f.dtype(), options, false);
     const rs::Geometry geo = make_geometry(grid, response);
+    taps = rs::plan_taps(geo, fwd_eval.ev, pr);
+    pr.taps = taps.empty() ? nullptr : taps.data();
     dispatch(f.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       rs::forward<T>(geo, fwd_eval.ev, pr, f.data<T>(), out.data<T>());
@@ -263,7 +268,10 @@ struct ResampleConvFn : Function<ResampleConvFn> {
     const Tensor& values = s[2];
     const Tensor& g = grads[0];
     const std::vector<double> c = coarse.to_vector();
-    const rs::Problem pr = problem(f_shape, c, coarse.size(1));
+    rs::Problem pr = problem(f_shape, c, coarse.size(1));
+    pr.taps = taps.empty() ? nullptr : taps.data();  // only with fwd_eval's table
+    rs::Problem pr_other = pr;
+    pr_other.taps = nullptr;
     const rs::Geometry geo = make_geometry(grid, response);
     Tensor gf, gc, gv;
     dispatch(f.dtype(), [&](auto tag) {
@@ -292,7 +300,7 @@ struct ResampleConvFn : Function<ResampleConvFn> {
                     "pass it as Response::callable(fn, lo, hi, dfn)");
         const EvalHolder eh = make_evaluator(grid, response, values, f.dtype(), options, true);
         Tensor d = Tensor::empty(g.shape(), f.dtype());
-        rs::forward<T>(geo, eh.ev, pr, f.data<T>(), d.data<T>());
+        rs::forward<T>(geo, eh.ev, pr_other, f.data<T>(), d.data<T>());
         gc = Tensor::empty(coarse.shape(), coarse.dtype());
         const T* dp = d.data<T>();
         const T* gp = g.data<T>();
@@ -360,6 +368,11 @@ std::size_t resample_conv_cached_bytes(const Response& response) {
   for (const auto& e : response.state()->cache)
     if (e.table) total += e.table->bytes();
   return total;
+}
+
+std::size_t resample_conv_graph_bytes(std::int64_t outputs) {
+  XGRAD_CHECK(outputs >= 0, "resample_conv_graph_bytes: argument 'outputs' must be >= 0, got {}", outputs);
+  return static_cast<std::size_t>(outputs) * sizeof(rs::Taps);
 }
 
 }  // namespace xgrad

@@ -148,4 +148,9 @@ ResampleConvTableInfo resample_conv_prepare(const FineGrid& grid, const Response
 /// Bytes held in the response's table cache (all tables built so far).
 std::size_t resample_conv_cached_bytes(const Response& response);
 
+/// Bytes a forward through a table keeps with its graph until the backward, besides the table: the
+/// located taps (fine offset, phase, sigma) of each of its `outputs` = N*A coarse points, which the
+/// gradients reuse instead of locating every output again.
+std::size_t resample_conv_graph_bytes(std::int64_t outputs);
+
 }  // namespace xgrad

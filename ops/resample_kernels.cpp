@@ -676,15 +676,6 @@ std::vector<double> sampled_cells_adjoint(const std::vector<double>& ga, std::in
 // ---- kernels ------------------------------------------------------------------------------------
 namespace {
 
-/// The taps of one output: fine indices b0 + j for j in [j0, j1). For polyphase evaluation also
-/// the phase and sigma; otherwise weights are written to a scratch buffer w[j - j0].
-struct Taps {
-  std::int64_t b0 = 0, j0 = 0, j1 = 0;
-  int phase = 0;
-  double sigma = 0;
-  std::int64_t n() const { return j1 - j0; }
-};
-
 double clamp_index(double u) { return std::clamp(u, -4e15, 4e15); }
 
 // Fine index range [ba, bb] of fine points within [c - hi, c - lo], clipped to the grid.
@@ -850,36 +841,57 @@ void moments4(const T* f, std::int64_t n, double s0, double du, typename Vec<T>:
 
 }  // namespace
 
+std::vector<Taps> plan_taps(const Geometry& geo, const Evaluator& ev, const Problem& pr) {
+  std::vector<Taps> taps;
+  if (ev.kind != Evaluator::polyphase) return taps;
+  const std::int64_t n = pr.N * pr.A;
+  taps.resize(static_cast<std::size_t>(n));
+  parallel_for(0, n, 2048, [&](std::int64_t a, std::int64_t b) {
+    std::vector<float> unused;
+    for (std::int64_t i = a; i < b; ++i)
+      taps[static_cast<std::size_t>(i)] = taps_for<float>(geo, ev, pr.coarse[i], unused);
+  });
+  return taps;
+}
+
 // Note [Phase-ordered traversal]: with a polyphase table, outputs are visited grouped by phase
 // (stable, so in index order within a phase): consecutive outputs then read the same table rows,
 // which stay in L1, instead of streaming all phases' rows from L2 (the kernel is bound by loads).
 // Each output's value does not depend on the order; scatters sum in this order, which depends on the
 // data only, never on the thread count.
 template <class T>
-void phase_order(const Geometry& geo, const Evaluator& ev, const double* coarse, std::int64_t i0, std::int64_t i1,
-                 std::vector<Taps>& taps, std::vector<std::int64_t>& order, std::vector<T>& w) {
+const Taps* phase_order(const Geometry& geo, const Evaluator& ev, const Problem& pr, std::int64_t i0, std::int64_t i1,
+                        std::vector<Taps>& scratch, std::vector<std::int64_t>& order, std::vector<T>& w) {
   const std::int64_t n = i1 - i0;
-  taps.resize(static_cast<std::size_t>(n));
   order.resize(static_cast<std::size_t>(n));
-  if (ev.kind == Evaluator::polyphase && n >= 8192) {  // whole problems (the values gradient): in parallel
-    parallel_for(0, n, 2048, [&](std::int64_t a, std::int64_t b) {
-      std::vector<T> unused;
-      for (std::int64_t i = a; i < b; ++i)
-        taps[static_cast<std::size_t>(i)] = taps_for<T>(geo, ev, coarse[i0 + i], unused);
-    });
+  const Taps* taps = nullptr;
+  if (pr.taps && ev.kind == Evaluator::polyphase) {
+    taps = pr.taps + i0;
   } else {
-    for (std::int64_t i = 0; i < n; ++i) taps[static_cast<std::size_t>(i)] = taps_for<T>(geo, ev, coarse[i0 + i], w);
+    scratch.resize(static_cast<std::size_t>(n));
+    if (ev.kind == Evaluator::polyphase && n >= 8192) {  // whole problems (the values gradient): in parallel
+      parallel_for(0, n, 2048, [&](std::int64_t a, std::int64_t b) {
+        std::vector<T> unused;
+        for (std::int64_t i = a; i < b; ++i)
+          scratch[static_cast<std::size_t>(i)] = taps_for<T>(geo, ev, pr.coarse[i0 + i], unused);
+      });
+    } else {
+      for (std::int64_t i = 0; i < n; ++i)
+        scratch[static_cast<std::size_t>(i)] = taps_for<T>(geo, ev, pr.coarse[i0 + i], w);
+    }
+    taps = scratch.data();
   }
   if (ev.kind != Evaluator::polyphase) {
     for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
-    return;
+    return taps;
   }
   const int P = ev.table->phases();
   std::vector<std::int64_t> start(static_cast<std::size_t>(P) + 1, 0);
-  for (const Taps& tp : taps) ++start[static_cast<std::size_t>(tp.phase) + 1];
+  for (std::int64_t i = 0; i < n; ++i) ++start[static_cast<std::size_t>(taps[i].phase) + 1];
   for (int q = 0; q < P; ++q) start[static_cast<std::size_t>(q) + 1] += start[static_cast<std::size_t>(q)];
   for (std::int64_t i = 0; i < n; ++i)
-    order[static_cast<std::size_t>(start[static_cast<std::size_t>(taps[static_cast<std::size_t>(i)].phase)]++)] = i;
+    order[static_cast<std::size_t>(start[static_cast<std::size_t>(taps[i].phase)]++)] = i;
+  return taps;
 }
 
 template <class T>
@@ -917,7 +929,7 @@ void forward(const Geometry& geo, const Evaluator& ev, const Problem& pr, const 
       }
       // Polyphase: outputs in phase order; runs with the same rows (phase, first tap, tap count)
       // are evaluated M at a time (all batch rows p of an output share its rows too).
-      phase_order<T>(geo, ev, pr.coarse, i0, i1, taps, order, w);
+      const Taps* tps = phase_order<T>(geo, ev, pr, i0, i1, taps, order, w);
       const int nk = ev.table->degree + 1;
       const int M = multi_width(nk);
       const T* fs[4];
@@ -948,7 +960,7 @@ void forward(const Geometry& geo, const Evaluator& ev, const Problem& pr, const 
       for (std::int64_t q = 0; q < i1 - i0; ++q) {
         const std::int64_t idx = i0 + order[static_cast<std::size_t>(q)];
         const std::int64_t n = idx / A, a = idx % A;
-        const Taps& tp = taps[static_cast<std::size_t>(idx - i0)];
+        const Taps& tp = tps[idx - i0];
         if (tp.n() <= 0) {
           for (std::int64_t p = 0; p < pr.P; ++p) out[(p * N + n) * A + a] = T(0);
           continue;
@@ -999,7 +1011,7 @@ void backward_f(const Geometry& geo, const Evaluator& ev, const Problem& pr, con
     // Polyphase: phase order (Note [Phase-ordered traversal]), runs sharing the rows M at a time.
     std::vector<Taps> taps;
     std::vector<std::int64_t> order;
-    phase_order<T>(geo, ev, pr.coarse, n * A + a0, n * A + a1, taps, order, w);
+    const Taps* tps = phase_order<T>(geo, ev, pr, n * A + a0, n * A + a1, taps, order, w);
     const int nk = ev.table->degree + 1;
     const int M = multi_width(nk);
     int nj = 0;
@@ -1015,7 +1027,7 @@ void backward_f(const Geometry& geo, const Evaluator& ev, const Problem& pr, con
     };
     for (std::int64_t q = 0; q < a1 - a0; ++q) {
       const std::int64_t a = a0 + order[static_cast<std::size_t>(q)];
-      const Taps& tp = taps[static_cast<std::size_t>(a - a0)];
+      const Taps& tp = tps[a - a0];
       if (tp.n() <= 0) continue;
       if (run && (tp.phase != run->phase || tp.j0 != run->j0 || tp.n() != run->n())) flush();
       run = &tp;
@@ -1106,9 +1118,9 @@ std::vector<double> backward_cells_polyphase(const Geometry& geo, const Table& t
   Evaluator ev;
   ev.kind = Evaluator::polyphase;
   ev.table = &t;
-  phase_order<T>(geo, ev, pr.coarse, 0, NA, taps, order, w);
+  const Taps* tps = phase_order<T>(geo, ev, pr, 0, NA, taps, order, w);
   std::vector<std::int64_t> start(static_cast<std::size_t>(PH) + 1, 0);
-  for (const Taps& tp : taps) ++start[static_cast<std::size_t>(tp.phase) + 1];
+  for (std::int64_t i = 0; i < NA; ++i) ++start[static_cast<std::size_t>(tps[i].phase) + 1];
   for (int q = 0; q < PH; ++q) start[static_cast<std::size_t>(q) + 1] += start[static_cast<std::size_t>(q)];
 
   const Interpolator ip(t.degree);
@@ -1146,7 +1158,7 @@ std::vector<double> backward_cells_polyphase(const Geometry& geo, const Table& t
       };
       for (std::int64_t q = start[static_cast<std::size_t>(ph)]; q < start[static_cast<std::size_t>(ph) + 1]; ++q) {
         const std::int64_t idx = order[static_cast<std::size_t>(q)];
-        const Taps& tp = taps[static_cast<std::size_t>(idx)];
+        const Taps& tp = tps[idx];
         if (tp.n() <= 0) continue;
         if (run && (tp.j0 != run->j0 || tp.n() != run->n())) flush();
         run = &tp;

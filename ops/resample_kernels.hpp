@@ -119,10 +119,25 @@ struct Geometry {
   double lo = 0, hi = 0;
 };
 
+/// The taps of one output: fine indices b0 + j for j in [j0, j1). For polyphase evaluation also
+/// the phase and sigma; otherwise weights are written to a scratch buffer w[j - j0].
+struct Taps {
+  std::int64_t b0 = 0, j0 = 0, j1 = 0;
+  int phase = 0;
+  double sigma = 0;
+  std::int64_t n() const { return j1 - j0; }
+};
+
 struct Problem {
   std::int64_t P = 1, N = 0, A = 0;  // f is (P, N, B), coarse (N, A), out (P, N, A)
   const double* coarse = nullptr;    // (N, A), in double
+  // Optional: every output's polyphase taps (N*A, index order) from plan_taps with the same
+  // evaluator, so that the forward and both backward passes locate each output once, not three times.
+  const Taps* taps = nullptr;
 };
+
+/// Every output's taps for a polyphase evaluator (empty for other kinds), computed in parallel.
+std::vector<Taps> plan_taps(const Geometry& geo, const Evaluator& ev, const Problem& pr);
 
 /// out[p, n, a] = sum_b r(coarse[n,a] - x_b) f[p, n, b].
 template <class T>
