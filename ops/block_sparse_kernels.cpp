@@ -455,6 +455,307 @@ void lane_weight_grad(const BlockSparsePattern& p, const T* g, const T* x, std::
   });
 }
 
+// Note [Tile kernels]: groups 17-32 wide whose width is a whole number of tile columns (32x32
+// blocks; float and double). OpenBLAS reaches only ~60-72% of its dense rate on GEMMs with 32 outputs
+// per call: it packs the (batch x K) operand for every row group, on top of our own gather, and its
+// weight-gradient GEMM has only 32 output rows. These kernels keep a register tile of R x NV vectors
+// (R = 6 rows, NV = 2 vectors: 12 accumulators, per inner index 2 vector loads, 6 broadcasts, 12 FMAs)
+// and read the operands where they are:
+// Forward:        y[i, row + o]   = b[row + o] + sum_B sum_j x[i, col_B + j] Wt_B[j, o]   (Wt_B: the block
+//                 transposed per task, so the 32 outputs of an inner index are contiguous)
+// Input gradient: dx[i, col + c]  = sum_B sum_o g[i, row_B + o] W_B[o, c]               (W_B as stored)
+// The batch rows of a tile are read in place (each row's 32 inner indices are 2 cache lines reused by
+// all 32 outputs); the inner dimension is swept in chunks of kTileChunkK so that the coefficient chunk
+// stays in L1 for every row tile, the partial sums going through the output (the same additions in
+// the same order as one sweep).
+// Weight gradient: dW_B[o, c] = sum_i g[i, row_B + o] x[i, col_B + c]. Here the sum runs down the batch,
+// which in x and g is a 16 KB stride (4096 features): every step a new page and the same L1 sets. So
+// both are first copied once per call into group-blocked panels, xc[group][i][c] and gc[group][i][o]
+// (only groups that have blocks), then tiles of R block rows x NV vectors of block columns accumulate
+// over batch chunks of kTileChunkM rows (both panels' chunks in L1).
+// Every output is summed in an order fixed by the pattern and M (blocks in order, inner index
+// ascending; batch ascending), independent of the thread count.
+constexpr int kTileRows = 6, kTileVecs = 2;
+constexpr std::int64_t kTileMinGroup = 17, kTileMaxGroup = 32;
+constexpr std::int64_t kTileChunkK = 128;
+constexpr std::int64_t kTileChunkM = 128;
+
+template <class T>
+constexpr std::int64_t tile_width() {
+  return kTileVecs * Lanes<T>::n;
+}
+
+// True when every group is kTileMinGroup..kTileMaxGroup wide and a multiple of the tile width.
+template <class T>
+bool tile_groups(const std::vector<BlockSparsePattern::Group>& groups) {
+  for (const auto& g : groups)
+    if (g.size < kTileMinGroup || g.size > kTileMaxGroup || g.size % tile_width<T>() != 0) return false;
+  return !groups.empty();
+}
+
+// One segment of a tile sweep: inner indices a[i * lda + off + k], k < len, with the output
+// coefficients coef[k * ldc + c].
+template <class T>
+struct TileSeg {
+  std::int64_t off, len;
+  const T* coef;
+  std::int64_t ldc;
+};
+
+// out[r * ldo + c] (+)= sum_s sum_k a[r * lda + s.off + k] * s.coef[k * s.ldc + cj + c] for r < NR
+// (<= kTileRows), c < tile width. With accumulate the sums continue from out; with bias (last chunk),
+// bias[c] is added to the finished sums. NR is a template parameter so that the row offsets are
+// constants (a runtime row count kept the row pointers on the stack, one extra load per broadcast).
+template <class T, int NR>
+inline void row_tile(const T* a, std::int64_t lda, const TileSeg<T>* segs, std::int64_t nseg, std::int64_t cj, T* out,
+                     std::int64_t ldo, bool accumulate, const T* bias) {
+  using V = typename Lanes<T>::v;
+  constexpr int L = Lanes<T>::n, NV = kTileVecs;
+  V acc[NR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? load_v(out + r * ldo + v * L) : V{};
+  for (std::int64_t s = 0; s < nseg; ++s) {
+    const TileSeg<T>& sg = segs[s];
+    const T* c = sg.coef + cj;
+    const T* ap = a + sg.off;
+    const std::int64_t ldc = sg.ldc, len = sg.len;
+    for (std::int64_t k = 0; k < len; ++k) {
+      V w[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) w[v] = load_v(c + v * L);
+      c += ldc;
+#pragma GCC unroll 8
+      for (int r = 0; r < NR; ++r) {
+        const T xv = ap[r * lda];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[r][v] += xv * w[v];
+      }
+      ++ap;
+    }
+  }
+  V bv[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) bv[v] = bias ? load_v(bias + v * L) : V{};
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) store_v(out + r * ldo + v * L, acc[r][v] + bv[v]);
+}
+
+template <class T>
+inline void row_tile_n(int nr, const T* a, std::int64_t lda, const TileSeg<T>* segs, std::int64_t nseg, std::int64_t cj,
+                       T* out, std::int64_t ldo, bool accumulate, const T* bias) {
+  static_assert(kTileRows == 6);
+  switch (nr) {
+    case 6:
+      return row_tile<T, 6>(a, lda, segs, nseg, cj, out, ldo, accumulate, bias);
+    case 5:
+      return row_tile<T, 5>(a, lda, segs, nseg, cj, out, ldo, accumulate, bias);
+    case 4:
+      return row_tile<T, 4>(a, lda, segs, nseg, cj, out, ldo, accumulate, bias);
+    case 3:
+      return row_tile<T, 3>(a, lda, segs, nseg, cj, out, ldo, accumulate, bias);
+    case 2:
+      return row_tile<T, 2>(a, lda, segs, nseg, cj, out, ldo, accumulate, bias);
+    default:
+      return row_tile<T, 1>(a, lda, segs, nseg, cj, out, ldo, accumulate, bias);
+  }
+}
+
+// d[i * ldd + c] = bias[c] + the sweep of segs over rows i < mt of a (row stride lda), for c < width
+// (a multiple of the tile width; bias may be null: zero). The segments are taken in chunks of about
+// kTileChunkK inner indices, each chunk swept by every row tile and column chunk.
+template <class T>
+void tile_group(const T* a, std::int64_t lda, std::int64_t mt, const std::vector<TileSeg<T>>& segs, std::int64_t width,
+                T* d, std::int64_t ldd, const T* bias) {
+  const std::int64_t tw = tile_width<T>(), nseg = static_cast<std::int64_t>(segs.size());
+  for (std::int64_t c0 = 0; c0 < nseg;) {
+    std::int64_t c1 = c0, kk = 0;
+    while (c1 < nseg && (c1 == c0 || kk + segs[static_cast<std::size_t>(c1)].len <= kTileChunkK))
+      kk += segs[static_cast<std::size_t>(c1++)].len;
+    const bool acc = c0 > 0, last = c1 == nseg;
+    for (std::int64_t i = 0; i < mt; i += kTileRows) {
+      const int nr = static_cast<int>(std::min<std::int64_t>(kTileRows, mt - i));
+      for (std::int64_t j = 0; j < width; j += tw)
+        row_tile_n<T>(nr, a + i * lda, lda, segs.data() + c0, c1 - c0, j, d + i * ldd + j, ldd, acc,
+                      last && bias ? bias + j : nullptr);
+    }
+    c0 = c1;
+  }
+  if (nseg == 0)
+    for (std::int64_t i = 0; i < mt; ++i)
+      for (std::int64_t c = 0; c < width; ++c) d[i * ldd + c] = bias ? bias[c] : T(0);
+}
+
+template <class T>
+void tile_forward(const BlockSparsePattern& p, const T* x, std::int64_t m, const T* w, const T* b, T* y) {
+  const std::int64_t in = p.in_features(), out = p.out_features();
+  const auto& blocks = p.blocks();
+  const auto& groups = p.row_groups();
+  const auto& ptr = p.row_ptr();
+  const std::int64_t ngroups = static_cast<std::int64_t>(groups.size());
+  run_tasks(num_tiles(m) * ngroups, double(m) * double(p.stored_elements()), [&](std::int64_t t) {
+    const std::int64_t r = t % ngroups, m0 = (t / ngroups) * kBatchTile, mt = std::min(kBatchTile, m - m0);
+    const auto& grp = groups[static_cast<std::size_t>(r)];
+    const std::int64_t k0 = ptr[static_cast<std::size_t>(r)], k1 = ptr[static_cast<std::size_t>(r) + 1];
+    // The group's blocks transposed (Wt_B[j, o]) back to back, so an inner index's outputs are contiguous.
+    std::int64_t kk = 0;
+    for (std::int64_t k = k0; k < k1; ++k) kk += blocks[static_cast<std::size_t>(k)].cols;
+    T* wt = scratch<T>(0, std::max<std::int64_t>(1, kk * grp.size));
+    std::vector<TileSeg<T>> segs;
+    segs.reserve(static_cast<std::size_t>(k1 - k0));
+    for (std::int64_t k = k0; k < k1; ++k) {
+      const auto& bl = blocks[static_cast<std::size_t>(k)];
+      transpose_block(w + bl.offset, bl.rows, bl.cols, bl.cols, wt, bl.rows, static_cast<const T*>(nullptr));
+      segs.push_back({bl.col, bl.cols, wt, bl.rows});
+      wt += bl.cols * bl.rows;
+    }
+    tile_group(x + m0 * in, in, mt, segs, grp.size, y + m0 * out + grp.begin, out, b ? b + grp.begin : nullptr);
+  });
+}
+
+template <class T>
+void tile_input_grad(const BlockSparsePattern& p, const T* g, std::int64_t m, const T* w, T* dx) {
+  const std::int64_t in = p.in_features(), out = p.out_features();
+  const auto& blocks = p.blocks();
+  const auto& groups = p.col_groups();
+  const auto& ptr = p.col_ptr();
+  const auto& index = p.col_index();
+  const std::int64_t ngroups = static_cast<std::int64_t>(groups.size());
+  run_tasks(num_tiles(m) * ngroups, double(m) * double(p.stored_elements()), [&](std::int64_t t) {
+    const std::int64_t c = t % ngroups, m0 = (t / ngroups) * kBatchTile, mt = std::min(kBatchTile, m - m0);
+    const auto& grp = groups[static_cast<std::size_t>(c)];
+    std::vector<TileSeg<T>> segs;
+    segs.reserve(static_cast<std::size_t>(ptr[static_cast<std::size_t>(c) + 1] - ptr[static_cast<std::size_t>(c)]));
+    for (std::int64_t k = ptr[static_cast<std::size_t>(c)]; k < ptr[static_cast<std::size_t>(c) + 1]; ++k) {
+      const auto& bl = blocks[static_cast<std::size_t>(index[static_cast<std::size_t>(k)])];
+      segs.push_back({bl.row, bl.rows, w + bl.offset, bl.cols});
+    }
+    tile_group(g + m0 * out, out, mt, segs, grp.size, dx + m0 * in + grp.begin, in, static_cast<const T*>(nullptr));
+  });
+}
+
+// dst + rows * begin_g: the (rows x size_g) panel src[:, begin_g : begin_g + size_g] for every group g
+// with used[g] (src is rows x n, row-major). Tasks over groups.
+template <class T>
+void group_panels(const T* src, std::int64_t rows, std::int64_t n, const std::vector<BlockSparsePattern::Group>& groups,
+                  const std::vector<char>& used, T* dst) {
+  run_tasks(static_cast<std::int64_t>(groups.size()), double(rows) * double(n) / 8, [&](std::int64_t t) {
+    if (!used[static_cast<std::size_t>(t)]) return;
+    const auto& grp = groups[static_cast<std::size_t>(t)];
+    T* d = dst + rows * grp.begin;
+    constexpr int L = Lanes<T>::n;
+    const std::int64_t nv = grp.size / L;  // tile groups are whole vectors wide
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const T* sr = src + i * n + grp.begin;
+      T* dr = d + i * grp.size;
+      for (std::int64_t v = 0; v < nv; ++v) store_v(dr + v * L, load_v(sr + v * L));
+    }
+  });
+}
+
+// NR rows x NV vectors of dW_B (block row stride ldo) accumulated over batch rows [0, mc):
+// out[r * ldo + c] (+)= sum_i gp[i * ldg + r] * xp[i * ldx + c].
+template <class T, int NR>
+inline void outer_tile(const T* gp, std::int64_t ldg, const T* xp, std::int64_t ldx, std::int64_t mc, T* out,
+                       std::int64_t ldo, bool accumulate) {
+  using V = typename Lanes<T>::v;
+  constexpr int L = Lanes<T>::n, NV = kTileVecs;
+  V acc[NR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? load_v(out + r * ldo + v * L) : V{};
+  for (std::int64_t i = 0; i < mc; ++i) {
+    V xv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) xv[v] = load_v(xp + v * L);
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+      const T gv = gp[r];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] += gv * xv[v];
+    }
+    gp += ldg;
+    xp += ldx;
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) store_v(out + r * ldo + v * L, acc[r][v]);
+}
+
+template <class T>
+inline void outer_tile_n(int nr, const T* gp, std::int64_t ldg, const T* xp, std::int64_t ldx, std::int64_t mc, T* out,
+                         std::int64_t ldo, bool accumulate) {
+  static_assert(kTileRows == 6);
+  switch (nr) {
+    case 6:
+      return outer_tile<T, 6>(gp, ldg, xp, ldx, mc, out, ldo, accumulate);
+    case 5:
+      return outer_tile<T, 5>(gp, ldg, xp, ldx, mc, out, ldo, accumulate);
+    case 4:
+      return outer_tile<T, 4>(gp, ldg, xp, ldx, mc, out, ldo, accumulate);
+    case 3:
+      return outer_tile<T, 3>(gp, ldg, xp, ldx, mc, out, ldo, accumulate);
+    case 2:
+      return outer_tile<T, 2>(gp, ldg, xp, ldx, mc, out, ldo, accumulate);
+    default:
+      return outer_tile<T, 1>(gp, ldg, xp, ldx, mc, out, ldo, accumulate);
+  }
+}
+
+// True when the weight-gradient tiles fit every block: kTileMinGroup..kTileMaxGroup rows and columns,
+// rows whole vectors (the panel copy), columns a multiple of the tile width.
+template <class T>
+bool tile_blocks(const BlockSparsePattern& p) {
+  for (const auto& bl : p.blocks())
+    if (bl.rows < kTileMinGroup || bl.rows > kTileMaxGroup || bl.cols < kTileMinGroup || bl.cols > kTileMaxGroup ||
+        bl.rows % Lanes<T>::n != 0 || bl.cols % tile_width<T>() != 0)
+      return false;
+  return p.num_blocks() > 0;
+}
+
+template <class T>
+void tile_weight_grad(const BlockSparsePattern& p, const T* g, const T* x, std::int64_t m, T* dw) {
+  const std::int64_t in = p.in_features(), out = p.out_features(), tw = tile_width<T>();
+  const auto& blocks = p.blocks();
+  std::vector<char> row_used(p.row_groups().size(), 0), col_used(p.col_groups().size(), 0);
+  for (const auto& bl : blocks) {
+    row_used[static_cast<std::size_t>(bl.row_group)] = 1;
+    col_used[static_cast<std::size_t>(bl.col_group)] = 1;
+  }
+  CallPanel<T> gc_panel(0, m * out), xc_panel(1, m * in);
+  T* gc = gc_panel.data();
+  T* xc = xc_panel.data();
+  group_panels(g, m, out, p.row_groups(), row_used, gc);
+  group_panels(x, m, in, p.col_groups(), col_used, xc);
+  // Tasks: runs of kTileWeightRun consecutive blocks.
+  constexpr std::int64_t kTileWeightRun = 4;
+  const std::int64_t nb = p.num_blocks(), ntasks = (nb + kTileWeightRun - 1) / kTileWeightRun;
+  run_tasks(ntasks, double(m) * double(p.stored_elements()), [&](std::int64_t t) {
+    for (std::int64_t k = t * kTileWeightRun; k < std::min(nb, (t + 1) * kTileWeightRun); ++k) {
+      const auto& bl = blocks[static_cast<std::size_t>(k)];
+      const T* gb = gc + m * bl.row;
+      const T* xb = xc + m * bl.col;
+      T* d = dw + bl.offset;
+      for (std::int64_t m0 = 0; m0 < m; m0 += kTileChunkM) {
+        const std::int64_t mc = std::min(kTileChunkM, m - m0);
+        for (std::int64_t o = 0, nr = 0; o < bl.rows; o += nr) {
+          // Tiles of 6 rows; 8 rows left go as 4 + 4 (32 = 6 * 4 + 4 + 4): a 2-row tile has too few
+          // accumulators to hide the FMA latency.
+          nr = bl.rows - o == 8 ? 4 : std::min<std::int64_t>(kTileRows, bl.rows - o);
+          for (std::int64_t c = 0; c < bl.cols; c += tw)
+            outer_tile_n<T>(static_cast<int>(nr), gb + m0 * bl.rows + o, bl.rows, xb + m0 * bl.cols + c, bl.cols, mc,
+                            d + o * bl.cols + c, bl.cols, m0 > 0);
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 template <class T>
@@ -466,6 +767,10 @@ void bsl_forward(const BlockSparsePattern& p, const T* x, std::int64_t m, const 
   const std::int64_t tiles = num_tiles(m), ngroups = static_cast<std::int64_t>(groups.size());
   if (lane_groups(groups)) {
     lane_forward(p, x, m, w, b, y);
+    return;
+  }
+  if (tile_groups<T>(groups)) {
+    tile_forward(p, x, m, w, b, y);
     return;
   }
   BlasSingleThread blas_guard;
@@ -524,6 +829,10 @@ void bsl_input_grad(const BlockSparsePattern& p, const T* g, std::int64_t m, con
     lane_input_grad(p, g, m, w, dx);
     return;
   }
+  if (tile_groups<T>(groups)) {
+    tile_input_grad(p, g, m, w, dx);
+    return;
+  }
   BlasSingleThread blas_guard;
   run_tasks(tiles * ngroups, double(m) * double(p.stored_elements()), [&](std::int64_t t) {
     const std::int64_t c = t % ngroups, m0 = (t / ngroups) * kBatchTile, mt = std::min(kBatchTile, m - m0);
@@ -572,6 +881,10 @@ void bsl_weight_grad(const BlockSparsePattern& p, const T* g, const T* x, std::i
   const auto& ptr = p.row_ptr();
   if (m > 0 && lane_groups(p.row_groups()) && lane_groups(p.col_groups())) {
     lane_weight_grad(p, g, x, m, dw);
+    return;
+  }
+  if (m > 0 && tile_blocks<T>(p)) {
+    tile_weight_grad(p, g, x, m, dw);
     return;
   }
   // Tasks: runs of consecutive blocks of one row group, at most kWeightPanelCols gathered columns each.

@@ -116,7 +116,11 @@ TEST_CASE("block_sparse_linear: to_dense / from_dense round trip and agree with 
 
 TEST_CASE("block_sparse_linear: gradcheck of x, the stored blocks and the bias", "[block_sparse_linear]") {
   Generator gen(12);
-  for (const auto& pc : small_patterns(gen))
+  std::vector<PatternCase> cases = small_patterns(gen);
+  // Groups 17-32 wide take the tile kernels (Note [Tile kernels] in block_sparse_kernels.cpp); in float64
+  // a tile is 8 wide, so 24x24 blocks are on that path, with an empty block row and column.
+  cases.push_back({"rand_24x24_tile", Pattern::from_block_mask(72, 48, 24, 24, Tensor::of({{1, 0}, {0, 0}, {1, 1}}))});
+  for (const auto& pc : cases)
     for (const Shape& lead : {Shape{}, Shape{1}, Shape{3}, Shape{2, 2}}) {
       const Pattern& p = pc.pattern;
       INFO(pc.name << " x lead dims " << shape_str(lead));
@@ -180,6 +184,13 @@ TEST_CASE("block_sparse_linear: values and all three gradients match PyTorch's m
         {"rand_16x32_fwd_lane", Pattern::from_block_mask(64, 128, 16, 32, random_block_mask(4, 4, 0.5, gen, 1, 2))});
     cases.push_back(
         {"rand_32x8_bwd_lane", Pattern::from_block_mask(64, 96, 32, 8, random_block_mask(2, 12, 0.5, gen, -1, 3))});
+    // Groups 17-32 wide take the tile kernels: 32x32 blocks with rows of more than one 128-wide inner
+    // chunk (partial sums continued), an empty block row and column, and batch 300 (a partial row tile and
+    // weight-gradient batch chunks); mixed widths where only some passes are on the tile path (24 is a
+    // whole tile in float64 only; 16 wide groups take the lane kernels).
+    cases.push_back(
+        {"rand_32x32_long_rows", Pattern::from_block_mask(96, 512, 32, 32, random_block_mask(3, 16, 0.7, gen, 1, 4))});
+    cases.push_back({"diag_32_mixed", Pattern::block_diagonal({{32, 32}, {16, 32}, {32, 24}, {48, 32}})});
     const std::string code =
         "Wd = torch.zeros(O * I, dtype=w.dtype).index_put((idx.long(),), w.reshape(-1)).reshape(O, I)\n"
         "out = torch.nn.functional.linear(x, Wd * mask, {})";
@@ -216,6 +227,7 @@ TEST_CASE("block_sparse_linear: bit-identical with 1 and 2 threads", "[block_spa
       {"rand_16x32", Pattern::from_block_mask(256, 384, 16, 32, random_block_mask(16, 12, 0.3, gen, 2, 7))},
       {"rand_8x8_dense_rows", Pattern::from_block_mask(128, 2048, 8, 8, random_block_mask(16, 256, 0.5, gen, 1, 3))},
       {"rand_3x5", Pattern::from_block_mask(96, 320, 3, 5, random_block_mask(32, 64, 0.3, gen, 2, 5))},
+      {"rand_32x32", Pattern::from_block_mask(128, 512, 32, 32, random_block_mask(4, 16, 0.5, gen, 2, 7))},
       {"diag_mixed", Pattern::block_diagonal({{64, 96}, {100, 30}, {7, 70}, {200, 120}})}};
   for (const auto& pc : cases)
     for (Dtype dt : {kFloat32, kFloat64}) {
