@@ -472,13 +472,18 @@ void lane_weight_grad(const BlockSparsePattern& p, const T* g, const T* x, std::
 // which in x and g is a 16 KB stride (4096 features): every step a new page and the same L1 sets. So
 // both are first copied once per call into group-blocked panels, xc[group][i][c] and gc[group][i][o]
 // (only groups that have blocks), then tiles of R block rows x NV vectors of block columns accumulate
-// over batch chunks of kTileChunkM rows (both panels' chunks in L1).
+// over batch chunks of kTileChunkBytes (both panels' chunks in L1).
 // Every output is summed in an order fixed by the pattern and M (blocks in order, inner index
 // ascending; batch ascending), independent of the thread count.
 constexpr int kTileRows = 6, kTileVecs = 2;
-constexpr std::int64_t kTileMinGroup = 17, kTileMaxGroup = 32;
+constexpr std::int64_t kTileMinGroup = 17, kTileMaxGroup = 64;
 constexpr std::int64_t kTileChunkK = 128;
-constexpr std::int64_t kTileChunkM = 128;
+// Bytes of the two panels' batch chunks swept by a weight-gradient block (in L1 together).
+constexpr std::int64_t kTileChunkBytes = 32 << 10;
+// Blocks wider than 32 take the weight-gradient tiles only with at least this many blocks per used
+// column group: the panel copy of x is then shared by enough blocks (measured, 64x64 blocks: density
+// 1/64, about 1 block per column group, slower than the GEMM path; density 1/4 faster).
+constexpr double kTileWideMinReuse = 4;
 
 template <class T>
 constexpr std::int64_t tile_width() {
@@ -715,7 +720,11 @@ bool tile_blocks(const BlockSparsePattern& p) {
     if (bl.rows < kTileMinGroup || bl.rows > kTileMaxGroup || bl.cols < kTileMinGroup || bl.cols > kTileMaxGroup ||
         bl.rows % Lanes<T>::n != 0 || bl.cols % tile_width<T>() != 0)
       return false;
-  return p.num_blocks() > 0;
+  if (p.num_blocks() == 0) return false;
+  std::int64_t widest = 0, used_cols = 0;
+  for (const auto& bl : p.blocks()) widest = std::max({widest, bl.rows, bl.cols});
+  for (std::size_t c = 0; c + 1 < p.col_ptr().size(); ++c) used_cols += p.col_ptr()[c + 1] > p.col_ptr()[c];
+  return widest <= 32 || double(p.num_blocks()) >= kTileWideMinReuse * double(used_cols);
 }
 
 template <class T>
@@ -741,8 +750,10 @@ void tile_weight_grad(const BlockSparsePattern& p, const T* g, const T* x, std::
       const T* gb = gc + m * bl.row;
       const T* xb = xc + m * bl.col;
       T* d = dw + bl.offset;
-      for (std::int64_t m0 = 0; m0 < m; m0 += kTileChunkM) {
-        const std::int64_t mc = std::min(kTileChunkM, m - m0);
+      const std::int64_t chunk =
+          std::max<std::int64_t>(8, kTileChunkBytes / (static_cast<std::int64_t>(sizeof(T)) * (bl.rows + bl.cols)));
+      for (std::int64_t m0 = 0; m0 < m; m0 += chunk) {
+        const std::int64_t mc = std::min(chunk, m - m0);
         for (std::int64_t o = 0, nr = 0; o < bl.rows; o += nr) {
           // Tiles of 6 rows; 8 rows left go as 4 + 4 (32 = 6 * 4 + 4 + 4): a 2-row tile has too few
           // accumulators to hide the FMA latency.

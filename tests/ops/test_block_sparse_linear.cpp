@@ -191,6 +191,11 @@ TEST_CASE("block_sparse_linear: values and all three gradients match PyTorch's m
     cases.push_back(
         {"rand_32x32_long_rows", Pattern::from_block_mask(96, 512, 32, 32, random_block_mask(3, 16, 0.7, gen, 1, 4))});
     cases.push_back({"diag_32_mixed", Pattern::block_diagonal({{32, 32}, {16, 32}, {32, 24}, {48, 32}})});
+    // 64 wide: forward and input gradient on the tiles; the weight gradient too with >= 4 blocks per
+    // used column group (here), an empty block row and column.
+    cases.push_back({"grid_64x64_tile",
+                     Pattern::from_block_mask(320, 192, 64, 64,
+                                              Tensor::of({{1, 0, 1}, {1, 0, 1}, {1, 0, 1}, {1, 0, 1}, {0, 0, 0}}))});
     const std::string code =
         "Wd = torch.zeros(O * I, dtype=w.dtype).index_put((idx.long(),), w.reshape(-1)).reshape(O, I)\n"
         "out = torch.nn.functional.linear(x, Wd * mask, {})";
@@ -228,6 +233,7 @@ TEST_CASE("block_sparse_linear: bit-identical with 1 and 2 threads", "[block_spa
       {"rand_8x8_dense_rows", Pattern::from_block_mask(128, 2048, 8, 8, random_block_mask(16, 256, 0.5, gen, 1, 3))},
       {"rand_3x5", Pattern::from_block_mask(96, 320, 3, 5, random_block_mask(32, 64, 0.3, gen, 2, 5))},
       {"rand_32x32", Pattern::from_block_mask(128, 512, 32, 32, random_block_mask(4, 16, 0.5, gen, 2, 7))},
+      {"grid_64x64", Pattern::from_block_mask(256, 128, 64, 64, Tensor::of({{1, 1}, {1, 1}, {1, 1}, {1, 0}}))},
       {"diag_mixed", Pattern::block_diagonal({{64, 96}, {100, 30}, {7, 70}, {200, 120}})}};
   for (const auto& pc : cases)
     for (Dtype dt : {kFloat32, kFloat64}) {
