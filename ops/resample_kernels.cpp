@@ -5,11 +5,15 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <type_traits>
 
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/resample_simd512.hpp"
 
 namespace xgrad::detail::resample {
 
@@ -18,6 +22,26 @@ namespace {
 constexpr int kMaxDegree = 7;
 constexpr std::size_t kTableByteCap = std::size_t(8) << 20;  // per table (both precisions)
 constexpr double kSlop = 1e-9;                               // in units of dx (tap counting)
+
+// Note [AVX-512 kernels] (resample_simd512.hpp): the CPU is checked once per process.
+std::atomic<bool> g_simd512_enabled{true};
+
+const Simd512Kernels* detect_simd512() {
+  if (const char* cap = std::getenv("XGRAD_CPU_CAPABILITY")) {
+    const std::string_view c(cap);
+    if (c == "avx2" || c == "default") return nullptr;
+  }
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  // libgcc's checks include the OS saving the AVX-512 registers (XCR0).
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512dq") || !__builtin_cpu_supports("avx512vl"))
+    return nullptr;
+  return simd512_table();
+#else
+  return nullptr;
+#endif
+}
 
 // ---- SIMD helpers (GCC/Clang vector extensions: portable, no intrinsics) ------------------------
 typedef float v8f __attribute__((vector_size(32)));
@@ -157,6 +181,8 @@ constexpr int multi_width(int nk) { return nk <= 2 ? 4 : nk <= 4 ? 2 : 0; }
 
 template <class T>
 void dot_rows_multi_n(int nk, const T* const* rows, const T* const* fs, std::int64_t n, double* res) {
+  if constexpr (std::is_same_v<T, float>)
+    if (const Simd512Kernels* k = simd512_kernels(); k && nk <= 4) return k->dot_multi[nk - 1](rows, fs, n, res);
   switch (nk) {
     case 1:
       return dot_rows_multi<T, 1, multi_width(1)>(rows, fs, n, res);
@@ -172,6 +198,8 @@ void dot_rows_multi_n(int nk, const T* const* rows, const T* const* fs, std::int
 // One output with the same summation as dot_rows_multi (so grouping never changes a value).
 template <class T>
 void dot_rows_one(int nk, const T* const* rows, const T* f, std::int64_t n, double* res) {
+  if constexpr (std::is_same_v<T, float>)
+    if (const Simd512Kernels* k = simd512_kernels(); k && nk <= 4) return k->dot_one[nk - 1](rows, &f, n, res);
   switch (nk) {
     case 1:
       return dot_rows_multi<T, 1, 1>(rows, &f, n, res);
@@ -276,6 +304,8 @@ void with_nk(int nk, Fn&& fn) {
 // dsts[m][j] += sum_k alpha[m * nk + k] * rows[k][j] for the multi_width(nk) outputs of one run.
 template <class T>
 void axpy_rows_multi_n(int nk, const T* const* rows, const T* alpha, T* const* dsts, std::int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (const Simd512Kernels* k = simd512_kernels(); k && nk <= 4) return k->spread[nk - 1](rows, dsts, alpha, n);
   with_nk(nk, [&](auto k) { combine_rows<T, k(), multi_width(k())>(rows, dsts, alpha, n); });
 }
 
@@ -285,6 +315,9 @@ void accumulate_rows_n(int nk, T* const* acc, const T* const* fs, const T* alpha
   T ct[(kMaxDegree + 1) * M];  // coefficients as [k][m]
   for (int k = 0; k < nk; ++k)
     for (int m = 0; m < M; ++m) ct[k * M + m] = alpha[m * nk + k];
+  if constexpr (std::is_same_v<T, float> && (M == 1 || M == 4))
+    if (const Simd512Kernels* k = simd512_kernels(); k && nk <= 4)
+      return (M == 4 ? k->accumulate4 : k->accumulate1)[nk - 1](fs, acc, ct, n);
   if (nk <= 4) return with_nk(nk, [&](auto k) { combine_rows<T, M, k()>(fs, acc, ct, n); });
   for (int k = 0; k < nk; ++k) combine_rows<T, M, 1>(fs, acc + k, ct + k * M, n);
 }
@@ -1283,6 +1316,13 @@ std::vector<double> backward_cells(const Geometry& geo, std::int64_t ncells, dou
     for (std::size_t k = 0; k < G; ++k) out[k] += pv[k];
   return out;
 }
+
+const Simd512Kernels* simd512_kernels() {
+  static const Simd512Kernels* const k = detect_simd512();
+  return g_simd512_enabled.load(std::memory_order_relaxed) ? k : nullptr;
+}
+
+void set_simd512_enabled(bool enabled) { g_simd512_enabled.store(enabled, std::memory_order_relaxed); }
 
 #define XGRAD_RESAMPLE_INSTANTIATE(T)                                                                             \
   template void forward<T>(const Geometry&, const Evaluator&, const Problem&, const T*, T*);                      \
