@@ -8,8 +8,8 @@
 //   seed_callable_f64  the same in float64 (its default table meets the 1e-12 contract)
 //   seed_sampled       the same geometry with a learnable sampled response (K = 64, cubic)
 //   scale_B*, scale_S*, scale_A*   time vs B (support fixed at 1500 points), vs support points, vs A
-//   peak               measured FMA rate of one core (8-wide AVX2 float FMAs, register-only loop, per
-//                      CPU second), times the thread count
+//   peak               measured float FMA rate of one core (16-wide AVX-512 where the CPU has it, else
+//                      8-wide AVX2; register-only loop, per CPU second), times the thread count
 // Metrics: fwd_ms, fwdbwd_ms (gradient to f; + values for seed_sampled), fwdbwd_coarse_ms (also
 // to coarse), setup_ms (building the tables from scratch), bytes (held by the op: its tables, or
 // the per-cell coefficients of a sampled response), taps (per forward), taps_per_s, fma_per_s.
@@ -189,16 +189,17 @@ void run_case(const std::string& name, const Geometry& geo, Dtype dt, bool sampl
 
 typedef float v8f __attribute__((vector_size(32)));
 
-// Peak FMA rate of one core: 12 independent 8-wide FMA chains (enough to cover latency x ports),
-// in CPU time. (An earlier version put a compiler barrier after every FMA, which serialised the
-// chains and measured a third of this.)
-double peak_fma_per_s() {
-  v8f acc[12];
+// Peak float FMA rate of one core: 12 independent FMA chains (enough to cover latency x ports), in
+// CPU time, with 8-wide (AVX2) or 16-wide (AVX-512) vectors. (An earlier version put a compiler
+// barrier after every FMA, which serialised the chains and measured a third of the AVX2 rate.)
+template <class V, int L>
+__attribute__((always_inline)) inline double peak_loop() {
+  V acc[12];
   for (int i = 0; i < 12; ++i)
-    for (int l = 0; l < 8; ++l) acc[i][l] = static_cast<float>(i + l) * 1e-3f;
-  v8f m, a;
-  for (int l = 0; l < 8; ++l) m[l] = 0.999999f, a[l] = 1e-7f;
-  __asm__("" : "+x"(m), "+x"(a));  // opaque constants: nothing folds
+    for (int l = 0; l < L; ++l) acc[i][l] = static_cast<float>(i + l) * 1e-3f;
+  V m, a;
+  for (int l = 0; l < L; ++l) m[l] = 0.999999f, a[l] = 1e-7f;
+  __asm__("" : "+v"(m), "+v"(a));  // opaque constants: nothing folds
   const long iters = 50000000;
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
@@ -208,12 +209,23 @@ double peak_fma_per_s() {
       for (int i = 0; i < 12; ++i) acc[i] = acc[i] * m + a;
     }
     const double s = (cpu_now_ms() - c0) * 1e-3;
-    best = std::max(best, static_cast<double>(iters) * 12 * 8 / s);
+    best = std::max(best, static_cast<double>(iters) * 12 * L / s);
   }
   float sink = 0;
   for (int i = 0; i < 12; ++i) sink += acc[i][0];
   if (sink == 12345.f) std::printf("#\n");
   return best;
+}
+
+typedef float v16f __attribute__((vector_size(64)));
+double peak_fma_avx2() { return peak_loop<v8f, 8>(); }
+__attribute__((target("avx512f"))) double peak_fma_avx512() { return peak_loop<v16f, 16>(); }
+
+// The higher of the two rates this CPU offers (the library's kernels use AVX-512 where available).
+double peak_fma_per_s() {
+  const double p8 = peak_fma_avx2();
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") ? std::max(p8, peak_fma_avx512()) : p8;
 }
 
 }  // namespace

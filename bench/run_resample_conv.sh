@@ -91,5 +91,5 @@ for t in threads:
             print(f"| {t} | {c} | {B} | {S} | {A} | {taps:.3g} | {fw:.3f} | {fc:.3f} | {fbc:.3f} | {fc * 1e6 / taps:.3f} | {tps / 1e9:.2f} | {fpt} | "
                   f"{f(ratio(tps * fpt, pk), '{:.1%}')} |")
 for t in threads:
-    print(f"\npeak FMA rate ({t} thread{'s' if t > 1 else ''}: measured per core x threads, 8-wide float): {f(peak.get(t) and peak[t] / 1e9, '{:.1f}')} G FMA/s")
+    print(f"\npeak FMA rate ({t} thread{'s' if t > 1 else ''}: measured per core x threads, float, AVX-512 where available): {f(peak.get(t) and peak[t] / 1e9, '{:.1f}')} G FMA/s")
 PY
