@@ -360,6 +360,16 @@ TEST_CASE("resample_conv: the AVX-512 and the 8-lane float32 loops agree", "[res
   }
 }
 
+TEST_CASE("resample_conv_graph_bytes: the located taps a forward keeps, and its bad input", "[resample_conv]") {
+  // Proportional to the outputs, a few dozen bytes each (the seed's N*A = 10,000: well under 1 MB).
+  const std::size_t one = resample_conv_graph_bytes(1);
+  CHECK(one >= 24);
+  CHECK(one <= 64);
+  CHECK(resample_conv_graph_bytes(0) == 0);
+  CHECK(resample_conv_graph_bytes(10000) == 10000 * one);
+  test::require_error([] { resample_conv_graph_bytes(-1); }, {"resample_conv_graph_bytes", "'outputs'", "-1"});
+}
+
 TEST_CASE("resample_conv: bad inputs raise xgrad::Error naming the argument", "[resample_conv][errors]") {
   const FineGrid grid = FineGrid::uniform(0.0, 0.1, 11);
   const Response r = cos2(0.3);
