@@ -1,6 +1,9 @@
 // Kernels of block_sparse_linear: for groups up to 16 wide, register-tiled "lane" kernels on transposed
-// operands (Note [Lane kernels]); for wider groups, per-task single-threaded CBLAS GEMMs over strided
-// views or gathered panels. See Note [Block-sparse parallelism] in block_sparse_linear.hpp.
+// operands (Note [Lane kernels]); for groups 17-64 wide in whole tiles, register-tiled kernels reading
+// the operands in place (Note [Tile kernels]); for other groups, per-task single-threaded CBLAS GEMMs
+// over strided views or gathered panels. See Note [Block-sparse parallelism] in block_sparse_linear.hpp.
+// On CPUs with AVX-512 the float32 lane and tile kernels run 16 lanes wide (block_sparse_simd512.hpp),
+// and then also take groups up to 128 wide.
 #include "xgrad/ops/block_sparse_kernels.hpp"
 
 #include <cblas.h>
@@ -13,10 +16,26 @@
 #include <utility>
 #include <vector>
 
+#include "xgrad/core/cpu.hpp"
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/block_sparse_simd512.hpp"
 
 namespace xgrad::detail {
+
+namespace bsl512 {
+const Kernels* kernels() { return avx512_enabled() ? table() : nullptr; }
+}  // namespace bsl512
+
 namespace {
+
+// The AVX-512 kernels (block_sparse_simd512.hpp) for float32 on a CPU that has them, else null.
+template <class T>
+const bsl512::Kernels* simd512() {
+  if constexpr (std::is_same_v<T, float>)
+    return bsl512::kernels();
+  else
+    return nullptr;
+}
 
 // Batch rows per forward / input-gradient task and per weight-gradient accumulation step. Fixed, so
 // the partition (and the summation order) never depends on the thread count.
@@ -173,14 +192,16 @@ inline void store_v(T* p, typename Lanes<T>::v v) {
 }
 
 // One segment of a lane sweep: rows a, a + lda, ... (len of them) of the transposed operand, and the
-// coefficient of output o at inner index k: coef[k * stride_k + o * stride_out].
-template <class T>
-struct LaneSeg {
-  const T* a;
+// coefficient of output o at inner index k: coef[k * stride_k + o * stride_out]. The float32 one is
+// the AVX-512 kernels' type (block_sparse_simd512.hpp), so the same segment list serves both widths.
+struct LaneSegD {
+  const double* a;
   std::int64_t len;
-  const T* coef;
+  const double* coef;
   std::int64_t stride_k, stride_out;
 };
+template <class T>
+using LaneSeg = std::conditional_t<std::is_same_v<T, float>, bsl512::LaneSeg, LaneSegD>;
 
 // out[o * ldo + v * lanes + l] = sum_s sum_k coef_s(o0 + o, k) a_s[k * lda + m0 + v * lanes + l], o < nout
 // (nout <= kLaneOuts; further outputs are computed on a clamped coefficient and dropped). With
@@ -309,6 +330,13 @@ void lane_sweep(const std::vector<BlockSparsePattern::Group>& groups, const std:
       return;
     }
     T* loc = scratch<T>(0, grp.size * ldo);
+    if constexpr (std::is_same_v<T, float>)
+      if (const bsl512::Kernels* k512 = simd512<T>()) {
+        // Rows [i0, v1 * L): a multiple of 16 (tasks start at multiples of 96 rows, mp is padded to 16).
+        k512->lane_group(segs.data() + s0, s1 - s0, mp, i0, (v1 - v0) * L, grp.size, loc, ldo, kLaneChunkK);
+        transpose_block(loc, grp.size, rows, ldo, dg, ldd, bg);
+        return;
+      }
     for (std::int64_t v = v0; v < v1;) {
       const std::int64_t nv = std::min<std::int64_t>(kLaneVecs, v1 - v);
       for (std::int64_t c0 = s0; c0 < s1;) {
@@ -335,9 +363,11 @@ void lane_sweep(const std::vector<BlockSparsePattern::Group>& groups, const std:
   });
 }
 
+// Batch rows of the transposed operands: M rounded up to 64 bytes (whole AVX-512 vectors, so that
+// both widths of the kernels can sweep them).
 template <class T>
 std::int64_t lane_padded(std::int64_t m) {
-  constexpr int L = Lanes<T>::n;
+  constexpr std::int64_t L = 64 / static_cast<std::int64_t>(sizeof(T));
   return std::max<std::int64_t>(L, (m + L - 1) / L * L);
 }
 
@@ -405,6 +435,14 @@ void lane_weight_blocks(const BlockSparsePattern& p, const T* gt, const T* xt, s
   constexpr int TO = L == 8 ? 4 : 2, TC = L / TO;  // TO x TC dot products per tile, one per lane
   const auto& blocks = p.blocks();
   const std::int64_t nvec = mp / L;
+  if constexpr (std::is_same_v<T, float>)
+    if (const bsl512::Kernels* k512 = simd512<T>()) {
+      for (std::int64_t k = k0; k < k1; ++k) {
+        const auto& bl = blocks[static_cast<std::size_t>(k)];
+        k512->lane_weight(gt + bl.row * mp, xt + bl.col * mp, mp, bl.rows, bl.cols, dw + bl.offset);
+      }
+      return;
+    }
   for (std::int64_t k = k0; k < k1; ++k) {
     const auto& bl = blocks[static_cast<std::size_t>(k)];
     for (std::int64_t o0 = 0; o0 < bl.rows; o0 += TO)
@@ -485,27 +523,41 @@ constexpr std::int64_t kTileChunkBytes = 32 << 10;
 // 1/64, about 1 block per column group, slower than the GEMM path; density 1/4 faster).
 constexpr double kTileWideMinReuse = 4;
 
+// With the AVX-512 kernels (float32, widths a multiple of 32), groups and blocks up to this wide take
+// the tiles too: their 16-lane tiles beat OpenBLAS's GEMM path, which runs its AVX2 kernels on the
+// AVX-512 CPU measured here (Note [AVX-512 kernels]).
+constexpr std::int64_t kTileMaxGroup512 = 128;
+
 template <class T>
 constexpr std::int64_t tile_width() {
   return kTileVecs * Lanes<T>::n;
 }
 
-// True when every group is kTileMinGroup..kTileMaxGroup wide and a multiple of the tile width.
+// True when n (a group's or block's width) is kTileMinGroup..kTileMaxGroup and a multiple of the tile
+// width, or up to kTileMaxGroup512 for the AVX-512 tiles.
+template <class T>
+bool tile_dim(std::int64_t n) {
+  if (n < kTileMinGroup || n % tile_width<T>() != 0) return false;
+  return n <= kTileMaxGroup || (n <= kTileMaxGroup512 && simd512<T>() && bsl512::tile_width_ok(n));
+}
+
+// True when every group fits the tile kernels (tile_dim).
 template <class T>
 bool tile_groups(const std::vector<BlockSparsePattern::Group>& groups) {
   for (const auto& g : groups)
-    if (g.size < kTileMinGroup || g.size > kTileMaxGroup || g.size % tile_width<T>() != 0) return false;
+    if (!tile_dim<T>(g.size)) return false;
   return !groups.empty();
 }
 
 // One segment of a tile sweep: inner indices a[i * lda + off + k], k < len, with the output
-// coefficients coef[k * ldc + c].
-template <class T>
-struct TileSeg {
+// coefficients coef[k * ldc + c] (float32: the AVX-512 kernels' type, as for LaneSeg).
+struct TileSegD {
   std::int64_t off, len;
-  const T* coef;
+  const double* coef;
   std::int64_t ldc;
 };
+template <class T>
+using TileSeg = std::conditional_t<std::is_same_v<T, float>, bsl512::TileSeg, TileSegD>;
 
 // out[r * ldo + c] (+)= sum_s sum_k a[r * lda + s.off + k] * s.coef[k * s.ldc + cj + c] for r < NR
 // (<= kTileRows), c < tile width. With accumulate the sums continue from out; with bias (last chunk),
@@ -576,6 +628,13 @@ template <class T>
 void tile_group(const T* a, std::int64_t lda, std::int64_t mt, const std::vector<TileSeg<T>>& segs, std::int64_t width,
                 T* d, std::int64_t ldd, const T* bias) {
   const std::int64_t tw = tile_width<T>(), nseg = static_cast<std::int64_t>(segs.size());
+  if constexpr (std::is_same_v<T, float>)
+    if (const bsl512::Kernels* k512 = simd512<T>(); k512 && bsl512::tile_width_ok(width)) {
+      // The same chunk bytes of coefficients for wider groups (the chunks do not change the sums).
+      k512->tile_group(a, lda, mt, segs.data(), nseg, width, d, ldd, bias,
+                       kTileChunkK * kTileMaxGroup / std::max(kTileMaxGroup, width));
+      return;
+    }
   for (std::int64_t c0 = 0; c0 < nseg;) {
     std::int64_t c1 = c0, kk = 0;
     while (c1 < nseg && (c1 == c0 || kk + segs[static_cast<std::size_t>(c1)].len <= kTileChunkK))
@@ -712,19 +771,18 @@ inline void outer_tile_n(int nr, const T* gp, std::int64_t ldg, const T* xp, std
   }
 }
 
-// True when the weight-gradient tiles fit every block: kTileMinGroup..kTileMaxGroup rows and columns,
-// rows whole vectors (the panel copy), columns a multiple of the tile width.
+// True when the weight-gradient tiles fit every block: rows and columns fit tile_dim (rows are whole
+// vectors, as the panel copy needs).
 template <class T>
 bool tile_blocks(const BlockSparsePattern& p) {
   for (const auto& bl : p.blocks())
-    if (bl.rows < kTileMinGroup || bl.rows > kTileMaxGroup || bl.cols < kTileMinGroup || bl.cols > kTileMaxGroup ||
-        bl.rows % Lanes<T>::n != 0 || bl.cols % tile_width<T>() != 0)
-      return false;
+    if (!tile_dim<T>(bl.rows) || !tile_dim<T>(bl.cols)) return false;
   if (p.num_blocks() == 0) return false;
   std::int64_t widest = 0, used_cols = 0;
   for (const auto& bl : p.blocks()) widest = std::max({widest, bl.rows, bl.cols});
   for (std::size_t c = 0; c + 1 < p.col_ptr().size(); ++c) used_cols += p.col_ptr()[c + 1] > p.col_ptr()[c];
-  return widest <= 32 || double(p.num_blocks()) >= kTileWideMinReuse * double(used_cols);
+  // The AVX-512 tiles beat the GEMM path even without reuse (measured, 64x64 and 128x128 at density 1/64).
+  return widest <= 32 || simd512<T>() || double(p.num_blocks()) >= kTileWideMinReuse * double(used_cols);
 }
 
 template <class T>
@@ -744,6 +802,7 @@ void tile_weight_grad(const BlockSparsePattern& p, const T* g, const T* x, std::
   // Tasks: runs of kTileWeightRun consecutive blocks.
   constexpr std::int64_t kTileWeightRun = 4;
   const std::int64_t nb = p.num_blocks(), ntasks = (nb + kTileWeightRun - 1) / kTileWeightRun;
+  const bsl512::Kernels* k512 = simd512<T>();
   run_tasks(ntasks, double(m) * double(p.stored_elements()), [&](std::int64_t t) {
     for (std::int64_t k = t * kTileWeightRun; k < std::min(nb, (t + 1) * kTileWeightRun); ++k) {
       const auto& bl = blocks[static_cast<std::size_t>(k)];
@@ -752,6 +811,11 @@ void tile_weight_grad(const BlockSparsePattern& p, const T* g, const T* x, std::
       T* d = dw + bl.offset;
       const std::int64_t chunk =
           std::max<std::int64_t>(8, kTileChunkBytes / (static_cast<std::int64_t>(sizeof(T)) * (bl.rows + bl.cols)));
+      if constexpr (std::is_same_v<T, float>)
+        if (k512 && bsl512::tile_width_ok(bl.cols)) {
+          k512->outer_block(gb, xb, m, bl.rows, bl.cols, chunk, d);
+          continue;
+        }
       for (std::int64_t m0 = 0; m0 < m; m0 += chunk) {
         const std::int64_t mc = std::min(chunk, m - m0);
         for (std::int64_t o = 0, nr = 0; o < bl.rows; o += nr) {

@@ -5,13 +5,12 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <string_view>
 #include <type_traits>
 
+#include "xgrad/core/cpu.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/resample_simd512.hpp"
 
@@ -22,26 +21,6 @@ namespace {
 constexpr int kMaxDegree = 7;
 constexpr std::size_t kTableByteCap = std::size_t(8) << 20;  // per table (both precisions)
 constexpr double kSlop = 1e-9;                               // in units of dx (tap counting)
-
-// Note [AVX-512 kernels] (resample_simd512.hpp): the CPU is checked once per process.
-std::atomic<bool> g_simd512_enabled{true};
-
-const Simd512Kernels* detect_simd512() {
-  if (const char* cap = std::getenv("XGRAD_CPU_CAPABILITY")) {
-    const std::string_view c(cap);
-    if (c == "avx2" || c == "default") return nullptr;
-  }
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  // libgcc's checks include the OS saving the AVX-512 registers (XCR0).
-  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
-      !__builtin_cpu_supports("avx512dq") || !__builtin_cpu_supports("avx512vl"))
-    return nullptr;
-  return simd512_table();
-#else
-  return nullptr;
-#endif
-}
 
 // ---- SIMD helpers (GCC/Clang vector extensions: portable, no intrinsics) ------------------------
 typedef float v8f __attribute__((vector_size(32)));
@@ -1317,12 +1296,7 @@ std::vector<double> backward_cells(const Geometry& geo, std::int64_t ncells, dou
   return out;
 }
 
-const Simd512Kernels* simd512_kernels() {
-  static const Simd512Kernels* const k = detect_simd512();
-  return g_simd512_enabled.load(std::memory_order_relaxed) ? k : nullptr;
-}
-
-void set_simd512_enabled(bool enabled) { g_simd512_enabled.store(enabled, std::memory_order_relaxed); }
+const Simd512Kernels* simd512_kernels() { return avx512_enabled() ? simd512_table() : nullptr; }
 
 #define XGRAD_RESAMPLE_INSTANTIATE(T)                                                                             \
   template void forward<T>(const Geometry&, const Evaluator&, const Problem&, const T*, T*);                      \

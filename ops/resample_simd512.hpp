@@ -2,14 +2,13 @@
 // Internal to ops/resample_kernels.cpp. Note [AVX-512 kernels]: on CPUs with AVX-512 (F, BW, DQ, VL)
 // the float32 inner loops of resample_conv run 16 lanes wide instead of 8. They live in
 // resample_simd512.cpp, the one file compiled with -march=x86-64-v4, and are reached only through
-// simd512_kernels(), which checks the CPU once (so the library still runs on AVX2-only CPUs).
-// XGRAD_CPU_CAPABILITY=avx2 in the environment (like PyTorch's ATEN_CPU_CAPABILITY) keeps the
-// 8-lane loops. The values gradient's loop computes every element with the same operations in the
-// same order at either width, so it gives identical results. The forward's dot products sum 16 lanes
-// in their fixed tree instead of 8, and the f gradient adds the overlapping segments of nearby outputs
-// in a width-dependent order, so those float32 results differ in the last bits between the two widths
-// (each width is deterministic and independent of the thread count).
-// This header includes nothing but <cstdint>: see resample_simd512.cpp for why.
+// simd512_kernels(), which asks detail::avx512_enabled() (core/cpu.hpp: the CPU is checked once, so
+// the library still runs on AVX2-only CPUs; XGRAD_CPU_CAPABILITY=avx2 keeps the 8-lane loops). The
+// values gradient's loop computes every element with the same operations in the same order at either width, so it gives
+// identical results. The forward's dot products sum 16 lanes in their fixed tree instead of 8, and the f gradient adds
+// the overlapping segments of nearby outputs in a width-dependent order, so those float32 results differ in the last
+// bits between the two widths (each width is deterministic and independent of the thread count). This header includes
+// nothing but <cstdint>: see resample_simd512.cpp for why.
 #include <cstdint>
 
 namespace xgrad::detail::resample {
@@ -29,10 +28,7 @@ struct Simd512Kernels {
 /// The AVX-512 loops, or null when the library was built without them (non-x86 compilers).
 /// Defined in resample_simd512.cpp; does not itself check the CPU.
 const Simd512Kernels* simd512_table();
-/// simd512_table() if this CPU has AVX-512 and XGRAD_CPU_CAPABILITY does not say avx2/default,
-/// else null. Decided once per process (tests may override it with set_simd512_enabled).
+/// simd512_table() when detail::avx512_enabled() (core/cpu.hpp), else null.
 const Simd512Kernels* simd512_kernels();
-/// Test hook: false forces the 8-lane loops; true restores the automatic choice.
-void set_simd512_enabled(bool enabled);
 
 }  // namespace xgrad::detail::resample

@@ -1,8 +1,13 @@
 // Tests for ops/block_sparse_linear.*: the pattern constructors, float64 gradcheck of all three
 // gradients, PyTorch parity against a masked dense linear, empty block rows/columns, 1-vs-2-thread
-// bit equality, and every bad input.
+// bit equality, the AVX-512 kernels against the AVX2 ones, and every bad input.
+#include <algorithm>
+#include <cmath>
+
 #include "support.hpp"
+#include "xgrad/core/cpu.hpp"
 #include "xgrad/ops/block_sparse_linear.hpp"
+#include "xgrad/ops/block_sparse_simd512.hpp"
 
 using namespace xgrad;
 using xgrad::test::ParityBatch;
@@ -196,6 +201,10 @@ TEST_CASE("block_sparse_linear: values and all three gradients match PyTorch's m
     cases.push_back({"grid_64x64_tile",
                      Pattern::from_block_mask(320, 192, 64, 64,
                                               Tensor::of({{1, 0, 1}, {1, 0, 1}, {1, 0, 1}, {1, 0, 1}, {0, 0, 0}}))});
+    // With AVX-512 (float32): groups and blocks up to 128 wide in multiples of 32 take the 16-lane
+    // tiles, 2, 3 or 4 vectors wide (32, 96 and 64/128 here), one block per used column group.
+    cases.push_back({"grid_128x128", Pattern::from_block_mask(256, 384, 128, 128, Tensor::of({{1, 0, 1}, {0, 0, 1}}))});
+    cases.push_back({"diag_96_mixed", Pattern::block_diagonal({{96, 64}, {64, 96}, {32, 128}})});
     const std::string code =
         "Wd = torch.zeros(O * I, dtype=w.dtype).index_put((idx.long(),), w.reshape(-1)).reshape(O, I)\n"
         "out = torch.nn.functional.linear(x, Wd * mask, {})";
@@ -234,7 +243,8 @@ TEST_CASE("block_sparse_linear: bit-identical with 1 and 2 threads", "[block_spa
       {"rand_3x5", Pattern::from_block_mask(96, 320, 3, 5, random_block_mask(32, 64, 0.3, gen, 2, 5))},
       {"rand_32x32", Pattern::from_block_mask(128, 512, 32, 32, random_block_mask(4, 16, 0.5, gen, 2, 7))},
       {"grid_64x64", Pattern::from_block_mask(256, 128, 64, 64, Tensor::of({{1, 1}, {1, 1}, {1, 1}, {1, 0}}))},
-      {"diag_mixed", Pattern::block_diagonal({{64, 96}, {100, 30}, {7, 70}, {200, 120}})}};
+      {"diag_mixed", Pattern::block_diagonal({{64, 96}, {100, 30}, {7, 70}, {200, 120}})},
+      {"grid_128x128", Pattern::from_block_mask(256, 384, 128, 128, Tensor::of({{1, 0, 1}, {1, 1, 1}}))}};
   for (const auto& pc : cases)
     for (Dtype dt : {kFloat32, kFloat64}) {
       INFO(pc.name << " " << dtype_name(dt));
@@ -252,6 +262,64 @@ TEST_CASE("block_sparse_linear: bit-identical with 1 and 2 threads", "[block_spa
         y.backward(g0);
         return Tensors{y, x.grad(), w.grad(), b.grad()};
       });
+    }
+}
+
+TEST_CASE("block_sparse_linear: the AVX-512 and the AVX2 float32 kernels agree", "[block_sparse_linear][simd]") {
+  // Note [AVX-512 kernels] in ops/block_sparse_simd512.hpp: where both widths run the same kernel family
+  // (lane or tile), every element is summed in the same order: identical, except the lane weight
+  // gradient (its 16-lane reduction tree). 128-wide groups, and the 64-wide weight gradient with few
+  // blocks per column group, take OpenBLAS's GEMM under AVX2: equal to float32 rounding only.
+  if (!detail::bsl512::kernels()) WARN("no AVX-512 on this CPU (or XGRAD_CPU_CAPABILITY=avx2): both runs use AVX2");
+  Generator gen(17);
+  struct WidthCase {
+    std::string name;
+    Pattern pattern;
+    bool same_y_dx, same_dw;
+  };
+  const std::vector<WidthCase> cases = {
+      {"rand_32x32", Pattern::from_block_mask(128, 512, 32, 32, random_block_mask(4, 16, 0.5, gen, 2, 7)), true, true},
+      {"grid_64x64_reuse",
+       Pattern::from_block_mask(320, 128, 64, 64, Tensor::of({{1, 1}, {1, 1}, {1, 1}, {1, 1}, {0, 0}})), true, true},
+      {"grid_64x64_sparse", Pattern::from_block_mask(192, 192, 64, 64, Tensor::of({{1, 0, 0}, {0, 0, 1}, {0, 0, 0}})),
+       true, false},
+      {"diag_96_mixed", Pattern::block_diagonal({{96, 64}, {64, 96}, {32, 128}}), false, false},
+      {"grid_128x128", Pattern::from_block_mask(256, 384, 128, 128, Tensor::of({{1, 0, 1}, {0, 1, 1}})), false, false},
+      {"rand_8x8", Pattern::from_block_mask(64, 256, 8, 8, random_block_mask(8, 32, 0.3, gen, 1, 2)), true, false},
+      {"rand_3x5", Pattern::from_block_mask(96, 320, 3, 5, random_block_mask(32, 64, 0.3, gen, 2, 5)), true, false}};
+  for (const auto& wc : cases)
+    for (std::int64_t rows : {1, 37, 300}) {
+      INFO(wc.name << " rows " << rows);
+      const Pattern& p = wc.pattern;
+      const Tensor x0 = Tensor::randn({rows, p.in_features()}, gen, kFloat32);
+      const Tensor w0 = Tensor::randn(p.weight_shape(), gen, kFloat32);
+      const Tensor b0 = Tensor::randn({p.out_features()}, gen, kFloat32);
+      const Tensor g0 = Tensor::randn({rows, p.out_features()}, gen, kFloat32);
+      auto run = [&](bool wide) {
+        detail::set_avx512_enabled(wide);
+        Tensor x = x0.clone_data().set_requires_grad();
+        Tensor w = w0.clone_data().set_requires_grad();
+        Tensor y = block_sparse_linear(x, w, b0, p);
+        y.backward(g0);
+        detail::set_avx512_enabled(true);
+        return Tensors{y, x.grad(), w.grad()};
+      };
+      const Tensors wide = run(true), narrow = run(false);
+      for (std::size_t i = 0; i < wide.size(); ++i) {
+        INFO("output " << i << " (y, dx, dw)");
+        const std::vector<double> a = wide[i].to_vector(), b = narrow[i].to_vector();
+        REQUIRE(a.size() == b.size());
+        if (i < 2 ? wc.same_y_dx : wc.same_dw) {
+          CHECK(a == b);
+        } else {
+          double scale = 0, err = 0;
+          for (std::size_t j = 0; j < a.size(); ++j) {
+            scale = std::max(scale, std::abs(b[j]));
+            err = std::max(err, std::abs(a[j] - b[j]));
+          }
+          CHECK(err <= 1e-5 * std::max(1.0, scale));
+        }
+      }
     }
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "support.hpp"
+#include "xgrad/core/cpu.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/resample_conv.hpp"
@@ -333,13 +334,13 @@ TEST_CASE("resample_conv: the AVX-512 and the 8-lane float32 loops agree", "[res
   for (bool sampled : {false, true}) {
     INFO("sampled=" << sampled);
     auto run = [&](bool wide) {
-      rs::set_simd512_enabled(wide);
+      xgrad::detail::set_avx512_enabled(wide);
       Tensor f = f0.clone_data().set_requires_grad();
       Tensor v = v0.clone_data().set_requires_grad();
       const Response resp = sampled ? Response::sampled(v, -0.02, 0.02) : cos2(0.04);
       Tensor y = resample_conv(f, c0, grid, resp);
       y.backward(g0);
-      rs::set_simd512_enabled(true);
+      xgrad::detail::set_avx512_enabled(true);
       Tensors res{y, f.grad()};
       if (sampled) res.push_back(v.grad());
       return res;
