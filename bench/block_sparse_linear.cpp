@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -170,9 +171,17 @@ void run_dense(const Options& o) {
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kOut, kIn, kBatch, 1.f, g.data(), kOut, x.data(), kIn, 0.f,
                 dw.data(), kIn);
   };
-  time_rows("dense", "openblas_sgemm", o.threads, "fwd_ms", median_ms(o.reps, fwd));
-  time_rows("dense", "openblas_sgemm", o.threads, "fwdbwd_ms", median_ms(o.reps, fb));
-  row("dense", "openblas_sgemm", o.threads, "param_bytes", double(kOut * kIn + kOut) * 4);
+  // OpenBLAS picks its kernels by CPU at load time (on the Zen 5 measured here: its AVX2 "Zen" ones).
+  // With OPENBLAS_CORETYPE forcing another core (run_block_sparse.sh sets SkylakeX for a second, AVX-512
+  // reference), the rows are named after the core OpenBLAS reports using.
+  std::string impl = "openblas_sgemm";
+  if (const char* ct = std::getenv("OPENBLAS_CORETYPE"); ct && *ct) {
+    impl += "_";
+    for (const char* c = openblas_get_corename(); *c; ++c) impl += static_cast<char>(std::tolower(*c));
+  }
+  time_rows("dense", impl.c_str(), o.threads, "fwd_ms", median_ms(o.reps, fwd));
+  time_rows("dense", impl.c_str(), o.threads, "fwdbwd_ms", median_ms(o.reps, fb));
+  row("dense", impl.c_str(), o.threads, "param_bytes", double(kOut * kIn + kOut) * 4);
   openblas_set_num_threads(1);
 }
 
