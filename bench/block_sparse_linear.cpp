@@ -12,8 +12,9 @@
 //                                    dX = G W and dW = G^T X (3 GEMMs, like a dense layer)
 // A training step (fwdbwd) computes y, then the gradients of x, the stored blocks and the bias.
 //
-// usage: block_sparse_linear [--threads N] [--reps N] [--case SUBSTRING] [--peak CASE] [--passes]
+// usage: block_sparse_linear [--threads N] [--reps N] [--case SUBSTRING] [--peak CASE] [--passes] [--dense-impl NAME]
 //   --passes also times each kernel alone (forward, input, weight and bias gradient; pass_*_ms rows)
+//   --dense-impl names the OpenBLAS reference rows (default openblas_sgemm)
 //   --peak CASE runs one training step of CASE only and prints the growth of the resident set
 //   (VmHWM after - VmRSS before), so run it in a fresh process per case.
 #include "xgrad/ops/block_sparse_linear.hpp"
@@ -22,7 +23,6 @@
 #include <time.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -49,6 +49,7 @@ struct Options {
   std::string only;
   std::string peak;
   bool passes = false;
+  std::string dense_impl = "openblas_sgemm";
 };
 
 double cpu_ms() {
@@ -171,14 +172,11 @@ void run_dense(const Options& o) {
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kOut, kIn, kBatch, 1.f, g.data(), kOut, x.data(), kIn, 0.f,
                 dw.data(), kIn);
   };
-  // OpenBLAS picks its kernels by CPU at load time (on the Zen 5 measured here: its AVX2 "Zen" ones).
-  // With OPENBLAS_CORETYPE forcing another core (run_block_sparse.sh sets SkylakeX for a second, AVX-512
-  // reference), the rows are named after the core OpenBLAS reports using.
-  std::string impl = "openblas_sgemm";
-  if (const char* ct = std::getenv("OPENBLAS_CORETYPE"); ct && *ct) {
-    impl += "_";
-    for (const char* c = openblas_get_corename(); *c; ++c) impl += static_cast<char>(std::tolower(*c));
-  }
+  // OpenBLAS picks its kernels at load time, by CPU or by OPENBLAS_CORETYPE (this machine's environment
+  // sets Haswell: AVX2). The rows are named o.dense_impl (run_block_sparse.sh names its second, AVX-512
+  // reference openblas_sgemm_avx512); the core OpenBLAS reports is printed to stderr.
+  const std::string& impl = o.dense_impl;
+  std::fprintf(stderr, "%s: OpenBLAS core %s\n", impl.c_str(), openblas_get_corename());
   time_rows("dense", impl.c_str(), o.threads, "fwd_ms", median_ms(o.reps, fwd));
   time_rows("dense", impl.c_str(), o.threads, "fwdbwd_ms", median_ms(o.reps, fb));
   row("dense", impl.c_str(), o.threads, "param_bytes", double(kOut * kIn + kOut) * 4);
@@ -207,8 +205,10 @@ int main(int argc, char** argv) {
       o.peak = next();
     else if (!std::strcmp(argv[i], "--passes"))
       o.passes = true;
+    else if (!std::strcmp(argv[i], "--dense-impl") && i + 1 < argc)
+      o.dense_impl = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--reps N] [--case SUBSTRING] [--peak CASE] [--passes]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads N] [--reps N] [--case SUBSTRING] [--peak CASE] [--passes] [--dense-impl NAME]\n", argv[0]);
       return 2;
     }
   }
