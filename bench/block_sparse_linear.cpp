@@ -208,7 +208,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--dense-impl") && i + 1 < argc)
       o.dense_impl = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--reps N] [--case SUBSTRING] [--peak CASE] [--passes] [--dense-impl NAME]\n", argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--threads N] [--reps N] [--case SUBSTRING] [--peak CASE] [--passes] [--dense-impl NAME]\n",
+          argv[0]);
       return 2;
     }
   }

@@ -9,9 +9,11 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -523,10 +525,24 @@ constexpr std::int64_t kTileChunkBytes = 32 << 10;
 // 1/64, about 1 block per column group, slower than the GEMM path; density 1/4 faster).
 constexpr double kTileWideMinReuse = 4;
 
-// With the AVX-512 kernels (float32, widths a multiple of 32), groups and blocks up to this wide take
-// the tiles too: their 16-lane tiles beat OpenBLAS's GEMM path, which runs its AVX2 kernels on the
-// AVX-512 CPU measured here (Note [AVX-512 kernels]).
-constexpr std::int64_t kTileMaxGroup512 = 128;
+// With the AVX-512 kernels (float32, widths a multiple of 32), wider groups and blocks take the tiles
+// too: up to 256 wide while OpenBLAS runs AVX2 kernels (as on the machine measured here, whose
+// environment sets OPENBLAS_CORETYPE=Haswell: 16 groups of 256, forward+backward 11-13 instead of
+// 17 ms at 1 thread), up to 128 when it runs its AVX-512 ones (its GEMM path then matches our tiles at
+// 128 and beats them at 256).
+constexpr std::int64_t kTileMaxGroup512 = 256, kTileMaxGroup512Blas512 = 128;
+
+// True when OpenBLAS runs AVX-512 kernels (the core it chose at load time, by CPU or OPENBLAS_CORETYPE).
+bool blas_avx512() {
+  static const bool yes = [] {
+    std::string core = openblas_get_corename();
+    for (char& c : core) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (const char* k : {"skylakex", "cooperlake", "sapphirerapids"})
+      if (core.find(k) != std::string::npos) return true;
+    return false;
+  }();
+  return yes;
+}
 
 template <class T>
 constexpr std::int64_t tile_width() {
@@ -538,7 +554,8 @@ constexpr std::int64_t tile_width() {
 template <class T>
 bool tile_dim(std::int64_t n) {
   if (n < kTileMinGroup || n % tile_width<T>() != 0) return false;
-  return n <= kTileMaxGroup || (n <= kTileMaxGroup512 && simd512<T>() && bsl512::tile_width_ok(n));
+  return n <= kTileMaxGroup || (simd512<T>() && bsl512::tile_width_ok(n) &&
+                                n <= (blas_avx512() ? kTileMaxGroup512Blas512 : kTileMaxGroup512));
 }
 
 // True when every group fits the tile kernels (tile_dim).

@@ -215,17 +215,21 @@ void outer_block(const float* gb, const float* xb, std::int64_t m, std::int64_t 
                  std::int64_t chunk, float* d) {
   const int nv = tile_vecs(cols);
   const std::int64_t tw = nv * L, rmax = kAcc / nv;
+  // Batch chunk: at least enough rows that one column strip of x (chunk x tw) and a row tile's g
+  // lines stay in L1 while every row tile of the block sweeps them (wide blocks: the caller's chunk,
+  // sized for whole block rows, would be a few batch rows).
+  chunk = chunk > 8192 / (tw + L) ? chunk : 8192 / (tw + L);
   for (std::int64_t m0 = 0; m0 < m; m0 += chunk) {
     const std::int64_t mc = imin(chunk, m - m0);
-    for (std::int64_t o = 0, nr = 0; o < rows; o += nr) {
-      // Full tiles; a remainder a little over one tile is split in two halves rather than leaving a
-      // tile of 1-3 rows (too few accumulators to hide the FMA latency).
-      const std::int64_t rem = rows - o;
-      nr = rem <= rmax ? rem : rem < rmax + 4 ? (rem + 1) / 2 : rmax;
-      for (std::int64_t c = 0; c < cols; c += tw)
+    for (std::int64_t c = 0; c < cols; c += tw)
+      for (std::int64_t o = 0, nr = 0; o < rows; o += nr) {
+        // Full tiles; a remainder a little over one tile is split in two halves rather than leaving a
+        // tile of 1-3 rows (too few accumulators to hide the FMA latency).
+        const std::int64_t rem = rows - o;
+        nr = rem <= rmax ? rem : rem < rmax + 4 ? (rem + 1) / 2 : rmax;
         kOuterTiles[nv - 2][nr - 1](gb + m0 * rows + o, rows, xb + m0 * cols + c, cols, mc, d + o * cols + c, cols,
                                     m0 > 0);
-    }
+      }
   }
 }
 
