@@ -72,7 +72,7 @@ set title "block_sparse_linear forward+backward: share of OpenBLAS's dense FLOP 
 set logscale x 2
 set xlabel "density (stored blocks / all blocks)"
 set ylabel "% of dense sgemm rate"
-set yrange [0:110]
+set yrange [0:*]
 set grid
 set key outside right
 plot ${plots_rate} 70 w l lc rgb "gray30" lw 1.5 dt 3 t "70% target (blocks >= 32)", 30 w l lc rgb "gray30" lw 1.5 dt 4 t "30% target (8x8)"
