@@ -3,7 +3,7 @@
 // the operands in place (Note [Tile kernels]); for other groups, per-task single-threaded CBLAS GEMMs
 // over strided views or gathered panels. See Note [Block-sparse parallelism] in block_sparse_linear.hpp.
 // On CPUs with AVX-512 the float32 lane and tile kernels run 16 lanes wide (block_sparse_simd512.hpp),
-// and then also take groups up to 128 wide.
+// and the tiles then also take groups up to 256 wide (128 when OpenBLAS runs AVX-512 kernels).
 #include "xgrad/ops/block_sparse_kernels.hpp"
 
 #include <cblas.h>

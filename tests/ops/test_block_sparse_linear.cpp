@@ -2,7 +2,6 @@
 // gradients, PyTorch parity against a masked dense linear, empty block rows/columns, 1-vs-2-thread
 // bit equality, the AVX-512 kernels against the AVX2 ones, and every bad input.
 #include <algorithm>
-#include <cmath>
 
 #include "support.hpp"
 #include "xgrad/core/cpu.hpp"
@@ -312,11 +311,7 @@ TEST_CASE("block_sparse_linear: the AVX-512 and the AVX2 float32 kernels agree",
         if (i < 2 ? wc.same_y_dx : wc.same_dw) {
           CHECK(a == b);
         } else {
-          double scale = 0, err = 0;
-          for (std::size_t j = 0; j < a.size(); ++j) {
-            scale = std::max(scale, std::abs(b[j]));
-            err = std::max(err, std::abs(a[j] - b[j]));
-          }
+          const auto [err, scale] = test::max_error(a, b);
           CHECK(err <= 1e-5 * std::max(1.0, scale));
         }
       }

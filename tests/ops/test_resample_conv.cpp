@@ -31,16 +31,6 @@ Tensor random_fine(std::int64_t B, Generator& gen, Dtype dt = kFloat64) {
   return Tensor::from_vector(x, {B}, dt);
 }
 
-// {max |got - want|, max |want|}: errors are judged relative to the largest reference value.
-std::pair<double, double> max_error(const std::vector<double>& got, const std::vector<double>& want) {
-  double err = 0, scale = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    scale = std::max(scale, std::abs(want[i]));
-    err = std::max(err, std::abs(got[i] - want[i]));
-  }
-  return {err, scale};
-}
-
 // Coarse points in [-margin, 1 + margin], with one point near each end of every row.
 Tensor coarse_points(std::int64_t N, std::int64_t A, Generator& gen, double margin, Dtype dt = kFloat64) {
   std::vector<double> c(static_cast<std::size_t>(N * A));
@@ -190,7 +180,7 @@ TEST_CASE("resample_conv: float32 values gradient through the table agrees with 
     xgrad::sum(xgrad::mul(out, g64.to(dt))).backward();
     return v.grad().to(kFloat64).to_vector();
   };
-  const auto [err, scale] = max_error(values_grad(kFloat32), values_grad(kFloat64));
+  const auto [err, scale] = test::max_error(values_grad(kFloat32), values_grad(kFloat64));
   INFO("max error " << err << " of max |grad| " << scale);
   CHECK(err <= 1e-4 * scale);
 }
@@ -352,8 +342,8 @@ TEST_CASE("resample_conv: the AVX-512 and the 8-lane float32 loops agree", "[res
     // overlapping segments of nearby outputs in a width-dependent order: equal to float32 rounding.
     for (int i : {0, 1}) {
       INFO((i == 0 ? "output" : "f gradient"));
-      const auto [err, scale] =
-          max_error(wide[static_cast<std::size_t>(i)].to_vector(), narrow[static_cast<std::size_t>(i)].to_vector());
+      const auto [err, scale] = test::max_error(wide[static_cast<std::size_t>(i)].to_vector(),
+                                                narrow[static_cast<std::size_t>(i)].to_vector());
       INFO("max difference " << err << " of max |value| " << scale);
       CHECK(err <= 1e-6 * scale);
       CHECK(scale > 0);

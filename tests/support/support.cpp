@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -56,6 +57,16 @@ void run_python_script(const std::string& script, const std::string& dir) {
     const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
     FAIL("python script failed (" << cmd << "):\n" << text);
   }
+}
+
+std::pair<double, double> max_error(const std::vector<double>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  double err = 0, scale = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::abs(want[i]));
+    err = std::max(err, std::abs(got[i] - want[i]));
+  }
+  return {err, scale};
 }
 
 Tensor randn_leaf(const Shape& shape, Generator& gen, Dtype dtype) {

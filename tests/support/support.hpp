@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "xgrad/core/core.hpp"
@@ -46,6 +47,9 @@ void run_python_script(const std::string& script, const std::string& dir);
 
 /// Fresh random leaves requiring grad.
 Tensor randn_leaf(const Shape& shape, Generator& gen, Dtype dtype = kFloat64);
+
+/// {max |got - want|, max |want|}: for errors judged relative to the largest reference value.
+std::pair<double, double> max_error(const std::vector<double>& got, const std::vector<double>& want);
 /// Uniform on [lo, hi) leaves requiring grad.
 Tensor uniform_leaf(const Shape& shape, Generator& gen, double lo, double hi, Dtype dtype = kFloat64);
 
