@@ -1,6 +1,7 @@
 #pragma once
 // The core layer: tensor, dtype, shapes, autograd engine and extension API, gradcheck, random
 // numbers, .npy I/O and parallel helpers.
+#include "xgrad/core/allocator.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/dtype.hpp"
 #include "xgrad/core/error.hpp"
