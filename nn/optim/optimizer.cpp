@@ -32,6 +32,8 @@ std::optional<double> get_option(const ParamGroup& g, const std::string& name) {
   if (name == "amsgrad") return b(g.amsgrad);
   if (name == "alpha") return g.alpha;
   if (name == "centered") return b(g.centered);
+  if (name == "lr_decay") return g.lr_decay;
+  if (name == "initial_accumulator_value") return g.initial_accumulator_value;
   if (name == "initial_lr") return g.initial_lr;
   XGRAD_ASSERT(false);
   return std::nullopt;
@@ -60,6 +62,10 @@ void set_option(ParamGroup& g, const std::string& name, double v) {
     g.alpha = v;
   else if (name == "centered")
     g.centered = v != 0;
+  else if (name == "lr_decay")
+    g.lr_decay = v;
+  else if (name == "initial_accumulator_value")
+    g.initial_accumulator_value = v;
   else if (name == "initial_lr")
     g.initial_lr = v;
   else
@@ -70,8 +76,8 @@ bool is_bool_option(const std::string& name) { return name == "nesterov" || name
 
 // Rejects options set on a group that the optimizer does not have.
 void reject_foreign(const ParamGroup& g, const std::string& opt, const std::vector<std::string>& allowed) {
-  static const char* all[] = {"lr",    "weight_decay", "momentum", "dampening", "nesterov",
-                              "beta1", "eps",          "amsgrad",  "alpha",     "centered"};
+  static const char* all[] = {"lr",  "weight_decay", "momentum", "dampening", "nesterov", "beta1",
+                              "eps", "amsgrad",      "alpha",    "centered",  "lr_decay", "initial_accumulator_value"};
   for (const char* n : all) {
     if (std::find(allowed.begin(), allowed.end(), n) != allowed.end()) continue;
     if (std::string(n) == "beta1" && std::find(allowed.begin(), allowed.end(), "beta2") != allowed.end()) continue;

@@ -37,15 +37,17 @@ struct ParamGroup {
   std::vector<Tensor> params;
   std::optional<double> lr = std::nullopt;
   std::optional<double> weight_decay = std::nullopt;
-  std::optional<double> momentum = std::nullopt;                  // SGD, RMSprop
-  std::optional<double> dampening = std::nullopt;                 // SGD
-  std::optional<bool> nesterov = std::nullopt;                    // SGD
-  std::optional<std::pair<double, double>> betas = std::nullopt;  // Adam, AdamW
-  std::optional<double> eps = std::nullopt;                       // Adam, AdamW, RMSprop
-  std::optional<bool> amsgrad = std::nullopt;                     // Adam, AdamW
-  std::optional<double> alpha = std::nullopt;                     // RMSprop
-  std::optional<bool> centered = std::nullopt;                    // RMSprop
-  std::optional<double> initial_lr = std::nullopt;                // set by the first LR scheduler (base_lrs)
+  std::optional<double> momentum = std::nullopt;                   // SGD, RMSprop
+  std::optional<double> dampening = std::nullopt;                  // SGD
+  std::optional<bool> nesterov = std::nullopt;                     // SGD
+  std::optional<std::pair<double, double>> betas = std::nullopt;   // Adam, AdamW
+  std::optional<double> eps = std::nullopt;                        // Adam, AdamW, RMSprop, Adagrad
+  std::optional<bool> amsgrad = std::nullopt;                      // Adam, AdamW
+  std::optional<double> alpha = std::nullopt;                      // RMSprop
+  std::optional<bool> centered = std::nullopt;                     // RMSprop
+  std::optional<double> lr_decay = std::nullopt;                   // Adagrad
+  std::optional<double> initial_accumulator_value = std::nullopt;  // Adagrad
+  std::optional<double> initial_lr = std::nullopt;                 // set by the first LR scheduler (base_lrs)
 };
 
 /// Base class of the optimizers. Not copyable; parameters are held by handle (shared storage).
@@ -79,7 +81,7 @@ class Optimizer {
   /// Sets the learning rate of one group.
   void set_lr(std::size_t group, double lr);
 
-  /// "SGD", "Adam", "AdamW" or "RMSprop".
+  /// "SGD", "Adam", "AdamW", "RMSprop" or "Adagrad".
   const std::string& name() const { return name_; }
 
   /// The optimizer's state as named tensors (copies), for checkpoints:
@@ -90,7 +92,8 @@ class Optimizer {
   ///                                            parameter i of group g that has state
   ///   "state.<g>.<i>.<buffer>"                 the parameter's shape and dtype: momentum_buffer
   ///                                            (SGD, RMSprop), exp_avg, exp_avg_sq, max_exp_avg_sq
-  ///                                            (Adam, AdamW), square_avg, grad_avg (RMSprop)
+  ///                                            (Adam, AdamW), square_avg, grad_avg (RMSprop),
+  ///                                            sum (Adagrad)
   /// Parameters are identified by position, like torch's state_dict.
   virtual std::vector<std::pair<std::string, Tensor>> state_dict() const;
 

@@ -232,6 +232,16 @@ TEST_CASE("optimizers, schedulers and clip_grad_norm_ match PyTorch step by step
   batch.add("adamw", spec("adamw", {{"lr", 0.01}}), maker<nn::AdamW>(nn::AdamWOptions(0.01)));
   batch.add("adamw_amsgrad", spec("adamw", {{"lr", 0.01}, {"weight_decay", 0.3}, {"amsgrad", true}}),
             maker<nn::AdamW>(nn::AdamWOptions(0.01).weight_decay(0.3).amsgrad(true)));
+  // Adagrad
+  batch.add("adagrad", spec("adagrad", {{"lr", 0.05}}), maker<nn::Adagrad>(nn::AdagradOptions(0.05)));
+  batch.add(
+      "adagrad_all_options",
+      spec(
+          "adagrad",
+          {{"lr", 0.05}, {"lr_decay", 0.1}, {"weight_decay", 0.02}, {"initial_accumulator_value", 0.3}, {"eps", 1e-6}}),
+      maker<nn::Adagrad>(
+          nn::AdagradOptions(0.05).lr_decay(0.1).weight_decay(0.02).initial_accumulator_value(0.3).eps(1e-6)),
+      {}, RunSpec{.skip = {{1, 2}, {0, 5}}});
   // RMSprop
   batch.add("rmsprop", spec("rmsprop", {{"lr", 0.01}}), maker<nn::RMSprop>(nn::RMSpropOptions(0.01)));
   batch.add("rmsprop_centered", spec("rmsprop", {{"lr", 0.01}, {"centered", true}, {"weight_decay", 0.05}}),
@@ -358,6 +368,7 @@ std::vector<RoundTripCase> round_trip_cases() {
       {"Adam amsgrad", maker<nn::Adam>(nn::AdamOptions(0.01).amsgrad(true).weight_decay(0.1))},
       {"AdamW", maker<nn::AdamW>(nn::AdamWOptions(0.01))},
       {"RMSprop centered momentum", maker<nn::RMSprop>(nn::RMSpropOptions(0.01).centered(true).momentum(0.5))},
+      {"Adagrad", maker<nn::Adagrad>(nn::AdagradOptions(0.05).lr_decay(0.01).initial_accumulator_value(0.1))},
   };
 }
 
@@ -513,6 +524,13 @@ TEST_CASE("optimizers reject bad arguments", "[optim][nn]") {
       },
       {"AdamW", "parameter 1 of group 1", "already in parameter group 0"});
   test::require_error([&] { nn::RMSprop({w, Tensor()}); }, {"RMSprop", "undefined"});
+  test::require_error([&] { nn::Adagrad({w}, nn::AdagradOptions(0.1).lr_decay(-1)); }, {"Adagrad", "lr_decay", "-1"});
+  test::require_error([&] { nn::Adagrad({w}, nn::AdagradOptions(0.1).initial_accumulator_value(-0.5)); },
+                      {"Adagrad", "initial_accumulator_value", "-0.5"});
+  test::require_error([&] { nn::Adagrad({nn::ParamGroup{.params = {w}, .momentum = 0.9}}); },
+                      {"Adagrad", "momentum", "does not have"});
+  test::require_error([&] { nn::SGD({nn::ParamGroup{.params = {w}, .lr_decay = 0.1}}, nn::SGDOptions(0.1)); },
+                      {"SGD", "lr_decay", "does not have"});
   test::require_error([&] { nn::SGD({w.to(kFloat32)}, nn::SGDOptions(0.1)); }, {"SGD", "not a leaf"});
   test::require_error([&] { nn::SGD({w}, nn::SGDOptions(-0.1)); }, {"SGD", "learning rate", "-0.1"});
   test::require_error([&] { nn::SGD({w}, nn::SGDOptions(0.1).momentum(-1)); }, {"SGD", "momentum", "-1"});
@@ -752,4 +770,113 @@ TEST_CASE("optimizer and scheduler state survive save_state / load_state", "[opt
   CHECK(sched.get_last_lr() == sched2.get_last_lr());
   CHECK(bit_equal(w.detach(), w2.detach()));
   CHECK(bit_equal(b.detach(), b2.detach()));
+}
+
+TEST_CASE("ReduceLROnPlateau matches PyTorch epoch by epoch", "[optim][nn][parity][scheduler]") {
+  using Opts = nn::ReduceLROnPlateauOptions;
+  struct PlateauCase {
+    std::string name;
+    std::vector<double> lrs;
+    json torch_options;
+    Opts options;
+    std::vector<double> metrics;
+  };
+  // A loss that falls, stalls, wiggles within the threshold and falls again; an accuracy that rises.
+  const std::vector<double> loss = {1.0, 0.8, 0.7, 0.7,  0.69995, 0.71, 0.7,  0.7, 0.5, 0.5, 0.5,
+                                    0.5, 0.5, 0.5, 0.49, 0.49,    0.49, 0.49, 0.3, 0.3, 0.3, 0.3};
+  std::vector<double> acc;
+  for (double l : loss) acc.push_back(1.0 - l);
+  std::vector<PlateauCase> cases;
+  cases.push_back({"defaults_patience2", {0.1}, {{"patience", 2}}, Opts{.patience = 2}, loss});
+  cases.push_back({"abs_cooldown_minlr",
+                   {0.1, 0.05},
+                   {{"patience", 1},
+                    {"threshold", 0.005},
+                    {"threshold_mode", "abs"},
+                    {"cooldown", 2},
+                    {"factor", 0.5},
+                    {"min_lr", {0.02, 0.01}}},
+                   Opts{.factor = 0.5,
+                        .patience = 1,
+                        .threshold = 0.005,
+                        .threshold_mode = Opts::ThresholdMode::abs,
+                        .cooldown = 2,
+                        .min_lr = {0.02, 0.01}},
+                   loss});
+  cases.push_back({"max_rel_eps",
+                   {1e-3},
+                   {{"mode", "max"}, {"patience", 0}, {"factor", 0.3}, {"eps", 1e-4}},
+                   Opts{.mode = Opts::Mode::max, .factor = 0.3, .patience = 0, .eps = 1e-4},
+                   acc});
+  test::TempDir dir("plateau");
+  json manifest = json::array();
+  std::vector<std::pair<std::vector<std::vector<double>>, std::vector<std::vector<double>>>> ours;
+  for (const auto& c : cases) {
+    manifest.push_back({{"name", c.name}, {"lrs", c.lrs}, {"options", c.torch_options}, {"metrics", c.metrics}});
+    std::vector<Tensor> params;
+    std::vector<nn::ParamGroup> groups;
+    for (double lr : c.lrs) {
+      params.push_back(Tensor::zeros({1}, kFloat64).set_requires_grad());
+      groups.push_back(nn::ParamGroup{.params = {params.back()}, .lr = lr});
+    }
+    nn::SGD opt(groups, nn::SGDOptions(c.lrs[0]));
+    nn::ReduceLROnPlateau sched(opt, c.options);
+    std::vector<std::vector<double>> lrs, state;
+    for (double m : c.metrics) {
+      sched.step(m);
+      lrs.push_back(sched.get_last_lrs());
+      state.push_back({sched.best(), static_cast<double>(sched.num_bad_epochs()), sched.in_cooldown() ? 1.0 : 0.0});
+    }
+    ours.emplace_back(lrs, state);
+  }
+  std::ofstream(dir.file("plateau.json")) << manifest.dump();
+  test::run_python_script("tests/nn/plateau_parity.py", dir.path.string());
+  bool some_reduction = false;
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const auto lv = load_npy(dir.file(cases[k].name + "__lrs.npy")).to_vector();
+    const auto sv = load_npy(dir.file(cases[k].name + "__state.npy")).to_vector();
+    const auto& [lrs, state] = ours[k];
+    const std::size_t G = cases[k].lrs.size();
+    REQUIRE(lv.size() == lrs.size() * G);
+    for (std::size_t e = 0; e < lrs.size(); ++e) {
+      INFO(cases[k].name << " epoch " << e + 1);
+      for (std::size_t g = 0; g < G; ++g) CHECK(lrs[e][g] == lv[e * G + g]);  // the same doubles
+      CHECK(state[e][0] == sv[e * 3]);
+      CHECK(state[e][1] == sv[e * 3 + 1]);
+      CHECK(state[e][2] == (sv[e * 3 + 2] > 0 ? 1.0 : 0.0));
+      some_reduction = some_reduction || lrs[e][0] != cases[k].lrs[0];
+    }
+  }
+  CHECK(some_reduction);  // the cases exercise reductions, not only waiting
+}
+
+TEST_CASE("ReduceLROnPlateau: state_dict round trip and bad arguments", "[optim][nn][scheduler]") {
+  Tensor w = Tensor::zeros({2}, kFloat64).set_requires_grad();
+  nn::SGD opt({w}, nn::SGDOptions(0.1));
+  nn::ReduceLROnPlateau a(opt, {.patience = 1, .cooldown = 1});
+  for (double m : {1.0, 0.9, 0.95, 0.97}) a.step(m);
+  const auto saved = a.state_dict();
+  nn::SGD opt2({Tensor::zeros({2}, kFloat64).set_requires_grad()}, nn::SGDOptions(opt.lr()));
+  nn::ReduceLROnPlateau b(opt2, {.patience = 1, .cooldown = 1});
+  b.load_state_dict(saved);
+  for (double m : {0.99, 0.98, 0.97, 0.96, 0.5}) {
+    a.step(m);
+    b.step(m);
+    CHECK(a.get_last_lr() == b.get_last_lr());
+    CHECK(a.best() == b.best());
+    CHECK(a.num_bad_epochs() == b.num_bad_epochs());
+  }
+  test::require_error([&] { nn::ReduceLROnPlateau(opt, {.factor = 1.0}); }, {"ReduceLROnPlateau", "factor", "1"});
+  test::require_error([&] { nn::ReduceLROnPlateau(opt, {.patience = -1}); }, {"ReduceLROnPlateau", "patience"});
+  test::require_error(
+      [&] {
+        nn::ReduceLROnPlateau(opt, {.min_lr = {0.1, 0.2}});
+      },
+      {"ReduceLROnPlateau", "min_lr", "2 values", "(1)"});
+  test::require_error([&] { nn::ReduceLROnPlateau(opt, {.min_lr = {-1}}); }, {"ReduceLROnPlateau", "min_lr", "-1"});
+  test::require_error([&] { a.step(std::nan("")); }, {"ReduceLROnPlateau", "NaN"});
+  auto bad = saved;
+  bad.emplace_back("bogus", Tensor::scalar(0, kFloat64));
+  test::require_error([&] { b.load_state_dict(bad); }, {"ReduceLROnPlateau", "unknown", "bogus"});
+  test::require_error([&] { b.load_state_dict({}); }, {"ReduceLROnPlateau", "missing entry"});
 }
