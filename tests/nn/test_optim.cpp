@@ -15,6 +15,9 @@
 #include "xgrad/nn/lr_scheduler.hpp"
 #include "xgrad/nn/optim.hpp"
 #include "xgrad/nn/serialize.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/shape_ops.hpp"
 
 using namespace xgrad;
 using nlohmann::json;
@@ -879,4 +882,149 @@ TEST_CASE("ReduceLROnPlateau: state_dict round trip and bad arguments", "[optim]
   bad.emplace_back("bogus", Tensor::scalar(0, kFloat64));
   test::require_error([&] { b.load_state_dict(bad); }, {"ReduceLROnPlateau", "unknown", "bogus"});
   test::require_error([&] { b.load_state_dict({}); }, {"ReduceLROnPlateau", "missing entry"});
+}
+
+namespace {
+// Objectives shared with tests/nn/lbfgs_parity.py (the same elementary operations, float64).
+Tensor lbfgs_objective(const std::string& name, const Tensor& x, const Tensor& t_data, const Tensor& y_data) {
+  auto at = [&](std::int64_t i) { return slice(x, 0, i, i + 1); };
+  auto rosen = [&](std::int64_t i) {
+    Tensor a = 1.0 - at(i), b = at(i + 1) - at(i) * at(i);
+    return a * a + 100.0 * (b * b);
+  };
+  if (name == "rosenbrock") return sum(rosen(0));
+  if (name == "rosenbrock4") return sum(rosen(0) + rosen(1) + rosen(2));
+  Tensor r = at(0) * exp(at(1) * t_data) - y_data;  // exp_fit
+  return sum(r * r);
+}
+}  // namespace
+
+TEST_CASE("LBFGS matches torch.optim.LBFGS step by step", "[optim][nn][parity][lbfgs]") {
+  struct LbfgsCase {
+    std::string name, problem;
+    std::vector<double> x0;
+    json torch_options;
+    nn::LBFGSOptions options;
+    int steps;
+  };
+  std::vector<double> ts, ys;
+  for (int i = 0; i < 9; ++i) {
+    const double t = 0.25 * i;
+    ts.push_back(t);
+    ys.push_back(2.5 * std::exp(-1.3 * t) + 0.1 * std::sin(5.0 * t));
+  }
+  const Tensor t_data = Tensor::from_vector(ts, {9}, kFloat64), y_data = Tensor::from_vector(ys, {9}, kFloat64);
+  const std::vector<LbfgsCase> cases = {
+      {"rosen_wolfe",
+       "rosenbrock",
+       {-1.2, 1.0},
+       {{"line_search_fn", "strong_wolfe"}, {"max_iter", 5}},
+       nn::LBFGSOptions(1).line_search_fn("strong_wolfe").max_iter(5),
+       10},
+      {"rosen_fixed", "rosenbrock", {-0.5, 0.8}, {{"lr", 0.1}, {"max_iter", 4}}, nn::LBFGSOptions(0.1).max_iter(4), 5},
+      {"rosen4_history2",
+       "rosenbrock4",
+       {-1.0, 1.5, 0.5, -0.3},
+       {{"line_search_fn", "strong_wolfe"}, {"history_size", 2}, {"max_iter", 7}, {"max_eval", 9}},
+       nn::LBFGSOptions(1).line_search_fn("strong_wolfe").history_size(2).max_iter(7).max_eval(9),
+       5},
+      {"exp_fit",
+       "exp_fit",
+       {1.0, -0.5},
+       {{"line_search_fn", "strong_wolfe"}, {"max_iter", 10}},
+       nn::LBFGSOptions(1).line_search_fn("strong_wolfe").max_iter(10),
+       4},
+  };
+  test::TempDir dir("lbfgs");
+  json manifest = json::array();
+  struct Run {
+    std::vector<std::vector<double>> xs;
+    std::vector<double> losses;
+    std::vector<std::pair<std::int64_t, std::int64_t>> state;
+  };
+  std::vector<Run> runs;
+  for (const auto& c : cases) {
+    manifest.push_back({{"name", c.name},
+                        {"problem", c.problem},
+                        {"x0", c.x0},
+                        {"options", c.torch_options},
+                        {"steps", c.steps},
+                        {"t", ts},
+                        {"y", ys}});
+    Tensor x = Tensor::from_vector(c.x0, {static_cast<std::int64_t>(c.x0.size())}, kFloat64).set_requires_grad();
+    nn::LBFGS opt({x}, c.options);
+    auto closure = [&] {
+      opt.zero_grad();
+      Tensor loss = lbfgs_objective(c.problem, x, t_data, y_data);
+      loss.backward();
+      return loss;
+    };
+    Run r;
+    for (int k = 0; k < c.steps; ++k) {
+      r.losses.push_back(opt.step(closure).item());
+      r.xs.push_back(x.to_vector());
+      r.state.emplace_back(opt.func_evals(), opt.n_iter());
+    }
+    runs.push_back(std::move(r));
+  }
+  std::ofstream(dir.file("lbfgs.json")) << manifest.dump();
+  test::run_python_script("tests/nn/lbfgs_parity.py", dir.path.string());
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const auto xv = load_npy(dir.file(cases[k].name + "__x.npy")).to_vector();
+    const auto lv = load_npy(dir.file(cases[k].name + "__loss.npy")).to_vector();
+    const auto sv = load_npy(dir.file(cases[k].name + "__state.npy")).to_vector();
+    const Run& r = runs[k];
+    const std::size_t n = cases[k].x0.size();
+    REQUIRE(xv.size() == r.xs.size() * n);
+    for (std::size_t s = 0; s < r.xs.size(); ++s) {
+      INFO(cases[k].name << " step " << s + 1);
+      // Same iterates, evaluations and iterations; values to rounding (torch's dot products sum
+      // in another order).
+      CHECK(r.state[s].first == static_cast<std::int64_t>(sv[s * 2]));
+      CHECK(r.state[s].second == static_cast<std::int64_t>(sv[s * 2 + 1]));
+      CHECK(std::abs(r.losses[s] - lv[s]) <= 1e-9 * (1 + std::abs(lv[s])));
+      for (std::size_t i = 0; i < n; ++i)
+        CHECK(std::abs(r.xs[s][i] - xv[s * n + i]) <= 1e-8 * (1 + std::abs(xv[s * n + i])));
+    }
+  }
+  // The Rosenbrock runs reach the minimum (1, 1): L-BFGS really optimises.
+  CHECK(std::abs(runs[0].xs.back()[0] - 1.0) < 1e-4);
+  CHECK(std::abs(runs[0].xs.back()[1] - 1.0) < 1e-4);
+}
+
+TEST_CASE("LBFGS: state_dict round trip continues identically; bad arguments", "[optim][nn][lbfgs]") {
+  auto make = [] { return Tensor::from_vector({-1.2, 1.0}, {2}, kFloat64).set_requires_grad(); };
+  Tensor x = make(), y = make();
+  const auto opts = nn::LBFGSOptions(1).line_search_fn("strong_wolfe").max_iter(3).history_size(3);
+  nn::LBFGS a({x}, opts), b({y}, opts);
+  auto closure_for = [](nn::LBFGS& opt, Tensor& p) {
+    return [&opt, &p] {
+      opt.zero_grad();
+      Tensor l = lbfgs_objective("rosenbrock", p, Tensor(), Tensor());
+      l.backward();
+      return l;
+    };
+  };
+  for (int k = 0; k < 3; ++k) a.step(closure_for(a, x));
+  b.load_state_dict(a.state_dict());
+  {
+    NoGradGuard ng;
+    y.copy_(x);
+  }
+  for (int k = 0; k < 3; ++k) {
+    a.step(closure_for(a, x));
+    b.step(closure_for(b, y));
+    CHECK(bit_equal(x, y));
+  }
+  CHECK(a.func_evals() == b.func_evals());
+  test::require_error([&] { a.step(); }, {"LBFGS", "closure"});
+  test::require_error([&] { nn::LBFGS({make()}, nn::LBFGSOptions(0)); }, {"LBFGS", "learning rate", "0"});
+  test::require_error([&] { nn::LBFGS({make()}, nn::LBFGSOptions().line_search_fn("backtracking")); },
+                      {"LBFGS", "line_search_fn", "backtracking"});
+  test::require_error([&] { nn::LBFGS({make()}, nn::LBFGSOptions().history_size(0)); }, {"LBFGS", "history_size"});
+  test::require_error([&] { a.add_param_group(nn::ParamGroup{{make()}}); }, {"LBFGS", "parameter groups"});
+  test::require_error([&] { a.step([] { return Tensor::zeros({2}, kFloat64); }); }, {"LBFGS", "one-element"});
+  auto bad = a.state_dict();
+  bad.emplace_back("state.bogus", Tensor::scalar(0, kFloat64));
+  test::require_error([&] { b.load_state_dict(bad); }, {"LBFGS", "unknown entry", "state.bogus"});
 }
