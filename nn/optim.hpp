@@ -6,6 +6,7 @@
 #include "xgrad/nn/optim/adam.hpp"
 #include "xgrad/nn/optim/clip_grad.hpp"
 #include "xgrad/nn/optim/lbfgs.hpp"
+#include "xgrad/nn/optim/least_squares.hpp"
 #include "xgrad/nn/optim/optimizer.hpp"
 #include "xgrad/nn/optim/rmsprop.hpp"
 #include "xgrad/nn/optim/sgd.hpp"
