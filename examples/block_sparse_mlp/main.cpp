@@ -21,7 +21,6 @@
 #include <numeric>
 
 #include "../common/plot.hpp"
-#include "../common/progress.hpp"
 #include "xgrad/xgrad.hpp"
 
 using namespace xgrad;
@@ -108,14 +107,7 @@ double accuracy(nn::Sequential& net, const Tensor& x, const Tensor& y) {
   net.eval();
   const Tensor logits = net.forward(x);
   net.train();
-  const std::vector<double> l = logits.to_vector(), t = y.to_vector();
-  const std::int64_t C = logits.size(1);
-  std::int64_t right = 0;
-  for (std::size_t i = 0; i < t.size(); ++i) {
-    const auto row = l.begin() + static_cast<std::ptrdiff_t>(i) * C;
-    right += (std::max_element(row, row + C) - row) == static_cast<std::ptrdiff_t>(t[i]);
-  }
-  return static_cast<double>(right) / static_cast<double>(t.size());
+  return nn::metrics::accuracy(logits, y);
 }
 
 }  // namespace
@@ -214,7 +206,7 @@ int main(int argc, char** argv) {
       // Parameter bytes, buffers included (the dense model's mask is memory it needs to run).
       m.bytes = m.net->parameter_bytes();
       for (const auto& [name, b] : m.net->named_buffers()) m.bytes += b.nbytes();
-      examples::ProgressBar bar(m.name, static_cast<long>(s.epochs) * static_cast<long>(loader.size()));
+      utils::ProgressBar bar(m.name, static_cast<long>(s.epochs) * static_cast<long>(loader.size()));
       long step = 0;
       for (int epoch = 0; epoch < s.epochs; ++epoch) {
         for (auto& batch : loader) {
@@ -257,10 +249,10 @@ int main(int argc, char** argv) {
       }
       columns.push_back(std::move(avg));
     }
-    examples::write_csv(fs::path(s.out) / "loss.csv",
-                        {"epoch", "block_diagonal", "random_block_sparse", "dense_masked", "block_diagonal_avg",
-                         "random_block_sparse_avg", "dense_masked_avg"},
-                        columns);
+    utils::write_csv((fs::path(s.out) / "loss.csv").string(),
+                     {"epoch", "block_diagonal", "random_block_sparse", "dense_masked", "block_diagonal_avg",
+                      "random_block_sparse_avg", "dense_masked_avg"},
+                     columns);
     // One row per model: what the example is about (accuracy, memory, time) as a bar chart.
     std::vector<double> index, acc, kbytes, ms_epoch;
     for (std::size_t k = 0; k < models.size(); ++k) {
@@ -269,8 +261,8 @@ int main(int argc, char** argv) {
       kbytes.push_back(static_cast<double>(models[k].bytes) / 1024.0);
       ms_epoch.push_back(1000 * models[k].seconds_per_epoch);
     }
-    examples::write_csv(fs::path(s.out) / "summary.csv", {"model", "test_accuracy_pct", "param_kib", "ms_per_epoch"},
-                        {index, acc, kbytes, ms_epoch});
+    utils::write_csv((fs::path(s.out) / "summary.csv").string(),
+                     {"model", "test_accuracy_pct", "param_kib", "ms_per_epoch"}, {index, acc, kbytes, ms_epoch});
     const std::string names =
         "set xtics (\"block\\ndiagonal\" 0, \"random\\nblock-sparse\" 1, \"dense\\nmasked\" 2)\nunset xlabel\n";
     // Headroom above the tallest bar for its value label.

@@ -25,7 +25,6 @@
 #include <vector>
 
 #include "../common/plot.hpp"
-#include "../common/progress.hpp"
 #include "xgrad/xgrad.hpp"
 
 using namespace xgrad;
@@ -250,7 +249,7 @@ int main(int argc, char** argv) {
     model.response_values().set_requires_grad(false);
     model.shift().set_requires_grad(false);
     nn::Adam opt1({model.spectrum()}, nn::AdamOptions(0.02));
-    examples::ProgressBar bar1("stage 1: spectrum", s.steps1);
+    utils::ProgressBar bar1("stage 1: spectrum", s.steps1);
     for (int it = 0; it < s.steps1; ++it) {
       opt1.zero_grad();
       Tensor chi2;
@@ -269,7 +268,7 @@ int main(int argc, char** argv) {
     nn::Adam opt_spectrum({model.spectrum()}, nn::AdamOptions(s.lr_spectrum));
     nn::Adam opt_response({model.response_values()}, nn::AdamOptions(s.lr_response));
     nn::Adam opt_shift({model.shift()}, nn::AdamOptions(s.lr_shift));
-    examples::ProgressBar bar2("stage 2: spectrum + response + offsets", s.steps2);
+    utils::ProgressBar bar2("stage 2: spectrum + response + offsets", s.steps2);
     for (int it = 0; it < s.steps2; ++it) {
       model.zero_grad();
       Tensor chi2;
@@ -339,13 +338,13 @@ int main(int argc, char** argv) {
                      worst_px);
         status = 1;
       }
-      examples::write_csv(fs::path(s.out) / "offsets.csv", {"fibre", "true_A", "recovered_A", "error_px"},
-                          {fibre, rel_true, rel_est, err_px});
-      examples::write_csv(fs::path(s.out) / "spectrum.csv", {"wavelength", "true", "recovered"},
-                          {lam, truth.spectrum, S});
+      utils::write_csv((fs::path(s.out) / "offsets.csv").string(), {"fibre", "true_A", "recovered_A", "error_px"},
+                       {fibre, rel_true, rel_est, err_px});
+      utils::write_csv((fs::path(s.out) / "spectrum.csv").string(), {"wavelength", "true", "recovered"},
+                       {lam, truth.spectrum, S});
     } else {
-      examples::write_csv(fs::path(s.out) / "offsets.csv", {"fibre", "recovered_A"}, {fibre, rel_est});
-      examples::write_csv(fs::path(s.out) / "spectrum.csv", {"wavelength", "recovered"}, {lam, S});
+      utils::write_csv((fs::path(s.out) / "offsets.csv").string(), {"fibre", "recovered_A"}, {fibre, rel_est});
+      utils::write_csv((fs::path(s.out) / "spectrum.csv").string(), {"wavelength", "recovered"}, {lam, S});
     }
     // Observed vs model for fibre 0.
     Tensor model_out;
@@ -355,9 +354,10 @@ int main(int argc, char** argv) {
     }
     std::vector<double> wl0 = column(nominal, 0);
     for (double& w : wl0) w += s.fine_start;
-    examples::write_csv(fs::path(s.out) / "observed_vs_model.csv", {"wavelength", "observed", "model"},
-                        {wl0, column(observed, 0), column(model_out, 0)});
-    examples::write_csv(fs::path(s.out) / "loss.csv", {"step", "chi2", "stage"}, {loss_step, loss_value, loss_stage});
+    utils::write_csv((fs::path(s.out) / "observed_vs_model.csv").string(), {"wavelength", "observed", "model"},
+                     {wl0, column(observed, 0), column(model_out, 0)});
+    utils::write_csv((fs::path(s.out) / "loss.csv").string(), {"step", "chi2", "stage"},
+                     {loss_step, loss_value, loss_stage});
     std::vector<double> dd, r_true, r_fit, r_nom;
     const Response learned = model.conv()->response();
     for (int i = 0; i <= 400; ++i) {
@@ -367,8 +367,8 @@ int main(int argc, char** argv) {
       r_nom.push_back(nominal_lsf(d));
       r_true.push_back(synthetic ? true_lsf(d) : 0.0);
     }
-    examples::write_csv(fs::path(s.out) / "response.csv", {"offset_A", "true", "learned", "nominal"},
-                        {dd, r_true, r_fit, r_nom});
+    utils::write_csv((fs::path(s.out) / "response.csv").string(), {"offset_A", "true", "learned", "nominal"},
+                     {dd, r_true, r_fit, r_nom});
 
     // The pictures: each says at a glance what it shows (titles name the quantity, axes carry units).
     // gnuplot keeps settings from one plot to the next, so every plot sets its own title and key.
