@@ -1148,6 +1148,53 @@ std::vector<OpInfo> build() {
     t.push_back(op);
   }
 
+  // Bad inputs at the edges (empty axes, 0-d tensors, invalid enums), added to their entries.
+  auto more = [&t](const std::string& name, std::vector<ErrorCase> cases) {
+    auto it = std::find_if(t.begin(), t.end(), [&](const OpInfo& op) { return op.name == name; });
+    if (it == t.end()) throw Error("op table: no entry " + name);
+    it->errors.insert(it->errors.end(), cases.begin(), cases.end());
+  };
+  const Tensor z23 = Tensor::zeros({2, 3}, kFloat64), s0 = Tensor::scalar(1.0, kFloat64);
+  more("index_select", {{"index into an empty axis", [] { index_select(Tensor::zeros({0, 3}, kFloat64), 0, {0}); },
+                         {"index_select", "(0, 3)"}},
+                        {"index below -n", [z23] { index_select(z23, 0, {-3}); }, {"index_select", "-3", "(2, 3)"}}});
+  more("slice_step", {{"axis of a 0-d tensor", [s0] { slice(s0, 0, 0, 1); }, {"slice", "()"}},
+                      {"negative step", [z23] { slice(z23, 0, 0, 2, -1); }, {"slice", "step", "(2, 3)"}}});
+  more("softmax_last", {{"axis 1 of a 0-d tensor", [s0] { softmax(s0, 1); }, {"softmax", "axis 1", "()"}}});
+  more("sum_all", {{"axis -3 of a 2-d tensor", [z23] { sum(z23, {-3}); }, {"sum", "-3", "(2, 3)"}},
+                   {"axis 1 of a 0-d tensor", [s0] { sum(s0, {1}); }, {"sum", "axis 1", "()"}}});
+  more("matmul_mm", {{"empty inner sizes that differ",
+                      [] { matmul(Tensor::zeros({2, 0}, kFloat64), Tensor::zeros({3, 4}, kFloat64)); },
+                      {"matmul", "(2, 0)", "(3, 4)"}}});
+  more("matmul_dot", {{"vectors of different lengths",
+                       [] { matmul(Tensor::zeros({3}, kFloat64), Tensor::zeros({4}, kFloat64)); },
+                       {"matmul", "(3,)", "(4,)"}}});
+  more("expand", {{"negative size other than -1", [] { expand(Tensor::zeros({1, 3}, kFloat64), {-2, 3}); },
+                   {"expand", "(1, 3)"}}});
+  more("concat", {{"0-d tensors", [s0] { concat({s0, s0}, 0); }, {"concat", "()"}}});
+  more("mse_loss_mean", {{"invalid reduction",
+                          [z23] { mse_loss(z23, z23, static_cast<Reduction>(7)); },
+                          {"mse_loss", "'reduction'"}}});
+  more("bce_with_logits_pos_weight_sum",
+       {{"pos_weight dtype mix",
+         [z23] { binary_cross_entropy_with_logits(z23, z23, Reduction::Sum, Tensor::ones({3}, kFloat32)); },
+         {"binary_cross_entropy_with_logits", "'pos_weight'", "dtype"}}});
+  more("cross_entropy_vector_mean",
+       {{"two targets for (C) scores",
+         [] { cross_entropy(Tensor::zeros({4}, kFloat64), std::vector<std::int64_t>{0, 1}); },
+         {"cross_entropy", "(4,)"}},
+        {"ignore_index inside [0, C) is fine, negative index is not",
+         [] { cross_entropy(Tensor::zeros({2, 4}, kFloat64), std::vector<std::int64_t>{0, -1}); },
+         {"cross_entropy", "-1"}}});
+  more("nll_loss_vector_mean",
+       {{"class index into an empty class axis",
+         [] { nll_loss(Tensor::zeros({2, 0}, kFloat64), std::vector<std::int64_t>{0, 0}); },
+         {"nll_loss", "(2, 0)"}}});
+  more("permute", {{"dims on a 0-d tensor", [s0] { permute(s0, {0}); }, {"permute", "()"}}});
+  more("transpose", {{"axes of a 0-d tensor", [s0] { transpose(s0, 0, 1); }, {"transpose", "()"}}});
+  more("squeeze_axis", {{"axis 1 of a 0-d tensor", [s0] { squeeze(s0, 1); }, {"squeeze", "()"}}});
+  more("flatten", {{"end_dim 1 of a 0-d tensor", [s0] { flatten(s0, 0, 1); }, {"flatten", "()"}}});
+
   for (auto& op : t) {
     if (op.op.empty()) op.op = op.signature.substr(0, op.signature.find('('));
     if (op.large.empty()) op.large.assign(op.size_names.size(), 300);
