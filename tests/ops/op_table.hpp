@@ -18,6 +18,7 @@ namespace xgrad::test {
 struct SampleSpec {
   std::vector<std::int64_t> sizes;
   Shape batch;
+  bool scalar = false;  // 0-d tensors instead (entries with supports_scalar; sizes are then ignored)
 };
 
 /// One call of the op: named inputs (which of them need grad), and for ops whose non-tensor
@@ -52,10 +53,11 @@ struct OpInfo {
   std::vector<std::int64_t> large;      // the "large" value of the size sweep, per size (default 300)
   std::vector<Dtype> dtypes = {kFloat32, kFloat64};
 
-  bool differentiable = true;   // has a gradient (comparisons and the block-sparse packers do not)
-  bool supports_batch = false;  // takes arbitrary leading batch dimensions (SampleSpec::batch)
-  bool deterministic = true;    // bit-identical with 1 and 2 threads (every op so far)
-  bool check_undefined = true;  // an undefined tensor in place of any input must be refused
+  bool differentiable = true;    // has a gradient (comparisons and the block-sparse packers do not)
+  bool supports_batch = false;   // takes arbitrary leading batch dimensions (SampleSpec::batch)
+  bool supports_scalar = false;  // takes 0-d tensors (SampleSpec::scalar)
+  bool deterministic = true;     // bit-identical with 1 and 2 threads (every op so far)
+  bool check_undefined = true;   // an undefined tensor in place of any input must be refused
 
   /// Sizes the op refuses on purpose (documented): returns the fragment the xgrad::Error must
   /// contain besides the op's name, or "" when the spec must run. E.g. max over an empty axis,

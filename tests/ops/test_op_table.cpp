@@ -26,6 +26,7 @@ std::string spec_str(const OpInfo& op, const SampleSpec& s) {
   for (std::size_t i = 0; i < s.sizes.size(); ++i)
     out += fmt::format("{}{}={}", i ? " " : "", i < op.size_names.size() ? op.size_names[i] : "?", s.sizes[i]);
   if (!s.batch.empty()) out += " batch=" + shape_str(s.batch);
+  if (s.scalar) out = "0-d inputs";
   return out;
 }
 
@@ -85,6 +86,7 @@ std::vector<SampleSpec> sweep(const OpInfo& op) {
     }
   if (op.supports_batch)
     for (const Shape& b : kBatches) out.push_back({op.small, b});
+  if (op.supports_scalar) out.push_back({op.small, {}, true});
   return out;
 }
 
