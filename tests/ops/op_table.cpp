@@ -420,6 +420,20 @@ std::vector<OpInfo> build() {
     t.push_back(op);
   }
 
+  // both operands broadcast: a (batch..., n, 1) op b (m) -> (batch..., n, m); gradients summed on both sides
+  for (auto [name, py, fn] :
+       std::vector<std::tuple<std::string, std::string, Tensor (*)(const Tensor&, const Tensor&)>>{
+           {"add", "a + b", &add}, {"mul", "a * b", &mul}, {"maximum", "torch.maximum(a, b)", &maximum}}) {
+    OpInfo op =
+        binary(name + "_outer", name + "(" + TT + ")", "out = " + py, [fn](auto& a, auto& b) { return fn(a, b); });
+    op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+      return SampleInput{
+          {{"a", values(bshape(s.batch, {s.sizes[0], 1}), g, dt)}, {"b", values({s.sizes[1]}, g, dt)}}, {}, {}};
+    };
+    op.supports_scalar = false;
+    t.push_back(op);
+  }
+
   // reduction.hpp
   for (auto [opname, fn] :
        std::vector<std::pair<std::string, Tensor (*)(const Tensor&, const std::vector<std::int64_t>&, bool)>>{
@@ -464,6 +478,42 @@ std::vector<OpInfo> build() {
                     {opname, "axis 2", "(2, 3)"}}};
       t.push_back(op);
     }
+  }
+
+  // reductions over non-adjacent axes {0, 2} of (n, m, k), and softmax along the middle axis (strided rows)
+  for (auto [opname, fn] :
+       std::vector<std::pair<std::string, Tensor (*)(const Tensor&, const std::vector<std::int64_t>&, bool)>>{
+           {"sum", &sum}, {"mean", &mean}, {"max", &max}, {"logsumexp", &logsumexp}}) {
+    OpInfo op = reduction(opname + "_outer_axes", "", fn, {0, 2}, false, false);
+    op.torch = fmt::format("out = {}(a, (0, 2))", opname == "max" ? "torch.amax" : "torch." + opname);
+    op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+      return SampleInput{{{"a", values({s.sizes[0], s.sizes[1], s.sizes[2]}, g, dt)}}, {}, {}};
+    };
+    op.size_names = {"n", "m", "k"};
+    op.small = {3, 4, 2};
+    op.threads = {40, 30, 40};
+    op.supports_batch = false;
+    op.supports_scalar = false;
+    if (opname == "max")
+      op.refuses = [](const SampleSpec& s) -> std::string {
+        return s.sizes[0] == 0 || s.sizes[2] == 0 ? "size 0" : "";
+      };
+    t.push_back(op);
+  }
+  for (auto [opname, fn] : std::vector<std::pair<std::string, Tensor (*)(const Tensor&, std::int64_t)>>{
+           {"softmax", &softmax}, {"log_softmax", &log_softmax}}) {
+    OpInfo op;
+    op.name = opname + "_middle";
+    op.signature = opname + "(Tensor,int64_t)";
+    op.torch = fmt::format("out = torch.{}(a, 1)", opname);
+    op.call = [fn](const Tensors& in) { return fn(in[0], 1); };
+    op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+      return SampleInput{{{"a", values({s.sizes[0], s.sizes[1], s.sizes[2]}, g, dt)}}, {}, {}};
+    };
+    op.size_names = {"n", "m", "k"};
+    op.small = {3, 4, 2};
+    op.threads = {40, 30, 40};
+    t.push_back(op);
   }
 
   // loss.hpp: pointwise losses x reductions
@@ -897,6 +947,21 @@ std::vector<OpInfo> build() {
                     index_select(Tensor::zeros({2, 3}, kFloat64), 2, {0});
                   },
                   {"index_select", "2", "(2, 3)"}}};
+    t.push_back(op);
+  }
+  for (bool stacked : {false, true}) {  // along the first axis
+    OpInfo op;
+    op.name = stacked ? "stack_first" : "concat_first";
+    op.signature = std::string(stacked ? "stack" : "concat") + "(Tensors,int64_t)";
+    op.torch = stacked ? "out = torch.stack([a, b], 0)" : "out = torch.cat([a, b], 0)";
+    op.call = [stacked](const Tensors& in) { return stacked ? stack(in, 0) : concat(in, 0); };
+    op.sample = [stacked](Dtype dt, const SampleSpec& s, Generator& g) {
+      const Shape sh{s.sizes[0], s.sizes[1]};
+      return SampleInput{{{"a", values(sh, g, dt)}, {"b", values(stacked ? sh : Shape{1, s.sizes[1]}, g, dt)}}, {}, {}};
+    };
+    op.size_names = {"n", "m"};
+    op.small = {3, 4};
+    op.threads = {200, 200};
     t.push_back(op);
   }
   for (bool stacked : {false, true}) {
