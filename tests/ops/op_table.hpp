@@ -66,7 +66,8 @@ struct OpInfo {
   /// Specs torch 1.13 itself cannot run (returns why, "" = none): no parity there; ours still runs.
   std::function<std::string(const SampleSpec&)> torch_skip;
   /// Known failures at a degenerate spec in code this branch does not own: returns why ("" = none).
-  /// The sweep reports them with WARN instead of failing; each one is listed in tests/README.md.
+  /// The sweep reports them with WARN and does not run them (one crashes the process); no parity there
+  /// either. Each one is listed in tests/README.md.
   std::function<std::string(const SampleSpec&)> known_failure;
 
   /// Leading batch shape of the thread test's sample (for batch-only parallel paths).
