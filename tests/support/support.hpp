@@ -78,6 +78,9 @@ class ParityBatch {
            const std::function<Tensor(const Tensors&)>& ours, double rtol = -1, double atol = -1);
   /// Runs torch on every case and REQUIREs agreement.
   void run();
+  /// NaN matches NaN and an infinity the same infinity (for cases whose exact answer is NaN or
+  /// +-inf, e.g. the mean or logsumexp over an empty axis). Off by default.
+  void set_equal_nonfinite(bool on = true) { equal_nonfinite_ = on; }
 
  private:
   struct Case {
@@ -90,6 +93,7 @@ class ParityBatch {
   std::string suite_;
   std::string dir_;
   std::vector<Case> cases_;
+  bool equal_nonfinite_ = false;
 };
 
 }  // namespace xgrad::test

@@ -1,0 +1,239 @@
+// The op table's driver (tests/ops/op_table.hpp): for every entry and dtype, gradcheck in float64,
+// PyTorch parity of values and gradients (one batch: Python starts once), 1-vs-2-thread bit
+// equality, a sweep of degenerate sizes {0, 1, 2, 7, large} per size parameter and of leading batch
+// shapes (forward and backward run; shapes and values match torch's, through the parity batch), and
+// bad inputs. A last test fails when a public op in ops/*.hpp has no entry.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "op_table.hpp"
+#include "support.hpp"
+
+using namespace xgrad;
+using namespace xgrad::test;
+
+namespace {
+
+const std::vector<Shape> kBatches = {{0}, {1}, {2, 3}};
+
+const std::string& op_name(const OpInfo& op) { return op.op; }
+
+std::string spec_str(const OpInfo& op, const SampleSpec& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.sizes.size(); ++i)
+    out += fmt::format("{}{}={}", i ? " " : "", i < op.size_names.size() ? op.size_names[i] : "?", s.sizes[i]);
+  if (!s.batch.empty()) out += " batch=" + shape_str(s.batch);
+  if (s.scalar) out = "0-d inputs";
+  return out;
+}
+
+SampleInput make_sample(const OpInfo& op, Dtype dt, const SampleSpec& spec, std::uint64_t seed = 7) {
+  Generator gen(seed);
+  SampleInput si = op.sample(dt, spec, gen);
+  if (!si.call) si.call = op.call;
+  return si;
+}
+
+// Fresh copies of the sample's tensors, the differentiable ones requiring grad.
+Tensors leaves(const OpInfo& op, const SampleInput& si) {
+  Tensors out;
+  for (const auto& in : si.inputs) {
+    Tensor v = in.value.detach().clone_data();
+    if (op.differentiable && in.requires_grad) v.set_requires_grad();
+    out.push_back(v);
+  }
+  return out;
+}
+
+// Forward, then backward from a fixed random seed gradient: {out, gradients of the inputs that
+// require grad (zeros when none flowed)}. CHECKs that every gradient has its input's shape.
+Tensors forward_backward(const OpInfo& op, const SampleInput& si) {
+  Tensors args = leaves(op, si);
+  const Tensor out = si.call(args);
+  Tensors res{out.detach()};
+  if (!op.differentiable) {
+    CHECK_FALSE(out.requires_grad());
+    return res;
+  }
+  bool any = false;
+  for (const auto& a : args) any = any || a.requires_grad();
+  if (!any) return res;
+  REQUIRE(out.requires_grad());
+  Generator gen(99);
+  out.backward(Tensor::randn(out.shape(), gen, out.dtype()));
+  for (const auto& a : args) {
+    if (!a.requires_grad()) continue;
+    const Tensor g = a.grad().defined() ? a.grad() : Tensor::zeros(a.shape(), a.dtype());
+    CHECK(g.shape() == a.shape());
+    CHECK(g.dtype() == a.dtype());
+    res.push_back(g);
+  }
+  return res;
+}
+
+// The size sweep: each size parameter in turn at 0, 1, 2, 7 and the entry's large value (the others
+// at their small values), then the small sizes under each leading batch shape.
+std::vector<SampleSpec> sweep(const OpInfo& op) {
+  std::vector<SampleSpec> out;
+  for (std::size_t i = 0; i < op.small.size(); ++i)
+    for (std::int64_t v : {std::int64_t{0}, std::int64_t{1}, std::int64_t{2}, std::int64_t{7}, op.large[i]}) {
+      SampleSpec s{op.small, {}};
+      s.sizes[i] = v;
+      out.push_back(s);
+    }
+  if (op.supports_batch)
+    for (const Shape& b : kBatches) out.push_back({op.small, b});
+  if (op.supports_scalar) out.push_back({op.small, {}, true});
+  return out;
+}
+
+std::string refusal(const OpInfo& op, const SampleSpec& s) { return op.refuses ? op.refuses(s) : ""; }
+std::string known(const OpInfo& op, const SampleSpec& s) { return op.known_failure ? op.known_failure(s) : ""; }
+
+}  // namespace
+
+TEST_CASE("op table: every public op in ops/*.hpp has an entry, and entries are well formed", "[op_table]") {
+  const std::vector<std::string> decls = public_op_signatures(std::string(XGRAD_SOURCE_DIR) + "/ops");
+  REQUIRE(decls.size() >= 50);  // the parser found the headers
+  std::set<std::string> declared(decls.begin(), decls.end()), covered, names;
+  for (const auto& op : op_table()) {
+    INFO("entry " << op.name << " (" << op.signature << ")");
+    CHECK(names.insert(op.name).second);       // unique names
+    CHECK(declared.count(op.signature) == 1);  // names a real declaration (no stale entry)
+    covered.insert(op.signature);
+    CHECK(op.small.size() == op.size_names.size());
+    CHECK(op.threads.size() == op.size_names.size());
+    CHECK(op.large.size() == op.size_names.size());
+    CHECK(!op.torch.empty());
+    CHECK(op.sample);
+    for (const auto& e : op.errors) {
+      INFO("error case " << e.what);
+      REQUIRE(!e.fragments.empty());
+      CHECK(e.fragments[0].find(op_name(op)) != std::string::npos);  // each names the op
+    }
+  }
+  for (const auto& d : declared) {
+    INFO("public op " << d << " has no entry in tests/ops/op_table.cpp (add one: see tests/README.md)");
+    CHECK(covered.count(d) == 1);
+  }
+}
+
+TEST_CASE("op table: gradcheck in float64", "[op_table][gradcheck]") {
+  for (const auto& op : op_table()) {
+    if (!op.differentiable) continue;
+    DYNAMIC_SECTION(op.name) {
+      std::vector<Shape> batches{{}};
+      if (op.supports_batch) batches.push_back({2});
+      for (const Shape& b : batches) {
+        const SampleSpec spec{op.small, b};
+        INFO(op.name << " at " << spec_str(op, spec));
+        const SampleInput si = make_sample(op, kFloat64, spec);
+        require_gradcheck(si.call, leaves(op, si), op.gradcheck);
+      }
+    }
+  }
+}
+
+TEST_CASE("op table: values and gradients match PyTorch, at small and at degenerate sizes", "[op_table][parity]") {
+  ParityBatch batch("op_table");
+  batch.set_equal_nonfinite();  // e.g. mean over an empty axis is NaN in both, logsumexp -inf
+  int k = 0;
+  auto add = [&](const OpInfo& op, Dtype dt, const SampleSpec& spec) {
+    const std::string what = fmt::format("{} [{}] at {}", op.name, dtype_name(dt), spec_str(op, spec));
+    try {
+      const SampleInput si = make_sample(op, dt, spec);
+      std::vector<ParityBatch::Input> inputs = si.inputs;
+      for (auto& in : inputs) in.requires_grad = in.requires_grad && op.differentiable;
+      const double rtol = dt == kFloat32 ? op.rtol32 : op.rtol64, atol = dt == kFloat32 ? op.atol32 : op.atol64;
+      batch.add(fmt::format("{}_{}", op.name, k++), si.torch_prelude + op.torch, inputs, si.call, rtol, atol);
+    } catch (const std::exception& e) {
+      FAIL_CHECK(what << ": ours threw: " << e.what());
+    }
+  };
+  for (const auto& op : op_table()) {
+    for (Dtype dt : op.dtypes) {
+      add(op, dt, {op.small, {}});
+      if (op.supports_batch) add(op, dt, {op.small, {2}});
+    }
+    for (const auto& spec : sweep(op))
+      if (refusal(op, spec).empty() && known(op, spec).empty() && (!op.torch_skip || op.torch_skip(spec).empty()))
+        add(op, kFloat64, spec);
+  }
+  batch.run();
+}
+
+TEST_CASE("op table: bit-identical results with 1 and 2 threads", "[op_table][threads]") {
+  for (const auto& op : op_table()) {
+    if (!op.deterministic) continue;
+    DYNAMIC_SECTION(op.name) {
+      for (Dtype dt : op.dtypes) {
+        const SampleSpec spec{op.threads, op.threads_batch};
+        INFO(op.name << " [" << dtype_name(dt) << "] at " << spec_str(op, spec));
+        const std::string why = op.threads_known_failure ? op.threads_known_failure(dt) : "";
+        if (!why.empty()) {
+          WARN(op.name << " [" << dtype_name(dt) << "]: known failure, skipped: " << why);
+          continue;
+        }
+        const SampleInput si = make_sample(op, dt, spec);
+        // the sample is large enough for the parallel paths (kParallelGrain elements somewhere)
+        std::int64_t biggest = 0;
+        for (const auto& in : si.inputs) biggest = std::max(biggest, in.value.numel());
+        const Tensor out = si.call(leaves(op, si));
+        biggest = std::max(biggest, out.numel());
+        CHECK(biggest > kParallelGrain);
+        require_thread_deterministic([&] { return forward_backward(op, si); });
+      }
+    }
+  }
+}
+
+TEST_CASE("op table: degenerate sizes and batch shapes run forward and backward, or are refused clearly",
+          "[op_table][sizes]") {
+  for (const auto& op : op_table()) {
+    DYNAMIC_SECTION(op.name) {
+      for (Dtype dt : op.dtypes)
+        for (const auto& spec : sweep(op)) {
+          INFO(op.name << " [" << dtype_name(dt) << "] at " << spec_str(op, spec));
+          const std::string refused = refusal(op, spec), why = known(op, spec);
+          if (!why.empty()) {
+            // not fixed on this branch (and may crash the process): reported, not run
+            WARN(op.name << " at " << spec_str(op, spec) << ": known failure, skipped: " << why);
+            continue;
+          }
+          if (!refused.empty()) {
+            require_error([&] { forward_backward(op, make_sample(op, dt, spec)); }, {refused});
+            continue;
+          }
+          try {
+            const Tensors r = forward_backward(op, make_sample(op, dt, spec));
+            CHECK(r[0].dtype() == dt);
+          } catch (const std::exception& e) {
+            FAIL_CHECK("threw: " << e.what());
+          }
+        }
+    }
+  }
+}
+
+TEST_CASE("op table: bad inputs raise xgrad::Error naming the op", "[op_table][errors]") {
+  for (const auto& op : op_table()) {
+    DYNAMIC_SECTION(op.name) {
+      for (const auto& e : op.errors) {
+        INFO(op.name << ": " << e.what);
+        require_error(e.call, e.fragments);
+      }
+      if (op.check_undefined) {
+        const SampleInput si = make_sample(op, kFloat64, {op.small, {}});
+        for (std::size_t i = 0; i < si.inputs.size(); ++i) {
+          INFO(op.name << ": input '" << si.inputs[i].name << "' undefined");
+          Tensors args = leaves(op, si);
+          args[i] = Tensor();
+          require_error([&] { si.call(args); }, {op_name(op)});
+        }
+      }
+    }
+  }
+}
