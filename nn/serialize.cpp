@@ -29,6 +29,8 @@ constexpr const char* kMetadataKey = "__metadata__";
 // The reference implementation refuses headers above 100 MB; so do we (a lying length cannot make
 // us allocate more than this, and a real header of this size would be absurd).
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+// As for .npy files (NumPy 2's limit): a hostile shape cannot make a tensor of a million dimensions.
+constexpr std::size_t kMaxDims = 64;
 
 [[noreturn]] void bad(const std::string& src, const std::string& why) {
   detail::throw_error(fmt::format("load_safetensors: '{}' is not a valid safetensors file: {}", src, why));
@@ -83,6 +85,8 @@ Entry read_entry(const std::string& src, const std::string& full_name, const Jso
   const Json& sh = info["shape"];
   if (!sh.is_array()) bad(src, fmt::format("the 'shape' of tensor '{}' is not an array", name));
   std::int64_t numel = 1;
+  if (sh.size() > kMaxDims)
+    bad(src, fmt::format("the shape of tensor '{}' has {} dimensions, more than {}", name, sh.size(), kMaxDims));
   for (const auto& d : sh) {
     if (d.is_number_integer() && !d.is_number_unsigned())
       bad(src, fmt::format("the shape of tensor '{}' has a negative dimension {}", name, d.get<std::int64_t>()));
