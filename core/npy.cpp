@@ -141,6 +141,8 @@ class HeaderParser {
       if (i_ >= h_.size()) bad(src_, "unterminated 'shape'");
       if (peek() < '0' || peek() > '9')
         bad(src_, fmt::format("bad dimension in shape '{}': not a non-negative integer", excerpt(h_, start)));
+      if (peek() == '0' && i_ + 1 < h_.size() && h_[i_ + 1] >= '0' && h_[i_ + 1] <= '9')
+        bad(src_, fmt::format("bad dimension in shape '{}': leading zero (not a Python integer)", excerpt(h_, start)));
       std::int64_t v = 0;
       while (peek() >= '0' && peek() <= '9') {
         if (__builtin_mul_overflow(v, std::int64_t{10}, &v) || __builtin_add_overflow(v, peek() - '0', &v))
@@ -234,9 +236,9 @@ Tensor from_npy_bytes(const std::string& b, const std::string& src) {
     kind = dsc[1];
     item = static_cast<std::size_t>(std::atoi(dsc.c_str() + 2));
   } else if (dsc.size() >= 3 && dsc[0] == '>') {
-    bad(src, fmt::format("big-endian dtype '{}' is not supported", dsc));
+    bad(src, fmt::format("big-endian dtype '{}' is not supported", excerpt(dsc, 0)));
   } else {
-    bad(src, fmt::format("unsupported dtype '{}'", dsc));
+    bad(src, fmt::format("unsupported dtype '{}'", excerpt(dsc, 0)));
   }
   const bool ok_kind = (kind == 'f' && (item == 4 || item == 8)) ||
                        ((kind == 'i' || kind == 'u') && (item == 1 || item == 2 || item == 4 || item == 8)) ||

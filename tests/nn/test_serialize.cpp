@@ -512,15 +512,15 @@ TEST_CASE("duplicate keys are refused at every level of the header", "[serialize
          f32x2, "duplicate name 'w'");
   // Far apart: the first and the last of 20000 names.
   std::string many = "{";
-  for (int i = 0; i < 20000; ++i) many += fmt::format(R"("t{}": {{"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}},)", i);
+  for (int i = 0; i < 20000; ++i)
+    many += fmt::format(R"("t{}": {{"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}},)", i);
   many += R"("t0": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}})";
   expect(many, "", "duplicate name 't0'");
   // Distinct names that differ only late, or by case, are not duplicates.
-  const auto ok = nn::parse_safetensors(
-      st_file(R"({"ab": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]},
+  const auto ok = nn::parse_safetensors(st_file(R"({"ab": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]},
                   "aB": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]},
                   "__metadata__": {"k": "1", "K": "2"}})",
-              ""));
+                                                ""));
   CHECK(ok.tensors.size() == 2);
   CHECK(ok.metadata.size() == 2);
 }
@@ -572,8 +572,8 @@ TEST_CASE("header parsing is linear: multi-MB pathological headers are parsed or
     }
     cases.push_back({"many entries", h + "}", "", "", n});
     cases.push_back({"many entries then a duplicate", h + "," + zero_entry("t0000000") + "}", "", "duplicate name"});
-    cases.push_back({"many entries then a bad one",
-                     h + R"(,"z":{"dtype":"F32","shape":[1],"data_offsets":[0,0]}})", "", "needs 4 bytes"});
+    cases.push_back({"many entries then a bad one", h + R"(,"z":{"dtype":"F32","shape":[1],"data_offsets":[0,0]}})", "",
+                     "needs 4 bytes"});
     cases.push_back({"many entries, truncated", h, "", "not valid JSON"});
   }
   {  // long names sharing a 2000-byte prefix ("duplicate-ish")
@@ -585,8 +585,8 @@ TEST_CASE("header parsing is linear: multi-MB pathological headers are parsed or
       h += zero_entry(prefix + std::to_string(n));
     }
     cases.push_back({"long similar names", h + "}", "", "", n});
-    cases.push_back({"long similar names then a duplicate", h + "," + zero_entry(prefix + "0") + "}", "",
-                     "duplicate name"});
+    cases.push_back(
+        {"long similar names then a duplicate", h + "," + zero_entry(prefix + "0") + "}", "", "duplicate name"});
   }
   {  // a huge __metadata__
     std::string h = R"({"__metadata__":{)";
@@ -612,8 +612,8 @@ TEST_CASE("header parsing is linear: multi-MB pathological headers are parsed or
     while (dims.size() < kTarget) dims += "1,";
     cases.push_back({"million dimensions", R"({"w":{"dtype":"F32","shape":[)" + dims + R"(1],"data_offsets":[0,4]}})",
                      std::string(4, '\0'), "more than 64"});
-    cases.push_back({"huge number", R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,)" + std::string(kTarget, '9') +
-                                        "]}}",
+    cases.push_back({"huge number",
+                     R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,)" + std::string(kTarget, '9') + "]}}",
                      std::string(4, '\0'), "number overflow"});
   }
   {  // whitespace padding of several MB (valid: the reference writer pads with spaces)
@@ -650,9 +650,8 @@ TEST_CASE("header parsing is linear: multi-MB pathological headers are parsed or
   TempDir dir("hostile_time");
   const std::string p = dir.file("big.safetensors");
   write_bytes(p, st_file(cases[0].header, ""));
-  const double file_spb = seconds_per_byte(cases[0].header.size(), [&] {
-    CHECK(nn::load_safetensors(p).tensors.size() == cases[0].tensors);
-  });
+  const double file_spb = seconds_per_byte(cases[0].header.size(),
+                                           [&] { CHECK(nn::load_safetensors(p).tensors.size() == cases[0].tensors); });
   CHECK(file_spb < per_byte_bound());
   WARN(fmt::format("worst {:.3f} us/byte in memory, {:.3f} us/byte through a file; bound {:.1f}", worst * 1e6,
                    file_spb * 1e6, per_byte_bound() * 1e6));
@@ -709,8 +708,8 @@ TEST_CASE("concurrent saves never collide on temporary files", "[serialize][host
     });
   for (auto& th : threads) th.join();
   for (const auto& e : errors) CHECK(e.empty());
-  std::vector<std::string> expected = {"own0.safetensors", "own1.safetensors", "own2.safetensors",
-                                       "own3.safetensors", "shared.safetensors"};
+  std::vector<std::string> expected = {"own0.safetensors", "own1.safetensors", "own2.safetensors", "own3.safetensors",
+                                       "shared.safetensors"};
   CHECK(dir.entries() == expected);
   for (int t = 0; t < kThreads; ++t)
     CHECK(nn::load_safetensors(dir.file(fmt::format("own{}.safetensors", t))).at("v").to_vector() ==
