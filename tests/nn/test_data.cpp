@@ -394,7 +394,7 @@ TEST_CASE("read_csv and npy_dataset refuse non-regular files without blocking, w
   test::require_hostile_paths_refused(dir, "load_npy", [&](const std::string& p) { (void)npy_dataset(xp, p); });
 }
 
-TEST_CASE("read_csv: a field of megabytes is quoted short in the error; a large file reads in linear time",
+TEST_CASE("read_csv: a field of megabytes is quoted short in the error, a large file reads in linear time",
           "[data][csv][hostile]") {
   TempDir tmp;
   const auto huge = tmp.write("huge.csv", "1," + std::string(4'000'000, 'x') + "\n");

@@ -657,7 +657,7 @@ TEST_CASE("header parsing is linear: multi-MB pathological headers are parsed or
                    file_spb * 1e6, per_byte_bound() * 1e6));
 }
 
-TEST_CASE("saving works for file names up to NAME_MAX; temporary names stay within it", "[serialize][hostile]") {
+TEST_CASE("saving works for file names up to NAME_MAX (temporary names stay within it)", "[serialize][hostile]") {
   TempDir dir("names");
   Net net(3);
   for (std::size_t len : {std::size_t{1}, std::size_t{200}, std::size_t{230}, std::size_t{254}, std::size_t{255}}) {
