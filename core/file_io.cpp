@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -104,10 +105,19 @@ std::string read_regular_file(const std::string& path, const char* fn) {
   // st_size is a hint only (the file may change while we read, and some regular files such as
   // /proc entries report 0): read until end of file. One byte more than st_size lets the read that
   // sees the end of file happen without growing the buffer.
-  std::string out(st.st_size > 0 ? static_cast<std::size_t>(st.st_size) + 1 : std::size_t{1} << 16, '\0');
+  std::string out;
   std::size_t used = 0;
+  const auto grow = [&](std::size_t n) {
+    try {
+      out.resize(n);
+    } catch (const std::exception&) {  // bad_alloc, length_error: a file too large for memory
+      detail::throw_error(fmt::format("{}: '{}' ({} bytes) is too large to read into memory", fn, path,
+                                      std::max<std::size_t>(used, static_cast<std::size_t>(st.st_size))));
+    }
+  };
+  grow(st.st_size > 0 ? static_cast<std::size_t>(st.st_size) + 1 : std::size_t{1} << 16);
   for (;;) {
-    if (used == out.size()) out.resize(out.size() * 2);
+    if (used == out.size()) grow(out.size() * 2);
     const auto r = ::read(f.fd, out.data() + used, out.size() - used);
     if (r < 0) {
       const int err = errno;
@@ -129,6 +139,12 @@ void write_file_atomic(const std::string& path, const std::string& bytes, const 
   XGRAD_CHECK(base != "." && base != "..", "{}: argument 'path' ('{}') is not a file name", fn, path);
   XGRAD_CHECK(base.size() <= NAME_MAX, "{}: cannot write '{}': {} (its last component has {} bytes, NAME_MAX is {})",
               fn, path, errno_text(ENAMETOOLONG), base.size(), NAME_MAX);
+  // Only a regular file (or a symbolic link, which the rename replaces) may be replaced: renaming over
+  // a device such as /dev/null (as root) would destroy it, and a folder or FIFO is surely a mistake.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+    detail::throw_error(fmt::format("{}: cannot write '{}': it exists and is not a regular file (it is a {})", fn, path,
+                                    file_kind(st.st_mode)));
   // Created with O_EXCL and mode 0666 so the umask applies as for any new file. (mkostemp would
   // force 0600, and reading the umask to fix that means changing it, which races with other
   // threads creating files.)

@@ -21,13 +21,16 @@ std::string errno_text(int err);
 /// The whole content of the regular file at `path`. Errors (xgrad::Error naming `fn`, the function
 /// that reads, and the path): the file cannot be opened (with the OS reason); it is not a regular
 /// file (named: FIFO, directory, character device, ...; checked without blocking and before
-/// reading); a read fails (with the OS reason).
+/// reading); a read fails (with the OS reason); the file does not fit in memory.
 std::string read_regular_file(const std::string& path, const char* fn);
 
 /// Atomic file write used by every writer in xgrad: writes `bytes` to a temporary file in the same
 /// folder (".<start of the target's name>.<16 hex digits>.tmp", at most 222 bytes, created with
 /// O_EXCL and mode 0666 & ~umask), fsyncs it, renames it over `path` and fsyncs the folder. Any
-/// `path` whose last component is a valid name (up to NAME_MAX bytes) can be written. On any
+/// `path` whose last component is a valid name (up to NAME_MAX bytes) can be written. An existing
+/// `path` must be a regular file or a symbolic link (which is replaced, not followed): a folder,
+/// FIFO or device is refused before anything is written (renaming over /dev/null as root would
+/// replace the device). On any
 /// failure the temporary file is removed and whatever was at `path` is left untouched; the
 /// xgrad::Error names `fn` (the public function that writes), the path and the OS reason.
 /// Thread-safe: concurrent writes to different or to the same path use different temporary files

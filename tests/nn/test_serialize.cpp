@@ -4,6 +4,7 @@
 // leaves the module untouched, a failed save leaves the previous file and no temporary file).
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -440,11 +441,16 @@ TEST_CASE("a failed save leaves the previous checkpoint and no temporary file", 
     CHECK(message.find("writing") != std::string::npos);
     CHECK(message.find(path) != std::string::npos);
   }
-  SECTION("the rename fails (the target is a non-empty folder)") {
+  SECTION("the target is a non-empty folder") {
     const std::string target = dir.file("folder.safetensors");
     fs::create_directories(target + "/keep");
-    require_error([&] { nn::save(net, target); }, {"save_safetensors", "renaming", "folder.safetensors"});
+    require_error([&] { nn::save(net, target); },
+                  {"save_safetensors", "folder.safetensors", "not a regular file", "directory"});
     CHECK(fs::is_directory(target + "/keep"));
+  }
+  SECTION("the folder does not exist: the temporary file cannot be created") {
+    require_error([&] { nn::save(net, dir.file("folder.safetensors/x/y")); },
+                  {"save_safetensors", "No such file or directory"});
   }
   CHECK(read_bytes(path) == old_bytes);
   for (const auto& e : dir.entries()) CHECK((e == "model.safetensors" || e == "folder.safetensors"));
@@ -685,6 +691,37 @@ TEST_CASE("saving works for file names up to NAME_MAX (temporary names stay with
   require_error([&] { nn::save(net, dir.file("no/such/dir/m.safetensors")); },
                 {"save_safetensors", "No such file or directory"});
   CHECK(dir.entries().empty());
+}
+
+TEST_CASE("saving refuses to replace a FIFO, a device or a folder, and replaces a symbolic link",
+          "[serialize][hostile]") {
+  TempDir dir("save_targets");
+  Net net(5);
+  const std::string fifo = dir.file("fifo.safetensors");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // The target is checked with lstat, never opened: no blocking on a FIFO without a reader.
+  require_error([&] { nn::save(net, fifo); }, {"save_safetensors", fifo, "not a regular file", "FIFO"});
+  struct stat st {};
+  REQUIRE(::lstat(fifo.c_str(), &st) == 0);
+  CHECK(S_ISFIFO(st.st_mode));
+  // As root a rename over /dev/null would replace the device with a file: refused.
+  require_error([&] { nn::save(net, "/dev/null"); }, {"save_safetensors", "/dev/null", "character device"});
+  require_error([&] { save_npy("/dev/null", Tensor::of({1})); }, {"save_npy", "/dev/null", "character device"});
+  REQUIRE(::lstat("/dev/null", &st) == 0);
+  CHECK(S_ISCHR(st.st_mode));
+  require_error([&] { nn::save(net, dir.path.string()); }, {"save_safetensors", "directory"});
+  // A symbolic link is replaced by the new file (the file it pointed to is untouched).
+  const std::string target = dir.file("target.safetensors"), link = dir.file("link.safetensors");
+  write_bytes(target, "old");
+  REQUIRE(::symlink(target.c_str(), link.c_str()) == 0);
+  nn::save(net, link);
+  CHECK(read_bytes(target) == "old");
+  REQUIRE(::lstat(link.c_str(), &st) == 0);
+  CHECK(S_ISREG(st.st_mode));
+  Net other(6);
+  (void)nn::load(other, link);
+  require_state_equal(other, clone_state(net));
+  CHECK(dir.entries() == std::vector<std::string>{"fifo.safetensors", "link.safetensors", "target.safetensors"});
 }
 
 TEST_CASE("concurrent saves never collide on temporary files", "[serialize][hostile]") {
