@@ -1,15 +1,10 @@
 #include "xgrad/core/npy.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <cerrno>
+#include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <limits>
-#include <sstream>
+
+#include "xgrad/core/file_io.hpp"
 
 namespace xgrad {
 
@@ -26,59 +21,158 @@ std::string header_dict(const Tensor& t) {
                      shape);
 }
 
-// Tiny parser for the header dict written by numpy: {'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }
+// The header dict numpy writes, e.g. {'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }.
 struct Header {
   std::string descr;
   bool fortran = false;
   Shape shape;
 };
 
+// NumPy 2's limit on the number of dimensions (NPY_MAXDIMS); also bounds the work a hostile
+// shape can cause.
+constexpr std::size_t kMaxDims = 64;
+
 [[noreturn]] void bad(const std::string& src, const std::string& why) {
   detail::throw_error(fmt::format("load_npy: '{}' is not a valid .npy file: {}", src, why));
 }
 
-std::size_t find_key(const std::string& h, const std::string& key, const std::string& src) {
-  auto p = h.find("'" + key + "'");
-  if (p == std::string::npos) p = h.find('"' + key + '"');  // Python accepts either quote
-  if (p == std::string::npos) bad(src, fmt::format("header has no '{}' key", key));
-  const auto c = h.find(':', p);
-  if (c == std::string::npos) bad(src, fmt::format("no ':' after '{}'", key));
-  auto v = c + 1;
-  while (v < h.size() && h[v] == ' ') ++v;
-  return v;
-}
-
-Header parse_header(const std::string& h, const std::string& src) {
-  Header out;
-  auto v = find_key(h, "descr", src);
-  if (v >= h.size() || (h[v] != '\'' && h[v] != '"')) bad(src, "'descr' is not a string");
-  const auto e = h.find(h[v], v + 1);
-  if (e == std::string::npos) bad(src, "unterminated 'descr'");
-  out.descr = h.substr(v + 1, e - v - 1);
-  v = find_key(h, "fortran_order", src);
-  if (h.compare(v, 4, "True") == 0)
-    out.fortran = true;
-  else if (h.compare(v, 5, "False") != 0)
-    bad(src, "'fortran_order' is neither True nor False");
-  v = find_key(h, "shape", src);
-  if (v >= h.size() || h[v] != '(') bad(src, "'shape' is not a tuple");
-  const auto close = h.find(')', v);
-  if (close == std::string::npos) bad(src, "unterminated 'shape'");
-  std::string inner = h.substr(v + 1, close - v - 1);
-  std::size_t pos = 0;
-  while (pos < inner.size()) {
-    while (pos < inner.size() && (inner[pos] == ' ' || inner[pos] == ',')) ++pos;
-    if (pos >= inner.size()) break;
-    std::size_t end = pos;
-    while (end < inner.size() && inner[end] >= '0' && inner[end] <= '9') ++end;
-    if (end == pos || end - pos > 15) bad(src, fmt::format("bad dimension in shape '({})'", inner));
-    out.shape.push_back(std::stoll(inner.substr(pos, end - pos)));
-    pos = end;
-    while (pos < inner.size() && inner[pos] == ' ') ++pos;
-    if (pos < inner.size() && inner[pos] != ',') bad(src, fmt::format("bad shape '({})'", inner));
-  }
+// At most 40 bytes of header text around position i, for error messages.
+std::string excerpt(const std::string& h, std::size_t i) {
+  const std::size_t n = std::min<std::size_t>(40, h.size() - std::min(i, h.size()));
+  std::string out;
+  for (char c : h.substr(std::min(i, h.size()), n))
+    out += (c >= 32 && c < 127) ? std::string(1, c) : fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
   return out;
 }
+
+// Parses the header as the Python literal it is (numpy reads it with ast.literal_eval and then
+// requires exactly these keys): a dict with the keys 'descr' (a string), 'fortran_order' (True or
+// False) and 'shape' (a tuple of non-negative integers), each exactly once, in any order, with
+// optional whitespace between tokens and an optional trailing comma; only whitespace may follow.
+// Strings are single- or double-quoted without escapes. One pass over the header: linear time.
+class HeaderParser {
+ public:
+  HeaderParser(const std::string& h, const std::string& src) : h_(h), src_(src) {}
+
+  Header parse() {
+    Header out;
+    bool have_descr = false, have_fortran = false, have_shape = false;
+    skip_ws();
+    expect('{', "the header is not a dict");
+    skip_ws();
+    while (peek() != '}') {
+      const std::size_t key_at = i_;
+      const std::string key = string_literal("a dict key");
+      skip_ws();
+      expect(':', fmt::format("no ':' after the key '{}'", key));
+      skip_ws();
+      bool* seen = nullptr;
+      if (key == "descr") {
+        seen = &have_descr;
+        if (peek() != '\'' && peek() != '"') bad(src_, "'descr' is not a string");
+        out.descr = string_literal("'descr'");
+      } else if (key == "fortran_order") {
+        seen = &have_fortran;
+        if (h_.compare(i_, 4, "True") == 0) {
+          out.fortran = true;
+          i_ += 4;
+        } else if (h_.compare(i_, 5, "False") == 0) {
+          out.fortran = false;
+          i_ += 5;
+        } else {
+          bad(src_, "'fortran_order' is neither True nor False");
+        }
+      } else if (key == "shape") {
+        seen = &have_shape;
+        out.shape = shape_tuple();
+      } else {
+        bad(src_, fmt::format("unknown key '{}' in the header (only 'descr', 'fortran_order' and 'shape' are allowed)",
+                              excerpt(key, 0)));
+      }
+      if (*seen) bad(src_, fmt::format("duplicate key '{}' in the header (at byte {})", key, key_at));
+      *seen = true;
+      skip_ws();
+      if (peek() == ',') {
+        ++i_;
+        skip_ws();
+      } else if (peek() != '}') {
+        bad(src_, fmt::format("expected ',' or '}}' after the value of '{}', found '{}'", key, excerpt(h_, i_)));
+      }
+    }
+    ++i_;  // '}'
+    skip_ws();
+    if (i_ != h_.size()) bad(src_, fmt::format("unexpected text after the header dict: '{}'", excerpt(h_, i_)));
+    if (!have_descr) bad(src_, "header has no 'descr' key");
+    if (!have_fortran) bad(src_, "header has no 'fortran_order' key");
+    if (!have_shape) bad(src_, "header has no 'shape' key");
+    return out;
+  }
+
+ private:
+  char peek() const { return i_ < h_.size() ? h_[i_] : '\0'; }
+  void skip_ws() {
+    while (i_ < h_.size() && (h_[i_] == ' ' || h_[i_] == '\t' || h_[i_] == '\n' || h_[i_] == '\r')) ++i_;
+  }
+  void expect(char c, const std::string& why) {
+    if (peek() != c) bad(src_, i_ >= h_.size() ? why + " (the header ends early)" : why);
+    ++i_;
+  }
+  std::string string_literal(const char* what) {
+    const char q = peek();
+    if (q != '\'' && q != '"')
+      bad(src_, fmt::format("expected {} (a quoted string), found '{}'", what, excerpt(h_, i_)));
+    const auto e = h_.find(q, i_ + 1);
+    if (e == std::string::npos) bad(src_, fmt::format("unterminated string in {}", what));
+    std::string out = h_.substr(i_ + 1, e - i_ - 1);
+    if (out.find('\\') != std::string::npos || out.find('\n') != std::string::npos)
+      bad(src_, fmt::format("{} '{}' has an escape or a line break (not supported)", what, excerpt(out, 0)));
+    i_ = e + 1;
+    return out;
+  }
+  // (d0, d1, ...) with a trailing comma, required for one element as in Python: "(3,)". "()" is 0-d.
+  Shape shape_tuple() {
+    if (peek() != '(') bad(src_, fmt::format("'shape' is not a tuple: '{}'", excerpt(h_, i_)));
+    const std::size_t start = i_;
+    ++i_;
+    Shape shape;
+    bool trailing_comma = false;
+    skip_ws();
+    while (peek() != ')') {
+      if (i_ >= h_.size()) bad(src_, "unterminated 'shape'");
+      if (peek() < '0' || peek() > '9')
+        bad(src_, fmt::format("bad dimension in shape '{}': not a non-negative integer", excerpt(h_, start)));
+      if (peek() == '0' && i_ + 1 < h_.size() && h_[i_ + 1] >= '0' && h_[i_ + 1] <= '9')
+        bad(src_, fmt::format("bad dimension in shape '{}': leading zero (not a Python integer)", excerpt(h_, start)));
+      std::int64_t v = 0;
+      while (peek() >= '0' && peek() <= '9') {
+        if (__builtin_mul_overflow(v, std::int64_t{10}, &v) || __builtin_add_overflow(v, peek() - '0', &v))
+          bad(src_, fmt::format("dimension in shape '{}' does not fit in 64 bits", excerpt(h_, start)));
+        ++i_;
+      }
+      if (shape.size() == kMaxDims)
+        bad(src_, fmt::format("shape '{}' has more than {} dimensions", excerpt(h_, start), kMaxDims));
+      shape.push_back(v);
+      skip_ws();
+      trailing_comma = false;
+      if (peek() == ',') {
+        ++i_;
+        trailing_comma = true;
+        skip_ws();
+      } else if (peek() != ')') {
+        bad(src_, fmt::format("bad shape '{}'", excerpt(h_, start)));
+      }
+    }
+    ++i_;  // ')'
+    if (shape.size() == 1 && !trailing_comma)
+      bad(src_, fmt::format("'shape' is not a tuple: '{}' is a parenthesised integer (write '({},)')",
+                            excerpt(h_, start), shape[0]));
+    return shape;
+  }
+
+  const std::string& h_;
+  const std::string& src_;
+  std::size_t i_ = 0;
+};
 
 template <class S>
 void convert_to_double(const char* src, double* dst, std::int64_t n) {
@@ -123,12 +217,16 @@ Tensor from_npy_bytes(const std::string& b, const std::string& src) {
   } else {
     bad(src, fmt::format("unsupported format version {}", major));
   }
+  if (b[7] != 0)  // numpy writes and reads only versions 1.0, 2.0 and 3.0
+    bad(src, fmt::format("unsupported format version {}.{}", major, static_cast<unsigned char>(b[7])));
   if (hlen > b.size() - hstart) bad(src, fmt::format("header length {} runs past the end of the file", hlen));
-  const Header h = parse_header(b.substr(hstart, hlen), src);
+  const std::string header = b.substr(hstart, hlen);
+  const Header h = HeaderParser(header, src).parse();
   if (h.fortran) bad(src, "Fortran-order arrays are not supported (save with np.ascontiguousarray)");
   std::int64_t n = 1;
   for (auto d : h.shape) {
-    if (d != 0 && n > std::numeric_limits<std::int64_t>::max() / d) bad(src, "shape overflows");
+    if (d != 0 && n > std::numeric_limits<std::int64_t>::max() / d)
+      bad(src, fmt::format("shape {} overflows: more than 2^63 - 1 elements", shape_str(h.shape)));
     n *= d;
   }
   const std::string& dsc = h.descr;
@@ -138,9 +236,9 @@ Tensor from_npy_bytes(const std::string& b, const std::string& src) {
     kind = dsc[1];
     item = static_cast<std::size_t>(std::atoi(dsc.c_str() + 2));
   } else if (dsc.size() >= 3 && dsc[0] == '>') {
-    bad(src, fmt::format("big-endian dtype '{}' is not supported", dsc));
+    bad(src, fmt::format("big-endian dtype '{}' is not supported", excerpt(dsc, 0)));
   } else {
-    bad(src, fmt::format("unsupported dtype '{}'", dsc));
+    bad(src, fmt::format("unsupported dtype '{}'", excerpt(dsc, 0)));
   }
   const bool ok_kind = (kind == 'f' && (item == 4 || item == 8)) ||
                        ((kind == 'i' || kind == 'u') && (item == 1 || item == 2 || item == 4 || item == 8)) ||
@@ -181,59 +279,8 @@ Tensor from_npy_bytes(const std::string& b, const std::string& src) {
   return t;
 }
 
-namespace {
-std::string parent_dir(const std::string& path) {
-  const auto slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-}  // namespace
-
-void write_file_atomic(const std::string& path, const std::string& bytes, const char* fn) {
-  XGRAD_CHECK(!path.empty() && path.back() != '/', "{}: argument 'path' ('{}') is not a file name", fn, path);
-  // A unique temporary name (process, per-process counter), created with O_EXCL and mode 0666 so the
-  // umask applies as for any new file. (mkostemp would force 0600, and reading the umask to fix that
-  // means changing it, which races with other threads creating files.)
-  static std::atomic<std::uint64_t> counter{0};
-  std::string tmpl;
-  int fd = -1;
-  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    tmpl = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
-    fd = ::open(tmpl.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) break;
-  }
-  XGRAD_CHECK(fd >= 0, "{}: cannot create a temporary file next to '{}': {}", fn, path, std::strerror(errno));
-  auto fail = [&](const char* what, int err, bool close_fd) {
-    if (close_fd) ::close(fd);
-    ::unlink(tmpl.c_str());
-    detail::throw_error(fmt::format("{}: {} '{}' failed: {}", fn, what, path, std::strerror(err)));
-  };
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const auto w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) fail("writing", w < 0 ? errno : EIO, true);
-    done += static_cast<std::size_t>(w);
-  }
-  if (::fsync(fd) != 0) fail("flushing", errno, true);
-  if (::close(fd) != 0) fail("closing", errno, false);
-  if (::rename(tmpl.c_str(), path.c_str()) != 0) fail("renaming the temporary file into", errno, false);
-  const int dfd = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {  // the data is in place; a folder that cannot be synced only weakens durability
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
-}
-
 void save_npy(const std::string& path, const Tensor& t) { write_file_atomic(path, to_npy_bytes(t), "save_npy"); }
 
-Tensor load_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  XGRAD_CHECK(in.good(), "load_npy: cannot open '{}'", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return from_npy_bytes(ss.str(), path);
-}
+Tensor load_npy(const std::string& path) { return from_npy_bytes(read_regular_file(path, "load_npy"), path); }
 
 }  // namespace xgrad

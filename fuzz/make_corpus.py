@@ -1,11 +1,17 @@
 #!/usr/bin/python3
 """Regenerates the seed corpora in fuzz/corpus/ (small valid files and slightly broken ones).
 Run with Debian's /usr/bin/python3 (numpy); the files are committed, so this is only needed to
-change them."""
+change them.
+
+With --large DIR it writes instead the multi-MB hostile seeds (Note [Hostile files] in
+core/file_io.hpp) to DIR/safetensors/ and DIR/npy/: headers of several MB with many entries, long
+similar names, a huge __metadata__, duplicates at the end, deep nesting, huge numbers and strings.
+scripts/fuzz.sh generates them at every run (they are too big to commit)."""
 import io
 import json
 import os
 import struct
+import sys
 
 import numpy as np
 
@@ -37,7 +43,66 @@ def npy(a, version=None):
     return buf.getvalue()
 
 
+def raw_st(header, buffer=b""):
+    """A safetensors file with the given header text, as is (duplicates and all)."""
+    h = header.encode()
+    return struct.pack("<Q", len(h)) + h + buffer
+
+
+def raw_npy(header, data=b"", version=1):
+    h = header.encode()
+    if version == 1:
+        return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h + data
+    return b"\x93NUMPY" + bytes([version, 0]) + struct.pack("<I", len(h)) + h + data
+
+
+ZERO = '"dtype":"F32","shape":[0],"data_offsets":[0,0]'
+
+
+def large(folder, size=3_000_000):
+    entries = []
+    n = 0
+    while sum(map(len, entries)) < size:
+        entries.append('"t%07d":{%s}' % (n, ZERO))
+        n += 1
+    many = "{" + ",".join(entries)
+    prefix = "k" * 2000
+    similar = "{" + ",".join('"%s%d":{%s}' % (prefix, i, ZERO) for i in range(size // 2050))
+    meta = '{"__metadata__":{' + ",".join('"m%d":"v"' % i for i in range(size // 12))
+    s = {
+        "many_entries": raw_st(many + "}"),
+        "many_entries_dup": raw_st(many + ',"t0000000":{%s}}' % ZERO),
+        "similar_names": raw_st(similar + "}"),
+        "similar_names_dup": raw_st(similar + ',"%s0":{%s}}' % (prefix, ZERO)),
+        "huge_metadata": raw_st(meta + "}}"),
+        "huge_metadata_dup": raw_st(meta + ',"m0":"v"}}'),
+        "huge_name": raw_st('{"%s":{%s}}' % ("n" * size, ZERO)),
+        "deep_arrays": raw_st('{"w":{"dtype":"F32","shape":' + "[" * size),
+        "many_dims": raw_st('{"w":{"dtype":"F32","shape":[' + "1," * (size // 2) + '1],"data_offsets":[0,4]}}',
+                            b"\0" * 4),
+        "huge_number": raw_st('{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,' + "9" * size + "]}}", b"\0" * 4),
+        "whitespace": raw_st("{" + '"w":{%s}' % ZERO + " " * size + "}"),
+    }
+    head = "{'descr': '<f8', 'fortran_order': False, 'shape': "
+    n = {
+        "whitespace_v2": raw_npy(head + "(3,)" + " " * size + "}", b"\0" * 24, 2),
+        "huge_descr_v3": raw_npy("{'descr': '" + "f" * size + "', 'fortran_order': False, 'shape': (3,)}", b"\0" * 24, 3),
+        "many_dims_v2": raw_npy(head + "(" + "1, " * (size // 3) + ")}", b"\0" * 8, 2),
+        "huge_dim_v2": raw_npy(head + "(" + "9" * size + ",)}", b"", 2),
+        "nested_v2": raw_npy(head + "(" * size + "}", b"", 2),
+    }
+    for sub, files in (("safetensors", s), ("npy", n)):
+        d = os.path.join(folder, sub)
+        os.makedirs(d, exist_ok=True)
+        for name, data in files.items():
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(data)
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--large":
+        large(sys.argv[2])
+        return
     f4 = np.arange(6, dtype=np.float32).reshape(2, 3)
     f8 = np.linspace(-1, 1, 4)
     s = {
@@ -50,6 +115,13 @@ def main():
         "bad_truncated": st([("w", f4), ("b", f8)])[:-5],
         "bad_header_len": struct.pack("<Q", 1 << 40) + b"{}",
         "bad_negative": st([("w", f4)]).replace(b"[2, 3]", b"[-2, 3]"),
+        # duplicate keys at every level (JSON allows them; the reader refuses them)
+        "dup_name": raw_st('{"a":{%s},"b":{%s},"a":{%s}}' % (ZERO, ZERO, ZERO)),
+        "dup_escaped_name": raw_st('{"w":{%s},"\\u0077":{%s}}' % (ZERO, ZERO)),
+        "dup_metadata": raw_st('{"__metadata__":{"a":"1"},"__metadata__":{"b":"2"}}'),
+        "dup_metadata_key": raw_st('{"__metadata__":{"a":"1","a":"2"}}'),
+        "dup_field": raw_st('{"w":{"dtype":"F32","dtype":"F64","shape":[0],"data_offsets":[0,0]}}'),
+        "bad_deep": raw_st('{"w":{"dtype":"F32","shape":[[[[1]]]],"data_offsets":[0,4]}}', b"\0" * 4),
     }
     n = {
         "f4_2d": npy(f4),
@@ -63,6 +135,11 @@ def main():
         "bad_fortran": npy(np.asfortranarray(f4)),
         "bad_bigendian": npy(f8.astype(">f8")),
         "bad_truncated": npy(f8)[:-3],
+        "v3_header": npy(f4, version=(3, 0)),
+        "double_quotes": raw_npy('{"shape": (2,), "fortran_order": False, "descr": "<f8"}', b"\0" * 16),
+        "bad_dup_key": raw_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), 'shape': (1,)}", b"\0" * 16),
+        "bad_unknown_key": raw_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), 'x': 1}", b"\0" * 16),
+        "bad_overflow": raw_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296)}"),
     }
     for folder, files in (("safetensors", s), ("npy", n)):
         d = os.path.join(HERE, "corpus", folder)

@@ -2,12 +2,11 @@
 
 #include <charconv>
 #include <cstring>
-#include <fstream>
 #include <numeric>
-#include <sstream>
 #include <utility>
 
 #include "xgrad/core/error.hpp"
+#include "xgrad/core/file_io.hpp"
 #include "xgrad/core/npy.hpp"
 #include "xgrad/core/random.hpp"
 
@@ -113,11 +112,7 @@ Tensor read_csv(const std::string& path, const CsvOptions& options) {
   const char d = options.delimiter;
   XGRAD_CHECK(d != '\n' && d != '\r' && d != '.' && d != '-' && d != '+' && !(d >= '0' && d <= '9'),
               "read_csv: option 'delimiter' (character code {}) cannot separate numbers", static_cast<int>(d));
-  std::ifstream in(path, std::ios::binary);
-  XGRAD_CHECK(in.good(), "read_csv: cannot open file '{}'", path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  const std::string text = read_regular_file(path, "read_csv");
 
   std::vector<double> values;
   std::size_t columns = 0, rows = 0, first_row_line = 0;
@@ -153,8 +148,10 @@ Tensor read_csv(const std::string& path, const CsvOptions& options) {
       if (digits.size() > 1 && digits[0] == '+') digits.remove_prefix(1);
       double v = 0.0;
       const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
-      XGRAD_CHECK(ec != std::errc::invalid_argument && ptr == digits.data() + digits.size(),
-                  "read_csv: {}:{}:{}: field {} '{}' is not a number", path, line_no, column, fields + 1, field);
+      XGRAD_CHECK(
+          ec != std::errc::invalid_argument && ptr == digits.data() + digits.size(),
+          "read_csv: {}:{}:{}: field {} '{}' is not a number", path, line_no, column, fields + 1,
+          field.size() <= 64 ? std::string(field) : fmt::format("{}...({} bytes)", field.substr(0, 64), field.size()));
       // Out-of-range values: from_chars leaves v unchanged; keep the IEEE meaning (overflow -> inf).
       if (ec == std::errc::result_out_of_range) v = std::strtod(std::string(digits).c_str(), nullptr);
       values.push_back(v);

@@ -80,14 +80,17 @@ struct CsvOptions {
 /// Reads a CSV file of numbers into a 2-d tensor (rows, columns). Fields are parsed as decimal
 /// floating-point numbers (std::from_chars: "1", "-2.5e3", "nan", "inf"); spaces and tabs around a
 /// field are ignored, blank lines are skipped, and "\r\n" line ends are accepted. Quoting is not
-/// supported. Errors (xgrad::Error, naming the file and 1-based line:column): file cannot be opened;
-/// no data rows (empty file, or a header only); a field that is empty or not a number (the field is
-/// quoted in the message); a row whose field count differs from the first data row's.
+/// supported. Errors (xgrad::Error, naming the file and 1-based line:column): the file cannot be
+/// opened (with the OS reason, e.g. "No such file or directory") or is not a regular file (a FIFO,
+/// directory or device is refused without blocking; read_regular_file, core/file_io.hpp); no data rows (empty file, or
+/// a header only); a field that is empty or not a number (the field is quoted in the message); a row whose field count
+/// differs from the first data row's.
 Tensor read_csv(const std::string& path, const CsvOptions& options = {});
 
 /// TensorDataset from two .npy files (see core/npy.hpp for the supported dtypes): examples are the
 /// rows of `data_path`, targets the rows of `target_path` (empty: no target). Errors from load_npy
-/// name the file; mismatched first dimensions throw as in TensorDataset, naming both files.
+/// name the file (and the OS reason when it cannot be opened; non-regular files are refused); mismatched first
+/// dimensions throw as in TensorDataset, naming both files.
 std::shared_ptr<TensorDataset> npy_dataset(const std::string& data_path, const std::string& target_path = "");
 
 // ---- samplers --------------------------------------------------------------------------------

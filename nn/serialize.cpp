@@ -1,9 +1,5 @@
 #include "xgrad/nn/serialize.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -15,7 +11,7 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/error.hpp"
-#include "xgrad/core/npy.hpp"
+#include "xgrad/core/file_io.hpp"
 
 namespace xgrad::nn {
 
@@ -33,6 +29,8 @@ constexpr const char* kMetadataKey = "__metadata__";
 // The reference implementation refuses headers above 100 MB; so do we (a lying length cannot make
 // us allocate more than this, and a real header of this size would be absurd).
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+// As for .npy files (NumPy 2's limit): a hostile shape cannot make a tensor of a million dimensions.
+constexpr std::size_t kMaxDims = 64;
 
 [[noreturn]] void bad(const std::string& src, const std::string& why) {
   detail::throw_error(fmt::format("load_safetensors: '{}' is not a valid safetensors file: {}", src, why));
@@ -40,27 +38,12 @@ constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 
 const char* dtype_tag(Dtype d) { return d == kFloat32 ? "F32" : "F64"; }
 
-// Thrown by the JSON parser callback to abort parsing; turned into an xgrad::Error by the caller.
-struct HeaderReject {
-  std::string why;
-};
-
-// Parses the header with two checks the plain parser cannot make: a key repeated in the top-level
-// object (JSON allows it; nlohmann would silently keep one, hiding a second tensor of that name)
-// and nesting deeper than the format has (top object > tensor object > shape array).
-Json parse_header(const char* first, const char* last) {
-  std::set<std::string> seen;
-  Json::parser_callback_t cb = [&seen](int depth, Json::parse_event_t event, Json& parsed) {
-    using E = Json::parse_event_t;
-    if ((event == E::object_start || event == E::array_start) && depth > 2)
-      throw HeaderReject{"the JSON header is nested deeper than the format allows"};
-    if (event == E::key && depth == 1) {
-      const auto& key = parsed.get_ref<const std::string&>();
-      if (!seen.insert(key).second) throw HeaderReject{fmt::format("duplicate name '{}' in the header", key)};
-    }
-    return true;
-  };
-  return Json::parse(first, last, cb, /*allow_exceptions=*/true, /*ignore_comments=*/false);
+// At most 64 bytes of a name or a JSON excerpt in an error message (a hostile header may hold
+// names or arrays of megabytes).
+std::string shown(const std::string& text) {
+  constexpr std::size_t kMax = 64;
+  if (text.size() <= kMax) return text;
+  return text.substr(0, kMax) + fmt::format("...({} bytes)", text.size());
 }
 
 struct Entry {
@@ -71,15 +54,16 @@ struct Entry {
 };
 
 // Reads one tensor's header entry, checking the types and the self-consistency of its fields.
-Entry read_entry(const std::string& src, const std::string& name, const Json& info, std::uint64_t buffer_size) {
+Entry read_entry(const std::string& src, const std::string& full_name, const Json& info, std::uint64_t buffer_size) {
+  const std::string name = shown(full_name);
   if (!info.is_object()) bad(src, fmt::format("the header entry of tensor '{}' is not a JSON object", name));
   for (auto it = info.begin(); it != info.end(); ++it)
     if (it.key() != "dtype" && it.key() != "shape" && it.key() != "data_offsets")
-      bad(src, fmt::format("the header entry of tensor '{}' has an unknown field '{}'", name, it.key()));
+      bad(src, fmt::format("the header entry of tensor '{}' has an unknown field '{}'", name, shown(it.key())));
   for (const char* field : {"dtype", "shape", "data_offsets"})
     if (!info.contains(field)) bad(src, fmt::format("tensor '{}' has no '{}' field", name, field));
   Entry e;
-  e.name = name;
+  e.name = full_name;
 
   const Json& dt = info["dtype"];
   if (!dt.is_string()) bad(src, fmt::format("the 'dtype' of tensor '{}' is not a string", name));
@@ -101,69 +85,158 @@ Entry read_entry(const std::string& src, const std::string& name, const Json& in
   const Json& sh = info["shape"];
   if (!sh.is_array()) bad(src, fmt::format("the 'shape' of tensor '{}' is not an array", name));
   std::int64_t numel = 1;
+  if (sh.size() > kMaxDims)
+    bad(src, fmt::format("the shape of tensor '{}' has {} dimensions, more than {}", name, sh.size(), kMaxDims));
   for (const auto& d : sh) {
     if (d.is_number_integer() && !d.is_number_unsigned())
       bad(src, fmt::format("the shape of tensor '{}' has a negative dimension {}", name, d.get<std::int64_t>()));
     if (!d.is_number_unsigned())
       bad(src, fmt::format("the shape of tensor '{}' has a dimension that is not a non-negative integer: {}", name,
-                           d.dump()));
+                           shown(d.dump())));
     const auto v = d.get<std::uint64_t>();
     if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ||
         __builtin_mul_overflow(numel, static_cast<std::int64_t>(v), &numel))
-      bad(src, fmt::format("the shape {} of tensor '{}' overflows", sh.dump(), name));
+      bad(src, fmt::format("the shape {} of tensor '{}' overflows", shown(sh.dump()), name));
     e.shape.push_back(static_cast<std::int64_t>(v));
   }
   std::uint64_t nbytes = 0;
   if (__builtin_mul_overflow(static_cast<std::uint64_t>(numel), dtype_size(e.dtype), &nbytes))
-    bad(src, fmt::format("the shape {} of tensor '{}' overflows", sh.dump(), name));
+    bad(src, fmt::format("the shape {} of tensor '{}' overflows", shown(sh.dump()), name));
 
   const Json& off = info["data_offsets"];
   if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-    bad(src, fmt::format("the 'data_offsets' of tensor '{}' are not two non-negative integers: {}", name, off.dump()));
+    bad(src, fmt::format("the 'data_offsets' of tensor '{}' are not two non-negative integers: {}", name,
+                         shown(off.dump())));
   e.begin = off[0].get<std::uint64_t>();
   e.end = off[1].get<std::uint64_t>();
   if (e.end < e.begin)
     bad(src, fmt::format("tensor '{}' has data_offsets [{}, {}] that end before they begin", name, e.begin, e.end));
   if (e.end - e.begin != nbytes)
     bad(src, fmt::format("tensor '{}' of dtype {} and shape {} needs {} bytes but its data_offsets [{}, {}] span {}",
-                         name, tag, shape_str(e.shape), nbytes, e.begin, e.end, e.end - e.begin));
+                         name, tag, shown(shape_str(e.shape)), nbytes, e.begin, e.end, e.end - e.begin));
   if (e.end > buffer_size)
     bad(src, fmt::format("tensor '{}' has data_offsets [{}, {}] outside the data buffer of {} bytes", name, e.begin,
                          e.end, buffer_size));
   return e;
 }
 
-// ---- atomic write (Note [Checkpoint safety]) ------------------------------------------------------
+// Note [Linear header parsing]: the header is streamed through nlohmann's SAX parser, and this
+// handler validates it as it goes, in time linear in its length (up to a log factor for the name
+// lookups). The top-level object is never built: each tensor's entry (a small object) is built,
+// checked by read_entry and dropped as soon as it closes. Duplicate keys are refused at every level
+// (a tensor name, "__metadata__", a field of an entry, a metadata key) when the second one is read;
+// JSON allows them and a DOM parser would silently keep one, hiding data. Nesting deeper than the
+// format (top object > entry object > shape array) is refused at the opening bracket.
+// (nlohmann's DOM parser with a callback, used before, rescans the parent object each time a child
+// object closes: quadratic in the number of entries.)
+class HeaderHandler final : public nlohmann::json_sax<Json> {
+ public:
+  HeaderHandler(const std::string& src, std::uint64_t buffer_size, std::vector<Entry>& entries,
+                std::map<std::string, std::string>& metadata)
+      : src_(src), buffer_size_(buffer_size), entries_(entries), metadata_(metadata) {}
 
-// Atomic write (core/npy.hpp): temporary file, fsync, rename, fsync of the folder.
-void write_atomic(const char* fn, const std::string& path, const std::string& bytes) {
-  write_file_atomic(path, bytes, fn);
-}
+  bool null() override { return scalar(Json(nullptr)); }
+  bool boolean(bool v) override { return scalar(Json(v)); }
+  bool number_integer(number_integer_t v) override { return scalar(Json(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return scalar(Json(v)); }
+  bool number_float(number_float_t v, const string_t& /*text*/) override { return scalar(Json(v)); }
+  bool string(string_t& v) override { return scalar(Json(std::move(v))); }
+  bool binary(binary_t& v) override { return scalar(Json::binary(std::move(v))); }  // never in JSON text
+  bool start_object(std::size_t /*elements*/) override { return open(Json::object()); }
+  bool start_array(std::size_t /*elements*/) override { return open(Json::array()); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
 
-std::string read_file(const char* fn, const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  XGRAD_CHECK(fd >= 0, "{}: cannot open '{}': {}", fn, path, std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    detail::throw_error(fmt::format("{}: '{}' is not a regular file", fn, path));
-  }
-  std::string out;
-  char chunk[1 << 16];
-  for (;;) {
-    const auto r = ::read(fd, chunk, sizeof chunk);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      const int err = errno;
-      ::close(fd);
-      detail::throw_error(fmt::format("{}: reading '{}' failed: {}", fn, path, std::strerror(err)));
+  bool key(string_t& k) override {
+    if (depth_ == 1) {  // a tensor name or "__metadata__"
+      if (!names_.insert(k).second) bad(src_, fmt::format("duplicate name '{}' in the header", shown(k)));
+      name_ = k;
+      return true;
     }
-    if (r == 0) break;
-    out.append(chunk, static_cast<std::size_t>(r));
+    auto& object = stack_.back()->get_ref<Json::object_t&>();
+    auto [it, inserted] = object.emplace(std::move(k), Json());
+    if (!inserted)
+      bad(src_, name_ == kMetadataKey ? fmt::format("duplicate key '{}' in '__metadata__'", shown(it->first))
+                                      : fmt::format("duplicate key '{}' in the header entry of tensor '{}'",
+                                                    shown(it->first), shown(name_)));
+    slot_ = &it->second;
+    return true;
   }
-  ::close(fd);
-  return out;
-}
+
+  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& ex) override {
+    // The message quotes the last token, which may be megabytes long: keep its start.
+    std::string what = ex.what();
+    if (what.size() > 300) what = what.substr(0, 300) + "...";
+    bad(src_, fmt::format("the header is not valid JSON: {}", what));
+  }
+
+ private:
+  // Puts a value where the parser is: the current top-level value, the next element of the
+  // current array, or the slot of the key just read.
+  Json* place(Json v) {
+    if (stack_.empty()) {
+      value_ = std::move(v);
+      return &value_;
+    }
+    Json& parent = *stack_.back();
+    if (parent.is_array()) {
+      parent.push_back(std::move(v));
+      return &parent.back();
+    }
+    *slot_ = std::move(v);
+    return slot_;
+  }
+  bool scalar(Json v) {
+    if (depth_ == 1)
+      finish(std::move(v));
+    else
+      place(std::move(v));
+    return true;
+  }
+  bool open(Json container) {
+    if (depth_ == 0) {  // the header itself (it starts with '{', checked before parsing)
+      depth_ = 1;
+      return true;
+    }
+    if (depth_ > 2) bad(src_, "the JSON header is nested deeper than the format allows");
+    ++depth_;
+    stack_.push_back(place(std::move(container)));
+    return true;
+  }
+  bool close() {
+    --depth_;
+    if (depth_ == 0) return true;  // the end of the header
+    stack_.pop_back();
+    if (stack_.empty()) finish(std::move(value_));
+    return true;
+  }
+  // A top-level value is complete: validate it and keep what it describes.
+  void finish(Json v) {
+    if (name_ != kMetadataKey) {
+      entries_.push_back(read_entry(src_, name_, v, buffer_size_));
+      return;
+    }
+    if (!v.is_object()) bad(src_, "'__metadata__' is not a JSON object");
+    for (auto m = v.begin(); m != v.end(); ++m) {
+      if (!m.value().is_string())
+        bad(src_,
+            fmt::format("'__metadata__' value of '{}' is not a string: {}", shown(m.key()), shown(m.value().dump())));
+      metadata_[m.key()] = m.value().get<std::string>();
+    }
+  }
+
+  const std::string& src_;
+  const std::uint64_t buffer_size_;
+  std::vector<Entry>& entries_;
+  std::map<std::string, std::string>& metadata_;
+  std::set<std::string> names_;  // an ordered set: no hash collisions for a hostile header to exploit
+  std::string name_;             // the current top-level key
+  int depth_ = 0;                // containers open, the header included
+  std::vector<Json*> stack_;     // the containers open inside the current top-level value
+  Json value_;                   // the current top-level value while it is built
+  Json* slot_ = nullptr;         // where the value of the key just read goes
+};
 
 std::string join_keys(const std::vector<std::string>& keys) {
   std::string out;
@@ -238,46 +311,35 @@ SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, co
   const char* hbegin = reinterpret_cast<const char*>(data + 8);
   if (hlen == 0 || hbegin[0] != '{') bad(src, "the header does not start with '{'");
 
-  Json header;
-  try {
-    header = parse_header(hbegin, hbegin + hlen);
-  } catch (const HeaderReject& r) {
-    bad(src, r.why);
-  } catch (const Json::exception& e) {
-    bad(src, fmt::format("the header is not valid JSON: {}", e.what()));
-  }
-  if (!header.is_object()) bad(src, "the header is not a JSON object");
-
   const std::uint64_t buffer_size = size - 8 - hlen;
   SafetensorsFile out;
   std::vector<Entry> entries;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    if (it.key() == kMetadataKey) {
-      if (!it.value().is_object()) bad(src, "'__metadata__' is not a JSON object");
-      for (auto m = it.value().begin(); m != it.value().end(); ++m) {
-        if (!m.value().is_string())
-          bad(src, fmt::format("'__metadata__' value of '{}' is not a string: {}", m.key(), m.value().dump()));
-        out.metadata[m.key()] = m.value().get<std::string>();
-      }
-      continue;
-    }
-    entries.push_back(read_entry(src, it.key(), it.value(), buffer_size));
+  HeaderHandler handler(src, buffer_size, entries, out.metadata);
+  try {
+    (void)Json::sax_parse(hbegin, hbegin + hlen, &handler, nlohmann::json::input_format_t::json, /*strict=*/true,
+                          /*ignore_comments=*/false);
+  } catch (const Json::exception& e) {
+    bad(src, fmt::format("the header is not valid JSON: {}", shown(e.what())));
   }
 
   // The tensors must tile the buffer exactly: sorted by offset, each begins where the previous
   // ended, and the last ends at the end of the file. A gap hides bytes; an overlap aliases data.
-  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  // Ties (empty tensors at one offset) are broken by name, so the order does not depend on the
+  // order of the header's keys.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    if (a.begin != b.begin) return a.begin < b.begin;
+    if (a.end != b.end) return a.end < b.end;
+    return a.name < b.name;
   });
   std::uint64_t pos = 0;
   const Entry* prev = nullptr;
   for (const Entry& e : entries) {
     if (e.begin < pos)
-      bad(src, fmt::format("tensors '{}' [{}, {}] and '{}' [{}, {}] overlap", prev->name, prev->begin, prev->end,
-                           e.name, e.begin, e.end));
+      bad(src, fmt::format("tensors '{}' [{}, {}] and '{}' [{}, {}] overlap", shown(prev->name), prev->begin, prev->end,
+                           shown(e.name), e.begin, e.end));
     if (e.begin > pos)
       bad(src, fmt::format("gap in the data buffer: bytes [{}, {}) before tensor '{}' belong to no tensor", pos,
-                           e.begin, e.name));
+                           e.begin, shown(e.name)));
     pos = e.end;
     prev = &e;
   }
@@ -303,11 +365,11 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& s
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata) {
-  write_atomic("save_safetensors", path, to_safetensors_bytes(tensors, metadata));
+  write_file_atomic(path, to_safetensors_bytes(tensors, metadata), "save_safetensors");
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
-  return parse_safetensors(read_file("load_safetensors", path), path);
+  return parse_safetensors(read_regular_file(path, "load_safetensors"), path);
 }
 
 void save_state(const std::string& path, const NamedTensors& state,

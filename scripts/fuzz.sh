@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses in fuzz/ with clang-14 + ASan + UBSan (build dir build/fuzz) and
-# runs each for a bounded time on its seed corpus (fuzz/corpus/<target>/, read only; new inputs go
-# to build/fuzz/corpus/<target>/). Fails if any harness finds a crash, a sanitizer report, an
-# uncaught exception, a leak or a timeout; the reproducer is saved as build/fuzz/artifacts/<target>-*.
+# runs each for a bounded time on its seed corpora: the small committed seeds (fuzz/corpus/<target>/)
+# and multi-MB hostile ones generated here by fuzz/make_corpus.py --large (build/fuzz/seeds_large/;
+# headers of several MB: many entries, long similar names, huge metadata, duplicates, deep nesting),
+# both read only; new inputs go to build/fuzz/corpus/<target>/. Inputs may be up to 4 MB. Fails if
+# any harness finds a crash, a sanitizer report, an uncaught exception, a leak or a timeout (one
+# input taking over 10 s: a parser that is not linear in its input); the reproducer is saved as
+# build/fuzz/artifacts/<target>-*.
 #
 #   bash scripts/fuzz.sh             # 60 s per harness
 #   bash scripts/fuzz.sh 300         # or XGRAD_FUZZ_SECONDS=300 bash scripts/fuzz.sh
 #   XGRAD_FUZZ_TARGETS=fuzz_npy bash scripts/fuzz.sh 30
+#   XGRAD_FUZZ_JOBS=2 bash scripts/fuzz.sh   # build with at most 2 jobs (default: ninja's choice)
+#   XGRAD_FUZZ_MAX_LEN=65536 bash scripts/fuzz.sh   # largest input in bytes (default 4 MB)
 #
 # Reproduce a finding: build/fuzz/fuzz_safetensors build/fuzz/artifacts/fuzz_safetensors-crash-...
 set -euo pipefail
@@ -14,6 +20,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 seconds="${1:-${XGRAD_FUZZ_SECONDS:-60}}"
 targets=(${XGRAD_FUZZ_TARGETS:-fuzz_safetensors fuzz_npy})
+max_len="${XGRAD_FUZZ_MAX_LEN:-4194304}"
+jobs=()
+if [[ -n "${XGRAD_FUZZ_JOBS:-}" ]]; then jobs=(-j "$XGRAD_FUZZ_JOBS"); fi
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || ((seconds < 1)); then
   echo "fuzz.sh: the time per harness must be a positive number of seconds, got '$seconds'" >&2
   exit 2
@@ -45,7 +54,10 @@ build=build/fuzz
 launcher=()
 if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
 cmake -S fuzz -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 "${launcher[@]}"
-cmake --build "$build" --target "${targets[@]}"
+cmake --build "$build" --target "${targets[@]}" -- "${jobs[@]}"
+# The multi-MB hostile seeds (too big to commit; a few seconds to generate).
+rm -rf "$build/seeds_large"
+/usr/bin/python3 fuzz/make_corpus.py --large "$build/seeds_large"
 
 export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
@@ -55,15 +67,16 @@ status=0
 for t in "${targets[@]}"; do
   name="${t#fuzz_}"
   seeds="fuzz/corpus/$name"
+  large="$build/seeds_large/$name"
   work="$build/corpus/$name"
   mkdir -p "$work"
   dict=()
   [[ -f "fuzz/$name.dict" ]] && dict=("-dict=fuzz/$name.dict")
   echo "==> fuzz: $t for ${seconds}s (seeds: $seeds)"
-  # -timeout: one input taking over 10 s is a hang; -rss_limit_mb bounds memory; -max_len keeps
-  # inputs small enough to be fast while covering every header path.
-  if ! "$build/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
-        -print_final_stats=1 -artifact_prefix="$build/artifacts/$t-" "${dict[@]}" "$work" "$seeds"; then
+  # -timeout: one input taking over 10 s is a hang (a multi-MB header takes well under a second
+  # even with the sanitizers); -rss_limit_mb bounds memory; -max_len lets inputs reach several MB.
+  if ! "$build/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
+        -print_final_stats=1 -artifact_prefix="$build/artifacts/$t-" "${dict[@]}" "$work" "$seeds" "$large"; then
     echo "==> fuzz: $t FAILED (reproducer in $build/artifacts/)"
     status=1
   fi

@@ -5,10 +5,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "xgrad/core/file_io.hpp"
 
 namespace examples {
 
@@ -16,12 +17,11 @@ namespace examples {
 /// Returns false (after printing why) when gnuplot is not available or fails.
 inline bool run_gnuplot(const std::filesystem::path& dir, const std::string& name, const std::string& script) {
   const std::filesystem::path gp = dir / (name + ".gp");
-  {
-    std::ofstream out(gp);
-    out << "set datafile separator ','\nset key autotitle columnhead\nset grid\n"
-        << "set terminal pngcairo size 1200,700 font ',11' noenhanced\n"
-        << script;
-  }
+  xgrad::write_file_atomic(gp.string(),
+                           "set datafile separator ','\nset key autotitle columnhead\nset grid\n"
+                           "set terminal pngcairo size 1200,700 font ',11' noenhanced\n" +
+                               script,
+                           "run_gnuplot");
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
     std::printf("  gnuplot not found: CSVs written; draw with `gnuplot %s` after installing gnuplot-nox\n",
                 gp.string().c_str());

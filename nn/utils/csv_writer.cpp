@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "xgrad/core/error.hpp"
+#include "xgrad/core/file_io.hpp"
 
 namespace xgrad::utils {
 
@@ -35,18 +36,31 @@ void CsvWriter::row(const std::vector<double>& values) {
 
 void write_csv(const std::string& path, const std::vector<std::string>& names,
                const std::vector<std::vector<double>>& columns) {
-  XGRAD_CHECK(names.size() == columns.size(), "write_csv: {} names for {} columns ('{}')", names.size(), columns.size(),
-              path);
-  const std::size_t rows = columns.empty() ? 0 : columns[0].size();
+  XGRAD_CHECK(!names.empty(), "write_csv: no columns for '{}'", path);
+  XGRAD_CHECK(names.size() == columns.size(), "write_csv: {} names for {} columns ('{}')", names.size(),
+              columns.size(), path);
+  const std::size_t rows = columns[0].size();
   for (std::size_t j = 0; j < columns.size(); ++j)
     XGRAD_CHECK(columns[j].size() == rows, "write_csv: column '{}' has {} values, column '{}' has {} ('{}')", names[j],
                 columns[j].size(), names[0], rows, path);
-  CsvWriter w(path, names);
-  std::vector<double> row(columns.size());
-  for (std::size_t i = 0; i < rows; ++i) {
-    for (std::size_t j = 0; j < columns.size(); ++j) row[j] = columns[j][i];
-    w.row(row);
+  std::string text;
+  for (std::size_t j = 0; j < names.size(); ++j) {
+    XGRAD_CHECK(names[j].find_first_of(",\"\n\r") == std::string::npos,
+                "write_csv: column name '{}' contains a comma, quote or newline", names[j]);
+    text += (j ? "," : "") + names[j];
   }
+  text += '\n';
+  char buf[32];
+  for (std::size_t i = 0; i < rows; ++i) {
+    for (std::size_t j = 0; j < columns.size(); ++j) {
+      std::snprintf(buf, sizeof buf, "%.9g", columns[j][i]);
+      if (j) text += ',';
+      text += buf;
+    }
+    text += '\n';
+  }
+  // All or nothing, like every xgrad writer (a temporary file renamed into place).
+  write_file_atomic(path, text, "write_csv");
 }
 
 }  // namespace xgrad::utils

@@ -26,8 +26,9 @@ class CsvWriter {
   std::FILE* file_ = nullptr;
 };
 
-/// Writes columns of equal length to `path` as a CSV with a header line, in one go.
-/// Errors: names and columns differ in count, columns of different lengths, the CsvWriter errors.
+/// Writes columns of equal length to `path` as a CSV with a header line, atomically (a temporary
+/// file renamed into place: a reader never sees half a file). Errors: no columns, names and columns
+/// differ in count, columns of different lengths, a bad column name, a file that cannot be written.
 void write_csv(const std::string& path, const std::vector<std::string>& names,
                const std::vector<std::vector<double>>& columns);
 

@@ -2,6 +2,7 @@
 // /usr/bin/python3 and tests/core/npy_roundtrip.py), refusal of malformed files, atomic saves.
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -241,4 +242,161 @@ TEST_CASE("save_npy is atomic", "[npy]") {
   for (const auto& e : fs::directory_iterator(dir.path / "sub")) sub.push_back(e.path().filename().string());
   CHECK(sub == std::vector<std::string>{"x.npy"});
   CHECK(fs::is_directory(dir.path / "sub" / "x.npy"));
+}
+
+// ---- hostile files (Note [Hostile files] in core/file_io.hpp) ---------------------------------------
+
+namespace {
+// A version 2.0 .npy file (4-byte header length) with the given header text, unpadded.
+std::string npy_v2(const std::string& header, const std::string& data) {
+  std::string out("\x93NUMPY\x02\x00", 8);
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xff));
+  return out + header + data;
+}
+}  // namespace
+
+TEST_CASE("load_npy refuses non-regular files without blocking, with the OS reason", "[npy][hostile]") {
+  TempDir dir("npy_hostile_paths");
+  xgrad::test::require_hostile_paths_refused(dir.path.string(), "load_npy",
+                                             [](const std::string& p) { (void)load_npy(p); });
+}
+
+TEST_CASE(".npy headers are parsed as the dict literal numpy writes: keys once, shapes bounded", "[npy][hostile]") {
+  const std::string d8(24, '\0');
+  auto expect = [&](const std::string& dict, const std::string& reason) {
+    INFO("header " << dict.substr(0, 200));
+    require_error([&] { (void)from_npy_bytes(npy_v1(dict, d8), "hdr"); }, {"load_npy", "hdr", reason});
+  };
+  expect("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), 'descr': '<f4', }", "duplicate key 'descr'");
+  expect("{'descr': '<f8', 'shape': (3,), 'fortran_order': False, 'shape': (6,), }", "duplicate key 'shape'");
+  expect("{'descr': '<f8', 'fortran_order': False, 'fortran_order': True, 'shape': (3,)}",
+         "duplicate key 'fortran_order'");
+  expect("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), 'extra': 1, }", "unknown key 'extra'");
+  expect("{'descr': '<f8', 'fortran_order': False}", "no 'shape' key");
+  expect("{'descr': '<f8', 'fortran_order': False, 'shape': (3)}", "parenthesised integer");
+  expect("{'descr': '<f8', 'fortran_order': False, 'shape': (3,,)}", "bad dimension");
+  expect("{'descr': '<f8', 'fortran_order': False, 'shape': (03,)}", "leading zero");
+  expect("{'descr': '<f8', 'fortran_order': False, 'shape': (3,)} junk", "unexpected text after the header dict");
+  expect("{'descr': '<f8', 'fortran_order': False, 'shape': (3,)", "expected ',' or '}'");
+  expect("{'descr': '<f\\x38', 'fortran_order': False, 'shape': (3,)}", "escape");
+  expect("{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999,)}", "does not fit in 64 bits");
+  expect("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296)}", "overflows");
+  // As in numpy, the product of the non-zero dimensions must fit even when another one is 0.
+  expect("{'descr': '<f8', 'fortran_order': False, 'shape': (3037000500, 3037000500, 0, 5)}", "overflows");
+  expect("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 0)}",
+         "needs 0 data bytes but the file has 24");
+  std::string dims = "(";
+  for (int i = 0; i < 65; ++i) dims += "1, ";
+  expect("{'descr': '<f8', 'fortran_order': False, 'shape': " + dims + ")}", "more than 64 dimensions");
+  // Version 1.1 does not exist (numpy reads only 1.0, 2.0 and 3.0).
+  std::string v11 = to_npy_bytes(Tensor::of({1, 2, 3}, kFloat64));
+  v11[7] = '\x01';
+  require_error([&] { (void)from_npy_bytes(v11, "v11"); }, {"unsupported format version 1.1"});
+
+  // What numpy accepts: any key order, double quotes, whitespace and line breaks between tokens,
+  // no trailing comma, 64 dimensions, a 0-d shape.
+  auto load = [&](const std::string& dict, const std::string& data) { return from_npy_bytes(npy_v1(dict, data)); };
+  CHECK(load("{\"shape\":(3,),\"fortran_order\":False,\"descr\":\"<f8\"}", d8).shape() == Shape{3});
+  CHECK(load("{ 'descr' : '<f8' ,\n 'fortran_order' :\tFalse , 'shape' : ( 1 , 3 , ) }", d8).shape() == Shape{1, 3});
+  CHECK(load("{'descr': '<f8', 'fortran_order': False, 'shape': ()}", std::string(8, '\0')).dim() == 0);
+  std::string dims64 = "(";
+  for (int i = 0; i < 64; ++i) dims64 += "1, ";
+  CHECK(load("{'descr': '<f8', 'fortran_order': False, 'shape': " + dims64 + ")}", std::string(8, '\0')).dim() == 64);
+}
+
+TEST_CASE(".npy header parsing is linear: multi-MB hostile headers are parsed or refused in bounded time per byte",
+          "[npy][hostile]") {
+  // The parser is one pass over the header; version 2.0 and 3.0 headers may be up to 4 GB long.
+  // Release builds take 0.001-0.01 us per byte here; the bound leaves a wide margin for a loaded
+  // machine and for debug / sanitizer builds.
+#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
+  const double bound = 1e-6;
+#else
+  const double bound = 20e-6;
+#endif
+  constexpr std::size_t kBig = 4'000'000;
+  const std::string d8(24, '\0');
+  struct Case {
+    std::string name, header, reason;  // empty reason: must load
+  };
+  const std::vector<Case> cases = {
+      {"whitespace", "{'descr': '<f8', 'fortran_order': False, 'shape': (3,)" + std::string(kBig, ' ') + "}", ""},
+      {"huge descr", "{'descr': '" + std::string(kBig, 'f') + "', 'fortran_order': False, 'shape': (3,)}",
+       "unsupported dtype"},
+      {"huge unknown key", "{'" + std::string(kBig, 'k') + "': 1}", "unknown key"},
+      {"unterminated string", "{'descr': '" + std::string(kBig, 'f'), "unterminated"},
+      {"huge dimension", "{'descr': '<f8', 'fortran_order': False, 'shape': (" + std::string(kBig, '9') + ",)}",
+       "does not fit in 64 bits"},
+      {"many commas", "{'descr': '<f8', 'fortran_order': False, 'shape': (1" + std::string(kBig, ',') + ")}",
+       "bad dimension"},
+      {"many dimensions",
+       "{'descr': '<f8', 'fortran_order': False, 'shape': (" +
+           [&] {
+             std::string s;
+             while (s.size() < kBig) s += "1,";
+             return s;
+           }() +
+           ")}",
+       "more than 64 dimensions"},
+      {"nested brackets", "{'descr': '<f8', 'fortran_order': False, 'shape': " + std::string(kBig, '(') + "}",
+       "bad dimension"},
+  };
+  for (const auto& c : cases) {
+    INFO("case '" << c.name << "', header of " << c.header.size() << " bytes");
+    const std::string bytes = npy_v2(c.header, d8);
+    std::string message;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::int64_t numel = -1;
+    try {
+      numel = from_npy_bytes(bytes, "hostile").numel();
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    const double spb = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                       static_cast<double>(c.header.size());
+    WARN(fmt::format("{:22} {:8} bytes: {:.4f} us/byte", c.name, c.header.size(), spb * 1e6));
+    CHECK(spb < bound);
+    INFO("message: " << message.substr(0, 300));
+    if (c.reason.empty()) {
+      CHECK(message.empty());
+      CHECK(numel == 3);
+    } else {
+      CHECK(message.find(c.reason) != std::string::npos);
+      CHECK(message.size() < 1000);  // megabytes of header are not copied into the message
+    }
+  }
+}
+
+TEST_CASE("save_npy writes names up to NAME_MAX and refuses longer ones with the OS reason", "[npy][hostile]") {
+  TempDir dir("npy_names");
+  const std::string name(255, 'a');
+  save_npy(dir.file(name), Tensor::of({7, 8}));
+  save_npy(dir.file(name), Tensor::of({9}));
+  CHECK(load_npy(dir.file(name)).to_vector() == std::vector<double>{9});
+  CHECK(dir.entries() == std::vector<std::string>{name});
+  require_error([&] { save_npy(dir.file(name + "b"), Tensor::of({1})); }, {"save_npy", "File name too long"});
+  require_error([&] { save_npy(dir.file("missing/x.npy"), Tensor::of({1})); },
+                {"save_npy", "missing/x.npy", "No such file or directory"});
+  CHECK(dir.entries() == std::vector<std::string>{name});
+}
+
+TEST_CASE("a file too large for memory is an xgrad::Error, not std::bad_alloc", "[npy][hostile]") {
+  // An 8 TB sparse file (no disk used). Only where the kernel refuses an allocation that large up
+  // front (overcommit heuristic, mode 0): with mode 1 the allocation would succeed and the zeros be
+  // read for hours.
+  std::ifstream mode_file("/proc/sys/vm/overcommit_memory");
+  int mode = -1;
+  mode_file >> mode;
+  if (mode != 0) {
+    WARN("skipped: vm.overcommit_memory is " << mode);
+    return;
+  }
+  TempDir dir("npy_sparse");
+  const std::string p = dir.file("sparse.npy");
+  write_bytes(p, to_npy_bytes(Tensor::of({1, 2, 3})));
+  if (::truncate(p.c_str(), static_cast<off_t>(8) << 40) != 0) {
+    WARN("skipped: cannot make an 8 TB sparse file here");
+    return;
+  }
+  require_error([&] { (void)load_npy(p); }, {"load_npy", p, "too large to read into memory"});
 }

@@ -1,8 +1,12 @@
 #include "support.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +14,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #ifndef XGRAD_SOURCE_DIR
 #error "XGRAD_SOURCE_DIR must be defined by the build"
@@ -32,6 +37,71 @@ void require_thread_deterministic(const std::function<Tensors()>& fn) {
     INFO("result " << i << " differs between 1 and 2 threads");
     REQUIRE(bit_equal(one[i], two[i]));
   }
+}
+
+void require_hostile_paths_refused(const std::string& dir, const std::string& fn,
+                                   const std::function<void(const std::string&)>& load) {
+  // Runs load(path) on a thread, so that a load blocking on a FIFO can be detected and unblocked.
+  const auto run = [&](const std::string& path) {
+    std::string message = "no exception";
+    std::atomic<bool> finished{false};
+    std::thread t([&] {
+      try {
+        load(path);
+      } catch (const Error& e) {
+        message = std::string("Error: ") + e.what();
+      } catch (const std::exception& e) {
+        message = std::string("not an xgrad::Error: ") + e.what();
+      }
+      finished = true;
+    });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!finished && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const bool blocked = !finished;
+    if (blocked) {  // open (O_RDWR never blocks on Linux) and close the FIFO: the reader sees end of file
+      const int fd = ::open(path.c_str(), O_RDWR | O_NONBLOCK);
+      if (fd >= 0) ::close(fd);
+    }
+    t.join();
+    INFO("loading " << path);
+    CHECK_FALSE(blocked);
+    return message;
+  };
+  const auto expect = [&](const std::string& path, const std::vector<std::string>& fragments) {
+    const std::string message = run(path);
+    INFO("message: " << message);
+    CHECK(message.rfind("Error: ", 0) == 0);
+    CHECK(message.find(fn) != std::string::npos);
+    CHECK(message.find(path) != std::string::npos);
+    for (const auto& f : fragments) {
+      INFO("expected to contain: " << f);
+      CHECK(message.find(f) != std::string::npos);
+    }
+  };
+  const std::string fifo = dir + "/fifo_without_writer";
+  ::unlink(fifo.c_str());
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  expect(fifo, {"not a regular file", "FIFO"});
+  const std::string link = dir + "/link_to_fifo";
+  ::unlink(link.c_str());
+  REQUIRE(::symlink(fifo.c_str(), link.c_str()) == 0);
+  expect(link, {"not a regular file", "FIFO"});
+  expect(dir, {"not a regular file", "directory"});
+  expect("/dev/null", {"not a regular file", "character device"});
+  expect("/dev/zero", {"not a regular file", "character device"});
+  expect(dir + "/no_such_file", {"cannot open", "No such file or directory"});
+  const std::string plain = dir + "/plain_file";
+  write_bytes(plain, "x");
+  expect(plain + "/child", {"cannot open", "Not a directory"});
+  const std::string loop = dir + "/link_loop";
+  ::unlink(loop.c_str());
+  REQUIRE(::symlink(loop.c_str(), loop.c_str()) == 0);
+  expect(loop, {"cannot open", "Too many levels of symbolic links"});
+  ::unlink(fifo.c_str());
+  ::unlink(link.c_str());
+  ::unlink(plain.c_str());
+  ::unlink(loop.c_str());
 }
 
 void require_error(const std::function<void()>& fn, const std::vector<std::string>& fragments) {

@@ -29,6 +29,15 @@ std::string read_bytes(const std::string& path);
 /// Writes `bytes` to `path` (plainly, not atomically: test fixtures only).
 void write_bytes(const std::string& path, const std::string& bytes);
 
+/// Checks that `load(path)` refuses, promptly and with the reason, every path that is not a readable
+/// regular file (Note [Hostile files] in core/file_io.hpp): a FIFO with no writer, a symbolic link
+/// to it, the folder `dir`, /dev/null and /dev/zero (the message names `fn`, the path, "not a
+/// regular file" and the kind; a load that blocks on the FIFO FAILs after 10 s and is then
+/// unblocked, so the test cannot hang); a missing file, a path through a regular file and a
+/// symbolic link loop (the message has the OS reason). Used by the tests of every loader.
+void require_hostile_paths_refused(const std::string& dir, const std::string& fn,
+                                   const std::function<void(const std::string&)>& load);
+
 /// REQUIREs that gradcheck passes for fn at inputs (float64), printing the report on failure.
 void require_gradcheck(const std::function<Tensor(const Tensors&)>& fn, const Tensors& inputs,
                        const GradcheckOptions& options = {});
