@@ -516,16 +516,19 @@ std::shared_ptr<Table> try_lattice(const std::function<double(double)>& fn, doub
 }
 
 // The cheapest (lowest degree, then fewest pieces) table meeting tol. Errors fall like
-// pieces^-(D+1): a degree is abandoned when the predicted piece count passes the memory cap.
+// pieces^-(D+1), or like pieces^-order for a function that is only C^(order-1) (order 0: it jumps,
+// more pieces do not help): a degree is abandoned when the predicted piece count passes the cap.
 template <class Try>
 std::shared_ptr<const Table> search(double tol, std::int64_t first, std::int64_t cap, Try try_table,
-                                    int max_degree = kMaxDegree, int min_degree = 1) {
-  for (int D = min_degree; D <= max_degree; ++D) {
-    for (std::int64_t m = D == min_degree ? first : 1; m <= cap; m *= 2) {
+                                    int max_degree = kMaxDegree, int order = kMaxDegree + 1) {
+  for (int D = 1; D <= max_degree; ++D) {
+    for (std::int64_t m = D == 1 ? first : 1; m <= cap; m *= 2) {
       auto t = try_table(D, m);
       if (!t) break;
       if (t->measured_error <= tol) return t;
-      const double need = static_cast<double>(m) * std::pow(t->measured_error / tol, 1.0 / (D + 1));
+      const int q = std::min(D + 1, order);
+      if (q <= 0) break;
+      const double need = static_cast<double>(m) * std::pow(t->measured_error / tol, 1.0 / q);
       if (!std::isfinite(need) || need > 1.5 * static_cast<double>(cap)) break;
     }
   }
@@ -572,38 +575,35 @@ void Table::locate(double tau, int& phase, double& sigma) const {
 
 std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>& fn, double lo, double hi, double dx,
                                              double tol) {
-  if ((hi - lo) / dx > 1e6) return nullptr;  // rows too long to tabulate: evaluate per tap
+  // Rows too long to tabulate, or a support so narrow that the tap-counting slack (kSlop) would
+  // reach its interior (Note [Support width and rounding] in resample_conv.cpp): evaluate per tap.
+  if ((hi - lo) / dx > 1e6 || (hi - lo) / dx < 1e-6) return nullptr;
   return search(tol, 1, 256,
                 [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); });
 }
 
+// Note [Deterministic table search]: a sampled response's table is searched on every forward (its
+// values change between steps), so the search must be cheap, and it must be a function of its
+// arguments only, never of what ran before (caches may make a call faster, never different): no
+// state is kept between calls, so the same values, grid and tolerance give the same table whichever
+// grids or responses were used before and whatever the thread count. What keeps it cheap is the
+// smoothness of the interpolation, known in advance: a cubic one is C1 (its error falls like
+// phases^-2 at any degree, so degrees up to 3 are tried), a linear one and a cubic one's derivative
+// are only C0 (phases^-1: degree 1 only), a linear one's derivative jumps (no table can fit it
+// unless one phase does). A search that cannot succeed is then abandoned after its first, cheapest
+// trial instead of trying every degree up to the phase cap on every call.
 std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells, double delta, double lo,
-                                                     double hi, double dx, double tol, SampledHint& hint) {
-  if ((hi - lo) / dx > 1e5) return nullptr;
+                                                     double hi, double dx, double tol, int smoothness) {
+  if ((hi - lo) / dx > 1e5 || (hi - lo) / dx < 1e-6) return nullptr;  // as in build_polyphase
   const std::int64_t ncells = static_cast<std::int64_t>(cells.size() / 4);
   const auto fn = [&](double d) {
     const double u = (d - lo) / delta;
     const std::int64_t i = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, ncells - 1);
     return horner_cell(&cells[static_cast<std::size_t>(i * 4)], u - static_cast<double>(i));
   };
-  // Small search: this runs on every forward (the values change between steps). It starts from the
-  // degree and phase count that worked last time for this response (usually one trial).
-  std::lock_guard<std::mutex> lock(hint.mutex);
-  if (hint.failures > 0 && hint.failures++ % 32 != 0) return nullptr;
-  auto t = search(
-      tol, hint.phases, 64,
-      [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); }, 3, hint.degree);
-  if (!t && (hint.degree > 1 || hint.phases > 1))
-    t = search(
-        tol, 1, 64, [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); }, 3);
-  if (t) {
-    hint.degree = t->degree;
-    hint.phases = t->phases();
-    hint.failures = 0;
-  } else if (hint.failures == 0) {
-    hint.failures = 1;
-  }
-  return t;
+  return search(
+      tol, 1, 64, [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); },
+      smoothness >= 2 ? 3 : 1, smoothness);
 }
 
 std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& fn, double lo, double hi, double tol) {
@@ -994,6 +994,7 @@ void forward(const Geometry& geo, const Evaluator& ev, const Problem& pr, const 
 template <class T>
 void backward_f(const Geometry& geo, const Evaluator& ev, const Problem& pr, const T* g, T* gf) {
   const std::int64_t N = pr.N, A = pr.A, B = geo.B, P = pr.P;
+  if (N == 0 || P == 0 || B == 0) return;  // gf is empty (and per_row below would divide by N = 0)
   // Chunks per row depend on the shapes only (Note [Scatter without atomics]).
   std::int64_t per_row = N >= 16 ? 1 : std::min<std::int64_t>(std::max<std::int64_t>(A, 1), (32 + N - 1) / N);
   const std::int64_t chunk = (A + per_row - 1) / std::max<std::int64_t>(per_row, 1);
