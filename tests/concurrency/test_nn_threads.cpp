@@ -95,7 +95,7 @@ TEST_CASE("one DataLoader per thread over a shared dataset: the same batches as 
   }
 }
 
-TEST_CASE("checkpoints: concurrent saves of different files, loads of one file, saves to one path", "[concurrency]") {
+TEST_CASE("checkpoints: concurrent saves of different files and loads of one file and saves to one path", "[concurrency]") {
   test::TempDir dir("concurrency_ckpt");
   std::vector<std::shared_ptr<nn::Sequential>> nets;
   for (int t = 0; t < kThreads; ++t) nets.push_back(small_mlp(200 + t));
@@ -103,7 +103,7 @@ TEST_CASE("checkpoints: concurrent saves of different files, loads of one file, 
   SECTION("different files, saved and loaded back at once") {
     std::atomic<int> failures{0};
     run_threads(kThreads, [&](int t) {
-      const std::string path = dir.file("m" + std::to_string(t) + ".safetensors");
+      const std::string path = dir.file(std::string("m").append(std::to_string(t)).append(".safetensors"));
       for (int i = 0; i < 5; ++i) {
         nn::save(*nets[t], path);
         auto fresh = small_mlp(999);
@@ -126,7 +126,7 @@ TEST_CASE("checkpoints: concurrent saves of different files, loads of one file, 
         const auto a = nets[0]->parameters(), b = fresh->parameters();
         for (std::size_t k = 0; k < a.size(); ++k)
           if (!bit_equal(a[k], b[k])) ++failures;
-        nn::save(*nets[0], dir.file("copy" + std::to_string(t) + ".safetensors"));  // concurrent reads of nets[0]
+        nn::save(*nets[0], dir.file(std::string("copy").append(std::to_string(t)).append(".safetensors")));  // concurrent reads of nets[0]
       }
     });
     CHECK(failures.load() == 0);

@@ -123,7 +123,7 @@ TEST_CASE("backward errors: non-scalar without seed, mismatched seed, no grad", 
   CHECK(vec(x.grad()) == std::vector<double>(6, 2.0));
 }
 
-TEST_CASE("detach cuts history; NoGradGuard stops recording", "[autograd]") {
+TEST_CASE("detach cuts history and NoGradGuard stops recording", "[autograd]") {
   Tensor x = Tensor::of({1.0, 2.0}, kFloat64).set_requires_grad();
   Tensor y = mul(x, x);
   Tensor d = y.detach();
@@ -177,7 +177,7 @@ TEST_CASE("NoGradGuard is thread-local", "[autograd][threads]") {
   CHECK_FALSE(mul(x, 5.0).requires_grad());
 }
 
-TEST_CASE("retain_graph allows a second backward; without it the second one fails", "[autograd]") {
+TEST_CASE("retain_graph allows a second backward (without it the second one fails)", "[autograd]") {
   Tensor x = Tensor::of({0.5, -1.0}, kFloat64).set_requires_grad();
   const Tensor seed = Tensor::ones({2}, kFloat64);
   Tensor y = exp(x);  // saves its output
@@ -275,6 +275,34 @@ struct ProbeMul : Function<ProbeMul> {
     return {need_a ? mul(grads[0], saved(1)) : Tensor(), need_b ? mul(grads[0], saved(0)) : Tensor()};
   }
 };
+
+// Malformed ops, each missing one requirement of FunctionType (apply<F> would not compile).
+struct NoName : Function<NoName> {
+  Tensor forward(const Tensor& x) { return x; }
+  Tensors backward(const Tensors& g) { return g; }
+};
+struct ForwardReturnsDouble : Function<ForwardReturnsDouble> {
+  static constexpr const char* kName = "bad_forward";
+  double forward(const Tensor&) { return 0; }
+  Tensors backward(const Tensors& g) { return g; }
+};
+struct BackwardReturnsTensor : Function<BackwardReturnsTensor> {
+  static constexpr const char* kName = "bad_backward";
+  Tensor forward(const Tensor& x) { return x; }
+  Tensor backward(const Tensors& g) { return g[0]; }
+};
+struct NotANode {
+  static constexpr const char* kName = "not_a_node";
+  Tensor forward(const Tensor& x) { return x; }
+  Tensors backward(const Tensors& g) { return g; }
+};
+static_assert(FunctionType<CountingScale, const Tensor&, double>);
+static_assert(FunctionType<ScaleAndSquare, Tensor&>);
+static_assert(!FunctionType<CountingScale, const Tensor&, const Tensor&>);  // no such forward
+static_assert(!HasOpName<NoName> && !FunctionType<NoName, const Tensor&>);
+static_assert(!ForwardCallableWith<ForwardReturnsDouble, const Tensor&>);
+static_assert(!HasBackward<BackwardReturnsTensor>);
+static_assert(!FunctionType<NotANode, const Tensor&>);
 
 TEST_CASE("grad() runs only the nodes on a path to a requested input", "[autograd]") {
   Tensor x = Tensor::of({1.0, -2.0, 3.0}, kFloat64).set_requires_grad();
@@ -480,7 +508,7 @@ TEST_CASE("a 1,000,000-op chain whose every op uses its input twice is freed wit
   CHECK(x.grad().item() == std::ldexp(1.0, 60));
 }
 
-TEST_CASE("graphs are freed with their outputs; saved tensors are freed after backward", "[autograd]") {
+TEST_CASE("graphs are freed with their outputs and saved tensors are freed after backward", "[autograd]") {
   Tensor x = Tensor::of({0.5, 1.5}, kFloat64).set_requires_grad();
   std::weak_ptr<Node> n1, n2;
   std::weak_ptr<Storage> saved_storage;
