@@ -5,6 +5,8 @@
 set(XGRAD_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast -Wcast-align
     -Woverloaded-virtual -Wnull-dereference -Wno-maybe-uninitialized)
 
+option(XGRAD_SANITIZE_THREAD "Build with ThreadSanitizer (the tsan preset; not with XGRAD_SANITIZE)" OFF)
+
 function(xgrad_compile_options target)
   target_compile_options(${target} PRIVATE ${XGRAD_WARNINGS})
   if(XGRAD_WERROR)
@@ -13,10 +15,18 @@ function(xgrad_compile_options target)
   if(XGRAD_ARCH)
     target_compile_options(${target} PRIVATE -march=${XGRAD_ARCH})
   endif()
+  if(XGRAD_SANITIZE AND XGRAD_SANITIZE_THREAD)
+    message(FATAL_ERROR "XGRAD_SANITIZE (ASan) and XGRAD_SANITIZE_THREAD (TSan) cannot be combined")
+  endif()
   if(XGRAD_SANITIZE)
     target_compile_options(${target} PUBLIC -fsanitize=address,undefined -fno-omit-frame-pointer
                                              -fno-sanitize-recover=undefined)
     target_link_options(${target} PUBLIC -fsanitize=address,undefined)
+  endif()
+  if(XGRAD_SANITIZE_THREAD)
+    # -Wno-tsan: g++ warns that TSan does not model std::atomic_thread_fence (TBB's headers use it).
+    target_compile_options(${target} PUBLIC -fsanitize=thread -fno-omit-frame-pointer -Wno-tsan)
+    target_link_options(${target} PUBLIC -fsanitize=thread)
   endif()
 endfunction()
 

@@ -1,7 +1,11 @@
 #include "xgrad/core/autograd.hpp"
 
+#include <tbb/task_arena.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <mutex>
 #include <unordered_map>
 
 #include "xgrad/core/parallel.hpp"
@@ -16,84 +20,6 @@ std::atomic<std::uint64_t> g_sequence{1};
 
 bool GradMode::is_enabled() { return t_grad_enabled; }
 void GradMode::set_enabled(bool enabled) { t_grad_enabled = enabled; }
-
-// ---- small-object pool (Note [Small-object pool]) -----------------------------------------------
-namespace {
-#if defined(__has_feature)  // clang spells "built with a sanitizer" this way; g++ defines the macros
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define XGRAD_POOL_SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(XGRAD_POOL_SANITIZED)
-constexpr bool kPoolEnabled = false;  // let the sanitizers see every allocation
-#else
-constexpr bool kPoolEnabled = true;
-#endif
-constexpr std::size_t kPoolGranule = 16;
-constexpr std::size_t kPoolMaxBytes = 512;
-constexpr std::size_t kPoolClasses = kPoolMaxBytes / kPoolGranule;
-constexpr std::uint32_t kPoolCap = 512;  // blocks kept per size class and thread
-
-struct FreeBlock {
-  FreeBlock* next;
-};
-// Trivially destructible, so it stays usable while other thread-locals and statics are destroyed;
-// PoolDrain returns its blocks to operator delete when the thread ends.
-struct PoolState {
-  FreeBlock* head[kPoolClasses];
-  std::uint32_t count[kPoolClasses];
-  bool registered;
-  bool dead;
-};
-thread_local PoolState t_pool{};
-
-struct PoolDrain {
-  PoolDrain() = default;
-  PoolDrain(const PoolDrain&) = delete;
-  PoolDrain& operator=(const PoolDrain&) = delete;
-  ~PoolDrain() {
-    t_pool.dead = true;
-    for (std::size_t c = 0; c < kPoolClasses; ++c)
-      while (FreeBlock* b = t_pool.head[c]) {
-        t_pool.head[c] = b->next;
-        ::operator delete(b);
-      }
-  }
-};
-void register_pool_drain() {
-  thread_local PoolDrain drain;
-  t_pool.registered = true;
-}
-}  // namespace
-
-void* detail::pool_allocate(std::size_t bytes) {
-  if (kPoolEnabled && bytes <= kPoolMaxBytes && bytes > 0) {
-    const std::size_t c = (bytes - 1) / kPoolGranule;
-    if (FreeBlock* b = t_pool.head[c]) {
-      t_pool.head[c] = b->next;
-      --t_pool.count[c];
-      return b;
-    }
-    return ::operator new((c + 1) * kPoolGranule);
-  }
-  return ::operator new(bytes);
-}
-
-void detail::pool_deallocate(void* p, std::size_t bytes) noexcept {
-  if (p == nullptr) return;
-  if (kPoolEnabled && bytes <= kPoolMaxBytes && bytes > 0 && !t_pool.dead) {
-    const std::size_t c = (bytes - 1) / kPoolGranule;
-    if (t_pool.count[c] < kPoolCap) {
-      if (!t_pool.registered) register_pool_drain();
-      auto* b = static_cast<FreeBlock*>(p);
-      b->next = t_pool.head[c];
-      t_pool.head[c] = b;
-      ++t_pool.count[c];
-      return;
-    }
-  }
-  ::operator delete(p);
-}
 
 // ---- node destruction ---------------------------------------------------------------------------
 // Note [Iterative graph destruction]: a chain of a million nodes would be destroyed by a million
@@ -126,11 +52,6 @@ Node::~Node() {
 
 // ---- recording ----------------------------------------------------------------------------------
 namespace detail {
-void collect_input(std::vector<const Tensor*>& out, const Tensor& t) { out.push_back(&t); }
-void collect_input(std::vector<const Tensor*>& out, const Tensors& ts) {
-  for (const auto& t : ts) out.push_back(&t);
-}
-
 void check_saved(const Node& node, bool released, const std::vector<Tensor>& saved,
                  const std::vector<std::uint32_t>& versions, std::size_t index) {
   XGRAD_CHECK(!released,
@@ -154,10 +75,6 @@ bool GraphBuilder::should_record(std::span<const Tensor* const> inputs) {
   return false;
 }
 
-bool GraphBuilder::make_edges(Node& node, const std::vector<const Tensor*>& inputs) {
-  return make_edges(node, std::span<const Tensor* const>(inputs));
-}
-
 bool GraphBuilder::make_edges(Node& node, std::span<const Tensor* const> inputs) {
   if (!should_record(inputs)) return false;
   node.next_edges_.resize(inputs.size());
@@ -173,11 +90,6 @@ bool GraphBuilder::make_edges(Node& node, std::span<const Tensor* const> inputs)
       node.next_edges_[i] = Edge{nullptr, impl, 0};
   }
   return true;
-}
-
-void GraphBuilder::set_history(const std::shared_ptr<Node>& node, const std::vector<const Tensor*>& /*inputs*/,
-                               Tensors& outputs) {
-  set_history(node, std::span<Tensor>(outputs));
 }
 
 void GraphBuilder::set_history(const std::shared_ptr<Node>& node, std::span<Tensor> outputs) {
@@ -206,6 +118,36 @@ void Tensor::retain_grad() {
   r[impl_->output_nr] = impl_;
   impl_->retains_grad = true;
 }
+
+// ---- leaf gradient lock (Note [Leaf accumulation]) ----------------------------------------------
+namespace detail {
+namespace {
+constexpr std::size_t kGradStripes = 64;
+struct alignas(64) GradStripe {
+  std::mutex mutex;
+};
+GradStripe g_grad_stripes[kGradStripes];  // constant-initialised: usable from any static constructor
+std::mutex& grad_mutex(const TensorImpl* impl) {
+  // TensorImpls are at least 16-byte aligned and pool-allocated close together: mix the bits above
+  // the alignment so that neighbours land on different stripes.
+  const auto a = reinterpret_cast<std::uintptr_t>(impl);
+  return g_grad_stripes[((a >> 4) ^ (a >> 10) ^ (a >> 16)) % kGradStripes].mutex;
+}
+}  // namespace
+
+std::shared_ptr<TensorImpl> load_grad(const TensorImpl& impl) {
+  std::lock_guard<std::mutex> lock(grad_mutex(&impl));
+  return impl.grad;
+}
+
+void store_grad(TensorImpl& impl, std::shared_ptr<TensorImpl> grad) {
+  {
+    std::lock_guard<std::mutex> lock(grad_mutex(&impl));
+    impl.grad.swap(grad);
+  }
+  // the previous gradient (now in `grad`) is freed here, outside the lock
+}
+}  // namespace detail
 
 // ---- engine -------------------------------------------------------------------------------------
 namespace {
@@ -242,18 +184,45 @@ void accumulate(Tensor& acc, Tensor&& g) {
   });
 }
 
-// .grad accumulation into a leaf (or a retained non-leaf): never shares the gradient's buffer with
-// anything else, so a later in-place accumulation cannot leak into another tensor.
+// Adds g into acc in place (same shape and dtype; acc's buffer must be owned by the caller).
+void add_in_place(Tensor& acc, const Tensor& g) {
+  dispatch(acc.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = static_cast<T*>(acc.impl()->storage->data);
+    const T* q = static_cast<const T*>(g.impl()->storage->data);
+    const std::int64_t n = acc.impl()->numel;
+    const auto add = [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) p[i] += q[i];
+    };
+    if (n <= kParallelGrain || get_num_threads() == 1) {
+      add(0, n);
+      return;
+    }
+    // Runs under a leaf lock: isolate, so that this thread, while it waits for the chunks, does not
+    // pick up an unrelated TBB task that could ask for the same lock (a self-deadlock).
+    tbb::this_task_arena::isolate([&] { parallel_for(0, n, kParallelGrain, add); });
+  });
+}
+
+// .grad accumulation into a leaf (or a retained non-leaf), once per backward and leaf (Note [Leaf
+// accumulation]): never shares the gradient's buffer with anything else, so a later in-place
+// accumulation cannot leak into another tensor, and never writes into the buffer .grad held before,
+// which a reader on another thread may hold. The add runs under the leaf's lock, the copy (if any)
+// before it.
 void accumulate_into_grad(TensorImpl& impl, Tensor g) {
-  if (!impl.grad) {
-    const bool exclusive = g.impl().use_count() == 1 && g.impl()->storage.use_count() == 1 && !g.grad_fn();
-    impl.grad = exclusive ? g.impl() : g.clone_data().impl();
-    return;
+  if (!exclusively_owned(g) || g.grad_fn()) g = g.clone_data();
+  std::shared_ptr<TensorImpl> previous = g.impl();
+  {
+    std::lock_guard<std::mutex> lock(detail::grad_mutex(&impl));
+    if (impl.grad) {
+      XGRAD_CHECK(impl.grad->shape == g.impl()->shape && impl.grad->dtype == g.impl()->dtype,
+                  "backward: the accumulated .grad has shape {} {} but the new gradient has shape {} {}",
+                  shape_str(impl.grad->shape), impl.grad->dtype, shape_str(g.shape()), g.dtype());
+      add_in_place(g, Tensor(impl.grad));  // grad + g and g + grad are the same bits
+    }
+    impl.grad.swap(previous);
   }
-  Tensor acc(impl.grad);
-  impl.grad.reset();
-  accumulate(acc, std::move(g));
-  impl.grad = acc.impl();
+  // the previous gradient (now in `previous`) is freed here, outside the lock
 }
 
 struct Task {
@@ -268,59 +237,94 @@ void check_grad(const Node& node, std::size_t i, const Tensor& g) {
               shape_str(g.shape()), g.dtype(), shape_str(meta.shape), meta.dtype);
 }
 
-// Note [Engine index]: the engine maps nodes to their tasks. Most graphs handed to backward are
-// small (a handful of ops), where a linear scan of a flat vector beats hashing (no allocation per
-// node); past kLinearIndexLimit nodes the engine switches to a hash map.
+// Note [Engine index]: the engine maps nodes to their tasks (and leaves to their pending sums). Most
+// graphs handed to backward are small (a handful of ops), where a linear scan of a flat vector beats
+// hashing (no allocation per node); past kLinearIndexLimit entries the engine switches to a hash map.
 constexpr std::size_t kLinearIndexLimit = 48;
 
-struct NodeIndex {
-  std::vector<const Node*> nodes;  // task i's node, while linear
-  std::unordered_map<const Node*, std::size_t> map;
+template <class Key>
+struct PtrIndex {
+  std::vector<const Key*> keys;  // entry i's key, while linear
+  std::unordered_map<const Key*, std::size_t> map;
   bool hashed = false;
 
-  // Index of n, or npos.
-  std::size_t find(const Node* n) const {
+  // Index of k, or npos.
+  std::size_t find(const Key* k) const {
     if (hashed) {
-      auto it = map.find(n);
+      auto it = map.find(k);
       return it == map.end() ? npos : it->second;
     }
-    for (std::size_t i = 0; i < nodes.size(); ++i)
-      if (nodes[i] == n) return i;
+    for (std::size_t i = 0; i < keys.size(); ++i)
+      if (keys[i] == k) return i;
     return npos;
   }
-  std::size_t at(const Node* n) const {
-    const std::size_t i = find(n);
+  std::size_t at(const Key* k) const {
+    const std::size_t i = find(k);
     XGRAD_ASSERT(i != npos);
     return i;
   }
-  void add(const Node* n, std::size_t i) {
-    if (!hashed && nodes.size() < kLinearIndexLimit) {
-      nodes.push_back(n);
+  void add(const Key* k, std::size_t i) {
+    if (!hashed && keys.size() < kLinearIndexLimit) {
+      keys.push_back(k);
       return;
     }
     if (!hashed) {
       map.reserve(4 * kLinearIndexLimit);
-      for (std::size_t k = 0; k < nodes.size(); ++k) map.emplace(nodes[k], k);
+      for (std::size_t j = 0; j < keys.size(); ++j) map.emplace(keys[j], j);
       hashed = true;
     }
-    map.emplace(n, i);
+    map.emplace(k, i);
   }
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
 };
 
+// One leaf's gradient within a backward (Note [Leaf accumulation]): the contributions summed so far,
+// and how many edges to it belong to nodes that have not run yet.
+struct LeafSlot {
+  std::shared_ptr<TensorImpl> leaf;
+  std::size_t pending_edges = 0;
+  Tensor sum;
+};
+
+}  // namespace
+
+namespace detail {
+// Points a node's needs_input_grad at a pruned grad() run's mask while its backward runs.
+struct InputMaskScope {
+  Node& node;
+  InputMaskScope(Node& n, const std::uint8_t* mask) : node(n) { node.input_mask_ = mask; }
+  ~InputMaskScope() { node.input_mask_ = nullptr; }
+  InputMaskScope(const InputMaskScope&) = delete;
+  InputMaskScope& operator=(const InputMaskScope&) = delete;
+};
+}  // namespace detail
+
+namespace {
+
 struct Engine {
   std::vector<Task> tasks;
-  NodeIndex index;
+  PtrIndex<Node> index;
+  // backward(): per-leaf sums, delivered to .grad once per leaf (Note [Leaf accumulation]).
+  std::vector<LeafSlot> leaves;
+  PtrIndex<TensorImpl> leaf_index;
   // For autograd::grad: capture gradients of chosen tensors instead of writing .grad.
   std::unordered_map<const TensorImpl*, Tensor>* captures = nullptr;
   std::unordered_map<const Node*, std::vector<std::pair<std::uint32_t, const TensorImpl*>>> capture_outputs;
 
   std::size_t task_of(const std::shared_ptr<Node>& n) {
     const std::size_t found = index.find(n.get());
-    if (found != NodeIndex::npos) return found;
+    if (found != PtrIndex<Node>::npos) return found;
     index.add(n.get(), tasks.size());
     tasks.push_back(Task{n, Tensors(n->output_meta().size())});
     return tasks.size() - 1;
+  }
+
+  LeafSlot& slot_of(const std::shared_ptr<TensorImpl>& leaf) {
+    const std::size_t found = leaf_index.find(leaf.get());
+    if (found != PtrIndex<TensorImpl>::npos) return leaves[found];
+    leaf_index.add(leaf.get(), leaves.size());
+    leaves.push_back(LeafSlot{leaf, 0, Tensor()});
+    return leaves.back();
   }
 
   void gather(const std::vector<std::shared_ptr<Node>>& roots) {
@@ -334,6 +338,7 @@ struct Engine {
       Node* n = stack.back();
       stack.pop_back();
       for (const auto& e : n->next_edges()) {
+        if (e.leaf && !captures) ++slot_of(e.leaf).pending_edges;
         if (!e.fn) continue;
         const auto before = tasks.size();
         task_of(e.fn);
@@ -348,7 +353,46 @@ struct Engine {
       if (it != captures->end()) accumulate(it->second, std::move(g));
       return;
     }
-    accumulate_into_grad(*leaf, std::move(g));
+    accumulate(slot_of(leaf).sum, std::move(g));
+  }
+
+  static void flush(LeafSlot& slot) {
+    if (!slot.sum.defined()) return;
+    accumulate_into_grad(*slot.leaf, std::move(slot.sum));
+    slot.sum = Tensor();
+  }
+
+  // After a node has run (or was skipped): its edges to leaves are done; a leaf none of whose
+  // producers is left gets its sum.
+  void leaf_edges_done(const Node& node) {
+    if (captures) return;
+    for (const auto& e : node.next_edges()) {
+      if (!e.leaf) continue;
+      LeafSlot& slot = leaves[leaf_index.at(e.leaf.get())];
+      if (--slot.pending_edges == 0) flush(slot);
+    }
+  }
+
+  // Note [Pruned grad]: masks[t][i] is 1 when task t's input i leads to a requested input. Edges
+  // point to earlier nodes, so one pass in increasing sequence order settles every node.
+  std::vector<std::vector<std::uint8_t>> prune(const std::vector<std::size_t>& order) const {
+    std::vector<std::vector<std::uint8_t>> masks(tasks.size());
+    std::vector<std::uint8_t> wanted(tasks.size(), 0);  // gradients flowing into task t are used
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      const std::size_t ti = *it;
+      const Node& node = *tasks[ti].node;
+      auto& mask = masks[ti];
+      mask.assign(node.num_inputs(), 0);
+      bool any = false;
+      for (std::size_t i = 0; i < node.num_inputs(); ++i) {
+        const Edge& e = node.next_edges()[i];
+        const bool use = e.fn ? wanted[index.at(e.fn.get())] != 0 : (e.leaf && captures->count(e.leaf.get()) != 0);
+        mask[i] = use ? 1 : 0;
+        any = any || use;
+      }
+      wanted[ti] = (any || capture_outputs.count(&node) != 0) ? 1 : 0;
+    }
+    return masks;
   }
 
   void run(bool retain_graph) {
@@ -357,22 +401,32 @@ struct Engine {
     std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
       return tasks[a].node->sequence_nr() > tasks[b].node->sequence_nr();
     });
+    const auto masks = captures ? prune(order) : std::vector<std::vector<std::uint8_t>>();
     for (std::size_t ti : order) {
       Task& task = tasks[ti];
       Node& node = *task.node;
+      const std::uint8_t* mask = captures ? masks[ti].data() : nullptr;
       bool any = false;
       for (const auto& g : task.grads) any = any || g.defined();
+      bool runs = any;
+      if (mask) runs = runs && std::any_of(masks[ti].begin(), masks[ti].end(), [](std::uint8_t m) { return m != 0; });
       if (any) {
         for (std::size_t k = 0; k < task.grads.size(); ++k)
           if (!task.grads[k].defined())
             task.grads[k] = Tensor::zeros(node.output_meta()[k].shape, node.output_meta()[k].dtype);
         handle_retained(node, task.grads);
-        Tensors in_grads = node.apply(std::move(task.grads));
+      }
+      if (runs) {
+        Tensors in_grads;
+        {
+          detail::InputMaskScope scope(node, mask);
+          in_grads = node.apply(std::move(task.grads));
+        }
         XGRAD_CHECK(in_grads.size() == node.num_inputs(), "backward of '{}' returned {} gradients for {} inputs",
                     node.name(), in_grads.size(), node.num_inputs());
         for (std::size_t i = 0; i < in_grads.size(); ++i) {
           const Edge& e = node.next_edges()[i];
-          if (!e.valid() || !in_grads[i].defined()) continue;
+          if (!e.valid() || !in_grads[i].defined() || (mask && mask[i] == 0)) continue;
           check_grad(node, i, in_grads[i]);
           if (e.fn) {
             Task& dst = tasks[index.at(e.fn.get())];
@@ -383,8 +437,10 @@ struct Engine {
         }
       }
       task.grads.clear();
+      leaf_edges_done(node);
       if (!retain_graph) node.release_saved();
     }
+    for (auto& slot : leaves) flush(slot);  // leaves given a seed as roots, reached by no edge
   }
 
   void handle_retained(const Node& node, const Tensors& grads) {

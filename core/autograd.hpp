@@ -17,7 +17,25 @@
 // two heap allocations per saved input. Backward code must not rely on saved tensors having no
 // history; it runs in no-grad mode anyway. Double backward (create_graph) is not supported:
 // backward functions run in no-grad mode.
+//
+// Note [Leaf accumulation]: within one backward the engine sums every contribution to a leaf (in the
+// fixed order of Note [The tape]) and adds that one sum into the leaf's .grad when the last node
+// with an edge to the leaf has run. The add holds the leaf's lock (a striped table of mutexes keyed
+// by the TensorImpl address, shared with Tensor::grad/set_grad/zero_grad), so backwards running
+// concurrently on several threads into shared leaves each add their sum atomically, in whichever
+// order they get there. The sum is written into the engine's own buffer (grad + sum, commutative,
+// so the same bits as sum + grad), never into the buffer .grad held before: a Tensor returned by an
+// earlier grad() keeps its values. Two backwards into an undefined .grad therefore give bit-exact
+// a + b whatever their order; three or more give a sum whose rounding depends on the order. See
+// "Threads" in docs/concepts.md for the whole contract.
+//
+// Note [Pruned grad]: xgrad::grad() runs only the nodes from which a requested input is reachable,
+// and while a node runs, needs_input_grad(i) is false for an input that leads to no requested one
+// (the node's backward may skip that gradient, e.g. a weight-gradient GEMM); a gradient returned
+// for it anyway is dropped. backward() needs no pruning: every edge leads to a leaf that requires
+// grad.
 #include <array>
+#include <concepts>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -61,6 +79,10 @@ struct TensorMeta {
   Dtype dtype = kFloat32;
 };
 
+namespace detail {
+struct InputMaskScope;
+}
+
 class Node {
  public:
   Node() = default;
@@ -76,7 +98,11 @@ class Node {
   /// Frees saved tensors after a backward without retain_graph.
   virtual void release_saved() { released_ = true; }
 
-  bool needs_input_grad(std::size_t i) const { return i < next_edges_.size() && next_edges_[i].valid(); }
+  /// True when input i needs a gradient: it requires grad and, during a grad() run, leads to a
+  /// requested input (Note [Pruned grad]).
+  bool needs_input_grad(std::size_t i) const {
+    return i < next_edges_.size() && next_edges_[i].valid() && (input_mask_ == nullptr || input_mask_[i] != 0);
+  }
   std::size_t num_inputs() const { return next_edges_.size(); }
   std::uint64_t sequence_nr() const { return sequence_nr_; }
   const std::vector<Edge>& next_edges() const { return next_edges_; }
@@ -91,7 +117,9 @@ class Node {
   friend struct GraphBuilder;
   friend class Tensor;
   friend void run_backward(const Tensors&, const Tensors&, bool);
+  friend struct detail::InputMaskScope;
   std::uint64_t sequence_nr_ = 0;
+  const std::uint8_t* input_mask_ = nullptr;  // set by the engine while a pruned grad() runs this node
   std::vector<Edge> next_edges_;
   std::vector<TensorMeta> input_meta_;
   std::vector<TensorMeta> output_meta_;
@@ -166,11 +194,6 @@ class Function : public Node {
 namespace detail {
 void check_saved(const Node& node, bool released, const std::vector<Tensor>& saved,
                  const std::vector<std::uint32_t>& versions, std::size_t index);
-void collect_input(std::vector<const Tensor*>& out, const Tensor& t);
-void collect_input(std::vector<const Tensor*>& out, const Tensors& ts);
-template <class T>
-void collect_input(std::vector<const Tensor*>&, const T&) {}
-
 /// The tensor inputs of one apply() call: inline storage for the usual few, heap beyond that.
 class InputList {
  public:
@@ -202,6 +225,11 @@ inline void collect_input(InputList& out, const Tensors& ts) {
 }
 template <class T>
 void collect_input(InputList&, const T&) {}
+
+/// The leaf-gradient accessors behind Tensor::grad/set_grad/zero_grad, under the leaf's lock
+/// (Note [Leaf accumulation]).
+std::shared_ptr<TensorImpl> load_grad(const TensorImpl& impl);
+void store_grad(TensorImpl& impl, std::shared_ptr<TensorImpl> grad);
 
 /// True when `t` could still be given the history of the op being recorded (see Note [Saved tensors]).
 inline bool may_become_output(const Tensor& t) { return !t.impl()->grad_fn && !t.impl()->requires_grad; }
@@ -237,12 +265,32 @@ struct GraphBuilder {
   /// True when grad mode is on and some defined input requires grad (i.e. a node would be recorded).
   static bool should_record(std::span<const Tensor* const> inputs);
   /// Edges for the inputs; returns false when no input needs a gradient (or grad mode is off).
-  static bool make_edges(Node& node, const std::vector<const Tensor*>& inputs);
   static bool make_edges(Node& node, std::span<const Tensor* const> inputs);
-  static void set_history(const std::shared_ptr<Node>& node, const std::vector<const Tensor*>& inputs,
-                          Tensors& outputs);
   static void set_history(const std::shared_ptr<Node>& node, std::span<Tensor> outputs);
 };
+
+/// What apply<F>(args...) needs of a Function type F. A malformed op fails one of these named
+/// requirements, and the compiler reports which (instead of an error deep inside apply).
+template <class T>
+concept TensorOrTensors = std::same_as<T, Tensor> || std::same_as<T, Tensors>;
+/// F::kName names the op in error messages and printing.
+template <class F>
+concept HasOpName = requires {
+  { F::kName } -> std::convertible_to<const char*>;
+};
+/// F::forward(args...) exists for these arguments and returns Tensor or Tensors.
+template <class F, class... Args>
+concept ForwardCallableWith = requires(F& f, Args&&... args) {
+  { f.forward(std::forward<Args>(args)...) } -> TensorOrTensors;
+};
+/// F::backward(grads) takes one gradient per output and returns one per tensor input.
+template <class F>
+concept HasBackward = requires(F& f, const Tensors& grads) {
+  { f.backward(grads) } -> std::same_as<Tensors>;
+};
+template <class F, class... Args>
+concept FunctionType = std::derived_from<F, Node> && std::default_initializable<F> && HasOpName<F> &&
+    ForwardCallableWith<F, Args...> && HasBackward<F>;
 
 /// Runs F::forward(args...) without recording, and records one node for it when grad mode is on
 /// and some tensor input requires grad. Returns what forward returns (Tensor or Tensors).
@@ -251,12 +299,11 @@ struct GraphBuilder {
 /// move of a stack Function into the heap afterwards), and the input list lives on the stack: per
 /// op this saves several heap allocations, which dominate the cost of ops on small tensors.
 template <class F, class... Args>
+requires FunctionType<F, Args...>
 auto apply(Args&&... args) {
-  static_assert(std::is_base_of_v<Node, F>, "apply<F>: F must derive from xgrad::Function<F>");
   detail::InputList inputs;
   (detail::collect_input(inputs, args), ...);
   using Out = decltype(std::declval<F&>().forward(std::forward<Args>(args)...));
-  static_assert(std::is_same_v<Out, Tensor> || std::is_same_v<Out, Tensors>, "forward must return Tensor or Tensors");
   const auto run_forward = [&](F& fn) {
     NoGradGuard guard;
     return fn.forward(std::forward<Args>(args)...);

@@ -262,7 +262,7 @@ bool Tensor::is_leaf() const {
 
 Tensor Tensor::grad() const {
   check_defined("grad");
-  return Tensor(impl_->grad);
+  return Tensor(detail::load_grad(*impl_));
 }
 
 void Tensor::set_grad(const Tensor& g) {
@@ -271,12 +271,12 @@ void Tensor::set_grad(const Tensor& g) {
     XGRAD_CHECK(g.shape() == shape() && g.dtype() == dtype(),
                 "set_grad: gradient of shape {} {} does not match tensor of shape {} {}", shape_str(g.shape()),
                 g.dtype(), shape_str(shape()), dtype());
-  impl_->grad = g.impl();
+  detail::store_grad(*impl_, g.impl());
 }
 
 void Tensor::zero_grad() {
   check_defined("zero_grad");
-  impl_->grad.reset();
+  detail::store_grad(*impl_, nullptr);
 }
 
 const std::shared_ptr<Node>& Tensor::grad_fn() const {

@@ -14,41 +14,13 @@
 #include <vector>
 
 #include "xgrad/core/dtype.hpp"
+#include "xgrad/core/pool.hpp"
 #include "xgrad/core/shape.hpp"
 
 namespace xgrad {
 
 class Node;
 class Generator;
-
-namespace detail {
-// Note [Small-object pool]: every op makes a handful of small heap objects (the node, the result's
-// TensorImpl and Storage) that die together when the graph does. A thread-local free list per size
-// class (multiples of 16 bytes up to 512) recycles them without going through malloc, whose
-// per-size caches are too small for a graph's worth of frees. Blocks come from operator new and may
-// be freed on any thread (they join that thread's lists, up to a cap; beyond it and after the
-// thread's pool is gone they go back to operator delete). Sanitizer builds bypass the pool.
-void* pool_allocate(std::size_t bytes);
-void pool_deallocate(void* p, std::size_t bytes) noexcept;
-
-/// Allocator over the pool, for std::allocate_shared of graph objects.
-template <class T>
-struct PoolAllocator {
-  using value_type = T;
-  PoolAllocator() = default;
-  template <class U>
-  PoolAllocator(const PoolAllocator<U>&) noexcept {}  // NOLINT(google-explicit-constructor)
-  T* allocate(std::size_t n) {
-    static_assert(alignof(T) <= 16, "PoolAllocator: over-aligned types are not supported");
-    return static_cast<T*>(pool_allocate(n * sizeof(T)));
-  }
-  void deallocate(T* p, std::size_t n) noexcept { pool_deallocate(p, n * sizeof(T)); }
-  template <class U>
-  bool operator==(const PoolAllocator<U>&) const noexcept {
-    return true;
-  }
-};
-}  // namespace detail
 
 /// Note [Small storage]: buffers of at most kInlineBytes bytes (16 floats) live inside the Storage
 /// object itself, 64-byte aligned like every buffer, so a small tensor costs no separate allocation.
@@ -147,7 +119,12 @@ class Tensor {
   /// Marks a leaf as requiring a gradient; returns *this for chaining. Error on non-leaves.
   Tensor& set_requires_grad(bool flag = true);
   bool is_leaf() const;
-  /// Accumulated gradient (undefined until a backward reaches this tensor).
+  /// Accumulated gradient (undefined until a backward reaches this tensor). grad, set_grad and
+  /// zero_grad take the tensor's gradient lock, so they may run while backwards on other threads
+  /// accumulate into it (Note [Leaf accumulation] in core/autograd.hpp): grad() returns the value
+  /// before or after each whole accumulation, and an accumulation never writes into a buffer that
+  /// grad() has returned. Writing into that buffer in place is the caller's business (no backward
+  /// into this tensor may run meanwhile).
   Tensor grad() const;
   void set_grad(const Tensor& g);
   /// Sets .grad to undefined, like PyTorch's zero_grad(set_to_none=True).

@@ -123,7 +123,7 @@ TEST_CASE("backward errors: non-scalar without seed, mismatched seed, no grad", 
   CHECK(vec(x.grad()) == std::vector<double>(6, 2.0));
 }
 
-TEST_CASE("detach cuts history; NoGradGuard stops recording", "[autograd]") {
+TEST_CASE("detach cuts history and NoGradGuard stops recording", "[autograd]") {
   Tensor x = Tensor::of({1.0, 2.0}, kFloat64).set_requires_grad();
   Tensor y = mul(x, x);
   Tensor d = y.detach();
@@ -177,7 +177,7 @@ TEST_CASE("NoGradGuard is thread-local", "[autograd][threads]") {
   CHECK_FALSE(mul(x, 5.0).requires_grad());
 }
 
-TEST_CASE("retain_graph allows a second backward; without it the second one fails", "[autograd]") {
+TEST_CASE("retain_graph allows a second backward (without it the second one fails)", "[autograd]") {
   Tensor x = Tensor::of({0.5, -1.0}, kFloat64).set_requires_grad();
   const Tensor seed = Tensor::ones({2}, kFloat64);
   Tensor y = exp(x);  // saves its output
@@ -242,6 +242,122 @@ TEST_CASE("xgrad::grad returns gradients without touching .grad", "[autograd]") 
   // The graph was retained, so a normal backward still works afterwards.
   y.backward(seed);
   CHECK(vec(x.grad()) == std::vector<double>{0.5, 0.5, 18.0});
+}
+
+// y = k x, counting its backward calls and recording needs_input_grad while backward runs.
+struct CountingScale : Function<CountingScale> {
+  static constexpr const char* kName = "counting_scale";
+  static inline std::atomic<int> calls{0};
+  double k = 0;
+  Tensor forward(const Tensor& x, double k_) {
+    k = k_;
+    return mul(x, k_);
+  }
+  Tensors backward(const Tensors& grads) {
+    ++calls;
+    return {mul(grads[0], k)};
+  }
+};
+
+// y = a * b, recording needs_input_grad(0..1) as seen by its backward.
+struct ProbeMul : Function<ProbeMul> {
+  static constexpr const char* kName = "probe_mul";
+  static inline bool need_a = false, need_b = false;
+  static inline std::atomic<int> calls{0};
+  Tensor forward(const Tensor& a, const Tensor& b) {
+    save_for_backward({a, b});
+    return mul(a, b);
+  }
+  Tensors backward(const Tensors& grads) {
+    ++calls;
+    need_a = needs_input_grad(0);
+    need_b = needs_input_grad(1);
+    return {need_a ? mul(grads[0], saved(1)) : Tensor(), need_b ? mul(grads[0], saved(0)) : Tensor()};
+  }
+};
+
+// Malformed ops, each missing one requirement of FunctionType (apply<F> would not compile).
+struct NoName : Function<NoName> {
+  Tensor forward(const Tensor& x) { return x; }
+  Tensors backward(const Tensors& g) { return g; }
+};
+struct ForwardReturnsDouble : Function<ForwardReturnsDouble> {
+  static constexpr const char* kName = "bad_forward";
+  double forward(const Tensor&) { return 0; }
+  Tensors backward(const Tensors& g) { return g; }
+};
+struct BackwardReturnsTensor : Function<BackwardReturnsTensor> {
+  static constexpr const char* kName = "bad_backward";
+  Tensor forward(const Tensor& x) { return x; }
+  Tensor backward(const Tensors& g) { return g[0]; }
+};
+struct NotANode {
+  static constexpr const char* kName = "not_a_node";
+  Tensor forward(const Tensor& x) { return x; }
+  Tensors backward(const Tensors& g) { return g; }
+};
+static_assert(FunctionType<CountingScale, const Tensor&, double>);
+static_assert(FunctionType<ScaleAndSquare, Tensor&>);
+static_assert(!FunctionType<CountingScale, const Tensor&, const Tensor&>);  // no such forward
+static_assert(!HasOpName<NoName> && !FunctionType<NoName, const Tensor&>);
+static_assert(!ForwardCallableWith<ForwardReturnsDouble, const Tensor&>);
+static_assert(!HasBackward<BackwardReturnsTensor>);
+static_assert(!FunctionType<NotANode, const Tensor&>);
+
+TEST_CASE("grad() runs only the nodes on a path to a requested input", "[autograd]") {
+  Tensor x = Tensor::of({1.0, -2.0, 3.0}, kFloat64).set_requires_grad();
+  Tensor w = Tensor::of({0.5, 0.25, -1.5}, kFloat64).set_requires_grad();
+  Tensor v = Tensor::of({2.0, 4.0, 8.0}, kFloat64).set_requires_grad();
+  // y = exp(x * w) + 3 v: the counting branch leads only to v.
+  auto build = [&] { return add(exp(apply<ProbeMul>(x, w)), apply<CountingScale>(v, 3.0)); };
+  const Tensor seed = Tensor::of({1.0, 0.5, 0.25}, kFloat64);
+
+  // Reference: a full backward computes every gradient and runs every node.
+  Tensor y = build();
+  CountingScale::calls = 0;
+  y.backward(seed);
+  CHECK(CountingScale::calls == 1);
+  CHECK((ProbeMul::need_a && ProbeMul::need_b));
+  const Tensor gx = x.grad(), gw = w.grad(), gv = v.grad();
+
+  SECTION("w.r.t. x: the branch to v is not run, and w's gradient is not asked of probe_mul") {
+    CountingScale::calls = 0;
+    Tensors g = xgrad::grad({build()}, {x}, {seed});
+    CHECK(CountingScale::calls == 0);
+    CHECK(ProbeMul::need_a);
+    CHECK_FALSE(ProbeMul::need_b);
+    CHECK(bit_equal(g[0], gx));
+  }
+  SECTION("w.r.t. w and v: both branches run, results unchanged") {
+    CountingScale::calls = 0;
+    Tensors g = xgrad::grad({build()}, {w, v}, {seed});
+    CHECK(CountingScale::calls == 1);
+    CHECK_FALSE(ProbeMul::need_a);
+    CHECK(ProbeMul::need_b);
+    CHECK(bit_equal(g[0], gw));
+    CHECK(bit_equal(g[1], gv));
+  }
+  SECTION("w.r.t. v only: the exp / probe_mul branch is not run") {
+    ProbeMul::calls = 0;
+    CountingScale::calls = 0;
+    Tensor y2 = build();
+    Tensors g = xgrad::grad({y2}, {v}, {seed}, /*retain_graph=*/true);
+    CHECK(CountingScale::calls == 1);
+    CHECK(ProbeMul::calls == 0);
+    CHECK(bit_equal(g[0], gv));
+    // The graph is intact for a full backward afterwards, whose node sees its recorded edges again.
+    y2.backward(seed);
+    CHECK(ProbeMul::calls == 1);
+    CHECK((ProbeMul::need_a && ProbeMul::need_b));
+  }
+  SECTION("w.r.t. a non-leaf: its producer's backward is not run") {
+    Tensor h = apply<CountingScale>(x, 2.0);  // h = 2x
+    Tensor y3 = mul(h, h);
+    CountingScale::calls = 0;
+    Tensors g = xgrad::grad({y3}, {h}, {seed});
+    CHECK(CountingScale::calls == 0);
+    CHECK(vec(g[0]) == std::vector<double>{4.0, -4.0, 3.0});  // seed * 2h
+  }
 }
 
 TEST_CASE("backward from several roots at once", "[autograd]") {
@@ -392,7 +508,7 @@ TEST_CASE("a 1,000,000-op chain whose every op uses its input twice is freed wit
   CHECK(x.grad().item() == std::ldexp(1.0, 60));
 }
 
-TEST_CASE("graphs are freed with their outputs; saved tensors are freed after backward", "[autograd]") {
+TEST_CASE("graphs are freed with their outputs and saved tensors are freed after backward", "[autograd]") {
   Tensor x = Tensor::of({0.5, 1.5}, kFloat64).set_requires_grad();
   std::weak_ptr<Node> n1, n2;
   std::weak_ptr<Storage> saved_storage;
