@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/ranges.h>  // shapes (std::vector) in error messages
+
 #include <atomic>
 #include <cerrno>
 #include <cstring>

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>  // fmt::join
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
