@@ -36,11 +36,11 @@ template <class... T>
 }  // namespace xgrad
 
 /// XGRAD_CHECK(cond, "op: argument 'x' ... {}", args...) throws xgrad::Error with fmt-formatted text.
-#define XGRAD_CHECK(cond, ...)                             \
-  do {                                                     \
-    if (!(cond)) [[unlikely]] {                            \
-      ::xgrad::detail::throw_formatted(__VA_ARGS__);       \
-    }                                                      \
+#define XGRAD_CHECK(cond, ...)                       \
+  do {                                               \
+    if (!(cond)) [[unlikely]] {                      \
+      ::xgrad::detail::throw_formatted(__VA_ARGS__); \
+    }                                                \
   } while (0)
 
 #ifdef NDEBUG

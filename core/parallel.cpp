@@ -17,8 +17,8 @@ namespace {
 
 // Note [Thread arena] (parallel.hpp). The arena is held by shared_ptr: set_num_threads swaps in a
 // new one under the mutex, and a parallel call copies the pointer under the same mutex, so an arena
-// lives until the last call that entered it has returned. Nested calls (from inside a task) enter
-// the current arena again, which TBB runs in place when it is the one they are already in.
+// lives until the last call that entered it has returned. Nested calls (from inside a task) run in
+// the arena they are in (t_in_arena below).
 struct ArenaState {
   std::mutex mutex;
   std::shared_ptr<tbb::task_arena> arena;  // created on first use
@@ -41,6 +41,30 @@ std::shared_ptr<tbb::task_arena> current_arena() {
   return s.arena;
 }
 
+// > 0 while this thread runs xgrad work inside the arena (a task body): a parallel call from there
+// is nested and runs in the arena it is in.
+thread_local int t_in_arena = 0;
+struct InArena {
+  InArena() { ++t_in_arena; }
+  ~InArena() { --t_in_arena; }
+  InArena(const InArena&) = delete;
+  InArena& operator=(const InArena&) = delete;
+};
+
+// A call from outside the arena enters it, isolated: while it waits for its own tasks, the calling
+// thread runs only those, never another user thread's (which might need a lock the caller holds:
+// this keeps a caller's tbb::this_task_arena::isolate meaningful across the arena boundary).
+template <class Run>
+void enter_arena(const Run& run) {
+  const std::shared_ptr<tbb::task_arena> arena = current_arena();
+  arena->execute([&] {
+    tbb::this_task_arena::isolate([&] {
+      const InArena in;
+      run();
+    });
+  });
+}
+
 }  // namespace
 
 void set_num_threads(int n) {
@@ -58,8 +82,7 @@ int get_num_threads() {
   const int requested = state().requested.load(std::memory_order_relaxed);
   // The cores TBB may use in this process: the machine's (or the affinity mask's), unless the
   // application lowered or raised it with its own tbb::global_control.
-  const int allowed =
-      static_cast<int>(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
+  const int allowed = static_cast<int>(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
   const int wanted = requested > 0 ? requested : static_cast<int>(tbb::info::default_concurrency());
   return std::max(std::min(wanted, allowed), 1);
 }
@@ -70,16 +93,31 @@ int requested_num_threads() { return state().requested.load(std::memory_order_re
 
 void parallel_for_tbb(std::int64_t begin, std::int64_t end, std::int64_t grain,
                       FunctionRef<void(std::int64_t, std::int64_t)> fn) {
-  const std::shared_ptr<tbb::task_arena> arena = current_arena();
-  arena->execute([&] {
+  const auto run = [&] {
     tbb::parallel_for(tbb::blocked_range<std::int64_t>(begin, end, grain),
-                      [&](const tbb::blocked_range<std::int64_t>& r) { fn(r.begin(), r.end()); });
-  });
+                      [&](const tbb::blocked_range<std::int64_t>& r) {
+                        const InArena in;
+                        fn(r.begin(), r.end());
+                      });
+  };
+  if (t_in_arena > 0) return run();  // a nested call, already inside the arena
+  enter_arena(run);
 }
 
 void parallel_invoke_tbb(FunctionRef<void()> a, FunctionRef<void()> b) {
-  const std::shared_ptr<tbb::task_arena> arena = current_arena();
-  arena->execute([&] { tbb::parallel_invoke([&] { a(); }, [&] { b(); }); });
+  const auto run = [&] {
+    tbb::parallel_invoke(
+        [&] {
+          const InArena in;
+          a();
+        },
+        [&] {
+          const InArena in;
+          b();
+        });
+  };
+  if (t_in_arena > 0) return run();
+  enter_arena(run);
 }
 
 }  // namespace detail

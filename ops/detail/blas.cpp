@@ -26,11 +26,10 @@ void ensure_single_threaded() {
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
-void check_sizes(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t lda, std::int64_t ldb,
-                 std::int64_t ldc) {
+void check_sizes(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t lda, std::int64_t ldb, std::int64_t ldc) {
   XGRAD_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX && ldb <= INT_MAX && ldc <= INT_MAX,
-              "gemm: sizes m={} n={} k={} (lda={} ldb={} ldc={}) exceed the 32-bit BLAS interface", m, n, k, lda,
-              ldb, ldc);
+              "gemm: sizes m={} n={} k={} (lda={} ldb={} ldc={}) exceed the 32-bit BLAS interface", m, n, k, lda, ldb,
+              ldc);
 }
 
 template <class T>
@@ -64,8 +63,8 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 
 template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*, std::int64_t,
                           const float*, std::int64_t, float, float*, std::int64_t);
-template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double, const double*,
-                           std::int64_t, const double*, std::int64_t, double, double*, std::int64_t);
+template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double, const double*, std::int64_t,
+                           const double*, std::int64_t, double, double*, std::int64_t);
 
 const char* core_name() { return openblas_get_corename(); }
 
