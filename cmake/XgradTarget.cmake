@@ -41,6 +41,9 @@ function(xgrad_add_layer layer)
   target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${link_root}>
                                             $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_link_libraries(${name} PUBLIC ${ARG_DEPENDS})
+  # C++20 is part of the interface (the public headers use <span> and other C++20): exported with the target, so
+  # a consumer's find_package(xgrad) + xgrad::xgrad compiles as C++20 without setting it.
+  target_compile_features(${name} PUBLIC cxx_std_20)
   set_target_properties(${name} PROPERTIES EXPORT_NAME ${layer} OUTPUT_NAME xgrad_${layer})
   xgrad_compile_options(${name})
 endfunction()

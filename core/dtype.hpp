@@ -38,9 +38,14 @@ decltype(auto) dispatch(Dtype d, Fn&& fn) {
 
 }  // namespace xgrad
 
+// Formats as its name ("{}" only). Written out rather than derived from formatter<string_view>,
+// whose format() is defined in fmt/format.h, which this header does not include (core/error.hpp).
 template <>
-struct fmt::formatter<xgrad::Dtype> : fmt::formatter<std::string_view> {
+struct fmt::formatter<xgrad::Dtype> {
+  constexpr auto parse(fmt::format_parse_context& ctx) { return ctx.begin(); }
   auto format(xgrad::Dtype d, fmt::format_context& ctx) const {
-    return fmt::formatter<std::string_view>::format(xgrad::dtype_name(d), ctx);
+    auto out = ctx.out();
+    for (const char c : xgrad::dtype_name(d)) *out++ = c;
+    return out;
   }
 };

@@ -1,5 +1,7 @@
 #include "xgrad/core/npy.hpp"
 
+#include <fmt/ranges.h>  // shapes (std::vector) in error messages
+
 #include <algorithm>
 #include <cstring>
 #include <limits>

@@ -1,41 +1,124 @@
 #include "xgrad/core/parallel.hpp"
 
-#include <cblas.h>
+#include <tbb/blocked_range.h>
 #include <tbb/global_control.h>
 #include <tbb/info.h>
+#include <tbb/parallel_for.h>
+#include <tbb/parallel_invoke.h>
+#include <tbb/task_arena.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
 
 namespace xgrad {
 namespace {
-std::mutex g_mutex;
-std::unique_ptr<tbb::global_control> g_control;
-std::atomic<int> g_threads{0};  // 0: not read yet
-int default_threads() { return static_cast<int>(tbb::info::default_concurrency()); }
-// OpenBLAS stays single-threaded: its own threading rounds differently with different thread
-// counts; xgrad parallelises GEMMs over fixed blocks instead (Note [Deterministic GEMM], ops/matmul.cpp).
-[[maybe_unused]] const bool g_openblas_single_threaded = (openblas_set_num_threads(1), true);
+
+// Note [Thread arena] (parallel.hpp). The arena is held by shared_ptr: set_num_threads swaps in a
+// new one under the mutex, and a parallel call copies the pointer under the same mutex, so an arena
+// lives until the last call that entered it has returned. Nested calls (from inside a task) run in
+// the arena they are in (t_in_arena below).
+struct ArenaState {
+  std::mutex mutex;
+  std::shared_ptr<tbb::task_arena> arena;  // created on first use
+  std::atomic<int> requested{0};           // 0: the default (all cores)
+};
+
+ArenaState& state() {
+  static ArenaState s;  // function-local: usable from other libraries' static initialisers
+  return s;
+}
+
+std::shared_ptr<tbb::task_arena> make_arena(int n) {
+  return n > 0 ? std::make_shared<tbb::task_arena>(n) : std::make_shared<tbb::task_arena>();
+}
+
+std::shared_ptr<tbb::task_arena> current_arena() {
+  ArenaState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.arena) s.arena = make_arena(s.requested.load(std::memory_order_relaxed));
+  return s.arena;
+}
+
+// > 0 while this thread runs xgrad work inside the arena (a task body): a parallel call from there
+// is nested and runs in the arena it is in.
+thread_local int t_in_arena = 0;
+struct InArena {
+  InArena() { ++t_in_arena; }
+  ~InArena() { --t_in_arena; }
+  InArena(const InArena&) = delete;
+  InArena& operator=(const InArena&) = delete;
+};
+
+// A call from outside the arena enters it, isolated: while it waits for its own tasks, the calling
+// thread runs only those, never another user thread's (which might need a lock the caller holds:
+// this keeps a caller's tbb::this_task_arena::isolate meaningful across the arena boundary).
+template <class Run>
+void enter_arena(const Run& run) {
+  const std::shared_ptr<tbb::task_arena> arena = current_arena();
+  arena->execute([&] {
+    tbb::this_task_arena::isolate([&] {
+      const InArena in;
+      run();
+    });
+  });
+}
+
 }  // namespace
 
 void set_num_threads(int n) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_control.reset();
-  if (n <= 0) n = default_threads();
-  g_control =
-      std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(n));
-  openblas_set_num_threads(1);  // not n: see g_openblas_single_threaded
-  g_threads.store(n, std::memory_order_relaxed);
+  if (n < 0) n = 0;
+  ArenaState& s = state();
+  std::shared_ptr<tbb::task_arena> old;  // released after the lock: the last user may be us
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.arena && s.requested.load(std::memory_order_relaxed) == n) return;
+  old = std::move(s.arena);
+  s.arena = make_arena(n);
+  s.requested.store(n, std::memory_order_relaxed);
 }
 
 int get_num_threads() {
-  int n = g_threads.load(std::memory_order_relaxed);
-  if (n == 0) {
-    n = default_threads();
-    g_threads.store(n, std::memory_order_relaxed);
-  }
-  return n;
+  const int requested = state().requested.load(std::memory_order_relaxed);
+  // The cores TBB may use in this process: the machine's (or the affinity mask's), unless the
+  // application lowered or raised it with its own tbb::global_control.
+  const int allowed = static_cast<int>(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
+  const int wanted = requested > 0 ? requested : static_cast<int>(tbb::info::default_concurrency());
+  return std::max(std::min(wanted, allowed), 1);
 }
 
+namespace detail {
+
+int requested_num_threads() { return state().requested.load(std::memory_order_relaxed); }
+
+void parallel_for_tbb(std::int64_t begin, std::int64_t end, std::int64_t grain,
+                      FunctionRef<void(std::int64_t, std::int64_t)> fn) {
+  const auto run = [&] {
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(begin, end, grain),
+                      [&](const tbb::blocked_range<std::int64_t>& r) {
+                        const InArena in;
+                        fn(r.begin(), r.end());
+                      });
+  };
+  if (t_in_arena > 0) return run();  // a nested call, already inside the arena
+  enter_arena(run);
+}
+
+void parallel_invoke_tbb(FunctionRef<void()> a, FunctionRef<void()> b) {
+  const auto run = [&] {
+    tbb::parallel_invoke(
+        [&] {
+          const InArena in;
+          a();
+        },
+        [&] {
+          const InArena in;
+          b();
+        });
+  };
+  if (t_in_arena > 0) return run();
+  enter_arena(run);
+}
+
+}  // namespace detail
 }  // namespace xgrad

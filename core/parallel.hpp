@@ -3,25 +3,68 @@
 // Every helper here partitions work so that each output element is written by exactly one task
 // and every reduction is split at fixed, thread-count-independent boundaries and combined in a
 // fixed order.
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/parallel_invoke.h>
-
+//
+// Note [Thread arena]: xgrad runs its parallel work in a tbb::task_arena that the library owns;
+// set_num_threads(n) sets that arena's concurrency. It never touches tbb::global_control, so an
+// application's own TBB limits and arenas are left alone (and still cap xgrad's: get_num_threads
+// reports the effective value). The limit is library-wide, not per calling thread; a parallel call
+// already running finishes in the arena it started in.
+//
+// Only the serial fast path is templated here; the TBB part of parallel_for / parallel_invoke is
+// out of line in parallel.cpp behind a type-erased FunctionRef (as PyTorch's ParallelNative.h), so
+// the TBB headers are not compiled into every kernel file.
+#include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace xgrad {
 
-/// Limits TBB to n threads process-wide; n <= 0 restores the default (all cores). OpenBLAS always
-/// runs single-threaded (GEMMs are parallelised over fixed blocks: Note [Deterministic GEMM]).
+/// Limits xgrad's parallel work to n threads (its task arena's concurrency); n <= 0 restores the
+/// default (all cores). Safe to call while other threads run xgrad ops (they finish with the limit
+/// they started with). OpenBLAS always runs single-threaded (GEMMs are parallelised over fixed
+/// blocks: Note [Deterministic GEMM]).
 void set_num_threads(int n);
-/// The current limit.
+/// The effective limit: the requested one, capped by the cores TBB may use in this process (an
+/// application's tbb::global_control included).
 int get_num_threads();
 
-/// Runs fn with the thread limit set to n, then restores the previous limit.
+namespace detail {
+/// The limit last passed to set_num_threads (0 when it was never called or the default was restored).
+int requested_num_threads();
+
+/// A non-owning reference to a callable (like C++26 std::function_ref): two pointers, no allocation.
+/// The callable must outlive the FunctionRef.
+template <class Sig>
+class FunctionRef;
+template <class R, class... Args>
+class FunctionRef<R(Args...)> {
+ public:
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::remove_cvref_t<F>, FunctionRef>>>
+  FunctionRef(F&& f) noexcept  // NOLINT(google-explicit-constructor): built implicitly from lambdas
+      : obj_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))), call_([](void* obj, Args... args) -> R {
+          return (*static_cast<std::add_pointer_t<std::remove_reference_t<F>>>(obj))(std::forward<Args>(args)...);
+        }) {}
+  R operator()(Args... args) const { return call_(obj_, std::forward<Args>(args)...); }
+
+ private:
+  void* obj_;
+  R (*call_)(void*, Args...);
+};
+
+/// The TBB paths (parallel.cpp): run inside xgrad's task arena.
+void parallel_for_tbb(std::int64_t begin, std::int64_t end, std::int64_t grain,
+                      FunctionRef<void(std::int64_t, std::int64_t)> fn);
+void parallel_invoke_tbb(FunctionRef<void()> a, FunctionRef<void()> b);
+}  // namespace detail
+
+/// Runs fn with the thread limit set to n, then restores the previous limit (also on an exception).
+/// The limit is library-wide: other threads' xgrad calls started meanwhile see it too.
 template <class Fn>
 decltype(auto) with_num_threads(int n, Fn&& fn) {
-  const int prev = get_num_threads();
+  const int prev = detail::requested_num_threads();
   set_num_threads(n);
   struct Restore {
     int p;
@@ -42,8 +85,7 @@ void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain, Fn&&
     fn(begin, end);
     return;
   }
-  tbb::parallel_for(tbb::blocked_range<std::int64_t>(begin, end, grain),
-                    [&](const tbb::blocked_range<std::int64_t>& r) { fn(r.begin(), r.end()); });
+  detail::parallel_for_tbb(begin, end, grain, fn);
 }
 
 /// Runs a() and b(), concurrently when more than one thread is allowed (each may use parallel_for
@@ -56,7 +98,7 @@ void parallel_invoke(FnA&& a, FnB&& b) {
     b();
     return;
   }
-  tbb::parallel_invoke([&] { a(); }, [&] { b(); });
+  detail::parallel_invoke_tbb(a, b);
 }
 
 /// Deterministic parallel sum: [begin, end) is cut into fixed chunks of `chunk` items (independent

@@ -1,5 +1,7 @@
 #include "xgrad/core/shape.hpp"
 
+#include <fmt/format.h>  // fmt::join
+
 #include <algorithm>
 #include <cstddef>
 

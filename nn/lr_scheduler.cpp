@@ -9,6 +9,8 @@
 
 #include "xgrad/nn/lr_scheduler.hpp"
 
+#include <fmt/ranges.h>  // shapes (std::vector) in error messages
+
 #include <algorithm>
 #include <cmath>
 #include <limits>

@@ -1,5 +1,7 @@
 #include "xgrad/nn/serialize.hpp"
 
+#include <fmt/format.h>  // fmt::join
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>

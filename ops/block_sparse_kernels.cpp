@@ -6,8 +6,6 @@
 // and the tiles then also take groups up to 256 wide (128 when OpenBLAS runs AVX-512 kernels).
 #include "xgrad/ops/block_sparse_kernels.hpp"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cstring>
@@ -21,6 +19,7 @@
 #include "xgrad/core/cpu.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/block_sparse_simd512.hpp"
+#include "xgrad/ops/detail/blas.hpp"
 
 namespace xgrad::detail {
 
@@ -48,44 +47,15 @@ constexpr std::int64_t kWeightPanelCols = 512;
 // Below this many multiply-adds a call runs serially (tasks would cost more than they save).
 constexpr double kSerialWork = 1 << 16;
 
-// Note [OpenBLAS inside TBB tasks]: our tasks already use every allowed thread, so each GEMM must be
-// single threaded; otherwise OpenBLAS's pthread pool would be asked for threads from inside TBB
-// workers (oversubscription, and serialised calls). openblas_set_num_threads is process-wide, so the
-// first kernel in sets it to 1 and the last one out restores it (counted under a mutex).
-class BlasSingleThread {
- public:
-  BlasSingleThread() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (depth_++ == 0) {
-      saved_ = openblas_get_num_threads();
-      if (saved_ != 1) openblas_set_num_threads(1);
-    }
-  }
-  ~BlasSingleThread() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (--depth_ == 0 && saved_ != 1) openblas_set_num_threads(saved_);
-  }
-  BlasSingleThread(const BlasSingleThread&) = delete;
-  BlasSingleThread& operator=(const BlasSingleThread&) = delete;
-
- private:
-  static inline std::mutex mutex_;
-  static inline int depth_ = 0;
-  static inline int saved_ = 1;
-};
-
-// Row-major C (m x n) = alpha op(A) op(B) + beta C.
+// Row-major C (m x n) = op(A) op(B) + beta C: one single-threaded BLAS call (ops/detail/blas.hpp; our
+// tasks already use every allowed thread, Note [OpenBLAS threading]).
 void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
           const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
-              c, static_cast<int>(ldc));
+  blas::gemm<float>(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
 void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const double* a, std::int64_t lda,
           const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
-              c, static_cast<int>(ldc));
+  blas::gemm<double>(ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
 }
 
 // Per-thread scratch panels, grown on demand and kept: a fresh multi-megabyte allocation per task
@@ -535,7 +505,7 @@ constexpr std::int64_t kTileMaxGroup512 = 256, kTileMaxGroup512Blas512 = 128;
 // True when OpenBLAS runs AVX-512 kernels (the core it chose at load time, by CPU or OPENBLAS_CORETYPE).
 bool blas_avx512() {
   static const bool yes = [] {
-    std::string core = openblas_get_corename();
+    std::string core = blas::core_name();
     for (char& c : core) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     for (const char* k : {"skylakex", "cooperlake", "sapphirerapids"})
       if (core.find(k) != std::string::npos) return true;
@@ -865,7 +835,6 @@ void bsl_forward(const BlockSparsePattern& p, const T* x, std::int64_t m, const 
     tile_forward(p, x, m, w, b, y);
     return;
   }
-  BlasSingleThread blas_guard;
   run_tasks(tiles * ngroups, double(m) * double(p.stored_elements()), [&](std::int64_t t) {
     const std::int64_t r = t % ngroups, m0 = (t / ngroups) * kBatchTile, mt = std::min(kBatchTile, m - m0);
     const std::int64_t row = groups[r].begin, rows = groups[r].size;
@@ -925,7 +894,6 @@ void bsl_input_grad(const BlockSparsePattern& p, const T* g, std::int64_t m, con
     tile_input_grad(p, g, m, w, dx);
     return;
   }
-  BlasSingleThread blas_guard;
   run_tasks(tiles * ngroups, double(m) * double(p.stored_elements()), [&](std::int64_t t) {
     const std::int64_t c = t % ngroups, m0 = (t / ngroups) * kBatchTile, mt = std::min(kBatchTile, m - m0);
     const std::int64_t col = groups[c].begin, cols = groups[c].size;
@@ -993,7 +961,6 @@ void bsl_weight_grad(const BlockSparsePattern& p, const T* g, const T* x, std::i
     }
     if (ptr[r + 1] > start) runs.emplace_back(start, ptr[r + 1]);
   }
-  BlasSingleThread blas_guard;
   run_tasks(static_cast<std::int64_t>(runs.size()), double(m) * double(p.stored_elements()), [&](std::int64_t t) {
     const auto [k0, k1] = runs[static_cast<std::size_t>(t)];
     const std::int64_t row = blocks[k0].row, rows = blocks[k0].rows;

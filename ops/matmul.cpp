@@ -1,7 +1,5 @@
 #include "xgrad/ops/matmul.hpp"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -10,6 +8,7 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/detail/blas.hpp"
 
 namespace xgrad {
 
@@ -17,7 +16,7 @@ namespace xgrad {
 // depend on the thread count, and the edge tiles of each part take other micro-kernel paths, so
 // the same sgemm (and dgemm, for sizes that are not multiples of the unroll) rounds differently
 // with 1 and 2 threads (measured on this machine: 256x512 @ 512x384 float32 differs in the last
-// bits). xgrad therefore keeps OpenBLAS single-threaded (core/parallel.cpp) and parallelises a
+// bits). xgrad therefore keeps OpenBLAS single-threaded (Note [OpenBLAS threading], ops/detail/blas.cpp) and parallelises a
 // large GEMM itself: the output is cut into a grid of tiles whose sizes depend on the shapes only,
 // each tile is one single-threaded cblas call, and the tiles run as TBB tasks.
 // Every output element is then computed by the same call with the same operands whatever the
@@ -39,28 +38,11 @@ constexpr std::int64_t kTileAlign = 16;  // tile sizes are multiples of this (mi
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-void ensure_openblas_single_threaded() {
-  // core/parallel.cpp pins OpenBLAS to one thread at load time and in set_num_threads; this
-  // catches a change made before xgrad's first GEMM (e.g. by a library initialised after core).
-  // Checked once per process: openblas_set_num_threads while other GEMMs run would not be safe.
-  static std::once_flag once;
-  std::call_once(once, [] {
-    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
-  });
-}
-
-void blas(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
-          const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
-              c, static_cast<int>(ldc));
-}
-
-void blas(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const double* a, std::int64_t lda,
-          const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
-              c, static_cast<int>(ldc));
+// One single-threaded BLAS call (ops/detail/blas.hpp) with alpha = 1.
+template <class T>
+void call_blas(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda, const T* b,
+          std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  blas::gemm<T>(ta, tb, m, n, k, T(1), a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace
@@ -76,10 +58,9 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
   }
   XGRAD_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX && ldb <= INT_MAX && ldc <= INT_MAX,
               "matmul: dimensions ({}, {}, {}) exceed the 32-bit BLAS interface", m, k, n);
-  ensure_openblas_single_threaded();
   const std::int64_t work = m * n * k;
   if (work < 2 * kMinBlockWork) {
-    blas(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+    call_blas(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   // Grid: repeatedly halve-ish the dimension whose tiles are currently larger, while tiles stay
@@ -100,7 +81,7 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
   gm = ceil_div(m, bm);
   gn = ceil_div(n, bn);
   if (gm * gn <= 1) {
-    blas(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+    call_blas(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   parallel_for(0, gm * gn, 1, [&](std::int64_t t0, std::int64_t t1) {
@@ -110,7 +91,7 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
       // Rows i0.. of op(A): row i0 of A, or column i0 of the stored A^T; columns j0.. of op(B) likewise.
       const T* aa = trans_a ? a + i0 : a + i0 * lda;
       const T* bb = trans_b ? b + j0 * ldb : b + j0;
-      blas(trans_a, trans_b, mm, nn, k, aa, lda, bb, ldb, beta, c + i0 * ldc + j0, ldc);
+      call_blas(trans_a, trans_b, mm, nn, k, aa, lda, bb, ldb, beta, c + i0 * ldc + j0, ldc);
     }
   });
 }

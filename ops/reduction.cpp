@@ -1,5 +1,7 @@
 #include "xgrad/ops/reduction.hpp"
 
+#include <fmt/ranges.h>  // shapes (std::vector) in error messages
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -1,5 +1,7 @@
 #include "xgrad/ops/shape_ops.hpp"
 
+#include <fmt/format.h>  // fmt::join
+
 #include <algorithm>
 #include <cstring>
 #include <numeric>

@@ -1,0 +1,554 @@
+#pragma once
+// Internal: the kernels and autograd Functions of the elementwise ops (ops/elementwise.hpp), shared by
+// the files that define the ops: ops/elementwise.cpp (add, sub, mul, div, pow), and in ops/detail/
+// elementwise_compare.cpp (maximum, minimum, where, masked_select, comparisons),
+// elementwise_unary.cpp (neg, exp, log, sqrt, scalar forms) and elementwise_unary2.cpp (abs, tanh,
+// sigmoid, relu, pow by a number, clamp). Note [Elementwise build time]: one file instantiated every
+// op for both dtypes and both broadcast paths (40 s to compile); four files build in parallel and each
+// stays well under 15 s. The arithmetic is the same code in every file.
+#include <cmath>
+#include <limits>
+
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/ops/broadcast_kernel.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/reduce_kernel.hpp"
+#include "xgrad/ops/vec_kernel.hpp"
+
+namespace xgrad::detail::ew {
+
+inline void check_binary(const char* op, const Tensor& a, const Tensor& b) {
+  XGRAD_CHECK(a.defined() && b.defined(), "{}: argument '{}' is an undefined tensor", op, a.defined() ? "b" : "a");
+  XGRAD_CHECK(a.dtype() == b.dtype(), "{}: dtype mismatch: a is {} {}, b is {} {} (convert one with .to())", op,
+              a.dtype(), shape_str(a.shape()), b.dtype(), shape_str(b.shape()));
+}
+
+inline void check_unary(const char* op, const Tensor& x) {
+  XGRAD_CHECK(x.defined(), "{}: argument 'x' is an undefined tensor", op);
+}
+
+// out = f(a, b) over the broadcast shape.
+template <class F>
+Tensor map2(const Tensor& a, const Tensor& b, const Shape& out_shape, F f) {
+  Tensor out = Tensor::empty(out_shape, a.dtype());
+  dispatch(a.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    detail::broadcast_map<T, 2>(out.data<T>(), out_shape, {a.data<T>(), b.data<T>()}, {&a.shape(), &b.shape()},
+                                [&](T x, T y) { return f(x, y); });
+  });
+  return out;
+}
+
+template <class F>
+Tensor map3(const Tensor& a, const Tensor& b, const Tensor& c, const Shape& out_shape, F f) {
+  Tensor out = Tensor::empty(out_shape, a.dtype());
+  dispatch(a.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    detail::broadcast_map<T, 3>(out.data<T>(), out_shape, {a.data<T>(), b.data<T>(), c.data<T>()},
+                                {&a.shape(), &b.shape(), &c.shape()}, [&](T x, T y, T z) { return f(x, y, z); });
+  });
+  return out;
+}
+
+template <class F>
+Tensor map1(const Tensor& x, F f) {
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = x.data<T>();
+    T* o = out.data<T>();
+    parallel_for(0, x.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) o[i] = f(p[i]);
+    });
+  });
+  return out;
+}
+
+// ---- binary ops -------------------------------------------------------------------------------
+// Each Op supplies f(a, b), and the partial derivatives da(g, a, b, y) and db(g, a, b, y).
+// kSaves says whether backward needs a and b (and the output y).
+struct AddOp {
+  static constexpr const char* kName = "add";
+  static constexpr bool kSavesInputs = false, kSavesOutput = false;
+  template <class T>
+  static T f(T a, T b) {
+    return a + b;
+  }
+};
+struct SubOp {
+  static constexpr const char* kName = "sub";
+  static constexpr bool kSavesInputs = false, kSavesOutput = false;
+  template <class T>
+  static T f(T a, T b) {
+    return a - b;
+  }
+};
+struct MulOp {
+  static constexpr const char* kName = "mul";
+  static constexpr bool kSavesInputs = true, kSavesOutput = false;
+  template <class T>
+  static T f(T a, T b) {
+    return a * b;
+  }
+  template <class T>
+  static T da(T g, T, T b, T) {
+    return g * b;
+  }
+  template <class T>
+  static T db(T g, T a, T, T) {
+    return g * a;
+  }
+};
+struct DivOp {
+  static constexpr const char* kName = "div";
+  static constexpr bool kSavesInputs = true, kSavesOutput = false;
+  template <class T>
+  static T f(T a, T b) {
+    return a / b;
+  }
+  template <class T>
+  static T da(T g, T, T b, T) {
+    return g / b;
+  }
+  template <class T>
+  static T db(T g, T a, T b, T) {
+    return -g * a / (b * b);
+  }
+};
+struct PowOp {
+  static constexpr const char* kName = "pow";
+  static constexpr bool kSavesInputs = true, kSavesOutput = true;
+  template <class T>
+  static T f(T a, T b) {
+    return std::pow(a, b);
+  }
+  template <class T>
+  static T da(T g, T a, T b, T) {
+    return b == T(0) ? T(0) : g * b * std::pow(a, b - T(1));
+  }
+  template <class T>
+  static T db(T g, T a, T, T y) {
+    return a == T(0) ? T(0) : g * y * std::log(a);
+  }
+};
+struct MaxOp {
+  static constexpr const char* kName = "maximum";
+  static constexpr bool kSavesInputs = true, kSavesOutput = false;
+  template <class T>
+  static T f(T a, T b) {
+    return a >= b ? a : b;
+  }
+  template <class T>
+  static T da(T g, T a, T b, T) {
+    return a >= b ? g : T(0);
+  }
+  template <class T>
+  static T db(T g, T a, T b, T) {
+    return a >= b ? T(0) : g;
+  }
+};
+struct MinOp {
+  static constexpr const char* kName = "minimum";
+  static constexpr bool kSavesInputs = true, kSavesOutput = false;
+  template <class T>
+  static T f(T a, T b) {
+    return a <= b ? a : b;
+  }
+  template <class T>
+  static T da(T g, T a, T b, T) {
+    return a <= b ? g : T(0);
+  }
+  template <class T>
+  static T db(T g, T a, T b, T) {
+    return a <= b ? T(0) : g;
+  }
+};
+
+// Note [Small-op overhead]: the input shapes needed by backward come from the node's input_meta()
+// (recorded by the engine anyway), the output shape is only computed when the inputs differ, and
+// inputs are saved only when a node is recorded: each avoids heap allocations that dominate ops on
+// tiny tensors.
+template <class Op>
+struct Binary : Function<Binary<Op>> {
+  static constexpr const char* kName = Op::kName;
+  Tensor forward(const Tensor& a, const Tensor& b) {
+    check_binary(Op::kName, a, b);
+    const auto op = [](auto x, auto z) { return Op::f(x, z); };
+    Tensor y = a.shape() == b.shape() ? map2(a, b, a.shape(), op)
+                                      : map2(a, b, broadcast_shapes(a.shape(), b.shape(), Op::kName), op);
+    if (this->needs_input_grad(0) || this->needs_input_grad(1)) {
+      if constexpr (Op::kSavesInputs) this->save_for_backward({a, b});
+      if constexpr (Op::kSavesOutput) this->save_for_backward({y});
+    }
+    return y;
+  }
+  Tensors backward(const Tensors& grads) {
+    const Tensor& g = grads[0];
+    const Shape& a_shape = this->input_meta()[0].shape;
+    const Shape& b_shape = this->input_meta()[1].shape;
+    Tensor ga, gb;
+    if constexpr (std::is_same_v<Op, AddOp>) {
+      if (this->needs_input_grad(0)) ga = detail::sum_to(g, a_shape);
+      if (this->needs_input_grad(1)) gb = detail::sum_to(g, b_shape);
+    } else if constexpr (std::is_same_v<Op, SubOp>) {
+      if (this->needs_input_grad(0)) ga = detail::sum_to(g, a_shape);
+      if (this->needs_input_grad(1)) gb = detail::sum_to(map1(g, [](auto v) { return -v; }), b_shape);
+    } else {
+      const Tensor a = this->saved(0);
+      const Tensor b = this->saved(1);
+      if (this->needs_input_grad(0))
+        ga = detail::sum_to(
+            map3(g, a, b, g.shape(), [&](auto gv, auto av, auto bv) { return Op::da(gv, av, bv, decltype(gv)(0)); }),
+            a_shape);
+      if (this->needs_input_grad(1)) {
+        if constexpr (Op::kSavesOutput) {
+          // db needs y: map over (g, a, y) with b read through a second pass.
+          const Tensor y = this->saved(2);
+          Tensor t =
+              map3(g, a, y, g.shape(), [](auto gv, auto av, auto yv) { return Op::db(gv, av, decltype(gv)(0), yv); });
+          gb = detail::sum_to(t, b_shape);
+        } else {
+          gb = detail::sum_to(
+              map3(g, a, b, g.shape(), [&](auto gv, auto av, auto bv) { return Op::db(gv, av, bv, decltype(gv)(0)); }),
+              b_shape);
+        }
+      }
+    }
+    return {ga, gb};
+  }
+};
+
+// y = a (op) s for a number s (taken in a's dtype), with no 0-d tensor for s: the scalar forms
+// add/sub/mul/div(a, double) and s / b. Values and gradients are bit-identical to the broadcast
+// tensor form (same float operations in the same order).
+enum class ScalarKind { add, sub, mul, div, rdiv };
+template <ScalarKind K>
+struct ScalarOp : Function<ScalarOp<K>> {
+  static constexpr const char* kName = K == ScalarKind::add   ? "add"
+                                       : K == ScalarKind::sub ? "sub"
+                                       : K == ScalarKind::mul ? "mul"
+                                                              : "div";
+  double s = 0;
+  template <class T>
+  static T f(T a, T sv) {
+    if constexpr (K == ScalarKind::add) return a + sv;
+    if constexpr (K == ScalarKind::sub) return a - sv;
+    if constexpr (K == ScalarKind::mul) return a * sv;
+    if constexpr (K == ScalarKind::div) return a / sv;
+    if constexpr (K == ScalarKind::rdiv) return sv / a;
+  }
+  Tensor forward(const Tensor& a, double scalar) {
+    XGRAD_CHECK(a.defined(), "{}: tensor argument is undefined", kName);
+    s = scalar;
+    if constexpr (K == ScalarKind::rdiv)
+      if (this->needs_input_grad(0)) this->save_for_backward({a});
+    return map1(a, [&](auto v) { return f(v, static_cast<decltype(v)>(s)); });
+  }
+  Tensors backward(const Tensors& grads) {
+    const Tensor& g = grads[0];
+    if constexpr (K == ScalarKind::add || K == ScalarKind::sub) {
+      return {g};
+    } else if constexpr (K == ScalarKind::mul) {
+      return {map1(g, [&](auto gv) { return gv * static_cast<decltype(gv)>(s); })};
+    } else if constexpr (K == ScalarKind::div) {
+      return {map1(g, [&](auto gv) { return gv / static_cast<decltype(gv)>(s); })};
+    } else {
+      // d(s/b)/db = -g * s / (b * b), as DivOp::db with a = s.
+      const Tensor b = this->saved(0);
+      return {map2(g, b, g.shape(), [&](auto gv, auto bv) {
+        using T = decltype(gv);
+        return DivOp::db(gv, static_cast<T>(s), bv, T(0));
+      })};
+    }
+  }
+};
+
+// ---- unary ops ----------------------------------------------------------------------------------
+// f(x) and the derivative df(g, x, y) (x and/or y saved as kSavesInput / kSavesOutput say).
+struct NegOp {
+  static constexpr const char* kName = "neg";
+  static constexpr bool kSavesInput = false, kSavesOutput = false;
+  template <class T>
+  static T f(T x) {
+    return -x;
+  }
+  template <class T>
+  static T df(T g, T, T) {
+    return -g;
+  }
+};
+struct ExpOp {
+  static constexpr const char* kName = "exp";
+  static constexpr bool kSavesInput = false, kSavesOutput = true;
+  template <class T>
+  static T f(T x) {
+    return std::exp(x);
+  }
+  template <class B>
+  static B vf(const B& x) {
+    return xsimd::exp(x);
+  }
+  template <class T>
+  static T df(T g, T, T y) {
+    return g * y;
+  }
+};
+struct LogOp {
+  static constexpr const char* kName = "log";
+  static constexpr bool kSavesInput = true, kSavesOutput = false;
+  template <class T>
+  static T f(T x) {
+    return std::log(x);
+  }
+  template <class T>
+  static T df(T g, T x, T) {
+    return g / x;
+  }
+};
+struct SqrtOp {
+  static constexpr const char* kName = "sqrt";
+  static constexpr bool kSavesInput = false, kSavesOutput = true;
+  template <class T>
+  static T f(T x) {
+    return std::sqrt(x);
+  }
+  template <class T>
+  static T df(T g, T, T y) {
+    return g / (T(2) * y);
+  }
+};
+struct AbsOp {
+  static constexpr const char* kName = "abs";
+  static constexpr bool kSavesInput = true, kSavesOutput = false;
+  template <class T>
+  static T f(T x) {
+    return std::abs(x);
+  }
+  template <class T>
+  static T df(T g, T x, T) {
+    return x > T(0) ? g : (x < T(0) ? -g : T(0));
+  }
+};
+struct TanhOp {
+  static constexpr const char* kName = "tanh";
+  static constexpr bool kSavesInput = false, kSavesOutput = true;
+  template <class T>
+  static T f(T x) {
+    return std::tanh(x);
+  }
+  template <class B>
+  static B vf(const B& x) {
+    return xsimd::tanh(x);
+  }
+  template <class T>
+  static T df(T g, T, T y) {
+    return g * (T(1) - y * y);
+  }
+};
+struct SigmoidOp {
+  static constexpr const char* kName = "sigmoid";
+  static constexpr bool kSavesInput = false, kSavesOutput = true;
+  template <class T>
+  static T f(T x) {
+    // Stable for large |x|: never exponentiates a large positive number.
+    if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+    const T e = std::exp(x);
+    return e / (T(1) + e);
+  }
+  template <class T>
+  static T df(T g, T, T y) {
+    return g * y * (T(1) - y);
+  }
+};
+struct ReluOp {
+  static constexpr const char* kName = "relu";
+  static constexpr bool kSavesInput = false, kSavesOutput = true;
+  template <class T>
+  static T f(T x) {
+    return x > T(0) ? x : T(0);
+  }
+  template <class T>
+  static T df(T g, T, T y) {
+    return y > T(0) ? g : T(0);
+  }
+};
+
+// Ops with a vector form `vf` (xsimd batches) run it on every element, the tail included (see
+// Note [Vector tails] in vec_kernel.hpp), so a value never depends on how the range was split.
+template <class Op>
+concept HasVectorForm = requires(xsimd::batch<float> v) {
+  Op::vf(v);
+};
+
+template <class Op>
+Tensor map1_op(const Tensor& x) {
+  if constexpr (HasVectorForm<Op>) {
+    Tensor out = Tensor::empty(x.shape(), x.dtype());
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* p = x.data<T>();
+      T* o = out.data<T>();
+      parallel_for(0, x.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+        detail::vec_map<T>(
+            e - b, o + b, [](const auto& v) { return Op::vf(v); }, p + b);
+      });
+    });
+    return out;
+  } else {
+    return map1(x, [](auto v) { return Op::f(v); });
+  }
+}
+
+template <class Op>
+struct Unary : Function<Unary<Op>> {
+  static constexpr const char* kName = Op::kName;
+  Tensor forward(const Tensor& x) {
+    check_unary(Op::kName, x);
+    Tensor y = map1_op<Op>(x);
+    if (this->needs_input_grad(0)) {
+      if constexpr (Op::kSavesInput) this->save_for_backward({x});
+      if constexpr (Op::kSavesOutput) this->save_for_backward({y});
+    }
+    return y;
+  }
+  Tensors backward(const Tensors& grads) {
+    const Tensor& g = grads[0];
+    if constexpr (!Op::kSavesInput && !Op::kSavesOutput) {
+      return {map1(g, [](auto gv) { return Op::df(gv, decltype(gv)(0), decltype(gv)(0)); })};
+    } else {
+      const Tensor s = this->saved(0);
+      return {map2(g, s, g.shape(), [](auto gv, auto sv) {
+        using T = decltype(gv);
+        return Op::kSavesInput ? Op::df(gv, sv, T(0)) : Op::df(gv, T(0), sv);
+      })};
+    }
+  }
+};
+
+// y = a^k; da = g * k * a^(k-1)
+struct PowScalar : Function<PowScalar> {
+  static constexpr const char* kName = "pow";
+  double k = 0;
+  Tensor forward(const Tensor& a, double exponent) {
+    check_unary(kName, a);
+    k = exponent;
+    if (needs_input_grad(0)) save_for_backward({a});
+    if (k == 2.0) return map1(a, [](auto v) { return v * v; });
+    return map1(a, [&](auto v) { return std::pow(v, static_cast<decltype(v)>(k)); });
+  }
+  Tensors backward(const Tensors& grads) {
+    const Tensor a = saved(0);
+    return {map2(grads[0], a, a.shape(), [&](auto gv, auto av) {
+      using T = decltype(gv);
+      if (k == 0.0) return T(0);
+      if (k == 2.0) return gv * T(2) * av;
+      return gv * static_cast<T>(k) * std::pow(av, static_cast<T>(k - 1.0));
+    })};
+  }
+};
+
+// y = clamp(x, lo, hi); dx = g where lo <= x <= hi (the boundary passes the gradient, as in PyTorch)
+struct Clamp : Function<Clamp> {
+  static constexpr const char* kName = "clamp";
+  double lo = 0, hi = 0;
+  Tensor forward(const Tensor& x, double lo_, double hi_) {
+    check_unary(kName, x);
+    XGRAD_CHECK(!(lo_ > hi_) && !std::isnan(lo_) && !std::isnan(hi_),
+                "clamp: argument 'lo' ({}) must be <= 'hi' ({}) and neither NaN (x has shape {})", lo_, hi_,
+                shape_str(x.shape()));
+    lo = lo_;
+    hi = hi_;
+    if (needs_input_grad(0)) save_for_backward({x});
+    return map1(x, [&](auto v) {
+      using T = decltype(v);
+      return std::min(std::max(v, static_cast<T>(lo)), static_cast<T>(hi));
+    });
+  }
+  Tensors backward(const Tensors& grads) {
+    const Tensor x = saved(0);
+    return {map2(grads[0], x, x.shape(), [&](auto gv, auto xv) {
+      using T = decltype(gv);
+      return (xv >= static_cast<T>(lo) && xv <= static_cast<T>(hi)) ? gv : T(0);
+    })};
+  }
+};
+
+// y = cond ? a : b; da = sum_to(g where cond), db = sum_to(g where !cond)
+struct Where : Function<Where> {
+  static constexpr const char* kName = "where";
+  Shape a_shape, b_shape;
+  Tensor forward(const Tensor& cond, const Tensor& a, const Tensor& b) {
+    check_binary(kName, a, b);
+    XGRAD_CHECK(cond.defined(), "where: argument 'cond' is an undefined tensor");
+    const Shape out_shape = detail::broadcast_all<3>({&cond.shape(), &a.shape(), &b.shape()}, kName);
+    a_shape = a.shape();
+    b_shape = b.shape();
+    const Tensor c = cond.dtype() == a.dtype() ? cond : cond.to(a.dtype());
+    if (needs_input_grad(1) || needs_input_grad(2)) save_for_backward({c});
+    return map3(c, a, b, out_shape, [](auto cv, auto av, auto bv) { return cv != decltype(cv)(0) ? av : bv; });
+  }
+  Tensors backward(const Tensors& grads) {
+    const Tensor& g = grads[0];
+    const Tensor c = saved(0);
+    Tensor ga, gb;
+    if (needs_input_grad(1))
+      ga = detail::sum_to(
+          map2(g, c, g.shape(), [](auto gv, auto cv) { return cv != decltype(cv)(0) ? gv : decltype(gv)(0); }),
+          a_shape);
+    if (needs_input_grad(2))
+      gb = detail::sum_to(
+          map2(g, c, g.shape(), [](auto gv, auto cv) { return cv != decltype(cv)(0) ? decltype(gv)(0) : gv; }),
+          b_shape);
+    return {Tensor(), ga, gb};
+  }
+};
+
+// y = x[mask != 0] (row-major); dx = zeros with g scattered to the selected positions
+struct MaskedSelect : Function<MaskedSelect> {
+  static constexpr const char* kName = "masked_select";
+  Shape x_shape;
+  std::vector<std::int64_t> positions;
+  Tensor forward(const Tensor& x, const Tensor& mask) {
+    check_unary(kName, x);
+    XGRAD_CHECK(mask.defined(), "masked_select: argument 'mask' is an undefined tensor");
+    const Shape b = broadcast_shapes(x.shape(), mask.shape(), kName);
+    XGRAD_CHECK(b == x.shape(), "masked_select: mask of shape {} must broadcast to x's shape {}",
+                shape_str(mask.shape()), shape_str(x.shape()));
+    x_shape = x.shape();
+    const Tensor m = mask.to(kFloat64).detach();
+    Tensor mb = Tensor::empty(x.shape(), kFloat64);
+    detail::broadcast_map<double, 1>(mb.data<double>(), x.shape(), {m.data<double>()}, {&m.shape()},
+                                     [](double v) { return v; });
+    const double* mp = mb.data<double>();
+    for (std::int64_t i = 0; i < x.numel(); ++i)
+      if (mp[i] != 0.0) positions.push_back(i);
+    Tensor out = Tensor::empty({static_cast<std::int64_t>(positions.size())}, x.dtype());
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* xp = x.data<T>();
+      T* o = out.data<T>();
+      for (std::size_t k = 0; k < positions.size(); ++k) o[k] = xp[positions[k]];
+    });
+    return out;
+  }
+  Tensors backward(const Tensors& grads) {
+    Tensor gx = Tensor::zeros(x_shape, grads[0].dtype());
+    dispatch(gx.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* g = grads[0].data<T>();
+      T* o = gx.data<T>();
+      for (std::size_t k = 0; k < positions.size(); ++k) o[positions[k]] = g[k];
+    });
+    return {gx, Tensor()};
+  }
+};
+
+template <class Cmp>
+Tensor compare(const char* op, const Tensor& a, const Tensor& b, Cmp cmp) {
+  check_binary(op, a, b);
+  const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), op);
+  return map2(a.detach(), b.detach(), out_shape,
+              [&](auto x, auto y) { return cmp(x, y) ? decltype(x)(1) : decltype(x)(0); });
+}
+
+}  // namespace xgrad::detail::ew
