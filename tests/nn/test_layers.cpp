@@ -1,6 +1,8 @@
 // Tests for nn/linear.*, nn/layer_norm.*, nn/embedding.*, nn/dropout.*, nn/activation.*: value and
 // gradient parity with the same torch.nn modules (our weights passed in through functional_call),
 // gradcheck, torch's default init, dropout's masks and statistics, and bad inputs.
+#include <fmt/ranges.h>  // fmt::join
+
 #include <cmath>
 #include <memory>
 

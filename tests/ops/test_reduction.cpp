@@ -1,4 +1,6 @@
 // Tests for ops/reduction.*: gradcheck, torch parity, thread determinism, special values, bad inputs.
+#include <fmt/ranges.h>  // fmt::join
+
 #include <cmath>
 #include <limits>
 
