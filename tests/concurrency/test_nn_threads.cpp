@@ -95,7 +95,8 @@ TEST_CASE("one DataLoader per thread over a shared dataset: the same batches as 
   }
 }
 
-TEST_CASE("checkpoints: concurrent saves of different files and loads of one file and saves to one path", "[concurrency]") {
+TEST_CASE("checkpoints: concurrent saves of different files and loads of one file and saves to one path",
+          "[concurrency]") {
   test::TempDir dir("concurrency_ckpt");
   std::vector<std::shared_ptr<nn::Sequential>> nets;
   for (int t = 0; t < kThreads; ++t) nets.push_back(small_mlp(200 + t));
@@ -126,7 +127,8 @@ TEST_CASE("checkpoints: concurrent saves of different files and loads of one fil
         const auto a = nets[0]->parameters(), b = fresh->parameters();
         for (std::size_t k = 0; k < a.size(); ++k)
           if (!bit_equal(a[k], b[k])) ++failures;
-        nn::save(*nets[0], dir.file(std::string("copy").append(std::to_string(t)).append(".safetensors")));  // concurrent reads of nets[0]
+        // every thread's save reads nets[0] at once
+        nn::save(*nets[0], dir.file(std::string("copy").append(std::to_string(t)).append(".safetensors")));
       }
     });
     CHECK(failures.load() == 0);
