@@ -277,13 +277,6 @@ Tensor dense_index(const BlockSparsePattern& p) {
   return Tensor::from_vector(idx, {p.stored_elements()}, kFloat64);
 }
 
-// Flagship zero sizes are another branch's work (h3sizes), not fixed here: a layer with 0 outputs or
-// 0 inputs (sizes R or C = 0) is refused by BlockSparsePattern::from_block_mask ("out=0 and in=9 must
-// be positive"), where torch's Linear(0, n) and Linear(n, 0) work.
-std::string zero_size_layer(const SampleSpec& s) {
-  return s.sizes[1] == 0 || s.sizes[2] == 0 ? "a zero-size layer is refused by from_block_mask" : "";
-}
-
 std::string dims_prelude(const BlockSparsePattern& p) {
   return fmt::format("O = {}\nI = {}\nwshape = {}\n", p.out_features(), p.in_features(),
                      fmt::format("[{}]", fmt::join(p.weight_shape(), ", ")));
@@ -1073,8 +1066,6 @@ std::vector<OpInfo> build() {
     op.check_undefined = false;  // idx is a helper input for torch only; undefined x/weight: errors below
     if (variant == 2)
       op.refuses = [](const SampleSpec& s) -> std::string { return s.sizes[1] == 0 ? "block_diagonal" : ""; };
-    else
-      op.known_failure = zero_size_layer;
     if (variant == 0) {
       op.errors = {
           {"x of the wrong width",
@@ -1137,7 +1128,6 @@ std::vector<OpInfo> build() {
     op.small = {3, 4};
     op.threads = {150, 150};
     op.check_undefined = false;
-    op.known_failure = [](const SampleSpec& s) { return zero_size_layer({{0, s.sizes[0], s.sizes[1]}, {}}); };
     const std::string opname = op.name;
     op.errors = {{"argument of the wrong shape",
                   [to_dense] {
@@ -1183,17 +1173,8 @@ std::vector<OpInfo> build() {
     op.supports_batch = true;
     op.check_undefined = false;  // x (the grid's points) is for torch only; undefined f: errors below
     op.refuses = [](const SampleSpec& s) -> std::string { return s.sizes[2] == 0 ? "FineGrid" : ""; };
-    // Flagship zero sizes are another branch's work (h3sizes): not fixed here.
-    op.known_failure = [](const SampleSpec& s) -> std::string {
-      return s.sizes[0] == 0 ? "N = 0 crashes (SIGFPE, integer division by zero)" : "";
-    };
     op.rtol32 = 1e-3;
     op.atol32 = 1e-4;
-    if (!sampled)  // flagship, not fixed here; test_resample_conv.cpp's thread test runs float32 only
-      op.threads_known_failure = [](Dtype dt) -> std::string {
-        // seen at N=16..64, A=600, B=600..6000 (differences ~1e-14; two 2-thread runs can differ too)
-        return dt == kFloat64 ? "the coarse gradient differs between 1 and 2 threads in float64" : "";
-      };
     if (!sampled)
       op.errors = {
           {"f and coarse with different N",
