@@ -22,6 +22,8 @@
 #include <cblas.h>
 #include <time.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -52,6 +54,13 @@ struct Options {
   std::string dense_impl = "openblas_sgemm";
 };
 
+// Minor page faults of this process so far (fresh pages touched: what a storage cache avoids).
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
 double cpu_ms() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -63,10 +72,14 @@ double cpu_ms() {
 // Warm-up: calls for at least 1 s (and twice). One call (or 0.3 s) was not enough here: the first case timed
 // in a process ran 2-3x slower than the same case timed later (fresh heap pages, the VM's memory
 // manager), which made a forward look slower than forward+backward.
-std::pair<double, double> median_ms(int reps, const std::function<void()>& fn) {
+struct Timing {
+  double wall_ms, cpu_ms, minflt;  // medians of wall and CPU time; minor page faults per call (mean)
+};
+Timing median_ms(int reps, const std::function<void()>& fn) {
   const auto w0 = Clock::now();
   for (int i = 0; i < 2 || Clock::now() - w0 < std::chrono::milliseconds(1000); ++i) fn();
   std::vector<double> t, c;
+  const long f0 = minor_faults();
   for (int r = 0; r < reps; ++r) {
     const auto t0 = Clock::now();
     const double c0 = cpu_ms();
@@ -74,18 +87,21 @@ std::pair<double, double> median_ms(int reps, const std::function<void()>& fn) {
     c.push_back(cpu_ms() - c0);
     t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
+  const double faults = static_cast<double>(minor_faults() - f0) / reps;
   std::sort(t.begin(), t.end());
   std::sort(c.begin(), c.end());
-  return {t[t.size() / 2], c[c.size() / 2]};
+  return {t[t.size() / 2], c[c.size() / 2], faults};
 }
 
 void row(const std::string& c, const char* impl, int threads, const char* metric, double v) {
   std::printf("%s,%s,%d,%s,%.6g\n", c.c_str(), impl, threads, metric, v);
   std::fflush(stdout);
 }
-void time_rows(const std::string& c, const char* impl, int threads, const char* metric, std::pair<double, double> v) {
-  row(c, impl, threads, metric, v.first);
-  row(c, impl, threads, (std::string(metric).substr(0, std::string(metric).size() - 3) + "_cpu_ms").c_str(), v.second);
+void time_rows(const std::string& c, const char* impl, int threads, const char* metric, const Timing& v) {
+  const std::string stem = std::string(metric).substr(0, std::string(metric).size() - 3);
+  row(c, impl, threads, metric, v.wall_ms);
+  row(c, impl, threads, (stem + "_cpu_ms").c_str(), v.cpu_ms);
+  row(c, impl, threads, (stem + "_minflt").c_str(), v.minflt);
 }
 
 struct Case {

@@ -2,6 +2,8 @@
 // Shared by autograd_overhead.cpp (ours) and torch_autograd_overhead.cpp (the libtorch peer), so both
 // sides parse the same options and time with the same code. Plain C++17: the peer is built with
 // libtorch's flags and standard.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -48,12 +50,22 @@ inline Options parse(int argc, char** argv) {
   return o;
 }
 
+// Minor page faults per iteration of the last median_us call (mean over all timed iterations).
+inline double last_minflt = 0;
+
+inline long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
 // Runs body() iters times per repetition (after one short warm-up) and returns the median over
 // repetitions of the time per iteration, in microseconds.
 template <class Body>
 double median_us(int iters, int reps, Body&& body) {
   using Clock = std::chrono::steady_clock;
   for (int i = 0; i < std::max(1, iters / 10); ++i) body();
+  const long f0 = minor_faults();
   std::vector<double> per_iter;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = Clock::now();
@@ -61,13 +73,15 @@ double median_us(int iters, int reps, Body&& body) {
     const std::chrono::duration<double, std::micro> dt = Clock::now() - t0;
     per_iter.push_back(dt.count() / iters);
   }
+  last_minflt = static_cast<double>(minor_faults() - f0) / (static_cast<double>(iters) * reps);
   std::sort(per_iter.begin(), per_iter.end());
   return per_iter[per_iter.size() / 2];
 }
 
-// One CSV row `case,impl,threads,us,value`.
+// CSV rows `case,impl,threads,us,value` and `case,impl,threads,minflt,value` (of the last median_us).
 inline void row(const char* name, const char* impl, int threads, double us) {
   std::printf("%s,%s,%d,us,%.3f\n", name, impl, threads, us);
+  std::printf("%s,%s,%d,minflt,%.3f\n", name, impl, threads, last_minflt);
 }
 
 }  // namespace overhead

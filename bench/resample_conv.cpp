@@ -17,6 +17,8 @@
 // usage: resample_conv_bench [--threads N] [--reps N] [--quick] [--case NAME]
 #include "xgrad/ops/resample_conv.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -54,6 +56,14 @@ double cpu_now_ms() {
 // CPU time (all threads) of the last median_ms call's median repetition: with other processes on
 // the machine, wall time is inflated by waiting but CPU time is not.
 double g_last_cpu_ms = 0;
+// Minor page faults per call (mean over the timed repetitions) of the last median_ms call.
+double g_last_minflt = 0;
+
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
 
 template <class Fn>
 double median_ms(Fn&& fn, int reps) {
@@ -62,12 +72,14 @@ double median_ms(Fn&& fn, int reps) {
   const auto w0 = Clock::now();
   for (int i = 0; i < 2 || Clock::now() - w0 < std::chrono::milliseconds(300); ++i) fn();
   std::vector<std::pair<double, double>> ts;
+  const long f0 = minor_faults();
   for (int r = 0; r < reps; ++r) {
     const double c0 = cpu_now_ms();
     const auto t0 = Clock::now();
     fn();
     ts.emplace_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), cpu_now_ms() - c0);
   }
+  g_last_minflt = static_cast<double>(minor_faults() - f0) / reps;
   std::sort(ts.begin(), ts.end());
   g_last_cpu_ms = ts[ts.size() / 2].second;
   return ts[ts.size() / 2].first;
@@ -145,6 +157,7 @@ void run_case(const std::string& name, const Geometry& geo, Dtype dt, bool sampl
       reps);
   row(name, "fwd_ms", fwd);
   row(name, "fwd_cpu_ms", g_last_cpu_ms);
+  row(name, "fwd_minflt", g_last_minflt);
   const double taps = count_taps(geo);
   row(name, "taps", taps);
   row(name, "taps_per_s", taps / (fwd * 1e-3));
@@ -159,6 +172,7 @@ void run_case(const std::string& name, const Geometry& geo, Dtype dt, bool sampl
       reps);
   row(name, "fwdbwd_ms", fb);
   row(name, "fwdbwd_cpu_ms", g_last_cpu_ms);
+  row(name, "fwdbwd_minflt", g_last_minflt);
   if (full) {
     Tensor c = coarse.clone_data().set_requires_grad();
     const double fbc = median_ms(

@@ -7,10 +7,8 @@ dir=${1:?usage: run_block_sparse.sh BENCH_BUILD_DIR [REPS] [OUT_CSV]}
 reps=${2:-5}
 csv=${3:-$(mktemp /tmp/block_sparse_bench.XXXXXX.csv)}
 here=$(cd "$(dirname "$0")" && pwd)
-# Both sides run with the same glibc malloc settings: keep freed memory instead of returning every
-# multi-megabyte tensor to the kernel, so each iteration does not pay page faults for fresh output
-# tensors (costly in this VM; see docs/block_sparse_linear.md). Override by setting GLIBC_TUNABLES.
-export GLIBC_TUNABLES=${GLIBC_TUNABLES-glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824}
+# Both sides run in the environment a user has: no malloc tunables (xgrad's storage cache keeps its
+# buffers, Note [Caching allocator]); the *_minflt rows count minor page faults per call.
 py=/usr/bin/python3  # Debian's python with torch (the python3 on PATH may lack it)
 ours="$dir/block_sparse_linear_bench"
 if [ "$reps" = analyze ]; then  # re-print the tables of an earlier run: run_block_sparse.sh DIR analyze CSV
@@ -63,6 +61,8 @@ print("##   i.e. density * dense_ms / ours_ms; peer = masked dense for rand_*, f
 print("##   eff cpu: the same from process CPU time (all threads), which a busy machine disturbs less")
 print("##   dense = OpenBLAS as the environment configures it (OPENBLAS_CORETYPE; Haswell = AVX2 kernels on this machine)")
 print("##   eff vs AVX-512 BLAS: the same against OpenBLAS on its AVX-512 kernels (OPENBLAS_CORETYPE=SkylakeX)")
+print("##   targets (issue 15): rand_* blocks >=32 at >=70% (8x8 >=40%) of the faster dense reference, density 1/16")
+print("##   >=20x masked dense; diag_* fwd+bwd >=2x the fastest torch formulation")
 print("| case | threads | density | ours fwd ms | ours fwd+bwd ms | eff fwd | eff fwd+bwd | eff cpu fwd, fwd+bwd | eff vs AVX-512 BLAS fwd, fwd+bwd | peer | peer fwd ms | peer fwd+bwd ms | speedup fwd | speedup fwd+bwd | target |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for t in threads:
@@ -79,14 +79,18 @@ for t in threads:
             pf = min(get(c, i, t, "fwd_ms") or 1e99 for i in ("torch_modulelist", "torch_bmm", "torch_masked_dense"))
             pfb = min(get(c, i, t, "fwdbwd_ms") or 1e99 for i in ("torch_modulelist", "torch_bmm", "torch_masked_dense"))
             peer = "fastest torch"
-            ok = pf > f and pfb > fb
-            target = "faster than fastest torch: " + ("MET" if ok else "NOT met")
+            ok = pfb >= 2 * fb
+            target = "fwd+bwd >=2x fastest torch: " + ("MET" if ok else "NOT met")
         else:
             pf, pfb = get("masked_dense", "torch_masked_dense", t, "fwd_ms"), get("masked_dense", "torch_masked_dense", t, "fwdbwd_ms")
             peer = "torch masked dense"
             bs = int(c.split("_")[1][1:])
-            need = 0.7 if bs >= 32 else 0.3
-            msgs = [f"eff>={need:.0%}: " + ("MET" if ef and efb and ef >= need and efb >= need else "NOT met")]
+            need = 0.7 if bs >= 32 else 0.4
+            # Against OpenBLAS on its best kernels for this CPU: the faster of the two dense references.
+            bf = min(v for v in (dfwd, sfwd) if v) if (dfwd or sfwd) else None
+            bfb = min(v for v in (dfb, sfb) if v) if (dfb or sfb) else None
+            eb, ebb = (d * bf / f if bf else None), (d * bfb / fb if bfb else None)
+            msgs = [f"eff vs best BLAS>={need:.0%}: " + ("MET" if eb and ebb and eb >= need and ebb >= need else "NOT met")]
             if c.endswith("_d16"):
                 msgs.append(">=20x masked: " + ("MET" if pf and pfb and pf / f >= 20 and pfb / fb >= 20 else "NOT met"))
             target = "; ".join(msgs)
@@ -103,14 +107,14 @@ for t in threads:
         print(f"| dense OpenBLAS sgemm, AVX-512 kernels (SkylakeX) | {t} | 1 | {fmt(sfwd)} | {fmt(sfb)} | "
               f"{fmt(2*256*4096*4096/sfwd/1e6, '{:.0f} GFLOP/s')} | {fmt(6*256*4096*4096/sfb/1e6 if sfb else None, '{:.0f} GFLOP/s')} | "
               f"cpu {fmt(get('dense', 'openblas_sgemm_avx512', t, 'fwd_cpu_ms'))}, {fmt(get('dense', 'openblas_sgemm_avx512', t, 'fwdbwd_cpu_ms'))} ms | | | | | | | |")
-print("\n## Block-diagonal: every implementation (ms)")
-print("| case | threads | impl | fwd ms | fwd+bwd ms | param bytes |")
-print("|---|---|---|---|---|---|")
+print("\n## Block-diagonal: every implementation (ms; faults = minor page faults per training step)")
+print("| case | threads | impl | fwd ms | fwd+bwd ms | faults per fwd+bwd | param bytes |")
+print("|---|---|---|---|---|---|---|")
 for c in ("diag_g64x64", "diag_g16x256"):
     for t in threads:
         for impl in ("xgrad", "torch_modulelist", "torch_bmm", "torch_masked_dense"):
             if (c, impl, t) in rows:
-                print(f"| {c} | {t} | {impl} | {fmt(get(c, impl, t, 'fwd_ms'))} | {fmt(get(c, impl, t, 'fwdbwd_ms'))} | {fmt(get(c, impl, t, 'param_bytes'), '{:.0f}')} |")
+                print(f"| {c} | {t} | {impl} | {fmt(get(c, impl, t, 'fwd_ms'))} | {fmt(get(c, impl, t, 'fwdbwd_ms'))} | {fmt(get(c, impl, t, 'fwdbwd_minflt'), '{:.1f}')} | {fmt(get(c, impl, t, 'param_bytes'), '{:.0f}')} |")
 print("\n## Crossover: density below which block-sparse beats OpenBLAS dense (linear interpolation between")
 print("##   measured densities 1/64, 1/16, 1/4, 1/2, 1; '>=1' = faster even fully dense)")
 print("| block | threads | fwd crossover | fwd+bwd crossover | ours/dense at d=1/4 (fwd, fwd+bwd) | ours/dense at d=1 (fwd, fwd+bwd) |")

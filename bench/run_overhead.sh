@@ -31,18 +31,19 @@ done
 [ -x "$peer" ] || { echo "# libtorch peer not built: no ratios"; exit 0; }
 echo
 echo "# ours/libtorch time ratio (median over $rounds round(s); < 1 means we are faster)"
-echo "case,threads,xgrad_us,libtorch_us,ratio"
+echo "case,threads,xgrad_us,libtorch_us,ratio,xgrad_minflt_per_iter,libtorch_minflt_per_iter"
 awk -F, '
-  { key = $1 "," $3; v[key, $2, ++n[key, $2]] = $5; keys[key] = 1 }
-  function med(key, impl,   m, i, j, t, a) {
-    m = n[key, impl]; if (m == 0) return -1
-    for (i = 1; i <= m; i++) a[i] = v[key, impl, i]
+  $4 == "us" || $4 == "minflt" { key = $1 "," $3; v[key, $2, $4, ++n[key, $2, $4]] = $5; keys[key] = 1 }
+  function med(key, impl, metric,   m, i, j, t, a) {
+    m = n[key, impl, metric]; if (m == 0) return -1
+    for (i = 1; i <= m; i++) a[i] = v[key, impl, metric, i]
     for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
     return (m % 2) ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
   }
   END {
     for (k in keys) {
-      o = med(k, "xgrad"); p = med(k, "libtorch")
-      if (o > 0 && p > 0) printf "%s,%.3f,%.3f,%.3f\n", k, o, p, o / p
+      o = med(k, "xgrad", "us"); p = med(k, "libtorch", "us")
+      if (o > 0 && p > 0)
+        printf "%s,%.3f,%.3f,%.3f,%.3f,%.3f\n", k, o, p, o / p, med(k, "xgrad", "minflt"), med(k, "libtorch", "minflt")
     }
   }' "$rows" | sort

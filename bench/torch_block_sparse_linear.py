@@ -9,6 +9,7 @@ with x requiring grad, like /work/shared/reference/torch_seed_workloads.py).
                 depend on the mask: it is dense), used as the peer of every rand_* case.
 usage: torch_block_sparse_linear.py THREADS [REPS] [--peak masked_dense|dense_linear]"""
 import sys
+import resource
 import time
 
 import torch
@@ -17,7 +18,11 @@ IN = OUT = 4096
 BATCH = 256
 
 
+last_minflt = 0.0  # minor page faults per call of the last median_ms (mean over the timed repetitions)
+
+
 def median_ms(fn, reps):
+    global last_minflt
     # Warm up for at least 1 s (and twice), like the C++ side: shorter warm-ups were not enough there.
     t0 = time.perf_counter()
     n = 0
@@ -25,10 +30,12 @@ def median_ms(fn, reps):
         fn()
         n += 1
     ts = []
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for _ in range(reps):
         t = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t)
+    last_minflt = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / reps
     ts.sort()
     return ts[len(ts) // 2] * 1e3
 
@@ -110,7 +117,9 @@ def main():
                 x.grad = None
             row(case, impl, threads, "param_bytes", nbytes)
             row(case, impl, threads, "fwd_ms", median_ms(fn, reps))
+            row(case, impl, threads, "fwd_minflt", last_minflt)
             row(case, impl, threads, "fwdbwd_ms", median_ms(fb, reps))
+            row(case, impl, threads, "fwdbwd_minflt", last_minflt)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ einsum('nab,nb->na', T, f); and T.to_sparse() + bmm. Prints CSV rows `case,impl,
 usage: torch_resample_conv.py THREADS [REPS]"""
 import math
 import sys
+import resource
 import time
 
 import torch
@@ -19,20 +20,23 @@ def row(case, impl, metric, value):
 
 
 last_cpu_ms = 0.0
+last_minflt = 0.0  # minor page faults per call of the last bench() (mean over the timed repetitions)
 
 
 def bench(fn, reps=reps, warm=1):
     """Median wall ms; last_cpu_ms gets the process CPU ms of that repetition (immune to waiting
     for the core when other processes run)."""
-    global last_cpu_ms
+    global last_cpu_ms, last_minflt
     for _ in range(warm):
         fn()
     ts = []
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for _ in range(reps):
         c = time.process_time()
         t = time.perf_counter()
         fn()
         ts.append((time.perf_counter() - t, time.process_time() - c))
+    last_minflt = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / reps
     ts.sort()
     last_cpu_ms = ts[len(ts) // 2][1] * 1e3
     return ts[len(ts) // 2][0] * 1e3
@@ -41,6 +45,7 @@ def bench(fn, reps=reps, warm=1):
 def row_timed(case, impl, metric, ms):
     row(case, impl, metric, ms)
     row(case, impl, metric.replace("_ms", "_cpu_ms"), last_cpu_ms)
+    row(case, impl, metric.replace("_ms", "_minflt"), last_minflt)
 
 
 N, A, B, width = 20, 500, 50000, 0.03

@@ -1,10 +1,12 @@
 #pragma once
 // The core layer: tensor, dtype, shapes, autograd engine and extension API, gradcheck, random
 // numbers, .npy I/O and parallel helpers.
+#include "xgrad/core/allocator.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/dtype.hpp"
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/file_io.hpp"
+#include "xgrad/core/functional.hpp"
 #include "xgrad/core/gradcheck.hpp"
 #include "xgrad/core/npy.hpp"
 #include "xgrad/core/parallel.hpp"

@@ -7,6 +7,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "xgrad/core/allocator.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/random.hpp"
@@ -20,13 +21,11 @@ Storage::Storage(std::size_t n) : nbytes(n) {
     data = inline_ + (((addr + 63) & ~std::uintptr_t{63}) - addr);
     return;
   }
-  const std::size_t rounded = ((n + 63) / 64) * 64;
-  data = std::aligned_alloc(64, rounded);
-  if (data == nullptr) throw std::bad_alloc();
+  data = detail::storage_allocate(n);  // Note [Caching allocator]
 }
 Storage::~Storage() {
   const auto d = reinterpret_cast<std::uintptr_t>(data), b = reinterpret_cast<std::uintptr_t>(inline_);
-  if (d < b || d >= b + sizeof(inline_)) std::free(data);
+  if (d < b || d >= b + sizeof(inline_)) detail::storage_free(data, nbytes);
 }
 
 namespace {

@@ -45,6 +45,7 @@ class Softmax : public UnaryModule {
  public:
   explicit Softmax(std::int64_t dim) : UnaryModule("Softmax"), dim_(dim) {}
   Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
   std::int64_t dim() const { return dim_; }
 
  private:
@@ -56,6 +57,7 @@ class LogSoftmax : public UnaryModule {
  public:
   explicit LogSoftmax(std::int64_t dim) : UnaryModule("LogSoftmax"), dim_(dim) {}
   Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
   std::int64_t dim() const { return dim_; }
 
  private:
@@ -76,6 +78,7 @@ class Flatten : public UnaryModule {
   explicit Flatten(std::int64_t start_dim = 1, std::int64_t end_dim = -1)
       : UnaryModule("Flatten"), start_dim_(start_dim), end_dim_(end_dim) {}
   Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
 
  private:
   std::int64_t start_dim_, end_dim_;

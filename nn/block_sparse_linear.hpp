@@ -36,6 +36,7 @@ class BlockSparseLinear : public UnaryModule {
 
   /// x: (in) or (batch..., in) -> (out) or (batch..., out).
   Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
 
   /// The dense (out, in) weight with zeros outside the blocks (no autograd history).
   Tensor to_dense() const;

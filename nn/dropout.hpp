@@ -30,6 +30,7 @@ class Dropout : public UnaryModule {
   Dropout(double p, Generator& gen);
 
   Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
 
   double p() const { return p_; }
   /// The generator the masks are drawn from (reseed it with manual_seed to repeat a mask).

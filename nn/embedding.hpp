@@ -31,6 +31,7 @@ class Embedding : public UnaryModule {
   /// Rows for a tensor of integer-valued indices of any shape: indices.shape + (embedding_dim).
   /// Errors: undefined, a non-integer value, or an index outside [0, num_embeddings).
   Tensor forward(const Tensor& indices) override;
+  std::string extra_repr() const override;
   using UnaryModule::operator();
   Tensor operator()(const std::vector<std::int64_t>& indices) { return forward(indices); }
 

@@ -30,6 +30,7 @@ class LayerNorm : public UnaryModule {
 
   /// x: (..., normalized_shape...) -> same shape. Errors: x's trailing dims differ from normalized_shape.
   Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
 
   const Shape& normalized_shape() const { return normalized_shape_; }
   double eps() const { return eps_; }

@@ -36,6 +36,7 @@ class Linear : public UnaryModule {
 
   /// x: (in) or (batch..., in) -> (out) or (batch..., out). Errors: x's last dim != in_features.
   Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
 
   std::int64_t in_features() const { return in_features_; }
   std::int64_t out_features() const { return out_features_; }

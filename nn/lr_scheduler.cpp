@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <optional>
 #include <string>
@@ -305,6 +306,120 @@ std::shared_ptr<SequentialLR> make_warmup_cosine(Optimizer& optimizer, std::int6
   auto cosine = std::make_shared<CosineAnnealingLR>(optimizer, total_iters - warmup_iters, eta_min);
   return std::make_shared<SequentialLR>(optimizer, std::vector<std::shared_ptr<LRScheduler>>{warmup, cosine},
                                         std::vector<std::int64_t>{warmup_iters});
+}
+
+// ---- ReduceLROnPlateau --------------------------------------------------------------------------
+
+ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, Options options)
+    : opt_(optimizer), options_(std::move(options)) {
+  const Options& o = options_;
+  XGRAD_CHECK(o.factor >= 0 && o.factor < 1, "ReduceLROnPlateau: argument 'factor' must be in [0, 1), got {}",
+              o.factor);
+  XGRAD_CHECK(o.patience >= 0, "ReduceLROnPlateau: argument 'patience' must be >= 0, got {}", o.patience);
+  XGRAD_CHECK(o.threshold >= 0 && std::isfinite(o.threshold),
+              "ReduceLROnPlateau: argument 'threshold' must be finite and >= 0, got {}", o.threshold);
+  XGRAD_CHECK(o.cooldown >= 0, "ReduceLROnPlateau: argument 'cooldown' must be >= 0, got {}", o.cooldown);
+  XGRAD_CHECK(o.eps >= 0, "ReduceLROnPlateau: argument 'eps' must be >= 0, got {}", o.eps);
+  const std::size_t groups = opt_.param_groups().size();
+  XGRAD_CHECK(o.min_lr.size() == 1 || o.min_lr.size() == groups,
+              "ReduceLROnPlateau: argument 'min_lr' has {} values; give one, or one per parameter group ({})",
+              o.min_lr.size(), groups);
+  for (double m : o.min_lr) XGRAD_CHECK(m >= 0, "ReduceLROnPlateau: argument 'min_lr' must be >= 0, got {}", m);
+  min_lrs_ = o.min_lr.size() == 1 ? std::vector<double>(groups, o.min_lr[0]) : o.min_lr;
+  best_ =
+      o.mode == Options::Mode::min ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+  for (const auto& g : opt_.param_groups()) last_lr_.push_back(*g.lr);
+}
+
+bool ReduceLROnPlateau::is_better(double a) const {
+  const bool rel = options_.threshold_mode == Options::ThresholdMode::rel;
+  if (options_.mode == Options::Mode::min)
+    return rel ? a < best_ * (1. - options_.threshold) : a < best_ - options_.threshold;
+  return rel ? a > best_ * (options_.threshold + 1.) : a > best_ + options_.threshold;
+}
+
+void ReduceLROnPlateau::step(double metric) {
+  XGRAD_CHECK(!std::isnan(metric), "ReduceLROnPlateau: step: the metric is NaN");
+  auto& groups = opt_.param_groups();
+  XGRAD_CHECK(groups.size() == min_lrs_.size(),
+              "ReduceLROnPlateau: the optimizer has {} parameter groups, but had {} when the scheduler was built",
+              groups.size(), min_lrs_.size());
+  last_epoch_ += 1;
+  if (is_better(metric)) {
+    best_ = metric;
+    num_bad_epochs_ = 0;
+  } else {
+    num_bad_epochs_ += 1;
+  }
+  if (in_cooldown()) {
+    cooldown_counter_ -= 1;
+    num_bad_epochs_ = 0;  // bad epochs in cooldown do not count
+  }
+  if (num_bad_epochs_ > options_.patience) {
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+      const double old_lr = *groups[i].lr;
+      const double new_lr = std::max(old_lr * options_.factor, min_lrs_[i]);
+      if (old_lr - new_lr > options_.eps) groups[i].lr = new_lr;
+    }
+    cooldown_counter_ = options_.cooldown;
+    num_bad_epochs_ = 0;
+  }
+  last_lr_.clear();
+  for (const auto& g : groups) last_lr_.push_back(*g.lr);
+}
+
+double ReduceLROnPlateau::get_last_lr(std::size_t group) const {
+  XGRAD_CHECK(group < last_lr_.size(), "ReduceLROnPlateau: get_last_lr: group index {} out of range ({} groups)", group,
+              last_lr_.size());
+  return last_lr_[group];
+}
+
+std::vector<std::pair<std::string, Tensor>> ReduceLROnPlateau::state_dict() const {
+  return {{"best", Tensor::scalar(best_, kFloat64)},
+          {"num_bad_epochs", Tensor::scalar(static_cast<double>(num_bad_epochs_), kFloat64)},
+          {"cooldown_counter", Tensor::scalar(static_cast<double>(cooldown_counter_), kFloat64)},
+          {"last_epoch", Tensor::scalar(static_cast<double>(last_epoch_), kFloat64)},
+          {"last_lr", Tensor::from_vector(last_lr_, {static_cast<std::int64_t>(last_lr_.size())}, kFloat64)}};
+}
+
+void ReduceLROnPlateau::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state) {
+  const char* who = "ReduceLROnPlateau: load_state_dict";
+  std::optional<double> best, bad, cooldown, epoch;
+  std::optional<std::vector<double>> last_lr;
+  auto count = [&](const std::string& key, const Tensor& t) {
+    XGRAD_CHECK(t.numel() == 1, "{}: entry '{}' must have one element, got shape {}", who, key, shape_str(t.shape()));
+    const double v = t.item();
+    XGRAD_CHECK(v >= 0 && v == std::floor(v) && v < 9.0e15, "{}: entry '{}' must be an integer >= 0, got {}", who, key,
+                v);
+    return v;
+  };
+  for (const auto& [key, t] : state) {
+    XGRAD_CHECK(t.defined(), "{}: entry '{}' is an undefined tensor", who, key);
+    if (key == "best" && !best) {
+      XGRAD_CHECK(t.numel() == 1 && !std::isnan(t.item()), "{}: entry 'best' must be one number, not NaN", who);
+      best = t.item();
+    } else if (key == "num_bad_epochs" && !bad) {
+      bad = count(key, t);
+    } else if (key == "cooldown_counter" && !cooldown) {
+      cooldown = count(key, t);
+    } else if (key == "last_epoch" && !epoch) {
+      epoch = count(key, t);
+    } else if (key == "last_lr" && !last_lr) {
+      XGRAD_CHECK(t.shape() == Shape{static_cast<std::int64_t>(min_lrs_.size())},
+                  "{}: entry 'last_lr' must have shape ({}), one value per parameter group, got {}", who,
+                  min_lrs_.size(), shape_str(t.shape()));
+      last_lr = t.to_vector();
+    } else {
+      XGRAD_CHECK(false, "{}: unknown or repeated entry '{}'", who, key);
+    }
+  }
+  XGRAD_CHECK(best && bad && cooldown && epoch && last_lr,
+              "{}: missing entry (needs best, num_bad_epochs, cooldown_counter, last_epoch and last_lr)", who);
+  best_ = *best;
+  num_bad_epochs_ = static_cast<std::int64_t>(*bad);
+  cooldown_counter_ = static_cast<std::int64_t>(*cooldown);
+  last_epoch_ = static_cast<std::int64_t>(*epoch);
+  last_lr_ = *last_lr;
 }
 
 }  // namespace xgrad::nn

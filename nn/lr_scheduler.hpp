@@ -144,6 +144,61 @@ class SequentialLR : public LRScheduler {
   std::vector<std::int64_t> milestones_;
 };
 
+/// Options of ReduceLROnPlateau (torch's keyword arguments and defaults).
+struct ReduceLROnPlateauOptions {
+  enum class Mode { min, max };           ///< whether the metric should fall (loss) or rise (accuracy)
+  enum class ThresholdMode { rel, abs };  ///< what counts as an improvement (see ReduceLROnPlateau)
+  Mode mode = Mode::min;
+  double factor = 0.1;         ///< new lr = lr * factor; in [0, 1)
+  std::int64_t patience = 10;  ///< epochs without improvement before a reduction; >= 0
+  double threshold = 1e-4;     ///< >= 0
+  ThresholdMode threshold_mode = ThresholdMode::rel;
+  std::int64_t cooldown = 0;           ///< epochs to wait after a reduction; >= 0
+  std::vector<double> min_lr = {0.0};  ///< one value for every group, or one per group; >= 0
+  double eps = 1e-8;                   ///< a reduction smaller than eps is skipped; >= 0
+};
+
+/// Reduces the lr of every group by `factor` when a metric has stopped improving for more than
+/// `patience` epochs, like torch.optim.lr_scheduler.ReduceLROnPlateau (1.13). step(metric) once per
+/// epoch, after optimizer.step(), with the validation loss (mode min) or accuracy (mode max).
+/// An improvement is metric < best * (1 - threshold) (min, rel), metric < best - threshold (min,
+/// abs), metric > best * (1 + threshold) (max, rel) or metric > best + threshold (max, abs). After
+/// patience + 1 epochs without one, lr = max(lr * factor, min_lr) in each group (unless that
+/// changes it by less than eps), then `cooldown` epochs pass with bad epochs not counted. Not an
+/// LRScheduler (it needs the metric), as in torch. Errors: an option out of range, min_lr of the
+/// wrong length, a NaN metric.
+class ReduceLROnPlateau {
+ public:
+  using Options = ReduceLROnPlateauOptions;
+  explicit ReduceLROnPlateau(Optimizer& optimizer, Options options = {});
+  /// One epoch with its metric; may lower the optimizer's learning rates.
+  void step(double metric);
+  /// The lr of group `group` after the last step (or the optimizer's lr before any step).
+  double get_last_lr(std::size_t group = 0) const;
+  const std::vector<double>& get_last_lrs() const { return last_lr_; }
+  /// The best metric so far (+inf for min, -inf for max before any step).
+  double best() const { return best_; }
+  /// Epochs since the last improvement (reset to 0 by a reduction and during cooldown).
+  std::int64_t num_bad_epochs() const { return num_bad_epochs_; }
+  std::int64_t last_epoch() const { return last_epoch_; }
+  bool in_cooldown() const { return cooldown_counter_ > 0; }
+  const Options& options() const { return options_; }
+
+  /// "best", "num_bad_epochs", "cooldown_counter", "last_epoch" (0-d float64) and "last_lr".
+  std::vector<std::pair<std::string, Tensor>> state_dict() const;
+  /// Restores a state_dict(); a missing, unknown or malformed entry throws (nothing changes then).
+  void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state);
+
+ private:
+  bool is_better(double a) const;
+  Optimizer& opt_;
+  Options options_;
+  std::vector<double> min_lrs_;
+  double best_;
+  std::int64_t num_bad_epochs_ = 0, cooldown_counter_ = 0, last_epoch_ = 0;
+  std::vector<double> last_lr_;
+};
+
 /// Linear warmup for warmup_iters epochs (from start_factor * lr) followed by cosine annealing to
 /// eta_min over the remaining total_iters - warmup_iters epochs: SequentialLR(LinearLR, Cosine).
 std::shared_ptr<SequentialLR> make_warmup_cosine(Optimizer& optimizer, std::int64_t warmup_iters,

@@ -22,6 +22,7 @@
 // a checkpoint) therefore changes that TensorImpl in place and never rebinds the registry entry:
 // rebinding would leave the layer's copy pointing at the old tensor. This is PyTorch's `set_data`.
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <utility>
@@ -90,6 +91,10 @@ class Module : public std::enable_shared_from_this<Module> {
   /// Clears every parameter's .grad.
   void zero_grad();
 
+  /// The module's own settings for printing, as in torch's extra_repr ("in_features=4,
+  /// out_features=8, bias=True" for a Linear); empty by default. Override it in your modules.
+  virtual std::string extra_repr() const { return ""; }
+
  protected:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
 
@@ -102,6 +107,18 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
+
+/// Prints the module tree as PyTorch does:
+///   Sequential(
+///     (0): Linear(in_features=4, out_features=8, bias=True)
+///     (1): ReLU()
+///   )
+std::ostream& operator<<(std::ostream& os, const Module& module);
+
+/// A table of every module in the tree (dotted name, type, parameters and bytes of its subtree,
+/// trainable parameters), then the totals: parameters, trainable parameters, parameter bytes and
+/// buffer bytes, like torchinfo's summary.
+std::string summary(Module& module);
 
 /// A module that maps one tensor to one tensor: what Sequential chains. Derived classes define
 /// forward; operator() calls it.

@@ -1,6 +1,6 @@
 #pragma once
 // The nn layer: modules and layers built on ops, initialisation, optimizers and learning-rate
-// schedules, checkpoints, and data loading.
+// schedules, checkpoints, data loading, metrics, and training utilities (xgrad::utils).
 #include "xgrad/nn/activation.hpp"
 #include "xgrad/nn/block_sparse_linear.hpp"
 #include "xgrad/nn/data.hpp"
@@ -10,8 +10,11 @@
 #include "xgrad/nn/layer_norm.hpp"
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/lr_scheduler.hpp"
+#include "xgrad/nn/metrics.hpp"
 #include "xgrad/nn/module.hpp"
 #include "xgrad/nn/optim.hpp"
 #include "xgrad/nn/resample_conv.hpp"
 #include "xgrad/nn/sequential.hpp"
 #include "xgrad/nn/serialize.hpp"
+#include "xgrad/nn/utils/csv_writer.hpp"
+#include "xgrad/nn/utils/progress.hpp"

@@ -39,6 +39,7 @@ class ResampleConv : public UnaryModule {
 
   /// (batch..., N, B) -> (batch..., N, A).
   Tensor forward(const Tensor& f) override;
+  std::string extra_repr() const override;
 
   const Tensor& coarse() const { return coarse_; }
   /// The learnable per-row shift (N, 1), undefined unless config.learn_shift.

@@ -1,7 +1,7 @@
 #pragma once
-// CSV output and gnuplot plots for the examples. Plots are PNGs drawn by gnuplot (Debian's
-// gnuplot-nox, installed by scripts/install-deps.sh); when gnuplot is missing the CSVs are still
-// written and a note says how to draw them.
+// gnuplot plots for the examples (their CSVs come from xgrad::utils::write_csv). Plots are PNGs
+// drawn by gnuplot (Debian's gnuplot-nox, installed by scripts/install-deps.sh); when gnuplot is
+// missing the CSVs are still written and a note says how to draw them.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -12,29 +12,6 @@
 #include "xgrad/core/file_io.hpp"
 
 namespace examples {
-
-/// Writes columns of equal length as a CSV with a header line.
-inline void write_csv(const std::filesystem::path& path, const std::vector<std::string>& names,
-                      const std::vector<std::vector<double>>& columns) {
-  if (names.size() != columns.size()) throw std::invalid_argument("write_csv: names and columns differ in count");
-  const std::size_t rows = columns.empty() ? 0 : columns[0].size();
-  for (const auto& c : columns)
-    if (c.size() != rows) throw std::invalid_argument("write_csv: columns of different lengths for " + path.string());
-  std::string text;
-  for (std::size_t j = 0; j < names.size(); ++j) text += (j ? "," : "") + names[j];
-  text += '\n';
-  char buf[32];
-  for (std::size_t i = 0; i < rows; ++i) {
-    for (std::size_t j = 0; j < columns.size(); ++j) {
-      std::snprintf(buf, sizeof buf, "%.9g", columns[j][i]);
-      if (j) text += ',';
-      text += buf;
-    }
-    text += '\n';
-  }
-  // Atomic, like every xgrad writer: errors (xgrad::Error) name the path and the OS reason.
-  xgrad::write_file_atomic(path.string(), text, "write_csv");
-}
 
 /// Runs a gnuplot script (written next to the plots, so a user can edit and rerun it) in `dir`.
 /// Returns false (after printing why) when gnuplot is not available or fails.

@@ -131,5 +131,11 @@ int main(int argc, char** argv) {
     dist::save_on_rank0(*model, opt.save);
     if (me == 0) std::printf("saved %s\n", opt.save.c_str());
   }
-  return last < first / 10 ? 0 : 1;
+  if (!(last < first / 10)) {
+    if (me == 0)
+      std::fprintf(stderr, "ddp_train: FAILED: the loss fell from %.6f to %.6f, not tenfold (try more --epochs)\n",
+                   first, last);
+    return 1;
+  }
+  return 0;
 }

@@ -2,7 +2,7 @@
 # here; examples/CMakeLists.txt includes this file (see docs/distributed.md). Binary:
 # build/<preset>/examples/ddp_train, run as `mpirun -np 2 build/<preset>/examples/ddp_train`.
 if(NOT TARGET xgrad_distributed)
-  return()  # built without MPI (XGRAD_WITH_MPI=OFF)
+  return()  # built without MPI (XGRAD_WITH_MPI=OFF, or AUTO without MPI)
 endif()
 add_executable(example_ddp_train ${CMAKE_CURRENT_LIST_DIR}/ddp_train.cpp)
 target_link_libraries(example_ddp_train PRIVATE xgrad::xgrad xgrad::distributed)

@@ -1,7 +1,7 @@
 """Replays xgrad optimizer test cases with PyTorch (Debian python3-torch 1.13), for tests/nn/test_optim.cpp.
 
 Reads DIR/manifest.json, a list of cases:
-  name, optimizer ("sgd" | "adam" | "adamw" | "rmsprop"), defaults (torch keyword arguments),
+  name, optimizer ("sgd" | "adam" | "adamw" | "rmsprop" | "adagrad"), defaults (torch keyword arguments),
   groups ([{"params": [indices], "options": {...}}]), num_params, steps K,
   skip ([[param, step], ...]: that parameter has no gradient at that step),
   clip (null or {"max_norm", "norm_type"}; applied before each optimizer step),
@@ -18,7 +18,7 @@ import torch
 torch.set_num_threads(1)
 
 OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
-              "rmsprop": torch.optim.RMSprop}
+              "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad}
 
 
 def make_scheduler(opt, spec):

@@ -2,6 +2,7 @@
 // to(dtype) converting in place what layers hold, train/eval propagation, user-defined modules,
 // Sequential (naming, indexing, Functional, nesting), 1-vs-2-thread determinism, bad inputs.
 #include <memory>
+#include <sstream>
 
 #include "support.hpp"
 #include "xgrad/nn/activation.hpp"
@@ -229,4 +230,60 @@ TEST_CASE("Module: bad inputs raise xgrad::Error", "[module][errors]") {
     }
   } mixed;
   test::require_error([&] { (void)mixed.dtype(); }, {"Mixed::dtype", "'a' is float32", "'b' is float64"});
+}
+
+namespace {
+std::string printed(const nn::Module& m) {
+  std::ostringstream os;
+  os << m;
+  return os.str();
+}
+}  // namespace
+
+TEST_CASE("Module: printing shows the module tree exactly as PyTorch prints it", "[module][repr][parity]") {
+  struct Mlp : nn::Module {
+    Mlp() : nn::Module("Mlp") {
+      register_module("norm", std::make_shared<nn::LayerNorm>(Shape{4}));
+      register_module("body", std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
+                                  std::make_shared<nn::Linear>(4, 8), std::make_shared<nn::Tanh>(),
+                                  std::make_shared<nn::Dropout>(0.25), std::make_shared<nn::Linear>(8, 3, false)}));
+      register_module("head", std::make_shared<nn::LogSoftmax>(1));
+    }
+  };
+  nn::Sequential seq({std::make_shared<nn::Linear>(4, 8), std::make_shared<nn::ReLU>(), std::make_shared<nn::Flatten>(),
+                      std::make_shared<nn::Linear>(8, 2, false), std::make_shared<nn::Softmax>(-1)});
+  Mlp nested;
+  nn::Embedding embedding(10, 3);
+  nn::LayerNorm norm2d(Shape{2, 3}, 1e-3, false);
+  test::TempDir dir("module_repr");
+  test::run_python_script("tests/nn/module_repr.py", dir.path.string());
+  CHECK(printed(seq) == test::read_bytes(dir.file("sequential.txt")));
+  CHECK(printed(nested) == test::read_bytes(dir.file("nested.txt")));
+  CHECK(printed(embedding) == test::read_bytes(dir.file("embedding.txt")));
+  CHECK(printed(norm2d) == test::read_bytes(dir.file("layer_norm_2d.txt")));
+}
+
+TEST_CASE("Module: summary() counts every module's parameters and bytes", "[module][repr]") {
+  auto net = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
+      std::make_shared<nn::Linear>(4, 8), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(8, 2)});
+  net->named_parameters()[3].second.set_requires_grad(false);  // "2.bias": frozen
+  const std::string s = nn::summary(*net);
+  INFO(s);
+  // 4*8 + 8 + 8*2 + 2 = 58 parameters, 2 of them frozen, float32.
+  CHECK(s.find("total parameters: 58, trainable: 56") != std::string::npos);
+  CHECK(s.find("parameter bytes: 232, buffer bytes: 0") != std::string::npos);
+  CHECK(s.find("(root)") != std::string::npos);
+  CHECK(s.find("Sequential") != std::string::npos);
+  // One row per module: the root and its three children, the first Linear with 40 parameters.
+  std::istringstream lines(s);
+  std::string line;
+  int rows_with_linear = 0;
+  bool found_first = false;
+  while (std::getline(lines, line)) {
+    if (line.find("Linear") != std::string::npos) ++rows_with_linear;
+    if (line.rfind("0 ", 0) == 0)
+      found_first = line.find(" 40 ") != std::string::npos && line.find(" 160") != std::string::npos;
+  }
+  CHECK(rows_with_linear == 2);
+  CHECK(found_first);
 }

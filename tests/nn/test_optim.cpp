@@ -15,6 +15,9 @@
 #include "xgrad/nn/lr_scheduler.hpp"
 #include "xgrad/nn/optim.hpp"
 #include "xgrad/nn/serialize.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/shape_ops.hpp"
 
 using namespace xgrad;
 using nlohmann::json;
@@ -232,6 +235,16 @@ TEST_CASE("optimizers, schedulers and clip_grad_norm_ match PyTorch step by step
   batch.add("adamw", spec("adamw", {{"lr", 0.01}}), maker<nn::AdamW>(nn::AdamWOptions(0.01)));
   batch.add("adamw_amsgrad", spec("adamw", {{"lr", 0.01}, {"weight_decay", 0.3}, {"amsgrad", true}}),
             maker<nn::AdamW>(nn::AdamWOptions(0.01).weight_decay(0.3).amsgrad(true)));
+  // Adagrad
+  batch.add("adagrad", spec("adagrad", {{"lr", 0.05}}), maker<nn::Adagrad>(nn::AdagradOptions(0.05)));
+  batch.add(
+      "adagrad_all_options",
+      spec(
+          "adagrad",
+          {{"lr", 0.05}, {"lr_decay", 0.1}, {"weight_decay", 0.02}, {"initial_accumulator_value", 0.3}, {"eps", 1e-6}}),
+      maker<nn::Adagrad>(
+          nn::AdagradOptions(0.05).lr_decay(0.1).weight_decay(0.02).initial_accumulator_value(0.3).eps(1e-6)),
+      {}, RunSpec{.skip = {{1, 2}, {0, 5}}});
   // RMSprop
   batch.add("rmsprop", spec("rmsprop", {{"lr", 0.01}}), maker<nn::RMSprop>(nn::RMSpropOptions(0.01)));
   batch.add("rmsprop_centered", spec("rmsprop", {{"lr", 0.01}, {"centered", true}, {"weight_decay", 0.05}}),
@@ -358,6 +371,7 @@ std::vector<RoundTripCase> round_trip_cases() {
       {"Adam amsgrad", maker<nn::Adam>(nn::AdamOptions(0.01).amsgrad(true).weight_decay(0.1))},
       {"AdamW", maker<nn::AdamW>(nn::AdamWOptions(0.01))},
       {"RMSprop centered momentum", maker<nn::RMSprop>(nn::RMSpropOptions(0.01).centered(true).momentum(0.5))},
+      {"Adagrad", maker<nn::Adagrad>(nn::AdagradOptions(0.05).lr_decay(0.01).initial_accumulator_value(0.1))},
   };
 }
 
@@ -513,6 +527,13 @@ TEST_CASE("optimizers reject bad arguments", "[optim][nn]") {
       },
       {"AdamW", "parameter 1 of group 1", "already in parameter group 0"});
   test::require_error([&] { nn::RMSprop({w, Tensor()}); }, {"RMSprop", "undefined"});
+  test::require_error([&] { nn::Adagrad({w}, nn::AdagradOptions(0.1).lr_decay(-1)); }, {"Adagrad", "lr_decay", "-1"});
+  test::require_error([&] { nn::Adagrad({w}, nn::AdagradOptions(0.1).initial_accumulator_value(-0.5)); },
+                      {"Adagrad", "initial_accumulator_value", "-0.5"});
+  test::require_error([&] { nn::Adagrad({nn::ParamGroup{.params = {w}, .momentum = 0.9}}); },
+                      {"Adagrad", "momentum", "does not have"});
+  test::require_error([&] { nn::SGD({nn::ParamGroup{.params = {w}, .lr_decay = 0.1}}, nn::SGDOptions(0.1)); },
+                      {"SGD", "lr_decay", "does not have"});
   test::require_error([&] { nn::SGD({w.to(kFloat32)}, nn::SGDOptions(0.1)); }, {"SGD", "not a leaf"});
   test::require_error([&] { nn::SGD({w}, nn::SGDOptions(-0.1)); }, {"SGD", "learning rate", "-0.1"});
   test::require_error([&] { nn::SGD({w}, nn::SGDOptions(0.1).momentum(-1)); }, {"SGD", "momentum", "-1"});
@@ -752,4 +773,258 @@ TEST_CASE("optimizer and scheduler state survive save_state / load_state", "[opt
   CHECK(sched.get_last_lr() == sched2.get_last_lr());
   CHECK(bit_equal(w.detach(), w2.detach()));
   CHECK(bit_equal(b.detach(), b2.detach()));
+}
+
+TEST_CASE("ReduceLROnPlateau matches PyTorch epoch by epoch", "[optim][nn][parity][scheduler]") {
+  using Opts = nn::ReduceLROnPlateauOptions;
+  struct PlateauCase {
+    std::string name;
+    std::vector<double> lrs;
+    json torch_options;
+    Opts options;
+    std::vector<double> metrics;
+  };
+  // A loss that falls, stalls, wiggles within the threshold and falls again; an accuracy that rises.
+  const std::vector<double> loss = {1.0, 0.8, 0.7, 0.7,  0.69995, 0.71, 0.7,  0.7, 0.5, 0.5, 0.5,
+                                    0.5, 0.5, 0.5, 0.49, 0.49,    0.49, 0.49, 0.3, 0.3, 0.3, 0.3};
+  std::vector<double> acc;
+  for (double l : loss) acc.push_back(1.0 - l);
+  std::vector<PlateauCase> cases;
+  cases.push_back({"defaults_patience2", {0.1}, {{"patience", 2}}, Opts{.patience = 2}, loss});
+  cases.push_back({"abs_cooldown_minlr",
+                   {0.1, 0.05},
+                   {{"patience", 1},
+                    {"threshold", 0.005},
+                    {"threshold_mode", "abs"},
+                    {"cooldown", 2},
+                    {"factor", 0.5},
+                    {"min_lr", {0.02, 0.01}}},
+                   Opts{.factor = 0.5,
+                        .patience = 1,
+                        .threshold = 0.005,
+                        .threshold_mode = Opts::ThresholdMode::abs,
+                        .cooldown = 2,
+                        .min_lr = {0.02, 0.01}},
+                   loss});
+  cases.push_back({"max_rel_eps",
+                   {1e-3},
+                   {{"mode", "max"}, {"patience", 0}, {"factor", 0.3}, {"eps", 1e-4}},
+                   Opts{.mode = Opts::Mode::max, .factor = 0.3, .patience = 0, .eps = 1e-4},
+                   acc});
+  test::TempDir dir("plateau");
+  json manifest = json::array();
+  std::vector<std::pair<std::vector<std::vector<double>>, std::vector<std::vector<double>>>> ours;
+  for (const auto& c : cases) {
+    manifest.push_back({{"name", c.name}, {"lrs", c.lrs}, {"options", c.torch_options}, {"metrics", c.metrics}});
+    std::vector<Tensor> params;
+    std::vector<nn::ParamGroup> groups;
+    for (double lr : c.lrs) {
+      params.push_back(Tensor::zeros({1}, kFloat64).set_requires_grad());
+      groups.push_back(nn::ParamGroup{.params = {params.back()}, .lr = lr});
+    }
+    nn::SGD opt(groups, nn::SGDOptions(c.lrs[0]));
+    nn::ReduceLROnPlateau sched(opt, c.options);
+    std::vector<std::vector<double>> lrs, state;
+    for (double m : c.metrics) {
+      sched.step(m);
+      lrs.push_back(sched.get_last_lrs());
+      state.push_back({sched.best(), static_cast<double>(sched.num_bad_epochs()), sched.in_cooldown() ? 1.0 : 0.0});
+    }
+    ours.emplace_back(lrs, state);
+  }
+  std::ofstream(dir.file("plateau.json")) << manifest.dump();
+  test::run_python_script("tests/nn/plateau_parity.py", dir.path.string());
+  bool some_reduction = false;
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const auto lv = load_npy(dir.file(cases[k].name + "__lrs.npy")).to_vector();
+    const auto sv = load_npy(dir.file(cases[k].name + "__state.npy")).to_vector();
+    const auto& [lrs, state] = ours[k];
+    const std::size_t G = cases[k].lrs.size();
+    REQUIRE(lv.size() == lrs.size() * G);
+    for (std::size_t e = 0; e < lrs.size(); ++e) {
+      INFO(cases[k].name << " epoch " << e + 1);
+      for (std::size_t g = 0; g < G; ++g) CHECK(lrs[e][g] == lv[e * G + g]);  // the same doubles
+      CHECK(state[e][0] == sv[e * 3]);
+      CHECK(state[e][1] == sv[e * 3 + 1]);
+      CHECK(state[e][2] == (sv[e * 3 + 2] > 0 ? 1.0 : 0.0));
+      some_reduction = some_reduction || lrs[e][0] != cases[k].lrs[0];
+    }
+  }
+  CHECK(some_reduction);  // the cases exercise reductions, not only waiting
+}
+
+TEST_CASE("ReduceLROnPlateau: state_dict round trip and bad arguments", "[optim][nn][scheduler]") {
+  Tensor w = Tensor::zeros({2}, kFloat64).set_requires_grad();
+  nn::SGD opt({w}, nn::SGDOptions(0.1));
+  nn::ReduceLROnPlateau a(opt, {.patience = 1, .cooldown = 1});
+  for (double m : {1.0, 0.9, 0.95, 0.97}) a.step(m);
+  const auto saved = a.state_dict();
+  nn::SGD opt2({Tensor::zeros({2}, kFloat64).set_requires_grad()}, nn::SGDOptions(opt.lr()));
+  nn::ReduceLROnPlateau b(opt2, {.patience = 1, .cooldown = 1});
+  b.load_state_dict(saved);
+  for (double m : {0.99, 0.98, 0.97, 0.96, 0.5}) {
+    a.step(m);
+    b.step(m);
+    CHECK(a.get_last_lr() == b.get_last_lr());
+    CHECK(a.best() == b.best());
+    CHECK(a.num_bad_epochs() == b.num_bad_epochs());
+  }
+  test::require_error([&] { nn::ReduceLROnPlateau(opt, {.factor = 1.0}); }, {"ReduceLROnPlateau", "factor", "1"});
+  test::require_error([&] { nn::ReduceLROnPlateau(opt, {.patience = -1}); }, {"ReduceLROnPlateau", "patience"});
+  test::require_error(
+      [&] {
+        nn::ReduceLROnPlateau(opt, {.min_lr = {0.1, 0.2}});
+      },
+      {"ReduceLROnPlateau", "min_lr", "2 values", "(1)"});
+  test::require_error([&] { nn::ReduceLROnPlateau(opt, {.min_lr = {-1}}); }, {"ReduceLROnPlateau", "min_lr", "-1"});
+  test::require_error([&] { a.step(std::nan("")); }, {"ReduceLROnPlateau", "NaN"});
+  auto bad = saved;
+  bad.emplace_back("bogus", Tensor::scalar(0, kFloat64));
+  test::require_error([&] { b.load_state_dict(bad); }, {"ReduceLROnPlateau", "unknown", "bogus"});
+  test::require_error([&] { b.load_state_dict({}); }, {"ReduceLROnPlateau", "missing entry"});
+}
+
+namespace {
+// Objectives shared with tests/nn/lbfgs_parity.py (the same elementary operations, float64).
+Tensor lbfgs_objective(const std::string& name, const Tensor& x, const Tensor& t_data, const Tensor& y_data) {
+  auto at = [&](std::int64_t i) { return slice(x, 0, i, i + 1); };
+  auto rosen = [&](std::int64_t i) {
+    Tensor a = 1.0 - at(i), b = at(i + 1) - at(i) * at(i);
+    return a * a + 100.0 * (b * b);
+  };
+  if (name == "rosenbrock") return sum(rosen(0));
+  if (name == "rosenbrock4") return sum(rosen(0) + rosen(1) + rosen(2));
+  Tensor r = at(0) * exp(at(1) * t_data) - y_data;  // exp_fit
+  return sum(r * r);
+}
+}  // namespace
+
+TEST_CASE("LBFGS matches torch.optim.LBFGS step by step", "[optim][nn][parity][lbfgs]") {
+  struct LbfgsCase {
+    std::string name, problem;
+    std::vector<double> x0;
+    json torch_options;
+    nn::LBFGSOptions options;
+    int steps;
+  };
+  std::vector<double> ts, ys;
+  for (int i = 0; i < 9; ++i) {
+    const double t = 0.25 * i;
+    ts.push_back(t);
+    ys.push_back(2.5 * std::exp(-1.3 * t) + 0.1 * std::sin(5.0 * t));
+  }
+  const Tensor t_data = Tensor::from_vector(ts, {9}, kFloat64), y_data = Tensor::from_vector(ys, {9}, kFloat64);
+  const std::vector<LbfgsCase> cases = {
+      {"rosen_wolfe",
+       "rosenbrock",
+       {-1.2, 1.0},
+       {{"line_search_fn", "strong_wolfe"}, {"max_iter", 5}},
+       nn::LBFGSOptions(1).line_search_fn("strong_wolfe").max_iter(5),
+       10},
+      {"rosen_fixed", "rosenbrock", {-0.5, 0.8}, {{"lr", 0.1}, {"max_iter", 4}}, nn::LBFGSOptions(0.1).max_iter(4), 5},
+      {"rosen4_history2",
+       "rosenbrock4",
+       {-1.0, 1.5, 0.5, -0.3},
+       {{"line_search_fn", "strong_wolfe"}, {"history_size", 2}, {"max_iter", 7}, {"max_eval", 9}},
+       nn::LBFGSOptions(1).line_search_fn("strong_wolfe").history_size(2).max_iter(7).max_eval(9),
+       5},
+      {"exp_fit",
+       "exp_fit",
+       {1.0, -0.5},
+       {{"line_search_fn", "strong_wolfe"}, {"max_iter", 10}},
+       nn::LBFGSOptions(1).line_search_fn("strong_wolfe").max_iter(10),
+       4},
+  };
+  test::TempDir dir("lbfgs");
+  json manifest = json::array();
+  struct Run {
+    std::vector<std::vector<double>> xs;
+    std::vector<double> losses;
+    std::vector<std::pair<std::int64_t, std::int64_t>> state;
+  };
+  std::vector<Run> runs;
+  for (const auto& c : cases) {
+    manifest.push_back({{"name", c.name},
+                        {"problem", c.problem},
+                        {"x0", c.x0},
+                        {"options", c.torch_options},
+                        {"steps", c.steps},
+                        {"t", ts},
+                        {"y", ys}});
+    Tensor x = Tensor::from_vector(c.x0, {static_cast<std::int64_t>(c.x0.size())}, kFloat64).set_requires_grad();
+    nn::LBFGS opt({x}, c.options);
+    auto closure = [&] {
+      opt.zero_grad();
+      Tensor loss = lbfgs_objective(c.problem, x, t_data, y_data);
+      loss.backward();
+      return loss;
+    };
+    Run r;
+    for (int k = 0; k < c.steps; ++k) {
+      r.losses.push_back(opt.step(closure).item());
+      r.xs.push_back(x.to_vector());
+      r.state.emplace_back(opt.func_evals(), opt.n_iter());
+    }
+    runs.push_back(std::move(r));
+  }
+  std::ofstream(dir.file("lbfgs.json")) << manifest.dump();
+  test::run_python_script("tests/nn/lbfgs_parity.py", dir.path.string());
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const auto xv = load_npy(dir.file(cases[k].name + "__x.npy")).to_vector();
+    const auto lv = load_npy(dir.file(cases[k].name + "__loss.npy")).to_vector();
+    const auto sv = load_npy(dir.file(cases[k].name + "__state.npy")).to_vector();
+    const Run& r = runs[k];
+    const std::size_t n = cases[k].x0.size();
+    REQUIRE(xv.size() == r.xs.size() * n);
+    for (std::size_t s = 0; s < r.xs.size(); ++s) {
+      INFO(cases[k].name << " step " << s + 1);
+      // Same iterates, evaluations and iterations; values to rounding (torch's dot products sum
+      // in another order).
+      CHECK(r.state[s].first == static_cast<std::int64_t>(sv[s * 2]));
+      CHECK(r.state[s].second == static_cast<std::int64_t>(sv[s * 2 + 1]));
+      CHECK(std::abs(r.losses[s] - lv[s]) <= 1e-9 * (1 + std::abs(lv[s])));
+      for (std::size_t i = 0; i < n; ++i)
+        CHECK(std::abs(r.xs[s][i] - xv[s * n + i]) <= 1e-8 * (1 + std::abs(xv[s * n + i])));
+    }
+  }
+  // The Rosenbrock runs reach the minimum (1, 1): L-BFGS really optimises.
+  CHECK(std::abs(runs[0].xs.back()[0] - 1.0) < 1e-4);
+  CHECK(std::abs(runs[0].xs.back()[1] - 1.0) < 1e-4);
+}
+
+TEST_CASE("LBFGS: state_dict round trip continues identically; bad arguments", "[optim][nn][lbfgs]") {
+  auto make = [] { return Tensor::from_vector({-1.2, 1.0}, {2}, kFloat64).set_requires_grad(); };
+  Tensor x = make(), y = make();
+  const auto opts = nn::LBFGSOptions(1).line_search_fn("strong_wolfe").max_iter(3).history_size(3);
+  nn::LBFGS a({x}, opts), b({y}, opts);
+  auto closure_for = [](nn::LBFGS& opt, Tensor& p) {
+    return [&opt, &p] {
+      opt.zero_grad();
+      Tensor l = lbfgs_objective("rosenbrock", p, Tensor(), Tensor());
+      l.backward();
+      return l;
+    };
+  };
+  for (int k = 0; k < 3; ++k) a.step(closure_for(a, x));
+  b.load_state_dict(a.state_dict());
+  {
+    NoGradGuard ng;
+    y.copy_(x);
+  }
+  for (int k = 0; k < 3; ++k) {
+    a.step(closure_for(a, x));
+    b.step(closure_for(b, y));
+    CHECK(bit_equal(x, y));
+  }
+  CHECK(a.func_evals() == b.func_evals());
+  test::require_error([&] { a.step(); }, {"LBFGS", "closure"});
+  test::require_error([&] { nn::LBFGS({make()}, nn::LBFGSOptions(0)); }, {"LBFGS", "learning rate", "0"});
+  test::require_error([&] { nn::LBFGS({make()}, nn::LBFGSOptions().line_search_fn("backtracking")); },
+                      {"LBFGS", "line_search_fn", "backtracking"});
+  test::require_error([&] { nn::LBFGS({make()}, nn::LBFGSOptions().history_size(0)); }, {"LBFGS", "history_size"});
+  test::require_error([&] { a.add_param_group(nn::ParamGroup{{make()}}); }, {"LBFGS", "parameter groups"});
+  test::require_error([&] { a.step([] { return Tensor::zeros({2}, kFloat64); }); }, {"LBFGS", "one-element"});
+  auto bad = a.state_dict();
+  bad.emplace_back("state.bogus", Tensor::scalar(0, kFloat64));
+  test::require_error([&] { b.load_state_dict(bad); }, {"LBFGS", "unknown entry", "state.bogus"});
 }

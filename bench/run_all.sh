@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Every comparison against the peers in one command, in the environment a user has (no malloc or
+# BLAS tunables are set here; OPENBLAS_CORETYPE is left as the machine sets it), with the ratio
+# tables printed at the end and everything written to out/bench/:
+#
+#   bash bench/run_all.sh            # builds the benchmarks (release preset), then runs them
+#
+# Runs, each at 1 and 2 threads, ours and the peer in the same run: the resampling convolution
+# against PyTorch's einsum and sparse bmm, block-sparse linear layers against OpenBLAS dense GEMM
+# and PyTorch (masked dense, ModuleList, grouped bmm), and the autograd overhead (small graphs and an
+# MLP training step) against libtorch. REPS (default 3) sets the repetitions behind each median;
+# the whole run takes about 10 minutes on the 2-core project machine.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+reps=${REPS:-3}
+out=out/bench
+mkdir -p "$out"
+cmake --preset release -DXGRAD_REQUIRE_ALL=OFF >/dev/null
+cmake --build --preset release --target resample_conv_bench block_sparse_linear_bench autograd_overhead \
+  $(grep -q torch_autograd_overhead build/release/build.ninja && echo torch_autograd_overhead)
+dir=build/release/bench
+start=$(date +%s)
+{
+  echo "# machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB;" \
+    "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; reps per median: $reps"
+} | tee "$out/machine.txt"
+bash bench/run_resample_conv.sh "$dir" "$reps" "$out/resample_conv.csv" >"$out/resample_conv.txt"
+bash bench/run_block_sparse.sh "$dir" "$reps" "$out/block_sparse.csv" >"$out/block_sparse.txt"
+ROUNDS=1 bash bench/run_overhead.sh "$dir" --reps "$reps" --iters 5000 --mlp-iters 300 >"$out/overhead.txt"
+# The tables (the drivers print raw rows first, then tables from their first '## ' line on).
+for f in resample_conv block_sparse; do
+  echo
+  echo "================ $f ================"
+  sed -n '/^## /,$p' "$out/$f.txt"
+done
+echo
+echo "================ autograd overhead ================"
+sed -n '/^# ours\/libtorch/,$p' "$out/overhead.txt"
+echo
+echo "run_all: $(($(date +%s) - start)) s; raw rows and tables in $out/"

@@ -1,0 +1,124 @@
+// Printing modules: each layer's extra_repr, the module tree (operator<<) and summary(), in one
+// place so that the formats stay alike. The strings follow PyTorch's reprs where torch has the
+// layer ("Linear(in_features=4, out_features=8, bias=True)", booleans as True/False).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <ostream>
+#include <sstream>
+#include <string>
+
+#include "xgrad/nn/activation.hpp"
+#include "xgrad/nn/block_sparse_linear.hpp"
+#include "xgrad/nn/dropout.hpp"
+#include "xgrad/nn/embedding.hpp"
+#include "xgrad/nn/layer_norm.hpp"
+#include "xgrad/nn/linear.hpp"
+#include "xgrad/nn/module.hpp"
+#include "xgrad/nn/resample_conv.hpp"
+
+namespace xgrad::nn {
+
+namespace {
+const char* py_bool(bool b) { return b ? "True" : "False"; }
+
+// torch's tuple repr of a shape: (64,) or (2, 3).
+std::string py_tuple(const Shape& s) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + (s.size() == 1 ? ",)" : ")");
+}
+
+// torch's _addindent: every line after the first indented by `spaces`.
+std::string add_indent(const std::string& s, int spaces) {
+  std::string out;
+  for (char c : s) {
+    out += c;
+    if (c == '\n') out.append(static_cast<std::size_t>(spaces), ' ');
+  }
+  return out;
+}
+
+std::string repr(const Module& m) {
+  const std::string extra = m.extra_repr();
+  const auto children = m.named_children();
+  if (children.empty()) return m.type_name() + "(" + extra + ")";
+  std::string out = m.type_name() + "(";
+  if (!extra.empty()) out += "\n  " + add_indent(extra, 2);
+  for (const auto& [name, child] : children) out += "\n  (" + name + "): " + add_indent(repr(*child), 2);
+  return out + "\n)";
+}
+}  // namespace
+
+std::ostream& operator<<(std::ostream& os, const Module& module) { return os << repr(module); }
+
+std::string summary(Module& module) {
+  struct Row {
+    std::string name, type;
+    std::int64_t params, trainable;
+    std::size_t bytes;
+  };
+  std::vector<Row> rows;
+  for (const auto& [name, m] : module.named_modules()) {
+    Row r{name.empty() ? "(root)" : name, m->type_name(), 0, 0, 0};
+    for (const auto& p : m->parameters()) {
+      r.params += p.numel();
+      r.trainable += p.requires_grad() ? p.numel() : 0;
+      r.bytes += p.nbytes();
+    }
+    rows.push_back(std::move(r));
+  }
+  std::size_t wn = 6, wt = 4;
+  for (const auto& r : rows) {
+    wn = std::max(wn, r.name.size());
+    wt = std::max(wt, r.type.size());
+  }
+  std::string out = fmt::format("{:<{}}  {:<{}}  {:>14}  {:>14}  {:>14}\n", "module", wn, "type", wt, "parameters",
+                                "trainable", "bytes");
+  out += std::string(wn + wt + 52, '-') + "\n";
+  for (const auto& r : rows)
+    out +=
+        fmt::format("{:<{}}  {:<{}}  {:>14}  {:>14}  {:>14}\n", r.name, wn, r.type, wt, r.params, r.trainable, r.bytes);
+  out += std::string(wn + wt + 52, '-') + "\n";
+  std::size_t buffer_bytes = 0;
+  for (const auto& b : module.buffers())
+    if (b.defined()) buffer_bytes += b.nbytes();
+  out += fmt::format("total parameters: {}, trainable: {}\nparameter bytes: {}, buffer bytes: {}\n", rows[0].params,
+                     rows[0].trainable, rows[0].bytes, buffer_bytes);
+  return out;
+}
+
+// ---- each layer's settings ----------------------------------------------------------------------
+
+std::string Linear::extra_repr() const {
+  return fmt::format("in_features={}, out_features={}, bias={}", in_features_, out_features_, py_bool(bias_.defined()));
+}
+
+std::string Embedding::extra_repr() const { return fmt::format("{}, {}", num_embeddings(), embedding_dim()); }
+
+std::string Dropout::extra_repr() const { return fmt::format("p={}, inplace=False", p_); }
+
+std::string LayerNorm::extra_repr() const {
+  return fmt::format("{}, eps={}, elementwise_affine={}", py_tuple(normalized_shape_), eps_,
+                     py_bool(weight_.defined()));
+}
+
+std::string Softmax::extra_repr() const { return fmt::format("dim={}", dim_); }
+std::string LogSoftmax::extra_repr() const { return fmt::format("dim={}", dim_); }
+std::string Flatten::extra_repr() const { return fmt::format("start_dim={}, end_dim={}", start_dim_, end_dim_); }
+
+std::string BlockSparseLinear::extra_repr() const {
+  const double dense = static_cast<double>(pattern_.in_features()) * static_cast<double>(pattern_.out_features());
+  return fmt::format("in_features={}, out_features={}, blocks={}, density={:.4g}, bias={}", pattern_.in_features(),
+                     pattern_.out_features(), pattern_.num_blocks(),
+                     dense > 0 ? static_cast<double>(pattern_.stored_elements()) / dense : 0.0,
+                     py_bool(bias_.defined()));
+}
+
+std::string ResampleConv::extra_repr() const {
+  return fmt::format("rows={}, coarse_points={}, fine_points={}, fine_grid={}, response={}, learn_shift={}",
+                     coarse_.size(0), coarse_.size(1), grid_.size(), grid_.is_uniform() ? "uniform" : "points",
+                     response_.is_sampled() ? "sampled" : "callable", py_bool(shift_.defined()));
+}
+
+}  // namespace xgrad::nn
