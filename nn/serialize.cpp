@@ -220,11 +220,11 @@ class HeaderHandler final : public nlohmann::json_sax<Json> {
       return;
     }
     if (!v.is_object()) bad(src_, "'__metadata__' is not a JSON object");
-    for (auto m = v.begin(); m != v.end(); ++m) {
-      if (!m.value().is_string())
-        bad(src_,
-            fmt::format("'__metadata__' value of '{}' is not a string: {}", shown(m.key()), shown(m.value().dump())));
-      metadata_[m.key()] = m.value().get<std::string>();
+    // Both maps are sorted by key: append at the end, moving the values.
+    for (auto& [key, value] : v.get_ref<Json::object_t&>()) {
+      if (!value.is_string())
+        bad(src_, fmt::format("'__metadata__' value of '{}' is not a string: {}", shown(key), shown(value.dump())));
+      metadata_.emplace_hint(metadata_.end(), key, std::move(value.get_ref<std::string&>()));
     }
   }
 

@@ -3,9 +3,10 @@
 # runs each for a bounded time on its seed corpora: the small committed seeds (fuzz/corpus/<target>/)
 # and multi-MB hostile ones generated here by fuzz/make_corpus.py --large (build/fuzz/seeds_large/;
 # headers of several MB: many entries, long similar names, huge metadata, duplicates, deep nesting),
-# both read only; new inputs go to build/fuzz/corpus/<target>/. Inputs may be up to 4 MB. Fails if
+# both read only; new inputs go to build/fuzz/corpus/<target>/. Half the time goes to inputs up to
+# 64 KB, half to inputs up to 4 MB with the large seeds. Fails if
 # any harness finds a crash, a sanitizer report, an uncaught exception, a leak or a timeout (one
-# input taking over 10 s: a parser that is not linear in its input); the reproducer is saved as
+# input taking over 20 s: a parser that is not linear in its input); the reproducer is saved as
 # build/fuzz/artifacts/<target>-*.
 #
 #   bash scripts/fuzz.sh             # 60 s per harness
@@ -72,11 +73,25 @@ for t in "${targets[@]}"; do
   mkdir -p "$work"
   dict=()
   [[ -f "fuzz/$name.dict" ]] && dict=("-dict=fuzz/$name.dict")
-  echo "==> fuzz: $t for ${seconds}s (seeds: $seeds)"
-  # -timeout: one input taking over 10 s is a hang (a multi-MB header takes well under a second
-  # even with the sanitizers); -rss_limit_mb bounds memory; -max_len lets inputs reach several MB.
-  if ! "$build/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
-        -print_final_stats=1 -artifact_prefix="$build/artifacts/$t-" "${dict[@]}" "$work" "$seeds" "$large"; then
+  # Two phases share the budget: first small inputs (up to 64 KB: thousands of runs per second, deep
+  # coverage of every header path), then the multi-MB seeds with inputs up to max_len (a few runs
+  # per second: size-dependent behaviour, time per byte). With one second in all, only the second.
+  small_seconds=$((seconds / 2))
+  large_seconds=$((seconds - small_seconds))
+  # -timeout: one input taking over 20 s is a hang (a 4 MB header takes 1-5 s with the sanitizers
+  # on a loaded 2-core machine; a quadratic parser takes minutes on one of 2 MB even without them);
+  # -rss_limit_mb bounds memory.
+  common=(-timeout=20 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/artifacts/$t-" "${dict[@]}")
+  if ((small_seconds > 0)); then
+    echo "==> fuzz: $t for ${small_seconds}s, inputs up to 64 KB (seeds: $seeds)"
+    if ! "$build/$t" -max_total_time="$small_seconds" -max_len=65536 "${common[@]}" "$work" "$seeds"; then
+      echo "==> fuzz: $t FAILED (reproducer in $build/artifacts/)"
+      status=1
+      continue
+    fi
+  fi
+  echo "==> fuzz: $t for ${large_seconds}s, inputs up to $max_len bytes (seeds: $seeds, $large)"
+  if ! "$build/$t" -max_total_time="$large_seconds" -max_len="$max_len" "${common[@]}" "$work" "$seeds" "$large"; then
     echo "==> fuzz: $t FAILED (reproducer in $build/artifacts/)"
     status=1
   fi

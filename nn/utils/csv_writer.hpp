@@ -10,7 +10,8 @@ namespace xgrad::utils {
 class CsvWriter {
  public:
   /// Creates (or truncates) `path` and writes the header line. Errors (xgrad::Error): no columns,
-  /// a column name with a comma, quote or newline, a file that cannot be opened (with the OS reason).
+  /// a column name with a comma, quote or newline, a file that cannot be opened (with the OS reason;
+  /// a FIFO without a reader fails at once instead of blocking).
   CsvWriter(const std::string& path, std::vector<std::string> columns);
   ~CsvWriter();
   CsvWriter(const CsvWriter&) = delete;
@@ -26,9 +27,10 @@ class CsvWriter {
   std::FILE* file_ = nullptr;
 };
 
-/// Writes columns of equal length to `path` as a CSV with a header line, atomically (a temporary
-/// file renamed into place: a reader never sees half a file). Errors: no columns, names and columns
-/// differ in count, columns of different lengths, a bad column name, a file that cannot be written.
+/// Writes columns of equal length to `path` as a CSV with a header line, in one go and atomically
+/// (write_file_atomic, core/file_io.hpp: a temporary file renamed over `path`).
+/// Errors: names and columns differ in count, columns of different lengths, no columns, a column
+/// name with a comma, quote or newline, the write_file_atomic errors (with the OS reason).
 void write_csv(const std::string& path, const std::vector<std::string>& names,
                const std::vector<std::vector<double>>& columns);
 

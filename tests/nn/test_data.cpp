@@ -1,6 +1,8 @@
 // Tests for nn/data.*: TensorDataset, the generic and fast batch gathers, samplers (sequential, random,
 // distributed), the DataLoader (batching, last partial batch, drop_last, epochs, reproducible
 // shuffling), CSV and .npy readers, and the errors of each.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +13,7 @@
 #include "support.hpp"
 #include "xgrad/core/npy.hpp"
 #include "xgrad/nn/data.hpp"
+#include "xgrad/nn/utils/csv_writer.hpp"
 
 using namespace xgrad;
 using namespace xgrad::nn;
@@ -423,4 +426,22 @@ TEST_CASE("read_csv: a field of megabytes is quoted short in the error, a large 
   const double bound = 20e-6;
 #endif
   CHECK(seconds / static_cast<double>(text.size()) < bound);
+}
+
+TEST_CASE("utils::write_csv and CsvWriter never block on a FIFO; write_csv is atomic", "[data][csv][hostile]") {
+  TempDir tmp;
+  const std::string fifo = (tmp.dir / "fifo.csv").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // No reader: the streaming log's open fails at once (O_NONBLOCK) with the OS reason.
+  require_error([&] { utils::CsvWriter(fifo, {"a"}); }, {"CsvWriter", fifo, "No such device or address"});
+  // The one-go writer refuses to replace it.
+  require_error([&] { utils::write_csv(fifo, {"a"}, {{1.0}}); }, {"write_csv", fifo, "not a regular file", "FIFO"});
+  // A name of NAME_MAX bytes; no temporary file left behind.
+  const std::string name(255, 'c');
+  utils::write_csv((tmp.dir / name).string(), {"a", "b"}, {{1, 2}, {3, 4}});
+  CHECK(read_csv((tmp.dir / name).string()).to_vector() == std::vector<double>{1, 3, 2, 4});
+  std::vector<std::string> entries;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.dir)) entries.push_back(e.path().filename().string());
+  std::sort(entries.begin(), entries.end());
+  CHECK(entries == std::vector<std::string>{name, "fifo.csv"});
 }
