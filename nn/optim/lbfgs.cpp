@@ -443,9 +443,9 @@ void LBFGS::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& s
     static const char* known[] = {
         "state.func_evals", "state.n_iter",         "state.t",        "state.H_diag",   "state.prev_loss",
         "state.d",          "state.prev_flat_grad", "state.old_dirs", "state.old_stps", "state.ro"};
-    XGRAD_CHECK(
-        std::find_if(std::begin(known), std::end(known), [&](const char* k) { return key == k; }) != std::end(known),
-        "{}: unknown entry '{}'", who, key);
+    XGRAD_CHECK(std::find_if(std::begin(known), std::end(known), [&key = key](const char* k) { return key == k; }) !=
+                    std::end(known),
+                "{}: unknown entry '{}'", who, key);
   }
   XGRAD_CHECK(own.size() == expected, "{}: {} state entries, expected {} for n_iter {}", who, own.size(), expected,
               n_iter);

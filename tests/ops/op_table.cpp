@@ -1064,8 +1064,6 @@ std::vector<OpInfo> build() {
     op.threads = variant == 2 ? std::vector<std::int64_t>{400, 40} : std::vector<std::int64_t>{300, 40, 40};
     op.supports_batch = true;
     op.check_undefined = false;  // idx is a helper input for torch only; undefined x/weight: errors below
-    if (variant == 2)
-      op.refuses = [](const SampleSpec& s) -> std::string { return s.sizes[1] == 0 ? "block_diagonal" : ""; };
     if (variant == 0) {
       op.errors = {
           {"x of the wrong width",
@@ -1172,7 +1170,6 @@ std::vector<OpInfo> build() {
     op.large = {300, 300, 3000};
     op.supports_batch = true;
     op.check_undefined = false;  // x (the grid's points) is for torch only; undefined f: errors below
-    op.refuses = [](const SampleSpec& s) -> std::string { return s.sizes[2] == 0 ? "FineGrid" : ""; };
     op.rtol32 = 1e-3;
     op.atol32 = 1e-4;
     if (!sampled)
