@@ -1,10 +1,9 @@
 #include "xgrad/core/npy.hpp"
 
 #include <fcntl.h>
+#include <fmt/ranges.h>  // shapes (std::vector) in error messages
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <fmt/ranges.h>  // shapes (std::vector) in error messages
 
 #include <atomic>
 #include <cerrno>

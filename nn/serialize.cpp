@@ -1,10 +1,9 @@
 #include "xgrad/nn/serialize.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>  // fmt::join
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <fmt/format.h>  // fmt::join
 
 #include <algorithm>
 #include <bit>

@@ -5,6 +5,7 @@
 // fmt::join and range formatting for test names and torch code (xgrad/core/error.hpp has fmt/core.h only)
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
 #include <filesystem>
 #include <functional>
 #include <string>
