@@ -7,8 +7,9 @@
 // Note [Thread arena]: xgrad runs its parallel work in a tbb::task_arena that the library owns;
 // set_num_threads(n) sets that arena's concurrency. It never touches tbb::global_control, so an
 // application's own TBB limits and arenas are left alone (and still cap xgrad's: get_num_threads
-// reports the effective value). The limit is library-wide, not per calling thread; a parallel call
-// already running finishes in the arena it started in.
+// reports the effective value). The limit is library-wide, not per calling thread: parallel calls
+// from several user threads share the arena's n threads, and a call already running finishes in the
+// arena it started in.
 //
 // Only the serial fast path is templated here; the TBB part of parallel_for / parallel_invoke is
 // out of line in parallel.cpp behind a type-erased FunctionRef (as PyTorch's ParallelNative.h), so

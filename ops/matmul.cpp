@@ -16,12 +16,13 @@ namespace xgrad {
 // depend on the thread count, and the edge tiles of each part take other micro-kernel paths, so
 // the same sgemm (and dgemm, for sizes that are not multiples of the unroll) rounds differently
 // with 1 and 2 threads (measured on this machine: 256x512 @ 512x384 float32 differs in the last
-// bits). xgrad therefore keeps OpenBLAS single-threaded (Note [OpenBLAS threading], ops/detail/blas.cpp) and parallelises a
-// large GEMM itself: the output is cut into a grid of tiles whose sizes depend on the shapes only,
-// each tile is one single-threaded cblas call, and the tiles run as TBB tasks.
-// Every output element is then computed by the same call with the same operands whatever the
-// thread count. Batched products run whole small GEMMs as tasks in the same way, and gradients
-// summed over broadcast batch dimensions accumulate the batches in increasing order per output.
+// bits). xgrad therefore keeps OpenBLAS single-threaded (Note [OpenBLAS threading],
+// ops/detail/blas.cpp) and parallelises a large GEMM itself: the output is cut into a grid of tiles
+// whose sizes depend on the shapes only, each tile is one single-threaded BLAS call, and the tiles
+// run as TBB tasks. Every output element is then computed by the same call with the same operands
+// whatever the thread count. Batched products run whole small GEMMs as tasks in the same way, and
+// gradients summed over broadcast batch dimensions accumulate the batches in increasing order per
+// output.
 namespace detail {
 namespace {
 
@@ -40,8 +41,8 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 // One single-threaded BLAS call (ops/detail/blas.hpp) with alpha = 1.
 template <class T>
-void call_blas(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda, const T* b,
-          std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+void call_blas(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda,
+               const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
   blas::gemm<T>(ta, tb, m, n, k, T(1), a, lda, b, ldb, beta, c, ldc);
 }
 

@@ -2,6 +2,10 @@
 // Shared test helpers: float64 gradcheck, 1-vs-2-thread bit equality, PyTorch parity, and
 // error-message checks. See tests/README.md for how an op's test file uses them.
 #include <catch2/catch.hpp>
+// fmt::join and range formatting for test names and torch code (xgrad/core/error.hpp has fmt/core.h only)
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <filesystem>
 #include <functional>
 #include <string>
