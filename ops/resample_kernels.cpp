@@ -911,15 +911,19 @@ void forward(const Geometry& geo, const Evaluator& ev, const Problem& pr, const 
   const std::int64_t N = pr.N, A = pr.A, B = geo.B;
   const bool poly = ev.kind == Evaluator::polyphase;
   // Polyphase: fixed chunks of outputs, each visited in phase order; otherwise per-output grains.
+  // The chunks are [c * grain, (c + 1) * grain) whatever the thread count: tasks get whole chunks
+  // (TBB splits a range of outputs at points that depend on the thread count, and the grouping of
+  // outputs into runs within a chunk decides which kernel sums them).
   const std::int64_t grain = poly ? 256 : output_grain(geo);
-  parallel_for(0, N * A, grain, [&](std::int64_t r0, std::int64_t r1) {
+  const std::int64_t chunks = (N * A + grain - 1) / grain;
+  parallel_for(0, chunks, 1, [&](std::int64_t c0, std::int64_t c1) {
     std::vector<T> w;
     std::vector<Taps> taps;
     std::vector<std::int64_t> order;
     const T* rows[kMaxDegree + 1];
     double res[kMaxDegree + 1];
-    for (std::int64_t i0 = r0; i0 < r1; i0 += grain) {
-      const std::int64_t i1 = std::min(r1, i0 + grain);
+    for (std::int64_t c = c0; c < c1; ++c) {
+      const std::int64_t i0 = c * grain, i1 = std::min(N * A, i0 + grain);
       if (!poly) {
         for (std::int64_t idx = i0; idx < i1; ++idx) {
           const std::int64_t n = idx / A, a = idx % A;
