@@ -29,7 +29,7 @@ TEST_CASE("jacobian of y = tanh(W x) is diag(1 - y^2) W, and of x in a second in
   CHECK_FALSE(W.requires_grad());  // the inputs are not touched
 }
 
-TEST_CASE("jacobian: an input the output does not use gives zeros; a scalar output one row", "[functional]") {
+TEST_CASE("jacobian: an input the output does not use gives zeros, a scalar output one row", "[functional]") {
   const Tensor a = Tensor::of({1.0, 2.0}, kFloat64), b = Tensor::of({3.0}, kFloat64);
   const Tensors J = jacobian([](const Tensors& in) { return sum(in[0] * in[0]); }, {a, b});
   CHECK(J[0].shape() == Shape{2});

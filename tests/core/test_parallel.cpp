@@ -132,7 +132,7 @@ TEST_CASE("parallel: changing the limit while other threads run parallel work", 
   CHECK(wrong.load() == 0);
 }
 
-TEST_CASE("blas: one entry point; OpenBLAS single-threaded whenever xgrad runs a GEMM", "[parallel][blas]") {
+TEST_CASE("blas: one entry point, OpenBLAS single-threaded whenever xgrad runs a GEMM", "[parallel][blas]") {
   // C = alpha op(A) op(B) + beta C against a triple loop (transposed A, plain B).
   const std::int64_t m = 3, n = 4, k = 5;
   std::vector<double> at(static_cast<std::size_t>(k * m)), bm(static_cast<std::size_t>(k * n)), c(12, 1.0);

@@ -126,7 +126,7 @@ TEST_CASE("DDP on a split batch equals single-process training on the whole batc
   CHECK(max_abs_diff(params[0], make_mlp(100)[0].second) > 1e-3);
 }
 
-TEST_CASE("average_gradients: mean over ranks; buckets, modes, dtypes, undefined grads", "[distributed]") {
+TEST_CASE("average_gradients: mean over ranks, buckets, modes, dtypes, undefined grads", "[distributed]") {
   const int n = dist::world_size(), r = dist::rank();
   // Gradient of rank q for parameter i, element k: a value every rank can recompute.
   const auto grad_value = [](int q, std::size_t i, std::int64_t k) {

@@ -87,7 +87,7 @@ TEST_CASE("BlockSparseLinear: init bound uses the fan-in over existing connectio
   CHECK(bit_equal(again.weight(), layer.weight()));
 }
 
-TEST_CASE("BlockSparseLinear: forward matches the dense reference; to_dense / from_dense",
+TEST_CASE("BlockSparseLinear: forward matches the dense reference, to_dense / from_dense",
           "[block_sparse_linear][nn]") {
   Generator gen(4);
   for (const Pattern& p :

@@ -293,7 +293,7 @@ TEST_CASE("DistributedSampler: torch semantics (padding, drop_last, disjoint sha
   }
 }
 
-TEST_CASE("DistributedSampler: plugs into the DataLoader; epochs; errors", "[data]") {
+TEST_CASE("DistributedSampler: plugs into the DataLoader, epochs, errors", "[data]") {
   auto ds = rows_dataset(10);
   auto s0 = std::make_shared<DistributedSampler>(10, 2, 0, true, 5);
   auto s1 = std::make_shared<DistributedSampler>(10, 2, 1, true, 5);
@@ -428,7 +428,7 @@ TEST_CASE("read_csv: a field of megabytes is quoted short in the error, a large 
   CHECK(seconds / static_cast<double>(text.size()) < bound);
 }
 
-TEST_CASE("utils::write_csv and CsvWriter never block on a FIFO; write_csv is atomic", "[data][csv][hostile]") {
+TEST_CASE("utils::write_csv and CsvWriter never block on a FIFO, write_csv is atomic", "[data][csv][hostile]") {
   TempDir tmp;
   const std::string fifo = (tmp.dir / "fifo.csv").string();
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);

@@ -41,7 +41,7 @@ TEST_CASE("metrics: bad inputs", "[metrics]") {
   test::require_error([&] { (void)nn::metrics::predict(Tensor::of({{0.0, std::nan("")}})); }, {"predict", "NaN"});
 }
 
-TEST_CASE("utils: CsvWriter writes a header and one flushed row per call; write_csv writes columns", "[utils]") {
+TEST_CASE("utils: CsvWriter writes a header and one flushed row per call, write_csv writes columns", "[utils]") {
   test::TempDir dir("csv");
   {
     utils::CsvWriter w(dir.file("log.csv"), {"epoch", "loss"});

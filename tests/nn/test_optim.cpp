@@ -608,7 +608,7 @@ TEST_CASE("clip_grad_norm_ and schedulers reject bad arguments", "[optim][nn]") 
   test::require_error([&] { sched.step(); }, {"StepLR", "2 parameter groups", "had 1"});
 }
 
-TEST_CASE("optimizer steps skip missing gradients; zero_grad zeroes or clears", "[optim][nn]") {
+TEST_CASE("optimizer steps skip missing gradients, zero_grad zeroes or clears", "[optim][nn]") {
   Generator gen(7);
   Tensor w = test::randn_leaf({3}, gen), b = test::randn_leaf({2}, gen);
   const Tensor w0 = w.detach().clone_data(), b0 = b.detach().clone_data();
@@ -992,7 +992,7 @@ TEST_CASE("LBFGS matches torch.optim.LBFGS step by step", "[optim][nn][parity][l
   CHECK(std::abs(runs[0].xs.back()[1] - 1.0) < 1e-4);
 }
 
-TEST_CASE("LBFGS: state_dict round trip continues identically; bad arguments", "[optim][nn][lbfgs]") {
+TEST_CASE("LBFGS: state_dict round trip continues identically, bad arguments", "[optim][nn][lbfgs]") {
   auto make = [] { return Tensor::from_vector({-1.2, 1.0}, {2}, kFloat64).set_requires_grad(); };
   Tensor x = make(), y = make();
   const auto opts = nn::LBFGSOptions(1).line_search_fn("strong_wolfe").max_iter(3).history_size(3);

@@ -201,7 +201,7 @@ TEST_CASE("loss: large logits stay finite", "[loss]") {
   }
 }
 
-TEST_CASE("loss: tensor and vector targets agree; ignore_index and empty batches", "[loss]") {
+TEST_CASE("loss: tensor and vector targets agree, ignore_index and empty batches", "[loss]") {
   Generator gen(55);
   Tensor z = Tensor::randn({8, 5}, gen, kFloat64);
   const auto y = random_classes(8, 5, gen, 3);
