@@ -16,9 +16,7 @@
 namespace xgrad::nn {
 
 namespace functional {
-/// y = x W^T + b (torch::nn::functional::linear): x (in) or (batch..., in), weight (out, in), bias
-/// (out) or undefined. Differentiable in all three. Errors: undefined x or weight, weight not 2-d,
-/// x 0-d or x's last dim != in, bias not (out), mixed dtypes.
+/// y = x W^T + b (torch::nn::functional::linear): the op xgrad::linear (ops/linear.hpp).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 }  // namespace functional
 

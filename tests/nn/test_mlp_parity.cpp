@@ -154,7 +154,7 @@ TEST_CASE("MLP training is bit-identical with 1 and 2 threads", "[mlp][threads]"
   }
 }
 
-// nn::functional::linear is one fused op (Note [Fused linear], nn/linear.cpp); check it against the
+// nn::functional::linear is one fused op (Note [Fused linear], ops/linear.cpp); check it against the
 // composite matmul(x, transpose(W)) + b, values and all three gradients, at shapes that reach its
 // edges: a product large enough to be cut into parallel GEMM tiles with more than one block of bias
 // columns, (batch..., in) and (in) inputs, no rows, and in = 0.

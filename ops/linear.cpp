@@ -1,0 +1,118 @@
+#include "xgrad/ops/linear.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/checked.hpp"
+#include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/matmul.hpp"
+#include "xgrad/ops/shape_ops.hpp"
+
+namespace xgrad {
+
+namespace {
+
+// Note [Fused linear]: y = x W^T + b is one op instead of transpose + matmul + add. Every xgrad
+// tensor is contiguous, so transpose(W) copied the whole weight in forward and the gradient of the
+// transpose copied dW^T back in backward (a quarter of the time of an MLP training step went into
+// those strided copies), and the separate add made one more (rows, out) tensor and its own node. Here
+// forward and backward are three GEMMs that read W and x in place through the BLAS transpose flags:
+//   forward  Y = b (each row) + X W^T      gemm(no, trans, beta = 1 over the broadcast bias)
+//   backward dX = G W                      gemm(no, no)
+//            dW = G^T X                    gemm(trans, no), written straight in W's (out, in) layout
+//            db = column sums of G         in increasing row order, accumulated in double
+// detail::gemm cuts large products by shape only (Note [Deterministic GEMM], ops/matmul.cpp) and
+// every bias column is summed by one task in a fixed order, so the results are bit-identical
+// whatever the thread count. x arrives here as (rows, in).
+struct LinearOp : Function<LinearOp> {
+  static constexpr const char* kName = "linear";
+  std::int64_t rows = 0, in = 0, out = 0;
+
+  Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+    rows = x.size(0);
+    in = x.size(1);
+    out = weight.size(0);
+    Tensor y = Tensor::empty({rows, out}, x.dtype());
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* yp = y.data<T>();
+      if (bias.defined()) {
+        const T* bp = bias.data<T>();
+        for (std::int64_t r = 0; r < rows; ++r) std::copy(bp, bp + out, yp + r * out);
+      }
+      detail::gemm<T>(false, true, rows, out, in, x.data<T>(), in, weight.data<T>(), in, bias.defined() ? T(1) : T(0),
+                      yp, out);
+    });
+    // dX needs W, dW needs x, db needs neither.
+    if (needs_input_grad(0) || needs_input_grad(1))
+      save_for_backward({needs_input_grad(1) ? x : Tensor(), needs_input_grad(0) ? weight : Tensor()});
+    return y;
+  }
+
+  Tensors backward(const Tensors& grads) {
+    const Tensor& g = grads[0];
+    Tensor dx, dw, db;
+    const Tensors s = (needs_input_grad(0) || needs_input_grad(1)) ? saved() : Tensors();
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* gp = g.data<T>();
+      if (needs_input_grad(0)) {
+        dx = Tensor::empty({rows, in}, g.dtype());
+        detail::gemm<T>(false, false, rows, in, out, gp, out, s[1].data<T>(), in, T(0), dx.data<T>(), in);
+      }
+      if (needs_input_grad(1)) {
+        dw = Tensor::empty({out, in}, g.dtype());
+        detail::gemm<T>(true, false, out, in, rows, gp, out, s[0].data<T>(), in, T(0), dw.data<T>(), in);
+      }
+      if (needs_input_grad(2)) {
+        db = Tensor::empty({out}, g.dtype());
+        T* dbp = db.data<T>();
+        // Columns in blocks; each block's rows are added in increasing order (thread-count independent).
+        constexpr std::int64_t kCols = 256;
+        const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, rows * kCols));
+        parallel_for(0, (out + kCols - 1) / kCols, grain, [&](std::int64_t c0, std::int64_t c1) {
+          double acc[kCols];
+          for (std::int64_t c = c0; c < c1; ++c) {
+            const std::int64_t j0 = c * kCols, width = std::min(kCols, out - j0);
+            std::fill(acc, acc + width, 0.0);
+            for (std::int64_t r = 0; r < rows; ++r) {
+              const T* row = gp + r * out + j0;
+              for (std::int64_t j = 0; j < width; ++j) acc[j] += static_cast<double>(row[j]);
+            }
+            for (std::int64_t j = 0; j < width; ++j) dbp[j0 + j] = static_cast<T>(acc[j]);
+          }
+        });
+      }
+    });
+    return {dx, dw, db};
+  }
+};
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  XGRAD_CHECK(x.defined() && weight.defined(), "linear: argument '{}' is undefined", x.defined() ? "weight" : "x");
+  XGRAD_CHECK(weight.dim() == 2, "linear: argument 'weight' must be 2-d (out, in), got shape {}",
+              shape_str(weight.shape()));
+  const std::int64_t out = weight.size(0), in = weight.size(1);
+  XGRAD_CHECK(x.dim() >= 1 && x.size(-1) == in,
+              "linear: argument 'x' has shape {} but its last dimension must be in_features = {} (weight {})",
+              shape_str(x.shape()), in, shape_str(weight.shape()));
+  XGRAD_CHECK(x.dtype() == weight.dtype(), "linear: argument 'x' is {} but 'weight' is {}", x.dtype(), weight.dtype());
+  if (bias.defined())
+    XGRAD_CHECK(bias.shape() == Shape{out} && bias.dtype() == weight.dtype(),
+                "linear: argument 'bias' is {} {} but must be ({},) {}", bias.dtype(), shape_str(bias.shape()), out,
+                weight.dtype());
+  if (x.dim() == 2) return apply<LinearOp>(x, weight, bias);
+  // (in) and (batch..., in): one GEMM over all rows (Note [Fused linear]), reshaped back.
+  Shape batch(x.shape().begin(), x.shape().end() - 1);
+  const std::int64_t rows = shape_numel(batch);
+  const Tensor y = apply<LinearOp>(reshape(x, {rows, in}), weight, bias);
+  batch.push_back(out);
+  return reshape(y, batch);
+}
+
+}  // namespace xgrad
