@@ -1,18 +1,50 @@
 #include "xgrad/core/shape.hpp"
 
 #include <algorithm>
+#include <cstddef>
 
+#include "xgrad/core/checked.hpp"
 #include "xgrad/core/error.hpp"
 
 namespace xgrad {
 
-std::int64_t shape_numel(const Shape& s) {
-  std::int64_t n = 1;
-  for (auto d : s) n *= d;
-  return n;
+std::int64_t checked_numel(const Shape& s, const char* op, const char* arg) {
+  // Suffix products from the innermost dimension: each is a row-major stride (or the element count).
+  std::int64_t acc = 1;
+  for (std::size_t i = s.size(); i-- > 0;) {
+    const std::int64_t d = s[i];
+    XGRAD_CHECK(d >= 0, "{}: argument '{}': shape {} has a negative dimension {} (at index {})", op, arg, shape_str(s),
+                d, i);
+    XGRAD_CHECK(!__builtin_mul_overflow(acc, d, &acc),
+                "{}: argument '{}': shape {} is too large: its size (or a stride) overflows int64", op, arg,
+                shape_str(s));
+  }
+  return acc;
 }
 
+std::int64_t checked_prod(const Shape& s, std::size_t begin, std::size_t end, const char* op, const char* arg) {
+  std::int64_t p = 1;
+  for (std::size_t d = begin; d < end; ++d)
+    XGRAD_CHECK(!__builtin_mul_overflow(p, s[d], &p),
+                "{}: argument '{}': the product of dimensions {}..{} of shape {} overflows int64", op, arg, begin,
+                end - 1, shape_str(s));
+  return p;
+}
+
+std::size_t checked_nbytes(std::int64_t numel, std::size_t element_size, const char* op, const char* arg) {
+  std::int64_t bytes = 0;
+  const bool overflow = numel < 0 || __builtin_mul_overflow(numel, static_cast<std::int64_t>(element_size), &bytes);
+  XGRAD_CHECK(!overflow && bytes <= PTRDIFF_MAX,
+              "{}: argument '{}' is too large: {} elements of {} bytes ({:.6g} bytes asked for) is more memory "
+              "than can exist",
+              op, arg, numel, element_size, static_cast<double>(numel) * static_cast<double>(element_size));
+  return static_cast<std::size_t>(bytes);
+}
+
+std::int64_t shape_numel(const Shape& s) { return checked_numel(s, "shape_numel", "shape"); }
+
 Shape contiguous_strides(const Shape& s) {
+  checked_numel(s, "contiguous_strides", "shape");  // then no stride below overflows
   Shape st(s.size());
   std::int64_t acc = 1;
   for (std::size_t i = s.size(); i-- > 0;) {

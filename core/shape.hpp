@@ -8,9 +8,10 @@ namespace xgrad {
 
 using Shape = std::vector<std::int64_t>;
 
-/// Number of elements (1 for a 0-d scalar shape).
+/// Number of elements (1 for a 0-d scalar shape). Throws xgrad::Error for a negative dimension or a
+/// count that overflows int64 (Note [Checked sizes] in checked.hpp).
 std::int64_t shape_numel(const Shape& s);
-/// Row-major (C-order) strides in elements.
+/// Row-major (C-order) strides in elements (checked like shape_numel).
 Shape contiguous_strides(const Shape& s);
 /// "(2, 3)" for messages.
 std::string shape_str(const Shape& s);

@@ -9,6 +9,7 @@
 
 #include "xgrad/core/allocator.hpp"
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/random.hpp"
 
@@ -30,22 +31,24 @@ Storage::~Storage() {
 
 namespace {
 std::shared_ptr<TensorImpl> make_impl(const Shape& shape, Dtype dtype) {
-  // Checked element count: a shape whose byte size overflows would otherwise get a tiny buffer.
-  std::int64_t numel = 1;
-  bool overflow = false, empty = false;
-  for (auto d : shape) {
-    XGRAD_CHECK(d >= 0, "tensor: negative dimension in shape {}", shape_str(shape));
-    overflow = __builtin_mul_overflow(numel, d, &numel) || overflow;
-    empty = empty || d == 0;
-  }
-  XGRAD_CHECK(empty || (!overflow && numel <= PTRDIFF_MAX / static_cast<std::int64_t>(dtype_size(dtype))),
-              "tensor: shape {} is too large for {} elements", shape_str(shape), dtype_name(dtype));
+  // Checked element and byte counts (Note [Checked sizes]): a shape whose size overflows would
+  // otherwise get a tiny buffer, and a request no machine can serve is an error stating the bytes.
+  const std::int64_t numel = checked_numel(shape, "tensor", "shape");
+  XGRAD_CHECK(numel <= PTRDIFF_MAX / static_cast<std::int64_t>(dtype_size(dtype)),
+              "tensor: shape {} is too large for {} elements: {:.6g} bytes asked for, more memory than can exist",
+              shape_str(shape), dtype_name(dtype), static_cast<double>(numel) * static_cast<double>(dtype_size(dtype)));
+  const std::size_t nbytes = checked_nbytes(numel, dtype_size(dtype), "tensor", "shape");
   auto impl = std::allocate_shared<TensorImpl>(detail::PoolAllocator<TensorImpl>{});
   impl->shape = shape;
-  impl->numel = empty ? 0 : numel;
+  impl->numel = numel;
   impl->dtype = dtype;
-  impl->storage = std::allocate_shared<Storage>(detail::PoolAllocator<Storage>{},
-                                                static_cast<std::size_t>(impl->numel) * dtype_size(dtype));
+  try {
+    impl->storage = std::allocate_shared<Storage>(detail::PoolAllocator<Storage>{}, nbytes);
+  } catch (const std::bad_alloc&) {
+    detail::throw_error(fmt::format("tensor: out of memory: cannot allocate {} bytes ({:.3g} GiB) for shape {} {}",
+                                    nbytes, static_cast<double>(nbytes) / 1073741824.0, shape_str(shape),
+                                    dtype_name(dtype)));
+  }
   return impl;
 }
 
@@ -129,9 +132,9 @@ Tensor Tensor::randn(const Shape& shape, Generator& gen, Dtype dtype) {
 }
 
 Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape, Dtype dtype) {
-  XGRAD_CHECK(static_cast<std::int64_t>(values.size()) == shape_numel(shape),
+  XGRAD_CHECK(static_cast<std::int64_t>(values.size()) == checked_numel(shape, "from_vector", "shape"),
               "from_vector: {} values do not fill shape {} ({} elements)", values.size(), shape_str(shape),
-              shape_numel(shape));
+              checked_numel(shape, "from_vector", "shape"));
   Tensor t = empty(shape, dtype);
   dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -142,9 +145,9 @@ Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape
 
 template <class T>
 Tensor Tensor::from_data(std::span<const T> values, const Shape& shape) {
-  XGRAD_CHECK(static_cast<std::int64_t>(values.size()) == shape_numel(shape),
+  XGRAD_CHECK(static_cast<std::int64_t>(values.size()) == checked_numel(shape, "from_data", "shape"),
               "from_data: {} values do not fill shape {} ({} elements)", values.size(), shape_str(shape),
-              shape_numel(shape));
+              checked_numel(shape, "from_data", "shape"));
   Tensor t = empty(shape, dtype_of<T>());
   if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
   return t;
@@ -226,8 +229,8 @@ Tensor Tensor::clone_data() const {
 }
 
 Tensor alias_with_shape(const Tensor& t, const Shape& shape) {
-  XGRAD_CHECK(shape_numel(shape) == t.numel(), "reshape: cannot view a tensor of shape {} as shape {}",
-              shape_str(t.shape()), shape_str(shape));
+  XGRAD_CHECK(checked_numel(shape, "reshape", "shape") == t.numel(),
+              "reshape: cannot view a tensor of shape {} as shape {}", shape_str(t.shape()), shape_str(shape));
   auto impl = std::allocate_shared<TensorImpl>(detail::PoolAllocator<TensorImpl>{});
   impl->storage = t.impl()->storage;
   impl->shape = shape;

@@ -4,6 +4,7 @@
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xarray.hpp>
 
+#include "xgrad/core/checked.hpp"
 #include "xgrad/core/tensor.hpp"
 
 namespace xgrad {
@@ -13,7 +14,8 @@ template <class E>
 Tensor from_xtensor(const xt::xexpression<E>& expr) {
   using T = typename E::value_type;
   const xt::xarray<T, xt::layout_type::row_major> a = expr.derived_cast();
-  Shape shape(a.shape().begin(), a.shape().end());
+  Shape shape;
+  for (const auto d : a.shape()) shape.push_back(checked_size(d, "from_xtensor", "expr"));
   return Tensor::from_data<T>(std::span<const T>(a.data(), a.size()), shape);
 }
 

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/broadcast_kernel.hpp"
 #include "xgrad/ops/reduce_kernel.hpp"
@@ -17,10 +18,10 @@ void check_defined(const char* op, const Tensor& x, const char* arg = "x") {
   XGRAD_CHECK(x.defined(), "{}: argument '{}' is an undefined tensor", op, arg);
 }
 
-std::int64_t prod(const Shape& s, std::size_t begin, std::size_t end) {
-  std::int64_t p = 1;
-  for (std::size_t d = begin; d < end; ++d) p *= s[d];
-  return p;
+// Partial products of a tensor's shape: its strides fit (Note [Checked sizes]), but a leading
+// product of an empty shape such as (2^62, 2^62, 0) does not, hence the check.
+std::int64_t prod(const Shape& s, std::size_t begin, std::size_t end, const char* op = "shape op") {
+  return checked_prod(s, begin, end, op, "x");
 }
 
 // Grain (in rows) so that a task copies about kParallelGrain elements.
@@ -72,7 +73,8 @@ struct View : Function<View<Name>> {
 
 Shape resolve_reshape(const Tensor& x, const Shape& shape) {
   Shape out = shape;
-  std::int64_t infer = -1, known = 1;
+  std::int64_t infer = -1;
+  Shape known_dims;  // every size but the -1, checked for overflow together
   for (std::size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == -1) {
       XGRAD_CHECK(infer < 0, "reshape: shape {} has more than one -1 (x has shape {})", shape_str(shape),
@@ -81,9 +83,11 @@ Shape resolve_reshape(const Tensor& x, const Shape& shape) {
     } else {
       XGRAD_CHECK(shape[d] >= 0, "reshape: shape {} has a negative size {} (x has shape {})", shape_str(shape),
                   shape[d], shape_str(x.shape()));
-      known *= shape[d];
+      known_dims.push_back(shape[d]);
     }
   }
+  // Note [Checked sizes]: a shape whose element count overflows is refused here, whatever x holds.
+  const std::int64_t known = checked_numel(known_dims, "reshape", "shape");
   if (infer >= 0) {
     XGRAD_CHECK(known != 0 && x.numel() % known == 0,
                 "reshape: cannot reshape a tensor of shape {} ({} elements) into {}: the -1 cannot be inferred",
@@ -216,15 +220,18 @@ struct AxisGeometry {
 };
 AxisGeometry geometry(const Shape& s, std::int64_t axis) {
   const auto a = static_cast<std::size_t>(axis);
+  if (shape_numel(s) == 0) return {0, s[a], 0};  // nothing to move (and no product to overflow)
   return {prod(s, 0, a), s[a], prod(s, a + 1, s.size())};
 }
 
-Tensor gather_rows(const Tensor& x, std::int64_t axis, const std::vector<std::int64_t>& pos) {
+// `len` positions along the axis; `pos` holds them unless x is empty (then none is read: a slice of
+// an empty tensor with a huge axis keeps its count without materialising its positions).
+Tensor gather_rows(const Tensor& x, std::int64_t axis, const std::vector<std::int64_t>& pos, std::int64_t len) {
   const AxisGeometry g = geometry(x.shape(), axis);
   Shape out_shape = x.shape();
-  const auto len = static_cast<std::int64_t>(pos.size());
   out_shape[static_cast<std::size_t>(axis)] = len;
   Tensor y = Tensor::empty(out_shape, x.dtype());
+  if (y.numel() == 0) return y;
   copy_rows(
       x, y, g.outer * len, g.inner,
       [&](std::int64_t r) { return (r / len) * g.n + pos[static_cast<std::size_t>(r % len)]; },
@@ -239,6 +246,7 @@ Tensor scatter_add_rows(const Tensor& g, const Shape& x_shape, std::int64_t axis
   const AxisGeometry geo = geometry(x_shape, axis);
   const auto len = static_cast<std::int64_t>(pos.size());
   Tensor dx = Tensor::zeros(x_shape, g.dtype());
+  if (dx.numel() == 0 || g.numel() == 0) return dx;
   if (distinct) {
     copy_rows(
         g, dx, geo.outer * len, geo.inner, [](std::int64_t r) { return r; },
@@ -273,12 +281,12 @@ struct Slice : Function<Slice> {
   static constexpr const char* kName = "slice";
   Shape x_shape;
   std::int64_t axis = 0;
-  std::vector<std::int64_t> pos;
-  Tensor forward(const Tensor& x, std::int64_t axis_, std::vector<std::int64_t> pos_) {
+  std::vector<std::int64_t> pos;  // empty when x is
+  Tensor forward(const Tensor& x, std::int64_t axis_, std::vector<std::int64_t> pos_, std::int64_t count) {
     x_shape = x.shape();
     axis = axis_;
     pos = std::move(pos_);
-    return gather_rows(x, axis, pos);
+    return gather_rows(x, axis, pos, count);
   }
   Tensors backward(const Tensors& grads) { return {scatter_add_rows(grads[0], x_shape, axis, pos, true)}; }
 };
@@ -297,7 +305,7 @@ struct IndexSelect : Function<IndexSelect> {
     std::vector<std::int64_t> sorted = pos;
     std::sort(sorted.begin(), sorted.end());
     distinct = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
-    return gather_rows(x, axis, pos);
+    return gather_rows(x, axis, pos, static_cast<std::int64_t>(pos.size()));
   }
   Tensors backward(const Tensors& grads) { return {scatter_add_rows(grads[0], x_shape, axis, pos, distinct)}; }
 };
@@ -334,16 +342,16 @@ struct Concat : Function<Concat> {
   std::vector<std::int64_t> lens;
   Tensor forward(const Tensors& xs, std::int64_t axis) {
     Shape out_shape = xs[0].shape();
+    std::int64_t total = 0;  // checked by concat() before
+    for (const auto& x : xs) total += x.shape()[static_cast<std::size_t>(axis)];
+    out_shape[static_cast<std::size_t>(axis)] = total;
+    // The geometry of the output (an input may be empty along the axis while the output is not).
     const AxisGeometry g0 = geometry(out_shape, axis);
     outer = g0.outer;
-    std::int64_t total = 0;
     for (const auto& x : xs) {
       shapes.push_back(x.shape());
-      const std::int64_t n = x.shape()[static_cast<std::size_t>(axis)];
-      lens.push_back(n * g0.inner);
-      total += n;
+      lens.push_back(x.shape()[static_cast<std::size_t>(axis)] * g0.inner);
     }
-    out_shape[static_cast<std::size_t>(axis)] = total;
     Tensor y = Tensor::empty(out_shape, xs[0].dtype());
     join_rows(xs, y, outer, lens);
     return y;
@@ -360,8 +368,9 @@ struct Stack : Function<Stack> {
   Tensor forward(const Tensors& xs, std::int64_t axis) {
     shape = xs[0].shape();
     const auto a = static_cast<std::size_t>(axis);
-    outer = prod(shape, 0, a);
-    lens.assign(xs.size(), prod(shape, a, shape.size()));
+    const bool empty = shape_numel(shape) == 0;
+    outer = empty ? 0 : prod(shape, 0, a);
+    lens.assign(xs.size(), empty ? 0 : prod(shape, a, shape.size()));
     Shape out_shape = shape;
     out_shape.insert(out_shape.begin() + axis, static_cast<std::int64_t>(xs.size()));
     Tensor y = Tensor::empty(out_shape, xs[0].dtype());
@@ -450,7 +459,7 @@ Tensor flatten(const Tensor& x, std::int64_t start_dim, std::int64_t end_dim) {
   XGRAD_CHECK(a <= b, "flatten: start_dim {} comes after end_dim {} for a tensor of shape {}", start_dim, end_dim,
               shape_str(s));
   Shape out(s.begin(), s.begin() + a);
-  out.push_back(prod(s, static_cast<std::size_t>(a), static_cast<std::size_t>(b) + 1));
+  out.push_back(prod(s, static_cast<std::size_t>(a), static_cast<std::size_t>(b) + 1, "flatten"));
   out.insert(out.end(), s.begin() + b + 1, s.end());
   return apply<View<FlattenName>>(x, out);
 }
@@ -523,9 +532,14 @@ Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_
   const std::int64_t n = s[static_cast<std::size_t>(a)];
   auto clip = [n](std::int64_t v) { return std::clamp(v < 0 ? v + n : v, std::int64_t{0}, n); };
   const std::int64_t lo = clip(start), hi = clip(end);
-  std::vector<std::int64_t> pos;
-  for (std::int64_t i = lo; i < hi; i += step) pos.push_back(i);
-  return apply<Slice>(x, a, std::move(pos));
+  // Counted, not stepped: lo + k*step for a huge step would overflow past hi into negative offsets.
+  const std::int64_t count = hi > lo ? 1 + (hi - lo - 1) / step : 0;
+  std::vector<std::int64_t> pos;  // lo + k*step < hi <= n: no overflow
+  if (x.numel() > 0) {
+    pos.resize(static_cast<std::size_t>(count));
+    for (std::int64_t k = 0; k < count; ++k) pos[static_cast<std::size_t>(k)] = lo + k * step;
+  }
+  return apply<Slice>(x, a, std::move(pos), count);
 }
 
 Tensor index_select(const Tensor& x, std::int64_t axis, const std::vector<std::int64_t>& index) {
@@ -540,6 +554,9 @@ Tensor index_select(const Tensor& x, std::int64_t axis, const std::vector<std::i
                 index[j], j, axis, n, shape_str(s));
     pos[j] = index[j] < 0 ? index[j] + n : index[j];
   }
+  Shape out = s;
+  out[static_cast<std::size_t>(a)] = checked_size(index.size(), "index_select", "index");
+  checked_numel(out, "index_select", "index");
   return apply<IndexSelect>(x, a, std::move(pos));
 }
 
@@ -555,6 +572,11 @@ Tensor concat(const Tensors& xs, std::int64_t axis) {
     XGRAD_CHECK(ok, "concat: tensor {} has shape {} but tensor 0 has shape {}: sizes must match except along axis {}",
                 i, shape_str(si), shape_str(s0), axis);
   }
+  Shape out = s0;
+  for (std::size_t i = 1; i < xs.size(); ++i)
+    out[static_cast<std::size_t>(a)] =
+        checked_add(out[static_cast<std::size_t>(a)], xs[i].shape()[static_cast<std::size_t>(a)], "concat", "xs");
+  checked_numel(out, "concat", "xs");
   return apply<Concat>(xs, a);
 }
 
@@ -565,6 +587,9 @@ Tensor stack(const Tensors& xs, std::int64_t axis) {
     XGRAD_CHECK(xs[i].shape() == s0, "stack: tensor {} has shape {} but tensor 0 has shape {}: all must be equal", i,
                 shape_str(xs[i].shape()), shape_str(s0));
   const std::int64_t a = normalize_axis(axis, static_cast<std::int64_t>(s0.size()) + 1, "stack", s0);
+  Shape out = s0;
+  out.insert(out.begin() + a, checked_size(xs.size(), "stack", "xs"));
+  checked_numel(out, "stack", "xs");
   return apply<Stack>(xs, a);
 }
 
@@ -587,6 +612,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
                 "expand: cannot broadcast x of shape {} to {}: dimension {} has size {} (only size-1 dims expand)",
                 shape_str(s), shape_str(shape), d, have);
   }
+  checked_numel(target, "expand", "shape");
   return apply<Expand>(x, target);
 }
 

@@ -13,6 +13,7 @@
 #include <xtensor/xtensor.hpp>
 
 #include "support.hpp"
+#include "xgrad/core/checked.hpp"
 #include "xgrad/ops/elementwise.hpp"
 
 using namespace xgrad;
@@ -510,4 +511,83 @@ TEST_CASE("in-place ops: values, version counter, refusal on leaves requiring gr
   require_error([&] { y.fill_(0); }, {"fill_", "in-place"});
   // set_requires_grad only on leaves.
   require_error([&] { y.set_requires_grad(); }, {"set_requires_grad", "mul"});
+}
+
+// ---- checked sizes (Note [Checked sizes]) ---------------------------------------------------------
+
+TEST_CASE("checked size arithmetic names the op and the argument", "[tensor][sizes]") {
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  CHECK(checked_mul(3, 4, "op", "a") == 12);
+  CHECK(checked_add(max - 1, 1, "op", "a") == max);
+  test::require_error([&] { checked_mul(max / 2 + 1, 2, "my_op", "my_arg"); }, {"my_op", "'my_arg'", "overflows"});
+  test::require_error([&] { checked_add(max, 1, "my_op", "my_arg"); }, {"my_op", "'my_arg'", "overflows"});
+  test::require_error([&] { checked_numel({2, -3}, "my_op", "shape"); }, {"my_op", "negative dimension", "(2, -3)"});
+  // The element count and every stride must fit; a zero dimension empties the shape.
+  const std::int64_t big = std::int64_t{1} << 62;
+  CHECK(checked_numel({big, 0, big}, "op", "s") == 0);
+  CHECK(checked_numel({}, "op", "s") == 1);
+  test::require_error([&] { checked_numel({0, big, big}, "my_op", "shape"); }, {"my_op", "too large"});
+  test::require_error([&] { contiguous_strides({0, big, 4}); }, {"too large"});
+  CHECK(contiguous_strides({big, 0, big}) == Shape{0, big, 1});
+  test::require_error([&] { checked_nbytes(max / 4, 8, "my_op", "x"); }, {"my_op", "'x'", "bytes asked for"});
+  CHECK(checked_nbytes(10, 8, "op", "x") == 80);
+}
+
+TEST_CASE("a request for more memory than exists states the bytes, never a bare bad_alloc", "[tensor][sizes]") {
+  // 2^45 float32 elements: 2^47 bytes, representable but more than the address space can hold.
+  const std::int64_t n = std::int64_t{1} << 45;
+  try {
+    (void)Tensor::empty({n});
+    FAIL("a 128 TiB tensor was allocated");
+  } catch (const std::bad_alloc&) {
+    FAIL("std::bad_alloc escaped");
+  } catch (const Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("140737488355328 bytes"));
+  }
+  test::require_error([&] { (void)Tensor::zeros({n, 2}, kFloat64); }, {"bytes"});
+  // Overflowing byte counts and negative sizes in every creation function.
+  test::require_error([] { Tensor::linspace(0, 1, std::int64_t{1} << 62, kFloat64); }, {"too large", "bytes"});
+  test::require_error([] { Tensor::arange(0, 0x1p61, 1, kFloat64); }, {"too large", "bytes"});
+  test::require_error(
+      [] {
+        Tensor::zeros({0, std::int64_t{1} << 62, 8});
+      },
+      {"too large", "(0, 4611686018427387904, 8)"});
+}
+
+TEST_CASE("aliases and views refuse shapes whose size overflows", "[tensor][sizes]") {
+  const std::int64_t big = std::int64_t{1} << 62;
+  const Tensor e = Tensor::zeros({0});
+  // (0, 2^62, 2^62) has zero elements but its strides overflow: it must not pass as a view.
+  test::require_error([&] { alias_with_shape(e, {0, big, big}); }, {"reshape", "too large"});
+  // Products that wrap to the right count: 2^32 * 2^32 * 4 wraps to 0 (mod 2^64); 2^63 * 2 wraps to 0.
+  test::require_error(
+      [&] {
+        alias_with_shape(e, {std::int64_t{1} << 32, std::int64_t{1} << 32, 4});
+      },
+      {"reshape", "too large"});
+  const Tensor t = Tensor::zeros({4});
+  test::require_error([&] { alias_with_shape(t, {std::int64_t{1} << 62, 4, 1}); }, {"reshape"});
+  // Valid empty views of huge zero-size shapes keep working.
+  const Tensor v = alias_with_shape(Tensor::zeros({big, 0}), {0, big});
+  CHECK(v.numel() == 0);
+  CHECK(v.shape() == Shape{0, big});
+}
+
+TEST_CASE("zero-size tensors: creation, copies and conversions", "[tensor][sizes]") {
+  for (const Dtype dt : {kFloat32, kFloat64})
+    for (const Shape& s : {Shape{0}, Shape{3, 0}, Shape{0, 5}, Shape{2, 0, 7}}) {
+      Tensor z = Tensor::zeros(s, dt);
+      CHECK(z.numel() == 0);
+      CHECK(z.nbytes() == 0);
+      CHECK(Tensor::ones(s, dt).numel() == 0);
+      CHECK(Tensor::full(s, 2.0, dt).to_vector().empty());
+      CHECK(bit_equal(z.clone_data(), z));
+      CHECK(z.to(dt == kFloat32 ? kFloat64 : kFloat32).shape() == s);
+      z.add_(Tensor::ones(s, dt)).mul_(2.0).copy_(Tensor::ones(s, dt));
+      CHECK(allclose(z, Tensor::zeros(s, dt)));
+      CHECK(Tensor::from_vector({}, s, dt).shape() == s);
+    }
+  CHECK(Tensor::arange(3, 3).numel() == 0);
+  CHECK(Tensor::linspace(0, 1, 0).numel() == 0);
 }
