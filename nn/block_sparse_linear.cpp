@@ -1,10 +1,12 @@
 #include "xgrad/nn/block_sparse_linear.hpp"
 
 #include <cmath>
+#include <new>
 #include <utility>
 #include <vector>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/checked.hpp"
 
 namespace xgrad::nn {
 
@@ -12,8 +14,18 @@ namespace {
 
 // Packed weights and bias drawn row by row: U(-1/sqrt(fan_in_i), 1/sqrt(fan_in_i)) for output row i.
 std::pair<Tensor, Tensor> init(const BlockSparsePattern& p, Generator& gen, bool with_bias, Dtype dtype) {
-  const std::vector<std::int64_t> fan = p.row_fan_in();
-  std::vector<double> w(static_cast<std::size_t>(p.stored_elements()));
+  // Sizes and memory checked first (Note [Checked sizes]): the weight is drawn in double before the cast.
+  checked_nbytes(p.stored_elements(), sizeof(double), "BlockSparseLinear", "pattern (stored elements)");
+  checked_nbytes(p.out_features(), sizeof(std::int64_t), "BlockSparseLinear", "pattern (out_features)");
+  std::vector<std::int64_t> fan;
+  std::vector<double> w;
+  try {
+    fan = p.row_fan_in();
+    w.resize(static_cast<std::size_t>(p.stored_elements()));
+  } catch (const std::bad_alloc&) {
+    detail::throw_error(fmt::format("BlockSparseLinear: out of memory: {} stored weights ({} bytes in double) for {}",
+                                    p.stored_elements(), p.stored_elements() * 8, p.str()));
+  }
   for (const auto& b : p.blocks())
     for (std::int64_t i = 0; i < b.rows; ++i) {
       const double bound = 1.0 / std::sqrt(double(fan[static_cast<std::size_t>(b.row + i)]));

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/checked.hpp"
 #include "xgrad/ops/block_sparse_kernels.hpp"
 
 namespace xgrad {
@@ -19,6 +20,7 @@ struct BlockSparsePattern::Impl {
   std::vector<std::int64_t> row_ptr, col_ptr, col_index;
   bool uniform = true;
   std::int64_t stored = 0;
+  std::int64_t bo = 0, bi = 0;  // block size of a uniform grid (weight_shape of a pattern with no block)
 };
 
 namespace {
@@ -27,9 +29,13 @@ using Impl = BlockSparsePattern::Impl;
 using Group = BlockSparsePattern::Group;
 
 // Builds the pattern from the row and column partitions and the stored (row group, col group) cells.
-std::shared_ptr<const Impl> build(std::int64_t out, std::int64_t in, std::vector<Group> rows, std::vector<Group> cols,
-                                  std::vector<std::pair<std::int64_t, std::int64_t>> cells) {
+// Sizes are checked (Note [Checked sizes]): the stored element count is a sum of block products.
+std::shared_ptr<const Impl> build(const char* fn, std::int64_t out, std::int64_t in, std::vector<Group> rows,
+                                  std::vector<Group> cols, std::vector<std::pair<std::int64_t, std::int64_t>> cells,
+                                  std::int64_t bo, std::int64_t bi) {
   auto p = std::make_shared<Impl>();
+  p->bo = bo;
+  p->bi = bi;
   p->out = out;
   p->in = in;
   p->row_groups = std::move(rows);
@@ -44,7 +50,7 @@ std::shared_ptr<const Impl> build(std::int64_t out, std::int64_t in, std::vector
     const Group& rg = p->row_groups[static_cast<std::size_t>(r)];
     const Group& cg = p->col_groups[static_cast<std::size_t>(c)];
     p->blocks.push_back({rg.begin, rg.size, cg.begin, cg.size, offset, r, c});
-    offset += rg.size * cg.size;
+    offset = checked_add(offset, checked_mul(rg.size, cg.size, fn, "block size"), fn, "stored elements");
     ++p->row_ptr[static_cast<std::size_t>(r + 1)];
     ++p->col_ptr[static_cast<std::size_t>(c + 1)];
   }
@@ -70,7 +76,7 @@ std::vector<Group> uniform_groups(std::int64_t n, std::int64_t b) {
 }
 
 void check_grid(const char* fn, std::int64_t out, std::int64_t in, std::int64_t bo, std::int64_t bi) {
-  XGRAD_CHECK(out > 0 && in > 0, "{}: out={} and in={} must be positive", fn, out, in);
+  XGRAD_CHECK(out >= 0 && in >= 0, "{}: out={} and in={} must be >= 0", fn, out, in);
   XGRAD_CHECK(bo > 0 && bi > 0, "{}: block size (bo={}, bi={}) must be positive", fn, bo, bi);
   XGRAD_CHECK(out % bo == 0 && in % bi == 0,
               "{}: block size (bo={}, bi={}) must divide the weight shape (out={}, in={}): {} % {} = {}, {} % {} = {}",
@@ -94,7 +100,8 @@ BlockSparsePattern BlockSparsePattern::from_block_mask(std::int64_t out, std::in
   for (std::int64_t r = 0; r < grid[0]; ++r)
     for (std::int64_t c = 0; c < grid[1]; ++c)
       if (v[static_cast<std::size_t>(r * grid[1] + c)] != 0.0) cells.emplace_back(r, c);
-  return BlockSparsePattern(build(out, in, uniform_groups(out, bo), uniform_groups(in, bi), std::move(cells)));
+  return BlockSparsePattern(
+      build(fn, out, in, uniform_groups(out, bo), uniform_groups(in, bi), std::move(cells), bo, bi));
 }
 
 BlockSparsePattern BlockSparsePattern::from_block_coords(
@@ -113,7 +120,8 @@ BlockSparsePattern BlockSparsePattern::from_block_coords(
   const auto dup = std::adjacent_find(cells.begin(), cells.end());
   XGRAD_CHECK(dup == cells.end(), "{}: argument 'coords' lists block ({}, {}) more than once", fn,
               dup == cells.end() ? 0 : dup->first, dup == cells.end() ? 0 : dup->second);
-  return BlockSparsePattern(build(out, in, uniform_groups(out, bo), uniform_groups(in, bi), std::move(cells)));
+  return BlockSparsePattern(
+      build(fn, out, in, uniform_groups(out, bo), uniform_groups(in, bi), std::move(cells), bo, bi));
 }
 
 BlockSparsePattern BlockSparsePattern::from_element_mask(const Tensor& mask, std::int64_t bo, std::int64_t bi) {
@@ -137,26 +145,29 @@ BlockSparsePattern BlockSparsePattern::from_element_mask(const Tensor& mask, std
                       first ? "zero" : "non-zero");
       if (first) cells.emplace_back(r, c);
     }
-  return BlockSparsePattern(build(out, in, uniform_groups(out, bo), uniform_groups(in, bi), std::move(cells)));
+  return BlockSparsePattern(
+      build(fn, out, in, uniform_groups(out, bo), uniform_groups(in, bi), std::move(cells), bo, bi));
 }
 
 BlockSparsePattern BlockSparsePattern::block_diagonal(const std::vector<DiagonalGroup>& groups) {
   constexpr const char* fn = "BlockSparsePattern::block_diagonal";
-  XGRAD_CHECK(!groups.empty(), "{}: argument 'groups' is empty", fn);
+  // Groups of size 0 (and an empty list) are allowed: a group with in = 0 or out = 0 stores no block
+  // (its outputs are the bias, its inputs get a zero gradient); size-0 groups take no rows or columns.
   std::vector<Group> rows, cols;
   std::vector<std::pair<std::int64_t, std::int64_t>> cells;
   std::int64_t in = 0, out = 0;
   for (std::size_t g = 0; g < groups.size(); ++g) {
-    XGRAD_CHECK(groups[g].in > 0 && groups[g].out > 0,
-                "{}: argument 'groups': group {} has in={} and out={}; both must be positive", fn, g, groups[g].in,
+    XGRAD_CHECK(groups[g].in >= 0 && groups[g].out >= 0,
+                "{}: argument 'groups': group {} has in={} and out={}; both must be >= 0", fn, g, groups[g].in,
                 groups[g].out);
-    rows.push_back({out, groups[g].out});
-    cols.push_back({in, groups[g].in});
-    cells.emplace_back(static_cast<std::int64_t>(g), static_cast<std::int64_t>(g));
-    in += groups[g].in;
-    out += groups[g].out;
+    if (groups[g].out > 0) rows.push_back({out, groups[g].out});
+    if (groups[g].in > 0) cols.push_back({in, groups[g].in});
+    if (groups[g].in > 0 && groups[g].out > 0)
+      cells.emplace_back(static_cast<std::int64_t>(rows.size()) - 1, static_cast<std::int64_t>(cols.size()) - 1);
+    in = checked_add(in, groups[g].in, fn, "groups (sum of in)");
+    out = checked_add(out, groups[g].out, fn, "groups (sum of out)");
   }
-  return BlockSparsePattern(build(out, in, std::move(rows), std::move(cols), std::move(cells)));
+  return BlockSparsePattern(build(fn, out, in, std::move(rows), std::move(cols), std::move(cells), 0, 0));
 }
 
 BlockSparsePattern BlockSparsePattern::block_diagonal(std::int64_t in, std::int64_t out,
@@ -183,9 +194,10 @@ std::int64_t BlockSparsePattern::stored_elements() const { return impl_->stored;
 
 Shape BlockSparsePattern::weight_shape() const {
   if (!impl_->uniform) return {impl_->stored};
-  // Uniform: (nnz, bo, bi); with no block at all, the grid's block size (first groups) keeps the rank.
-  const std::int64_t bo = impl_->blocks.empty() ? impl_->row_groups.front().size : impl_->blocks.front().rows;
-  const std::int64_t bi = impl_->blocks.empty() ? impl_->col_groups.front().size : impl_->blocks.front().cols;
+  // Uniform: (nnz, bo, bi); with no block at all, the grid's block size keeps the rank ((0, 0, 0) for
+  // a block-diagonal pattern without blocks).
+  const std::int64_t bo = impl_->blocks.empty() ? impl_->bo : impl_->blocks.front().rows;
+  const std::int64_t bi = impl_->blocks.empty() ? impl_->bi : impl_->blocks.front().cols;
   return {num_blocks(), bo, bi};
 }
 
@@ -197,7 +209,9 @@ std::vector<std::int64_t> BlockSparsePattern::row_fan_in() const {
 }
 
 Tensor BlockSparsePattern::element_mask(Dtype dtype) const {
-  std::vector<double> m(static_cast<std::size_t>(impl_->out * impl_->in), 0.0);
+  const std::int64_t n = checked_mul(impl_->out, impl_->in, "BlockSparsePattern::element_mask", "out * in");
+  checked_nbytes(n, sizeof(double), "BlockSparsePattern::element_mask", "out * in");
+  std::vector<double> m(static_cast<std::size_t>(n), 0.0);
   for (const auto& b : impl_->blocks)
     for (std::int64_t i = b.row; i < b.row + b.rows; ++i) std::fill_n(m.begin() + i * impl_->in + b.col, b.cols, 1.0);
   return Tensor::from_vector(m, {impl_->out, impl_->in}, dtype);
@@ -205,8 +219,8 @@ Tensor BlockSparsePattern::element_mask(Dtype dtype) const {
 
 std::string BlockSparsePattern::str() const {
   return fmt::format("BlockSparsePattern(out={}, in={}, blocks={}, stored={} of {} ({:.4g}), weight {})", impl_->out,
-                     impl_->in, num_blocks(), impl_->stored, impl_->out * impl_->in,
-                     double(impl_->stored) / double(impl_->out * impl_->in), shape_str(weight_shape()));
+                     impl_->in, num_blocks(), impl_->stored, double(impl_->out) * double(impl_->in),
+                     double(impl_->stored) / (double(impl_->out) * double(impl_->in)), shape_str(weight_shape()));
 }
 
 bool BlockSparsePattern::operator==(const BlockSparsePattern& o) const {
@@ -237,6 +251,9 @@ void check_weight(const char* fn, const Tensor& weight, const BlockSparsePattern
               shape_str(weight.shape()), shape_str(p.weight_shape()), p.str());
 }
 
+// M: the rows of x flattened to (M, in) (not numel / in: in may be 0).
+std::int64_t batch_rows(const Shape& x_shape) { return checked_prod(x_shape, 0, x_shape.size() - 1, kOp, "x"); }
+
 void check_inputs(const Tensor& x, const Tensor& weight, const Tensor& bias, const BlockSparsePattern& p) {
   XGRAD_CHECK(x.defined(), "{}: argument 'x' is an undefined tensor", kOp);
   XGRAD_CHECK(x.dim() >= 1 && x.size(-1) == p.in_features(),
@@ -251,7 +268,7 @@ void check_inputs(const Tensor& x, const Tensor& weight, const Tensor& bias, con
     XGRAD_CHECK(bias.dtype() == x.dtype(), "{}: dtype mismatch: x is {} {}, bias is {} {}", kOp, x.dtype(),
                 shape_str(x.shape()), bias.dtype(), shape_str(bias.shape()));
   }
-  XGRAD_CHECK(x.numel() / p.in_features() < INT_MAX && p.in_features() < INT_MAX && p.out_features() < INT_MAX,
+  XGRAD_CHECK(batch_rows(x.shape()) < INT_MAX && p.in_features() < INT_MAX && p.out_features() < INT_MAX,
               "{}: argument 'x' of shape {} is too large for 32-bit BLAS indices", kOp, shape_str(x.shape()));
 }
 
@@ -266,9 +283,19 @@ struct BlockSparseLinearFn : Function<BlockSparseLinearFn> {
     x_shape = x.shape();
     // Save only what backward reads: x for the weight gradient, the weight for the input gradient.
     save_for_backward({needs_input_grad(1) ? x : Tensor(), needs_input_grad(0) ? weight : Tensor()});
-    const std::int64_t m = x.numel() / p.in_features();
+    const std::int64_t m = batch_rows(x_shape);
     Shape y_shape = x.shape();
     y_shape.back() = p.out_features();
+    if (m == 0 || p.num_blocks() == 0) {
+      // Zero-length sizes (batch 0, no block, in = 0 or out = 0): y is the bias on every row.
+      Tensor y = Tensor::zeros(y_shape, x.dtype());
+      if (bias.defined() && p.out_features() > 0) {
+        const std::size_t row = bias.nbytes();
+        for (std::int64_t r = 0; r < m; ++r)
+          std::memcpy(static_cast<char*>(y.raw_data()) + static_cast<std::size_t>(r) * row, bias.raw_data(), row);
+      }
+      return y;
+    }
     Tensor y = Tensor::empty(y_shape, x.dtype());
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -281,8 +308,21 @@ struct BlockSparseLinearFn : Function<BlockSparseLinearFn> {
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
     const Tensors s = saved();
-    const std::int64_t m = shape_numel(x_shape) / pattern.in_features();
+    const std::int64_t m = batch_rows(x_shape);
     Tensors out(3);
+    if (m == 0 || pattern.num_blocks() == 0) {  // zero-length sizes: no block contributes anything
+      if (needs_input_grad(0)) out[0] = Tensor::zeros(x_shape, g.dtype());
+      if (needs_input_grad(1)) out[1] = Tensor::zeros(pattern.weight_shape(), g.dtype());
+      if (needs_input_grad(2)) {
+        out[2] = Tensor::zeros({pattern.out_features()}, g.dtype());
+        if (m > 0 && pattern.out_features() > 0)
+          dispatch(g.dtype(), [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            detail::bsl_bias_grad<T>(g.data<T>(), m, pattern.out_features(), out[2].data<T>());
+          });
+      }
+      return out;
+    }
     dispatch(g.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if (needs_input_grad(0)) {

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
 
 namespace xgrad {
@@ -209,6 +210,7 @@ MatmulPlan make_plan(const Tensor& a, const Tensor& b) {
   p.out_shape = batch;
   if (!a_vec) p.out_shape.push_back(p.m);
   if (!b_vec) p.out_shape.push_back(p.n);
+  checked_numel(p.out_shape, "matmul", "a, b");  // the broadcast batch times (m, n) must exist
   return p;
 }
 

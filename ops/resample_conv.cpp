@@ -2,9 +2,12 @@
 // Response. The tables and the TBB kernels are in resample_kernels.cpp.
 #include "xgrad/ops/resample_conv.hpp"
 
+#include <cfloat>
 #include <cmath>
+#include <new>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/resample_kernels.hpp"
 
@@ -16,7 +19,7 @@ namespace rs = detail::resample;
 FineGrid FineGrid::uniform(double x0, double dx, std::int64_t size) {
   XGRAD_CHECK(std::isfinite(x0), "FineGrid::uniform: argument 'x0' must be finite, got {}", x0);
   XGRAD_CHECK(std::isfinite(dx) && dx > 0, "FineGrid::uniform: argument 'dx' must be finite and > 0, got {}", dx);
-  XGRAD_CHECK(size >= 1, "FineGrid::uniform: argument 'size' must be >= 1, got {}", size);
+  XGRAD_CHECK(size >= 0, "FineGrid::uniform: argument 'size' must be >= 0, got {}", size);
   FineGrid g;
   g.uniform_ = true;
   g.x0_ = x0;
@@ -27,8 +30,7 @@ FineGrid FineGrid::uniform(double x0, double dx, std::int64_t size) {
 
 FineGrid FineGrid::points(const Tensor& x) {
   XGRAD_CHECK(x.defined(), "FineGrid::points: argument 'x' is an undefined tensor");
-  XGRAD_CHECK(x.dim() == 1 && x.numel() >= 1, "FineGrid::points: argument 'x' must be a non-empty 1-d tensor, got {}",
-              shape_str(x.shape()));
+  XGRAD_CHECK(x.dim() == 1, "FineGrid::points: argument 'x' must be a 1-d tensor, got {}", shape_str(x.shape()));
   auto v = std::make_shared<std::vector<double>>(x.to_vector());
   for (std::size_t i = 0; i < v->size(); ++i) {
     XGRAD_CHECK(std::isfinite((*v)[i]), "FineGrid::points: argument 'x' has a non-finite value {} at index {}", (*v)[i],
@@ -40,7 +42,7 @@ FineGrid FineGrid::points(const Tensor& x) {
   FineGrid g;
   g.uniform_ = false;
   g.size_ = static_cast<std::int64_t>(v->size());
-  g.x0_ = v->front();
+  g.x0_ = v->empty() ? 0.0 : v->front();
   g.dx_ = 0;
   g.xs_ = std::move(v);
   return g;
@@ -58,6 +60,11 @@ void check_support(const char* fn, double lo, double hi) {
   XGRAD_CHECK(std::isfinite(lo) && std::isfinite(hi), "{}: arguments 'lo' and 'hi' must be finite, got [{}, {}]", fn,
               lo, hi);
   XGRAD_CHECK(lo < hi, "{}: empty or inverted support: arguments 'lo' = {} must be < 'hi' = {}", fn, lo, hi);
+  // The tables cut [lo, hi] into up to 2^20 cells (and a sampled lattice into K-1): their widths
+  // must stay normal numbers, or positions divided by them overflow.
+  XGRAD_CHECK(std::isfinite(hi - lo) && hi - lo >= std::ldexp(DBL_MIN, 64),
+              "{}: support [{}, {}] is too narrow or too wide: 'hi' - 'lo' = {} must be finite and >= {}", fn, lo, hi,
+              hi - lo, std::ldexp(DBL_MIN, 64));
 }
 }  // namespace
 
@@ -81,6 +88,9 @@ Response Response::sampled(const Tensor& values, double lo, double hi, Interp in
   XGRAD_CHECK(values.numel() >= 2, "Response::sampled: argument 'values' needs K >= 2 samples, got shape {}",
               shape_str(values.shape()));
   check_support("Response::sampled", lo, hi);
+  XGRAD_CHECK((hi - lo) / static_cast<double>(values.numel() - 1) >= std::ldexp(DBL_MIN, 32),
+              "Response::sampled: support [{}, {}] is too narrow for K = {} samples (lattice spacing {})", lo, hi,
+              values.numel(), (hi - lo) / static_cast<double>(values.numel() - 1));
   Response r;
   r.state_ = std::make_shared<rs::ResponseState>();
   r.state_->sampled = true;
@@ -157,8 +167,7 @@ EvalHolder make_evaluator(const FineGrid& grid, const Response& r, const Tensor&
     // with respect to the values is always that of the exact interpolation (within the tolerance).
     const double tol = default_tolerance(dtype, o);
     if (grid.is_uniform() && !o.exact && tol >= 1e-9) {
-      h.table = rs::build_polyphase_sampled(h.cells, h.ev.delta, s.lo, s.hi, grid.dx(), tol,
-                                            r.state()->sampled_hint[derivative ? 1 : 0]);
+      h.table = rs::build_polyphase_sampled(h.cells, h.ev.delta, s.lo, s.hi, grid.dx(), tol);
       if (h.table) {
         h.ev.kind = rs::Evaluator::polyphase;
         h.ev.table = h.table.get();
@@ -237,6 +246,9 @@ struct ResampleConvFn : Function<ResampleConvFn> {
     pr.coarse = coarse.data();
     return pr;
   }
+  // Zero-length sizes (batch 0, N = 0, A = 0 or B = 0): every output is an empty sum, every gradient
+  // is zero; the kernels and tables are not run at all.
+  bool degenerate(const rs::Problem& pr) const { return pr.P == 0 || pr.N == 0 || pr.A == 0 || grid.size() == 0; }
 
   Tensor forward(const Tensor& f, const Tensor& coarse, const Tensor& values, const FineGrid& g, const Response& r,
                  const ResampleConvOptions& o) {
@@ -248,6 +260,8 @@ struct ResampleConvFn : Function<ResampleConvFn> {
     rs::Problem pr = problem(f_shape, c, coarse.size(1));
     Shape out_shape = f_shape;
     out_shape.back() = coarse.size(1);
+    save_for_backward({f, coarse, values});
+    if (degenerate(pr)) return Tensor::zeros(out_shape, f.dtype());  // no output, or no fine point
     Tensor out = Tensor::empty(out_shape, f.dtype());
     fwd_eval = make_evaluator(grid, response, values, f.dtype(), options, false);
     const rs::Geometry geo = make_geometry(grid, response);
@@ -257,7 +271,6 @@ struct ResampleConvFn : Function<ResampleConvFn> {
       using T = typename decltype(tag)::type;
       rs::forward<T>(geo, fwd_eval.ev, pr, f.data<T>(), out.data<T>());
     });
-    save_for_backward({f, coarse, values});
     return out;
   }
 
@@ -274,6 +287,12 @@ struct ResampleConvFn : Function<ResampleConvFn> {
     pr_other.taps = nullptr;
     const rs::Geometry geo = make_geometry(grid, response);
     Tensor gf, gc, gv;
+    if (degenerate(pr)) {
+      if (needs_input_grad(0)) gf = Tensor::zeros(f_shape, f.dtype());
+      if (needs_input_grad(1)) gc = Tensor::zeros(coarse.shape(), coarse.dtype());
+      if (values.defined() && needs_input_grad(2)) gv = Tensor::zeros(values.shape(), values.dtype());
+      return {gf, gc, gv};
+    }
     dispatch(f.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       // The f and values gradients are independent: with two or more threads they run concurrently,
@@ -330,7 +349,18 @@ Tensor resample_conv(const Tensor& f, const Tensor& coarse, const FineGrid& grid
               "resample_conv: argument 'coarse' requires grad, but the callable response has no derivative: pass it "
               "as Response::callable(fn, lo, hi, dfn), or detach coarse");
   const Tensor values = response.is_sampled() ? response.values() : Tensor();
-  return apply<ResampleConvFn>(f, coarse, values, grid, response, options);
+  // The located taps kept with the graph (N*A of them): a size no buffer can have is an error
+  // stating the bytes, as is running out of memory in the op's own buffers.
+  const std::size_t graph_bytes = resample_conv_graph_bytes(checked_numel(coarse.shape(), "resample_conv", "coarse"));
+  try {
+    return apply<ResampleConvFn>(f, coarse, values, grid, response, options);
+  } catch (const std::bad_alloc&) {
+    detail::throw_error(
+        fmt::format("resample_conv: out of memory for f {} and coarse {} (the op's buffers "
+                    "include {} bytes of located taps and {} bytes of coarse points)",
+                    shape_str(f.shape()), shape_str(coarse.shape()), graph_bytes,
+                    static_cast<std::size_t>(coarse.numel()) * sizeof(double)));
+  }
 }
 
 ResampleConvTableInfo resample_conv_prepare(const FineGrid& grid, const Response& response, Dtype dtype,
@@ -372,7 +402,7 @@ std::size_t resample_conv_cached_bytes(const Response& response) {
 
 std::size_t resample_conv_graph_bytes(std::int64_t outputs) {
   XGRAD_CHECK(outputs >= 0, "resample_conv_graph_bytes: argument 'outputs' must be >= 0, got {}", outputs);
-  return static_cast<std::size_t>(outputs) * sizeof(rs::Taps);
+  return checked_nbytes(outputs, sizeof(rs::Taps), "resample_conv_graph_bytes", "outputs");
 }
 
 }  // namespace xgrad

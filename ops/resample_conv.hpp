@@ -36,9 +36,14 @@
 // the default tolerance. ResampleConvOptions::tolerance trades accuracy for speed; ::exact
 // evaluates fn at every tap instead (slow: one std::function call per tap).
 //
+// Zero-length sizes (batch 0, N = 0, A = 0, or a grid of B = 0 points) are allowed: the output is
+// zeros (empty sums) and so is every gradient. Sizes are checked (Note [Checked sizes]).
+//
 // Determinism: results are bit-identical for any number of threads (fixed partitioning; the
 // scatter of the f gradient goes to rows owned by one task, or to private per-chunk buffers added
-// in a fixed order; no atomics).
+// in a fixed order; no atomics), and independent of call history: the tables cached in a response
+// are functions of their key, and a sampled response's per-forward table search keeps no state
+// between calls (Note [Deterministic table search] in resample_kernels.cpp).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -55,9 +60,9 @@ struct ResponseState;
 /// The fine sampling grid of a resample_conv: uniform (the fast path) or arbitrary increasing points.
 class FineGrid {
  public:
-  /// x0 + b*dx for b in [0, size). dx > 0, size >= 1, all finite.
+  /// x0 + b*dx for b in [0, size). dx > 0, size >= 0, all finite.
   static FineGrid uniform(double x0, double dx, std::int64_t size);
-  /// The points of a 1-d tensor (float32 or float64), finite and strictly increasing.
+  /// The points of a 1-d tensor (float32 or float64), finite and strictly increasing (may be empty).
   static FineGrid points(const Tensor& x);
 
   bool is_uniform() const { return uniform_; }
@@ -79,7 +84,8 @@ class FineGrid {
 
 enum class Interp { linear, cubic };
 
-/// A compactly supported response r(d), zero outside [lo, hi].
+/// A compactly supported response r(d), zero outside [lo, hi] (finite, lo < hi, and hi - lo at least
+/// 2^64 * DBL_MIN, about 4e-289, so that the table cells stay normal numbers).
 class Response {
  public:
   using Fn = std::function<double(double)>;

@@ -577,8 +577,34 @@ std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>
                 [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); });
 }
 
+// Note [Deterministic table search]: a sampled response's table is searched on every forward (its
+// values change between steps), so the search must be cheap; it must also be a function of its
+// arguments only, never of what ran before (caches may make a call faster, never different). Per
+// degree it tries one phase, then jumps to the power of two that the measured error predicts
+// (errors fall like phases^-(D+1)), doubling from there: about one trial table per degree instead of
+// a doubling sweep. No state is kept between calls: the same values, grid and tolerance give the
+// same table, whichever grids or responses were used before and whatever the thread count.
+template <class Try>
+std::shared_ptr<const Table> search_predicted(double tol, std::int64_t cap, Try try_table, int max_degree) {
+  for (int D = 1; D <= max_degree; ++D) {
+    std::int64_t m = 1;
+    for (;;) {
+      auto t = try_table(D, m);
+      if (!t) break;
+      if (t->measured_error <= tol) return t;
+      if (m >= cap) break;
+      const double need = static_cast<double>(m) * std::pow(t->measured_error / tol, 1.0 / (D + 1));
+      if (!std::isfinite(need) || need > 1.5 * static_cast<double>(cap)) break;
+      std::int64_t next = 2 * m;
+      while (static_cast<double>(next) < need && next < cap) next *= 2;
+      m = std::min(next, cap);
+    }
+  }
+  return nullptr;
+}
+
 std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells, double delta, double lo,
-                                                     double hi, double dx, double tol, SampledHint& hint) {
+                                                     double hi, double dx, double tol) {
   if ((hi - lo) / dx > 1e5) return nullptr;
   const std::int64_t ncells = static_cast<std::int64_t>(cells.size() / 4);
   const auto fn = [&](double d) {
@@ -586,24 +612,8 @@ std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& 
     const std::int64_t i = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, ncells - 1);
     return horner_cell(&cells[static_cast<std::size_t>(i * 4)], u - static_cast<double>(i));
   };
-  // Small search: this runs on every forward (the values change between steps). It starts from the
-  // degree and phase count that worked last time for this response (usually one trial).
-  std::lock_guard<std::mutex> lock(hint.mutex);
-  if (hint.failures > 0 && hint.failures++ % 32 != 0) return nullptr;
-  auto t = search(
-      tol, hint.phases, 64,
-      [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); }, 3, hint.degree);
-  if (!t && (hint.degree > 1 || hint.phases > 1))
-    t = search(
-        tol, 1, 64, [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); }, 3);
-  if (t) {
-    hint.degree = t->degree;
-    hint.phases = t->phases();
-    hint.failures = 0;
-  } else if (hint.failures == 0) {
-    hint.failures = 1;
-  }
-  return t;
+  return search_predicted(
+      tol, 64, [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); }, 3);
 }
 
 std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& fn, double lo, double hi, double tol) {
@@ -994,6 +1004,7 @@ void forward(const Geometry& geo, const Evaluator& ev, const Problem& pr, const 
 template <class T>
 void backward_f(const Geometry& geo, const Evaluator& ev, const Problem& pr, const T* g, T* gf) {
   const std::int64_t N = pr.N, A = pr.A, B = geo.B, P = pr.P;
+  if (N == 0 || P == 0 || B == 0) return;  // gf is empty (and per_row below would divide by N = 0)
   // Chunks per row depend on the shapes only (Note [Scatter without atomics]).
   std::int64_t per_row = N >= 16 ? 1 : std::min<std::int64_t>(std::max<std::int64_t>(A, 1), (32 + N - 1) / N);
   const std::int64_t chunk = (A + per_row - 1) / std::max<std::int64_t>(per_row, 1);

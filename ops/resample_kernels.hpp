@@ -61,17 +61,10 @@ struct Table {
 std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>& fn, double lo, double hi, double dx,
                                              double tol);
 /// A polyphase table of a sampled response (its per-cell coefficients, see sampled_cells) meeting
-/// tol with degree <= 3 and <= 64 phases, or null. Built per forward: the values change.
-struct SampledHint {
-  std::mutex mutex;
-  int degree = 1, phases = 1;  // where the last successful search ended
-  // Searches that found no table since the last success: a response whose interpolation has kinks
-  // (e.g. the derivative of a cubic one) never gets one, so after a failure the search is only
-  // retried on every 32nd call instead of costing dozens of trial tables per call.
-  int failures = 0;
-};
+/// tol with degree <= 3 and <= 64 phases, or null. Built per forward: the values change. The result
+/// is a function of the arguments only (Note [Deterministic table search] in resample_kernels.cpp).
 std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells, double delta, double lo,
-                                                     double hi, double dx, double tol, SampledHint& hint);
+                                                     double hi, double dx, double tol);
 std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& fn, double lo, double hi, double tol);
 
 /// Shared state behind a Response handle (the cache is filled lazily, under a mutex).
@@ -89,8 +82,7 @@ struct ResponseState {
     std::shared_ptr<const Table> table;  // null: no table meets tol (exact evaluation)
   };
   std::mutex mutex;
-  std::vector<Entry> cache;
-  SampledHint sampled_hint[2];  // value table, derivative table
+  std::vector<Entry> cache;  // tables are functions of the key: a hit returns what a build would
   std::shared_ptr<const Table> get(bool polyphase, bool derivative, double dx, double tol);
 };
 

@@ -2,6 +2,7 @@
 // gradients, PyTorch parity against a masked dense linear, empty block rows/columns, 1-vs-2-thread
 // bit equality, the AVX-512 kernels against the AVX2 ones, and every bad input.
 #include <algorithm>
+#include <limits>
 
 #include "support.hpp"
 #include "xgrad/core/cpu.hpp"
@@ -391,14 +392,14 @@ TEST_CASE("block_sparse_linear: bad inputs raise xgrad::Error naming the argumen
   test::require_error([&] { Pattern::from_element_mask(bad, 4, 4); },
                       {"from_element_mask", "'mask'", "(8, 12)", "not aligned", "block (1, 2)"});
   test::require_error([] { Pattern::from_element_mask(Tensor::ones({8}), 4, 4); }, {"from_element_mask", "(8,)"});
-  // Groups summing to the wrong size, and empty groups.
+  // Groups summing to the wrong size, and negative group sizes (size 0 is allowed: see the zero-size test).
   test::require_error(
       [] {
         Pattern::block_diagonal(4, 6, {{2, 3}, {3, 3}});
       },
       {"block_diagonal", "'groups'", "in=5", "out=6", "in=4"});
-  test::require_error([] { Pattern::block_diagonal({{2, 0}}); }, {"block_diagonal", "'groups'", "out=0"});
-  test::require_error([] { Pattern::block_diagonal({}); }, {"block_diagonal", "'groups'", "empty"});
+  test::require_error([] { Pattern::block_diagonal({{2, -1}}); }, {"block_diagonal", "'groups'", "out=-1"});
+  test::require_error([] { Pattern::block_diagonal({{-3, 2}}); }, {"block_diagonal", "'groups'", "in=-3"});
 
   const Pattern p = Pattern::from_block_mask(8, 12, 4, 4, Tensor::of({{1, 0, 1}, {0, 1, 0}}));
   Tensor w = Tensor::zeros(p.weight_shape());
@@ -437,4 +438,158 @@ TEST_CASE("block_sparse_linear: bad inputs raise xgrad::Error naming the argumen
         block_sparse_from_dense(Tensor::zeros({12, 8}), p);
       },
       {"block_sparse_from_dense", "'dense'", "(12, 8)", "out=8"});
+}
+
+// ---- sizes: overflow (Note [Checked sizes]) and zero-length dimensions ---------------------------------
+
+TEST_CASE("block_sparse_linear: sizes that overflow int64 are an Error, never a negative count",
+          "[block_sparse_linear][errors][sizes]") {
+  const std::int64_t half = std::numeric_limits<std::int64_t>::max() / 2 + 1;
+  // The sums of huge groups overflow: in_features would wrap to a negative number.
+  test::require_error(
+      [&] {
+        Pattern::block_diagonal({{half, 1}, {half, 1}});
+      },
+      {"block_diagonal", "'groups (sum of in)'", "overflows"});
+  test::require_error(
+      [&] {
+        Pattern::block_diagonal({{1, half}, {1, half}});
+      },
+      {"block_diagonal", "'groups (sum of out)'", "overflows"});
+  // One block whose element count overflows, and stored elements summing past int64.
+  test::require_error(
+      [&] {
+        Pattern::block_diagonal({{std::int64_t{1} << 32, std::int64_t{1} << 32}});
+      },
+      {"block_diagonal", "'block size'", "overflows"});
+  test::require_error(
+      [&] {
+        Pattern::block_diagonal({{std::int64_t{1} << 31, std::int64_t{1} << 31},
+                                 {2, 2},
+                                 {std::int64_t{1} << 31, std::int64_t{1} << 31},
+                                 {std::int64_t{1} << 31, std::int64_t{1} << 31},
+                                 {std::int64_t{1} << 31, std::int64_t{1} << 31}});
+      },
+      {"block_diagonal", "'stored elements'", "overflows"});
+  const std::int64_t big = std::int64_t{1} << 40;
+  test::require_error(
+      [&] {
+        Pattern::from_block_mask(big, big, big, big, Tensor::ones({1, 1}));
+      },
+      {"from_block_mask", "'block size'", "overflows"});
+  // A representable but unallocatable pattern: the dense mask states its size instead of bad_alloc.
+  const Pattern wide = Pattern::from_block_mask(big, big, big, big, Tensor::zeros({1, 1}));
+  CHECK(wide.num_blocks() == 0);
+  CHECK(wide.weight_shape() == Shape{0, big, big});
+  test::require_error([&] { (void)wide.element_mask(); }, {"element_mask", "overflows"});
+  // The weight tensor itself: too large to exist.
+  const Pattern huge = Pattern::block_diagonal({{std::int64_t{1} << 31, std::int64_t{1} << 31}});
+  test::require_error([&] { (void)Tensor::empty(huge.weight_shape()); }, {"too large", "bytes"});
+}
+
+TEST_CASE("block_sparse_linear: zero-length sizes in the forward and every gradient", "[block_sparse_linear][sizes]") {
+  struct Case {
+    std::string name;
+    Pattern pattern;
+    Shape x_shape;
+  };
+  Generator gen(77);
+  const std::vector<Case> cases = {
+      {"batch_0", Pattern::block_diagonal({{2, 3}, {2, 3}}), {0, 4}},
+      {"batch_0x3", Pattern::from_block_mask(4, 6, 2, 3, Tensor::of({{1, 0}, {1, 1}})), {3, 0, 6}},
+      {"no_blocks", Pattern::from_block_mask(4, 6, 2, 3, Tensor::zeros({2, 2})), {5, 6}},
+      {"no_groups", Pattern::block_diagonal({}), {3, 0}},
+      {"size0_groups", Pattern::block_diagonal({{0, 0}, {2, 3}, {0, 2}, {3, 0}, {2, 3}}), {4, 7}},
+      {"in_0", Pattern::from_block_mask(4, 0, 2, 3, Tensor::zeros({2, 0})), {5, 0}},
+      {"out_0", Pattern::from_block_mask(0, 6, 2, 3, Tensor::zeros({0, 2})), {5, 6}},
+      {"in_0_groups", Pattern::block_diagonal({{0, 3}, {0, 2}}), {2, 0}},
+  };
+  for (const Dtype dt : {kFloat32, kFloat64})
+    for (const auto& c : cases) {
+      DYNAMIC_SECTION(c.name << " " << dtype_name(dt)) {
+        const Pattern& p = c.pattern;
+        Tensor x = test::randn_leaf(c.x_shape, gen, dt);
+        Tensor w = test::randn_leaf(p.weight_shape(), gen, dt);
+        Tensor b = test::randn_leaf({p.out_features()}, gen, dt);
+        Tensor y = block_sparse_linear(x, w, b, p);
+        Shape y_shape = c.x_shape;
+        y_shape.back() = p.out_features();
+        REQUIRE(y.shape() == y_shape);
+        // Reference: the dense product y = x W^T + b in double.
+        const std::vector<double> xv = x.to_vector(), bv = b.to_vector(), dw = block_sparse_to_dense(w, p).to_vector();
+        const std::int64_t in = p.in_features(), out = p.out_features(), m = y.numel() / std::max<std::int64_t>(out, 1);
+        std::vector<double> want(static_cast<std::size_t>(y.numel()));
+        for (std::int64_t r = 0; r < m; ++r)
+          for (std::int64_t i = 0; i < out; ++i) {
+            double acc = bv[static_cast<std::size_t>(i)];
+            for (std::int64_t j = 0; j < in; ++j)
+              acc += xv[static_cast<std::size_t>(r * in + j)] * dw[static_cast<std::size_t>(i * in + j)];
+            want[static_cast<std::size_t>(r * out + i)] = acc;
+          }
+        const auto [err, scale] = test::max_error(y.to_vector(), want);
+        CHECK(err <= (dt == kFloat32 ? 1e-5 : 1e-12) * std::max(1.0, scale));
+        // Backward to x, weight and bias: shapes, and the bias gradient is the column sum of g.
+        Tensor g = Tensor::ones(y.shape(), dt);
+        y.backward(g);
+        REQUIRE(x.grad().shape() == x.shape());
+        REQUIRE(w.grad().shape() == w.shape());
+        REQUIRE(b.grad().shape() == b.shape());
+        for (double v : b.grad().to_vector()) CHECK(v == static_cast<double>(m));
+        if (m == 0 || p.num_blocks() == 0) {
+          for (double v : x.grad().to_vector()) CHECK(v == 0.0);
+          for (double v : w.grad().to_vector()) CHECK(v == 0.0);
+        }
+        // Without a bias too.
+        Tensor y2 = block_sparse_linear(x.detach(), w.detach(), Tensor(), p);
+        for (std::size_t k = 0; k < want.size(); ++k)
+          want[k] -= bv[k % static_cast<std::size_t>(std::max<std::int64_t>(out, 1))];
+        const auto [err2, scale2] = test::max_error(y2.to_vector(), want);
+        CHECK(err2 <= (dt == kFloat32 ? 1e-5 : 1e-12) * std::max(1.0, scale2));
+      }
+    }
+  // A size-0 group stores no block: the others keep their layout.
+  const Pattern p = Pattern::block_diagonal({{0, 0}, {2, 3}, {0, 2}, {3, 0}, {2, 3}});
+  CHECK(p.in_features() == 7);
+  CHECK(p.out_features() == 8);
+  CHECK(p.num_blocks() == 2);
+  CHECK(p.weight_shape() == Shape{2, 3, 2});
+  CHECK(Pattern::block_diagonal({}).weight_shape() == Shape{0, 0, 0});
+  CHECK(Pattern::from_block_mask(0, 6, 2, 3, Tensor::zeros({0, 2})).weight_shape() == Shape{0, 2, 3});
+}
+
+TEST_CASE("block_sparse_linear: results do not depend on what ran before (kept scratch buffers)",
+          "[block_sparse_linear][history]") {
+  // The kernels keep per-thread scratch panels between calls: a call must give the same bits after
+  // other calls filled them with other patterns, dtypes, batch sizes and thread counts.
+  Generator gen(5);
+  auto run = [](const Pattern& p, const Tensor& x0, const Tensor& w0, const Tensor& b0) {
+    Tensor x = x0.detach().clone_data().set_requires_grad();
+    Tensor w = w0.detach().clone_data().set_requires_grad();
+    Tensor b = b0.detach().clone_data().set_requires_grad();
+    Tensor y = block_sparse_linear(x, w, b, p);
+    y.backward(Tensor::ones(y.shape(), y.dtype()));
+    return Tensors{y, x.grad(), w.grad(), b.grad()};
+  };
+  const Pattern small = Pattern::block_diagonal({{8, 8}, {8, 8}, {5, 3}});
+  const Pattern grid16 = Pattern::from_block_mask(64, 64, 16, 16, random_block_mask(4, 4, 0.5, gen, -1, -1));
+  const Pattern wide = Pattern::block_diagonal({{128, 128}, {128, 128}});
+  for (const Pattern* pp : {&small, &grid16}) {
+    const Pattern& p = *pp;
+    const Tensor x = Tensor::randn({37, p.in_features()}, gen), w = Tensor::randn(p.weight_shape(), gen),
+                 b = Tensor::randn({p.out_features()}, gen);
+    const Tensors first = run(p, x, w, b);
+    // Disturb: other patterns (wider groups fill larger panels with other values), float64, another
+    // batch size, one and two threads.
+    for (const Pattern* other : {&wide, &grid16, &small})
+      for (const Dtype dt : {kFloat64, kFloat32})
+        for (const int threads : {1, 2})
+          with_num_threads(threads, [&] {
+            run(*other, Tensor::randn({53, other->in_features()}, gen, dt).mul_(3.0),
+                Tensor::randn(other->weight_shape(), gen, dt), Tensor::randn({other->out_features()}, gen, dt));
+          });
+    for (const int threads : {2, 1}) {
+      const Tensors again = with_num_threads(threads, [&] { return run(p, x, w, b); });
+      for (std::size_t k = 0; k < first.size(); ++k) CHECK(bit_equal(first[k], again[k]));
+    }
+  }
 }

@@ -2,6 +2,7 @@
 // exact float64 dense reference, PyTorch parity (einsum with a dense T built in torch from the same
 // response), 1-vs-2-thread bit equality, and every bad input.
 #include <cmath>
+#include <limits>
 
 #include "support.hpp"
 #include "xgrad/core/cpu.hpp"
@@ -427,4 +428,165 @@ TEST_CASE("resample_conv: bad inputs raise xgrad::Error naming the argument", "[
   Tensor fg = f.clone_data().set_requires_grad();
   resample_conv(fg, c, grid, no_deriv).backward(Tensor::ones({2, 4}, kFloat64));
   CHECK(fg.grad().defined());
+}
+
+// ---- sizes (Note [Checked sizes]), zero-length dimensions and call history ----------------------
+
+TEST_CASE("resample_conv: zero-length sizes in the forward and all three gradients", "[resample_conv][sizes]") {
+  struct Case {
+    const char* name;
+    Shape f_shape;  // (batch..., N, B)
+    std::int64_t A;
+    bool uniform;
+  };
+  const std::vector<Case> cases = {
+      {"N0", {0, 40}, 5, true},
+      {"A0", {3, 40}, 0, true},
+      {"B0", {3, 0}, 5, true},
+      {"B0_points", {3, 0}, 5, false},
+      {"batch0", {0, 3, 40}, 5, true},
+      {"N0_A0_B0", {0, 0}, 0, true},
+      {"batch0_points", {2, 0, 3, 40}, 4, false},
+  };
+  Generator gen(21);
+  for (const Dtype dt : {kFloat32, kFloat64})
+    for (const auto& c : cases)
+      for (const bool sampled : {false, true}) {
+        DYNAMIC_SECTION(c.name << (sampled ? " sampled " : " callable ") << dtype_name(dt)) {
+          const std::int64_t B = c.f_shape.back(), N = c.f_shape[c.f_shape.size() - 2];
+          Tensor xs = Tensor::linspace(0, 1, B, kFloat64);
+          const FineGrid grid = c.uniform ? FineGrid::uniform(0, 1.0 / 39, B) : FineGrid::points(xs);
+          Tensor values = test::randn_leaf({9}, gen, dt);
+          const Response r = sampled ? Response::sampled(values, -0.1, 0.1) : cos2(0.2);
+          Tensor f = test::randn_leaf(c.f_shape, gen, dt);
+          Tensor coarse = test::uniform_leaf({N, c.A}, gen, 0, 1, dt);
+          Tensor out = resample_conv(f, coarse, grid, r);
+          Shape want = c.f_shape;
+          want.back() = c.A;
+          REQUIRE(out.shape() == want);
+          for (double v : out.to_vector()) CHECK(v == 0.0);  // empty sums (B = 0) or no outputs
+          out.backward(Tensor::ones(out.shape(), dt));
+          REQUIRE(f.grad().shape() == f.shape());
+          REQUIRE(coarse.grad().shape() == coarse.shape());
+          for (double v : f.grad().to_vector()) CHECK(v == 0.0);
+          for (double v : coarse.grad().to_vector()) CHECK(v == 0.0);
+          if (sampled) {
+            REQUIRE(values.grad().shape() == values.shape());
+            for (double v : values.grad().to_vector()) CHECK(v == 0.0);
+          }
+        }
+      }
+  // FineGrid of no point, and the size checks of its helpers.
+  CHECK(FineGrid::uniform(0, 1, 0).size() == 0);
+  CHECK(FineGrid::points(Tensor::zeros({0}, kFloat64)).size() == 0);
+  CHECK(FineGrid::uniform(0, 1, 0).to_tensor().numel() == 0);
+  CHECK(resample_conv_graph_bytes(0) == 0);
+  test::require_error([] { resample_conv_graph_bytes(std::numeric_limits<std::int64_t>::max()); },
+                      {"resample_conv_graph_bytes", "'outputs'", "bytes asked for"});
+}
+
+TEST_CASE("resample_conv: a response of minimal support matches the dense sum", "[resample_conv][sizes]") {
+  Generator gen(8);
+  const FineGrid grid = FineGrid::uniform(0, 0.01, 101);
+  for (const Dtype dt : {kFloat32, kFloat64})
+    for (const double w : {0.004, 0.01, 0.0100001}) {
+      // Narrower than, equal to and just wider than the fine spacing (most outputs see 0 or 1 tap).
+      // Zero at both ends, so whether an end tap is counted does not matter.
+      const Response r = Response::callable([w](double d) { return 1 - (2 * d / w) * (2 * d / w); }, -w / 2, w / 2);
+      Tensor vals = Tensor::of({0.0, 1.0, 0.0}, dt).set_requires_grad();
+      const Response rs = Response::sampled(vals, -w / 2, w / 2, Interp::linear);
+      // Coarse points on fine points, between them and outside the grid.
+      Tensor coarse = Tensor::from_vector({0, 0.005, 0.01, 0.5, 0.505, 0.999, 1.0, 1.003, -0.002, 0.3}, {1, 10}, dt);
+      Tensor f = Tensor::randn({2, 1, 101}, gen, dt);
+      for (const Response* resp : {&r, &rs}) {
+        INFO("w " << w << " " << dtype_name(dt) << (resp->is_sampled() ? " sampled" : " callable"));
+        const Tensor out = resample_conv(f, coarse, grid, *resp);
+        const Reference ref = dense_reference(f, coarse, grid, *resp);
+        CHECK(max_abs_diff(out, ref.out) <= (dt == kFloat32 ? 1e-5 : 1e-12) * std::max(1.0, ref.scale));
+      }
+      Tensor y = resample_conv(f, coarse, grid, rs);
+      y.backward(Tensor::ones(y.shape(), dt));
+      CHECK(vals.grad().shape() == Shape{3});
+      for (double v : vals.grad().to_vector()) CHECK(std::isfinite(v));
+    }
+  // Supports too narrow for the tables' cells are an Error, not a division by zero.
+  test::require_error([] { Response::callable([](double) { return 1.0; }, 0, 1e-300); },
+                      {"Response::callable", "too narrow"});
+}
+
+namespace {
+// One forward and backward (to f, coarse and the sampled values, a leaf kept by the response) from
+// fresh f and coarse leaves: the bits to compare. The response object is reused as given, so its
+// state (caches, search hints) carries over between calls.
+Tensors resample_run(const Tensor& f0, const Tensor& c0, const FineGrid& grid, const Response& r,
+                     const ResampleConvOptions& o = {}) {
+  Tensor f = f0.detach().clone_data().set_requires_grad();
+  Tensor c = c0.detach().clone_data().set_requires_grad();
+  Tensor v = r.is_sampled() ? r.values() : Tensor();
+  if (v.defined()) v.zero_grad();
+  Tensor out = resample_conv(f, c, grid, r, o);
+  out.backward(Tensor::ones(out.shape(), out.dtype()));
+  Tensors res{out, f.grad(), c.grad()};
+  if (v.defined()) res.push_back(v.grad());
+  return res;
+}
+}  // namespace
+
+TEST_CASE("resample_conv: results do not depend on call history (caches make calls faster, never different)",
+          "[resample_conv][history]") {
+  Generator gen(99);
+  const FineGrid grid = FineGrid::uniform(0, 1.0 / 2999, 3000);
+  const FineGrid other_grids[] = {FineGrid::uniform(0, 1.0 / 999, 1000), FineGrid::uniform(0.3, 1.0 / 7000, 5000),
+                                  FineGrid::points(random_fine(500, gen)), FineGrid::uniform(0, 1.0 / 2999, 3000)};
+  for (const Dtype dt : {kFloat32, kFloat64}) {
+    Tensor f = Tensor::randn({2, 3, 3000}, gen, dt);
+    Tensor coarse = coarse_points(3, 50, gen, 0.02, dt);
+    // A sampled response (its table search) and a callable one (its table cache), each used first
+    // through one Response object and later through the same object after other calls.
+    std::vector<double> vv(33);
+    for (std::size_t k = 0; k < vv.size(); ++k) vv[k] = std::exp(-0.01 * double(k) * double(k)) + 0.1 * gen.uniform();
+    Tensor values = Tensor::from_vector(vv, {33}, dt).set_requires_grad();
+    for (const Interp interp : {Interp::cubic, Interp::linear}) {
+      const Response sampled = Response::sampled(values, -0.01, 0.01, interp);
+      const Response callable = cos2(0.02);
+      for (const Response* rp : {&sampled, &callable}) {
+        const Response& r = *rp;
+        const Tensors first = resample_run(f, coarse, grid, r);
+        // Disturb every cache: other grids, spacings, tolerances, dtypes, other values of the same
+        // response object, and thread counts.
+        for (const FineGrid& og : other_grids)
+          for (const Dtype odt : {kFloat32, kFloat64})
+            for (const int threads : {1, 2})
+              with_num_threads(threads, [&] {
+                Tensor of = Tensor::randn({1, og.size()}, gen, odt).mul_(5.0);
+                Tensor oc = coarse_points(1, 20, gen, 0.05, odt);
+                if (r.is_sampled()) {
+                  // The same response object on other grids and (cast) dtypes, and another response.
+                  if (odt == dt) resample_run(of, oc, og, r);
+                  Tensor ov = Tensor::randn({17}, gen, odt).set_requires_grad();
+                  resample_run(of, oc, og, Response::sampled(ov, -0.02, 0.01, interp));
+                } else {
+                  resample_run(of, oc, og, r);
+                }
+                if (!r.is_sampled()) {
+                  ResampleConvOptions o;
+                  o.tolerance = 1e-4;
+                  resample_run(of, oc, og, r, o);
+                  resample_conv_prepare(og, r, odt, o, true);
+                }
+              });
+        for (const int threads : {2, 1}) {
+          const Tensors again = with_num_threads(threads, [&] { return resample_run(f, coarse, grid, r); });
+          REQUIRE(again.size() == first.size());
+          for (std::size_t k = 0; k < first.size(); ++k) CHECK(bit_equal(first[k], again[k]));
+        }
+        // A fresh response object (empty caches) gives the same bits too.
+        const Response fresh =
+            r.is_sampled() ? Response::sampled(values.detach().clone_data().set_requires_grad(), -0.01, 0.01, interp)
+                           : cos2(0.02);
+        const Tensors clean = resample_run(f, coarse, grid, fresh);
+        for (std::size_t k = 0; k < first.size(); ++k) CHECK(bit_equal(first[k], clean[k]));
+      }
+    }
+  }
 }

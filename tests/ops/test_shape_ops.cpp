@@ -1,4 +1,6 @@
 // Tests for ops/shape_ops.*: gradcheck, views, torch parity, thread determinism, bad inputs.
+#include <limits>
+
 #include "support.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/shape_ops.hpp"
@@ -312,4 +314,118 @@ TEST_CASE("shape ops: bad inputs raise xgrad::Error naming op and shapes", "[sha
   test::require_error([&] { expand(x, {3, 4}); }, {"expand", "(2, 3, 4)", "(3, 4)"});
   test::require_error([&] { expand(x, {-1, 2, 3, 4}); }, {"expand", "(-1, 2, 3, 4)"});
   test::require_error([&] { permute(Tensor(), {}); }, {"permute", "undefined"});
+}
+
+// ---- sizes: overflow and zero-length dimensions (Note [Checked sizes]) -----------------------------
+
+TEST_CASE("shape ops: slice with huge steps and bounds stays in range", "[shape_ops][sizes]") {
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max(), min = std::numeric_limits<std::int64_t>::min();
+  Tensor x = Tensor::arange(0, 10, 1, kFloat64).set_requires_grad();
+  // A step past the end: one element, never an index that wrapped negative.
+  CHECK(slice(x, 0, 0, 10, max).to_vector() == std::vector<double>{0});
+  CHECK(slice(x, 0, 3, max, max).to_vector() == std::vector<double>{3});
+  CHECK(slice(x, 0, 9, max, max - 1).to_vector() == std::vector<double>{9});
+  CHECK(slice(x, 0, min, max, 4).to_vector() == std::vector<double>{0, 4, 8});
+  CHECK(slice(x, 0, max, min, 1).numel() == 0);
+  CHECK(slice(x, 0, -3, max, 2).to_vector() == std::vector<double>{7, 9});
+  Tensor y = slice(x, 0, 1, max, max);
+  y.backward(Tensor::ones({1}, kFloat64));
+  CHECK(x.grad().to_vector() == std::vector<double>{0, 1, 0, 0, 0, 0, 0, 0, 0, 0});
+  test::require_error([&] { slice(x, 0, 0, 10, 0); }, {"slice", "step"});
+  test::require_error([&] { slice(x, 0, 0, 10, min); }, {"slice", "step"});
+}
+
+TEST_CASE("shape ops: shapes whose size overflows are an Error naming the op", "[shape_ops][sizes][errors]") {
+  const std::int64_t big = std::int64_t{1} << 62, max = std::numeric_limits<std::int64_t>::max();
+  const Tensor e = Tensor::zeros({0});
+  const Tensor four = Tensor::zeros({4});
+  // reshape: an empty tensor into a shape whose strides overflow, products that wrap to the count.
+  test::require_error([&] { reshape(e, {0, big, big}); }, {"reshape", "'shape'", "too large"});
+  test::require_error([&] { reshape(four, {std::int64_t{1} << 32, std::int64_t{1} << 32, 4, 1}); }, {"reshape"});
+  test::require_error([&] { reshape(four, {-1, std::int64_t{1} << 32, std::int64_t{1} << 32}); }, {"reshape"});
+  test::require_error([&] { reshape(e, {-1, big, big}); }, {"reshape"});
+  // flatten of an empty tensor whose flattened size overflows.
+  const Tensor wide = Tensor::zeros({big, big, 0});
+  test::require_error([&] { flatten(wide, 0, 1); }, {"flatten", "overflows"});
+  // expand, concat and stack outputs that cannot exist.
+  test::require_error([&] { expand(Tensor::zeros({0, 1, 1}), {0, big, big}); }, {"expand", "too large"});
+  test::require_error([&] { expand(Tensor::zeros({1}), {big, 4}); }, {"expand", "too large"});
+  const Tensor tall = Tensor::zeros({max, 0});
+  test::require_error([&] { concat({tall, tall}, 0); }, {"concat", "'xs'", "overflows"});
+  // Empty inputs whose joined shape has a stride that overflows: (0, 4, 2^61).
+  const Tensor e2 = Tensor::zeros({0, 2, std::int64_t{1} << 61}), e1 = Tensor::zeros({0, std::int64_t{1} << 61});
+  test::require_error([&] { concat({e2, e2}, 1); }, {"concat", "'xs'", "too large"});
+  test::require_error([&] { stack({e1, e1, e1, e1}, 1); }, {"stack", "'xs'", "too large"});
+  // index_select output whose strides overflow: (0, 3, 2^62) from (0, 1, 2^62).
+  test::require_error(
+      [&] {
+        index_select(Tensor::zeros({0, 1, big}), 1, {0, 0, 0});
+      },
+      {"index_select", "'index'", "too large"});
+}
+
+TEST_CASE("shape ops: zero-length dimensions in the forward and the backward", "[shape_ops][sizes]") {
+  Generator gen(3);
+  for (const Dtype dt : {kFloat32, kFloat64}) {
+    Tensor a = test::randn_leaf({2, 0, 3}, gen, dt);
+    Tensor b = test::randn_leaf({2, 4, 3}, gen, dt);
+    // concat with an empty input equals the other input; the empty input gets an empty gradient.
+    Tensor c = concat({a, b}, 1);
+    CHECK(bit_equal(c.detach(), b.detach()));
+    Tensor g = Tensor::randn(c.shape(), gen, dt);
+    c.backward(g);
+    CHECK(a.grad().shape() == a.shape());
+    CHECK(bit_equal(b.grad(), g));
+    // Views, permutes, slices and gathers of empty tensors, and their gradients.
+    Tensor z = test::randn_leaf({3, 0, 5}, gen, dt);
+    const std::vector<std::function<Tensor(const Tensor&)>> fns = {
+        [](const Tensor& t) {
+          return reshape(t, {-1, 5});
+        },
+        [](const Tensor& t) {
+          return reshape(t, {5, 0, 3});
+        },
+        [](const Tensor& t) { return flatten(t); },
+        [](const Tensor& t) {
+          return permute(t, {2, 0, 1});
+        },
+        [](const Tensor& t) { return transpose(t, 0, 1); },
+        [](const Tensor& t) { return slice(t, 1, 0, 10); },
+        [](const Tensor& t) { return slice(t, 0, 1, 3, 2); },
+        [](const Tensor& t) {
+          return index_select(t, 0, {2, 0, 2});
+        },
+        [](const Tensor& t) { return index_select(t, 1, {}); },
+        [](const Tensor& t) {
+          return stack({t, t}, 1);
+        },
+        [](const Tensor& t) {
+          return concat({t, t}, 2);
+        },
+        [](const Tensor& t) {
+          return expand(t, {4, 3, 0, 5});
+        },
+        [](const Tensor& t) { return squeeze(unsqueeze(t, 0), 0); },
+    };
+    for (std::size_t i = 0; i < fns.size(); ++i) {
+      z.zero_grad();
+      Tensor y = fns[i](z);
+      CHECK(y.numel() == 0);
+      y.backward(Tensor::zeros(y.shape(), dt));
+      CHECK(z.grad().shape() == z.shape());
+    }
+    // Expanding along a size-0 dimension of x's shape (size 1 -> 0) and back: sum over nothing is 0.
+    Tensor one = test::randn_leaf({1, 3}, gen, dt);
+    Tensor ex = expand(one, {0, 3});
+    CHECK(ex.shape() == Shape{0, 3});
+    ex.backward(Tensor::zeros({0, 3}, dt));
+    CHECK(one.grad().to_vector() == std::vector<double>{0, 0, 0});
+    // A huge but empty tensor (valid: its strides fit) moves through the ops without touching memory.
+    const std::int64_t big = std::int64_t{1} << 62;
+    Tensor huge = Tensor::zeros({big, 0, big}, dt);
+    CHECK(slice(huge, 0, 0, big, 3).shape() == Shape{(big - 1) / 3 + 1, 0, big});
+    CHECK(index_select(huge, 2, {5, 1}).shape() == Shape{big, 0, 2});
+    CHECK(stack({huge, huge}, 0).shape() == Shape{2, big, 0, big});
+    CHECK(concat({huge, huge}, 1).shape() == Shape{big, 0, big});
+  }
 }
