@@ -2,6 +2,7 @@
 // Response. The tables and the TBB kernels are in resample_kernels.cpp.
 #include "xgrad/ops/resample_conv.hpp"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <new>
@@ -224,6 +225,19 @@ void check_args(const Tensor& f, const Tensor& coarse, const FineGrid& grid, con
     XGRAD_CHECK(std::isfinite(c[i]), "{}: argument 'coarse' {} has a non-finite value {} at [{}, {}]", op,
                 shape_str(coarse.shape()), c[i], static_cast<std::int64_t>(i) / coarse.size(1),
                 static_cast<std::int64_t>(i) % coarse.size(1));
+  // Note [Support width and rounding]: positions are differences c - x_b of coordinates, exact only
+  // to their rounding (and the tables count taps within 1e-9 fine spacings of the support's ends). A
+  // support narrower than 2^-26 of the coordinates' magnitude (or of the fine spacing) would be
+  // decided by rounding alone, so it is refused instead of giving arbitrary sums.
+  double scale = grid.is_uniform() ? grid.dx() : 0.0;
+  for (const double v : c) scale = std::max(scale, std::abs(v));
+  if (grid.size() > 0) scale = std::max({scale, std::abs(grid.at(0)), std::abs(grid.at(grid.size() - 1))});
+  const double width = response.hi() - response.lo(), need = std::ldexp(scale, -26);
+  XGRAD_CHECK(width >= need,
+              "{}: argument 'response' has support [{}, {}] (width {}) too narrow for coordinates up to {} in "
+              "magnitude (or the fine spacing): its width must be at least {} (2^-26 of that), or which fine points "
+              "fall in it is decided by rounding",
+              op, response.lo(), response.hi(), width, scale, need);
 }
 
 struct ResampleConvFn : Function<ResampleConvFn> {

@@ -417,7 +417,7 @@ TEST_CASE("resample_conv: bad inputs raise xgrad::Error naming the argument", "[
       {"FineGrid::points", "'x'", "strictly increasing"});
   test::require_error([&] { FineGrid::points(Tensor::of({0.0, NAN}, kFloat64)); }, {"FineGrid::points", "non-finite"});
   test::require_error([&] { FineGrid::uniform(0.0, 0.0, 10); }, {"FineGrid::uniform", "'dx'"});
-  test::require_error([&] { FineGrid::uniform(0.0, 0.1, 0); }, {"FineGrid::uniform", "'size'"});
+  test::require_error([&] { FineGrid::uniform(0.0, 0.1, -1); }, {"FineGrid::uniform", "'size'", "-1"});
   test::require_error([&] { resample_conv(f, c, grid, Response::sampled(Tensor::zeros({5}, kFloat32), -0.1, 0.1)); },
                       {"resample_conv", "dtype", "'values'"});
   // The coarse gradient of a callable needs its derivative.
@@ -489,8 +489,8 @@ TEST_CASE("resample_conv: a response of minimal support matches the dense sum", 
   Generator gen(8);
   const FineGrid grid = FineGrid::uniform(0, 0.01, 101);
   for (const Dtype dt : {kFloat32, kFloat64})
-    for (const double w : {0.004, 0.01, 0.0100001}) {
-      // Narrower than, equal to and just wider than the fine spacing (most outputs see 0 or 1 tap).
+    for (const double w : {0.004, 0.01, 0.0100001, 1e-7}) {
+      // Narrower than, equal to, just wider than the fine spacing, and 1e-5 of it (outputs see 0 or 1 tap).
       // Zero at both ends, so whether an end tap is counted does not matter.
       const Response r = Response::callable([w](double d) { return 1 - (2 * d / w) * (2 * d / w); }, -w / 2, w / 2);
       Tensor vals = Tensor::of({0.0, 1.0, 0.0}, dt).set_requires_grad();
@@ -502,14 +502,25 @@ TEST_CASE("resample_conv: a response of minimal support matches the dense sum", 
         INFO("w " << w << " " << dtype_name(dt) << (resp->is_sampled() ? " sampled" : " callable"));
         const Tensor out = resample_conv(f, coarse, grid, *resp);
         const Reference ref = dense_reference(f, coarse, grid, *resp);
-        CHECK(max_abs_diff(out, ref.out) <= (dt == kFloat32 ? 1e-5 : 1e-12) * std::max(1.0, ref.scale));
+        // Positions carry the rounding of the coordinates (~1e-16), 1e-9 of a 1e-7 support.
+        const double tol = std::max(dt == kFloat32 ? 1e-5 : 1e-12, w < 1e-6 ? 1e-8 : 0.0);
+        CHECK(max_abs_diff(out, ref.out) <= tol * std::max(1.0, ref.scale));
       }
       Tensor y = resample_conv(f, coarse, grid, rs);
       y.backward(Tensor::ones(y.shape(), dt));
       CHECK(vals.grad().shape() == Shape{3});
       for (double v : vals.grad().to_vector()) CHECK(std::isfinite(v));
     }
-  // Supports too narrow for the tables' cells are an Error, not a division by zero.
+  // A support so narrow that rounding alone decides which fine points it holds is an Error, not
+  // arbitrary sums (Note [Support width and rounding]); so is one too narrow for the tables' cells.
+  for (const double w : {1e-12, 1e-280}) {
+    const Response tiny = Response::callable([w](double d) { return 1 - (2 * d / w) * (2 * d / w); }, -w / 2, w / 2);
+    test::require_error(
+        [&] {
+          resample_conv(Tensor::ones({1, 101}), Tensor::zeros({1, 3}), grid, tiny);
+        },
+        {"resample_conv", "'response'", "too narrow"});
+  }
   test::require_error([] { Response::callable([](double) { return 1.0; }, 0, 1e-300); },
                       {"Response::callable", "too narrow"});
 }
