@@ -168,7 +168,8 @@ EvalHolder make_evaluator(const FineGrid& grid, const Response& r, const Tensor&
     // with respect to the values is always that of the exact interpolation (within the tolerance).
     const double tol = default_tolerance(dtype, o);
     if (grid.is_uniform() && !o.exact && tol >= 1e-9) {
-      h.table = rs::build_polyphase_sampled(h.cells, h.ev.delta, s.lo, s.hi, grid.dx(), tol);
+      const int smoothness = (s.interp == Interp::cubic ? 2 : 1) - (derivative ? 1 : 0);
+      h.table = rs::build_polyphase_sampled(h.cells, h.ev.delta, s.lo, s.hi, grid.dx(), tol, smoothness);
       if (h.table) {
         h.ev.kind = rs::Evaluator::polyphase;
         h.ev.table = h.table.get();

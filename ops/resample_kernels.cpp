@@ -516,16 +516,19 @@ std::shared_ptr<Table> try_lattice(const std::function<double(double)>& fn, doub
 }
 
 // The cheapest (lowest degree, then fewest pieces) table meeting tol. Errors fall like
-// pieces^-(D+1): a degree is abandoned when the predicted piece count passes the memory cap.
+// pieces^-(D+1), or like pieces^-order for a function that is only C^(order-1) (order 0: it jumps,
+// more pieces do not help): a degree is abandoned when the predicted piece count passes the cap.
 template <class Try>
 std::shared_ptr<const Table> search(double tol, std::int64_t first, std::int64_t cap, Try try_table,
-                                    int max_degree = kMaxDegree, int min_degree = 1) {
-  for (int D = min_degree; D <= max_degree; ++D) {
-    for (std::int64_t m = D == min_degree ? first : 1; m <= cap; m *= 2) {
+                                    int max_degree = kMaxDegree, int order = kMaxDegree + 1) {
+  for (int D = 1; D <= max_degree; ++D) {
+    for (std::int64_t m = D == 1 ? first : 1; m <= cap; m *= 2) {
       auto t = try_table(D, m);
       if (!t) break;
       if (t->measured_error <= tol) return t;
-      const double need = static_cast<double>(m) * std::pow(t->measured_error / tol, 1.0 / (D + 1));
+      const int q = std::min(D + 1, order);
+      if (q <= 0) break;
+      const double need = static_cast<double>(m) * std::pow(t->measured_error / tol, 1.0 / q);
       if (!std::isfinite(need) || need > 1.5 * static_cast<double>(cap)) break;
     }
   }
@@ -578,33 +581,17 @@ std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>
 }
 
 // Note [Deterministic table search]: a sampled response's table is searched on every forward (its
-// values change between steps), so the search must be cheap; it must also be a function of its
-// arguments only, never of what ran before (caches may make a call faster, never different). Per
-// degree it tries one phase, then jumps to the power of two that the measured error predicts
-// (errors fall like phases^-(D+1)), doubling from there: about one trial table per degree instead of
-// a doubling sweep. No state is kept between calls: the same values, grid and tolerance give the
-// same table, whichever grids or responses were used before and whatever the thread count.
-template <class Try>
-std::shared_ptr<const Table> search_predicted(double tol, std::int64_t cap, Try try_table, int max_degree) {
-  for (int D = 1; D <= max_degree; ++D) {
-    std::int64_t m = 1;
-    for (;;) {
-      auto t = try_table(D, m);
-      if (!t) break;
-      if (t->measured_error <= tol) return t;
-      if (m >= cap) break;
-      const double need = static_cast<double>(m) * std::pow(t->measured_error / tol, 1.0 / (D + 1));
-      if (!std::isfinite(need) || need > 1.5 * static_cast<double>(cap)) break;
-      std::int64_t next = 2 * m;
-      while (static_cast<double>(next) < need && next < cap) next *= 2;
-      m = std::min(next, cap);
-    }
-  }
-  return nullptr;
-}
-
+// values change between steps), so the search must be cheap, and it must be a function of its
+// arguments only, never of what ran before (caches may make a call faster, never different): no
+// state is kept between calls, so the same values, grid and tolerance give the same table whichever
+// grids or responses were used before and whatever the thread count. What keeps it cheap is the
+// smoothness of the interpolation, known in advance: a cubic one is C1 (its error falls like
+// phases^-2 at any degree, so degrees up to 3 are tried), a linear one and a cubic one's derivative
+// are only C0 (phases^-1: degree 1 only), a linear one's derivative jumps (no table can fit it
+// unless one phase does). A search that cannot succeed is then abandoned after its first, cheapest
+// trial instead of trying every degree up to the phase cap on every call.
 std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells, double delta, double lo,
-                                                     double hi, double dx, double tol) {
+                                                     double hi, double dx, double tol, int smoothness) {
   if ((hi - lo) / dx > 1e5) return nullptr;
   const std::int64_t ncells = static_cast<std::int64_t>(cells.size() / 4);
   const auto fn = [&](double d) {
@@ -612,8 +599,9 @@ std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& 
     const std::int64_t i = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, ncells - 1);
     return horner_cell(&cells[static_cast<std::size_t>(i * 4)], u - static_cast<double>(i));
   };
-  return search_predicted(
-      tol, 64, [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); }, 3);
+  return search(
+      tol, 1, 64, [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); },
+      smoothness >= 2 ? 3 : 1, smoothness);
 }
 
 std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& fn, double lo, double hi, double tol) {

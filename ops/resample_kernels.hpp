@@ -63,8 +63,10 @@ std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>
 /// A polyphase table of a sampled response (its per-cell coefficients, see sampled_cells) meeting
 /// tol with degree <= 3 and <= 64 phases, or null. Built per forward: the values change. The result
 /// is a function of the arguments only (Note [Deterministic table search] in resample_kernels.cpp).
+/// `smoothness`: 2 when the interpolated function is C1 (cubic values), 1 when C0 (linear values, a
+/// cubic one's derivative), 0 when it jumps (a linear one's derivative).
 std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells, double delta, double lo,
-                                                     double hi, double dx, double tol);
+                                                     double hi, double dx, double tol, int smoothness);
 std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& fn, double lo, double hi, double tol);
 
 /// Shared state behind a Response handle (the cache is filled lazily, under a mutex).
