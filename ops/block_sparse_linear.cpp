@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <new>
 #include <numeric>
 
 #include "xgrad/core/autograd.hpp"
@@ -30,9 +31,10 @@ using Group = BlockSparsePattern::Group;
 
 // Builds the pattern from the row and column partitions and the stored (row group, col group) cells.
 // Sizes are checked (Note [Checked sizes]): the stored element count is a sum of block products.
-std::shared_ptr<const Impl> build(const char* fn, std::int64_t out, std::int64_t in, std::vector<Group> rows,
-                                  std::vector<Group> cols, std::vector<std::pair<std::int64_t, std::int64_t>> cells,
-                                  std::int64_t bo, std::int64_t bi) {
+std::shared_ptr<const Impl> build_impl(const char* fn, std::int64_t out, std::int64_t in, std::vector<Group> rows,
+                                       std::vector<Group> cols,
+                                       std::vector<std::pair<std::int64_t, std::int64_t>> cells, std::int64_t bo,
+                                       std::int64_t bi) {
   auto p = std::make_shared<Impl>();
   p->bo = bo;
   p->bi = bi;
@@ -69,8 +71,32 @@ std::shared_ptr<const Impl> build(const char* fn, std::int64_t out, std::int64_t
   return p;
 }
 
-std::vector<Group> uniform_groups(std::int64_t n, std::int64_t b) {
-  std::vector<Group> g(static_cast<std::size_t>(n / b));
+std::shared_ptr<const Impl> build(const char* fn, std::int64_t out, std::int64_t in, std::vector<Group> rows,
+                                  std::vector<Group> cols, std::vector<std::pair<std::int64_t, std::int64_t>> cells,
+                                  std::int64_t bo, std::int64_t bi) {
+  // A pattern too large for memory is an error stating the bytes, not a bare std::bad_alloc.
+  const std::size_t nrg = rows.size(), ncg = cols.size(), nb = cells.size();  // before the moves below
+  const double bytes = (static_cast<double>(nrg) + static_cast<double>(ncg)) *
+                           static_cast<double>(sizeof(Group) + sizeof(std::int64_t)) +
+                       static_cast<double>(nb) * static_cast<double>(sizeof(BlockSparsePattern::Block) + 24);
+  try {
+    return build_impl(fn, out, in, std::move(rows), std::move(cols), std::move(cells), bo, bi);
+  } catch (const std::bad_alloc&) {
+    detail::throw_error(
+        fmt::format("{}: out of memory: a pattern of {} row groups, {} column groups and {} blocks "
+                    "needs about {:.6g} bytes",
+                    fn, nrg, ncg, nb, bytes));
+  }
+}
+
+std::vector<Group> uniform_groups(const char* fn, std::int64_t n, std::int64_t b) {
+  const std::size_t bytes = checked_nbytes(n / b, sizeof(Group), fn, "block grid");
+  std::vector<Group> g;
+  try {
+    g.resize(static_cast<std::size_t>(n / b));
+  } catch (const std::bad_alloc&) {
+    detail::throw_error(fmt::format("{}: out of memory: {} groups of {} need {} bytes", fn, n / b, b, bytes));
+  }
   for (std::size_t i = 0; i < g.size(); ++i) g[i] = {static_cast<std::int64_t>(i) * b, b};
   return g;
 }
@@ -101,7 +127,7 @@ BlockSparsePattern BlockSparsePattern::from_block_mask(std::int64_t out, std::in
     for (std::int64_t c = 0; c < grid[1]; ++c)
       if (v[static_cast<std::size_t>(r * grid[1] + c)] != 0.0) cells.emplace_back(r, c);
   return BlockSparsePattern(
-      build(fn, out, in, uniform_groups(out, bo), uniform_groups(in, bi), std::move(cells), bo, bi));
+      build(fn, out, in, uniform_groups(fn, out, bo), uniform_groups(fn, in, bi), std::move(cells), bo, bi));
 }
 
 BlockSparsePattern BlockSparsePattern::from_block_coords(
@@ -121,7 +147,7 @@ BlockSparsePattern BlockSparsePattern::from_block_coords(
   XGRAD_CHECK(dup == cells.end(), "{}: argument 'coords' lists block ({}, {}) more than once", fn,
               dup == cells.end() ? 0 : dup->first, dup == cells.end() ? 0 : dup->second);
   return BlockSparsePattern(
-      build(fn, out, in, uniform_groups(out, bo), uniform_groups(in, bi), std::move(cells), bo, bi));
+      build(fn, out, in, uniform_groups(fn, out, bo), uniform_groups(fn, in, bi), std::move(cells), bo, bi));
 }
 
 BlockSparsePattern BlockSparsePattern::from_element_mask(const Tensor& mask, std::int64_t bo, std::int64_t bi) {
@@ -146,7 +172,7 @@ BlockSparsePattern BlockSparsePattern::from_element_mask(const Tensor& mask, std
       if (first) cells.emplace_back(r, c);
     }
   return BlockSparsePattern(
-      build(fn, out, in, uniform_groups(out, bo), uniform_groups(in, bi), std::move(cells), bo, bi));
+      build(fn, out, in, uniform_groups(fn, out, bo), uniform_groups(fn, in, bi), std::move(cells), bo, bi));
 }
 
 BlockSparsePattern BlockSparsePattern::block_diagonal(const std::vector<DiagonalGroup>& groups) {

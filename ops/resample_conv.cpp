@@ -50,9 +50,13 @@ FineGrid FineGrid::points(const Tensor& x) {
 }
 
 Tensor FineGrid::to_tensor(Dtype dtype) const {
-  std::vector<double> v(static_cast<std::size_t>(size_));
-  for (std::int64_t b = 0; b < size_; ++b) v[static_cast<std::size_t>(b)] = at(b);
-  return Tensor::from_vector(v, {size_}, dtype);
+  Tensor t = Tensor::empty({size_}, dtype);  // checked: a grid too large for memory is an Error
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = t.data<T>();
+    for (std::int64_t b = 0; b < size_; ++b) p[b] = static_cast<T>(at(b));
+  });
+  return t;
 }
 
 // ---- Response -----------------------------------------------------------------------------------

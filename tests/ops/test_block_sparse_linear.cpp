@@ -482,6 +482,25 @@ TEST_CASE("block_sparse_linear: sizes that overflow int64 are an Error, never a 
   CHECK(wide.num_blocks() == 0);
   CHECK(wide.weight_shape() == Shape{0, big, big});
   test::require_error([&] { (void)wide.element_mask(); }, {"element_mask", "overflows"});
+  // Patterns whose bookkeeping cannot fit in memory: an Error stating the bytes, never bad_alloc.
+  const std::int64_t huge_n = std::int64_t{1} << 44;
+  for (const auto& build : std::vector<std::function<void()>>{
+           [&] {
+             Pattern::from_block_coords(huge_n, huge_n, 1, 1, {{0, 0}});
+           },
+           [&] {
+             Pattern::from_block_coords(huge_n, 4, 1, 4, {{3, 0}});
+           },
+       }) {
+    try {
+      build();
+      FAIL("a pattern with 2^44 groups was built");
+    } catch (const std::bad_alloc&) {
+      FAIL("std::bad_alloc escaped");
+    } catch (const Error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("from_block_coords") && Catch::Contains("bytes"));
+    }
+  }
   // The weight tensor itself: too large to exist.
   const Pattern huge = Pattern::block_diagonal({{std::int64_t{1} << 31, std::int64_t{1} << 31}});
   test::require_error([&] { (void)Tensor::empty(huge.weight_shape()); }, {"too large", "bytes"});

@@ -358,6 +358,7 @@ TEST_CASE("resample_conv_graph_bytes: the located taps a forward keeps, and its 
   CHECK(one >= 24);
   CHECK(one <= 64);
   CHECK(resample_conv_graph_bytes(0) == 0);
+  test::require_error([] { FineGrid::uniform(0, 1, std::int64_t{1} << 62).to_tensor(); }, {"too large", "bytes"});
   CHECK(resample_conv_graph_bytes(10000) == 10000 * one);
   test::require_error([] { resample_conv_graph_bytes(-1); }, {"resample_conv_graph_bytes", "'outputs'", "-1"});
 }
@@ -481,6 +482,7 @@ TEST_CASE("resample_conv: zero-length sizes in the forward and all three gradien
   CHECK(FineGrid::points(Tensor::zeros({0}, kFloat64)).size() == 0);
   CHECK(FineGrid::uniform(0, 1, 0).to_tensor().numel() == 0);
   CHECK(resample_conv_graph_bytes(0) == 0);
+  test::require_error([] { FineGrid::uniform(0, 1, std::int64_t{1} << 62).to_tensor(); }, {"too large", "bytes"});
   test::require_error([] { resample_conv_graph_bytes(std::numeric_limits<std::int64_t>::max()); },
                       {"resample_conv_graph_bytes", "'outputs'", "bytes asked for"});
 }
