@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "xgrad/core/checked.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 
@@ -13,6 +14,9 @@ namespace {
 Tensor make_weight(std::int64_t num, std::int64_t dim, Generator& gen, Dtype dtype) {
   XGRAD_CHECK(num >= 0 && dim >= 0, "Embedding: num_embeddings and embedding_dim must be >= 0, got {} and {}", num,
               dim);
+  // Named size checks (Note [Checked sizes]): the table's element and byte counts must exist.
+  checked_nbytes(checked_numel({num, dim}, "Embedding", "num_embeddings * embedding_dim"), dtype_size(dtype),
+                 "Embedding", "num_embeddings * embedding_dim");
   Tensor w = Tensor::empty({num, dim}, dtype);
   init::normal_(w, gen);
   return w;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/ops/matmul.hpp"
@@ -120,8 +121,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 }  // namespace functional
 
 namespace {
-void check_sizes(std::int64_t in, std::int64_t out) {
+void check_sizes(std::int64_t in, std::int64_t out, Dtype dtype) {
   XGRAD_CHECK(in >= 0 && out >= 0, "Linear: in_features and out_features must be >= 0, got in = {}, out = {}", in, out);
+  // Named size checks (Note [Checked sizes]): the weight's element and byte counts must exist.
+  checked_nbytes(checked_numel({out, in}, "Linear", "in_features * out_features"), dtype_size(dtype), "Linear",
+                 "in_features * out_features");
 }
 }  // namespace
 
@@ -139,13 +143,13 @@ void Linear::init_parameters(Generator& gen, bool bias, Dtype dtype) {
 
 Linear::Linear(std::int64_t in_features, std::int64_t out_features, Generator& gen, bool bias, Dtype dtype)
     : UnaryModule("Linear"), in_features_(in_features), out_features_(out_features) {
-  check_sizes(in_features, out_features);
+  check_sizes(in_features, out_features, dtype);
   init_parameters(gen, bias, dtype);
 }
 
 Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias, Dtype dtype, std::uint64_t seed)
     : UnaryModule("Linear"), in_features_(in_features), out_features_(out_features) {
-  check_sizes(in_features, out_features);
+  check_sizes(in_features, out_features, dtype);
   Generator gen(seed);
   init_parameters(gen, bias, dtype);
 }
