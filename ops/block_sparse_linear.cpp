@@ -244,9 +244,11 @@ Tensor BlockSparsePattern::element_mask(Dtype dtype) const {
 }
 
 std::string BlockSparsePattern::str() const {
-  return fmt::format("BlockSparsePattern(out={}, in={}, blocks={}, stored={} of {} ({:.4g}), weight {})", impl_->out,
-                     impl_->in, num_blocks(), impl_->stored, double(impl_->out) * double(impl_->in),
-                     double(impl_->stored) / (double(impl_->out) * double(impl_->in)), shape_str(weight_shape()));
+  return fmt::format(
+      "BlockSparsePattern(out={}, in={}, blocks={}, stored={} of {} ({:.4g}), weight {})", impl_->out, impl_->in,
+      num_blocks(), impl_->stored, double(impl_->out) * double(impl_->in),
+      impl_->out > 0 && impl_->in > 0 ? double(impl_->stored) / (double(impl_->out) * double(impl_->in)) : 0.0,
+      shape_str(weight_shape()));
 }
 
 bool BlockSparsePattern::operator==(const BlockSparsePattern& o) const {
