@@ -509,6 +509,11 @@ Tensor permute(const Tensor& x, const std::vector<std::int64_t>& dims) {
                 fmt::join(dims, ", "), nd - 1, norm[d], shape_str(s));
     seen[static_cast<std::size_t>(norm[d])] = true;
   }
+  // Permuting an empty shape can move its zero inward: (2^62, 2^62, 0) -> (0, 2^62, 2^62) has strides
+  // that overflow (Note [Checked sizes]).
+  Shape out(norm.size());
+  for (std::size_t d = 0; d < norm.size(); ++d) out[d] = s[static_cast<std::size_t>(norm[d])];
+  checked_numel(out, "permute", "dims");
   return apply<Permute<PermuteName>>(x, norm);
 }
 
@@ -521,6 +526,9 @@ Tensor transpose(const Tensor& x, std::int64_t dim0, std::int64_t dim1) {
   std::vector<std::int64_t> dims(static_cast<std::size_t>(nd));
   std::iota(dims.begin(), dims.end(), 0);
   std::swap(dims[static_cast<std::size_t>(a)], dims[static_cast<std::size_t>(b)]);
+  Shape out = s;
+  std::swap(out[static_cast<std::size_t>(a)], out[static_cast<std::size_t>(b)]);
+  checked_numel(out, "transpose", "dims");
   return apply<Permute<TransposeName>>(x, dims);
 }
 

@@ -344,9 +344,12 @@ TEST_CASE("shape ops: shapes whose size overflows are an Error naming the op", "
   test::require_error([&] { reshape(four, {std::int64_t{1} << 32, std::int64_t{1} << 32, 4, 1}); }, {"reshape"});
   test::require_error([&] { reshape(four, {-1, std::int64_t{1} << 32, std::int64_t{1} << 32}); }, {"reshape"});
   test::require_error([&] { reshape(e, {-1, big, big}); }, {"reshape"});
-  // flatten of an empty tensor whose flattened size overflows.
+  // flatten, permute and transpose of an empty tensor whose result's size or strides overflow.
   const Tensor wide = Tensor::zeros({big, big, 0});
   test::require_error([&] { flatten(wide, 0, 1); }, {"flatten", "overflows"});
+  test::require_error([&] { permute(wide, {2, 0, 1}); }, {"permute", "'dims'", "too large"});
+  test::require_error([&] { transpose(wide, 0, 2); }, {"transpose", "'dims'", "too large"});
+  CHECK(permute(wide, {1, 0, 2}).shape() == Shape{big, big, 0});
   // expand, concat and stack outputs that cannot exist.
   test::require_error([&] { expand(Tensor::zeros({0, 1, 1}), {0, big, big}); }, {"expand", "too large"});
   test::require_error([&] { expand(Tensor::zeros({1}), {big, 4}); }, {"expand", "too large"});
