@@ -231,17 +231,19 @@ void check_args(const Tensor& f, const Tensor& coarse, const FineGrid& grid, con
                 shape_str(coarse.shape()), c[i], static_cast<std::int64_t>(i) / coarse.size(1),
                 static_cast<std::int64_t>(i) % coarse.size(1));
   // Note [Support width and rounding]: positions are differences c - x_b of coordinates, exact only
-  // to their rounding (and the tables count taps within 1e-9 fine spacings of the support's ends). A
-  // support narrower than 2^-26 of the coordinates' magnitude (or of the fine spacing) would be
-  // decided by rounding alone, so it is refused instead of giving arbitrary sums.
-  double scale = grid.is_uniform() ? grid.dx() : 0.0;
+  // to their rounding (about 2^-52 of their magnitude). A support narrower than 2^-40 of the
+  // coordinates' magnitude would hold fine points by rounding alone (and its per-cell positions
+  // would cancel to garbage), so it is refused. Narrow supports above that are fine: the tables,
+  // which count taps within 1e-9 fine spacings of the support's ends, are not used for supports
+  // under 1e-6 fine spacings (build_polyphase*), so no interior tap is lost to that slack.
+  double scale = 0.0;
   for (const double v : c) scale = std::max(scale, std::abs(v));
   if (grid.size() > 0) scale = std::max({scale, std::abs(grid.at(0)), std::abs(grid.at(grid.size() - 1))});
-  const double width = response.hi() - response.lo(), need = std::ldexp(scale, -26);
+  const double width = response.hi() - response.lo(), need = std::ldexp(scale, -40);
   XGRAD_CHECK(width >= need,
               "{}: argument 'response' has support [{}, {}] (width {}) too narrow for coordinates up to {} in "
-              "magnitude (or the fine spacing): its width must be at least {} (2^-26 of that), or which fine points "
-              "fall in it is decided by rounding",
+              "magnitude: its width must be at least {} (2^-40 of that), or which fine points fall in it is "
+              "decided by rounding",
               op, response.lo(), response.hi(), width, scale, need);
 }
 

@@ -37,7 +37,9 @@
 // evaluates fn at every tap instead (slow: one std::function call per tap).
 //
 // Zero-length sizes (batch 0, N = 0, A = 0, or a grid of B = 0 points) are allowed: the output is
-// zeros (empty sums) and so is every gradient. Sizes are checked (Note [Checked sizes]).
+// zeros (empty sums) and so is every gradient. Sizes are checked (Note [Checked sizes]). A support
+// narrower than 2^-40 of the coordinates' magnitude is an error (rounding alone would decide which
+// fine points it holds: Note [Support width and rounding] in resample_conv.cpp).
 //
 // Determinism: results are bit-identical for any number of threads (fixed partitioning; the
 // scatter of the f gradient goes to rows owned by one task, or to private per-chunk buffers added

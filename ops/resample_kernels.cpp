@@ -575,7 +575,9 @@ void Table::locate(double tau, int& phase, double& sigma) const {
 
 std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>& fn, double lo, double hi, double dx,
                                              double tol) {
-  if ((hi - lo) / dx > 1e6) return nullptr;  // rows too long to tabulate: evaluate per tap
+  // Rows too long to tabulate, or a support so narrow that the tap-counting slack (kSlop) would
+  // reach its interior (Note [Support width and rounding] in resample_conv.cpp): evaluate per tap.
+  if ((hi - lo) / dx > 1e6 || (hi - lo) / dx < 1e-6) return nullptr;
   return search(tol, 1, 256,
                 [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); });
 }
@@ -592,7 +594,7 @@ std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>
 // trial instead of trying every degree up to the phase cap on every call.
 std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells, double delta, double lo,
                                                      double hi, double dx, double tol, int smoothness) {
-  if ((hi - lo) / dx > 1e5) return nullptr;
+  if ((hi - lo) / dx > 1e5 || (hi - lo) / dx < 1e-6) return nullptr;  // as in build_polyphase
   const std::int64_t ncells = static_cast<std::int64_t>(cells.size() / 4);
   const auto fn = [&](double d) {
     const double u = (d - lo) / delta;
