@@ -49,6 +49,11 @@ std::int64_t checked_prod(const Shape& shape, std::size_t begin, std::size_t end
 /// stating the bytes asked for.
 std::size_t checked_nbytes(std::int64_t numel, std::size_t element_size, const char* op, const char* arg);
 
+/// An xgrad::Error stating `bytes` when they exceed this machine's memory and swap: called before a
+/// large host-side allocation (a vector sized from user input), so that the request fails with the
+/// bytes asked for instead of std::bad_alloc (or an abort under sanitizers).
+void check_host_memory(std::size_t bytes, const char* op, const char* arg);
+
 /// v as a non-negative int64 (for sizes held as size_t / unsigned), or an xgrad::Error.
 template <class U>
 std::int64_t checked_size(U v, const char* op, const char* arg) {

@@ -1,6 +1,7 @@
 #include "xgrad/core/shape.hpp"
 
 #include <fmt/format.h>  // fmt::join
+#include <sys/sysinfo.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -41,6 +42,18 @@ std::size_t checked_nbytes(std::int64_t numel, std::size_t element_size, const c
               "than can exist",
               op, arg, numel, element_size, static_cast<double>(numel) * static_cast<double>(element_size));
   return static_cast<std::size_t>(bytes);
+}
+
+void check_host_memory(std::size_t bytes, const char* op, const char* arg) {
+  static const std::size_t ceiling = [] {
+    struct sysinfo info {};
+    if (::sysinfo(&info) != 0) return static_cast<std::size_t>(PTRDIFF_MAX);
+    const std::size_t unit = info.mem_unit == 0 ? 1 : info.mem_unit;
+    return (static_cast<std::size_t>(info.totalram) + static_cast<std::size_t>(info.totalswap)) * unit;
+  }();
+  XGRAD_CHECK(bytes <= ceiling,
+              "{}: argument '{}' needs {} bytes ({:.3g} GiB): more than this machine's memory and swap ({:.3g} GiB)",
+              op, arg, bytes, static_cast<double>(bytes) / 1073741824.0, static_cast<double>(ceiling) / 1073741824.0);
 }
 
 std::int64_t shape_numel(const Shape& s) { return checked_numel(s, "shape_numel", "shape"); }

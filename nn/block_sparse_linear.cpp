@@ -15,7 +15,9 @@ namespace {
 // Packed weights and bias drawn row by row: U(-1/sqrt(fan_in_i), 1/sqrt(fan_in_i)) for output row i.
 std::pair<Tensor, Tensor> init(const BlockSparsePattern& p, Generator& gen, bool with_bias, Dtype dtype) {
   // Sizes and memory checked first (Note [Checked sizes]): the weight is drawn in double before the cast.
-  checked_nbytes(p.stored_elements(), sizeof(double), "BlockSparseLinear", "pattern (stored elements)");
+  check_host_memory(
+      checked_nbytes(p.stored_elements(), sizeof(double), "BlockSparseLinear", "pattern (stored elements)"),
+      "BlockSparseLinear", "pattern (stored elements)");
   checked_nbytes(p.out_features(), sizeof(std::int64_t), "BlockSparseLinear", "pattern (out_features)");
   std::vector<std::int64_t> fan;
   std::vector<double> w;

@@ -91,6 +91,7 @@ std::shared_ptr<const Impl> build(const char* fn, std::int64_t out, std::int64_t
 
 std::vector<Group> uniform_groups(const char* fn, std::int64_t n, std::int64_t b) {
   const std::size_t bytes = checked_nbytes(n / b, sizeof(Group), fn, "block grid");
+  check_host_memory(bytes, fn, "block grid");
   std::vector<Group> g;
   try {
     g.resize(static_cast<std::size_t>(n / b));
@@ -236,7 +237,8 @@ std::vector<std::int64_t> BlockSparsePattern::row_fan_in() const {
 
 Tensor BlockSparsePattern::element_mask(Dtype dtype) const {
   const std::int64_t n = checked_mul(impl_->out, impl_->in, "BlockSparsePattern::element_mask", "out * in");
-  checked_nbytes(n, sizeof(double), "BlockSparsePattern::element_mask", "out * in");
+  check_host_memory(checked_nbytes(n, sizeof(double), "BlockSparsePattern::element_mask", "out * in"),
+                    "BlockSparsePattern::element_mask", "out * in");
   std::vector<double> m(static_cast<std::size_t>(n), 0.0);
   for (const auto& b : impl_->blocks)
     for (std::int64_t i = b.row; i < b.row + b.rows; ++i) std::fill_n(m.begin() + i * impl_->in + b.col, b.cols, 1.0);

@@ -108,6 +108,8 @@ Shape resolve_reshape(const Tensor& x, const Shape& shape) {
 // reads and the writes stay in cache.
 template <class T>
 void permute_kernel(const T* src, T* dst, const Shape& in_shape, const std::vector<std::int64_t>& dims) {
+  const std::int64_t total = shape_numel(in_shape);
+  if (total == 0) return;  // first: merging the dims of an empty shape could overflow
   const Shape in_strides = contiguous_strides(in_shape);
   // Output dims (size, source stride), dropping size-1 dims and merging runs that stay adjacent.
   Shape size, sstride;
@@ -123,8 +125,6 @@ void permute_kernel(const T* src, T* dst, const Shape& in_shape, const std::vect
       sstride.push_back(st);
     }
   }
-  const std::int64_t total = shape_numel(in_shape);
-  if (total == 0) return;
   if (size.empty() || sstride.back() == 1) {
     // Rows of the innermost output dim are contiguous in the source.
     const std::int64_t len = size.empty() ? 1 : size.back();
