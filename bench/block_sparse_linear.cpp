@@ -20,9 +20,8 @@
 #include "xgrad/ops/block_sparse_linear.hpp"
 
 #include <cblas.h>
-#include <time.h>
-
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -37,7 +36,7 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/random.hpp"
-#include "xgrad/ops/block_sparse_kernels.hpp"
+#include "xgrad/ops/detail/block_sparse_kernels.hpp"
 
 namespace {
 

@@ -10,7 +10,7 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
-#include "xgrad/ops/block_sparse_kernels.hpp"
+#include "xgrad/ops/detail/block_sparse_kernels.hpp"
 
 namespace xgrad {
 

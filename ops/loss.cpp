@@ -8,7 +8,7 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
-#include "xgrad/ops/vec_kernel.hpp"
+#include "xgrad/ops/detail/vec_kernel.hpp"
 
 namespace xgrad {
 

@@ -10,7 +10,7 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
-#include "xgrad/ops/resample_kernels.hpp"
+#include "xgrad/ops/detail/resample_kernels.hpp"
 
 namespace xgrad {
 

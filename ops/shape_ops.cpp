@@ -9,8 +9,8 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
-#include "xgrad/ops/broadcast_kernel.hpp"
-#include "xgrad/ops/reduce_kernel.hpp"
+#include "xgrad/ops/detail/broadcast_kernel.hpp"
+#include "xgrad/ops/detail/reduce_kernel.hpp"
 
 namespace xgrad {
 

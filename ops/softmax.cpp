@@ -5,14 +5,14 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
-#include "xgrad/ops/vec_kernel.hpp"
+#include "xgrad/ops/detail/vec_kernel.hpp"
 
 namespace xgrad {
 
 namespace {
 
 // Note [Softmax kernels]: a hand-written forward and backward instead of the composite
-// exp/sum/div: one fused pass per row (vectorised exp, see ops/vec_kernel.hpp) instead of five,
+// exp/sum/div: one fused pass per row (vectorised exp, see ops/detail/vec_kernel.hpp) instead of five,
 // and only the output y is saved for backward instead of three full-size temporaries. x is seen as (outer, n, inner)
 // with n the softmax axis. For inner == 1 every row is contiguous; otherwise a task takes one outer index and a block
 // of up to kColBlock columns, so the innermost loop stays contiguous. Each row is computed by one task in a fixed order

@@ -7,10 +7,10 @@
 
 #include "support.hpp"
 #include "xgrad/core/cpu.hpp"
+#include "xgrad/ops/detail/resample_simd512.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/resample_conv.hpp"
-#include "xgrad/ops/resample_simd512.hpp"
 
 using namespace xgrad;
 using xgrad::test::ParityBatch;

@@ -1,4 +1,4 @@
-#include "xgrad/ops/reduce_kernel.hpp"
+#include "xgrad/ops/detail/reduce_kernel.hpp"
 
 #include <algorithm>
 

@@ -5,7 +5,7 @@
 // Everything here has internal linkage and uses no library templates: an inline or template function
 // that another file also instantiates would be merged by the linker with that file's copy, and
 // whichever copy it kept (possibly this one, with AVX-512 instructions) would then run on every CPU.
-#include "xgrad/ops/block_sparse_simd512.hpp"
+#include "xgrad/ops/detail/block_sparse_simd512.hpp"
 
 namespace xgrad::detail::bsl512 {
 

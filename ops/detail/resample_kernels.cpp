@@ -1,5 +1,5 @@
-// Tables and TBB kernels of resample_conv (see ops/resample_kernels.hpp for the notes).
-#include "xgrad/ops/resample_kernels.hpp"
+// Tables and TBB kernels of resample_conv (see ops/detail/resample_kernels.hpp for the notes).
+#include "xgrad/ops/detail/resample_kernels.hpp"
 
 #include <tbb/task_arena.h>
 
@@ -12,7 +12,7 @@
 
 #include "xgrad/core/cpu.hpp"
 #include "xgrad/core/parallel.hpp"
-#include "xgrad/ops/resample_simd512.hpp"
+#include "xgrad/ops/detail/resample_simd512.hpp"
 
 namespace xgrad::detail::resample {
 

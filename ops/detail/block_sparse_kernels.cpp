@@ -4,7 +4,7 @@
 // over strided views or gathered panels. See Note [Block-sparse parallelism] in block_sparse_linear.hpp.
 // On CPUs with AVX-512 the float32 lane and tile kernels run 16 lanes wide (block_sparse_simd512.hpp),
 // and the tiles then also take groups up to 256 wide (128 when OpenBLAS runs AVX-512 kernels).
-#include "xgrad/ops/block_sparse_kernels.hpp"
+#include "xgrad/ops/detail/block_sparse_kernels.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -18,8 +18,8 @@
 
 #include "xgrad/core/cpu.hpp"
 #include "xgrad/core/parallel.hpp"
-#include "xgrad/ops/block_sparse_simd512.hpp"
 #include "xgrad/ops/detail/blas.hpp"
+#include "xgrad/ops/detail/block_sparse_simd512.hpp"
 
 namespace xgrad::detail {
 

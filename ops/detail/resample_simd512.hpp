@@ -1,5 +1,5 @@
 #pragma once
-// Internal to ops/resample_kernels.cpp. Note [AVX-512 kernels]: on CPUs with AVX-512 (F, BW, DQ, VL)
+// Internal to ops/detail/resample_kernels.cpp. Note [AVX-512 kernels]: on CPUs with AVX-512 (F, BW, DQ, VL)
 // the float32 inner loops of resample_conv run 16 lanes wide instead of 8. They live in
 // resample_simd512.cpp, the one file compiled with -march=x86-64-v4, and are reached only through
 // simd512_kernels(), which asks detail::avx512_enabled() (core/cpu.hpp: the CPU is checked once, so
