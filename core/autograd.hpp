@@ -65,6 +65,19 @@ class NoGradGuard {
   bool prev_;
 };
 
+/// Sets grad mode to `enabled` in this thread for the guard's lifetime (like torch::AutoGradMode):
+/// what an optimizer's closure or a Jacobian evaluation needs whatever the caller's mode.
+class AutoGradMode {
+ public:
+  explicit AutoGradMode(bool enabled) : prev_(GradMode::is_enabled()) { GradMode::set_enabled(enabled); }
+  ~AutoGradMode() { GradMode::set_enabled(prev_); }
+  AutoGradMode(const AutoGradMode&) = delete;
+  AutoGradMode& operator=(const AutoGradMode&) = delete;
+
+ private:
+  bool prev_;
+};
+
 // ---- graph ------------------------------------------------------------------------------------
 /// Where the gradient of one input goes: the producing node's output `input_nr`, or a leaf.
 struct Edge {

@@ -271,12 +271,7 @@ Tensor LBFGS::step(const std::function<Tensor()>& closure) {
   // The first evaluation; the closure runs in grad mode whatever the caller's mode (as torch).
   Tensor orig_loss;
   {
-    const bool was = GradMode::is_enabled();
-    GradMode::set_enabled(true);
-    struct Restore {
-      bool w;
-      ~Restore() { GradMode::set_enabled(w); }
-    } restore{was};
+    AutoGradMode grad_mode(true);
     orig_loss = closure();
   }
   XGRAD_CHECK(orig_loss.defined() && orig_loss.numel() == 1,
@@ -289,12 +284,7 @@ Tensor LBFGS::step(const std::function<Tensor()>& closure) {
   if (opt_cond) return orig_loss;
 
   auto grad_mode_closure = [&]() {
-    const bool was = GradMode::is_enabled();
-    GradMode::set_enabled(true);
-    struct Restore {
-      bool w;
-      ~Restore() { GradMode::set_enabled(w); }
-    } restore{was};
+    AutoGradMode grad_mode(true);
     return evaluate(closure);
   };
 

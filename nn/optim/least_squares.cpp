@@ -78,12 +78,7 @@ LeastSquaresResult least_squares(const std::function<Tensor()>& residuals, const
   res.num_params = n;
   // Evaluates the residuals (with the Jacobian when asked) at the parameters' current values.
   auto evaluate = [&](bool with_jacobian) {
-    const bool was = GradMode::is_enabled();
-    GradMode::set_enabled(with_jacobian);
-    struct Restore {
-      bool w;
-      ~Restore() { GradMode::set_enabled(w); }
-    } restore{was};
+    AutoGradMode grad_mode(with_jacobian);
     const Tensor r = residuals();
     ++res.evaluations;
     XGRAD_CHECK(r.defined(), "{}: the residual function returned an undefined tensor", op);
