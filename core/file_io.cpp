@@ -13,6 +13,7 @@
 #include <cstring>
 #include <random>
 
+#include "xgrad/core/checked.hpp"
 #include "xgrad/core/error.hpp"
 
 namespace xgrad {
@@ -108,6 +109,9 @@ std::string read_regular_file(const std::string& path, const char* fn) {
   std::string out;
   std::size_t used = 0;
   const auto grow = [&](std::size_t n) {
+    // Past memory and swap the size is refused before asking for it (a sanitizer runtime would abort
+    // on such a request instead of throwing std::bad_alloc).
+    check_host_memory(n, fn, "file size");
     try {
       out.resize(n);
     } catch (const std::exception&) {  // bad_alloc, length_error: a file too large for memory
