@@ -6,6 +6,7 @@
 #include <latch>
 #include <thread>
 
+#include "concurrency.hpp"
 #include "support.hpp"
 #include "xgrad/nn/nn.hpp"
 #include "xgrad/ops/ops.hpp"
@@ -13,27 +14,8 @@
 using namespace xgrad;
 
 namespace {
-constexpr int kThreads = 4;
-
-#if defined(__SANITIZE_THREAD__)
-// libtbb is not built with TSan, which therefore cannot see the synchronisation inside TBB's
-// scheduler and would report every parallel_for. Under TSan the kernels run serially (xgrad then
-// makes no TBB call); what these tests check is the std::threads below sharing xgrad objects.
-[[maybe_unused]] const bool g_serial_kernels = (set_num_threads(1), true);
-#endif
-
-// Runs body(t) on kThreads threads that start together; rethrows nothing (bodies count failures).
-template <class Body>
-void run_threads(int n, Body body) {
-  std::latch start(n);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < n; ++t)
-    threads.emplace_back([&, t] {
-      start.arrive_and_wait();
-      body(t);
-    });
-  for (auto& th : threads) th.join();
-}
+using test::kThreads;
+using test::run_threads;
 
 std::shared_ptr<nn::Sequential> small_mlp(std::uint64_t seed) {
   Generator gen(seed);
