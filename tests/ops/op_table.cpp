@@ -1364,11 +1364,17 @@ std::string param_type(std::string p) {
 }  // namespace
 
 std::vector<std::string> public_op_signatures(const std::string& ops_dir) {
+  std::vector<std::string> out;
+  for (const auto& d : public_op_declarations(ops_dir)) out.push_back(d.signature);
+  return out;
+}
+
+std::vector<OpDeclaration> public_op_declarations(const std::string& ops_dir) {
   std::vector<std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(ops_dir))
     if (e.path().extension() == ".hpp") files.push_back(e.path().string());
   std::sort(files.begin(), files.end());
-  std::vector<std::string> out;
+  std::vector<OpDeclaration> out;
   const std::regex decl_re("^(Tensor|Tensors) (operator\\S+|[A-Za-z_][A-Za-z0-9_]*)\\(");
   for (const auto& file : files) {
     std::ifstream in(file);
@@ -1419,7 +1425,8 @@ std::vector<std::string> public_op_signatures(const std::string& ops_dir) {
         }
       }
       if (!trim(cur).empty()) types.push_back(param_type(cur));
-      out.push_back(fmt::format("{}({})", m[2].str(), fmt::join(types, ",")));
+      out.push_back(
+          {std::filesystem::path(file).stem().string(), fmt::format("{}({})", m[2].str(), fmt::join(types, ","))});
     }
   }
   return out;

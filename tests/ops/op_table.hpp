@@ -90,4 +90,12 @@ const std::vector<OpInfo>& op_table();
 /// OpInfo::signature: name(type,type,...) without const, &, parameter names and defaults.
 std::vector<std::string> public_op_signatures(const std::string& ops_dir);
 
+/// One public op declaration and the header that declares it (its stem: "elementwise").
+struct OpDeclaration {
+  std::string header;
+  std::string signature;
+};
+/// public_op_signatures with the header of each declaration.
+std::vector<OpDeclaration> public_op_declarations(const std::string& ops_dir);
+
 }  // namespace xgrad::test

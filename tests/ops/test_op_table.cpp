@@ -7,7 +7,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
 #include <set>
+#include <sstream>
 
 #include "op_table.hpp"
 #include "support.hpp"
@@ -235,5 +240,97 @@ TEST_CASE("op table: bad inputs raise xgrad::Error naming the op", "[op_table][e
         }
       }
     }
+  }
+}
+
+namespace {
+
+// The backticked spans of a docs/ops.md table cell: "`maximum(a, b)` / `minimum`" -> {"maximum(a, b)", "minimum"}.
+std::vector<std::string> code_spans(const std::string& cell) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t open = cell.find('`', at);
+    if (open == std::string::npos) break;
+    const std::size_t close = cell.find('`', open + 1);
+    if (close == std::string::npos) break;
+    out.push_back(cell.substr(open + 1, close - open - 1));
+    at = close + 1;
+  }
+  return out;
+}
+
+// The function names a span documents: "maximum(a, b)" -> {maximum}; "gt lt ge" -> {gt, lt, ge};
+// "a + b" -> {} (an operator form of the row's function); "x.to(dtype)" -> {} (a method).
+std::vector<std::string> documented_names(const std::string& span) {
+  std::vector<std::string> out;
+  const std::size_t paren = span.find('(');
+  const std::string head = span.substr(0, paren);
+  if (head.find('.') != std::string::npos) return out;  // a Tensor method
+  static const std::regex word_re("[A-Za-z_][A-Za-z0-9_:]*");
+  if (paren != std::string::npos) {
+    std::smatch m;
+    if (std::regex_search(head, m, word_re)) out.push_back(m.str());
+    return out;
+  }
+  if (!std::regex_match(span, std::regex("[A-Za-z_][A-Za-z0-9_ ]*"))) return out;  // "a + b"
+  for (std::sregex_iterator it(span.begin(), span.end(), word_re), end; it != end; ++it) out.push_back(it->str());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("docs/ops.md lists every public op of ops/*.hpp under its header, and nothing else", "[op_table][docs]") {
+  const std::vector<OpDeclaration> decls = public_op_declarations(std::string(XGRAD_SOURCE_DIR) + "/ops");
+  REQUIRE(decls.size() >= 50);
+  std::map<std::string, std::set<std::string>> headers_of;  // op name -> headers declaring it
+  for (const auto& d : decls) {
+    const std::string name = d.signature.substr(0, d.signature.find('('));
+    if (name.rfind("operator", 0) == 0) continue;  // operators are documented with their function
+    headers_of[name].insert(d.header);
+  }
+  std::set<std::string> aliases;  // inline forms such as broadcast_to: may be documented, need not be
+  static const std::regex inline_re("^inline Tensor ([A-Za-z_][A-Za-z0-9_]*)\\(");
+  for (const auto& e : std::filesystem::directory_iterator(std::string(XGRAD_SOURCE_DIR) + "/ops")) {
+    std::ifstream h(e.path());
+    for (std::string l; std::getline(h, l);) {
+      std::smatch m;
+      if (std::regex_search(l, m, inline_re)) aliases.insert(m[1].str());
+    }
+  }
+  std::ifstream in(std::string(XGRAD_SOURCE_DIR) + "/docs/ops.md");
+  REQUIRE(in.good());
+  std::map<std::string, std::set<std::string>> documented;  // op name -> the file column of its rows
+  std::string line;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("| `", 0) != 0) continue;  // table rows whose op column starts with code
+    std::vector<std::string> cells;
+    std::stringstream ss(line.substr(1));
+    for (std::string c; std::getline(ss, c, '|');) cells.push_back(c);
+    REQUIRE(cells.size() >= 4);
+    std::string file = cells[1];
+    file.erase(0, file.find_first_not_of(' '));
+    file.erase(file.find_last_not_of(' ') + 1);
+    if (file.rfind("ops/", 0) == 0) file = file.substr(4);
+    ++rows;
+    for (const auto& span : code_spans(cells[0]))
+      for (std::string name : documented_names(span)) {
+        if (name.rfind("nn::functional::", 0) == 0) continue;  // an alias in nn/, documented in nn.md
+        documented[name].insert(file);
+        INFO("docs/ops.md row `" << span << "` names " << name << ", which no ops/*.hpp declares as a public op");
+        if (file != "core/tensor") CHECK(headers_of.count(name) + aliases.count(name) >= 1);
+      }
+  }
+  REQUIRE(rows >= 30);
+  for (const auto& [name, headers] : headers_of) {
+    INFO("public op " << name << " (declared in ops/" << *headers.begin()
+                      << ".hpp) has no row in docs/ops.md: add one with its forward and gradient formulas");
+    CHECK(documented.count(name) == 1);
+    if (documented.count(name) == 0) continue;
+    INFO("docs/ops.md gives its file as " << *documented[name].begin());
+    bool match = false;
+    for (const auto& h : headers) match = match || documented[name].count(h) > 0;
+    CHECK(match);
   }
 }
