@@ -197,6 +197,9 @@ TEST_CASE("FineGrid::points: a float64 or float32 linspace is detected as unifor
       const double err = max_diff(out, ref.out);
       INFO("error " << err << " bound " << bound << " deviation " << g.uniform_deviation());
       CHECK(err <= bound);
+      // On [0, 1] (the float32 rounding of the points is at most 3e-8 or so) the plain float32
+      // contract holds against the given points as well.
+      if (dt == kFloat32 && given.front() == 0) CHECK(err <= 1e-5 * ref.scale);
     }
 }
 
