@@ -722,7 +722,7 @@ std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& 
     if (M == 0) {
       if (why)
         *why =
-            "its breakpoints do not all lie on the boundaries of k (hi - lo) / M for one M <= 64, which the "
+            "its breakpoints do not all lie on cell boundaries lo + k (hi - lo) / M for one M <= 64, which the "
             "lattice of a non-uniform grid needs (a uniform grid has no such limit)";
       return nullptr;
     }
