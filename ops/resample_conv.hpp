@@ -170,9 +170,10 @@ struct ResampleConvOptions {
 
 /// Note [Fallback handler]: called once per (response, table) when a callable response falls back
 /// to per-tap evaluation (no table meets the tolerance), with a message naming the response, the
-/// table and the reason. The library prints nothing by default (PyTorch does not warn when it picks
-/// a slower kernel either); install e.g. [](const std::string& m) { std::cerr << m << "\n"; } to see
-/// it. Thread-safe; returns the previous handler; an empty function removes it.
+/// table and the reason. The default handler prints the first such message of the process to
+/// stderr, once (like PyTorch's TORCH_WARN_ONCE for its slow fallbacks); installing a handler
+/// replaces it (e.g. to log every one, or to raise), an empty function silences it. Thread-safe;
+/// returns the previous handler (install it again to restore the default).
 using ResampleConvFallbackHandler = std::function<void(const std::string&)>;
 ResampleConvFallbackHandler set_resample_conv_fallback_handler(ResampleConvFallbackHandler handler);
 

@@ -8,6 +8,7 @@
 #include <array>
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -738,8 +739,19 @@ std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& 
 }
 
 namespace {
+// Note [Fallback handler]: by default one line on stderr, the first time only in the process (as
+// PyTorch's TORCH_WARN_ONCE does, e.g. for its MPS-to-CPU fallback).
+void warn_once(const std::string& message) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::fprintf(stderr,
+                 "xgrad warning: %s (shown once; ResampleConvOptions::strict refuses this, and "
+                 "set_resample_conv_fallback_handler replaces this warning)\n",
+                 message.c_str());
+  });
+}
 std::mutex g_handler_mutex;
-ResampleConvFallbackHandler g_handler;
+ResampleConvFallbackHandler g_handler = warn_once;
 }  // namespace
 
 ResampleConvFallbackHandler exchange_fallback_handler(ResampleConvFallbackHandler h) {

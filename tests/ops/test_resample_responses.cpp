@@ -2,8 +2,11 @@
 // detects them and takes the fast path), responses that declare breakpoints (tables fitted piece by
 // piece), the named responses against independent float64 formulas, and the visible fallback
 // (ResampleConvOptions::strict, set_resample_conv_fallback_handler).
+#include <unistd.h>
+
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -138,6 +141,34 @@ std::vector<Named> named_responses() {
 }
 
 }  // namespace
+
+// First in this file: the default handler prints only the first fallback of the process (ctest
+// runs each test case in its own process; a whole-binary run takes them in this order).
+TEST_CASE("resample_conv: by default the first fallback is printed to stderr, once", "[resample_conv]") {
+  const FineGrid grid = FineGrid::uniform(0.0, 1e-3, 1001);
+  const double tl = -0.02071, th = 0.03137;
+  auto tri = [=](double d) { return d < 0 ? 1 - d / tl : 1 - d / th; };
+  std::FILE* tmp = std::tmpfile();
+  REQUIRE(tmp != nullptr);
+  std::fflush(stderr);
+  const int saved = dup(2);
+  REQUIRE(dup2(fileno(tmp), 2) >= 0);
+  for (int i = 0; i < 2; ++i)  // two responses, two fallbacks, one line
+    resample_conv_prepare(grid, Response::callable(tri, tl, th), kFloat64);
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::rewind(tmp);
+  std::string text;
+  for (int ch; (ch = std::fgetc(tmp)) != EOF;) text.push_back(static_cast<char>(ch));
+  std::fclose(tmp);
+  INFO("stderr: " << text);
+  std::size_t lines = 0;
+  for (std::size_t at = 0; (at = text.find("xgrad warning: resample_conv:", at)) != std::string::npos; ++at) ++lines;
+  CHECK(lines == 1);
+  CHECK(text.find("evaluated at every tap") != std::string::npos);
+  CHECK(text.find("strict") != std::string::npos);
+}
 
 // ---- item 1: uniform grids given as points ---------------------------------------------------------
 
@@ -363,7 +394,7 @@ TEST_CASE("resample_conv: strict refuses the per-tap fallback, the fallback hand
   resample_conv(f, c, grid, Response::triangle(w));
   CHECK(seen.size() == 1);
   set_resample_conv_fallback_handler(previous);
-  resample_conv(f, c, grid, Response::callable(tri, tl, th, dtri));  // handler removed: not called
+  resample_conv(f, c, grid, Response::callable(tri, tl, th, dtri));  // the previous handler is back: ours is not called
   CHECK(seen.size() == 1);
 }
 
