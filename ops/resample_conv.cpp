@@ -29,7 +29,7 @@ FineGrid FineGrid::uniform(double x0, double dx, std::int64_t size) {
   return g;
 }
 
-FineGrid FineGrid::points(const Tensor& x) {
+FineGrid FineGrid::points(const Tensor& x, bool detect_uniform) {
   XGRAD_CHECK(x.defined(), "FineGrid::points: argument 'x' is an undefined tensor");
   XGRAD_CHECK(x.dim() == 1, "FineGrid::points: argument 'x' must be a 1-d tensor, got {}", shape_str(x.shape()));
   auto v = std::make_shared<std::vector<double>>(x.to_vector());
@@ -39,6 +39,21 @@ FineGrid FineGrid::points(const Tensor& x) {
     XGRAD_CHECK(i == 0 || (*v)[i] > (*v)[i - 1],
                 "FineGrid::points: argument 'x' must be strictly increasing, but x[{}] = {} <= x[{}] = {}", i, (*v)[i],
                 i - 1, (*v)[i - 1]);
+  }
+  // Note [Uniform points] (resample_conv.hpp): points within their own rounding of a uniform grid.
+  const std::int64_t B = static_cast<std::int64_t>(v->size());
+  if (detect_uniform && B >= 2) {
+    const double x0 = v->front(), dx = (v->back() - x0) / static_cast<double>(B - 1);
+    const double eps = x.dtype() == kFloat32 ? static_cast<double>(FLT_EPSILON) : DBL_EPSILON;
+    const double tol = 4 * eps * std::max(std::abs(x0), std::abs(v->back()));
+    double dev = 0;
+    for (std::int64_t b = 0; b < B && dev <= tol; ++b)
+      dev = std::max(dev, std::abs((*v)[static_cast<std::size_t>(b)] - (x0 + static_cast<double>(b) * dx)));
+    if (dev <= tol && dx > 0) {
+      FineGrid g = uniform(x0, dx, B);
+      g.deviation_ = dev;
+      return g;
+    }
   }
   FineGrid g;
   g.uniform_ = false;
@@ -73,9 +88,25 @@ void check_support(const char* fn, double lo, double hi) {
 }
 }  // namespace
 
-Response Response::callable(Fn fn, double lo, double hi, Fn derivative) {
+Response Response::callable(Fn fn, double lo, double hi, Fn derivative, std::vector<double> breakpoints) {
   XGRAD_CHECK(static_cast<bool>(fn), "Response::callable: argument 'fn' is empty");
   check_support("Response::callable", lo, hi);
+  // Note [Breakpoints] (resample_kernels.hpp): inside the support, and apart by more than the
+  // rounding of its coordinates (the table nodes next to a breakpoint are evaluated a few units of
+  // rounding inside it).
+  std::sort(breakpoints.begin(), breakpoints.end());
+  const double sep = std::max(1e-9 * (hi - lo), 64 * DBL_EPSILON * std::max(std::abs(lo), std::abs(hi)));
+  for (std::size_t i = 0; i < breakpoints.size(); ++i) {
+    const double b = breakpoints[i];
+    XGRAD_CHECK(std::isfinite(b) && b > lo && b < hi,
+                "Response::callable: argument 'breakpoints' must lie strictly inside the support ({}, {}), got {}", lo,
+                hi, b);
+    const double prev = i == 0 ? lo : breakpoints[i - 1];
+    XGRAD_CHECK(b - prev > sep && (i + 1 < breakpoints.size() || hi - b > sep),
+                "Response::callable: argument 'breakpoints' has {} within {} of {} (another breakpoint or a support "
+                "end): breakpoints must be distinct and apart by more than that",
+                b, sep, b - prev > sep ? hi : prev);
+  }
   Response r;
   r.state_ = std::make_shared<rs::ResponseState>();
   r.state_->sampled = false;
@@ -83,7 +114,127 @@ Response Response::callable(Fn fn, double lo, double hi, Fn derivative) {
   r.state_->hi = hi;
   r.state_->fn = std::move(fn);
   r.state_->dfn = std::move(derivative);
+  r.state_->breakpoints = std::move(breakpoints);
   return r;
+}
+
+// ---- named responses (with derivatives and breakpoints) -------------------------------------------
+namespace {
+void check_positive(const char* fn, const char* arg, double v) {
+  XGRAD_CHECK(std::isfinite(v) && v > 0, "{}: argument '{}' must be finite and > 0, got {}", fn, arg, v);
+}
+Response named(std::string name, Response::Fn fn, double lo, double hi, Response::Fn dfn, std::vector<double> bps) {
+  Response r = Response::callable(std::move(fn), lo, hi, std::move(dfn), std::move(bps));
+  r.state()->name = std::move(name);
+  return r;
+}
+// sinc(x) = sin(pi x)/(pi x) and its derivative; Taylor series near 0, where the closed forms cancel.
+double sinc(double x) {
+  const double y = M_PI * x;
+  if (std::abs(x) >= 0.1) return std::sin(y) / y;
+  const double y2 = y * y;  // sum_k (-1)^k y^(2k) / (2k+1)!, k <= 7
+  double s = 0, term = 1;
+  for (int k = 0; k <= 7; ++k) {
+    s += term;
+    term *= -y2 / static_cast<double>((2 * k + 2) * (2 * k + 3));
+  }
+  return s;
+}
+double dsinc(double x) {
+  const double y = M_PI * x;
+  if (std::abs(x) >= 0.1) return (std::cos(y) - std::sin(y) / y) / x;
+  const double y2 = y * y;      // pi * sum_{k>=1} (-1)^k 2k y^(2k-1) / (2k+1)!
+  double s = 0, term = -y / 6;  // k = 1: -y / 3!
+  for (int k = 1; k <= 7; ++k) {
+    s += 2 * k * term;
+    term *= -y2 / static_cast<double>((2 * k + 2) * (2 * k + 3));
+  }
+  return M_PI * s;
+}
+// Centred cardinal B-spline M_n(x) of order n <= 4 and its derivative, piece by piece (no
+// truncated-power cancellation). Only called on [-n/2, n/2].
+double bspline_value(int n, double x) {
+  const double a = std::abs(x);
+  switch (n) {
+    case 1:
+      return 1.0;
+    case 2:
+      return 1 - a;
+    case 3:
+      return a <= 0.5 ? 0.75 - a * a : 0.5 * (1.5 - a) * (1.5 - a);
+    default:
+      return a <= 1 ? 2.0 / 3 - a * a + 0.5 * a * a * a : (2 - a) * (2 - a) * (2 - a) / 6;
+  }
+}
+double bspline_slope(int n, double x) {
+  const double a = std::abs(x), sg = std::signbit(x) ? -1.0 : 1.0;
+  switch (n) {
+    case 1:
+      return 0.0;
+    case 2:
+      return -sg;
+    case 3:
+      return a <= 0.5 ? -2 * x : -sg * (1.5 - a);
+    default:
+      return a <= 1 ? -2 * x + 1.5 * x * a : -sg * 0.5 * (2 - a) * (2 - a);
+  }
+}
+}  // namespace
+
+Response Response::gaussian(double sigma, double truncate) {
+  check_positive("Response::gaussian", "sigma", sigma);
+  check_positive("Response::gaussian", "truncate", truncate);
+  const double half = truncate * sigma;
+  const double norm = 1 / (sigma * std::sqrt(2 * M_PI) * std::erf(truncate / std::sqrt(2.0)));
+  return named(
+      "gaussian", [=](double d) { return norm * std::exp(-0.5 * (d / sigma) * (d / sigma)); }, -half, half,
+      [=](double d) { return -d / (sigma * sigma) * norm * std::exp(-0.5 * (d / sigma) * (d / sigma)); }, {});
+}
+
+Response Response::hann(double width) {
+  check_positive("Response::hann", "width", width);
+  return named(
+      "hann", [=](double d) { return 2 / width * std::pow(std::cos(M_PI * d / width), 2); }, -width / 2, width / 2,
+      [=](double d) { return -2 * M_PI / (width * width) * std::sin(2 * M_PI * d / width); }, {});
+}
+
+Response Response::box(double width) {
+  check_positive("Response::box", "width", width);
+  Response r = bspline(1, width);
+  r.state_->name = "box";
+  return r;
+}
+
+Response Response::triangle(double width) {
+  check_positive("Response::triangle", "width", width);
+  Response r = bspline(2, width / 2);
+  r.state_->name = "triangle";
+  return r;
+}
+
+Response Response::bspline(int order, double h) {
+  XGRAD_CHECK(order >= 1 && order <= 4, "Response::bspline: argument 'order' must be 1, 2, 3 or 4, got {}", order);
+  check_positive("Response::bspline", "h", h);
+  const double half = 0.5 * order * h;
+  std::vector<double> knots;  // interior knots (k - n/2) h, k = 1 .. n-1
+  for (int k = 1; k < order; ++k) knots.push_back((k - 0.5 * order) * h);
+  return named(
+      "bspline" + std::to_string(order), [=](double d) { return bspline_value(order, d / h) / h; }, -half, half,
+      [=](double d) { return bspline_slope(order, d / h) / (h * h); }, std::move(knots));
+}
+
+Response Response::lanczos(int a, double scale) {
+  XGRAD_CHECK(a >= 1, "Response::lanczos: argument 'a' must be >= 1, got {}", a);
+  check_positive("Response::lanczos", "scale", scale);
+  const double ad = a;
+  return named(
+      "lanczos" + std::to_string(a), [=](double d) { return sinc(d / scale) * sinc(d / scale / ad); }, -ad * scale,
+      ad * scale,
+      [=](double d) {
+        const double x = d / scale;
+        return (dsinc(x) * sinc(x / ad) + sinc(x) * dsinc(x / ad) / ad) / scale;
+      },
+      {});
 }
 
 Response Response::sampled(const Tensor& values, double lo, double hi, Interp interp) {
@@ -111,6 +262,11 @@ bool Response::has_derivative() const { return state_->sampled || static_cast<bo
 double Response::lo() const { return state_->lo; }
 double Response::hi() const { return state_->hi; }
 Interp Response::interp() const { return state_->interp; }
+const std::vector<double>& Response::breakpoints() const { return state_->breakpoints; }
+const std::string& Response::name() const {
+  static const std::string kSampled = "sampled";
+  return state_->sampled ? kSampled : state_->name;
+}
 const Tensor& Response::values() const { return state_->values; }
 
 namespace {
@@ -181,7 +337,9 @@ EvalHolder make_evaluator(const FineGrid& grid, const Response& r, const Tensor&
     }
     return h;
   }
-  if (!o.exact) h.table = r.state()->get(grid.is_uniform(), derivative, grid.dx(), default_tolerance(dtype, o));
+  std::string why;
+  if (!o.exact) h.table = r.state()->get(grid.is_uniform(), derivative, grid.dx(), default_tolerance(dtype, o), &why);
+  XGRAD_CHECK(o.exact || h.table || !o.strict, "{} (refused: ResampleConvOptions::strict is set)", why);
   if (h.table) {
     h.ev.kind = h.table->polyphase ? rs::Evaluator::polyphase : rs::Evaluator::lattice;
     h.ev.table = h.table.get();
@@ -369,6 +527,11 @@ Tensor resample_conv(const Tensor& f, const Tensor& coarse, const FineGrid& grid
   XGRAD_CHECK(!(GradMode::is_enabled() && coarse.requires_grad() && !response.has_derivative()),
               "resample_conv: argument 'coarse' requires grad, but the callable response has no derivative: pass it "
               "as Response::callable(fn, lo, hi, dfn), or detach coarse");
+  // strict: a slow fallback of the coarse gradient is refused now, not in the backward (the table
+  // is cached in the response, so the backward does not build it again).
+  if (options.strict && !response.is_sampled() && !options.exact && GradMode::is_enabled() && coarse.requires_grad() &&
+      f.numel() > 0 && coarse.numel() > 0)
+    make_evaluator(grid, response, Tensor(), f.dtype(), options, true);
   const Tensor values = response.is_sampled() ? response.values() : Tensor();
   // The located taps kept with the graph (N*A of them): a size no buffer can have is an error
   // stating the bytes, as is running out of memory in the op's own buffers.
@@ -411,6 +574,10 @@ ResampleConvTableInfo resample_conv_prepare(const FineGrid& grid, const Response
   info.measured_error = t.measured_error;
   info.bytes = t.bytes() + eh.cells.size() * sizeof(double);
   return info;
+}
+
+ResampleConvFallbackHandler set_resample_conv_fallback_handler(ResampleConvFallbackHandler handler) {
+  return rs::exchange_fallback_handler(std::move(handler));
 }
 
 std::size_t resample_conv_cached_bytes(const Response& response) {

@@ -49,6 +49,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "xgrad/core/tensor.hpp"
@@ -65,9 +66,19 @@ class FineGrid {
   /// x0 + b*dx for b in [0, size). dx > 0, size >= 0, all finite.
   static FineGrid uniform(double x0, double dx, std::int64_t size);
   /// The points of a 1-d tensor (float32 or float64), finite and strictly increasing (may be empty).
-  static FineGrid points(const Tensor& x);
+  /// Note [Uniform points]: with `detect_uniform` (the default), points that are a uniform grid up to
+  /// their own rounding (a float64 or float32 linspace) give a uniform grid, which takes the fast
+  /// path: B >= 2 and max_b |x[b] - (x[0] + b*dx)| <= 4 * eps * max(|x[0]|, |x[B-1]|) with
+  /// dx = (x[B-1] - x[0]) / (B-1) and eps the machine epsilon of x's dtype (2^-23 for float32,
+  /// 2^-52 otherwise). That maximum is kept as uniform_deviation(); the op then computes with the
+  /// points x[0] + b*dx (see the accuracy contract in docs/resample_conv.md). detect_uniform = false
+  /// keeps the given points as they are (the non-uniform path).
+  static FineGrid points(const Tensor& x, bool detect_uniform = true);
 
   bool is_uniform() const { return uniform_; }
+  /// For a grid that FineGrid::points detected as uniform: max_b |x[b] - (x0 + b*dx)| over the given
+  /// points (0 for FineGrid::uniform and for non-uniform grids).
+  double uniform_deviation() const { return deviation_; }
   std::int64_t size() const { return size_; }
   double x0() const { return x0_; }
   double dx() const { return dx_; }
@@ -81,6 +92,7 @@ class FineGrid {
   bool uniform_ = true;
   std::int64_t size_ = 0;
   double x0_ = 0, dx_ = 1;
+  double deviation_ = 0;
   std::shared_ptr<const std::vector<double>> xs_ = std::make_shared<const std::vector<double>>();
 };
 
@@ -92,8 +104,30 @@ class Response {
  public:
   using Fn = std::function<double(double)>;
   /// A fixed response. `derivative` (optional) is dr/dd; without it the gradient with respect to
-  /// the coarse points is an error. fn is only evaluated on [lo, hi].
-  static Response callable(Fn fn, double lo, double hi, Fn derivative = {});
+  /// the coarse points is an error. fn is only evaluated on [lo, hi]. `breakpoints` (optional):
+  /// the points strictly inside (lo, hi) where fn or one of its derivatives is not smooth (kinks,
+  /// jumps of fn or of dfn, the joins of a piecewise function); the tables are then fitted piece
+  /// by piece between them (Note [Breakpoints] in resample_kernels.hpp). Without them a kink inside
+  /// the support can defeat every table, and fn is called at every tap (slow: see
+  /// ResampleConvOptions::strict and set_resample_conv_fallback_handler).
+  static Response callable(Fn fn, double lo, double hi, Fn derivative = {}, std::vector<double> breakpoints = {});
+  /// Named responses, centred on 0, with their derivatives and breakpoints. All but lanczos have
+  /// unit area (their integral over the support is 1).
+  /// gaussian: exp(-d^2 / (2 sigma^2)) on [-truncate*sigma, truncate*sigma], normalised over that
+  /// support (sigma > 0, truncate > 0; scipy.ndimage's default truncate is 4).
+  static Response gaussian(double sigma, double truncate = 4.0);
+  /// hann: (2/width) cos^2(pi d / width) on [-width/2, width/2] (the Hann window, zero at its ends).
+  static Response hann(double width);
+  /// box: 1/width on [-width/2, width/2] (B-spline of order 1).
+  static Response box(double width);
+  /// triangle: (2/width) (1 - 2|d|/width) on [-width/2, width/2] (B-spline of order 2); breakpoint 0.
+  static Response triangle(double width);
+  /// bspline: the centred cardinal B-spline of order 1..4 (degree order-1) with knot spacing h,
+  /// M_order(d/h)/h on [-order*h/2, order*h/2]; breakpoints at its interior knots.
+  static Response bspline(int order, double h);
+  /// lanczos: the Lanczos kernel sinc(x) sinc(x/a), x = d/scale, sinc(x) = sin(pi x)/(pi x), on
+  /// [-a*scale, a*scale] (a >= 1; 1 at d = 0, as in image resampling; not normalised).
+  static Response lanczos(int a, double scale = 1.0);
   /// A learnable response: K >= 2 values (a 1-d float tensor, may require grad) on the uniform
   /// lattice lo + k*(hi-lo)/(K-1), interpolated per `interp`.
   static Response sampled(const Tensor& values, double lo, double hi, Interp interp = Interp::cubic);
@@ -103,6 +137,10 @@ class Response {
   double lo() const;
   double hi() const;
   Interp interp() const;
+  /// The declared breakpoints of a callable, sorted (empty for a sampled response).
+  const std::vector<double>& breakpoints() const;
+  /// "callable", "sampled", or the named response's name ("gaussian", "bspline3", ...).
+  const std::string& name() const;
   /// The sampled values (undefined for a callable).
   const Tensor& values() const;
   /// r(d) evaluated exactly (the callable, or the interpolation of the current values).
@@ -124,7 +162,20 @@ struct ResampleConvOptions {
   double tolerance = 0;
   /// Evaluate a callable at every tap instead of through a table (slow; a reference mode).
   bool exact = false;
+  /// Refuse the slow fallback: when no table of a callable response (or of its derivative, for the
+  /// coarse gradient) can be built, raise an xgrad::Error saying why instead of calling fn at every
+  /// tap. An explicit `exact` is not a fallback and is allowed.
+  bool strict = false;
 };
+
+/// Note [Fallback handler]: called once per (response, table) when a callable response falls back
+/// to per-tap evaluation (no table meets the tolerance), with a message naming the response, the
+/// table and the reason. The default handler prints the first such message of the process to
+/// stderr, once (like PyTorch's TORCH_WARN_ONCE for its slow fallbacks); installing a handler
+/// replaces it (e.g. to log every one, or to raise), an empty function silences it. Thread-safe;
+/// returns the previous handler (install it again to restore the default).
+using ResampleConvFallbackHandler = std::function<void(const std::string&)>;
+ResampleConvFallbackHandler set_resample_conv_fallback_handler(ResampleConvFallbackHandler handler);
 
 /// out = resample_conv(f, coarse, grid, response): see the formula and gradients at the top of
 /// this file. f and coarse must have the same dtype (and the sampled values too). Differentiable

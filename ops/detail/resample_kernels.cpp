@@ -1,11 +1,14 @@
 // Tables and TBB kernels of resample_conv (see ops/detail/resample_kernels.hpp for the notes).
 #include "xgrad/ops/detail/resample_kernels.hpp"
 
+#include <fmt/format.h>
 #include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <array>
+#include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -396,8 +399,23 @@ double fit_pieces(const Fn& fn, const Interpolator& ip, std::int64_t pieces, Arg
   return maxabs > 0 ? maxerr / maxabs : maxerr;
 }
 
+// Note [Breakpoints]: the distance from a breakpoint at which the nodes next to it are evaluated,
+// a few units of rounding of the support's coordinates: far enough that fn (which may divide or
+// compare the argument) sees the correct side, near enough that the fit does not notice.
+double breakpoint_nudge(double lo, double hi) { return 4 * DBL_EPSILON * std::max(std::abs(lo), std::abs(hi)); }
+
+// The interval [a, b] of the arguments of a piece whose arguments lie around `mid`: between the
+// breakpoints (sorted, inside (lo, hi)) that enclose mid, nudged inside them; lo and hi are exact.
+void breakpoint_interval(const std::vector<double>& bps, double lo, double hi, double nudge, double mid, double& a,
+                         double& b) {
+  const auto it = std::upper_bound(bps.begin(), bps.end(), mid);
+  a = it == bps.begin() ? lo : *(it - 1) + nudge;
+  b = it == bps.end() ? hi : *it - nudge;
+}
+
 template <class Fn>
-std::shared_ptr<Table> try_polyphase(const Fn& fn, double lo, double hi, double dx, int D, int m) {
+std::shared_ptr<Table> try_polyphase(const Fn& fn, double lo, double hi, double dx, int D, int m,
+                                     const std::vector<double>* bps = nullptr) {
   auto t = std::make_shared<Table>();
   t->polyphase = true;
   t->degree = D;
@@ -405,13 +423,35 @@ std::shared_ptr<Table> try_polyphase(const Fn& fn, double lo, double hi, double 
   double phi = t->L - std::floor(t->L);
   if (phi < kSlop || phi > 1 - kSlop) phi = 0;
   t->phi = phi;
-  if (phi == 0) {
+  const bool with_bps = bps != nullptr && !bps->empty();
+  if (with_bps) {
+    // Segments of [0, 1) cut at frac(L) and at every breakpoint's frac((hi - beta)/dx); about m
+    // phases in all, spread by length, at least one per segment.
+    std::vector<double> cuts;
+    auto add = [&](double x) {
+      const double fr = x - std::floor(x);
+      if (fr > kSlop && fr < 1 - kSlop) cuts.push_back(fr);
+    };
+    add(t->L);
+    for (const double b : *bps) add((hi - b) / dx);
+    std::sort(cuts.begin(), cuts.end());
+    t->seg.push_back(0.0);
+    for (const double c : cuts)
+      if (c - t->seg.back() > kSlop) t->seg.push_back(c);
+    if (1.0 - t->seg.back() <= kSlop && t->seg.size() > 1) t->seg.pop_back();
+    t->seg.push_back(1.0);
+    t->seg_phase.push_back(0);
+    for (std::size_t g = 0; g + 1 < t->seg.size(); ++g)
+      t->seg_phase.push_back(t->seg_phase.back() +
+                             std::max(1, static_cast<int>(std::lround(m * (t->seg[g + 1] - t->seg[g])))));
+  } else if (phi == 0) {
     t->m1 = 0;
     t->m2 = m;
   } else {
     t->m1 = std::clamp(static_cast<int>(std::lround(m * phi)), 1, std::max(1, m - 1));
     t->m2 = std::max(1, m - t->m1);
   }
+  const double nudge = with_bps ? breakpoint_nudge(lo, hi) : 0.0;
   const int P = t->phases();
   auto bounds = [&](int p, double& ta, double& tb) { t->phase_bounds(p, ta, tb); };
   t->count.resize(static_cast<std::size_t>(P));
@@ -438,18 +478,32 @@ std::shared_ptr<Table> try_polyphase(const Fn& fn, double lo, double hi, double 
   tbb::this_task_arena::isolate([&] {  // callers hold a table mutex (see fit_pieces)
     parallel_for(0, P, 1, [&](std::int64_t p0, std::int64_t p1) {
       std::vector<double> vals(static_cast<std::size_t>((2 * D + 1) * S));
+      std::vector<double> ca, cb;  // with breakpoints: each tap's argument interval
       for (std::int64_t p = p0; p < p1; ++p) {
         double ta, tb;
         t->phase_bounds(static_cast<int>(p), ta, tb);
         const std::int64_t cnt = t->count[static_cast<std::size_t>(p)];
+        if (with_bps) {
+          ca.resize(static_cast<std::size_t>(cnt));
+          cb.resize(static_cast<std::size_t>(cnt));
+          for (std::int64_t j = 0; j < cnt; ++j)
+            breakpoint_interval(*bps, lo, hi, nudge, hi - (static_cast<double>(j) + 0.5 * (ta + tb)) * dx,
+                                ca[static_cast<std::size_t>(j)], cb[static_cast<std::size_t>(j)]);
+        }
         // rows 0..D: the nodes; rows D+1..2D: the test points
         for (int i = 0; i < 2 * D + 1; ++i) {
           const double sg =
               i <= D ? ip.nodes[static_cast<std::size_t>(i)] : ip.tests[static_cast<std::size_t>(i - D - 1)];
           const double tau = ta + (sg + 1) * 0.5 * (tb - ta);
           double* v = vals.data() + i * S;
-          for (std::int64_t j = 0; j < cnt; ++j)
-            v[j] = fn(std::clamp(hi - (static_cast<double>(j) + tau) * dx, lo, hi));
+          if (with_bps) {
+            for (std::int64_t j = 0; j < cnt; ++j)
+              v[j] = fn(std::clamp(hi - (static_cast<double>(j) + tau) * dx, ca[static_cast<std::size_t>(j)],
+                                   cb[static_cast<std::size_t>(j)]));
+          } else {
+            for (std::int64_t j = 0; j < cnt; ++j)
+              v[j] = fn(std::clamp(hi - (static_cast<double>(j) + tau) * dx, lo, hi));
+          }
         }
         double* cp = t->coef.data() + p * (D + 1) * S;
         for (int k = 0; k <= D; ++k) {
@@ -492,7 +546,7 @@ std::shared_ptr<Table> try_polyphase(const Fn& fn, double lo, double hi, double 
 }
 
 std::shared_ptr<Table> try_lattice(const std::function<double(double)>& fn, double lo, double hi, int D,
-                                   std::int64_t cells) {
+                                   std::int64_t cells, const std::vector<double>* bps = nullptr) {
   const std::size_t n = static_cast<std::size_t>(cells) * static_cast<std::size_t>(D + 1);
   if (n * (sizeof(double) + sizeof(float)) > kTableByteCap) return nullptr;
   auto t = std::make_shared<Table>();
@@ -503,10 +557,16 @@ std::shared_ptr<Table> try_lattice(const std::function<double(double)>& fn, doub
   t->h = (hi - lo) / static_cast<double>(cells);
   t->coef.assign(n, 0.0);
   const double h = t->h;
+  const double nudge = bps != nullptr ? breakpoint_nudge(lo, hi) : 0.0;
   t->measured_error = fit_pieces(
       fn, Interpolator(D), cells,
       [&](std::int64_t q, double sigma) {
-        return std::clamp(lo + (static_cast<double>(q) + (sigma + 1) * 0.5) * h, lo, hi);
+        const double d = lo + (static_cast<double>(q) + (sigma + 1) * 0.5) * h;
+        if (bps == nullptr) return std::clamp(d, lo, hi);
+        // Cells end on breakpoints (Note [Breakpoints]): stay on the cell's side of them.
+        double a, b;
+        breakpoint_interval(*bps, lo, hi, nudge, lo + (static_cast<double>(q) + 0.5) * h, a, b);
+        return std::clamp(d, a, b);
       },
       [&](std::int64_t q, int k, double c) {
         t->coef[static_cast<std::size_t>(q) * static_cast<std::size_t>(D + 1) + static_cast<std::size_t>(k)] = c;
@@ -520,11 +580,12 @@ std::shared_ptr<Table> try_lattice(const std::function<double(double)>& fn, doub
 // more pieces do not help): a degree is abandoned when the predicted piece count passes the cap.
 template <class Try>
 std::shared_ptr<const Table> search(double tol, std::int64_t first, std::int64_t cap, Try try_table,
-                                    int max_degree = kMaxDegree, int order = kMaxDegree + 1) {
+                                    int max_degree = kMaxDegree, int order = kMaxDegree + 1, double* best = nullptr) {
   for (int D = 1; D <= max_degree; ++D) {
     for (std::int64_t m = D == 1 ? first : 1; m <= cap; m *= 2) {
       auto t = try_table(D, m);
       if (!t) break;
+      if (best != nullptr) *best = std::min(*best, t->measured_error);
       if (t->measured_error <= tol) return t;
       const int q = std::min(D + 1, order);
       if (q <= 0) break;
@@ -547,6 +608,14 @@ const float* Table::data<float>() const {
 }
 
 void Table::phase_bounds(int p, double& ta, double& tb) const {
+  if (!seg.empty()) {  // Note [Breakpoints]
+    const std::size_t g =
+        static_cast<std::size_t>(std::upper_bound(seg_phase.begin(), seg_phase.end(), p) - seg_phase.begin()) - 1;
+    const int m = seg_phase[g + 1] - seg_phase[g], q = p - seg_phase[g];
+    ta = seg[g] + (seg[g + 1] - seg[g]) * q / m;
+    tb = seg[g] + (seg[g + 1] - seg[g]) * (q + 1) / m;
+    return;
+  }
   if (p < m1) {
     ta = phi * p / m1;
     tb = phi * (p + 1) / m1;
@@ -560,6 +629,17 @@ void Table::phase_bounds(int p, double& ta, double& tb) const {
 void Table::locate(double tau, int& phase, double& sigma) const {
   double x;
   int p;
+  if (!seg.empty()) {  // Note [Breakpoints]: the segment holding tau, then its phase
+    const std::size_t G = seg.size() - 1;
+    std::size_t g = 0;
+    while (g + 1 < G && tau >= seg[g + 1]) ++g;
+    const int m = seg_phase[g + 1] - seg_phase[g];
+    x = (tau - seg[g]) / (seg[g + 1] - seg[g]) * m;
+    p = std::clamp(static_cast<int>(x), 0, m - 1);
+    sigma = 2 * (x - p) - 1;
+    phase = seg_phase[g] + p;
+    return;
+  }
   if (m1 > 0 && tau < phi) {
     x = tau / phi * m1;
     p = std::clamp(static_cast<int>(x), 0, m1 - 1);
@@ -573,13 +653,32 @@ void Table::locate(double tau, int& phase, double& sigma) const {
   }
 }
 
+namespace {
+std::string no_table_reason(double tol, double best) {
+  return fmt::format(
+      "no table of degree <= {} within the {} MB cap meets the tolerance {:g} (relative to max|r|; the best "
+      "tried measured {:.3g})",
+      kMaxDegree, kTableByteCap >> 20, tol, best);
+}
+}  // namespace
+
 std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>& fn, double lo, double hi, double dx,
-                                             double tol) {
+                                             double tol, const std::vector<double>& breakpoints, std::string* why) {
   // Rows too long to tabulate, or a support so narrow that the tap-counting slack (kSlop) would
   // reach its interior (Note [Support width and rounding] in resample_conv.cpp): evaluate per tap.
-  if ((hi - lo) / dx > 1e6 || (hi - lo) / dx < 1e-6) return nullptr;
-  return search(tol, 1, 256,
-                [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); });
+  if ((hi - lo) / dx > 1e6 || (hi - lo) / dx < 1e-6) {
+    if (why)
+      *why = fmt::format("the support spans {:g} fine spacings, outside the [1e-6, 1e6] a table row can hold",
+                         (hi - lo) / dx);
+    return nullptr;
+  }
+  double best = HUGE_VAL;
+  const std::vector<double>* bps = breakpoints.empty() ? nullptr : &breakpoints;
+  auto t = search(
+      tol, 1, 256, [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m), bps); },
+      kMaxDegree, kMaxDegree + 1, &best);
+  if (!t && why) *why = no_table_reason(tol, best);
+  return t;
 }
 
 // Note [Deterministic table search]: a sampled response's table is searched on every forward (its
@@ -606,19 +705,99 @@ std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& 
       smoothness >= 2 ? 3 : 1, smoothness);
 }
 
-std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& fn, double lo, double hi, double tol) {
-  return search(tol, 16, std::int64_t(1) << 20,
-                [&](int D, std::int64_t cells) { return try_lattice(fn, lo, hi, D, cells); });
+std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& fn, double lo, double hi, double tol,
+                                           const std::vector<double>& breakpoints, std::string* why) {
+  // Note [Breakpoints]: the cell count is a multiple of the smallest M that puts every breakpoint on
+  // a cell boundary (within 1e-9 of a cell).
+  std::int64_t M = 1;
+  if (!breakpoints.empty()) {
+    M = 0;
+    for (std::int64_t m = 1; m <= 64 && M == 0; ++m) {
+      bool on = true;
+      for (const double b : breakpoints) {
+        const double u = (b - lo) / (hi - lo) * static_cast<double>(m);
+        on = on && std::abs(u - std::round(u)) <= 1e-9;
+      }
+      if (on) M = m;
+    }
+    if (M == 0) {
+      if (why)
+        *why =
+            "its breakpoints do not all lie on cell boundaries lo + k (hi - lo) / M for one M <= 64, which the "
+            "lattice of a non-uniform grid needs (a uniform grid has no such limit)";
+      return nullptr;
+    }
+  }
+  double best = HUGE_VAL;
+  const std::vector<double>* bps = breakpoints.empty() ? nullptr : &breakpoints;
+  auto t = search(
+      tol, 16, std::int64_t(1) << 20,
+      [&](int D, std::int64_t cells) { return try_lattice(fn, lo, hi, D, (cells + M - 1) / M * M, bps); }, kMaxDegree,
+      kMaxDegree + 1, &best);
+  if (!t && why) *why = no_table_reason(tol, best);
+  return t;
 }
 
-std::shared_ptr<const Table> ResponseState::get(bool polyphase, bool derivative, double dx, double tol) {
-  std::lock_guard<std::mutex> lock(mutex);
-  for (const auto& e : cache)
-    if (e.polyphase == polyphase && e.derivative == derivative && e.tol == tol && (!polyphase || e.dx == dx))
-      return e.table;
-  const auto& g = derivative ? dfn : fn;
-  auto t = polyphase ? build_polyphase(g, lo, hi, dx, tol) : build_lattice(g, lo, hi, tol);
-  cache.push_back({polyphase, derivative, dx, tol, t});
+namespace {
+// Note [Fallback handler]: by default one line on stderr, the first time only in the process (as
+// PyTorch's TORCH_WARN_ONCE does, e.g. for its MPS-to-CPU fallback).
+void warn_once(const std::string& message) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::fprintf(stderr,
+                 "xgrad warning: %s (shown once; ResampleConvOptions::strict refuses this, and "
+                 "set_resample_conv_fallback_handler replaces this warning)\n",
+                 message.c_str());
+  });
+}
+std::mutex g_handler_mutex;
+ResampleConvFallbackHandler g_handler = warn_once;
+}  // namespace
+
+ResampleConvFallbackHandler exchange_fallback_handler(ResampleConvFallbackHandler h) {
+  std::lock_guard<std::mutex> lock(g_handler_mutex);
+  std::swap(g_handler, h);
+  return h;
+}
+
+std::shared_ptr<const Table> ResponseState::get(bool polyphase, bool derivative, double dx, double tol,
+                                                std::string* why) {
+  std::string message;
+  std::shared_ptr<const Table> t;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto& e : cache)
+      if (e.polyphase == polyphase && e.derivative == derivative && e.tol == tol && (!polyphase || e.dx == dx)) {
+        if (why && !e.table) *why = e.why;
+        return e.table;
+      }
+    const auto& g = derivative ? dfn : fn;
+    std::string reason;
+    t = polyphase ? build_polyphase(g, lo, hi, dx, tol, breakpoints, &reason)
+                  : build_lattice(g, lo, hi, tol, breakpoints, &reason);
+    if (!t && breakpoints.empty())
+      reason +=
+          "; if the response has kinks or jumps inside its support, declare them as breakpoints "
+          "(Response::callable(fn, lo, hi, dfn, breakpoints)), or raise ResampleConvOptions::tolerance";
+    if (!t) {
+      message = fmt::format(
+          "resample_conv: the {} response (support [{}, {}]) has no {} table for {}: {}; its {} is evaluated at "
+          "every tap (slow)",
+          name, lo, hi, derivative ? "derivative" : "forward",
+          polyphase ? fmt::format("a uniform grid of spacing {}", dx) : std::string("a non-uniform grid"), reason,
+          derivative ? "derivative" : "callable");
+      if (why) *why = message;
+    }
+    cache.push_back({polyphase, derivative, dx, tol, t, message});
+  }
+  if (!message.empty()) {  // the first time only; outside the table mutex (the handler may call the op)
+    ResampleConvFallbackHandler h;
+    {
+      std::lock_guard<std::mutex> lock(g_handler_mutex);
+      h = g_handler;
+    }
+    if (h) h(message);
+  }
   return t;
 }
 

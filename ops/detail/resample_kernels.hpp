@@ -13,6 +13,18 @@
 // constant within a phase. The degree and the phase count are the cheapest that meet the
 // tolerance, measured against fn between the interpolation nodes.
 //
+// Note [Breakpoints]: a callable may declare breakpoints beta inside (lo, hi) where it (or its
+// derivative) is not smooth. On a uniform grid tap j meets beta at tau = (hi - beta)/dx - j, so
+// every breakpoint is one more split point frac((hi - beta)/dx) of [0, 1), like frac((hi - lo)/dx):
+// [0, 1) is cut into segments at all of them and each segment into phases, so that no tap's
+// argument crosses a breakpoint inside a phase and each piece is fitted to a smooth function. The
+// nodes at a phase's ends are evaluated just inside the tap's breakpoint interval (one ulp from
+// the breakpoint), so a jump (of fn, or of dfn at a kink of fn) is taken from the correct side. On
+// a non-uniform grid the lattice's cell count is a multiple of M (the smallest M <= 64 that puts
+// every breakpoint on a cell boundary, within 1e-9 of a cell); breakpoints that admit no such M
+// get no lattice table (per-tap evaluation, reported as a fallback). Without breakpoints the
+// tables are built exactly as before (two segments split at frac((hi - lo)/dx)).
+//
 // Note [Scatter without atomics]: the gradient with respect to f is the transpose of the forward
 // gather. Rows (batch*N) are owned by one task each; when there are few rows, a row's coarse
 // points are cut into fixed chunks, each spread into a private buffer covering only the fine range
@@ -22,6 +34,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "xgrad/ops/resample_conv.hpp"
@@ -37,6 +50,10 @@ struct Table {
   double L = 0;    // (hi - lo) / dx
   double phi = 0;  // phase split point in [0, 1)
   int m1 = 0, m2 = 1;
+  // With breakpoints (Note [Breakpoints]): segment bounds seg[0] = 0 < ... < seg[G] = 1 of tau and
+  // the first phase of each segment, seg_phase[G] = phases(); empty otherwise (m1, m2, phi apply).
+  std::vector<double> seg;
+  std::vector<int> seg_phase;
   std::int64_t stride = 0;
   std::vector<std::int64_t> count;  // taps per phase
   // lattice geometry
@@ -47,7 +64,7 @@ struct Table {
   std::vector<float> coef_f;
   double measured_error = 0;
   std::size_t bytes() const { return coef.size() * (sizeof(double) + sizeof(float)); }
-  int phases() const { return m1 + m2; }
+  int phases() const { return seg.empty() ? m1 + m2 : seg_phase.back(); }
   /// The phase of tau in [0, 1) and sigma in [-1, 1] within it.
   void locate(double tau, int& phase, double& sigma) const;
   /// The tau interval [ta, tb) of a phase.
@@ -58,8 +75,11 @@ struct Table {
 
 /// Builds the cheapest table meeting `tol` (relative to max|fn| on [lo, hi]); null if none does
 /// within the memory cap.
+/// `breakpoints`: sorted, strictly inside (lo, hi) (Note [Breakpoints]). `why` (optional) says why
+/// no table was built.
 std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>& fn, double lo, double hi, double dx,
-                                             double tol);
+                                             double tol, const std::vector<double>& breakpoints = {},
+                                             std::string* why = nullptr);
 /// A polyphase table of a sampled response (its per-cell coefficients, see sampled_cells) meeting
 /// tol with degree <= 3 and <= 64 phases, or null. Built per forward: the values change. The result
 /// is a function of the arguments only (Note [Deterministic table search] in resample_kernels.cpp).
@@ -67,13 +87,19 @@ std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>
 /// cubic one's derivative), 0 when it jumps (a linear one's derivative).
 std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells, double delta, double lo,
                                                      double hi, double dx, double tol, int smoothness);
-std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& fn, double lo, double hi, double tol);
+std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& fn, double lo, double hi, double tol,
+                                           const std::vector<double>& breakpoints = {}, std::string* why = nullptr);
+
+/// Swaps the installed fallback handler (Note [Fallback handler] in resample_conv.hpp).
+ResampleConvFallbackHandler exchange_fallback_handler(ResampleConvFallbackHandler h);
 
 /// Shared state behind a Response handle (the cache is filled lazily, under a mutex).
 struct ResponseState {
   bool sampled = false;
   double lo = 0, hi = 0;
   Response::Fn fn, dfn;
+  std::vector<double> breakpoints;  // sorted, inside (lo, hi)
+  std::string name = "callable";
   Tensor values;
   Interp interp = Interp::cubic;
   struct Entry {
@@ -82,10 +108,13 @@ struct ResponseState {
     double dx;
     double tol;
     std::shared_ptr<const Table> table;  // null: no table meets tol (exact evaluation)
+    std::string why;                     // with a null table: the reason
   };
   std::mutex mutex;
   std::vector<Entry> cache;  // tables are functions of the key: a hit returns what a build would
-  std::shared_ptr<const Table> get(bool polyphase, bool derivative, double dx, double tol);
+  /// The table for the key (built on the first call). A null table (per-tap evaluation) sets `why`
+  /// and, the first time, calls the fallback handler (Note [Fallback handler] in resample_conv.hpp).
+  std::shared_ptr<const Table> get(bool polyphase, bool derivative, double dx, double tol, std::string* why = nullptr);
 };
 
 /// Per-cell coefficients a_k(i), k < 4, of a sampled response in the local s in [0, 1) of cell
