@@ -12,6 +12,7 @@
 #include "xgrad/nn/lr_scheduler.hpp"
 #include "xgrad/nn/metrics.hpp"
 #include "xgrad/nn/module.hpp"
+#include "xgrad/nn/normalization.hpp"
 #include "xgrad/nn/optim.hpp"
 #include "xgrad/nn/resample_conv.hpp"
 #include "xgrad/nn/sequential.hpp"
