@@ -1260,17 +1260,15 @@ std::vector<OpInfo> build() {
   // normalization.hpp: x (n, c, s); batch_norm in training (batch statistics) and eval (running
   // statistics) mode, the running statistics after one training step, and group_norm (c = g * k).
   {
-    const auto bn_sample = [] {
-      return [](Dtype dt, const SampleSpec& s, Generator& g) {
-        const std::int64_t n = s.sizes[0], c = s.sizes[1], sp = s.sizes[2];
-        return SampleInput{{{"x", values({n, c, sp}, g, dt)},
-                            {"w", values({c}, g, dt)},
-                            {"b", values({c}, g, dt)},
-                            {"rm", values({c}, g, dt), false},
-                            {"rv", values({c}, g, dt, Domain::positive), false}},
-                           {},
-                           {}};
-      };
+    const SampleFn bn_sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+      const std::int64_t n = s.sizes[0], c = s.sizes[1], sp = s.sizes[2];
+      return SampleInput{{{"x", values({n, c, sp}, g, dt)},
+                          {"w", values({c}, g, dt)},
+                          {"b", values({c}, g, dt)},
+                          {"rm", values({c}, g, dt), false},
+                          {"rv", values({c}, g, dt, Domain::positive), false}},
+                         {},
+                         {}};
     };
     const auto bn_refuses = [](const SampleSpec& s) -> std::string { return s.sizes[1] == 0 ? "0 channels" : ""; };
     const Tensor x23 = Tensor::zeros({2, 3}, kFloat64), c3 = Tensor::ones({3}, kFloat64);
@@ -1319,7 +1317,7 @@ std::vector<OpInfo> build() {
       op.call = [training](const Tensors& in) {
         return batch_norm(in[0], in[3].clone_data(), in[4].clone_data(), in[1], in[2], training, 0.3, 1e-3);
       };
-      op.sample = bn_sample();
+      op.sample = bn_sample;
       op.size_names = {"n", "c", "s"};
       op.small = {3, 4, 5};
       op.threads = {64, 8, 512};
@@ -1345,7 +1343,7 @@ std::vector<OpInfo> build() {
           batch_norm(in[0], rm, rv, in[1], in[2], true, momentum, 1e-5);
           return stack({rm, rv});
         };
-        op.sample = bn_sample();
+        op.sample = bn_sample;
         op.size_names = {"n", "c", "s"};
         op.small = {3, 4, 5};
         op.threads = {64, 8, 512};
