@@ -24,7 +24,7 @@ BatchNormBase::BatchNormBase(std::string type_name, std::int64_t num_features, d
   if (track_running_stats) {
     running_mean_ = register_buffer("running_mean", Tensor::zeros({num_features}, dtype));
     running_var_ = register_buffer("running_var", Tensor::ones({num_features}, dtype));
-    num_batches_tracked_ = register_buffer("num_batches_tracked", Tensor::zeros({}, dtype));
+    num_batches_tracked_ = register_buffer("num_batches_tracked", Tensor::zeros({}, kInt64));
   }
 }
 
@@ -47,12 +47,13 @@ Tensor BatchNormBase::forward(const Tensor& x) {
   // statistics. The count is advanced only after batch_norm accepted the input.
   const bool count = is_training() && track_running_stats();
   double factor = momentum_.value_or(0.0);
-  if (count && !momentum_) factor = 1.0 / (num_batches_tracked_.item() + 1.0);
+  const std::int64_t batches = count ? num_batches_tracked_.item<std::int64_t>() + 1 : 0;
+  if (count && !momentum_) factor = 1.0 / static_cast<double>(batches);
   const bool use_batch_stats = is_training() || !track_running_stats();
   Tensor y = batch_norm(x, running_mean_, running_var_, weight_, bias_, use_batch_stats, factor, eps_);
   if (count) {
     NoGradGuard guard;
-    num_batches_tracked_.add_(Tensor::ones({}, num_batches_tracked_.dtype()));
+    num_batches_tracked_.fill_(static_cast<double>(batches));
   }
   return y;
 }

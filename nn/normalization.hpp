@@ -9,9 +9,7 @@
 // (Module::eval) the running statistics normalise, or the batch's own without track_running_stats.
 // State names equal torch's: weight, bias (with affine), running_mean, running_var,
 // num_batches_tracked (with track_running_stats).
-//
-// num_batches_tracked is a one-element buffer of the module's dtype (torch: int64), as xgrad has no
-// integer dtype yet; float32 counts batches exactly up to 2^24.
+// num_batches_tracked is a 0-d int64 buffer, as torch's (Module::to leaves it int64).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,7 +41,7 @@ class BatchNormBase : public UnaryModule {
   /// The scale and shift (C), undefined without affine.
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }
-  /// The running statistics (C) and the batch count (a one-element tensor), undefined without
+  /// The running statistics (C) and the batch count (0-d int64), undefined without
   /// track_running_stats.
   const Tensor& running_mean() const { return running_mean_; }
   const Tensor& running_var() const { return running_var_; }

@@ -28,6 +28,8 @@ Geometry geometry(const char* op, const Tensor& x) {
   XGRAD_CHECK(x.defined(), "{}: argument 'x' is an undefined tensor", op);
   XGRAD_CHECK(x.dim() >= 2, "{}: argument 'x' must have at least 2 dims (N, C, *), got shape {}", op,
               shape_str(x.shape()));
+  XGRAD_CHECK(is_floating_point(x.dtype()), "{}: argument 'x' must be float32 or float64, got {} {}", op, x.dtype(),
+              shape_str(x.shape()));
   Geometry g;
   g.n = x.size(0);
   g.c = x.size(1);

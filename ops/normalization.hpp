@@ -30,10 +30,9 @@ namespace xgrad {
 /// Not training: normalises with running_mean and running_var (both required); they get no
 /// gradient. Statistics are computed in double (two passes); each channel is one task, so the
 /// results are bit-identical whatever the thread count.
-/// Errors: undefined x, x with fewer than 2 dims or 0 channels, a per-channel tensor not (C) or of
-/// another dtype, only one of the running stats given, a running stat that requires grad, running
-/// stats missing in eval mode, one value per channel in training (N * S == 1), eps < 0 or not
-/// finite, momentum not finite.
+/// Errors: undefined x, x not floating point, x with fewer than 2 dims or 0 channels, a per-channel tensor not (C) or
+/// of another dtype, only one of the running stats given, a running stat that requires grad, running stats missing in
+/// eval mode, one value per channel in training (N * S == 1), eps < 0 or not finite, momentum not finite.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool training = false,
                   double momentum = 0.1, double eps = 1e-5);
@@ -42,9 +41,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 /// by num_groups; the statistics of each sample's group of C / num_groups consecutive channels;
 /// weight and bias (C) or undefined. Parallel over (sample, group); weight and bias gradients are
 /// summed over the samples in a fixed order (bit-identical whatever the thread count).
-/// Errors: undefined x, x with fewer than 2 dims, num_groups <= 0 or not dividing C, weight or bias
-/// not (C) or of another dtype, N * C * S == 1 (torch: "more than 1 value per channel"), eps < 0 or
-/// not finite.
+/// Errors: undefined x, x not floating point, x with fewer than 2 dims, num_groups <= 0 or not dividing C, weight or
+/// bias not (C) or of another dtype, N * C * S == 1 (torch: "more than 1 value per channel"), eps < 0 or not finite.
 Tensor group_norm(const Tensor& x, std::int64_t num_groups, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 

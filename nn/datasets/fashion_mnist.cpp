@@ -50,7 +50,7 @@ TensorDataset load(FashionMNIST::Split split, const std::string& root) {
     XGRAD_CHECK(lp[i] <= 9.0f, "FashionMNIST: '{}': label {} of sample {} is not a class 0..9", label_path, lp[i], i);
   float* ip = images.data<float>();
   for (std::int64_t i = 0; i < images.numel(); ++i) ip[i] /= 255.0f;
-  return TensorDataset(alias_with_shape(images, {images.size(0), 1, 28, 28}), labels);
+  return TensorDataset(alias_with_shape(images, {images.size(0), 1, 28, 28}), labels.to(kInt64));
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 //   nn::DataLoader loader(train, nn::DataLoaderOptions().batch_size(64).shuffle(true));
 //   for (auto& batch : loader) { /* batch.data (64, 1, 28, 28) in [0, 1], batch.target (64) */ }
 //
-// Labels are float32 class indices 0..9 (torch: int64; xgrad has no integer dtype yet).
+// Labels are int64 class indices 0..9, as torchvision's.
 #include <array>
 #include <cstddef>
 #include <span>
@@ -37,13 +37,13 @@ class FashionMNIST : public Dataset {
   explicit FashionMNIST(Split split = Split::train, const std::string& root = kDefaultRoot);
 
   std::size_t size() const override { return rows_.size(); }
-  /// Image i (1, 28, 28) float32 in [0, 1] and its label (a 0-d float32 tensor).
+  /// Image i (1, 28, 28) float32 in [0, 1] and its label (a 0-d int64 tensor).
   Example get(std::size_t i) const override { return rows_.get(i); }
   Example get_batch(std::span<const std::size_t> indices) const override { return rows_.get_batch(indices); }
 
   /// All images (N, 1, 28, 28), pixel / 255.
   const Tensor& images() const { return rows_.data(); }
-  /// All labels (N), float32 0..9.
+  /// All labels (N), int64 0..9.
   const Tensor& labels() const { return rows_.target(); }
   Split split() const { return split_; }
 

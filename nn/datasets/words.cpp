@@ -90,10 +90,10 @@ std::shared_ptr<TensorDataset> WordList::context_dataset(Split split, std::int64
   const auto& ws = words(split);
   std::int64_t rows = 0;
   for (const auto& w : ws) rows += static_cast<std::int64_t>(w.size()) + 1;
-  Tensor data = Tensor::zeros({rows, block_size}, kFloat32);
-  Tensor target = Tensor::zeros({rows}, kFloat32);
-  float* dp = data.data<float>();
-  float* tp = target.data<float>();
+  Tensor data = Tensor::zeros({rows, block_size}, kInt64);
+  Tensor target = Tensor::zeros({rows}, kInt64);
+  auto* dp = data.data<std::int64_t>();
+  auto* tp = target.data<std::int64_t>();
   std::int64_t r = 0;
   std::vector<std::int64_t> context(static_cast<std::size_t>(block_size));
   for (const auto& w : ws) {
@@ -101,9 +101,8 @@ std::shared_ptr<TensorDataset> WordList::context_dataset(Split split, std::int64
     std::vector<std::int64_t> ids = encode(w);
     ids.push_back(0);
     for (std::int64_t next : ids) {
-      for (std::int64_t k = 0; k < block_size; ++k)
-        dp[r * block_size + k] = static_cast<float>(context[static_cast<std::size_t>(k)]);
-      tp[r] = static_cast<float>(next);
+      for (std::int64_t k = 0; k < block_size; ++k) dp[r * block_size + k] = context[static_cast<std::size_t>(k)];
+      tp[r] = next;
       ++r;
       std::rotate(context.begin(), context.begin() + 1, context.end());
       context.back() = next;

@@ -9,7 +9,7 @@
 //   // batch.data (32, 3): the ids of the 3 previous characters; batch.target (32): the next id
 //
 // Token 0 is the word boundary ('.'); the characters of the vocabulary get 1, 2, ... in byte order.
-// Ids are stored as float32 (xgrad has no integer dtype yet).
+// Ids are int64 tensors.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -53,8 +53,8 @@ class WordList {
   /// The characters of ids (0 becomes '.'). Errors: an id outside [0, vocab_size).
   std::string decode(const std::vector<std::int64_t>& ids) const;
 
-  /// One example per character of every word of the split and per word end: data (block_size) the
-  /// previous block_size ids (0-padded at the word's start), target (0-d) the next id (0 after the
+  /// One example per character of every word of the split and per word end: data (block_size, int64) the
+  /// previous block_size ids (0-padded at the word's start), target (0-d int64) the next id (0 after the
   /// last character). Errors: block_size < 1.
   std::shared_ptr<TensorDataset> context_dataset(Split split, std::int64_t block_size) const;
 

@@ -155,6 +155,7 @@ TEST_CASE("FashionMNIST: the Debian package's files, as numpy reads them", "[dat
     CHECK(data.images().shape() == Shape{n, 1, 28, 28});
     CHECK(data.images().dtype() == kFloat32);
     CHECK(data.labels().shape() == Shape{n});
+    CHECK(data.labels().dtype() == kInt64);
     // pixels are byte / 255: back to bytes exactly
     const float* px = data.images().data<float>();
     std::int64_t total = 0, first = 0, last = 0;
@@ -186,6 +187,7 @@ TEST_CASE("FashionMNIST: the Debian package's files, as numpy reads them", "[dat
   const nn::Example batch = *loader.begin();
   CHECK(batch.data.shape() == Shape{64, 1, 28, 28});
   CHECK(batch.target.shape() == Shape{64});
+  CHECK(batch.target.dtype() == kInt64);
   CHECK(ds::FashionMNIST::kClasses[9] == std::string("Ankle boot"));
 }
 
@@ -256,6 +258,8 @@ TEST_CASE("WordList: a small list: filtering, vocabulary, encoding and context e
   auto ctx = w.context_dataset(ds::WordList::Split::val, 2);
   const std::string word = val[0];
   REQUIRE(ctx->size() == word.size() + 1);
+  CHECK(ctx->data().dtype() == kInt64);
+  CHECK(ctx->target().dtype() == kInt64);
   const auto ids = w.encode(word);
   for (std::size_t i = 0; i <= word.size(); ++i) {
     const nn::Example e = ctx->get(i);

@@ -35,7 +35,8 @@ Tensor run_steps(nn::BatchNormBase& m, const Tensors& in) {
   if (m.track_running_stats()) {
     parts.push_back(m.running_mean());
     parts.push_back(m.running_var());
-    parts.push_back(flat(m.num_batches_tracked()));
+    CHECK(m.num_batches_tracked().dtype() == kInt64);
+    parts.push_back(flat(m.num_batches_tracked().to(m.running_mean().dtype())));
   }
   return concat(parts);
 }
@@ -213,4 +214,43 @@ TEST_CASE("BatchNorm, GroupNorm: bad inputs raise xgrad::Error", "[batch_norm][g
   test::require_error([] { nn::GroupNorm bad(2, 4, -1.0); }, {"GroupNorm", "eps"});
   nn::GroupNorm gn(2, 4);
   test::require_error([&] { gn(Tensor::zeros({2, 6, 3})); }, {"GroupNorm", "num_channels = 4", "(2, 6, 3)"});
+}
+
+TEST_CASE("BatchNorm: num_batches_tracked is int64 through to(), checkpoints and loading", "[batch_norm][serialize]") {
+  Generator gen(44);
+  nn::BatchNorm2d bn(2);
+  CHECK(bn.num_batches_tracked().dtype() == kInt64);
+  for (int i = 0; i < 3; ++i) bn(Tensor::randn({2, 2, 3, 3}, gen));
+  CHECK(bn.num_batches_tracked().item<std::int64_t>() == 3);
+  // to(float64) converts the floating-point state only, as torch's Module.to
+  bn.to(kFloat64);
+  CHECK(bn.weight().dtype() == kFloat64);
+  CHECK(bn.running_var().dtype() == kFloat64);
+  CHECK(bn.num_batches_tracked().dtype() == kInt64);
+  CHECK(bn.dtype() == kFloat64);
+  test::require_error([&] { bn.to(kInt64); }, {"BatchNorm2d::to", "int64"});
+  // a checkpoint round trip keeps the count (safetensors I64)
+  test::TempDir dir("batch_norm_ckpt");
+  nn::save(bn, dir.file("bn.safetensors"));
+  nn::BatchNorm2d other(2, 1e-5, 0.1, true, true, kFloat64);
+  nn::load(other, dir.file("bn.safetensors"));
+  CHECK(other.num_batches_tracked().dtype() == kInt64);
+  CHECK(other.num_batches_tracked().item<std::int64_t>() == 3);
+  CHECK(bit_equal(other.running_mean(), bn.running_mean()));
+  CHECK(bit_equal(other.running_var(), bn.running_var()));
+  // the cumulative average continues from the loaded count: factor 1/4 on the next batch
+  nn::BatchNorm2d cumulative(2, 1e-5, std::nullopt, false, true, kFloat64);
+  nn::load(cumulative, dir.file("bn.safetensors"), /*strict=*/false);
+  const Tensor x = Tensor::randn({4, 2, 2, 2}, gen, kFloat64);
+  const std::vector<double> before = cumulative.running_mean().to_vector();
+  cumulative(x);
+  const std::vector<double> after = cumulative.running_mean().to_vector(), xv = x.to_vector();
+  for (int c = 0; c < 2; ++c) {
+    double mean = 0;
+    for (int n = 0; n < 4; ++n)
+      for (int s = 0; s < 4; ++s) mean += xv[static_cast<std::size_t>((n * 2 + c) * 4 + s)] / 16;
+    CHECK(after[static_cast<std::size_t>(c)] ==
+          Approx(0.75 * before[static_cast<std::size_t>(c)] + 0.25 * mean).epsilon(1e-12));
+  }
+  CHECK(cumulative.num_batches_tracked().item<std::int64_t>() == 4);
 }
