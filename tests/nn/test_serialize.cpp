@@ -755,3 +755,21 @@ TEST_CASE("concurrent saves never collide on temporary files", "[serialize][host
   CHECK(std::fmod(shared[0], 1000.0) == kRounds - 1);  // some thread's last version, whole
   CHECK(shared == std::vector<double>(16, shared[0]));
 }
+
+TEST_CASE("safetensors: integer and bool tensors round-trip; a BOOL byte other than 0 or 1 is refused",
+          "[serialize][safetensors]") {
+  const Tensor i64 = Tensor::from_vector({-3, 0, 1099511627776.0}, {3}, kFloat64).to(kInt64);  // 2^40
+  const Tensor i32 = Tensor::from_vector({-2, 5}, {2}).to(kInt32);
+  const Tensor u8 = Tensor::from_vector({0, 255}, {2}).to(kUInt8);
+  const Tensor b = Tensor::from_vector({1, 0, 1}, {3}).to(kBool);
+  const std::string bytes = nn::to_safetensors_bytes({{"i64", i64}, {"i32", i32}, {"u8", u8}, {"b", b}});
+  const nn::SafetensorsFile f = nn::parse_safetensors(bytes, "ints");
+  for (const auto& [name, t] : nn::NamedTensors{{"i64", i64}, {"i32", i32}, {"u8", u8}, {"b", b}}) {
+    INFO(name);
+    CHECK(bit_equal(f.at(name), t));
+  }
+  // the bool tensor's data is the last 3 bytes of the file: make one of them 2
+  std::string bad = bytes;
+  bad[bad.size() - 2] = 2;
+  test::require_error([&] { nn::parse_safetensors(bad, "bad_bool"); }, {"bad_bool", "BOOL", "byte 2"});
+}
