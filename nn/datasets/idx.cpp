@@ -7,7 +7,6 @@
 #include <cstring>
 #include <limits>
 
-#include "xgrad/core/checked.hpp"
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/file_io.hpp"
 
@@ -139,8 +138,14 @@ Tensor parse_idx(const std::string& bytes, const std::string& source, Dtype dtyp
                 "{}: '{}': dim {} is {}, not below 2^31", fn, source, d, dim);
     shape.push_back(static_cast<std::int64_t>(dim));
   }
-  const std::int64_t numel = checked_numel(shape, fn, "dims");
-  const std::int64_t need = checked_add(header, checked_mul(numel, type->size, fn, "dims"), fn, "dims");
+  // Checked products (Note [Checked sizes]), with the file in the message.
+  std::int64_t numel = 1, payload = 0, need = 0;
+  for (auto d : shape)
+    XGRAD_CHECK(!__builtin_mul_overflow(numel, d, &numel), "{}: '{}': dims {} hold more than 2^63 values", fn, source,
+                shape_str(shape));
+  XGRAD_CHECK(!__builtin_mul_overflow(numel, type->size, &payload) && !__builtin_add_overflow(header, payload, &need),
+              "{}: '{}': {} values of {} (shape {}) need more than 2^63 bytes", fn, source, numel, type->name,
+              shape_str(shape));
   XGRAD_CHECK(size == need, "{}: '{}' has {} bytes but its header ({} values of {}, shape {}) needs exactly {}", fn,
               source, size, numel, type->name, shape_str(shape), need);
   XGRAD_CHECK(dtype == kFloat32 || dtype == kFloat64, "{}: argument 'dtype' must be float32 or float64, got {}", fn,

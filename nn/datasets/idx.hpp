@@ -8,7 +8,7 @@
 //
 // Note [Hostile IDX files]: a file is validated before anything is allocated from its header: the
 // magic zeros, a known type code, 1 <= d <= 8, the header fitting in the file, each dim below
-// 2^31, the element count and byte count computed with checked arithmetic (core/checked.hpp), and
+// 2^31, the element count and byte count computed with overflow checks (Note [Checked sizes]), and
 // the file holding exactly header + values (no missing and no trailing bytes). A gzip file is read
 // with read_regular_file (core/file_io.hpp: FIFOs and devices refused without blocking) and
 // inflated with zlib up to kMaxDecompressedBytes, so a small "gzip bomb" cannot exhaust memory; a

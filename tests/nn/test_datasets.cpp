@@ -96,8 +96,8 @@ TEST_CASE("read_idx: values of every IDX type, plain and gzip-compressed", "[dat
 }
 
 TEST_CASE("read_idx: corrupt and hostile files are refused with the reason", "[datasets][idx][errors]") {
-  auto refuse = [](const std::string& bytes, std::vector<std::string> fragments) {
-    fragments.insert(fragments.begin(), "parse_idx");
+  auto refuse = [](const std::string& bytes, const std::vector<std::string>& fragments) {
+    test::require_error([&] { ds::parse_idx(bytes, "bad.idx"); }, {"parse_idx", "'bad.idx'"});
     test::require_error([&] { ds::parse_idx(bytes, "bad.idx"); }, fragments);
   };
   refuse("", {"bad.idx", "0 bytes"});
@@ -111,7 +111,8 @@ TEST_CASE("read_idx: corrupt and hostile files are refused with the reason", "[d
   refuse(idx(0x0C, {2}, "1234"), {"int32", "needs exactly 16"});
   refuse(idx(0x08, {0x80000000u}, ""), {"dim 0 is 2147483648", "2^31"});
   // dims whose product overflows int64 (each below 2^31): refused by checked arithmetic, nothing allocated
-  refuse(idx(0x08, {0x7fffffff, 0x7fffffff, 0x7fffffff}, ""), {"overflows"});
+  refuse(idx(0x08, {0x7fffffff, 0x7fffffff, 0x7fffffff}, ""), {"more than 2^63 values"});
+  refuse(idx(0x0E, {0x7fffffff, 0x7fffffff, 2}, ""), {"float64", "more than 2^63 bytes"});
   // a huge but representable size against a short file
   refuse(idx(0x0E, {0x7fffffff, 0x7fff}, ""), {"needs exactly"});
 

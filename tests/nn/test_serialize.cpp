@@ -756,7 +756,7 @@ TEST_CASE("concurrent saves never collide on temporary files", "[serialize][host
   CHECK(shared == std::vector<double>(16, shared[0]));
 }
 
-TEST_CASE("safetensors: integer and bool tensors round-trip; a BOOL byte other than 0 or 1 is refused",
+TEST_CASE("safetensors: integer and bool tensors round-trip, and a BOOL byte other than 0 or 1 is refused",
           "[serialize][safetensors]") {
   const Tensor i64 = Tensor::from_vector({-3, 0, 1099511627776.0}, {3}, kFloat64).to(kInt64);  // 2^40
   const Tensor i32 = Tensor::from_vector({-2, 5}, {2}).to(kInt32);
