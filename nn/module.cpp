@@ -106,7 +106,8 @@ namespace {
 // old one's, plus one, so a graph that saved this very tensor before the conversion fails its saved-
 // tensor check in backward instead of reading data of the wrong type.
 void convert_in_place(const Tensor& t, Dtype dtype) {
-  if (!t.defined() || t.dtype() == dtype) return;
+  // As torch's Module.to(dtype): integer and bool tensors (e.g. BatchNorm's num_batches_tracked) keep theirs.
+  if (!t.defined() || t.dtype() == dtype || !is_floating_point(t.dtype())) return;
   NoGradGuard no_grad;
   TensorImpl& impl = *t.impl();
   const Tensor converted = t.detach().to(dtype);
@@ -119,6 +120,8 @@ void convert_in_place(const Tensor& t, Dtype dtype) {
 }  // namespace
 
 Module& Module::to(Dtype dtype) {
+  XGRAD_CHECK(is_floating_point(dtype), "{}::to: dtype must be float32 or float64 (as torch's Module.to), got {}",
+              type_name_, dtype);
   for (auto& [n, t] : parameters_) convert_in_place(t, dtype);
   for (auto& [n, t] : buffers_) convert_in_place(t, dtype);
   for (auto& [n, c] : children_) c->to(dtype);
@@ -131,7 +134,7 @@ Dtype Module::dtype() const {
   const std::pair<std::string, Tensor>* first = nullptr;
   for (const auto* list : {&params, &bufs})
     for (const auto& entry : *list) {
-      if (!entry.second.defined()) continue;
+      if (!entry.second.defined() || !is_floating_point(entry.second.dtype())) continue;
       if (first == nullptr) {
         first = &entry;
         continue;
@@ -139,7 +142,8 @@ Dtype Module::dtype() const {
       XGRAD_CHECK(entry.second.dtype() == first->second.dtype(), "{}::dtype: mixed dtypes: '{}' is {} but '{}' is {}",
                   type_name_, first->first, first->second.dtype(), entry.first, entry.second.dtype());
     }
-  XGRAD_CHECK(first != nullptr, "{}::dtype: the module has no parameters or buffers", type_name_);
+  XGRAD_CHECK(first != nullptr, "{}::dtype: the module has no parameters or buffers of a floating-point dtype",
+              type_name_);
   return first->second.dtype();
 }
 

@@ -75,13 +75,15 @@ class Module : public std::enable_shared_from_this<Module> {
   /// Bytes held by parameters.
   std::size_t parameter_bytes() const;
 
-  /// Converts every parameter and buffer of this module and its children to `dtype`, in place (see
+  /// Converts every floating-point parameter and buffer of this module and its children to `dtype`
+  /// (float32 or float64; integer and bool buffers keep their dtype, as in torch), in place (see
   /// Note [Parameter handles]): the handles that layers hold see the new dtype, parameters stay the
   /// same leaves requiring grad, and an accumulated .grad is converted too. Values are rounded when
   /// going to float32. Call it before building graphs: a graph recorded earlier refuses to run its
   /// backward through a converted tensor it saved (the storage version changes). Returns *this.
   Module& to(Dtype dtype);
-  /// The dtype shared by every parameter and buffer. Errors: none registered, or mixed dtypes.
+  /// The dtype shared by every floating-point parameter and buffer. Errors: none registered, or
+  /// mixed dtypes.
   Dtype dtype() const;
 
   /// Sets training mode on this module and every descendant (Dropout and the like read it).

@@ -15,6 +15,7 @@
 #include "xgrad/nn/layer_norm.hpp"
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/module.hpp"
+#include "xgrad/nn/normalization.hpp"
 #include "xgrad/nn/resample_conv.hpp"
 
 namespace xgrad::nn {
@@ -101,6 +102,16 @@ std::string Dropout::extra_repr() const { return fmt::format("p={}, inplace=Fals
 std::string LayerNorm::extra_repr() const {
   return fmt::format("{}, eps={}, elementwise_affine={}", py_tuple(normalized_shape_), eps_,
                      py_bool(weight_.defined()));
+}
+
+std::string BatchNormBase::extra_repr() const {
+  return fmt::format("{}, eps={}, momentum={}, affine={}, track_running_stats={}", num_features_, eps_,
+                     momentum_ ? fmt::format("{}", *momentum_) : std::string("None"), py_bool(affine()),
+                     py_bool(track_running_stats()));
+}
+
+std::string GroupNorm::extra_repr() const {
+  return fmt::format("{}, {}, eps={}, affine={}", num_groups_, num_channels_, eps_, py_bool(weight_.defined()));
 }
 
 std::string Softmax::extra_repr() const { return fmt::format("dim={}", dim_); }

@@ -38,7 +38,23 @@ constexpr std::size_t kMaxDims = 64;
   detail::throw_error(fmt::format("load_safetensors: '{}' is not a valid safetensors file: {}", src, why));
 }
 
-const char* dtype_tag(Dtype d) { return d == kFloat32 ? "F32" : "F64"; }
+const char* dtype_tag(Dtype d) {
+  switch (d) {
+    case Dtype::float32:
+      return "F32";
+    case Dtype::float64:
+      return "F64";
+    case Dtype::int64:
+      return "I64";
+    case Dtype::int32:
+      return "I32";
+    case Dtype::uint8:
+      return "U8";
+    case Dtype::bool_:
+      return "BOOL";
+  }
+  return "?";
+}
 
 // At most 64 bytes of a name or a JSON excerpt in an error message (a hostile header may hold
 // names or arrays of megabytes).
@@ -74,14 +90,24 @@ Entry read_entry(const std::string& src, const std::string& full_name, const Jso
     e.dtype = kFloat32;
   } else if (tag == "F64") {
     e.dtype = kFloat64;
+  } else if (tag == "I64") {  // e.g. torch's BatchNorm num_batches_tracked
+    e.dtype = kInt64;
+  } else if (tag == "I32") {
+    e.dtype = kInt32;
+  } else if (tag == "U8") {
+    e.dtype = kUInt8;
+  } else if (tag == "BOOL") {
+    e.dtype = kBool;  // bytes other than 0 and 1 are refused below
   } else {
     static const std::set<std::string> known = {"BOOL",    "U8",      "I8",  "U16",     "I16",     "F16",
                                                 "BF16",    "U32",     "I32", "U64",     "I64",     "F8_E4M3",
                                                 "F8_E5M2", "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64"};
     const std::string shown = tag.size() > 32 ? tag.substr(0, 32) + "..." : tag;
     if (known.count(tag))
-      bad(src, fmt::format("dtype '{}' of tensor '{}': {} not supported (only F32 and F64 are)", shown, name, shown));
-    bad(src, fmt::format("unknown dtype '{}' of tensor '{}' (only F32 and F64 are supported)", shown, name));
+      bad(src, fmt::format("dtype '{}' of tensor '{}': {} not supported (only F32, F64, I64, I32, U8 and BOOL are)",
+                           shown, name, shown));
+    bad(src, fmt::format("unknown dtype '{}' of tensor '{}' (only F32, F64, I64, I32, U8 and BOOL are supported)",
+                         shown, name));
   }
 
   const Json& sh = info["shape"];
@@ -352,6 +378,11 @@ SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, co
   const std::uint8_t* buffer = data + 8 + hlen;
   out.tensors.reserve(entries.size());
   for (const Entry& e : entries) {
+    if (e.dtype == kBool)
+      for (std::uint64_t i = e.begin; i < e.end; ++i)
+        if (buffer[i] > 1)
+          bad(src, fmt::format("tensor '{}' of dtype BOOL holds the byte {} (only 0 and 1 are booleans)", shown(e.name),
+                               buffer[i]));
     Tensor t = Tensor::empty(e.shape, e.dtype);
     if (e.end > e.begin) std::memcpy(t.raw_data(), buffer + e.begin, e.end - e.begin);
     out.tensors.emplace_back(e.name, std::move(t));

@@ -5,6 +5,7 @@
 #include "xgrad/ops/linear.hpp"
 #include "xgrad/ops/loss.hpp"
 #include "xgrad/ops/matmul.hpp"
+#include "xgrad/ops/normalization.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/resample_conv.hpp"
 #include "xgrad/ops/shape_ops.hpp"

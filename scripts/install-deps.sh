@@ -13,6 +13,7 @@ main_packages=(
   libopenblas-dev                        # dense GEMM through CBLAS
   libfmt-dev                             # error messages and printing
   nlohmann-json3-dev                     # checkpoints (safetensors headers)
+  zlib1g-dev                             # gzip-compressed datasets (nn/datasets, IDX files)
   libcli11-dev                           # command lines of examples and benchmarks
   gnuplot-nox                            # the examples' PNG plots
 )
@@ -21,6 +22,7 @@ test_packages=(
   catch2                                 # tests (Catch2 v2)
   libopenmpi-dev openmpi-bin             # optional MPI data parallelism (xgrad::distributed) and its tests
   python3-torch python3-numpy            # PyTorch parity tests and the benchmark peer
+  dataset-fashion-mnist wamerican        # the data nn/datasets reads (tests read the real files)
   libtorch-dev                           # C++ PyTorch peer in bench/ (optional for the build)
 )
 # usage: install-deps.sh [--main]   (--main: only what building and running the examples needs)

@@ -22,6 +22,9 @@ models = {
     "nested": Mlp(),
     "embedding": nn.Embedding(10, 3),
     "layer_norm_2d": nn.LayerNorm([2, 3], eps=1e-3, elementwise_affine=False),
+    "batch_norm_1d": nn.BatchNorm1d(4, momentum=None, affine=False),
+    "batch_norm_2d": nn.BatchNorm2d(3, eps=1e-3, momentum=0.3, track_running_stats=False),
+    "group_norm": nn.GroupNorm(2, 4, eps=1e-3, affine=False),
 }
 for name, m in models.items():
     open(f"{d}/{name}.txt", "w").write(repr(m))

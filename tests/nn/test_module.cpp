@@ -11,6 +11,7 @@
 #include "xgrad/nn/layer_norm.hpp"
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/module.hpp"
+#include "xgrad/nn/normalization.hpp"
 #include "xgrad/nn/sequential.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduction.hpp"
@@ -261,6 +262,9 @@ TEST_CASE("Module: printing shows the module tree exactly as PyTorch prints it",
   CHECK(printed(nested) == test::read_bytes(dir.file("nested.txt")));
   CHECK(printed(embedding) == test::read_bytes(dir.file("embedding.txt")));
   CHECK(printed(norm2d) == test::read_bytes(dir.file("layer_norm_2d.txt")));
+  CHECK(printed(nn::BatchNorm1d(4, 1e-5, std::nullopt, false)) == test::read_bytes(dir.file("batch_norm_1d.txt")));
+  CHECK(printed(nn::BatchNorm2d(3, 1e-3, 0.3, true, false)) == test::read_bytes(dir.file("batch_norm_2d.txt")));
+  CHECK(printed(nn::GroupNorm(2, 4, 1e-3, false)) == test::read_bytes(dir.file("group_norm.txt")));
 }
 
 TEST_CASE("Module: summary() counts every module's parameters and bytes", "[module][repr]") {

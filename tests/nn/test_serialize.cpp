@@ -376,7 +376,7 @@ TEST_CASE("load_safetensors refuses malformed files with the reason", "[serializ
   }
   SECTION("dtypes and shapes") {
     expect(one(R"({"dtype": "BF16", "shape": [4], "data_offsets": [0, 8]})"), "BF16 not supported");
-    expect(one(R"({"dtype": "I64", "shape": [1], "data_offsets": [0, 8]})"), "I64 not supported");
+    expect(one(R"({"dtype": "I16", "shape": [1], "data_offsets": [0, 2]})"), "I16 not supported");
     expect(one(R"({"dtype": "Q7", "shape": [2], "data_offsets": [0, 8]})"), "unknown dtype 'Q7'");
     expect(one(R"({"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]})"), "negative dimension -2");
     expect(one(R"({"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 8]})"), "overflows");
@@ -754,4 +754,22 @@ TEST_CASE("concurrent saves never collide on temporary files", "[serialize][host
   const auto shared = nn::load_safetensors(dir.file("shared.safetensors")).at("v").to_vector();
   CHECK(std::fmod(shared[0], 1000.0) == kRounds - 1);  // some thread's last version, whole
   CHECK(shared == std::vector<double>(16, shared[0]));
+}
+
+TEST_CASE("safetensors: integer and bool tensors round-trip, and a BOOL byte other than 0 or 1 is refused",
+          "[serialize][safetensors]") {
+  const Tensor i64 = Tensor::from_vector({-3, 0, 1099511627776.0}, {3}, kFloat64).to(kInt64);  // 2^40
+  const Tensor i32 = Tensor::from_vector({-2, 5}, {2}).to(kInt32);
+  const Tensor u8 = Tensor::from_vector({0, 255}, {2}).to(kUInt8);
+  const Tensor b = Tensor::from_vector({1, 0, 1}, {3}).to(kBool);
+  const std::string bytes = nn::to_safetensors_bytes({{"i64", i64}, {"i32", i32}, {"u8", u8}, {"b", b}});
+  const nn::SafetensorsFile f = nn::parse_safetensors(bytes, "ints");
+  for (const auto& [name, t] : nn::NamedTensors{{"i64", i64}, {"i32", i32}, {"u8", u8}, {"b", b}}) {
+    INFO(name);
+    CHECK(bit_equal(f.at(name), t));
+  }
+  // the bool tensor's data is the last 3 bytes of the file: make one of them 2
+  std::string bad = bytes;
+  bad[bad.size() - 2] = 2;
+  test::require_error([&] { nn::parse_safetensors(bad, "bad_bool"); }, {"bad_bool", "BOOL", "byte 2"});
 }

@@ -1,0 +1,357 @@
+#include "xgrad/ops/normalization.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/parallel.hpp"
+
+namespace xgrad {
+
+namespace {
+
+// Note [Normalization kernels]: batch_norm and group_norm are single ops with a hand-written
+// backward rather than composites of sub/mean/mul/sqrt/div: the composite records about ten nodes
+// and keeps several full-size temporaries alive for backward, where the closed form needs only x and
+// two numbers per channel (or group). x is seen as (N, C, S). Statistics are computed in double in two
+// passes (mean, then the mean of squared deviations), so a channel with a large mean and a small
+// spread keeps its variance. Work is cut into whole channels (batch_norm) or whole (sample, group)
+// blocks (group_norm): each is summed by one task in increasing index order, so the results do not
+// depend on the thread count. group_norm's weight and bias gradients are first summed per (sample,
+// channel) inside those blocks, then over the samples in increasing order, one task per channel.
+struct Geometry {
+  std::int64_t n = 0, c = 0, s = 1;
+};
+
+Geometry geometry(const char* op, const Tensor& x) {
+  XGRAD_CHECK(x.defined(), "{}: argument 'x' is an undefined tensor", op);
+  XGRAD_CHECK(x.dim() >= 2, "{}: argument 'x' must have at least 2 dims (N, C, *), got shape {}", op,
+              shape_str(x.shape()));
+  XGRAD_CHECK(is_floating_point(x.dtype()), "{}: argument 'x' must be float32 or float64, got {} {}", op, x.dtype(),
+              shape_str(x.shape()));
+  Geometry g;
+  g.n = x.size(0);
+  g.c = x.size(1);
+  for (std::int64_t d = 2; d < x.dim(); ++d) g.s *= x.size(d);
+  return g;
+}
+
+void check_per_channel(const char* op, const Tensor& t, const char* name, const Tensor& x, std::int64_t c) {
+  if (!t.defined()) return;
+  XGRAD_CHECK(t.shape() == Shape{c} && t.dtype() == x.dtype(),
+              "{}: argument '{}' is {} {} but must be ({},) {} (x's channels and dtype; x is {})", op, name, t.dtype(),
+              shape_str(t.shape()), c, x.dtype(), shape_str(x.shape()));
+}
+
+void check_eps(const char* op, double eps) {
+  XGRAD_CHECK(std::isfinite(eps) && eps >= 0, "{}: argument 'eps' must be finite and >= 0, got {}", op, eps);
+}
+
+/// Grain (in blocks) for blocks of `work` elements each.
+std::int64_t grain_for(std::int64_t work) {
+  return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, work));
+}
+
+// ---- batch_norm ----------------------------------------------------------------------------------
+
+/// The running statistics, updated in place; passed by value so that apply() does not take them for
+/// differentiable inputs.
+struct RunningStats {
+  Tensor mean, var;
+};
+
+struct BatchNormOp : Function<BatchNormOp> {
+  static constexpr const char* kName = "batch_norm";
+  Geometry geo;
+  bool training = false;
+  std::vector<double> mean, invstd;  // per channel: the statistics used (batch or running)
+
+  Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, RunningStats running, bool training_,
+                 double momentum, double eps) {
+    geo = geometry(kName, x);
+    training = training_;
+    const std::int64_t C = geo.c, S = geo.s, M = geo.n * geo.s;
+    mean.assign(static_cast<std::size_t>(C), 0.0);
+    invstd.assign(static_cast<std::size_t>(C), 0.0);
+    Tensor y = Tensor::empty(x.shape(), x.dtype());
+    const bool update = training && running.mean.defined() && M > 0;
+    std::vector<double> batch_var(update ? static_cast<std::size_t>(C) : 0);
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* xp = x.data<T>();
+      T* yp = y.data<T>();
+      const T* wp = weight.defined() ? weight.data<T>() : nullptr;
+      const T* bp = bias.defined() ? bias.data<T>() : nullptr;
+      const T* rm = running.mean.defined() ? running.mean.data<T>() : nullptr;
+      const T* rv = running.var.defined() ? running.var.data<T>() : nullptr;
+      parallel_for(0, C, grain_for(2 * M), [&](std::int64_t c0, std::int64_t c1) {
+        for (std::int64_t c = c0; c < c1; ++c) {
+          double mu = 0, var = 0;
+          if (training) {
+            if (M == 0) continue;
+            for (std::int64_t i = 0; i < geo.n; ++i) {
+              const T* row = xp + (i * C + c) * S;
+              for (std::int64_t j = 0; j < S; ++j) mu += static_cast<double>(row[j]);
+            }
+            mu /= static_cast<double>(M);
+            for (std::int64_t i = 0; i < geo.n; ++i) {
+              const T* row = xp + (i * C + c) * S;
+              for (std::int64_t j = 0; j < S; ++j) {
+                const double d = static_cast<double>(row[j]) - mu;
+                var += d * d;
+              }
+            }
+            var /= static_cast<double>(M);
+            if (update) batch_var[static_cast<std::size_t>(c)] = var;
+          } else {
+            mu = static_cast<double>(rm[c]);
+            var = static_cast<double>(rv[c]);
+          }
+          const double r = 1.0 / std::sqrt(var + eps);
+          mean[static_cast<std::size_t>(c)] = mu;
+          invstd[static_cast<std::size_t>(c)] = r;
+          const double scale = wp ? static_cast<double>(wp[c]) * r : r;
+          const double shift = bp ? static_cast<double>(bp[c]) : 0.0;
+          for (std::int64_t i = 0; i < geo.n; ++i) {
+            const T* row = xp + (i * C + c) * S;
+            T* out = yp + (i * C + c) * S;
+            for (std::int64_t j = 0; j < S; ++j)
+              out[j] = static_cast<T>((static_cast<double>(row[j]) - mu) * scale + shift);
+          }
+        }
+      });
+    });
+    if (update) {
+      // In place, without history (the forward runs in no-grad mode); copy_ bumps the versions.
+      Tensor new_mean = Tensor::empty({C}, kFloat64), new_var = Tensor::empty({C}, kFloat64);
+      const std::vector<double> old_mean = running.mean.to_vector(), old_var = running.var.to_vector();
+      const double unbias = static_cast<double>(M) / static_cast<double>(M - 1);
+      for (std::int64_t c = 0; c < C; ++c) {
+        const auto k = static_cast<std::size_t>(c);
+        new_mean.data<double>()[c] = (1 - momentum) * old_mean[k] + momentum * mean[k];
+        new_var.data<double>()[c] = (1 - momentum) * old_var[k] + momentum * batch_var[k] * unbias;
+      }
+      running.mean.copy_(new_mean);
+      running.var.copy_(new_var);
+    }
+    if (needs_input_grad(0) || needs_input_grad(1)) save_for_backward({x, needs_input_grad(0) ? weight : Tensor()});
+    return y;
+  }
+
+  Tensors backward(const Tensors& grads) {
+    const Tensor& g = grads[0];
+    const bool need_x = needs_input_grad(0), need_w = needs_input_grad(1), need_b = needs_input_grad(2);
+    const Tensors s = (need_x || need_w) ? saved() : Tensors();
+    const std::int64_t C = geo.c, S = geo.s, M = geo.n * geo.s;
+    Tensor dx = need_x ? Tensor::empty(g.shape(), g.dtype()) : Tensor();
+    Tensor dw = need_w ? Tensor::empty({C}, g.dtype()) : Tensor();
+    Tensor db = need_b ? Tensor::empty({C}, g.dtype()) : Tensor();
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* gp = g.data<T>();
+      const T* xp = s.empty() ? nullptr : s[0].data<T>();
+      const T* wp = (need_x && s[1].defined()) ? s[1].data<T>() : nullptr;
+      parallel_for(0, C, grain_for(2 * M), [&](std::int64_t c0, std::int64_t c1) {
+        for (std::int64_t c = c0; c < c1; ++c) {
+          const double mu = mean[static_cast<std::size_t>(c)], r = invstd[static_cast<std::size_t>(c)];
+          double sg = 0, sgx = 0;  // sum g, sum g * (x - mu)
+          for (std::int64_t i = 0; i < geo.n; ++i) {
+            const T* grow = gp + (i * C + c) * S;
+            if (xp) {
+              const T* xrow = xp + (i * C + c) * S;
+              for (std::int64_t j = 0; j < S; ++j) {
+                sg += static_cast<double>(grow[j]);
+                sgx += static_cast<double>(grow[j]) * (static_cast<double>(xrow[j]) - mu);
+              }
+            } else {
+              for (std::int64_t j = 0; j < S; ++j) sg += static_cast<double>(grow[j]);
+            }
+          }
+          if (need_w) dw.data<T>()[c] = static_cast<T>(sgx * r);
+          if (need_b) db.data<T>()[c] = static_cast<T>(sg);
+          if (!need_x) continue;
+          const double k = wp ? static_cast<double>(wp[c]) * r : r;
+          T* dxp = dx.data<T>();
+          for (std::int64_t i = 0; i < geo.n; ++i) {
+            const T* grow = gp + (i * C + c) * S;
+            const T* xrow = xp + (i * C + c) * S;
+            T* drow = dxp + (i * C + c) * S;
+            if (training) {
+              const double mg = sg / static_cast<double>(M), mgx = sgx * r * r / static_cast<double>(M);
+              for (std::int64_t j = 0; j < S; ++j)
+                drow[j] =
+                    static_cast<T>(k * (static_cast<double>(grow[j]) - mg - (static_cast<double>(xrow[j]) - mu) * mgx));
+            } else {
+              for (std::int64_t j = 0; j < S; ++j) drow[j] = static_cast<T>(k * static_cast<double>(grow[j]));
+            }
+          }
+        }
+      });
+    });
+    return {dx, dw, db};
+  }
+};
+
+// ---- group_norm ----------------------------------------------------------------------------------
+
+struct GroupNormOp : Function<GroupNormOp> {
+  static constexpr const char* kName = "group_norm";
+  Geometry geo;
+  std::int64_t groups = 1;
+  std::vector<double> mean, rstd;  // per (sample, group)
+
+  Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, std::int64_t num_groups, double eps) {
+    geo = geometry(kName, x);
+    groups = num_groups;
+    const std::int64_t C = geo.c, S = geo.s, K = C / groups, M = K * S, blocks = geo.n * groups;
+    mean.assign(static_cast<std::size_t>(blocks), 0.0);
+    rstd.assign(static_cast<std::size_t>(blocks), 0.0);
+    Tensor y = Tensor::empty(x.shape(), x.dtype());
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* xp = x.data<T>();
+      T* yp = y.data<T>();
+      const T* wp = weight.defined() ? weight.data<T>() : nullptr;
+      const T* bp = bias.defined() ? bias.data<T>() : nullptr;
+      parallel_for(0, blocks, grain_for(2 * M), [&](std::int64_t b0, std::int64_t b1) {
+        for (std::int64_t b = b0; b < b1; ++b) {
+          if (M == 0) continue;
+          const T* xb = xp + b * M;  // (sample, group) b is contiguous: K channels of S values
+          double mu = 0, var = 0;
+          for (std::int64_t j = 0; j < M; ++j) mu += static_cast<double>(xb[j]);
+          mu /= static_cast<double>(M);
+          for (std::int64_t j = 0; j < M; ++j) {
+            const double d = static_cast<double>(xb[j]) - mu;
+            var += d * d;
+          }
+          var /= static_cast<double>(M);
+          const double r = 1.0 / std::sqrt(var + eps);
+          mean[static_cast<std::size_t>(b)] = mu;
+          rstd[static_cast<std::size_t>(b)] = r;
+          const std::int64_t c_first = (b % groups) * K;
+          for (std::int64_t k = 0; k < K; ++k) {
+            const std::int64_t c = c_first + k;
+            const double scale = wp ? static_cast<double>(wp[c]) * r : r;
+            const double shift = bp ? static_cast<double>(bp[c]) : 0.0;
+            const T* xr = xb + k * S;
+            T* out = yp + b * M + k * S;
+            for (std::int64_t j = 0; j < S; ++j)
+              out[j] = static_cast<T>((static_cast<double>(xr[j]) - mu) * scale + shift);
+          }
+        }
+      });
+    });
+    if (needs_input_grad(0) || needs_input_grad(1)) save_for_backward({x, needs_input_grad(0) ? weight : Tensor()});
+    return y;
+  }
+
+  Tensors backward(const Tensors& grads) {
+    const Tensor& g = grads[0];
+    const bool need_x = needs_input_grad(0), need_w = needs_input_grad(1), need_b = needs_input_grad(2);
+    const Tensors s = (need_x || need_w) ? saved() : Tensors();
+    const std::int64_t N = geo.n, C = geo.c, S = geo.s, K = C / groups, M = K * S, blocks = N * groups;
+    Tensor dx = need_x ? Tensor::empty(g.shape(), g.dtype()) : Tensor();
+    Tensor dw = need_w ? Tensor::empty({C}, g.dtype()) : Tensor();
+    Tensor db = need_b ? Tensor::empty({C}, g.dtype()) : Tensor();
+    // Per (sample, channel): sum of g * xh and of g, summed over the samples afterwards.
+    std::vector<double> pw(need_w ? static_cast<std::size_t>(N * C) : 0),
+        pb(need_b ? static_cast<std::size_t>(N * C) : 0);
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* gp = g.data<T>();
+      const T* xp = s.empty() ? nullptr : s[0].data<T>();
+      const T* wp = (need_x && s[1].defined()) ? s[1].data<T>() : nullptr;
+      parallel_for(0, blocks, grain_for(3 * M), [&](std::int64_t b0, std::int64_t b1) {
+        for (std::int64_t b = b0; b < b1; ++b) {
+          const double mu = mean[static_cast<std::size_t>(b)], r = rstd[static_cast<std::size_t>(b)];
+          const std::int64_t c_first = (b % groups) * K, n = b / groups;
+          const T* gb = gp + b * M;
+          const T* xb = xp ? xp + b * M : nullptr;
+          double sd = 0, sdx = 0;  // sum of gw = g * w, sum of gw * xh
+          for (std::int64_t k = 0; k < K; ++k) {
+            const std::int64_t c = c_first + k;
+            const double w = wp ? static_cast<double>(wp[c]) : 1.0;
+            double sg = 0, sgx = 0;
+            for (std::int64_t j = 0; j < S; ++j) {
+              const double gv = static_cast<double>(gb[k * S + j]);
+              sg += gv;
+              if (xb) sgx += gv * (static_cast<double>(xb[k * S + j]) - mu) * r;
+            }
+            if (need_w) pw[static_cast<std::size_t>(n * C + c)] = sgx;
+            if (need_b) pb[static_cast<std::size_t>(n * C + c)] = sg;
+            sd += w * sg;
+            sdx += w * sgx;
+          }
+          if (!need_x) continue;
+          const double md = sd / static_cast<double>(M), mdx = sdx / static_cast<double>(M);
+          T* db_ = dx.data<T>() + b * M;
+          for (std::int64_t k = 0; k < K; ++k) {
+            const std::int64_t c = c_first + k;
+            const double w = wp ? static_cast<double>(wp[c]) : 1.0;
+            for (std::int64_t j = 0; j < S; ++j) {
+              const double xh = (static_cast<double>(xb[k * S + j]) - mu) * r;
+              db_[k * S + j] = static_cast<T>(r * (w * static_cast<double>(gb[k * S + j]) - md - xh * mdx));
+            }
+          }
+        }
+      });
+      if (need_w || need_b)
+        parallel_for(0, C, grain_for(N), [&](std::int64_t c0, std::int64_t c1) {
+          for (std::int64_t c = c0; c < c1; ++c) {
+            double aw = 0, ab = 0;
+            for (std::int64_t n = 0; n < N; ++n) {
+              if (need_w) aw += pw[static_cast<std::size_t>(n * C + c)];
+              if (need_b) ab += pb[static_cast<std::size_t>(n * C + c)];
+            }
+            if (need_w) dw.data<T>()[c] = static_cast<T>(aw);
+            if (need_b) db.data<T>()[c] = static_cast<T>(ab);
+          }
+        });
+    });
+    return {dx, dw, db};
+  }
+};
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  constexpr const char* op = "batch_norm";
+  const Geometry g = geometry(op, x);
+  XGRAD_CHECK(g.c > 0, "batch_norm: argument 'x' has shape {} with 0 channels (dim 1)", shape_str(x.shape()));
+  check_per_channel(op, running_mean, "running_mean", x, g.c);
+  check_per_channel(op, running_var, "running_var", x, g.c);
+  check_per_channel(op, weight, "weight", x, g.c);
+  check_per_channel(op, bias, "bias", x, g.c);
+  XGRAD_CHECK(running_mean.defined() == running_var.defined(),
+              "batch_norm: arguments 'running_mean' and 'running_var' must both be defined or both undefined");
+  XGRAD_CHECK(!(running_mean.defined() && (running_mean.requires_grad() || running_var.requires_grad())),
+              "batch_norm: arguments 'running_mean' and 'running_var' must not require grad (running "
+              "statistics are buffers and get no gradient)");
+  XGRAD_CHECK(training || running_mean.defined(),
+              "batch_norm: arguments 'running_mean' and 'running_var' must be defined in evaluation mode "
+              "(training=false)");
+  XGRAD_CHECK(!training || g.n * g.s != 1,
+              "batch_norm: expected more than 1 value per channel when training, got x of shape {}",
+              shape_str(x.shape()));
+  check_eps(op, eps);
+  XGRAD_CHECK(std::isfinite(momentum), "batch_norm: argument 'momentum' must be finite, got {}", momentum);
+  return apply<BatchNormOp>(x, weight, bias, RunningStats{running_mean, running_var}, training, momentum, eps);
+}
+
+Tensor group_norm(const Tensor& x, std::int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  constexpr const char* op = "group_norm";
+  const Geometry g = geometry(op, x);
+  XGRAD_CHECK(num_groups > 0 && g.c % num_groups == 0,
+              "group_norm: argument 'num_groups' = {} must be positive and divide the {} channels of x {}", num_groups,
+              g.c, shape_str(x.shape()));
+  check_per_channel(op, weight, "weight", x, g.c);
+  check_per_channel(op, bias, "bias", x, g.c);
+  XGRAD_CHECK(g.n * g.c * g.s != 1, "group_norm: expected more than 1 value per channel, got x of shape {}",
+              shape_str(x.shape()));
+  check_eps(op, eps);
+  return apply<GroupNormOp>(x, weight, bias, num_groups, eps);
+}
+
+}  // namespace xgrad
