@@ -354,6 +354,10 @@ Common check_common(const char* op, std::size_t dims, const Tensor& x, const Ten
   if (bias.defined())
     XGRAD_CHECK(bias.dtype() == weight.dtype(), "{}: argument 'bias' is {} but 'weight' is {}", op, bias.dtype(),
                 weight.dtype());
+  for (std::int64_t d = x.dim() - rank; d < x.dim(); ++d)
+    XGRAD_CHECK(x.size(d) > 0,
+                "{}: argument 'x' has shape {}: only the batch and channel dimensions may be empty (weight {})", op,
+                shape_str(x.shape()), shape_str(weight.shape()));
   c.unbatched = x.dim() == rank + 1;
   Shape s = x.shape();
   if (c.unbatched) s.insert(s.begin(), 1);
@@ -382,9 +386,13 @@ Tensor conv_nd(const char* op, std::size_t dims, const Tensor& x, const Tensor& 
   const Tensor w = reshape(weight, ws);
   const Shape& xs = c.x.shape();
   const std::int64_t out_channels = ws[0];
+  XGRAD_CHECK(out_channels > 0,
+              "{}: given groups={}, expected weight to be at least 1 at dimension 0, but got weight of "
+              "size {}",
+              op, groups, shape_str(weight.shape()));
   XGRAD_CHECK(out_channels % groups == 0,
-              "{}: given groups={}, expected weight to be divisible by {} at dimension 0, but got weight of size {}", op,
-              groups, groups, shape_str(weight.shape()));
+              "{}: given groups={}, expected weight to be divisible by {} at dimension 0, but got weight of size {}",
+              op, groups, groups, shape_str(weight.shape()));
   XGRAD_CHECK(xs[1] == ws[1] * groups,
               "{}: given groups={}, weight of size {}, expected input {} to have {} channels, but got {} channels "
               "instead",
@@ -396,7 +404,7 @@ Tensor conv_nd(const char* op, std::size_t dims, const Tensor& x, const Tensor& 
   std::vector<std::int64_t> begin(2, 0), total(2, 0);
   if (padding.mode.empty()) {
     std::vector<std::int64_t> pv = expand_arg(op, "padding", padding.values, dims);
-    for (auto v : pv) XGRAD_CHECK(v >= 0, "{}: argument 'padding' must be non-negative, got {}", op, vec_str(pv));
+    for (auto v : pv) XGRAD_CHECK(v >= 0, "{}: argument 'padding' must be non-negative, got {}", op, vec_str(padding.values));
     if (dims == 1) pv.insert(pv.begin(), 0);
     for (int d = 0; d < 2; ++d) begin[d] = pv[d], total[d] = 2 * pv[d];
   } else {
@@ -404,8 +412,10 @@ Tensor conv_nd(const char* op, std::size_t dims, const Tensor& x, const Tensor& 
                 "{}: argument 'padding' must be \"same\", \"valid\" or numbers, got \"{}\"", op, padding.mode);
     if (padding.mode == "same") {
       for (int d = 0; d < 2; ++d)
-        XGRAD_CHECK(c.stride[d] == 1, "{}: argument 'padding' \"same\" is not supported for strided convolutions "
-                    "(stride {})", op, vec_str(stride));
+        XGRAD_CHECK(c.stride[d] == 1,
+                    "{}: argument 'padding' \"same\" is not supported for strided convolutions "
+                    "(stride {})",
+                    op, vec_str(stride));
       for (int d = 0; d < 2; ++d) {
         total[d] = c.dilation[d] * (ws[2 + d] - 1);
         begin[d] = total[d] / 2;  // torch puts the odd element at the end
@@ -445,6 +455,8 @@ Tensor conv_transpose_nd(const char* op, std::size_t dims, const Tensor& x, cons
   if (dims == 1) ws.insert(ws.begin() + 2, 1);
   const Tensor w = reshape(weight, ws);
   const Shape& xs = c.x.shape();
+  XGRAD_CHECK(weight.numel() > 0, "{}: argument 'weight' must be non-empty, got weight of size {}", op,
+              shape_str(weight.shape()));
   XGRAD_CHECK(ws[0] == xs[1],
               "{}: given transposed=1, weight of size {}, expected input {} to have {} channels, but got {} channels "
               "instead",

@@ -43,8 +43,8 @@ struct ConvPadding {
   ConvPadding(std::vector<std::int64_t> p) : values(std::move(p)) {}  // NOLINT(google-explicit-constructor)
   ConvPadding(const char* m) : mode(m) {}                             // NOLINT(google-explicit-constructor)
   ConvPadding(std::string m) : mode(std::move(m)) {}                  // NOLINT(google-explicit-constructor)
-  std::vector<std::int64_t> values;  // used when mode is empty
-  std::string mode;                  // "", "same" or "valid"
+  std::vector<std::int64_t> values;                                   // used when mode is empty
+  std::string mode;                                                   // "", "same" or "valid"
 };
 
 /// 1-d convolution: x (N, C, L) or (C, L), weight (O, C/groups, K), bias (O) or undefined ->

@@ -104,7 +104,8 @@ struct MaxPoolOp : Function<MaxPoolOp> {
       using T = typename decltype(tag)::type;
       const T* xp = x.data<T>();
       T* yp = y.data<T>();
-      const std::int64_t window = (geo.h.count.empty() ? 1 : geo.h.count[0]) * (geo.w.count.empty() ? 1 : geo.w.count[0]);
+      const std::int64_t window =
+          (geo.h.count.empty() ? 1 : geo.h.count[0]) * (geo.w.count.empty() ? 1 : geo.w.count[0]);
       parallel_for(0, geo.planes, geo.grain(window), [&](std::int64_t p0, std::int64_t p1) {
         for (std::int64_t pl = p0; pl < p1; ++pl) {
           const T* src = xp + pl * geo.in_len();
@@ -279,7 +280,8 @@ Windows check_windows(const char* op, std::size_t dims, const Tensor& x, const s
   w.s = stride.empty() ? w.k : expand_arg(op, "stride", stride, dims);
   w.p = expand_arg(op, "padding", padding, dims);
   w.d = expand_arg(op, "dilation", dilation, dims);
-  for (auto v : w.k) XGRAD_CHECK(v >= 1, "{}: argument 'kernel_size' must be positive, got {}", op, vec_str(kernel_size));
+  for (auto v : w.k)
+    XGRAD_CHECK(v >= 1, "{}: argument 'kernel_size' must be positive, got {}", op, vec_str(kernel_size));
   for (auto v : w.s) XGRAD_CHECK(v >= 1, "{}: argument 'stride' must be positive, got {}", op, vec_str(stride));
   for (auto v : w.d) XGRAD_CHECK(v >= 1, "{}: argument 'dilation' must be positive, got {}", op, vec_str(dilation));
   for (std::size_t i = 0; i < dims; ++i)
@@ -293,10 +295,11 @@ Windows check_windows(const char* op, std::size_t dims, const Tensor& x, const s
     w.out.push_back(o);
   }
   for (std::size_t i = 0; i < dims; ++i)
-    XGRAD_CHECK(w.out[i] >= 1,
-                "{}: given input of shape {}, kernel_size {}, stride {}, padding {}, dilation {}: the calculated output "
-                "size {} is too small",
-                op, shape_str(x.shape()), vec_str(w.k), vec_str(w.s), vec_str(w.p), vec_str(w.d), vec_str(w.out));
+    XGRAD_CHECK(
+        w.out[i] >= 1,
+        "{}: given input of shape {}, kernel_size {}, stride {}, padding {}, dilation {}: the calculated output "
+        "size {} is too small",
+        op, shape_str(x.shape()), vec_str(w.k), vec_str(w.s), vec_str(w.p), vec_str(w.d), vec_str(w.out));
   return w;
 }
 
@@ -320,8 +323,7 @@ Tensor avg_pool_nd(const char* op, std::size_t dims, const Tensor& x, const std:
   Geometry g;
   g.planes = check_input(op, dims, x, sp);
   const Windows w = check_windows(op, dims, x, sp, kernel_size, stride, padding, {1}, ceil_mode);
-  if (divisor_override)
-    XGRAD_CHECK(*divisor_override != 0, "{}: argument 'divisor_override' must not be zero", op);
+  if (divisor_override) XGRAD_CHECK(*divisor_override != 0, "{}: argument 'divisor_override' must not be zero", op);
   const std::size_t last = dims - 1;
   g.h = dims == 2 ? Axis::average(sp[0], w.out[0], w.k[0], w.s[0], w.p[0]) : Axis::trivial();
   g.w = Axis::average(sp[last], w.out[last], w.k[last], w.s[last], w.p[last]);
@@ -345,24 +347,27 @@ Geometry adaptive_geometry(const char* op, std::size_t dims, const Tensor& x,
 
 }  // namespace
 
-Tensor max_pool1d(const Tensor& x, const std::vector<std::int64_t>& kernel_size, const std::vector<std::int64_t>& stride,
-                  const std::vector<std::int64_t>& padding, const std::vector<std::int64_t>& dilation, bool ceil_mode) {
+Tensor max_pool1d(const Tensor& x, const std::vector<std::int64_t>& kernel_size,
+                  const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding,
+                  const std::vector<std::int64_t>& dilation, bool ceil_mode) {
   return max_pool_nd("max_pool1d", 1, x, kernel_size, stride, padding, dilation, ceil_mode);
 }
 
-Tensor max_pool2d(const Tensor& x, const std::vector<std::int64_t>& kernel_size, const std::vector<std::int64_t>& stride,
-                  const std::vector<std::int64_t>& padding, const std::vector<std::int64_t>& dilation, bool ceil_mode) {
+Tensor max_pool2d(const Tensor& x, const std::vector<std::int64_t>& kernel_size,
+                  const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding,
+                  const std::vector<std::int64_t>& dilation, bool ceil_mode) {
   return max_pool_nd("max_pool2d", 2, x, kernel_size, stride, padding, dilation, ceil_mode);
 }
 
-Tensor avg_pool1d(const Tensor& x, const std::vector<std::int64_t>& kernel_size, const std::vector<std::int64_t>& stride,
-                  const std::vector<std::int64_t>& padding, bool ceil_mode, bool count_include_pad) {
+Tensor avg_pool1d(const Tensor& x, const std::vector<std::int64_t>& kernel_size,
+                  const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding, bool ceil_mode,
+                  bool count_include_pad) {
   return avg_pool_nd("avg_pool1d", 1, x, kernel_size, stride, padding, ceil_mode, count_include_pad, std::nullopt);
 }
 
-Tensor avg_pool2d(const Tensor& x, const std::vector<std::int64_t>& kernel_size, const std::vector<std::int64_t>& stride,
-                  const std::vector<std::int64_t>& padding, bool ceil_mode, bool count_include_pad,
-                  std::optional<std::int64_t> divisor_override) {
+Tensor avg_pool2d(const Tensor& x, const std::vector<std::int64_t>& kernel_size,
+                  const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding, bool ceil_mode,
+                  bool count_include_pad, std::optional<std::int64_t> divisor_override) {
   return avg_pool_nd("avg_pool2d", 2, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
 }
 
