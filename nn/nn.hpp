@@ -3,6 +3,7 @@
 // schedules, checkpoints, data loading, metrics, and training utilities (xgrad::utils).
 #include "xgrad/nn/activation.hpp"
 #include "xgrad/nn/block_sparse_linear.hpp"
+#include "xgrad/nn/conv.hpp"
 #include "xgrad/nn/data.hpp"
 #include "xgrad/nn/dropout.hpp"
 #include "xgrad/nn/embedding.hpp"
@@ -13,6 +14,7 @@
 #include "xgrad/nn/metrics.hpp"
 #include "xgrad/nn/module.hpp"
 #include "xgrad/nn/optim.hpp"
+#include "xgrad/nn/pool.hpp"
 #include "xgrad/nn/resample_conv.hpp"
 #include "xgrad/nn/sequential.hpp"
 #include "xgrad/nn/serialize.hpp"

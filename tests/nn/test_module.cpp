@@ -6,11 +6,13 @@
 
 #include "support.hpp"
 #include "xgrad/nn/activation.hpp"
+#include "xgrad/nn/conv.hpp"
 #include "xgrad/nn/dropout.hpp"
 #include "xgrad/nn/embedding.hpp"
 #include "xgrad/nn/layer_norm.hpp"
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/module.hpp"
+#include "xgrad/nn/pool.hpp"
 #include "xgrad/nn/sequential.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduction.hpp"
@@ -261,6 +263,21 @@ TEST_CASE("Module: printing shows the module tree exactly as PyTorch prints it",
   CHECK(printed(nested) == test::read_bytes(dir.file("nested.txt")));
   CHECK(printed(embedding) == test::read_bytes(dir.file("embedding.txt")));
   CHECK(printed(norm2d) == test::read_bytes(dir.file("layer_norm_2d.txt")));
+  using V = std::vector<std::int64_t>;
+  nn::Sequential conv_pool(
+      {std::make_shared<nn::Conv2d>(nn::ConvOptions(1, 32, {3}).padding("same")), std::make_shared<nn::MaxPool2d>(V{2}),
+       std::make_shared<nn::AvgPool2d>(V{2, 3}, V{1, 2}, V{1}),
+       std::make_shared<nn::Conv2d>(nn::ConvOptions(4, 4, {3, 5}).stride({2, 1}).padding({1, 2}).groups(2).bias(false)),
+       std::make_shared<nn::ConvTranspose2d>(nn::ConvOptions(3, 4, {3}).stride({2}).output_padding({1})),
+       std::make_shared<nn::ConvTranspose2d>(
+           nn::ConvOptions(2, 4, {2, 3}).dilation({2}).groups(2).padding(1).bias(false)),
+       std::make_shared<nn::AdaptiveAvgPool2d>(V{1, 1}), std::make_shared<nn::Flatten>()});
+  nn::Sequential conv_pool_1d({std::make_shared<nn::Conv1d>(nn::ConvOptions(2, 3, {3}).dilation({2}).bias(false)),
+                               std::make_shared<nn::Conv1d>(nn::ConvOptions(3, 3, {2}).padding("valid")),
+                               std::make_shared<nn::MaxPool1d>(V{3}, V{2}, V{1}, V{1}, true),
+                               std::make_shared<nn::AvgPool1d>(V{3}), std::make_shared<nn::AdaptiveAvgPool1d>(V{4})});
+  CHECK(printed(conv_pool) == test::read_bytes(dir.file("conv_pool.txt")));
+  CHECK(printed(conv_pool_1d) == test::read_bytes(dir.file("conv_pool_1d.txt")));
 }
 
 TEST_CASE("Module: summary() counts every module's parameters and bytes", "[module][repr]") {

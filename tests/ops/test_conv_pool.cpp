@@ -1,0 +1,68 @@
+// Semantics of ops/conv.* and ops/pool.* that the op table does not express: the adjoint relation
+// between conv2d and conv_transpose2d, the unbatched forms, max pooling's tie rule, and the target
+// workload (batch 64 of 28 x 28 images, 1 -> 32 -> 32 channels) bit-identical with 1 and 2 threads.
+// Gradcheck, torch parity, sizes and bad inputs: the op table (tests/ops/op_table.cpp).
+#include "support.hpp"
+#include "xgrad/ops/conv.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/pool.hpp"
+#include "xgrad/ops/reduction.hpp"
+
+using namespace xgrad;
+using V = std::vector<std::int64_t>;
+
+namespace {
+double dot(const Tensor& a, const Tensor& b) { return sum(mul(a, b)).item(); }
+}  // namespace
+
+TEST_CASE("conv_transpose2d is the adjoint of conv2d in x", "[conv]") {
+  Generator gen(3);
+  for (std::int64_t groups : {1, 2}) {
+    const Tensor x = Tensor::randn({2, 4, 9, 8}, gen, kFloat64);
+    const Tensor w = Tensor::randn({6, 4 / groups, 3, 2}, gen, kFloat64);
+    const Tensor y = conv2d(x, w, Tensor(), {2, 1}, V{1, 0}, {1, 2}, groups);
+    const Tensor z = Tensor::randn(y.shape(), gen, kFloat64);
+    // output_padding recovers the rows that the stride-2 convolution dropped
+    const Tensor xt = conv_transpose2d(z, w, Tensor(), {2, 1}, {1, 0}, {(9 + 2 - 3) % 2, 0}, groups, {1, 2});
+    REQUIRE(xt.shape() == x.shape());
+    CHECK(std::abs(dot(y, z) - dot(x, xt)) < 1e-10 * (1 + std::abs(dot(y, z))));
+  }
+}
+
+TEST_CASE("conv and pooling take unbatched inputs as torch does", "[conv][pool]") {
+  Generator gen(4);
+  const Tensor x = Tensor::randn({3, 7, 6}, gen, kFloat32), w = Tensor::randn({5, 3, 3, 3}, gen, kFloat32);
+  const Tensor y = conv2d(x, w, Tensor(), {1}, "same");
+  CHECK(y.shape() == Shape{5, 7, 6});
+  const Tensor yb = conv2d(Tensor::from_vector(x.to_vector(), {1, 3, 7, 6}), w, Tensor(), {1}, "same");
+  CHECK(y.to_vector() == yb.to_vector());
+  CHECK(conv1d(Tensor::randn({3, 10}, gen), Tensor::randn({2, 3, 4}, gen)).shape() == Shape{2, 7});
+  CHECK(max_pool2d(x, {2}).shape() == Shape{3, 3, 3});
+  CHECK(avg_pool1d(Tensor::randn({3, 10}, gen), {3}).shape() == Shape{3, 3});
+}
+
+TEST_CASE("max pooling sends the gradient to the first maximum, as torch", "[pool]") {
+  Tensor x = Tensor::of({{1, 3, 3, 0}, {3, 2, 1, 3}}, kFloat64);
+  x = Tensor::from_vector(x.to_vector(), {1, 1, 2, 4}, kFloat64).set_requires_grad();
+  const Tensor y = max_pool2d(x, {2});
+  CHECK(y.to_vector() == std::vector<double>{3, 3});
+  sum(y).backward();
+  CHECK(x.grad().to_vector() == std::vector<double>{0, 1, 1, 0, 0, 0, 0, 0});
+}
+
+TEST_CASE("conv2d, max_pool2d at the target workload: bit-identical with 1 and 2 threads", "[conv][threads]") {
+  Generator gen(5);
+  const Tensor x = Tensor::randn({64, 1, 28, 28}, gen).set_requires_grad();
+  const Tensor w1 = Tensor::randn({32, 1, 3, 3}, gen).set_requires_grad(),
+               b1 = Tensor::randn({32}, gen).set_requires_grad();
+  const Tensor w2 = Tensor::randn({32, 32, 3, 3}, gen).set_requires_grad(),
+               b2 = Tensor::randn({32}, gen).set_requires_grad();
+  const Tensor seed = Tensor::randn({64, 32, 7, 7}, gen);
+  test::require_thread_deterministic([&] {
+    for (const Tensor& t : {x, w1, b1, w2, b2}) const_cast<Tensor&>(t).zero_grad();
+    const Tensor h = max_pool2d(relu(conv2d(x, w1, b1, {1}, 1)), {2});
+    const Tensor y = max_pool2d(relu(conv2d(h, w2, b2, {1}, 1)), {2});
+    y.backward(seed);
+    return Tensors{y, x.grad(), w1.grad(), b1.grad(), w2.grad(), b2.grad()};
+  });
+}
