@@ -10,7 +10,8 @@
 // conv_transpose2d is the adjoint of conv2d in x: x (N, Cin, H, W), weight (Cin, Cout/groups, kH, kW),
 //   y = col2im(W^T x) + b, Ho = (H - 1) sH - 2 padH + dH (kH - 1) + output_padH + 1;
 //   dx = W col(g) (a conv2d of g), dW = x col(g)^T, db = sum of g.
-// The 1-d forms are the 2-d ones with a height of 1.
+// The 1-d forms are the 2-d ones with a height of 1. An input with 0 channels gives the bias
+// broadcast (torch 1.13 returns an empty (N, 0, ...) tensor there); a batch of 0 gives an empty output.
 //
 // Implementation (Note [im2col convolution] in conv.cpp): im2col + one GEMM per group and chunk of
 // samples, through detail::gemm (the project's BLAS entry), chunks fixed by the shapes and run as TBB
