@@ -76,12 +76,12 @@ void im2col(const Plan& p, const T* img, T* col, std::int64_t ld) {
             std::fill(out, out + p.gw, T(0));
             continue;
           }
-          const T* src = plane + y * p.iw + x0;
+          const T* src = plane + y * p.iw;  // input column ow * sw + x0, in range for ow in [lo, hi)
           std::fill(out, out + lo, T(0));
-          if (p.sw == 1)
-            std::copy(src + lo, src + hi, out + lo);
+          if (p.sw == 1 && hi > lo)
+            std::copy(src + (lo + x0), src + (hi + x0), out + lo);
           else
-            for (std::int64_t ow = lo; ow < hi; ++ow) out[ow] = src[ow * p.sw];
+            for (std::int64_t ow = lo; ow < hi; ++ow) out[ow] = src[ow * p.sw + x0];
           std::fill(out + hi, out + p.gw, T(0));
         }
       }
@@ -102,8 +102,8 @@ void col2im(const Plan& p, const T* col, std::int64_t ld, T* img) {
           const std::int64_t y = oh * p.sh - p.ph + a * p.dh;
           if (y < 0 || y >= p.ih) continue;
           const T* in = row + oh * p.gw;
-          T* dst = plane + y * p.iw + x0;
-          for (std::int64_t ow = lo; ow < hi; ++ow) dst[ow * p.sw] += in[ow];
+          T* dst = plane + y * p.iw;
+          for (std::int64_t ow = lo; ow < hi; ++ow) dst[ow * p.sw + x0] += in[ow];
         }
       }
 }
@@ -162,8 +162,13 @@ void k2_adjoint(const Plan& p, const T* z, const T* w, T* img) {
   });
 }
 
-// K3: dW[g co + o, :] = sum over samples of Z[n, g co + o, :] col(I_n,g)^T: one partial per chunk,
-// added in chunk order (Note [im2col convolution]).
+// K3: dW[g co + o, :] = sum over samples of Z[n, g co + o, :] col(I_n,g)^T. The chunks are dealt
+// to at most kWeightSlots slots by a rule fixed by the shapes (slot s takes a run of consecutive
+// chunks); each slot accumulates its chunks in order into its own partial weight gradient (the GEMM's
+// beta = 1 after the first), and the partials are added in slot order (Note [im2col convolution]).
+// The slots bound the memory of the partials to kWeightSlots weight-sized buffers.
+constexpr std::int64_t kWeightSlots = 8;
+
 template <class T>
 void k3_weight(const Plan& p, const T* img, const T* z, T* dw) {
   const std::int64_t K = p.krows(), L = p.glen(), IL = p.ilen(), wsize = p.groups * p.co * K;
@@ -172,30 +177,36 @@ void k3_weight(const Plan& p, const T* img, const T* z, T* dw) {
     std::fill(dw, dw + wsize, T(0));
     return;
   }
-  std::vector<T> partial(static_cast<std::size_t>((nchunks - 1) * wsize));
-  parallel_for(0, nchunks, p.grain(), [&](std::int64_t c0, std::int64_t c1) {
+  const std::int64_t per_slot = ceil_div(nchunks, std::min(nchunks, kWeightSlots));
+  const std::int64_t slots = ceil_div(nchunks, per_slot);
+  std::vector<T> partial(static_cast<std::size_t>((slots - 1) * wsize));
+  const std::int64_t grain = p.grain() >= p.chunks() ? slots : 1;
+  parallel_for(0, slots, grain, [&](std::int64_t s0, std::int64_t s1) {
     std::vector<T> col, zb;
-    for (std::int64_t c = c0; c < c1; ++c) {
-      T* out = c == 0 ? dw : partial.data() + (c - 1) * wsize;
-      const std::int64_t n0 = c * p.chunk, nb = std::min(p.chunk, p.n - n0), cols = nb * L;
-      col.resize(static_cast<std::size_t>(K * cols));
-      zb.resize(static_cast<std::size_t>(p.co * cols));
-      for (std::int64_t g = 0; g < p.groups; ++g) {
-        for (std::int64_t s = 0; s < nb; ++s) {
-          im2col(p, img + ((n0 + s) * p.groups + g) * p.ci * IL, col.data() + s * L, cols);
-          for (std::int64_t o = 0; o < p.co; ++o) {
-            const T* src = z + (((n0 + s) * p.groups + g) * p.co + o) * L;
-            std::copy(src, src + L, zb.data() + o * cols + s * L);
+    for (std::int64_t sl = s0; sl < s1; ++sl) {
+      T* out = sl == 0 ? dw : partial.data() + (sl - 1) * wsize;
+      for (std::int64_t c = sl * per_slot; c < std::min(nchunks, (sl + 1) * per_slot); ++c) {
+        const T beta = c == sl * per_slot ? T(0) : T(1);
+        const std::int64_t n0 = c * p.chunk, nb = std::min(p.chunk, p.n - n0), cols = nb * L;
+        col.resize(static_cast<std::size_t>(K * cols));
+        zb.resize(static_cast<std::size_t>(p.co * cols));
+        for (std::int64_t g = 0; g < p.groups; ++g) {
+          for (std::int64_t s = 0; s < nb; ++s) {
+            im2col(p, img + ((n0 + s) * p.groups + g) * p.ci * IL, col.data() + s * L, cols);
+            for (std::int64_t o = 0; o < p.co; ++o) {
+              const T* src = z + (((n0 + s) * p.groups + g) * p.co + o) * L;
+              std::copy(src, src + L, zb.data() + o * cols + s * L);
+            }
           }
+          detail::gemm<T>(false, true, p.co, K, cols, zb.data(), cols, col.data(), cols, beta, out + g * p.co * K, K);
         }
-        detail::gemm<T>(false, true, p.co, K, cols, zb.data(), cols, col.data(), cols, T(0), out + g * p.co * K, K);
       }
     }
   });
   // The fixed-order sum of the partials, cut by weight elements.
   parallel_for(0, wsize, kParallelGrain, [&](std::int64_t i0, std::int64_t i1) {
-    for (std::int64_t c = 1; c < nchunks; ++c) {
-      const T* src = partial.data() + (c - 1) * wsize;
+    for (std::int64_t sl = 1; sl < slots; ++sl) {
+      const T* src = partial.data() + (sl - 1) * wsize;
       for (std::int64_t i = i0; i < i1; ++i) dw[i] += src[i];
     }
   });
@@ -229,9 +240,26 @@ void add_bias(T* y, const T* bias, std::int64_t n, std::int64_t channels, std::i
   });
 }
 
-// conv2d on (N, C, H, W): image = x, grid = y.
-struct Conv2dOp : Function<Conv2dOp> {
+struct Conv1dName {
+  static constexpr const char* kName = "conv1d";
+};
+struct Conv2dName {
   static constexpr const char* kName = "conv2d";
+};
+struct ConvTranspose1dName {
+  static constexpr const char* kName = "conv_transpose1d";
+};
+struct ConvTranspose2dName {
+  static constexpr const char* kName = "conv_transpose2d";
+};
+
+// conv1d/conv2d on (N, C, H, W) (a height of 1 for conv1d): image = x, grid = y.
+template <class Name>
+struct ConvOp : Function<ConvOp<Name>> {
+  static constexpr const char* kName = Name::kName;
+  using Function<ConvOp<Name>>::needs_input_grad;
+  using Function<ConvOp<Name>>::save_for_backward;
+  using Function<ConvOp<Name>>::saved;
   Plan p;
 
   Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Plan& plan) {
@@ -269,9 +297,13 @@ struct Conv2dOp : Function<Conv2dOp> {
   }
 };
 
-// conv_transpose2d on (N, Cin, H, W): image = y, grid = x.
-struct ConvTranspose2dOp : Function<ConvTranspose2dOp> {
-  static constexpr const char* kName = "conv_transpose2d";
+// conv_transpose1d/2d on (N, Cin, H, W): image = y, grid = x.
+template <class Name>
+struct ConvTransposeOp : Function<ConvTransposeOp<Name>> {
+  static constexpr const char* kName = Name::kName;
+  using Function<ConvTransposeOp<Name>>::needs_input_grad;
+  using Function<ConvTransposeOp<Name>>::save_for_backward;
+  using Function<ConvTransposeOp<Name>>::saved;
   Plan p;
 
   Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Plan& plan) {
@@ -404,7 +436,8 @@ Tensor conv_nd(const char* op, std::size_t dims, const Tensor& x, const Tensor& 
   std::vector<std::int64_t> begin(2, 0), total(2, 0);
   if (padding.mode.empty()) {
     std::vector<std::int64_t> pv = expand_arg(op, "padding", padding.values, dims);
-    for (auto v : pv) XGRAD_CHECK(v >= 0, "{}: argument 'padding' must be non-negative, got {}", op, vec_str(padding.values));
+    for (auto v : pv)
+      XGRAD_CHECK(v >= 0, "{}: argument 'padding' must be non-negative, got {}", op, vec_str(padding.values));
     if (dims == 1) pv.insert(pv.begin(), 0);
     for (int d = 0; d < 2; ++d) begin[d] = pv[d], total[d] = 2 * pv[d];
   } else {
@@ -443,7 +476,8 @@ Tensor conv_nd(const char* op, std::size_t dims, const Tensor& x, const Tensor& 
   p.gh = out[0], p.gw = out[1];
   checked_numel({p.n, out_channels, p.gh, p.gw}, op, "output");
   p.choose_chunk();
-  return finish(apply<Conv2dOp>(c.x, w, bias, p), c.unbatched, dims);
+  const Tensor y = dims == 1 ? apply<ConvOp<Conv1dName>>(c.x, w, bias, p) : apply<ConvOp<Conv2dName>>(c.x, w, bias, p);
+  return finish(y, c.unbatched, dims);
 }
 
 Tensor conv_transpose_nd(const char* op, std::size_t dims, const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -500,7 +534,9 @@ Tensor conv_transpose_nd(const char* op, std::size_t dims, const Tensor& x, cons
   p.ih = out[0], p.iw = out[1];
   checked_numel({p.n, out_channels, p.ih, p.iw}, op, "output");
   p.choose_chunk();
-  return finish(apply<ConvTranspose2dOp>(c.x, w, bias, p), c.unbatched, dims);
+  const Tensor y = dims == 1 ? apply<ConvTransposeOp<ConvTranspose1dName>>(c.x, w, bias, p)
+                             : apply<ConvTransposeOp<ConvTranspose2dName>>(c.x, w, bias, p);
+  return finish(y, c.unbatched, dims);
 }
 
 }  // namespace

@@ -66,3 +66,36 @@ TEST_CASE("conv2d, max_pool2d at the target workload: bit-identical with 1 and 2
     return Tensors{y, x.grad(), w1.grad(), b1.grad(), w2.grad(), b2.grad()};
   });
 }
+
+TEST_CASE("conv2d's weight gradient over many chunks (more than the 8 partial slots) is the sum over samples",
+          "[conv]") {
+  // 16 x 3 x 3 rows and 64 x 64 columns per sample: more than 2^19 im2col elements, so one sample per
+  // chunk, 20 chunks dealt to 7 slots of 3.
+  Generator gen(6);
+  const std::int64_t n = 20;
+  const Tensor x = Tensor::randn({n, 16, 64, 64}, gen, kFloat64);
+  const Tensor w = Tensor::randn({8, 16, 3, 3}, gen, kFloat64).set_requires_grad();
+  const Tensor g = Tensor::randn({n, 8, 64, 64}, gen, kFloat64);
+  conv2d(x, w, Tensor(), {1}, "same").backward(g);
+  const std::vector<double> got = w.grad().to_vector();
+  std::vector<double> want(got.size(), 0.0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Tensor wi = w.detach().clone_data().set_requires_grad();
+    const Tensor xi = Tensor::from_vector(
+        std::vector<double>(x.data<double>() + i * 16 * 4096, x.data<double>() + (i + 1) * 16 * 4096), {16, 64, 64},
+        kFloat64);
+    const Tensor gi =
+        Tensor::from_vector(std::vector<double>(g.data<double>() + i * 8 * 4096, g.data<double>() + (i + 1) * 8 * 4096),
+                            {8, 64, 64}, kFloat64);
+    conv2d(xi, wi, Tensor(), {1}, "same").backward(gi);
+    const std::vector<double> gw = wi.grad().to_vector();
+    for (std::size_t j = 0; j < want.size(); ++j) want[j] += gw[j];
+  }
+  const auto [err, scale] = test::max_error(got, want);
+  CHECK(err <= 1e-12 * scale);
+  test::require_thread_deterministic([&] {
+    const Tensor w2 = w.detach().clone_data().set_requires_grad();
+    conv2d(x, w2, Tensor(), {1}, "same").backward(g);
+    return Tensors{w2.grad()};
+  });
+}
