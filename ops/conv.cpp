@@ -375,6 +375,8 @@ Common check_common(const char* op, std::size_t dims, const Tensor& x, const Ten
   XGRAD_CHECK(x.dim() == rank + 1 || x.dim() == rank + 2,
               "{}: argument 'x' must be {}-d (unbatched) or {}-d (batched), got shape {} (weight {})", op, rank + 1,
               rank + 2, shape_str(x.shape()), shape_str(weight.shape()));
+  check_floating(op, "x", x);
+  check_floating(op, "weight", weight);
   XGRAD_CHECK(x.dtype() == weight.dtype(), "{}: argument 'x' is {} but 'weight' is {}", op, x.dtype(), weight.dtype());
   XGRAD_CHECK(groups >= 1, "{}: argument 'groups' must be positive, got {}", op, groups);
   Common c;

@@ -18,7 +18,7 @@
 // tasks; the weight gradient sums per-chunk partial products in chunk order: bit-identical results
 // whatever the thread count.
 //
-// Errors (xgrad::Error naming the op, the argument and the shapes): undefined x or weight, wrong
+// Errors (xgrad::Error naming the op, the argument and the shapes): undefined or integer x or weight, wrong
 // ranks, input channels != weight's in-channels * groups, groups < 1 or not dividing the channels,
 // stride / dilation < 1, padding < 0, a kernel larger than the padded input (an output size < 1),
 // output_padding not smaller than stride or dilation, padding "same" with a stride other than 1,

@@ -95,7 +95,7 @@ struct MaxPoolOp : Function<MaxPoolOp> {
   Shape in_shape;
   std::vector<std::int64_t> argmax;
 
-  Tensor forward(const Tensor& x, const Geometry& g, const Shape& out_shape) {
+  Tensor forward(const Tensor& x, const Geometry& g, const Shape& out_shape, Tensor* indices) {
     geo = g;
     in_shape = x.shape();
     Tensor y = Tensor::empty(out_shape, x.dtype());
@@ -132,6 +132,10 @@ struct MaxPoolOp : Function<MaxPoolOp> {
         }
       });
     });
+    if (indices != nullptr) {  // a copy: the caller may write into it, backward reads argmax
+      *indices = Tensor::empty(out_shape, kInt64);
+      std::copy(argmax.begin(), argmax.end(), indices->data<std::int64_t>());
+    }
     return y;
   }
 
@@ -246,6 +250,7 @@ std::vector<std::int64_t> expand_arg(const char* op, const char* arg, const std:
 // number of planes; `spatial` gets the spatial sizes.
 std::int64_t check_input(const char* op, std::size_t dims, const Tensor& x, std::vector<std::int64_t>& spatial) {
   XGRAD_CHECK(x.defined(), "{}: argument 'x' is undefined", op);
+  check_floating(op, "x", x);
   const auto rank = static_cast<std::int64_t>(dims);
   XGRAD_CHECK(x.dim() == rank + 1 || x.dim() == rank + 2,
               "{}: argument 'x' must be {}-d or {}-d (batch mode), got shape {}", op, rank + 1, rank + 2,
@@ -305,7 +310,7 @@ Windows check_windows(const char* op, std::size_t dims, const Tensor& x, const s
 
 Tensor max_pool_nd(const char* op, std::size_t dims, const Tensor& x, const std::vector<std::int64_t>& kernel_size,
                    const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding,
-                   const std::vector<std::int64_t>& dilation, bool ceil_mode) {
+                   const std::vector<std::int64_t>& dilation, bool ceil_mode, Tensor* indices) {
   std::vector<std::int64_t> sp;
   Geometry g;
   g.planes = check_input(op, dims, x, sp);
@@ -313,7 +318,7 @@ Tensor max_pool_nd(const char* op, std::size_t dims, const Tensor& x, const std:
   const std::size_t last = dims - 1;
   g.h = dims == 2 ? Axis::dilated(sp[0], w.out[0], w.k[0], w.s[0], w.p[0], w.d[0]) : Axis::trivial();
   g.w = Axis::dilated(sp[last], w.out[last], w.k[last], w.s[last], w.p[last], w.d[last]);
-  return apply<MaxPoolOp>(x, g, out_shape(x, dims, w.out));
+  return apply<MaxPoolOp>(x, g, out_shape(x, dims, w.out), indices);
 }
 
 Tensor avg_pool_nd(const char* op, std::size_t dims, const Tensor& x, const std::vector<std::int64_t>& kernel_size,
@@ -350,13 +355,29 @@ Geometry adaptive_geometry(const char* op, std::size_t dims, const Tensor& x,
 Tensor max_pool1d(const Tensor& x, const std::vector<std::int64_t>& kernel_size,
                   const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding,
                   const std::vector<std::int64_t>& dilation, bool ceil_mode) {
-  return max_pool_nd("max_pool1d", 1, x, kernel_size, stride, padding, dilation, ceil_mode);
+  return max_pool_nd("max_pool1d", 1, x, kernel_size, stride, padding, dilation, ceil_mode, nullptr);
+}
+
+Tensors max_pool1d_with_indices(const Tensor& x, const std::vector<std::int64_t>& kernel_size,
+                                const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding,
+                                const std::vector<std::int64_t>& dilation, bool ceil_mode) {
+  Tensor indices;
+  Tensor y = max_pool_nd("max_pool1d_with_indices", 1, x, kernel_size, stride, padding, dilation, ceil_mode, &indices);
+  return {y, indices};
 }
 
 Tensor max_pool2d(const Tensor& x, const std::vector<std::int64_t>& kernel_size,
                   const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding,
                   const std::vector<std::int64_t>& dilation, bool ceil_mode) {
-  return max_pool_nd("max_pool2d", 2, x, kernel_size, stride, padding, dilation, ceil_mode);
+  return max_pool_nd("max_pool2d", 2, x, kernel_size, stride, padding, dilation, ceil_mode, nullptr);
+}
+
+Tensors max_pool2d_with_indices(const Tensor& x, const std::vector<std::int64_t>& kernel_size,
+                                const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding,
+                                const std::vector<std::int64_t>& dilation, bool ceil_mode) {
+  Tensor indices;
+  Tensor y = max_pool_nd("max_pool2d_with_indices", 2, x, kernel_size, stride, padding, dilation, ceil_mode, &indices);
+  return {y, indices};
 }
 
 Tensor avg_pool1d(const Tensor& x, const std::vector<std::int64_t>& kernel_size,
@@ -386,7 +407,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, const std::vector<std::int64_t>& out
 Tensor adaptive_max_pool2d(const Tensor& x, const std::vector<std::int64_t>& output_size) {
   std::vector<std::int64_t> out;
   const Geometry g = adaptive_geometry("adaptive_max_pool2d", 2, x, output_size, out);
-  return apply<MaxPoolOp>(x, g, out_shape(x, 2, out));
+  return apply<MaxPoolOp>(x, g, out_shape(x, 2, out), static_cast<Tensor*>(nullptr));
 }
 
 }  // namespace xgrad

@@ -1496,7 +1496,12 @@ std::vector<OpInfo> build() {
              },
              {"conv2d", "float32", "float64"}},
             {"undefined x", [w4] { conv2d(Tensor(), w4); }, {"conv2d", "'x'"}},
-            {"undefined weight", [x4] { conv2d(x4, Tensor()); }, {"conv2d", "'weight'"}}};
+            {"undefined weight", [x4] { conv2d(x4, Tensor()); }, {"conv2d", "'weight'"}},
+            {"integer x",
+             [w4] {
+               conv2d(Tensor::zeros({2, 4, 6, 6}, kInt64), w4);
+             },
+             {"conv2d", "'x'", "int64"}}};
       if (cc.name == "conv1d")
         op.errors = {{"channel mismatch",
                       [] {
@@ -1549,7 +1554,8 @@ std::vector<OpInfo> build() {
              {"conv_transpose1d", "'padding'", "(-1,)"}}};
       if (!cc.transposed)
         op.torch_skip = [](const SampleSpec& s) -> std::string {
-          return s.sizes[1] == 0 ? "torch 1.13 gives (N, 0, ...) for an input with 0 channels; ours gives the bias" : "";
+          return s.sizes[1] == 0 ? "torch 1.13 gives (N, 0, ...) for an input with 0 channels; ours gives the bias"
+                                 : "";
         };
       op.check_undefined = false;  // an undefined bias means no bias; undefined x and weight: errors above
       t.push_back(op);
@@ -1813,6 +1819,62 @@ std::vector<OpInfo> build() {
                         adaptive_max_pool2d(x4, {1, 2, 3});
                       },
                       {"adaptive_max_pool2d", "'output_size'"}}};
+      t.push_back(op);
+    }
+    // max_pool*_with_indices: values and indices (as the input's dtype) in one flat output, so that
+    // parity checks both and the gradient of the values.
+    for (const int dims : {1, 2}) {
+      OpInfo op;
+      op.name = dims == 1 ? "max_pool1d_with_indices" : "max_pool2d_with_indices";
+      const std::string V = "vector<int64_t>";
+      op.signature = op.name + "(Tensor," + V + "," + V + "," + V + "," + V + ",bool)";
+      op.torch =
+          dims == 1 ? "v, i = torch.nn.functional.max_pool1d(x, 3, 2, 1, 1, ceil_mode=True, return_indices=True)\n"
+                    : "v, i = torch.nn.functional.max_pool2d(x, (2, 3), (2, 1), (1, 1), (2, 1), return_indices=True)\n";
+      op.torch += "out = torch.cat([v.flatten(), i.flatten().to(v.dtype)])";
+      op.call = [dims](const Tensors& in) {
+        const Tensors r = dims == 1 ? max_pool1d_with_indices(in[0], {3}, {2}, {1}, {1}, true)
+                                    : max_pool2d_with_indices(in[0], {2, 3}, {2, 1}, {1, 1}, {2, 1});
+        return concat({flatten(r[0]), flatten(r[1].to(in[0].dtype()))}, 0);
+      };
+      op.sample = [dims](Dtype dt, const SampleSpec& s, Generator& g) {
+        Shape xs = {s.sizes[0], s.sizes[1]};
+        for (int d = 0; d < dims; ++d) xs.push_back(s.sizes[static_cast<std::size_t>(2 + d)]);
+        return SampleInput{{{"x", values(xs, g, dt)}}, {}, {}};
+      };
+      op.size_names = {"n", "c"};
+      op.small = {2, 3};
+      op.threads = {8, 8};
+      op.large = {40, 40};
+      for (int d = 0; d < dims; ++d) {
+        op.size_names.push_back(d == dims - 1 ? "w" : "h");
+        op.small.push_back(7 - d);
+        op.threads.push_back(dims == 1 ? 600 : 32);
+        op.large.push_back(dims == 1 ? 300 : 60);
+      }
+      op.refuses = [dims](const SampleSpec& s) -> std::string {
+        for (std::size_t i = 1; i < s.sizes.size(); ++i)
+          if (s.sizes[i] == 0) return "empty non-batch dimension";
+        // 2-d: height kernel 2, dilation 2 (span 3) with padding 1: any H >= 1 fits
+        return "";
+      };
+      if (dims == 2)
+        op.torch_skip = [](const SampleSpec& s) -> std::string {
+          // H = 1: the window's rows -1 and 1 both lie outside; torch 1.13 returns index H * W (out of
+          // its plane) and its backward writes there (heap corruption, the Python process aborts).
+          // Ours: -inf, index -1, no gradient (ops/pool.hpp).
+          return s.sizes[2] == 1 ? "torch 1.13 indexes out of bounds for a window with no element in range" : "";
+        };
+      const std::string name = op.name;
+      op.errors = {{"integer x",
+                    [dims] {
+                      const Tensor x = Tensor::zeros(dims == 1 ? Shape{2, 3, 6} : Shape{2, 3, 6, 6}, kInt64);
+                      if (dims == 1)
+                        max_pool1d_with_indices(x, {2});
+                      else
+                        max_pool2d_with_indices(x, {2});
+                    },
+                    {name, "'x'", "int64"}}};
       t.push_back(op);
     }
   }

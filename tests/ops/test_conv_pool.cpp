@@ -2,6 +2,8 @@
 // between conv2d and conv_transpose2d, the unbatched forms, max pooling's tie rule, and the target
 // workload (batch 64 of 28 x 28 images, 1 -> 32 -> 32 channels) bit-identical with 1 and 2 threads.
 // Gradcheck, torch parity, sizes and bad inputs: the op table (tests/ops/op_table.cpp).
+#include <limits>
+
 #include "support.hpp"
 #include "xgrad/ops/conv.hpp"
 #include "xgrad/ops/elementwise.hpp"
@@ -98,4 +100,19 @@ TEST_CASE("conv2d's weight gradient over many chunks (more than the 8 partial sl
     conv2d(x, w2, Tensor(), {1}, "same").backward(g);
     return Tensors{w2.grad()};
   });
+}
+
+TEST_CASE("max_pool2d_with_indices: int64 flat indices in the plane, and a window with nothing in range", "[pool]") {
+  const Tensor x = Tensor::from_vector({1, 3, 3, 0, 3, 2, 1, 3}, {1, 1, 2, 4}, kFloat64);
+  const Tensors r = max_pool2d_with_indices(x, {2});
+  CHECK(r[1].dtype() == kInt64);
+  CHECK(r[1].shape() == Shape{1, 1, 1, 2});
+  CHECK(r[1].to_vector() == std::vector<double>{1, 2});  // the first maximum of each window
+  // height 1, kernel 2 with dilation 2 and padding 1: rows -1 and 1, neither in range
+  const Tensor y = Tensor::from_vector({1, 2, 3}, {1, 1, 1, 3}, kFloat64).set_requires_grad();
+  const Tensors e = max_pool2d_with_indices(y, {2, 1}, {1}, {1, 0}, {2, 1});
+  CHECK(e[0].to_vector() == std::vector<double>(3, -std::numeric_limits<double>::infinity()));
+  CHECK(e[1].to_vector() == std::vector<double>(3, -1));
+  e[0].backward(Tensor::ones({1, 1, 1, 3}, kFloat64));
+  CHECK(y.grad().to_vector() == std::vector<double>(3, 0));
 }
