@@ -21,12 +21,13 @@ namespace xgrad {
 //   K2  I = col2im(W^T Z)                conv's input gradient, conv_transpose forward
 //   K3  dW = Z col(I)^T  (over samples)  the weight gradient of both
 // The batch is cut into chunks of `chunk` samples fixed by the shapes (about kColElems elements of
-// col per chunk, and at least min(N, kMinChunks) chunks so that the im2col copies run in parallel
+// col per chunk, and at most ceil(N / kMinChunks) samples, so that the im2col copies run in parallel
 // too), each chunk's columns side by side in one buffer, so one GEMM covers a chunk (for batch 64
 // of 28 x 28 images: 8 samples, 6272 columns). Chunks run as TBB tasks, each GEMM through
 // detail::gemm (ops/detail/blas.hpp's single-threaded BLAS, cut into tiles fixed by the shapes:
-// Note [Deterministic GEMM]); K1 and K2 write disjoint samples, and K3 writes one partial weight
-// gradient per chunk, added in chunk order. Nothing depends on the thread count.
+// Note [Deterministic GEMM]); K1 and K2 write disjoint samples, and K3 accumulates runs of
+// consecutive chunks into at most kWeightSlots partial weight gradients, added in slot order.
+// Nothing depends on the thread count.
 // oneDNN (libdnnl-dev) is the alternative the issue names; which is faster at the target sizes is
 // to be decided by measurement (docs/design.md).
 namespace {
