@@ -3,6 +3,7 @@
 // schedules, checkpoints, data loading, metrics, and training utilities (xgrad::utils).
 #include "xgrad/nn/activation.hpp"
 #include "xgrad/nn/block_sparse_linear.hpp"
+#include "xgrad/nn/conv.hpp"
 #include "xgrad/nn/data.hpp"
 #include "xgrad/nn/datasets/fashion_mnist.hpp"
 #include "xgrad/nn/datasets/idx.hpp"
@@ -17,6 +18,7 @@
 #include "xgrad/nn/module.hpp"
 #include "xgrad/nn/normalization.hpp"
 #include "xgrad/nn/optim.hpp"
+#include "xgrad/nn/pool.hpp"
 #include "xgrad/nn/resample_conv.hpp"
 #include "xgrad/nn/sequential.hpp"
 #include "xgrad/nn/serialize.hpp"

@@ -10,12 +10,14 @@
 
 #include "xgrad/nn/activation.hpp"
 #include "xgrad/nn/block_sparse_linear.hpp"
+#include "xgrad/nn/conv.hpp"
 #include "xgrad/nn/dropout.hpp"
 #include "xgrad/nn/embedding.hpp"
 #include "xgrad/nn/layer_norm.hpp"
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/module.hpp"
 #include "xgrad/nn/normalization.hpp"
+#include "xgrad/nn/pool.hpp"
 #include "xgrad/nn/resample_conv.hpp"
 
 namespace xgrad::nn {
@@ -117,6 +119,51 @@ std::string GroupNorm::extra_repr() const {
 std::string Softmax::extra_repr() const { return fmt::format("dim={}", dim_); }
 std::string LogSoftmax::extra_repr() const { return fmt::format("dim={}", dim_); }
 std::string Flatten::extra_repr() const { return fmt::format("start_dim={}, end_dim={}", start_dim_, end_dim_); }
+
+// Convolution and pooling (nn/conv.hpp, nn/pool.hpp): torch's _ConvNd.extra_repr prints tuples and only
+// the settings that differ from their defaults; the pooling layers print their arguments as given (one
+// value as a number, several as a tuple), except AvgPool1d, which always prints 1-tuples.
+namespace {
+std::string py_arg(const std::vector<std::int64_t>& v) {
+  return v.size() == 1 ? std::to_string(v[0]) : py_tuple(Shape(v.begin(), v.end()));
+}
+std::string py_vec(const std::vector<std::int64_t>& v) { return py_tuple(Shape(v.begin(), v.end())); }
+bool all_equal(const std::vector<std::int64_t>& v, std::int64_t x) {
+  return std::all_of(v.begin(), v.end(), [x](std::int64_t e) { return e == x; });
+}
+}  // namespace
+
+std::string ConvBase::extra_repr() const {
+  const ConvOptions& o = options_;
+  std::string s = fmt::format("{}, {}, kernel_size={}, stride={}", o.in_channels(), o.out_channels(), py_vec(kernel_),
+                              py_vec(stride_));
+  if (!o.padding().mode.empty())
+    s += ", padding=" + o.padding().mode;
+  else if (!all_equal(padding_, 0))
+    s += ", padding=" + py_vec(padding_);
+  if (!all_equal(dilation_, 1)) s += ", dilation=" + py_vec(dilation_);
+  if (transposed_ && !all_equal(output_padding_, 0)) s += ", output_padding=" + py_vec(output_padding_);
+  if (o.groups() != 1) s += fmt::format(", groups={}", o.groups());
+  if (!bias_.defined()) s += ", bias=False";
+  return s;
+}
+
+std::string MaxPool1d::extra_repr() const {
+  return fmt::format("kernel_size={}, stride={}, padding={}, dilation={}, ceil_mode={}", py_arg(kernel_size_),
+                     py_arg(stride_), py_arg(padding_), py_arg(dilation_), py_bool(ceil_mode_));
+}
+std::string MaxPool2d::extra_repr() const {
+  return fmt::format("kernel_size={}, stride={}, padding={}, dilation={}, ceil_mode={}", py_arg(kernel_size_),
+                     py_arg(stride_), py_arg(padding_), py_arg(dilation_), py_bool(ceil_mode_));
+}
+std::string AvgPool1d::extra_repr() const {
+  return fmt::format("kernel_size={}, stride={}, padding={}", py_vec(kernel_size_), py_vec(stride_), py_vec(padding_));
+}
+std::string AvgPool2d::extra_repr() const {
+  return fmt::format("kernel_size={}, stride={}, padding={}", py_arg(kernel_size_), py_arg(stride_), py_arg(padding_));
+}
+std::string AdaptiveAvgPool1d::extra_repr() const { return "output_size=" + py_arg(output_size_); }
+std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + py_arg(output_size_); }
 
 std::string BlockSparseLinear::extra_repr() const {
   const double dense = static_cast<double>(pattern_.in_features()) * static_cast<double>(pattern_.out_features());

@@ -1,11 +1,13 @@
 #pragma once
 // The ops layer: every differentiable op, each with its hand-written backward.
 #include "xgrad/ops/block_sparse_linear.hpp"
+#include "xgrad/ops/conv.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/linear.hpp"
 #include "xgrad/ops/loss.hpp"
 #include "xgrad/ops/matmul.hpp"
 #include "xgrad/ops/normalization.hpp"
+#include "xgrad/ops/pool.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/resample_conv.hpp"
 #include "xgrad/ops/shape_ops.hpp"

@@ -25,6 +25,13 @@ models = {
     "batch_norm_1d": nn.BatchNorm1d(4, momentum=None, affine=False),
     "batch_norm_2d": nn.BatchNorm2d(3, eps=1e-3, momentum=0.3, track_running_stats=False),
     "group_norm": nn.GroupNorm(2, 4, eps=1e-3, affine=False),
+    "conv_pool": nn.Sequential(nn.Conv2d(1, 32, 3, padding="same"), nn.MaxPool2d(2), nn.AvgPool2d((2, 3), (1, 2), 1),
+                               nn.Conv2d(4, 4, (3, 5), stride=(2, 1), padding=(1, 2), groups=2, bias=False),
+                               nn.ConvTranspose2d(3, 4, 3, stride=2, output_padding=1),
+                               nn.ConvTranspose2d(2, 4, (2, 3), dilation=2, groups=2, padding=1, bias=False),
+                               nn.AdaptiveAvgPool2d((1, 1)), nn.Flatten()),
+    "conv_pool_1d": nn.Sequential(nn.Conv1d(2, 3, 3, dilation=2, bias=False), nn.Conv1d(3, 3, 2, padding="valid"),
+                                  nn.MaxPool1d(3, 2, 1, ceil_mode=True), nn.AvgPool1d(3), nn.AdaptiveAvgPool1d(4)),
 }
 for name, m in models.items():
     open(f"{d}/{name}.txt", "w").write(repr(m))

@@ -6,12 +6,14 @@
 
 #include "support.hpp"
 #include "xgrad/nn/activation.hpp"
+#include "xgrad/nn/conv.hpp"
 #include "xgrad/nn/dropout.hpp"
 #include "xgrad/nn/embedding.hpp"
 #include "xgrad/nn/layer_norm.hpp"
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/module.hpp"
 #include "xgrad/nn/normalization.hpp"
+#include "xgrad/nn/pool.hpp"
 #include "xgrad/nn/sequential.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduction.hpp"
@@ -265,6 +267,21 @@ TEST_CASE("Module: printing shows the module tree exactly as PyTorch prints it",
   CHECK(printed(nn::BatchNorm1d(4, 1e-5, std::nullopt, false)) == test::read_bytes(dir.file("batch_norm_1d.txt")));
   CHECK(printed(nn::BatchNorm2d(3, 1e-3, 0.3, true, false)) == test::read_bytes(dir.file("batch_norm_2d.txt")));
   CHECK(printed(nn::GroupNorm(2, 4, 1e-3, false)) == test::read_bytes(dir.file("group_norm.txt")));
+  using V = std::vector<std::int64_t>;
+  nn::Sequential conv_pool(
+      {std::make_shared<nn::Conv2d>(nn::ConvOptions(1, 32, {3}).padding("same")), std::make_shared<nn::MaxPool2d>(V{2}),
+       std::make_shared<nn::AvgPool2d>(V{2, 3}, V{1, 2}, V{1}),
+       std::make_shared<nn::Conv2d>(nn::ConvOptions(4, 4, {3, 5}).stride({2, 1}).padding({1, 2}).groups(2).bias(false)),
+       std::make_shared<nn::ConvTranspose2d>(nn::ConvOptions(3, 4, {3}).stride({2}).output_padding({1})),
+       std::make_shared<nn::ConvTranspose2d>(
+           nn::ConvOptions(2, 4, {2, 3}).dilation({2}).groups(2).padding(1).bias(false)),
+       std::make_shared<nn::AdaptiveAvgPool2d>(V{1, 1}), std::make_shared<nn::Flatten>()});
+  nn::Sequential conv_pool_1d({std::make_shared<nn::Conv1d>(nn::ConvOptions(2, 3, {3}).dilation({2}).bias(false)),
+                               std::make_shared<nn::Conv1d>(nn::ConvOptions(3, 3, {2}).padding("valid")),
+                               std::make_shared<nn::MaxPool1d>(V{3}, V{2}, V{1}, V{1}, true),
+                               std::make_shared<nn::AvgPool1d>(V{3}), std::make_shared<nn::AdaptiveAvgPool1d>(V{4})});
+  CHECK(printed(conv_pool) == test::read_bytes(dir.file("conv_pool.txt")));
+  CHECK(printed(conv_pool_1d) == test::read_bytes(dir.file("conv_pool_1d.txt")));
 }
 
 TEST_CASE("Module: summary() counts every module's parameters and bytes", "[module][repr]") {

@@ -1,0 +1,571 @@
+#include "xgrad/ops/conv.hpp"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/checked.hpp"
+#include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/matmul.hpp"
+#include "xgrad/ops/shape_ops.hpp"
+
+namespace xgrad {
+
+// Note [im2col convolution]: a convolution is three dense products over the im2col matrix. With the
+// "image" I (the tensor whose windows are gathered: x for conv, y for conv_transpose), the "grid" Z
+// (the other side: y for conv, x for conv_transpose) and the weight seen as W (groups * co, ci * kH * kW),
+// per group:
+//   K1  Z = W col(I)                     conv forward, conv_transpose's input gradient
+//   K2  I = col2im(W^T Z)                conv's input gradient, conv_transpose forward
+//   K3  dW = Z col(I)^T  (over samples)  the weight gradient of both
+// The batch is cut into chunks of `chunk` samples fixed by the shapes (about kColElems elements of
+// col per chunk, and at most ceil(N / kMinChunks) samples, so that the im2col copies run in parallel
+// too), each chunk's columns side by side in one buffer, so one GEMM covers a chunk (for batch 64
+// of 28 x 28 images: 8 samples, 6272 columns). Chunks run as TBB tasks, each GEMM through
+// detail::gemm (ops/detail/blas.hpp's single-threaded BLAS, cut into tiles fixed by the shapes:
+// Note [Deterministic GEMM]); K1 and K2 write disjoint samples, and K3 accumulates runs of
+// consecutive chunks into at most kWeightSlots partial weight gradients, added in slot order.
+// Nothing depends on the thread count.
+// oneDNN (libdnnl-dev) is the alternative the issue names; which is faster at the target sizes is
+// to be decided by measurement (docs/design.md).
+namespace {
+
+constexpr std::int64_t kColElems = std::int64_t{1} << 20;
+constexpr std::int64_t kMinChunks = 8;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+struct Plan {
+  std::int64_t n = 0, groups = 1;
+  std::int64_t ci = 0, co = 0;  // image / grid channels per group
+  std::int64_t ih = 1, iw = 1, gh = 1, gw = 1;
+  std::int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;  // ph, pw: padding at the start
+  std::int64_t chunk = 1;
+
+  std::int64_t krows() const { return ci * kh * kw; }
+  std::int64_t ilen() const { return ih * iw; }
+  std::int64_t glen() const { return gh * gw; }
+  std::int64_t chunks() const { return n == 0 ? 0 : ceil_div(n, chunk); }
+  void choose_chunk() {
+    const std::int64_t per_sample = std::max<std::int64_t>(1, krows() * glen());
+    chunk = std::clamp<std::int64_t>(kColElems / per_sample, 1, std::max<std::int64_t>(1, ceil_div(n, kMinChunks)));
+  }
+  // Chunks per task: all of them when the whole op is small (tasks would cost more than they save).
+  std::int64_t grain() const {
+    const std::int64_t work = n * groups * co * krows() * glen();
+    return work < 4 * kParallelGrain ? std::max<std::int64_t>(1, chunks()) : 1;
+  }
+};
+
+// Columns [0, gh * gw) of rows (c, a, b) of col (leading dimension ld) from one group of one sample.
+template <class T>
+void im2col(const Plan& p, const T* img, T* col, std::int64_t ld) {
+  for (std::int64_t c = 0; c < p.ci; ++c)
+    for (std::int64_t a = 0; a < p.kh; ++a)
+      for (std::int64_t b = 0; b < p.kw; ++b) {
+        T* row = col + ((c * p.kh + a) * p.kw + b) * ld;
+        const T* plane = img + c * p.ilen();
+        const std::int64_t x0 = b * p.dw - p.pw;  // input column = ow * sw + x0
+        const std::int64_t lo = std::min(p.gw, x0 >= 0 ? 0 : ceil_div(-x0, p.sw));
+        const std::int64_t hi = std::max(lo, std::min(p.gw, p.iw - x0 <= 0 ? 0 : ceil_div(p.iw - x0, p.sw)));
+        for (std::int64_t oh = 0; oh < p.gh; ++oh) {
+          T* out = row + oh * p.gw;
+          const std::int64_t y = oh * p.sh - p.ph + a * p.dh;
+          if (y < 0 || y >= p.ih) {
+            std::fill(out, out + p.gw, T(0));
+            continue;
+          }
+          const T* src = plane + y * p.iw;  // input column ow * sw + x0, in range for ow in [lo, hi)
+          std::fill(out, out + lo, T(0));
+          if (p.sw == 1 && hi > lo)
+            std::copy(src + (lo + x0), src + (hi + x0), out + lo);
+          else
+            for (std::int64_t ow = lo; ow < hi; ++ow) out[ow] = src[ow * p.sw + x0];
+          std::fill(out + hi, out + p.gw, T(0));
+        }
+      }
+}
+
+// The adjoint of im2col: adds the columns back into one group of one sample (in a fixed order).
+template <class T>
+void col2im(const Plan& p, const T* col, std::int64_t ld, T* img) {
+  for (std::int64_t c = 0; c < p.ci; ++c)
+    for (std::int64_t a = 0; a < p.kh; ++a)
+      for (std::int64_t b = 0; b < p.kw; ++b) {
+        const T* row = col + ((c * p.kh + a) * p.kw + b) * ld;
+        T* plane = img + c * p.ilen();
+        const std::int64_t x0 = b * p.dw - p.pw;
+        const std::int64_t lo = std::min(p.gw, x0 >= 0 ? 0 : ceil_div(-x0, p.sw));
+        const std::int64_t hi = std::max(lo, std::min(p.gw, p.iw - x0 <= 0 ? 0 : ceil_div(p.iw - x0, p.sw)));
+        for (std::int64_t oh = 0; oh < p.gh; ++oh) {
+          const std::int64_t y = oh * p.sh - p.ph + a * p.dh;
+          if (y < 0 || y >= p.ih) continue;
+          const T* in = row + oh * p.gw;
+          T* dst = plane + y * p.iw;
+          for (std::int64_t ow = lo; ow < hi; ++ow) dst[ow * p.sw + x0] += in[ow];
+        }
+      }
+}
+
+// K1: Z[n, g co + o, :] = bias[g co + o] + (W_g col(I_n,g))[o, :].
+template <class T>
+void k1_forward(const Plan& p, const T* img, const T* w, const T* bias, T* z) {
+  const std::int64_t K = p.krows(), L = p.glen(), IL = p.ilen();
+  parallel_for(0, p.chunks(), p.grain(), [&](std::int64_t c0, std::int64_t c1) {
+    std::vector<T> col, zb;
+    for (std::int64_t c = c0; c < c1; ++c) {
+      const std::int64_t n0 = c * p.chunk, nb = std::min(p.chunk, p.n - n0), cols = nb * L;
+      col.resize(static_cast<std::size_t>(K * cols));
+      zb.resize(static_cast<std::size_t>(p.co * cols));
+      for (std::int64_t g = 0; g < p.groups; ++g) {
+        for (std::int64_t s = 0; s < nb; ++s)
+          im2col(p, img + ((n0 + s) * p.groups + g) * p.ci * IL, col.data() + s * L, cols);
+        detail::gemm<T>(false, false, p.co, cols, K, w + g * p.co * K, K, col.data(), cols, T(0), zb.data(), cols);
+        for (std::int64_t s = 0; s < nb; ++s)
+          for (std::int64_t o = 0; o < p.co; ++o) {
+            const T* src = zb.data() + o * cols + s * L;
+            T* dst = z + (((n0 + s) * p.groups + g) * p.co + o) * L;
+            const T b = bias != nullptr ? bias[g * p.co + o] : T(0);
+            if (bias != nullptr)
+              for (std::int64_t l = 0; l < L; ++l) dst[l] = src[l] + b;
+            else
+              std::copy(src, src + L, dst);
+          }
+      }
+    }
+  });
+}
+
+// K2: I[n, g ci .. g ci + ci) = col2im(W_g^T Z[n, g co .. g co + co)); I is overwritten.
+template <class T>
+void k2_adjoint(const Plan& p, const T* z, const T* w, T* img) {
+  const std::int64_t K = p.krows(), L = p.glen(), IL = p.ilen();
+  parallel_for(0, p.chunks(), p.grain(), [&](std::int64_t c0, std::int64_t c1) {
+    std::vector<T> col, zb;
+    for (std::int64_t c = c0; c < c1; ++c) {
+      const std::int64_t n0 = c * p.chunk, nb = std::min(p.chunk, p.n - n0), cols = nb * L;
+      col.resize(static_cast<std::size_t>(K * cols));
+      zb.resize(static_cast<std::size_t>(p.co * cols));
+      std::fill(img + n0 * p.groups * p.ci * IL, img + (n0 + nb) * p.groups * p.ci * IL, T(0));
+      for (std::int64_t g = 0; g < p.groups; ++g) {
+        for (std::int64_t s = 0; s < nb; ++s)
+          for (std::int64_t o = 0; o < p.co; ++o) {
+            const T* src = z + (((n0 + s) * p.groups + g) * p.co + o) * L;
+            std::copy(src, src + L, zb.data() + o * cols + s * L);
+          }
+        detail::gemm<T>(true, false, K, cols, p.co, w + g * p.co * K, K, zb.data(), cols, T(0), col.data(), cols);
+        for (std::int64_t s = 0; s < nb; ++s)
+          col2im(p, col.data() + s * L, cols, img + ((n0 + s) * p.groups + g) * p.ci * IL);
+      }
+    }
+  });
+}
+
+// K3: dW[g co + o, :] = sum over samples of Z[n, g co + o, :] col(I_n,g)^T. The chunks are dealt
+// to at most kWeightSlots slots by a rule fixed by the shapes (slot s takes a run of consecutive
+// chunks); each slot accumulates its chunks in order into its own partial weight gradient (the GEMM's
+// beta = 1 after the first), and the partials are added in slot order (Note [im2col convolution]).
+// The slots bound the memory of the partials to kWeightSlots weight-sized buffers.
+constexpr std::int64_t kWeightSlots = 8;
+
+template <class T>
+void k3_weight(const Plan& p, const T* img, const T* z, T* dw) {
+  const std::int64_t K = p.krows(), L = p.glen(), IL = p.ilen(), wsize = p.groups * p.co * K;
+  const std::int64_t nchunks = p.chunks();
+  if (nchunks == 0) {
+    std::fill(dw, dw + wsize, T(0));
+    return;
+  }
+  const std::int64_t per_slot = ceil_div(nchunks, std::min(nchunks, kWeightSlots));
+  const std::int64_t slots = ceil_div(nchunks, per_slot);
+  std::vector<T> partial(static_cast<std::size_t>((slots - 1) * wsize));
+  const std::int64_t grain = p.grain() >= p.chunks() ? slots : 1;
+  parallel_for(0, slots, grain, [&](std::int64_t s0, std::int64_t s1) {
+    std::vector<T> col, zb;
+    for (std::int64_t sl = s0; sl < s1; ++sl) {
+      T* out = sl == 0 ? dw : partial.data() + (sl - 1) * wsize;
+      for (std::int64_t c = sl * per_slot; c < std::min(nchunks, (sl + 1) * per_slot); ++c) {
+        const T beta = c == sl * per_slot ? T(0) : T(1);
+        const std::int64_t n0 = c * p.chunk, nb = std::min(p.chunk, p.n - n0), cols = nb * L;
+        col.resize(static_cast<std::size_t>(K * cols));
+        zb.resize(static_cast<std::size_t>(p.co * cols));
+        for (std::int64_t g = 0; g < p.groups; ++g) {
+          for (std::int64_t s = 0; s < nb; ++s) {
+            im2col(p, img + ((n0 + s) * p.groups + g) * p.ci * IL, col.data() + s * L, cols);
+            for (std::int64_t o = 0; o < p.co; ++o) {
+              const T* src = z + (((n0 + s) * p.groups + g) * p.co + o) * L;
+              std::copy(src, src + L, zb.data() + o * cols + s * L);
+            }
+          }
+          detail::gemm<T>(false, true, p.co, K, cols, zb.data(), cols, col.data(), cols, beta, out + g * p.co * K, K);
+        }
+      }
+    }
+  });
+  // The fixed-order sum of the partials, cut by weight elements.
+  parallel_for(0, wsize, kParallelGrain, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t sl = 1; sl < slots; ++sl) {
+      const T* src = partial.data() + (sl - 1) * wsize;
+      for (std::int64_t i = i0; i < i1; ++i) dw[i] += src[i];
+    }
+  });
+}
+
+// db[o] = sum over n and the plane of g[n, o, :], in increasing (n, position) order, in double.
+template <class T>
+void bias_grad(const T* g, std::int64_t n, std::int64_t channels, std::int64_t len, T* db) {
+  const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, n * len));
+  parallel_for(0, channels, grain, [&](std::int64_t o0, std::int64_t o1) {
+    for (std::int64_t o = o0; o < o1; ++o) {
+      double acc = 0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const T* src = g + (i * channels + o) * len;
+        for (std::int64_t l = 0; l < len; ++l) acc += static_cast<double>(src[l]);
+      }
+      db[o] = static_cast<T>(acc);
+    }
+  });
+}
+
+template <class T>
+void add_bias(T* y, const T* bias, std::int64_t n, std::int64_t channels, std::int64_t len) {
+  const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, len));
+  parallel_for(0, n * channels, grain, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      T* dst = y + r * len;
+      const T b = bias[r % channels];
+      for (std::int64_t l = 0; l < len; ++l) dst[l] += b;
+    }
+  });
+}
+
+struct Conv1dName {
+  static constexpr const char* kName = "conv1d";
+};
+struct Conv2dName {
+  static constexpr const char* kName = "conv2d";
+};
+struct ConvTranspose1dName {
+  static constexpr const char* kName = "conv_transpose1d";
+};
+struct ConvTranspose2dName {
+  static constexpr const char* kName = "conv_transpose2d";
+};
+
+// conv1d/conv2d on (N, C, H, W) (a height of 1 for conv1d): image = x, grid = y.
+template <class Name>
+struct ConvOp : Function<ConvOp<Name>> {
+  static constexpr const char* kName = Name::kName;
+  using Function<ConvOp<Name>>::needs_input_grad;
+  using Function<ConvOp<Name>>::save_for_backward;
+  using Function<ConvOp<Name>>::saved;
+  Plan p;
+
+  Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Plan& plan) {
+    p = plan;
+    Tensor y = Tensor::empty({p.n, p.groups * p.co, p.gh, p.gw}, x.dtype());
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      k1_forward<T>(p, x.data<T>(), weight.data<T>(), bias.defined() ? bias.data<T>() : nullptr, y.data<T>());
+    });
+    if (needs_input_grad(0) || needs_input_grad(1))
+      save_for_backward({needs_input_grad(1) ? x : Tensor(), needs_input_grad(0) ? weight : Tensor()});
+    return y;
+  }
+
+  Tensors backward(const Tensors& grads) {
+    const Tensor& g = grads[0];
+    Tensor dx, dw, db;
+    const Tensors s = (needs_input_grad(0) || needs_input_grad(1)) ? saved() : Tensors();
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if (needs_input_grad(0)) {
+        dx = Tensor::empty({p.n, p.groups * p.ci, p.ih, p.iw}, g.dtype());
+        k2_adjoint<T>(p, g.data<T>(), s[1].data<T>(), dx.data<T>());
+      }
+      if (needs_input_grad(1)) {
+        dw = Tensor::empty({p.groups * p.co, p.ci, p.kh, p.kw}, g.dtype());
+        k3_weight<T>(p, s[0].data<T>(), g.data<T>(), dw.data<T>());
+      }
+      if (needs_input_grad(2)) {
+        db = Tensor::empty({p.groups * p.co}, g.dtype());
+        bias_grad<T>(g.data<T>(), p.n, p.groups * p.co, p.glen(), db.data<T>());
+      }
+    });
+    return {dx, dw, db};
+  }
+};
+
+// conv_transpose1d/2d on (N, Cin, H, W): image = y, grid = x.
+template <class Name>
+struct ConvTransposeOp : Function<ConvTransposeOp<Name>> {
+  static constexpr const char* kName = Name::kName;
+  using Function<ConvTransposeOp<Name>>::needs_input_grad;
+  using Function<ConvTransposeOp<Name>>::save_for_backward;
+  using Function<ConvTransposeOp<Name>>::saved;
+  Plan p;
+
+  Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Plan& plan) {
+    p = plan;
+    Tensor y = Tensor::empty({p.n, p.groups * p.ci, p.ih, p.iw}, x.dtype());
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      k2_adjoint<T>(p, x.data<T>(), weight.data<T>(), y.data<T>());
+      if (bias.defined()) add_bias<T>(y.data<T>(), bias.data<T>(), p.n, p.groups * p.ci, p.ilen());
+    });
+    if (needs_input_grad(0) || needs_input_grad(1))
+      save_for_backward({needs_input_grad(1) ? x : Tensor(), needs_input_grad(0) ? weight : Tensor()});
+    return y;
+  }
+
+  Tensors backward(const Tensors& grads) {
+    const Tensor& g = grads[0];
+    Tensor dx, dw, db;
+    const Tensors s = (needs_input_grad(0) || needs_input_grad(1)) ? saved() : Tensors();
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if (needs_input_grad(0)) {
+        dx = Tensor::empty({p.n, p.groups * p.co, p.gh, p.gw}, g.dtype());
+        k1_forward<T>(p, g.data<T>(), s[1].data<T>(), nullptr, dx.data<T>());
+      }
+      if (needs_input_grad(1)) {
+        dw = Tensor::empty({p.groups * p.co, p.ci, p.kh, p.kw}, g.dtype());
+        k3_weight<T>(p, g.data<T>(), s[0].data<T>(), dw.data<T>());
+      }
+      if (needs_input_grad(2)) {
+        db = Tensor::empty({p.groups * p.ci}, g.dtype());
+        bias_grad<T>(g.data<T>(), p.n, p.groups * p.ci, p.ilen(), db.data<T>());
+      }
+    });
+    return {dx, dw, db};
+  }
+};
+
+// One value for every spatial dimension, or one per dimension.
+std::vector<std::int64_t> expand_arg(const char* op, const char* arg, const std::vector<std::int64_t>& v,
+                                     std::size_t dims) {
+  XGRAD_CHECK(v.size() == 1 || v.size() == dims, "{}: argument '{}' must have 1 or {} values, got {}", op, arg, dims,
+              v.size());
+  return v.size() == 1 ? std::vector<std::int64_t>(dims, v[0]) : v;
+}
+
+std::string vec_str(const std::vector<std::int64_t>& v) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + (v.size() == 1 ? ",)" : ")");
+}
+
+struct Common {
+  Tensor x;  // batched, 2-d spatial
+  bool unbatched = false;
+  std::vector<std::int64_t> stride, dilation;
+};
+
+// Checks shared by every convolution; x and weight brought to 2-d spatial form (a height of 1 for
+// the 1-d ops). `dims` is the op's number of spatial dimensions.
+Common check_common(const char* op, std::size_t dims, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                    const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& dilation,
+                    std::int64_t groups) {
+  XGRAD_CHECK(x.defined(), "{}: argument 'x' is undefined", op);
+  XGRAD_CHECK(weight.defined(), "{}: argument 'weight' is undefined", op);
+  const auto rank = static_cast<std::int64_t>(dims);
+  XGRAD_CHECK(weight.dim() == rank + 2, "{}: argument 'weight' must be {}-d, got shape {}", op, rank + 2,
+              shape_str(weight.shape()));
+  XGRAD_CHECK(x.dim() == rank + 1 || x.dim() == rank + 2,
+              "{}: argument 'x' must be {}-d (unbatched) or {}-d (batched), got shape {} (weight {})", op, rank + 1,
+              rank + 2, shape_str(x.shape()), shape_str(weight.shape()));
+  check_floating(op, "x", x);
+  check_floating(op, "weight", weight);
+  XGRAD_CHECK(x.dtype() == weight.dtype(), "{}: argument 'x' is {} but 'weight' is {}", op, x.dtype(), weight.dtype());
+  XGRAD_CHECK(groups >= 1, "{}: argument 'groups' must be positive, got {}", op, groups);
+  Common c;
+  c.stride = expand_arg(op, "stride", stride, dims);
+  c.dilation = expand_arg(op, "dilation", dilation, dims);
+  for (auto s : c.stride) XGRAD_CHECK(s >= 1, "{}: argument 'stride' must be positive, got {}", op, vec_str(stride));
+  for (auto d : c.dilation)
+    XGRAD_CHECK(d >= 1, "{}: argument 'dilation' must be positive, got {}", op, vec_str(dilation));
+  if (bias.defined())
+    XGRAD_CHECK(bias.dtype() == weight.dtype(), "{}: argument 'bias' is {} but 'weight' is {}", op, bias.dtype(),
+                weight.dtype());
+  for (std::int64_t d = x.dim() - rank; d < x.dim(); ++d)
+    XGRAD_CHECK(x.size(d) > 0,
+                "{}: argument 'x' has shape {}: only the batch and channel dimensions may be empty (weight {})", op,
+                shape_str(x.shape()), shape_str(weight.shape()));
+  c.unbatched = x.dim() == rank + 1;
+  Shape s = x.shape();
+  if (c.unbatched) s.insert(s.begin(), 1);
+  if (dims == 1) {
+    s.insert(s.begin() + 2, 1);
+    c.stride.insert(c.stride.begin(), 1);
+    c.dilation.insert(c.dilation.begin(), 1);
+  }
+  c.x = reshape(x, s);
+  return c;
+}
+
+Tensor finish(const Tensor& y, bool unbatched, std::size_t dims) {
+  Shape s = y.shape();
+  if (dims == 1) s.erase(s.begin() + 2);
+  if (unbatched) s.erase(s.begin());
+  return s == y.shape() ? y : reshape(y, s);
+}
+
+Tensor conv_nd(const char* op, std::size_t dims, const Tensor& x, const Tensor& weight, const Tensor& bias,
+               const std::vector<std::int64_t>& stride, const ConvPadding& padding,
+               const std::vector<std::int64_t>& dilation, std::int64_t groups) {
+  Common c = check_common(op, dims, x, weight, bias, stride, dilation, groups);
+  Shape ws = weight.shape();
+  if (dims == 1) ws.insert(ws.begin() + 2, 1);
+  const Tensor w = reshape(weight, ws);
+  const Shape& xs = c.x.shape();
+  const std::int64_t out_channels = ws[0];
+  XGRAD_CHECK(out_channels > 0,
+              "{}: given groups={}, expected weight to be at least 1 at dimension 0, but got weight of "
+              "size {}",
+              op, groups, shape_str(weight.shape()));
+  XGRAD_CHECK(out_channels % groups == 0,
+              "{}: given groups={}, expected weight to be divisible by {} at dimension 0, but got weight of size {}",
+              op, groups, groups, shape_str(weight.shape()));
+  XGRAD_CHECK(xs[1] == ws[1] * groups,
+              "{}: given groups={}, weight of size {}, expected input {} to have {} channels, but got {} channels "
+              "instead",
+              op, groups, shape_str(weight.shape()), shape_str(x.shape()), ws[1] * groups, xs[1]);
+  if (bias.defined())
+    XGRAD_CHECK(bias.shape() == Shape{out_channels}, "{}: argument 'bias' has shape {} but must be ({},) (weight {})",
+                op, shape_str(bias.shape()), out_channels, shape_str(weight.shape()));
+  // Padding at the start and in total, per spatial dimension (h, w).
+  std::vector<std::int64_t> begin(2, 0), total(2, 0);
+  if (padding.mode.empty()) {
+    std::vector<std::int64_t> pv = expand_arg(op, "padding", padding.values, dims);
+    for (auto v : pv)
+      XGRAD_CHECK(v >= 0, "{}: argument 'padding' must be non-negative, got {}", op, vec_str(padding.values));
+    if (dims == 1) pv.insert(pv.begin(), 0);
+    for (int d = 0; d < 2; ++d) begin[d] = pv[d], total[d] = 2 * pv[d];
+  } else {
+    XGRAD_CHECK(padding.mode == "same" || padding.mode == "valid",
+                "{}: argument 'padding' must be \"same\", \"valid\" or numbers, got \"{}\"", op, padding.mode);
+    if (padding.mode == "same") {
+      for (int d = 0; d < 2; ++d)
+        XGRAD_CHECK(c.stride[d] == 1,
+                    "{}: argument 'padding' \"same\" is not supported for strided convolutions "
+                    "(stride {})",
+                    op, vec_str(stride));
+      for (int d = 0; d < 2; ++d) {
+        total[d] = c.dilation[d] * (ws[2 + d] - 1);
+        begin[d] = total[d] / 2;  // torch puts the odd element at the end
+      }
+    }
+  }
+  Plan p;
+  p.n = xs[0];
+  p.groups = groups;
+  p.ci = ws[1];
+  p.co = out_channels / groups;
+  p.ih = xs[2], p.iw = xs[3], p.kh = ws[2], p.kw = ws[3];
+  p.sh = c.stride[0], p.sw = c.stride[1], p.dh = c.dilation[0], p.dw = c.dilation[1];
+  p.ph = begin[0], p.pw = begin[1];
+  std::int64_t out[2];
+  for (int d = 0; d < 2; ++d) {
+    const std::int64_t padded = xs[2 + d] + total[d], span = c.dilation[d] * (ws[2 + d] - 1) + 1;
+    XGRAD_CHECK(padded >= span,
+                "{}: input {} with padding {} is smaller than the (dilated) kernel: weight {}, dilation {}; the "
+                "kernel size can't be greater than the padded input size",
+                op, shape_str(x.shape()), padding.mode.empty() ? vec_str(padding.values) : padding.mode,
+                shape_str(weight.shape()), vec_str(dilation));
+    out[d] = (padded - span) / c.stride[d] + 1;
+  }
+  p.gh = out[0], p.gw = out[1];
+  checked_numel({p.n, out_channels, p.gh, p.gw}, op, "output");
+  p.choose_chunk();
+  const Tensor y = dims == 1 ? apply<ConvOp<Conv1dName>>(c.x, w, bias, p) : apply<ConvOp<Conv2dName>>(c.x, w, bias, p);
+  return finish(y, c.unbatched, dims);
+}
+
+Tensor conv_transpose_nd(const char* op, std::size_t dims, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding,
+                         const std::vector<std::int64_t>& output_padding, std::int64_t groups,
+                         const std::vector<std::int64_t>& dilation) {
+  Common c = check_common(op, dims, x, weight, bias, stride, dilation, groups);
+  Shape ws = weight.shape();
+  if (dims == 1) ws.insert(ws.begin() + 2, 1);
+  const Tensor w = reshape(weight, ws);
+  const Shape& xs = c.x.shape();
+  XGRAD_CHECK(weight.numel() > 0, "{}: argument 'weight' must be non-empty, got weight of size {}", op,
+              shape_str(weight.shape()));
+  XGRAD_CHECK(ws[0] == xs[1],
+              "{}: given transposed=1, weight of size {}, expected input {} to have {} channels, but got {} channels "
+              "instead",
+              op, shape_str(weight.shape()), shape_str(x.shape()), ws[0], xs[1]);
+  XGRAD_CHECK(xs[1] % groups == 0, "{}: given groups={}, the input channels {} (input {}) must be divisible by groups",
+              op, groups, xs[1], shape_str(x.shape()));
+  const std::int64_t out_channels = ws[1] * groups;
+  if (bias.defined())
+    XGRAD_CHECK(bias.shape() == Shape{out_channels}, "{}: argument 'bias' has shape {} but must be ({},) (weight {})",
+                op, shape_str(bias.shape()), out_channels, shape_str(weight.shape()));
+  std::vector<std::int64_t> pv = expand_arg(op, "padding", padding, dims);
+  std::vector<std::int64_t> opv = expand_arg(op, "output_padding", output_padding, dims);
+  for (auto v : pv) XGRAD_CHECK(v >= 0, "{}: argument 'padding' must be non-negative, got {}", op, vec_str(padding));
+  for (auto v : opv)
+    XGRAD_CHECK(v >= 0, "{}: argument 'output_padding' must be non-negative, got {}", op, vec_str(output_padding));
+  if (dims == 1) {
+    pv.insert(pv.begin(), 0);
+    opv.insert(opv.begin(), 0);
+  }
+  for (int d = 0; d < 2; ++d)
+    XGRAD_CHECK(opv[d] < c.stride[d] || opv[d] < c.dilation[d],
+                "{}: argument 'output_padding' {} must be smaller than either stride {} or dilation {}", op,
+                vec_str(output_padding), vec_str(stride), vec_str(dilation));
+  Plan p;
+  p.n = xs[0];
+  p.groups = groups;
+  p.co = xs[1] / groups;  // grid = x
+  p.ci = ws[1];           // image = y
+  p.gh = xs[2], p.gw = xs[3], p.kh = ws[2], p.kw = ws[3];
+  p.sh = c.stride[0], p.sw = c.stride[1], p.dh = c.dilation[0], p.dw = c.dilation[1];
+  p.ph = pv[0], p.pw = pv[1];
+  std::int64_t out[2];
+  for (int d = 0; d < 2; ++d) {
+    out[d] = (xs[2 + d] - 1) * c.stride[d] - 2 * pv[d] + c.dilation[d] * (ws[2 + d] - 1) + opv[d] + 1;
+    XGRAD_CHECK(out[d] >= 1,
+                "{}: input {} with weight {}, stride {}, padding {}, dilation {}, output_padding {} gives an output "
+                "size {} < 1 (output size is too small)",
+                op, shape_str(x.shape()), shape_str(weight.shape()), vec_str(stride), vec_str(padding),
+                vec_str(dilation), vec_str(output_padding), out[d]);
+  }
+  p.ih = out[0], p.iw = out[1];
+  checked_numel({p.n, out_channels, p.ih, p.iw}, op, "output");
+  p.choose_chunk();
+  const Tensor y = dims == 1 ? apply<ConvTransposeOp<ConvTranspose1dName>>(c.x, w, bias, p)
+                             : apply<ConvTransposeOp<ConvTranspose2dName>>(c.x, w, bias, p);
+  return finish(y, c.unbatched, dims);
+}
+
+}  // namespace
+
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const std::vector<std::int64_t>& stride,
+              const ConvPadding& padding, const std::vector<std::int64_t>& dilation, std::int64_t groups) {
+  return conv_nd("conv1d", 1, x, weight, bias, stride, padding, dilation, groups);
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const std::vector<std::int64_t>& stride,
+              const ConvPadding& padding, const std::vector<std::int64_t>& dilation, std::int64_t groups) {
+  return conv_nd("conv2d", 2, x, weight, bias, stride, padding, dilation, groups);
+}
+
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding,
+                        const std::vector<std::int64_t>& output_padding, std::int64_t groups,
+                        const std::vector<std::int64_t>& dilation) {
+  return conv_transpose_nd("conv_transpose1d", 1, x, weight, bias, stride, padding, output_padding, groups, dilation);
+}
+
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding,
+                        const std::vector<std::int64_t>& output_padding, std::int64_t groups,
+                        const std::vector<std::int64_t>& dilation) {
+  return conv_transpose_nd("conv_transpose2d", 2, x, weight, bias, stride, padding, output_padding, groups, dilation);
+}
+
+}  // namespace xgrad

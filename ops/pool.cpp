@@ -1,0 +1,413 @@
+#include "xgrad/ops/pool.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/parallel.hpp"
+
+namespace xgrad {
+
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// torch's div_rtn: division rounding towards negative infinity.
+std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  const std::int64_t q = a / b, r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+}
+
+// The windows of one axis: per output position, the first input position in range, how many
+// positions in range, the spacing, and the window's size counting padding (for count_include_pad).
+struct Axis {
+  std::int64_t in = 1, out = 1, step = 1;
+  std::vector<std::int64_t> first, count, padded;
+
+  static Axis trivial() {
+    Axis a;
+    a.first = {0};
+    a.count = {1};
+    a.padded = {1};
+    return a;
+  }
+  // Max pooling: positions o s - p + i d, i < k.
+  static Axis dilated(std::int64_t in, std::int64_t out, std::int64_t k, std::int64_t s, std::int64_t p,
+                      std::int64_t d) {
+    Axis a;
+    a.in = in, a.out = out, a.step = d;
+    for (std::int64_t o = 0; o < out; ++o) {
+      const std::int64_t start = o * s - p;
+      const std::int64_t i0 = start < 0 ? ceil_div(-start, d) : 0;
+      const std::int64_t i1 = std::min(k, in - start <= 0 ? 0 : ceil_div(in - start, d));
+      a.first.push_back(start + i0 * d);
+      a.count.push_back(std::max<std::int64_t>(0, i1 - i0));
+      a.padded.push_back(k);
+    }
+    return a;
+  }
+  // Average pooling (torch's cpu_avg_pool): [o s - p, min(o s - p + k, L + p)) clipped to [0, L).
+  static Axis average(std::int64_t in, std::int64_t out, std::int64_t k, std::int64_t s, std::int64_t p) {
+    Axis a;
+    a.in = in, a.out = out;
+    for (std::int64_t o = 0; o < out; ++o) {
+      std::int64_t start = o * s - p, end = std::min(start + k, in + p);
+      a.padded.push_back(end - start);
+      start = std::max<std::int64_t>(start, 0);
+      end = std::min(end, in);
+      a.first.push_back(start);
+      a.count.push_back(std::max<std::int64_t>(0, end - start));
+    }
+    return a;
+  }
+  static Axis adaptive(std::int64_t in, std::int64_t out) {
+    Axis a;
+    a.in = in, a.out = out;
+    for (std::int64_t o = 0; o < out; ++o) {
+      const std::int64_t start = (o * in) / out, end = ceil_div((o + 1) * in, out);
+      a.first.push_back(start);
+      a.count.push_back(end - start);
+      a.padded.push_back(end - start);
+    }
+    return a;
+  }
+};
+
+struct Geometry {
+  std::int64_t planes = 0;
+  Axis h, w;
+  std::int64_t in_len() const { return h.in * w.in; }
+  std::int64_t out_len() const { return h.out * w.out; }
+  std::int64_t grain(std::int64_t window) const {
+    return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, out_len() * window));
+  }
+};
+
+// Max pooling; the arg-max of every output (flat index in its plane, -1 for an empty window) is kept for
+// backward.
+struct MaxPoolOp : Function<MaxPoolOp> {
+  static constexpr const char* kName = "max_pool";
+  Geometry geo;
+  Shape in_shape;
+  std::vector<std::int64_t> argmax;
+
+  Tensor forward(const Tensor& x, const Geometry& g, const Shape& out_shape, Tensor* indices) {
+    geo = g;
+    in_shape = x.shape();
+    Tensor y = Tensor::empty(out_shape, x.dtype());
+    argmax.assign(static_cast<std::size_t>(geo.planes * geo.out_len()), -1);
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* xp = x.data<T>();
+      T* yp = y.data<T>();
+      const std::int64_t window =
+          (geo.h.count.empty() ? 1 : geo.h.count[0]) * (geo.w.count.empty() ? 1 : geo.w.count[0]);
+      parallel_for(0, geo.planes, geo.grain(window), [&](std::int64_t p0, std::int64_t p1) {
+        for (std::int64_t pl = p0; pl < p1; ++pl) {
+          const T* src = xp + pl * geo.in_len();
+          for (std::int64_t oh = 0; oh < geo.h.out; ++oh)
+            for (std::int64_t ow = 0; ow < geo.w.out; ++ow) {
+              const std::int64_t o = pl * geo.out_len() + oh * geo.w.out + ow;
+              T best = -std::numeric_limits<T>::infinity();
+              std::int64_t idx = -1;
+              if (geo.h.count[oh] > 0 && geo.w.count[ow] > 0) idx = geo.h.first[oh] * geo.w.in + geo.w.first[ow];
+              for (std::int64_t i = 0; i < geo.h.count[oh]; ++i) {
+                const std::int64_t r = (geo.h.first[oh] + i * geo.h.step) * geo.w.in;
+                for (std::int64_t j = 0; j < geo.w.count[ow]; ++j) {
+                  const std::int64_t at = r + geo.w.first[ow] + j * geo.w.step;
+                  const T v = src[at];
+                  if (v > best || std::isnan(v)) {
+                    best = v;
+                    idx = at;
+                  }
+                }
+              }
+              yp[o] = best;
+              argmax[static_cast<std::size_t>(o)] = idx;
+            }
+        }
+      });
+    });
+    if (indices != nullptr) {  // a copy: the caller may write into it, backward reads argmax
+      *indices = Tensor::empty(out_shape, kInt64);
+      std::copy(argmax.begin(), argmax.end(), indices->data<std::int64_t>());
+    }
+    return y;
+  }
+
+  Tensors backward(const Tensors& grads) {
+    const Tensor& g = grads[0];
+    Tensor dx = Tensor::zeros(in_shape, g.dtype());
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* gp = g.data<T>();
+      T* dp = dx.data<T>();
+      parallel_for(0, geo.planes, geo.grain(1), [&](std::int64_t p0, std::int64_t p1) {
+        for (std::int64_t pl = p0; pl < p1; ++pl)
+          for (std::int64_t o = pl * geo.out_len(); o < (pl + 1) * geo.out_len(); ++o) {
+            const std::int64_t at = argmax[static_cast<std::size_t>(o)];
+            if (at >= 0) dp[pl * geo.in_len() + at] += gp[o];
+          }
+      });
+    });
+    return {dx};
+  }
+};
+
+// Average pooling: divisor per output = override, or the product of the axes' padded sizes
+// (count_include_pad) or of their in-range counts.
+struct AvgPoolOp : Function<AvgPoolOp> {
+  static constexpr const char* kName = "avg_pool";
+  Geometry geo;
+  Shape in_shape;
+  bool include_pad = true;
+  std::int64_t override_div = 0;  // 0: none
+
+  double divisor(std::int64_t oh, std::int64_t ow) const {
+    if (override_div != 0) return static_cast<double>(override_div);
+    return include_pad ? static_cast<double>(geo.h.padded[oh] * geo.w.padded[ow])
+                       : static_cast<double>(geo.h.count[oh] * geo.w.count[ow]);
+  }
+
+  Tensor forward(const Tensor& x, const Geometry& g, const Shape& out_shape, bool count_include_pad,
+                 std::int64_t divisor_override) {
+    geo = g;
+    in_shape = x.shape();
+    include_pad = count_include_pad;
+    override_div = divisor_override;
+    Tensor y = Tensor::empty(out_shape, x.dtype());
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* xp = x.data<T>();
+      T* yp = y.data<T>();
+      parallel_for(0, geo.planes, geo.grain(4), [&](std::int64_t p0, std::int64_t p1) {
+        for (std::int64_t pl = p0; pl < p1; ++pl) {
+          const T* src = xp + pl * geo.in_len();
+          for (std::int64_t oh = 0; oh < geo.h.out; ++oh)
+            for (std::int64_t ow = 0; ow < geo.w.out; ++ow) {
+              T* out = yp + pl * geo.out_len() + oh * geo.w.out + ow;
+              if (geo.h.count[oh] == 0 || geo.w.count[ow] == 0) {
+                *out = T(0);
+                continue;
+              }
+              T sum = 0;
+              for (std::int64_t i = 0; i < geo.h.count[oh]; ++i) {
+                const T* row = src + (geo.h.first[oh] + i) * geo.w.in + geo.w.first[ow];
+                for (std::int64_t j = 0; j < geo.w.count[ow]; ++j) sum += row[j];
+              }
+              *out = sum / static_cast<T>(divisor(oh, ow));
+            }
+        }
+      });
+    });
+    return y;
+  }
+
+  Tensors backward(const Tensors& grads) {
+    const Tensor& g = grads[0];
+    Tensor dx = Tensor::zeros(in_shape, g.dtype());
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* gp = g.data<T>();
+      T* dp = dx.data<T>();
+      parallel_for(0, geo.planes, geo.grain(4), [&](std::int64_t p0, std::int64_t p1) {
+        for (std::int64_t pl = p0; pl < p1; ++pl) {
+          T* dst = dp + pl * geo.in_len();
+          for (std::int64_t oh = 0; oh < geo.h.out; ++oh)
+            for (std::int64_t ow = 0; ow < geo.w.out; ++ow) {
+              if (geo.h.count[oh] == 0 || geo.w.count[ow] == 0) continue;
+              const T d = gp[pl * geo.out_len() + oh * geo.w.out + ow] / static_cast<T>(divisor(oh, ow));
+              for (std::int64_t i = 0; i < geo.h.count[oh]; ++i) {
+                T* row = dst + (geo.h.first[oh] + i) * geo.w.in + geo.w.first[ow];
+                for (std::int64_t j = 0; j < geo.w.count[ow]; ++j) row[j] += d;
+              }
+            }
+        }
+      });
+    });
+    return {dx};
+  }
+};
+
+std::string vec_str(const std::vector<std::int64_t>& v) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + (v.size() == 1 ? ",)" : ")");
+}
+
+std::vector<std::int64_t> expand_arg(const char* op, const char* arg, const std::vector<std::int64_t>& v,
+                                     std::size_t dims) {
+  XGRAD_CHECK(v.size() == 1 || v.size() == dims, "{}: argument '{}' must have 1 or {} values, got {}", op, arg, dims,
+              vec_str(v));
+  return v.size() == 1 ? std::vector<std::int64_t>(dims, v[0]) : v;
+}
+
+// x must be (N, C, spatial...) or (C, spatial...) with non-empty non-batch dimensions. Returns the
+// number of planes; `spatial` gets the spatial sizes.
+std::int64_t check_input(const char* op, std::size_t dims, const Tensor& x, std::vector<std::int64_t>& spatial) {
+  XGRAD_CHECK(x.defined(), "{}: argument 'x' is undefined", op);
+  check_floating(op, "x", x);
+  const auto rank = static_cast<std::int64_t>(dims);
+  XGRAD_CHECK(x.dim() == rank + 1 || x.dim() == rank + 2,
+              "{}: argument 'x' must be {}-d or {}-d (batch mode), got shape {}", op, rank + 1, rank + 2,
+              shape_str(x.shape()));
+  for (std::int64_t d = x.dim() - rank - 1; d < x.dim(); ++d)
+    XGRAD_CHECK(x.size(d) > 0,
+                "{}: argument 'x' of shape {} has an empty non-batch dimension {} (only the batch may be empty)", op,
+                shape_str(x.shape()), d);
+  spatial.assign(x.shape().end() - rank, x.shape().end());
+  std::int64_t planes = 1;
+  for (std::int64_t d = 0; d < x.dim() - rank; ++d) planes *= x.size(d);
+  return planes;
+}
+
+Shape out_shape(const Tensor& x, std::size_t dims, const std::vector<std::int64_t>& out) {
+  Shape s(x.shape().begin(), x.shape().end() - static_cast<std::int64_t>(dims));
+  s.insert(s.end(), out.begin(), out.end());
+  return s;
+}
+
+// torch's pooling_output_shape plus its pool2d_shape_check, for one op.
+struct Windows {
+  std::vector<std::int64_t> k, s, p, d, out;
+};
+
+Windows check_windows(const char* op, std::size_t dims, const Tensor& x, const std::vector<std::int64_t>& spatial,
+                      const std::vector<std::int64_t>& kernel_size, const std::vector<std::int64_t>& stride,
+                      const std::vector<std::int64_t>& padding, const std::vector<std::int64_t>& dilation,
+                      bool ceil_mode) {
+  Windows w;
+  w.k = expand_arg(op, "kernel_size", kernel_size, dims);
+  w.s = stride.empty() ? w.k : expand_arg(op, "stride", stride, dims);
+  w.p = expand_arg(op, "padding", padding, dims);
+  w.d = expand_arg(op, "dilation", dilation, dims);
+  for (auto v : w.k)
+    XGRAD_CHECK(v >= 1, "{}: argument 'kernel_size' must be positive, got {}", op, vec_str(kernel_size));
+  for (auto v : w.s) XGRAD_CHECK(v >= 1, "{}: argument 'stride' must be positive, got {}", op, vec_str(stride));
+  for (auto v : w.d) XGRAD_CHECK(v >= 1, "{}: argument 'dilation' must be positive, got {}", op, vec_str(dilation));
+  for (std::size_t i = 0; i < dims; ++i)
+    XGRAD_CHECK(w.p[i] >= 0 && w.p[i] <= w.k[i] / 2,
+                "{}: argument 'padding' {} must be non-negative and at most half of kernel_size {}", op,
+                vec_str(padding), vec_str(kernel_size));
+  for (std::size_t i = 0; i < dims; ++i) {
+    const std::int64_t num = spatial[i] + 2 * w.p[i] - w.d[i] * (w.k[i] - 1) - 1 + (ceil_mode ? w.s[i] - 1 : 0);
+    std::int64_t o = floor_div(num, w.s[i]) + 1;
+    if (ceil_mode && (o - 1) * w.s[i] >= spatial[i] + w.p[i]) --o;
+    w.out.push_back(o);
+  }
+  for (std::size_t i = 0; i < dims; ++i)
+    XGRAD_CHECK(
+        w.out[i] >= 1,
+        "{}: given input of shape {}, kernel_size {}, stride {}, padding {}, dilation {}: the calculated output "
+        "size {} is too small",
+        op, shape_str(x.shape()), vec_str(w.k), vec_str(w.s), vec_str(w.p), vec_str(w.d), vec_str(w.out));
+  return w;
+}
+
+Tensor max_pool_nd(const char* op, std::size_t dims, const Tensor& x, const std::vector<std::int64_t>& kernel_size,
+                   const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding,
+                   const std::vector<std::int64_t>& dilation, bool ceil_mode, Tensor* indices) {
+  std::vector<std::int64_t> sp;
+  Geometry g;
+  g.planes = check_input(op, dims, x, sp);
+  const Windows w = check_windows(op, dims, x, sp, kernel_size, stride, padding, dilation, ceil_mode);
+  const std::size_t last = dims - 1;
+  g.h = dims == 2 ? Axis::dilated(sp[0], w.out[0], w.k[0], w.s[0], w.p[0], w.d[0]) : Axis::trivial();
+  g.w = Axis::dilated(sp[last], w.out[last], w.k[last], w.s[last], w.p[last], w.d[last]);
+  return apply<MaxPoolOp>(x, g, out_shape(x, dims, w.out), indices);
+}
+
+Tensor avg_pool_nd(const char* op, std::size_t dims, const Tensor& x, const std::vector<std::int64_t>& kernel_size,
+                   const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding, bool ceil_mode,
+                   bool count_include_pad, std::optional<std::int64_t> divisor_override) {
+  std::vector<std::int64_t> sp;
+  Geometry g;
+  g.planes = check_input(op, dims, x, sp);
+  const Windows w = check_windows(op, dims, x, sp, kernel_size, stride, padding, {1}, ceil_mode);
+  if (divisor_override) XGRAD_CHECK(*divisor_override != 0, "{}: argument 'divisor_override' must not be zero", op);
+  const std::size_t last = dims - 1;
+  g.h = dims == 2 ? Axis::average(sp[0], w.out[0], w.k[0], w.s[0], w.p[0]) : Axis::trivial();
+  g.w = Axis::average(sp[last], w.out[last], w.k[last], w.s[last], w.p[last]);
+  return apply<AvgPoolOp>(x, g, out_shape(x, dims, w.out), count_include_pad, divisor_override.value_or(0));
+}
+
+Geometry adaptive_geometry(const char* op, std::size_t dims, const Tensor& x,
+                           const std::vector<std::int64_t>& output_size, std::vector<std::int64_t>& out) {
+  std::vector<std::int64_t> sp;
+  Geometry g;
+  g.planes = check_input(op, dims, x, sp);
+  out = expand_arg(op, "output_size", output_size, dims);
+  for (auto v : out)
+    XGRAD_CHECK(v >= 0, "{}: argument 'output_size' must be non-negative, got {} (x {})", op, vec_str(output_size),
+                shape_str(x.shape()));
+  const std::size_t last = dims - 1;
+  g.h = dims == 2 ? Axis::adaptive(sp[0], out[0]) : Axis::trivial();
+  g.w = Axis::adaptive(sp[last], out[last]);
+  return g;
+}
+
+}  // namespace
+
+Tensor max_pool1d(const Tensor& x, const std::vector<std::int64_t>& kernel_size,
+                  const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding,
+                  const std::vector<std::int64_t>& dilation, bool ceil_mode) {
+  return max_pool_nd("max_pool1d", 1, x, kernel_size, stride, padding, dilation, ceil_mode, nullptr);
+}
+
+Tensors max_pool1d_with_indices(const Tensor& x, const std::vector<std::int64_t>& kernel_size,
+                                const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding,
+                                const std::vector<std::int64_t>& dilation, bool ceil_mode) {
+  Tensor indices;
+  Tensor y = max_pool_nd("max_pool1d_with_indices", 1, x, kernel_size, stride, padding, dilation, ceil_mode, &indices);
+  return {y, indices};
+}
+
+Tensor max_pool2d(const Tensor& x, const std::vector<std::int64_t>& kernel_size,
+                  const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding,
+                  const std::vector<std::int64_t>& dilation, bool ceil_mode) {
+  return max_pool_nd("max_pool2d", 2, x, kernel_size, stride, padding, dilation, ceil_mode, nullptr);
+}
+
+Tensors max_pool2d_with_indices(const Tensor& x, const std::vector<std::int64_t>& kernel_size,
+                                const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding,
+                                const std::vector<std::int64_t>& dilation, bool ceil_mode) {
+  Tensor indices;
+  Tensor y = max_pool_nd("max_pool2d_with_indices", 2, x, kernel_size, stride, padding, dilation, ceil_mode, &indices);
+  return {y, indices};
+}
+
+Tensor avg_pool1d(const Tensor& x, const std::vector<std::int64_t>& kernel_size,
+                  const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding, bool ceil_mode,
+                  bool count_include_pad) {
+  return avg_pool_nd("avg_pool1d", 1, x, kernel_size, stride, padding, ceil_mode, count_include_pad, std::nullopt);
+}
+
+Tensor avg_pool2d(const Tensor& x, const std::vector<std::int64_t>& kernel_size,
+                  const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding, bool ceil_mode,
+                  bool count_include_pad, std::optional<std::int64_t> divisor_override) {
+  return avg_pool_nd("avg_pool2d", 2, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+}
+
+Tensor adaptive_avg_pool1d(const Tensor& x, const std::vector<std::int64_t>& output_size) {
+  std::vector<std::int64_t> out;
+  const Geometry g = adaptive_geometry("adaptive_avg_pool1d", 1, x, output_size, out);
+  return apply<AvgPoolOp>(x, g, out_shape(x, 1, out), false, std::int64_t{0});
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, const std::vector<std::int64_t>& output_size) {
+  std::vector<std::int64_t> out;
+  const Geometry g = adaptive_geometry("adaptive_avg_pool2d", 2, x, output_size, out);
+  return apply<AvgPoolOp>(x, g, out_shape(x, 2, out), false, std::int64_t{0});
+}
+
+Tensor adaptive_max_pool2d(const Tensor& x, const std::vector<std::int64_t>& output_size) {
+  std::vector<std::int64_t> out;
+  const Geometry g = adaptive_geometry("adaptive_max_pool2d", 2, x, output_size, out);
+  return apply<MaxPoolOp>(x, g, out_shape(x, 2, out), static_cast<Tensor*>(nullptr));
+}
+
+}  // namespace xgrad

@@ -1,0 +1,118 @@
+// Semantics of ops/conv.* and ops/pool.* that the op table does not express: the adjoint relation
+// between conv2d and conv_transpose2d, the unbatched forms, max pooling's tie rule, and the target
+// workload (batch 64 of 28 x 28 images, 1 -> 32 -> 32 channels) bit-identical with 1 and 2 threads.
+// Gradcheck, torch parity, sizes and bad inputs: the op table (tests/ops/op_table.cpp).
+#include <limits>
+
+#include "support.hpp"
+#include "xgrad/ops/conv.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/pool.hpp"
+#include "xgrad/ops/reduction.hpp"
+
+using namespace xgrad;
+using V = std::vector<std::int64_t>;
+
+namespace {
+double dot(const Tensor& a, const Tensor& b) { return sum(mul(a, b)).item(); }
+}  // namespace
+
+TEST_CASE("conv_transpose2d is the adjoint of conv2d in x", "[conv]") {
+  Generator gen(3);
+  for (std::int64_t groups : {1, 2}) {
+    const Tensor x = Tensor::randn({2, 4, 9, 8}, gen, kFloat64);
+    const Tensor w = Tensor::randn({6, 4 / groups, 3, 2}, gen, kFloat64);
+    const Tensor y = conv2d(x, w, Tensor(), {2, 1}, V{1, 0}, {1, 2}, groups);
+    const Tensor z = Tensor::randn(y.shape(), gen, kFloat64);
+    // output_padding recovers the rows that the stride-2 convolution dropped
+    const Tensor xt = conv_transpose2d(z, w, Tensor(), {2, 1}, {1, 0}, {(9 + 2 - 3) % 2, 0}, groups, {1, 2});
+    REQUIRE(xt.shape() == x.shape());
+    CHECK(std::abs(dot(y, z) - dot(x, xt)) < 1e-10 * (1 + std::abs(dot(y, z))));
+  }
+}
+
+TEST_CASE("conv and pooling take unbatched inputs as torch does", "[conv][pool]") {
+  Generator gen(4);
+  const Tensor x = Tensor::randn({3, 7, 6}, gen, kFloat32), w = Tensor::randn({5, 3, 3, 3}, gen, kFloat32);
+  const Tensor y = conv2d(x, w, Tensor(), {1}, "same");
+  CHECK(y.shape() == Shape{5, 7, 6});
+  const Tensor yb = conv2d(Tensor::from_vector(x.to_vector(), {1, 3, 7, 6}), w, Tensor(), {1}, "same");
+  CHECK(y.to_vector() == yb.to_vector());
+  CHECK(conv1d(Tensor::randn({3, 10}, gen), Tensor::randn({2, 3, 4}, gen)).shape() == Shape{2, 7});
+  CHECK(max_pool2d(x, {2}).shape() == Shape{3, 3, 3});
+  CHECK(avg_pool1d(Tensor::randn({3, 10}, gen), {3}).shape() == Shape{3, 3});
+}
+
+TEST_CASE("max pooling sends the gradient to the first maximum, as torch", "[pool]") {
+  Tensor x = Tensor::of({{1, 3, 3, 0}, {3, 2, 1, 3}}, kFloat64);
+  x = Tensor::from_vector(x.to_vector(), {1, 1, 2, 4}, kFloat64).set_requires_grad();
+  const Tensor y = max_pool2d(x, {2});
+  CHECK(y.to_vector() == std::vector<double>{3, 3});
+  sum(y).backward();
+  CHECK(x.grad().to_vector() == std::vector<double>{0, 1, 1, 0, 0, 0, 0, 0});
+}
+
+TEST_CASE("conv2d, max_pool2d at the target workload: bit-identical with 1 and 2 threads", "[conv][threads]") {
+  Generator gen(5);
+  const Tensor x = Tensor::randn({64, 1, 28, 28}, gen).set_requires_grad();
+  const Tensor w1 = Tensor::randn({32, 1, 3, 3}, gen).set_requires_grad(),
+               b1 = Tensor::randn({32}, gen).set_requires_grad();
+  const Tensor w2 = Tensor::randn({32, 32, 3, 3}, gen).set_requires_grad(),
+               b2 = Tensor::randn({32}, gen).set_requires_grad();
+  const Tensor seed = Tensor::randn({64, 32, 7, 7}, gen);
+  test::require_thread_deterministic([&] {
+    for (const Tensor& t : {x, w1, b1, w2, b2}) const_cast<Tensor&>(t).zero_grad();
+    const Tensor h = max_pool2d(relu(conv2d(x, w1, b1, {1}, 1)), {2});
+    const Tensor y = max_pool2d(relu(conv2d(h, w2, b2, {1}, 1)), {2});
+    y.backward(seed);
+    return Tensors{y, x.grad(), w1.grad(), b1.grad(), w2.grad(), b2.grad()};
+  });
+}
+
+TEST_CASE("conv2d's weight gradient over many chunks (more than the 8 partial slots) is the sum over samples",
+          "[conv]") {
+  // 16 x 3 x 3 rows and 64 x 64 columns per sample: more than 2^19 im2col elements, so one sample per
+  // chunk, 20 chunks dealt to 7 slots of 3.
+  Generator gen(6);
+  const std::int64_t n = 20;
+  const Tensor x = Tensor::randn({n, 16, 64, 64}, gen, kFloat64);
+  const Tensor w = Tensor::randn({8, 16, 3, 3}, gen, kFloat64).set_requires_grad();
+  const Tensor g = Tensor::randn({n, 8, 64, 64}, gen, kFloat64);
+  conv2d(x, w, Tensor(), {1}, "same").backward(g);
+  const std::vector<double> got = w.grad().to_vector();
+  std::vector<double> want(got.size(), 0.0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Tensor wi = w.detach().clone_data().set_requires_grad();
+    const Tensor xi = Tensor::from_vector(
+        std::vector<double>(x.data<double>() + i * 16 * 4096, x.data<double>() + (i + 1) * 16 * 4096), {16, 64, 64},
+        kFloat64);
+    const Tensor gi =
+        Tensor::from_vector(std::vector<double>(g.data<double>() + i * 8 * 4096, g.data<double>() + (i + 1) * 8 * 4096),
+                            {8, 64, 64}, kFloat64);
+    conv2d(xi, wi, Tensor(), {1}, "same").backward(gi);
+    const std::vector<double> gw = wi.grad().to_vector();
+    for (std::size_t j = 0; j < want.size(); ++j) want[j] += gw[j];
+  }
+  const auto [err, scale] = test::max_error(got, want);
+  CHECK(err <= 1e-12 * scale);
+  test::require_thread_deterministic([&] {
+    const Tensor w2 = w.detach().clone_data().set_requires_grad();
+    conv2d(x, w2, Tensor(), {1}, "same").backward(g);
+    return Tensors{w2.grad()};
+  });
+}
+
+TEST_CASE("max_pool2d_with_indices: int64 flat indices in the plane, and a window with nothing in range", "[pool]") {
+  const Tensor x = Tensor::from_vector({1, 3, 3, 0, 3, 2, 1, 3}, {1, 1, 2, 4}, kFloat64);
+  const Tensors r = max_pool2d_with_indices(x, {2});
+  CHECK(r[1].dtype() == kInt64);
+  CHECK(r[1].shape() == Shape{1, 1, 1, 2});
+  CHECK(r[1].to_vector() == std::vector<double>{1, 2});  // the first maximum of each window
+  // height 1, kernel 2 with dilation 2 and padding 1: rows -1 and 1, neither in range
+  const Tensor y = Tensor::from_vector({1, 2, 3}, {1, 1, 1, 3}, kFloat64).set_requires_grad();
+  const Tensors e = max_pool2d_with_indices(y, {2, 1}, {1}, {1, 0}, {2, 1});
+  CHECK(e[0].to_vector() == std::vector<double>(3, -std::numeric_limits<double>::infinity()));
+  CHECK(e[1].to_vector() == std::vector<double>(3, -1));
+  e[0].backward(Tensor::ones({1, 1, 1, 3}, kFloat64));
+  CHECK(y.grad().to_vector() == std::vector<double>(3, 0));
+}
