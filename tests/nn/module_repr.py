@@ -22,6 +22,10 @@ models = {
     "nested": Mlp(),
     "embedding": nn.Embedding(10, 3),
     "layer_norm_2d": nn.LayerNorm([2, 3], eps=1e-3, elementwise_affine=False),
+    "activations": nn.Sequential(nn.GELU(), nn.GELU(approximate='tanh'), nn.SiLU(), nn.Softplus(),
+                                 nn.Softplus(beta=2.5, threshold=10), nn.Mish(), nn.LeakyReLU(), nn.LeakyReLU(0.2),
+                                 nn.ELU(), nn.ELU(alpha=0.5), nn.SELU(), nn.Hardtanh(), nn.Hardtanh(-2.0, 0.25),
+                                 nn.LogSigmoid()),
 }
 for name, m in models.items():
     open(f"{d}/{name}.txt", "w").write(repr(m))
