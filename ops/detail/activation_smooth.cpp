@@ -32,7 +32,7 @@ struct GeluOp {
           B(static_cast<T>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi)) * (x + B(T(0.044715)) * (x * x * x));
       return half * x * (one + xsimd::tanh(inner));
     }
-    return x * half * (one + xsimd::erf(x * B(static_cast<T>(0.5 * std::numbers::sqrt2))));
+    return x * half * (one + detail::vu::verf(x * B(static_cast<T>(0.5 * std::numbers::sqrt2))));
   }
   template <class B>
   static B vdf(const B& g, const B& x, const Params& p) {
@@ -48,7 +48,7 @@ struct GeluOp {
       const B right_derivative = (one - t * t) * beta * (one + B(T(3)) * kappa * x_sq);
       return g * (left_derivative + left * right_derivative);
     }
-    const B cdf = half * (one + xsimd::erf(x * B(static_cast<T>(0.5 * std::numbers::sqrt2))));
+    const B cdf = half * (one + detail::vu::verf(x * B(static_cast<T>(0.5 * std::numbers::sqrt2))));
     const B pdf =
         xsimd::exp(B(T(-0.5)) * x * x) * B(static_cast<T>(0.5 * std::numbers::sqrt2 * std::numbers::inv_sqrtpi));
     return g * (cdf + x * pdf);

@@ -72,7 +72,7 @@ struct ErfOp {
   using Params = NoParams;
   template <class B>
   static B vf(const B& x, const Params&) {
-    return xsimd::erf(x);
+    return detail::vu::verf(x);
   }
   template <class B>
   static B vdf(const B& g, const B& x, const Params&) {
@@ -85,7 +85,7 @@ struct ErfcOp {
   using Params = NoParams;
   template <class B>
   static B vf(const B& x, const Params&) {
-    return xsimd::erfc(x);
+    return detail::vu::lanewise(x, [](elem_t<B> v) { return std::erfc(v); });
   }
   template <class B>
   static B vdf(const B& g, const B& x, const Params&) {
