@@ -55,6 +55,21 @@ struct RoundOp {
     return xsimd::nearbyint(x);
   }
 };
+struct Decimals {
+  std::int64_t d = 0;
+};
+// torch's round_decimals kernel: the power of ten in double, taken in the tensor's dtype
+struct RoundDecimalsOp {
+  static constexpr const char* kName = "round";
+  static constexpr Saves kSaves = Saves::nothing;
+  using Params = Decimals;
+  template <class B>
+  static B vf(const B& x, const Params& p) {
+    using T = elem_t<B>;
+    const B ten_pow(static_cast<T>(std::pow(10.0, static_cast<double>(p.d < 0 ? -p.d : p.d))));
+    return p.d < 0 ? xsimd::nearbyint(x / ten_pow) * ten_pow : xsimd::nearbyint(x * ten_pow) / ten_pow;
+  }
+};
 struct TruncOp {
   static constexpr const char* kName = "trunc";
   static constexpr Saves kSaves = Saves::nothing;
@@ -221,6 +236,7 @@ Tensor sign(const Tensor& x) { return detail::vu::run<SignOp>(x); }
 Tensor floor(const Tensor& x) { return detail::vu::run<FloorOp>(x); }
 Tensor ceil(const Tensor& x) { return detail::vu::run<CeilOp>(x); }
 Tensor round(const Tensor& x) { return detail::vu::run<RoundOp>(x); }
+Tensor round(const Tensor& x, std::int64_t decimals) { return detail::vu::run<RoundDecimalsOp>(x, Decimals{decimals}); }
 Tensor trunc(const Tensor& x) { return detail::vu::run<TruncOp>(x); }
 Tensor rsqrt(const Tensor& x) { return detail::vu::run<RsqrtOp>(x); }
 Tensor reciprocal(const Tensor& x) { return detail::vu::run<ReciprocalOp>(x); }

@@ -29,6 +29,7 @@
 // | sign(x)            | 1, 0 or -1 (0 for 0, -0 and NaN, as torch)| dx = 0                                     |
 // | floor, ceil, trunc | rounded down / up / towards 0            | dx = 0                                      |
 // | round(x)           | nearest integer, halves to even (as torch)| dx = 0                                     |
+// | round(x, decimals) | round(x*10^d)/10^d (d < 0: round(x/10^-d)*10^-d) | dx = 0                               |
 // | fmod(a, b)         | a - b*trunc(a/b), sign of a (C fmod)     | da = g, db = -g*trunc(a/b)                  |
 // | remainder(a, b)    | a - b*floor(a/b), sign of b (Python %)   | da = g, db = -g*floor(a/b)                  |
 // | fmod(a, s)         | fmod with a number s                     | da = g                                      |
@@ -39,6 +40,8 @@
 // fmod and remainder by 0 give NaN (as torch's floating-point forms); clamp_min/clamp_max refuse a
 // NaN bound. The one-sided clamps are torch::clamp_min / torch::clamp_max; clamp(x, lo, hi) with
 // -inf or +inf for the missing side (ops/elementwise.hpp) computes the same values and gradients.
+#include <cstdint>
+
 #include "xgrad/core/tensor.hpp"
 
 namespace xgrad {
@@ -64,6 +67,9 @@ Tensor sign(const Tensor& x);
 Tensor floor(const Tensor& x);
 Tensor ceil(const Tensor& x);
 Tensor round(const Tensor& x);
+/// Rounds to `decimals` decimal places (negative: to tens, hundreds, ...), halves to even, as
+/// torch.round(x, decimals=d): nearbyint(x*10^d)/10^d, or nearbyint(x/10^-d)*10^-d; zero gradient.
+Tensor round(const Tensor& x, std::int64_t decimals);
 Tensor trunc(const Tensor& x);
 Tensor fmod(const Tensor& a, const Tensor& b);
 Tensor fmod(const Tensor& a, double b);

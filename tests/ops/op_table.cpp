@@ -468,13 +468,18 @@ std::vector<OpInfo> build() {
                                            {"sign", &sign, D::normal},
                                            {"floor", &floor, D::normal},
                                            {"ceil", &ceil, D::normal},
-                                           {"round", &round, D::normal},
+                                           {"round", static_cast<U>(&round), D::normal},
                                            {"trunc", &trunc, D::normal}}) {
       OpInfo op = unary(
           m.name, std::string(m.name) + "(Tensor)", fmt::format("out = torch.{}(a)", m.name),
           [fn = m.fn](auto& x) { return fn(x); }, m.d);
       t.push_back(m.lo < m.hi ? in_range(op, m.lo, m.hi) : op);
     }
+    t.push_back(unary("round_decimals", "round(Tensor,int64_t)", "out = torch.round(a, decimals=2)",
+                      [](auto& x) { return round(x, 2); }));
+    t.push_back(in_range(unary("round_decimals_negative", "round(Tensor,int64_t)", "out = torch.round(a, decimals=-2)",
+                               [](auto& x) { return round(x, -2); }),
+                         -300.0, 300.0));
     using B = Tensor (*)(const Tensor&, const Tensor&);
     for (auto [name, fn] : std::vector<std::pair<std::string, B>>{
              {"atan2", &atan2}, {"fmod", static_cast<B>(&fmod)}, {"remainder", static_cast<B>(&remainder)}})

@@ -68,6 +68,8 @@ TEST_CASE("unary math: special values (signed zeros, halves, NaN, infinities) ma
       {"ceil", [](auto& x) { return ceil(x); }, "torch.ceil(x)"},
       {"round", [](auto& x) { return round(x); }, "torch.round(x)"},
       {"trunc", [](auto& x) { return trunc(x); }, "torch.trunc(x)"},
+      {"round_decimals", [](auto& x) { return round(x, 1); }, "torch.round(x, decimals=1)"},
+      {"round_decimals_negative", [](auto& x) { return round(x, -1); }, "torch.round(x, decimals=-1)"},
       {"clamp_min", [](auto& x) { return clamp_min(x, 0.5); }, "torch.clamp_min(x, 0.5)"},
       {"clamp_max", [](auto& x) { return clamp_max(x, -0.5); }, "torch.clamp_max(x, -0.5)"},
       {"fmod_scalar", [](auto& x) { return fmod(x, -1.5); }, "torch.fmod(x, -1.5)"},
