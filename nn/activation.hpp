@@ -31,7 +31,6 @@
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <string_view>
 
 #include "xgrad/core/tensor.hpp"
 #include "xgrad/nn/module.hpp"

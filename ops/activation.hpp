@@ -4,19 +4,20 @@
 // float64, any shape; values agree with torch's to a few ulp and are bit-identical whatever the
 // thread count. The gradient at a kink is torch's choice (noted per op).
 //
-// | op                            | forward                                          | gradient |
-// |-------------------------------|--------------------------------------------------|-------------------------------------------------|
-// | gelu(x, "none")               | x*Phi(x) = x/2*(1 + erf(x/sqrt 2))               | dx = g*(Phi(x) + x*phi(x)), phi
-// the N(0,1) pdf  | | gelu(x, "tanh")               | x/2*(1 + tanh(u)), u = sqrt(2/pi)*(x + 0.044715x^3) | dx = g*((1
-// + t)/2 + x/2*(1 - t^2)*u'), t = tanh u | | silu(x)                       | x*sigmoid(x) | dx = g*s*(1 + x*(1 - s)), s
-// = sigmoid(x)        | | softplus(x, beta, threshold)  | ln(1 + e^(beta x))/beta; x where beta x > threshold | dx =
-// g*sigmoid(beta x); g where beta x > threshold | | mish(x)                       | x*tanh(softplus(x)) | dx = g*(t +
-// x*s*(1 - t^2)), t = tanh(softplus x) | | leaky_relu(x, slope)          | x if x > 0, else slope*x | dx = g if x > 0,
-// else slope*g (slope*g at 0)    | | elu(x, alpha)                 | x if x > 0, else alpha*(e^x - 1)                 |
-// dx = g if x > 0, else g*alpha*e^x (alpha*g at 0) | | selu(x)                       | scale*elu(x, alpha), torch's
-// scale and alpha     | dx = scale*g if x > 0, else g*scale*alpha*e^x   | | hardtanh(x, min_val, max_val) | min(max(x,
-// min_val), max_val) (NaN stays NaN)    | dx = g where min_val < x < max_val, else 0      | | logsigmoid(x) | ln
-// sigmoid(x) = min(x, 0) - ln(1 + e^-|x|), stable | dx = g*sigmoid(-x)                            |
+//   op                             forward y                                gradient dx
+//   gelu(x, "none")                x*Phi(x) = x/2*(1 + erf(x/sqrt 2))       g*(Phi(x) + x*phi(x)), phi the N(0,1) pdf
+//   gelu(x, "tanh")                x/2*(1 + tanh u),                        g*((1+t)/2 + x/2*(1-t^2)*u'), t = tanh u,
+//                                  u = sqrt(2/pi)*(x + 0.044715 x^3)        u' = sqrt(2/pi)*(1 + 0.134145 x^2)
+//   silu(x)                        x*sigmoid(x)                             g*s*(1 + x*(1 - s)), s = sigmoid(x)
+//   softplus(x, beta, threshold)   ln(1 + e^(beta x))/beta,                 g*sigmoid(beta x),
+//                                  x where beta x > threshold               g where beta x > threshold
+//   mish(x)                        x*tanh(softplus(x))                      g*(t + x*s*(1 - t^2)), t = tanh(softplus x)
+//   leaky_relu(x, negative_slope)  x if x > 0, else slope*x                 g if x > 0, else slope*g (slope*g at 0)
+//   elu(x, alpha)                  x if x > 0, else alpha*(e^x - 1)         g if x > 0, else g*alpha*e^x (at 0 too)
+//   selu(x)                        scale*elu(x, alpha), torch's constants   scale*g if x > 0, else g*scale*alpha*e^x
+//   hardtanh(x, min_val, max_val)  min(max(x, min_val), max_val)            g where min_val < x < max_val, else 0
+//                                  (NaN stays NaN)                          (0 at the bounds, unlike clamp)
+//   logsigmoid(x)                  ln sigmoid(x) = min(x, 0) - ln(1 + e^-|x|)   g*sigmoid(-x)
 //
 // softplus and logsigmoid are computed in the overflow-free forms max(z, 0) + ln(1 + e^-|z|) and
 // sigmoid = 1/(1 + e^-z), so softplus stays finite for any threshold. selu's constants are
