@@ -253,8 +253,16 @@ Tensor clamp_max(const Tensor& x, double max) {
 Tensor fmod(const Tensor& a, double b) { return detail::vu::run<FmodScalarOp>(a, Bound{b}); }
 Tensor remainder(const Tensor& a, double b) { return detail::vu::run<RemainderScalarOp>(a, Bound{b}); }
 
-Tensor atan2(const Tensor& a, const Tensor& b) { return apply<detail::ew::Binary<Atan2Op>>(a, b); }
-Tensor fmod(const Tensor& a, const Tensor& b) { return apply<detail::ew::Binary<FmodOp>>(a, b); }
-Tensor remainder(const Tensor& a, const Tensor& b) { return apply<detail::ew::Binary<RemainderOp>>(a, b); }
+// Binary<Op> checks definedness, dtypes and shapes; the floating-point check comes first.
+template <class Op>
+Tensor binary_op(const Tensor& a, const Tensor& b) {
+  check_floating(Op::kName, "a", a);
+  check_floating(Op::kName, "b", b);
+  return apply<detail::ew::Binary<Op>>(a, b);
+}
+
+Tensor atan2(const Tensor& a, const Tensor& b) { return binary_op<Atan2Op>(a, b); }
+Tensor fmod(const Tensor& a, const Tensor& b) { return binary_op<FmodOp>(a, b); }
+Tensor remainder(const Tensor& a, const Tensor& b) { return binary_op<RemainderOp>(a, b); }
 
 }  // namespace xgrad

@@ -96,6 +96,7 @@ struct VecUnary : Function<VecUnary<Op>> {
   typename Op::Params p{};
   Tensor forward(const Tensor& x, const typename Op::Params& params) {
     XGRAD_CHECK(x.defined(), "{}: argument 'x' is an undefined tensor", Op::kName);
+    check_floating(Op::kName, "x", x);
     p = params;
     Tensor y = forward_map<Op>(x, p);
     if (this->needs_input_grad(0)) {

@@ -433,6 +433,7 @@ std::vector<OpInfo> build() {
   // unary_math.hpp and activation.hpp (one block). Samples stay inside each op's domain and away from
   // its poles, kinks and jumps: uniform on [lo, hi) where the domain is bounded.
   {
+    const std::size_t first = t.size();
     auto in_range = [](OpInfo op, double lo, double hi) {
       op.sample = [lo, hi](Dtype dt, const SampleSpec& s, Generator& g) {
         Tensor v = values(s.scalar ? Shape{} : bshape(s.batch, {s.sizes[0]}), g, kFloat64, D::unit);
@@ -570,6 +571,20 @@ std::vector<OpInfo> build() {
                         [](auto& x) { return hardtanh(x, -0.5, 0.8); }));
     }
     t.push_back(unary("logsigmoid", "logsigmoid(Tensor)", F + "logsigmoid(a)", [](auto& x) { return logsigmoid(x); }));
+    // every input in turn as an integer tensor: refused, naming the op, the argument and the dtype
+    for (std::size_t k = first; k < t.size(); ++k) {
+      OpInfo& op = t[k];
+      const std::string opname = op.signature.substr(0, op.signature.find('('));
+      Generator g(1);
+      const SampleInput si = op.sample(kFloat64, {op.small, {}}, g);
+      for (std::size_t i = 0; i < si.inputs.size(); ++i) {
+        Tensors args;
+        for (const auto& in : si.inputs) args.push_back(in.value);
+        args[i] = args[i].to(kInt64);
+        op.errors.push_back(
+            {"integer " + si.inputs[i].name, [call = op.call, args] { call(args); }, {opname, "int64"}});
+      }
+    }
   }
 
   // reduction.hpp
