@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -30,6 +31,20 @@ std::string py_tuple(const Shape& s) {
   std::string out = "(";
   for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + (s.size() == 1 ? ",)" : ")");
+}
+
+// Python's repr of a float: the shortest round-trip digits, with ".0" when they read as an integer.
+std::string py_float(double v) {
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // not 1e+16, inf or nan
+  return s;
+}
+
+// A number that torch's defaults give as a Python int (Softplus's beta=1, threshold=20): whole
+// numbers print without ".0".
+std::string py_number(double v) {
+  return std::isfinite(v) && v == std::trunc(v) && std::abs(v) < 1e16 ? fmt::format("{}", static_cast<long long>(v))
+                                                                      : py_float(v);
 }
 
 // torch's _addindent: every line after the first indented by `spaces`.
@@ -118,6 +133,15 @@ std::string GroupNorm::extra_repr() const {
 
 std::string Softmax::extra_repr() const { return fmt::format("dim={}", dim_); }
 std::string LogSoftmax::extra_repr() const { return fmt::format("dim={}", dim_); }
+std::string GELU::extra_repr() const { return fmt::format("approximate='{}'", approximate_); }
+std::string Softplus::extra_repr() const {
+  return fmt::format("beta={}, threshold={}", py_number(beta_), py_number(threshold_));
+}
+std::string LeakyReLU::extra_repr() const { return "negative_slope=" + py_float(negative_slope_); }
+std::string ELU::extra_repr() const { return "alpha=" + py_float(alpha_); }
+std::string Hardtanh::extra_repr() const {
+  return fmt::format("min_val={}, max_val={}", py_float(min_val_), py_float(max_val_));
+}
 std::string Flatten::extra_repr() const { return fmt::format("start_dim={}, end_dim={}", start_dim_, end_dim_); }
 
 // Convolution and pooling (nn/conv.hpp, nn/pool.hpp): torch's _ConvNd.extra_repr prints tuples and only

@@ -1,5 +1,6 @@
 #pragma once
 // The ops layer: every differentiable op, each with its hand-written backward.
+#include "xgrad/ops/activation.hpp"
 #include "xgrad/ops/block_sparse_linear.hpp"
 #include "xgrad/ops/conv.hpp"
 #include "xgrad/ops/elementwise.hpp"
@@ -12,3 +13,4 @@
 #include "xgrad/ops/resample_conv.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 #include "xgrad/ops/softmax.hpp"
+#include "xgrad/ops/unary_math.hpp"

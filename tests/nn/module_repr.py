@@ -32,6 +32,10 @@ models = {
                                nn.AdaptiveAvgPool2d((1, 1)), nn.Flatten()),
     "conv_pool_1d": nn.Sequential(nn.Conv1d(2, 3, 3, dilation=2, bias=False), nn.Conv1d(3, 3, 2, padding="valid"),
                                   nn.MaxPool1d(3, 2, 1, ceil_mode=True), nn.AvgPool1d(3), nn.AdaptiveAvgPool1d(4)),
+    "activations": nn.Sequential(nn.GELU(), nn.GELU(approximate='tanh'), nn.SiLU(), nn.Softplus(),
+                                 nn.Softplus(beta=2.5, threshold=10), nn.Mish(), nn.LeakyReLU(), nn.LeakyReLU(0.2),
+                                 nn.ELU(), nn.ELU(alpha=0.5), nn.SELU(), nn.Hardtanh(), nn.Hardtanh(-2.0, 0.25),
+                                 nn.LogSigmoid()),
 }
 for name, m in models.items():
     open(f"{d}/{name}.txt", "w").write(repr(m))

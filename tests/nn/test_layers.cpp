@@ -345,14 +345,29 @@ TEST_CASE("Activation modules match torch.nn", "[activation][parity]") {
     std::shared_ptr<nn::UnaryModule> module;
     const char* torch;
   };
-  const std::vector<A> mods = {{"relu", std::make_shared<nn::ReLU>(), "torch.nn.ReLU()"},
-                               {"tanh", std::make_shared<nn::Tanh>(), "torch.nn.Tanh()"},
-                               {"sigmoid", std::make_shared<nn::Sigmoid>(), "torch.nn.Sigmoid()"},
-                               {"softmax", std::make_shared<nn::Softmax>(1), "torch.nn.Softmax(dim=1)"},
-                               {"log_softmax", std::make_shared<nn::LogSoftmax>(-1), "torch.nn.LogSoftmax(dim=-1)"},
-                               {"identity", std::make_shared<nn::Identity>(), "torch.nn.Identity()"},
-                               {"flatten", std::make_shared<nn::Flatten>(), "torch.nn.Flatten()"},
-                               {"flatten_0_1", std::make_shared<nn::Flatten>(0, 1), "torch.nn.Flatten(0, 1)"}};
+  const std::vector<A> mods = {
+      {"relu", std::make_shared<nn::ReLU>(), "torch.nn.ReLU()"},
+      {"tanh", std::make_shared<nn::Tanh>(), "torch.nn.Tanh()"},
+      {"sigmoid", std::make_shared<nn::Sigmoid>(), "torch.nn.Sigmoid()"},
+      {"softmax", std::make_shared<nn::Softmax>(1), "torch.nn.Softmax(dim=1)"},
+      {"log_softmax", std::make_shared<nn::LogSoftmax>(-1), "torch.nn.LogSoftmax(dim=-1)"},
+      {"identity", std::make_shared<nn::Identity>(), "torch.nn.Identity()"},
+      {"flatten", std::make_shared<nn::Flatten>(), "torch.nn.Flatten()"},
+      {"flatten_0_1", std::make_shared<nn::Flatten>(0, 1), "torch.nn.Flatten(0, 1)"},
+      {"gelu", std::make_shared<nn::GELU>(), "torch.nn.GELU()"},
+      {"gelu_tanh", std::make_shared<nn::GELU>("tanh"), "torch.nn.GELU(approximate='tanh')"},
+      {"silu", std::make_shared<nn::SiLU>(), "torch.nn.SiLU()"},
+      {"softplus", std::make_shared<nn::Softplus>(), "torch.nn.Softplus()"},
+      {"softplus_2_1", std::make_shared<nn::Softplus>(2.0, 1.0), "torch.nn.Softplus(beta=2.0, threshold=1.0)"},
+      {"mish", std::make_shared<nn::Mish>(), "torch.nn.Mish()"},
+      {"leaky_relu", std::make_shared<nn::LeakyReLU>(), "torch.nn.LeakyReLU()"},
+      {"leaky_relu_0_2", std::make_shared<nn::LeakyReLU>(0.2), "torch.nn.LeakyReLU(0.2)"},
+      {"elu", std::make_shared<nn::ELU>(), "torch.nn.ELU()"},
+      {"elu_0_5", std::make_shared<nn::ELU>(0.5), "torch.nn.ELU(alpha=0.5)"},
+      {"selu", std::make_shared<nn::SELU>(), "torch.nn.SELU()"},
+      {"hardtanh", std::make_shared<nn::Hardtanh>(), "torch.nn.Hardtanh()"},
+      {"hardtanh_bounds", std::make_shared<nn::Hardtanh>(-0.5, 0.8), "torch.nn.Hardtanh(-0.5, 0.8)"},
+      {"logsigmoid", std::make_shared<nn::LogSigmoid>(), "torch.nn.LogSigmoid()"}};
   for (const auto& m : mods)
     batch.add(m.name, fmt::format("out = {}(x)", m.torch), {{"x", x}},
               [mod = m.module](const Tensors& in) { return (*mod)(in[0]); });
@@ -366,4 +381,11 @@ TEST_CASE("Activation modules: bad inputs raise xgrad::Error", "[activation][err
   test::require_error([&] { fl(Tensor::zeros({2, 3})); }, {"flatten"});
   nn::Identity id;
   test::require_error([&] { id(Tensor()); }, {"Identity", "undefined"});
+  test::require_error([] { nn::GELU g("exact"); }, {"GELU", "'approximate'", "exact"});
+  test::require_error([] { nn::Softplus s(0.0); }, {"Softplus", "'beta'"});
+  test::require_error([] { nn::LeakyReLU l(std::nan("")); }, {"LeakyReLU", "'negative_slope'", "NaN"});
+  test::require_error([] { nn::ELU e(std::nan("")); }, {"ELU", "'alpha'", "NaN"});
+  test::require_error([] { nn::Hardtanh h(1.0, -1.0); }, {"Hardtanh", "'min_val' (1)", "'max_val' (-1)"});
+  nn::GELU gelu;
+  test::require_error([&] { gelu(Tensor()); }, {"gelu", "undefined"});
 }

@@ -282,6 +282,13 @@ TEST_CASE("Module: printing shows the module tree exactly as PyTorch prints it",
                                std::make_shared<nn::AvgPool1d>(V{3}), std::make_shared<nn::AdaptiveAvgPool1d>(V{4})});
   CHECK(printed(conv_pool) == test::read_bytes(dir.file("conv_pool.txt")));
   CHECK(printed(conv_pool_1d) == test::read_bytes(dir.file("conv_pool_1d.txt")));
+  nn::Sequential activations(
+      {std::make_shared<nn::GELU>(), std::make_shared<nn::GELU>("tanh"), std::make_shared<nn::SiLU>(),
+       std::make_shared<nn::Softplus>(), std::make_shared<nn::Softplus>(2.5, 10.0), std::make_shared<nn::Mish>(),
+       std::make_shared<nn::LeakyReLU>(), std::make_shared<nn::LeakyReLU>(0.2), std::make_shared<nn::ELU>(),
+       std::make_shared<nn::ELU>(0.5), std::make_shared<nn::SELU>(), std::make_shared<nn::Hardtanh>(),
+       std::make_shared<nn::Hardtanh>(-2.0, 0.25), std::make_shared<nn::LogSigmoid>()});
+  CHECK(printed(activations) == test::read_bytes(dir.file("activations.txt")));
 }
 
 TEST_CASE("Module: summary() counts every module's parameters and bytes", "[module][repr]") {

@@ -15,6 +15,7 @@
 #include <regex>
 #include <sstream>
 
+#include "xgrad/ops/activation.hpp"
 #include "xgrad/ops/block_sparse_linear.hpp"
 #include "xgrad/ops/conv.hpp"
 #include "xgrad/ops/elementwise.hpp"
@@ -27,6 +28,7 @@
 #include "xgrad/ops/resample_conv.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 #include "xgrad/ops/softmax.hpp"
+#include "xgrad/ops/unary_math.hpp"
 
 namespace xgrad::test {
 
@@ -430,6 +432,163 @@ std::vector<OpInfo> build() {
     };
     op.supports_scalar = false;
     t.push_back(op);
+  }
+
+  // unary_math.hpp and activation.hpp (one block). Samples stay inside each op's domain and away from
+  // its poles, kinks and jumps: uniform on [lo, hi) where the domain is bounded.
+  {
+    const std::size_t first = t.size();
+    auto in_range = [](OpInfo op, double lo, double hi) {
+      op.sample = [lo, hi](Dtype dt, const SampleSpec& s, Generator& g) {
+        Tensor v = values(s.scalar ? Shape{} : bshape(s.batch, {s.sizes[0]}), g, kFloat64, D::unit);
+        double* p = v.data<double>();
+        for (std::int64_t i = 0; i < v.numel(); ++i) p[i] = lo + (hi - lo) * p[i];
+        return SampleInput{{{"a", v.to(dt)}}, {}, {}};
+      };
+      return op;
+    };
+    using U = Tensor (*)(const Tensor&);
+    struct Math {
+      const char* name;
+      U fn;
+      Domain d;
+      double lo = 0, hi = 0;  // a uniform range instead of d when lo < hi
+    };
+    for (const Math& m : std::vector<Math>{{"sin", &sin, D::normal},
+                                           {"cos", &cos, D::normal},
+                                           {"tan", &tan, D::normal, -1.2, 1.2},
+                                           {"asin", &asin, D::normal, -0.9, 0.9},
+                                           {"acos", &acos, D::normal, -0.9, 0.9},
+                                           {"atan", &atan, D::normal},
+                                           {"sinh", &sinh, D::normal},
+                                           {"cosh", &cosh, D::normal},
+                                           {"log1p", &log1p, D::normal, -0.7, 3.0},
+                                           {"expm1", &expm1, D::normal},
+                                           {"log2", &log2, D::positive},
+                                           {"log10", &log10, D::positive},
+                                           {"erf", &erf, D::normal},
+                                           {"erfc", &erfc, D::normal},
+                                           {"rsqrt", &rsqrt, D::positive},
+                                           {"reciprocal", &reciprocal, D::nonzero},
+                                           {"sign", &sign, D::normal},
+                                           {"floor", &floor, D::normal},
+                                           {"ceil", &ceil, D::normal},
+                                           {"round", static_cast<U>(&round), D::normal},
+                                           {"trunc", &trunc, D::normal}}) {
+      OpInfo op = unary(
+          m.name, std::string(m.name) + "(Tensor)", fmt::format("out = torch.{}(a)", m.name),
+          [fn = m.fn](auto& x) { return fn(x); }, m.d);
+      t.push_back(m.lo < m.hi ? in_range(op, m.lo, m.hi) : op);
+    }
+    t.push_back(unary("round_decimals", "round(Tensor,int64_t)", "out = torch.round(a, decimals=2)",
+                      [](auto& x) { return round(x, 2); }));
+    t.push_back(in_range(unary("round_decimals_negative", "round(Tensor,int64_t)", "out = torch.round(a, decimals=-2)",
+                               [](auto& x) { return round(x, -2); }),
+                         -300.0, 300.0));
+    using B = Tensor (*)(const Tensor&, const Tensor&);
+    for (auto [name, fn] : std::vector<std::pair<std::string, B>>{
+             {"atan2", &atan2}, {"fmod", static_cast<B>(&fmod)}, {"remainder", static_cast<B>(&remainder)}})
+      t.push_back(binary(
+          name, name + "(" + TT + ")", fmt::format("out = torch.{}(a, b)", name),
+          [fn](auto& a, auto& b) { return fn(a, b); }, D::normal, D::nonzero));
+    t.push_back(scalar_form("fmod_scalar", "fmod(Tensor,double)", "out = torch.fmod(a, 0.75)",
+                            [](auto& a) { return fmod(a, 0.75); }));
+    t.push_back(scalar_form("remainder_scalar", "remainder(Tensor,double)", "out = torch.remainder(a, -0.75)",
+                            [](auto& a) { return remainder(a, -0.75); }));
+    {
+      OpInfo op = unary("clamp_min", "clamp_min(Tensor,double)", "out = torch.clamp_min(a, 0.3)",
+                        [](auto& x) { return clamp_min(x, 0.3); });
+      op.errors = {{"NaN bound",
+                    [] {
+                      clamp_min(Tensor::zeros({2, 3}, kFloat64), NAN);
+                    },
+                    {"clamp_min", "'min'", "NaN", "(2, 3)"}}};
+      t.push_back(op);
+      op = unary("clamp_max", "clamp_max(Tensor,double)", "out = torch.clamp_max(a, -0.2)",
+                 [](auto& x) { return clamp_max(x, -0.2); });
+      op.errors = {{"NaN bound",
+                    [] {
+                      clamp_max(Tensor::zeros({2, 3}, kFloat64), NAN);
+                    },
+                    {"clamp_max", "'max'", "NaN", "(2, 3)"}}};
+      t.push_back(op);
+    }
+    // activations
+    const std::string F = "out = torch.nn.functional.";
+    {
+      OpInfo op = unary("gelu", "gelu(Tensor,string_view)", F + "gelu(a)", [](auto& x) { return gelu(x); });
+      op.errors = {
+          {"unknown approximate", [] { gelu(Tensor::zeros({2}, kFloat64), "erf"); }, {"gelu", "'approximate'", "erf"}}};
+      t.push_back(op);
+      t.push_back(unary("gelu_tanh", "gelu(Tensor,string_view)", F + "gelu(a, approximate='tanh')",
+                        [](auto& x) { return gelu(x, "tanh"); }));
+    }
+    t.push_back(unary("silu", "silu(Tensor)", F + "silu(a)", [](auto& x) { return silu(x); }));
+    {
+      OpInfo op =
+          unary("softplus", "softplus(Tensor,double,double)", F + "softplus(a)", [](auto& x) { return softplus(x); });
+      op.errors = {{"beta 0", [] { softplus(Tensor::zeros({2}, kFloat64), 0.0); }, {"softplus", "'beta'", "0"}},
+                   {"NaN threshold",
+                    [] { softplus(Tensor::zeros({2}, kFloat64), 1.0, NAN); },
+                    {"softplus", "'threshold'", "nan"}}};
+      t.push_back(op);
+      // both sides of the threshold: beta x > 1 for x > 0.5
+      t.push_back(unary("softplus_beta_threshold", "softplus(Tensor,double,double)",
+                        F + "softplus(a, beta=2.0, threshold=1.0)", [](auto& x) { return softplus(x, 2.0, 1.0); }));
+    }
+    t.push_back(unary("mish", "mish(Tensor)", F + "mish(a)", [](auto& x) { return mish(x); }));
+    {
+      OpInfo op =
+          unary("leaky_relu", "leaky_relu(Tensor,double)", F + "leaky_relu(a)", [](auto& x) { return leaky_relu(x); });
+      op.errors = {{"NaN slope",
+                    [] {
+                      leaky_relu(Tensor::zeros({2, 3}, kFloat64), NAN);
+                    },
+                    {"leaky_relu", "'negative_slope'", "(2, 3)"}}};
+      t.push_back(op);
+      t.push_back(unary("leaky_relu_slope", "leaky_relu(Tensor,double)", F + "leaky_relu(a, 0.2)",
+                        [](auto& x) { return leaky_relu(x, 0.2); }));
+    }
+    {
+      OpInfo op = unary("elu", "elu(Tensor,double)", F + "elu(a)", [](auto& x) { return elu(x); });
+      op.errors = {{"NaN alpha", [] { elu(Tensor::zeros({2, 3}, kFloat64), NAN); }, {"elu", "'alpha'", "(2, 3)"}}};
+      t.push_back(op);
+      t.push_back(
+          unary("elu_alpha", "elu(Tensor,double)", F + "elu(a, alpha=0.5)", [](auto& x) { return elu(x, 0.5); }));
+    }
+    t.push_back(unary("selu", "selu(Tensor)", F + "selu(a)", [](auto& x) { return selu(x); }));
+    {
+      OpInfo op =
+          unary("hardtanh", "hardtanh(Tensor,double,double)", F + "hardtanh(a)", [](auto& x) { return hardtanh(x); });
+      op.errors = {{"min_val > max_val",
+                    [] {
+                      hardtanh(Tensor::zeros({2, 3}, kFloat64), 1.0, -1.0);
+                    },
+                    {"hardtanh", "'min_val'", "(2, 3)"}},
+                   {"NaN bound",
+                    [] {
+                      hardtanh(Tensor::zeros({2, 3}, kFloat64), -1.0, NAN);
+                    },
+                    {"hardtanh", "'max_val'", "NaN"}}};
+      t.push_back(op);
+      t.push_back(unary("hardtanh_bounds", "hardtanh(Tensor,double,double)", F + "hardtanh(a, -0.5, 0.8)",
+                        [](auto& x) { return hardtanh(x, -0.5, 0.8); }));
+    }
+    t.push_back(unary("logsigmoid", "logsigmoid(Tensor)", F + "logsigmoid(a)", [](auto& x) { return logsigmoid(x); }));
+    // every input in turn as an integer tensor: refused, naming the op, the argument and the dtype
+    for (std::size_t k = first; k < t.size(); ++k) {
+      OpInfo& op = t[k];
+      const std::string opname = op.signature.substr(0, op.signature.find('('));
+      Generator g(1);
+      const SampleInput si = op.sample(kFloat64, {op.small, {}}, g);
+      for (std::size_t i = 0; i < si.inputs.size(); ++i) {
+        Tensors args;
+        for (const auto& in : si.inputs) args.push_back(in.value);
+        args[i] = args[i].to(kInt64);
+        op.errors.push_back(
+            {"integer " + si.inputs[i].name, [call = op.call, args] { call(args); }, {opname, "int64"}});
+      }
+    }
   }
 
   // reduction.hpp

@@ -1,0 +1,268 @@
+// Rounding, sign, reciprocals, the binary ops (atan2, fmod, remainder) and the one-sided clamps of
+// ops/unary_math.hpp; the transcendental ones are in ops/detail/unary_math_trig.cpp and
+// unary_math_exp.cpp (Note [Elementwise build time] in ops/detail/elementwise_impl.hpp).
+#include "xgrad/ops/unary_math.hpp"
+
+#include "xgrad/ops/detail/elementwise_impl.hpp"
+#include "xgrad/ops/detail/vec_unary_impl.hpp"
+
+namespace xgrad {
+
+namespace {
+
+using detail::vu::elem_t;
+using detail::vu::NoParams;
+using detail::vu::Saves;
+
+// ---- zero gradient ------------------------------------------------------------------------------
+struct SignOp {
+  static constexpr const char* kName = "sign";
+  static constexpr Saves kSaves = Saves::nothing;
+  using Params = NoParams;
+  // (0 < x) - (x < 0): 0 for +-0 and NaN, as torch's sign.
+  template <class B>
+  static B vf(const B& x, const Params&) {
+    using T = elem_t<B>;
+    const B zero(T(0)), one(T(1));
+    return xsimd::select(x > zero, one, zero) - xsimd::select(x < zero, one, zero);
+  }
+};
+struct FloorOp {
+  static constexpr const char* kName = "floor";
+  static constexpr Saves kSaves = Saves::nothing;
+  using Params = NoParams;
+  template <class B>
+  static B vf(const B& x, const Params&) {
+    return xsimd::floor(x);
+  }
+};
+struct CeilOp {
+  static constexpr const char* kName = "ceil";
+  static constexpr Saves kSaves = Saves::nothing;
+  using Params = NoParams;
+  template <class B>
+  static B vf(const B& x, const Params&) {
+    return xsimd::ceil(x);
+  }
+};
+struct RoundOp {
+  static constexpr const char* kName = "round";
+  static constexpr Saves kSaves = Saves::nothing;
+  using Params = NoParams;
+  // the default rounding mode, to nearest with halves to even (torch's round)
+  template <class B>
+  static B vf(const B& x, const Params&) {
+    return xsimd::nearbyint(x);
+  }
+};
+struct Decimals {
+  std::int64_t d = 0;
+};
+// torch's round_decimals kernel: the power of ten in double, taken in the tensor's dtype
+struct RoundDecimalsOp {
+  static constexpr const char* kName = "round";
+  static constexpr Saves kSaves = Saves::nothing;
+  using Params = Decimals;
+  template <class B>
+  static B vf(const B& x, const Params& p) {
+    using T = elem_t<B>;
+    const B ten_pow(static_cast<T>(std::pow(10.0, static_cast<double>(p.d < 0 ? -p.d : p.d))));
+    return p.d < 0 ? xsimd::nearbyint(x / ten_pow) * ten_pow : xsimd::nearbyint(x * ten_pow) / ten_pow;
+  }
+};
+struct TruncOp {
+  static constexpr const char* kName = "trunc";
+  static constexpr Saves kSaves = Saves::nothing;
+  using Params = NoParams;
+  template <class B>
+  static B vf(const B& x, const Params&) {
+    return xsimd::trunc(x);
+  }
+};
+
+// ---- reciprocals ----------------------------------------------------------------------------------
+// True divisions: xsimd's rsqrt and reciprocal are the ~12-bit hardware approximations.
+struct RsqrtOp {
+  static constexpr const char* kName = "rsqrt";
+  static constexpr Saves kSaves = Saves::output;
+  using Params = NoParams;
+  template <class B>
+  static B vf(const B& x, const Params&) {
+    return B(elem_t<B>(1)) / xsimd::sqrt(x);
+  }
+  template <class B>
+  static B vdf(const B& g, const B& y, const Params&) {
+    return B(elem_t<B>(-0.5)) * g * (y * y * y);
+  }
+};
+struct ReciprocalOp {
+  static constexpr const char* kName = "reciprocal";
+  static constexpr Saves kSaves = Saves::output;
+  using Params = NoParams;
+  template <class B>
+  static B vf(const B& x, const Params&) {
+    return B(elem_t<B>(1)) / x;
+  }
+  template <class B>
+  static B vdf(const B& g, const B& y, const Params&) {
+    return -g * (y * y);
+  }
+};
+
+// ---- one-sided clamps -----------------------------------------------------------------------------
+struct Bound {
+  double v = 0;
+};
+struct ClampMinOp {
+  static constexpr const char* kName = "clamp_min";
+  static constexpr Saves kSaves = Saves::input;
+  using Params = Bound;
+  template <class B>
+  static B vf(const B& x, const Params& p) {
+    const B lo(static_cast<elem_t<B>>(p.v));
+    return xsimd::select(x < lo, lo, x);  // NaN < lo is false: NaN stays
+  }
+  template <class B>
+  static B vdf(const B& g, const B& x, const Params& p) {
+    return xsimd::select(x >= B(static_cast<elem_t<B>>(p.v)), g, B(elem_t<B>(0)));
+  }
+};
+struct ClampMaxOp {
+  static constexpr const char* kName = "clamp_max";
+  static constexpr Saves kSaves = Saves::input;
+  using Params = Bound;
+  template <class B>
+  static B vf(const B& x, const Params& p) {
+    const B hi(static_cast<elem_t<B>>(p.v));
+    return xsimd::select(x > hi, hi, x);
+  }
+  template <class B>
+  static B vdf(const B& g, const B& x, const Params& p) {
+    return xsimd::select(x <= B(static_cast<elem_t<B>>(p.v)), g, B(elem_t<B>(0)));
+  }
+};
+
+// ---- with a number: fmod(a, s), remainder(a, s); dx = g -----------------------------------------
+template <class T>
+T fmod_of(T a, T b) {
+  return std::fmod(a, b);
+}
+// Python's %: the result takes the sign of b (torch's remainder for floating types).
+template <class T>
+T remainder_of(T a, T b) {
+  T m = std::fmod(a, b);
+  if (m != T(0) && ((b < T(0)) != (m < T(0)))) m += b;
+  return m;
+}
+struct FmodScalarOp {
+  static constexpr const char* kName = "fmod";
+  static constexpr Saves kSaves = Saves::nothing;
+  static constexpr bool kPassGrad = true;
+  using Params = Bound;
+  template <class T>
+  static T f(T a, const Params& p) {
+    return fmod_of(a, static_cast<T>(p.v));
+  }
+};
+struct RemainderScalarOp {
+  static constexpr const char* kName = "remainder";
+  static constexpr Saves kSaves = Saves::nothing;
+  static constexpr bool kPassGrad = true;
+  using Params = Bound;
+  template <class T>
+  static T f(T a, const Params& p) {
+    return remainder_of(a, static_cast<T>(p.v));
+  }
+};
+
+// ---- binary, broadcasting (Binary<Op> of elementwise_impl.hpp) ------------------------------------
+struct Atan2Op {
+  static constexpr const char* kName = "atan2";
+  static constexpr bool kSavesInputs = true, kSavesOutput = false;
+  template <class T>
+  static T f(T a, T b) {
+    return std::atan2(a, b);
+  }
+  template <class T>
+  static T da(T g, T a, T b, T) {
+    return g * b * (T(1) / (a * a + b * b));
+  }
+  template <class T>
+  static T db(T g, T a, T b, T) {
+    return g * -a * (T(1) / (a * a + b * b));
+  }
+};
+struct FmodOp {
+  static constexpr const char* kName = "fmod";
+  static constexpr bool kSavesInputs = true, kSavesOutput = false;
+  template <class T>
+  static T f(T a, T b) {
+    return fmod_of(a, b);
+  }
+  template <class T>
+  static T da(T g, T, T, T) {
+    return g;
+  }
+  template <class T>
+  static T db(T g, T a, T b, T) {
+    return -g * std::trunc(a / b);
+  }
+};
+struct RemainderOp {
+  static constexpr const char* kName = "remainder";
+  static constexpr bool kSavesInputs = true, kSavesOutput = false;
+  template <class T>
+  static T f(T a, T b) {
+    return remainder_of(a, b);
+  }
+  template <class T>
+  static T da(T g, T, T, T) {
+    return g;
+  }
+  template <class T>
+  static T db(T g, T a, T b, T) {
+    return -g * std::floor(a / b);
+  }
+};
+
+void check_bound(const char* op, const char* arg, const Tensor& x, double v) {
+  XGRAD_CHECK(!std::isnan(v), "{}: argument '{}' is NaN (x has shape {})", op, arg,
+              x.defined() ? shape_str(x.shape()) : std::string("undefined"));
+}
+
+}  // namespace
+
+Tensor sign(const Tensor& x) { return detail::vu::run<SignOp>(x); }
+Tensor floor(const Tensor& x) { return detail::vu::run<FloorOp>(x); }
+Tensor ceil(const Tensor& x) { return detail::vu::run<CeilOp>(x); }
+Tensor round(const Tensor& x) { return detail::vu::run<RoundOp>(x); }
+Tensor round(const Tensor& x, std::int64_t decimals) { return detail::vu::run<RoundDecimalsOp>(x, Decimals{decimals}); }
+Tensor trunc(const Tensor& x) { return detail::vu::run<TruncOp>(x); }
+Tensor rsqrt(const Tensor& x) { return detail::vu::run<RsqrtOp>(x); }
+Tensor reciprocal(const Tensor& x) { return detail::vu::run<ReciprocalOp>(x); }
+
+Tensor clamp_min(const Tensor& x, double min) {
+  check_bound("clamp_min", "min", x, min);
+  return detail::vu::run<ClampMinOp>(x, Bound{min});
+}
+Tensor clamp_max(const Tensor& x, double max) {
+  check_bound("clamp_max", "max", x, max);
+  return detail::vu::run<ClampMaxOp>(x, Bound{max});
+}
+
+Tensor fmod(const Tensor& a, double b) { return detail::vu::run<FmodScalarOp>(a, Bound{b}); }
+Tensor remainder(const Tensor& a, double b) { return detail::vu::run<RemainderScalarOp>(a, Bound{b}); }
+
+// Binary<Op> checks definedness, dtypes and shapes; the floating-point check comes first.
+template <class Op>
+Tensor binary_op(const Tensor& a, const Tensor& b) {
+  check_floating(Op::kName, "a", a);
+  check_floating(Op::kName, "b", b);
+  return apply<detail::ew::Binary<Op>>(a, b);
+}
+
+Tensor atan2(const Tensor& a, const Tensor& b) { return binary_op<Atan2Op>(a, b); }
+Tensor fmod(const Tensor& a, const Tensor& b) { return binary_op<FmodOp>(a, b); }
+Tensor remainder(const Tensor& a, const Tensor& b) { return binary_op<RemainderOp>(a, b); }
+
+}  // namespace xgrad
