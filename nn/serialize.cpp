@@ -190,11 +190,13 @@ SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, co
   // ended, and the last ends at the end of the file. A gap hides bytes; an overlap aliases data.
   // Ties (empty tensors at one offset) are broken by name, so the order does not depend on the
   // order of the header's keys.
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+  const auto by_offset = [](const Entry& a, const Entry& b) {
     if (a.begin != b.begin) return a.begin < b.begin;
     if (a.end != b.end) return a.end < b.end;
     return a.name < b.name;
-  });
+  };
+  if (!std::is_sorted(entries.begin(), entries.end(), by_offset))  // headers in buffer order: no sort
+    std::sort(entries.begin(), entries.end(), by_offset);
   std::uint64_t pos = 0;
   const Entry* prev = nullptr;
   for (const Entry& e : entries) {

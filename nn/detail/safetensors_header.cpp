@@ -105,11 +105,18 @@ class KeySet {
     key_[1] = key[1];
   }
 
-  // Adds `k` as key number hashes_.size() and returns npos, or returns the number of an equal key
-  // already in the set. key_at(i) gives key number i.
+  std::uint64_t hash(std::string_view k) const { return siphash13(key_, k); }
+
+  // Starts loading the slot where a key of hash `h` goes, so that the insert after the key's value
+  // has been scanned does not wait for memory (a table of a million keys is far larger than the cache).
+  void prefetch(std::uint64_t h) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[h & mask_], 1);
+  }
+
+  // Adds `k` (of hash h = hash(k)) as key number hashes_.size() and returns npos, or returns the
+  // number of an equal key already in the set. key_at(i) gives key number i.
   template <class KeyAt>
-  std::size_t insert(std::string_view k, KeyAt&& key_at) {
-    const std::uint64_t h = siphash13(key_, k);
+  std::size_t insert(std::string_view k, std::uint64_t h, KeyAt&& key_at) {
     counters_.bytes_hashed += k.size();
     ++counters_.keys;
     if ((hashes_.size() + 1) * 4 > slots_.size() * 3) grow();
@@ -203,7 +210,7 @@ class Scanner {
         ws();
         expect(':', "':' after a name");
         ws();
-        if (key_ == kMetadataKey) {
+        if (std::string_view(key_) == kMetadataKey) {
           if (seen_metadata_)
             fail_at(key_at, fmt::format("duplicate name '__metadata__' in the header (the first is at byte {})",
                                         offset(metadata_at_)));
@@ -477,15 +484,18 @@ class Scanner {
       if (peek() != '"') fail(p_, kNotJson, "a key of '__metadata__' in double quotes");
       const char* key_at = p_;
       string(field_, "a key of '__metadata__'");
-      const std::size_t dup =
-          metadata_keys_.insert(field_, [&](std::size_t i) -> std::string_view { return meta[i].first; });
-      if (dup != KeySet::npos) fail_at(key_at, fmt::format("duplicate key '{}' in '__metadata__'", shown(field_)));
+      const std::uint64_t h = metadata_keys_.hash(field_);
+      metadata_keys_.prefetch(h);
       ws();
       expect(':', "':' after a key of '__metadata__'");
       ws();
       if (peek() != '"') fail(p_, fmt::format("'__metadata__' value of '{}' is not a string", shown(field_)), "'\"'");
       meta.emplace_back(std::move(field_), std::string());
       string(meta.back().second, "a value of '__metadata__'");
+      const std::size_t dup =
+          metadata_keys_.insert(meta.back().first, h, [&](std::size_t i) -> std::string_view { return meta[i].first; });
+      if (dup != KeySet::npos)
+        fail_at(key_at, fmt::format("duplicate key '{}' in '__metadata__'", shown(meta.back().first)));
       ws();
       const int c = peek();
       if (c == ',') {
@@ -504,10 +514,9 @@ class Scanner {
   // key_ holds the tensor's name, p_ is at its value.
   void entry(const char* name_at) {
     auto& entries = out_.entries;
-    const std::size_t dup = names_.insert(key_, [&](std::size_t i) -> std::string_view { return entries[i].name; });
-    if (dup != KeySet::npos)
-      fail_at(name_at,
-              fmt::format("duplicate name '{}' in the header (the first is at byte {})", shown(key_), entries[dup].at));
+    // The name is looked up in the set once the entry is scanned; its slot is loaded meanwhile.
+    const std::uint64_t h = names_.hash(key_);
+    names_.prefetch(h);
     if (peek() != '{')
       fail(p_, fmt::format("the header entry of tensor '{}' is not a JSON object", shown(key_)), "'{'");
     entries.emplace_back();
@@ -518,18 +527,15 @@ class Scanner {
     ws();
     constexpr unsigned kDtype = 1, kShape = 2, kOffsets = 4;
     unsigned seen = 0;
-    if (peek() == '}') {
-      ++p_;
-    } else {
+    const char* close = p_;
+    if (peek() != '}') {
       for (;;) {
         if (peek() != '"')
           fail(p_, kNotJson, fmt::format("a field name of tensor '{}' in double quotes", shown(e.name)));
         const char* field_at = p_;
         string(field_, "a field name");
-        const unsigned f = field_ == "dtype"          ? kDtype
-                           : field_ == "shape"        ? kShape
-                           : field_ == "data_offsets" ? kOffsets
-                                                      : 0;
+        const std::string_view fv = field_;  // string_view ==: sizes first, then bytes
+        const unsigned f = fv == "dtype" ? kDtype : fv == "shape" ? kShape : fv == "data_offsets" ? kOffsets : 0;
         if (f == 0)
           fail(field_at,
                fmt::format("the header entry of tensor '{}' has an unknown field '{}'", shown(e.name), shown(field_)),
@@ -559,13 +565,16 @@ class Scanner {
         if (c == '}') break;
         fail(p_, kNotJson, fmt::format("',' or '}}' in the header entry of tensor '{}'", shown(e.name)));
       }
-      const char* close = p_;
-      ++p_;
-      for (auto [bit, field] : {std::pair{kDtype, "dtype"}, {kShape, "shape"}, {kOffsets, "data_offsets"}})
-        if (!(seen & bit)) fail_at(close, fmt::format("tensor '{}' has no '{}' field", shown(e.name), field));
-      return;
+      close = p_;
     }
-    fail_at(p_ - 1, fmt::format("tensor '{}' has no 'dtype' field", shown(e.name)));
+    ++p_;
+    for (auto [bit, field] : {std::pair{kDtype, "dtype"}, {kShape, "shape"}, {kOffsets, "data_offsets"}})
+      if (!(seen & bit)) fail_at(close, fmt::format("tensor '{}' has no '{}' field", shown(e.name), field));
+    const std::size_t dup =
+        names_.insert(e.name, h, [&](std::size_t i) -> std::string_view { return entries[i].name; });
+    if (dup != KeySet::npos)
+      fail_at(name_at, fmt::format("duplicate name '{}' in the header (the first is at byte {})", shown(e.name),
+                                   entries[dup].at));
   }
 
   void shape(SafetensorsHeaderEntry& e) {
