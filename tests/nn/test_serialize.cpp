@@ -483,7 +483,7 @@ TEST_CASE("a failed load leaves the module unchanged: corrupt file and bad value
   }
 }
 
-// ---- hostile files (Note [Hostile files] in core/file_io.hpp, Note [Linear header parsing]) ----------
+// ---- hostile files (Note [Hostile files] in core/file_io.hpp, Note [Safetensors header scanner]) ----------
 
 TEST_CASE("load_safetensors and nn::load refuse non-regular files without blocking, with the OS reason",
           "[serialize][hostile]") {
