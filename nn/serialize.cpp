@@ -54,6 +54,7 @@ struct Entry {
   Dtype dtype;
   Shape shape;
   std::uint64_t begin, end;
+  std::uint64_t at = 0;  // byte offset of the entry's name in the file (for messages)
 };
 
 // Checks one tensor's header entry (its JSON types were checked by the scanner) for the
@@ -181,7 +182,14 @@ SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, co
   auto header = detail::scan_safetensors_header(std::string_view(hbegin, hlen), src, scan);
   std::vector<Entry> entries;
   entries.reserve(header.entries.size());
-  for (auto& raw : header.entries) entries.push_back(read_entry(src, raw, buffer_size));
+  for (auto& raw : header.entries) {
+    try {
+      entries.push_back(read_entry(src, raw, buffer_size));
+    } catch (const Error& e) {  // the message names the entry; add where it is
+      detail::throw_error(fmt::format("{} (the entry at byte {})", e.what(), raw.at));
+    }
+    entries.back().at = raw.at;
+  }
   std::sort(header.metadata.begin(), header.metadata.end());  // keys are distinct: append in order
   for (auto& [key, value] : header.metadata)
     out.metadata.emplace_hint(out.metadata.end(), std::move(key), std::move(value));
@@ -201,11 +209,12 @@ SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, co
   const Entry* prev = nullptr;
   for (const Entry& e : entries) {
     if (e.begin < pos)
-      bad(src, fmt::format("tensors '{}' [{}, {}] and '{}' [{}, {}] overlap", shown(prev->name), prev->begin, prev->end,
-                           shown(e.name), e.begin, e.end));
+      bad(src, fmt::format("tensors '{}' [{}, {}] and '{}' [{}, {}] overlap (the entries at bytes {} and {})",
+                           shown(prev->name), prev->begin, prev->end, shown(e.name), e.begin, e.end, prev->at, e.at));
     if (e.begin > pos)
-      bad(src, fmt::format("gap in the data buffer: bytes [{}, {}) before tensor '{}' belong to no tensor", pos,
-                           e.begin, shown(e.name)));
+      bad(src, fmt::format("gap in the data buffer: bytes [{}, {}) before tensor '{}' belong to no tensor (the entry "
+                           "at byte {})",
+                           pos, e.begin, shown(e.name), e.at));
     pos = e.end;
     prev = &e;
   }
