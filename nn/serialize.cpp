@@ -59,12 +59,13 @@ struct Entry {
 
 // Checks one tensor's header entry (its JSON types were checked by the scanner) for the
 // self-consistency of its fields.
-Entry read_entry(const std::string& src, detail::SafetensorsHeaderEntry& raw, std::uint64_t buffer_size) {
-  const std::string name = shown(raw.name);
+Entry read_entry(const std::string& src, const detail::SafetensorsHeader& header,
+                 const detail::SafetensorsHeaderEntry& raw, std::uint64_t buffer_size) {
   Entry e;
-  e.name = std::move(raw.name);
+  e.name = header.name(raw);
+  const std::string name = shown(e.name);
 
-  const std::string& tag = raw.dtype;
+  const std::string tag(header.dtype(raw));
   if (tag == "F32") {
     e.dtype = kFloat32;
   } else if (tag == "F64") {
@@ -79,11 +80,11 @@ Entry read_entry(const std::string& src, detail::SafetensorsHeaderEntry& raw, st
     bad(src, fmt::format("unknown dtype '{}' of tensor '{}' (only F32 and F64 are supported)", shown, name));
   }
 
+  e.shape = header.shape(raw);
   std::int64_t numel = 1;
-  for (const std::int64_t d : raw.shape)
+  for (const std::int64_t d : e.shape)
     if (__builtin_mul_overflow(numel, d, &numel))
-      bad(src, fmt::format("the shape {} of tensor '{}' overflows", shown(shape_str(raw.shape)), name));
-  e.shape = std::move(raw.shape);
+      bad(src, fmt::format("the shape {} of tensor '{}' overflows", shown(shape_str(e.shape)), name));
   std::uint64_t nbytes = 0;
   if (__builtin_mul_overflow(static_cast<std::uint64_t>(numel), dtype_size(e.dtype), &nbytes))
     bad(src, fmt::format("the shape {} of tensor '{}' overflows", shown(shape_str(e.shape)), name));
@@ -182,9 +183,9 @@ SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, co
   auto header = detail::scan_safetensors_header(std::string_view(hbegin, hlen), src, scan);
   std::vector<Entry> entries;
   entries.reserve(header.entries.size());
-  for (auto& raw : header.entries) {
+  for (const auto& raw : header.entries) {
     try {
-      entries.push_back(read_entry(src, raw, buffer_size));
+      entries.push_back(read_entry(src, header, raw, buffer_size));
     } catch (const Error& e) {  // the message names the entry; add where it is
       detail::throw_error(fmt::format("{} (the entry at byte {})", e.what(), raw.at));
     }
@@ -224,10 +225,10 @@ SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, co
 
   const std::uint8_t* buffer = data + 8 + hlen;
   out.tensors.reserve(entries.size());
-  for (const Entry& e : entries) {
+  for (Entry& e : entries) {
     Tensor t = Tensor::empty(e.shape, e.dtype);
     if (e.end > e.begin) std::memcpy(t.raw_data(), buffer + e.begin, e.end - e.begin);
-    out.tensors.emplace_back(e.name, std::move(t));
+    out.tensors.emplace_back(std::move(e.name), std::move(t));  // names are not needed after this
   }
   return out;
 }

@@ -206,11 +206,14 @@ class Scanner {
       for (;;) {
         if (peek() != '"') fail(p_, kNotJson, "a tensor name or \"__metadata__\" in double quotes");
         const char* key_at = p_;
-        string(key_, "a tensor name");
+        // Decoded straight into the arena of names (an entry's name stays there).
+        const std::size_t key_offset = out_.text.size();
+        string(out_.text, "a tensor name");
         ws();
         expect(':', "':' after a name");
         ws();
-        if (std::string_view(key_) == kMetadataKey) {
+        if (std::string_view(out_.text).substr(key_offset) == kMetadataKey) {
+          out_.text.resize(key_offset);
           if (seen_metadata_)
             fail_at(key_at, fmt::format("duplicate name '__metadata__' in the header (the first is at byte {})",
                                         offset(metadata_at_)));
@@ -218,7 +221,7 @@ class Scanner {
           metadata_at_ = key_at;
           metadata();
         } else {
-          entry(key_at);
+          entry(key_at, key_offset);
         }
         ws();
         const int c = peek();
@@ -278,11 +281,10 @@ class Scanner {
 
   // ---- strings ----
 
-  // Reads the string at p_ (which is '"') into `out`, unescaped. `what` names it in messages.
+  // Appends the string at p_ (which is '"') to `out`, unescaped. `what` names it in messages.
   void string(std::string& out, std::string_view what) {
     const char* const open = p_;
     ++p_;
-    out.clear();
     for (;;) {
       const char* run = p_;
       while (p_ < end_ && kPlain[static_cast<unsigned char>(*p_)]) ++p_;
@@ -483,6 +485,7 @@ class Scanner {
     for (;;) {
       if (peek() != '"') fail(p_, kNotJson, "a key of '__metadata__' in double quotes");
       const char* key_at = p_;
+      field_.clear();
       string(field_, "a key of '__metadata__'");
       const std::uint64_t h = metadata_keys_.hash(field_);
       metadata_keys_.prefetch(h);
@@ -511,17 +514,21 @@ class Scanner {
     }
   }
 
-  // key_ holds the tensor's name, p_ is at its value.
-  void entry(const char* name_at) {
+  // The tensor's name is out_.text[name_offset:], p_ is at its value.
+  void entry(const char* name_at, std::size_t name_offset) {
     auto& entries = out_.entries;
     // The name is looked up in the set once the entry is scanned; its slot is loaded meanwhile.
-    const std::uint64_t h = names_.hash(key_);
+    const std::uint64_t h = names_.hash(std::string_view(out_.text).substr(name_offset));
     names_.prefetch(h);
     if (peek() != '{')
-      fail(p_, fmt::format("the header entry of tensor '{}' is not a JSON object", shown(key_)), "'{'");
+      fail(p_,
+           fmt::format("the header entry of tensor '{}' is not a JSON object",
+                       shown(std::string_view(out_.text).substr(name_offset))),
+           "'{'");
     entries.emplace_back();
     SafetensorsHeaderEntry& e = entries.back();
-    e.name = std::move(key_);
+    e.name_offset = name_offset;
+    e.name_size = out_.text.size() - name_offset;
     e.at = offset(name_at);
     ++p_;
     ws();
@@ -531,25 +538,30 @@ class Scanner {
     if (peek() != '}') {
       for (;;) {
         if (peek() != '"')
-          fail(p_, kNotJson, fmt::format("a field name of tensor '{}' in double quotes", shown(e.name)));
+          fail(p_, kNotJson, fmt::format("a field name of tensor '{}' in double quotes", shown(out_.name(e))));
         const char* field_at = p_;
+        field_.clear();
         string(field_, "a field name");
         const std::string_view fv = field_;  // string_view ==: sizes first, then bytes
         const unsigned f = fv == "dtype" ? kDtype : fv == "shape" ? kShape : fv == "data_offsets" ? kOffsets : 0;
         if (f == 0)
           fail(field_at,
-               fmt::format("the header entry of tensor '{}' has an unknown field '{}'", shown(e.name), shown(field_)),
+               fmt::format("the header entry of tensor '{}' has an unknown field '{}'", shown(out_.name(e)),
+                           shown(field_)),
                "\"dtype\", \"shape\" or \"data_offsets\"", fmt::format("\"{}\"", shown(field_)));
         if (seen & f)
           fail_at(field_at,
-                  fmt::format("duplicate key '{}' in the header entry of tensor '{}'", field_, shown(e.name)));
+                  fmt::format("duplicate key '{}' in the header entry of tensor '{}'", field_, shown(out_.name(e))));
         seen |= f;
         ws();
         expect(':', "':' after a field name");
         ws();
         if (f == kDtype) {
-          if (peek() != '"') fail(p_, fmt::format("the 'dtype' of tensor '{}' is not a string", shown(e.name)), "'\"'");
-          string(e.dtype, "a dtype");
+          if (peek() != '"')
+            fail(p_, fmt::format("the 'dtype' of tensor '{}' is not a string", shown(out_.name(e))), "'\"'");
+          e.dtype_offset = out_.text.size();
+          string(out_.text, "a dtype");
+          e.dtype_size = out_.text.size() - e.dtype_offset;
         } else if (f == kShape) {
           shape(e);
         } else {
@@ -563,23 +575,23 @@ class Scanner {
           continue;
         }
         if (c == '}') break;
-        fail(p_, kNotJson, fmt::format("',' or '}}' in the header entry of tensor '{}'", shown(e.name)));
+        fail(p_, kNotJson, fmt::format("',' or '}}' in the header entry of tensor '{}'", shown(out_.name(e))));
       }
       close = p_;
     }
     ++p_;
     for (auto [bit, field] : {std::pair{kDtype, "dtype"}, {kShape, "shape"}, {kOffsets, "data_offsets"}})
-      if (!(seen & bit)) fail_at(close, fmt::format("tensor '{}' has no '{}' field", shown(e.name), field));
-    const std::size_t dup =
-        names_.insert(e.name, h, [&](std::size_t i) -> std::string_view { return entries[i].name; });
+      if (!(seen & bit)) fail_at(close, fmt::format("tensor '{}' has no '{}' field", shown(out_.name(e)), field));
+    const std::size_t dup = names_.insert(out_.name(e), h, [&](std::size_t i) { return out_.name(entries[i]); });
     if (dup != KeySet::npos)
-      fail_at(name_at, fmt::format("duplicate name '{}' in the header (the first is at byte {})", shown(e.name),
+      fail_at(name_at, fmt::format("duplicate name '{}' in the header (the first is at byte {})", shown(out_.name(e)),
                                    entries[dup].at));
   }
 
   void shape(SafetensorsHeaderEntry& e) {
-    if (peek() != '[') fail(p_, fmt::format("the 'shape' of tensor '{}' is not an array", shown(e.name)), "'['");
+    if (peek() != '[') fail(p_, fmt::format("the 'shape' of tensor '{}' is not an array", shown(out_.name(e))), "'['");
     ++p_;
+    e.dims_offset = out_.dims.size();
     ws();
     if (peek() == ']') {
       ++p_;
@@ -591,30 +603,34 @@ class Scanner {
         fail(p_, "the JSON header is nested deeper than the format allows", "a dimension (a non-negative integer)");
       if (c != '-' && !is_digit(c))
         fail(p_,
-             fmt::format("the shape of tensor '{}' has a dimension that is not a non-negative integer", shown(e.name)),
+             fmt::format("the shape of tensor '{}' has a dimension that is not a non-negative integer",
+                         shown(out_.name(e))),
              "a non-negative integer");
-      if (e.shape.size() == options_.max_dims)
-        fail_at(p_,
-                fmt::format("the shape of tensor '{}' has more than {} dimensions", shown(e.name), options_.max_dims));
+      if (e.dims_size == options_.max_dims)
+        fail_at(p_, fmt::format("the shape of tensor '{}' has more than {} dimensions", shown(out_.name(e)),
+                                options_.max_dims));
       const Number n = number();
       if (!n.integral)
         fail(n.begin,
              fmt::format("the shape of tensor '{}' has a dimension that is not a non-negative integer: {}",
-                         shown(e.name), shown(n.text())),
+                         shown(out_.name(e)), shown(n.text())),
              "a non-negative integer");
       if (n.overflow)
         fail(n.begin,
-             fmt::format("number overflow: a dimension of tensor '{}' ({}) does not fit in 64 bits", shown(e.name),
-                         shown(n.text())),
+             fmt::format("number overflow: a dimension of tensor '{}' ({}) does not fit in 64 bits",
+                         shown(out_.name(e)), shown(n.text())),
              "a non-negative integer below 2^63");
       if (n.negative && n.value != 0)
-        fail(n.begin, fmt::format("the shape of tensor '{}' has a negative dimension -{}", shown(e.name), n.value),
+        fail(n.begin,
+             fmt::format("the shape of tensor '{}' has a negative dimension -{}", shown(out_.name(e)), n.value),
              "a non-negative integer");
       if (n.value > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
         fail(n.begin,
-             fmt::format("the shape of tensor '{}' has a dimension {} that overflows int64", shown(e.name), n.value),
+             fmt::format("the shape of tensor '{}' has a dimension {} that overflows int64", shown(out_.name(e)),
+                         n.value),
              "a non-negative integer below 2^63");
-      e.shape.push_back(static_cast<std::int64_t>(n.value));
+      out_.dims.push_back(static_cast<std::int64_t>(n.value));
+      ++e.dims_size;
       ws();
       const int d = peek();
       if (d == ',') {
@@ -626,14 +642,14 @@ class Scanner {
         ++p_;
         return;
       }
-      fail(p_, kNotJson, fmt::format("',' or ']' in the shape of tensor '{}'", shown(e.name)));
+      fail(p_, kNotJson, fmt::format("',' or ']' in the shape of tensor '{}'", shown(out_.name(e))));
     }
   }
 
   void data_offsets(SafetensorsHeaderEntry& e) {
     // Built only on the error path: the common path allocates nothing per entry.
     const auto what = [&] {
-      return fmt::format("the 'data_offsets' of tensor '{}' are not two non-negative integers", shown(e.name));
+      return fmt::format("the 'data_offsets' of tensor '{}' are not two non-negative integers", shown(out_.name(e)));
     };
     if (peek() != '[') fail(p_, what(), "'['");
     ++p_;
@@ -647,8 +663,8 @@ class Scanner {
       if (!n.integral) fail(n.begin, what(), "a non-negative integer");
       if (n.overflow)
         fail(n.begin,
-             fmt::format("number overflow: a data offset of tensor '{}' ({}) does not fit in 64 bits", shown(e.name),
-                         shown(n.text())),
+             fmt::format("number overflow: a data offset of tensor '{}' ({}) does not fit in 64 bits",
+                         shown(out_.name(e)), shown(n.text())),
              "a non-negative integer below 2^64");
       if (n.negative && n.value != 0) fail(n.begin, what(), "a non-negative integer");
       v[i] = n.value;
@@ -677,7 +693,7 @@ class Scanner {
   KeySet metadata_keys_;
   bool seen_metadata_ = false;
   const char* metadata_at_ = nullptr;
-  std::string key_, field_;  // reused buffers
+  std::string field_;  // a reused buffer
   SafetensorsHeader out_;
 };
 

@@ -37,18 +37,30 @@
 
 namespace xgrad::detail {
 
-/// One tensor's entry, as written in the header (values unescaped, types checked).
+/// One tensor's entry, as written in the header (values unescaped, types checked). Its name, dtype
+/// and shape live in the SafetensorsHeader's arenas (one allocation for all entries, not three per
+/// entry): read them with SafetensorsHeader::name / dtype / shape.
 struct SafetensorsHeaderEntry {
-  std::string name;
-  std::string dtype;                 // the tag as written, e.g. "F32" (not checked against a list)
-  std::vector<std::int64_t> shape;   // each dimension in [0, 2^63); the product is not checked
-  std::uint64_t begin = 0, end = 0;  // data_offsets as written (not checked against each other)
-  std::uint64_t at = 0;              // byte offset in the file of the entry's name (for messages)
+  std::size_t name_offset = 0, name_size = 0;    // in SafetensorsHeader::text
+  std::size_t dtype_offset = 0, dtype_size = 0;  // in SafetensorsHeader::text; the tag as written, e.g. "F32"
+  std::size_t dims_offset = 0, dims_size = 0;    // in SafetensorsHeader::dims
+  std::uint64_t begin = 0, end = 0;              // data_offsets as written (not checked against each other)
+  std::uint64_t at = 0;                          // byte offset in the file of the entry's name (for messages)
 };
 
 struct SafetensorsHeader {
   std::vector<SafetensorsHeaderEntry> entries;                // in header order
   std::vector<std::pair<std::string, std::string>> metadata;  // in header order; keys distinct
+  std::string text;                                           // the entries' names and dtypes, back to back
+  std::vector<std::int64_t> dims;                             // the entries' shapes, back to back
+
+  std::string_view name(const SafetensorsHeaderEntry& e) const { return {text.data() + e.name_offset, e.name_size}; }
+  std::string_view dtype(const SafetensorsHeaderEntry& e) const { return {text.data() + e.dtype_offset, e.dtype_size}; }
+  /// Each dimension in [0, 2^63); their product is not checked.
+  std::vector<std::int64_t> shape(const SafetensorsHeaderEntry& e) const {
+    return {dims.begin() + static_cast<std::ptrdiff_t>(e.dims_offset),
+            dims.begin() + static_cast<std::ptrdiff_t>(e.dims_offset + e.dims_size)};
+  }
 };
 
 /// Work done by the duplicate-key checks (for the deterministic linearity test).

@@ -37,14 +37,14 @@ TEST_CASE("safetensors header: a valid header gives every entry and the metadata
     "__metadata__": {"format": "pt", "z": ""},
     "a": {"data_offsets": [48, 52], "shape": [], "dtype": "F32"}})");
   REQUIRE(h.entries.size() == 2);
-  CHECK(h.entries[0].name == "b");
-  CHECK(h.entries[0].dtype == "F64");
-  CHECK(h.entries[0].shape == std::vector<std::int64_t>{2, 3});
+  CHECK(h.name(h.entries[0]) == "b");
+  CHECK(h.dtype(h.entries[0]) == "F64");
+  CHECK(h.shape(h.entries[0]) == std::vector<std::int64_t>{2, 3});
   CHECK(h.entries[0].begin == 0);
   CHECK(h.entries[0].end == 48);
   CHECK(h.entries[0].at == 8 + 1);  // the name's opening quote, counted from the file's start
-  CHECK(h.entries[1].name == "a");
-  CHECK(h.entries[1].shape.empty());
+  CHECK(h.name(h.entries[1]) == "a");
+  CHECK(h.shape(h.entries[1]).empty());
   CHECK(h.entries[1].begin == 48);
   REQUIRE(h.metadata.size() == 2);
   CHECK(h.metadata[0] == std::pair<std::string, std::string>{"format", "pt"});
@@ -54,9 +54,10 @@ TEST_CASE("safetensors header: a valid header gives every entry and the metadata
   // Dimensions and offsets up to their limits.
   const auto big = scan(R"({"w": {"dtype": "U8", "shape": [9223372036854775807, 0],
                                    "data_offsets": [18446744073709551615, 18446744073709551615]}})");
-  CHECK(big.entries[0].shape[0] == 9223372036854775807LL);
+  CHECK(big.shape(big.entries[0])[0] == 9223372036854775807LL);
   CHECK(big.entries[0].end == 18446744073709551615ULL);
-  CHECK(scan(R"({"w": {"dtype": "F32", "shape": [-0], "data_offsets": [0, -0]}})").entries[0].shape[0] == 0);
+  const auto zero = scan(R"({"w": {"dtype": "F32", "shape": [-0], "data_offsets": [0, -0]}})");
+  CHECK(zero.shape(zero.entries[0]) == std::vector<std::int64_t>{0});
 }
 
 TEST_CASE("safetensors header: whitespace wherever JSON allows it, nowhere else", "[serialize][safetensors_header]") {
@@ -67,7 +68,7 @@ TEST_CASE("safetensors header: whitespace wherever JSON allows it, nowhere else"
                       "]" + ws + "}" + ws + "," + ws + "\"__metadata__\"" + ws + ":" + ws + "{" + ws + "\"k\"" + ws +
                       ":" + ws + "\"v\"" + ws + "}" + ws + "}" + ws);
   REQUIRE(h.entries.size() == 1);
-  CHECK(h.entries[0].shape == std::vector<std::int64_t>{1, 2});
+  CHECK(h.shape(h.entries[0]) == std::vector<std::int64_t>{1, 2});
   CHECK(h.metadata.size() == 1);
   // Not JSON whitespace: vertical tab, form feed, a no-break space.
   require_refused("{\v}", {"not valid JSON", "at byte 9", "expected a tensor name"});
@@ -87,7 +88,10 @@ TEST_CASE("safetensors header: whitespace wherever JSON allows it, nowhere else"
 }
 
 TEST_CASE("safetensors header: string escapes and UTF-8", "[serialize][safetensors_header]") {
-  auto name = [](const std::string& json) { return scan(named(json)).entries.at(0).name; };
+  auto name = [](const std::string& json) {
+    const auto h = scan(named(json));
+    return std::string(h.name(h.entries.at(0)));
+  };
   CHECK(name(R"(a\"b\\c\/d\be\ff\ng\rh\ti)") == "a\"b\\c/d\be\ff\ng\rh\ti");
   CHECK(name(R"(\u0077)") == "w");
   CHECK(name(R"(\u00e9)") == "\xc3\xa9");                // é, two bytes
