@@ -122,6 +122,18 @@ TEST_CASE("safetensors header: string escapes and UTF-8", "[serialize][safetenso
     INFO("bytes of " << bad.size());
     require_refused(named(bad), {"not valid JSON", "invalid UTF-8"});
   }
+  // The scanner skips 8 plain bytes at a time: a special byte at any position of a word is seen.
+  for (std::size_t pos = 0; pos < 20; ++pos) {
+    INFO("special byte at " << pos);
+    const std::string a(pos, 'a'), tail = "bcdefghijklmnopq";
+    CHECK(name(a + R"(\n)" + tail) == a + "\n" + tail);
+    CHECK(name(a + R"(\")" + tail) == a + "\"" + tail);
+    CHECK(name(a + "\xc3\xa9" + tail) == a + "\xc3\xa9" + tail);
+    CHECK(name(a + "\x7f" + tail) == a + "\x7f" + tail);  // DEL is not a JSON control character
+    require_refused(named(a + "\x01" + tail), {"control characters must be escaped"});
+    require_refused(named(a + "\xff" + tail), {"invalid UTF-8"});
+    require_refused("{\"" + a + tail, {"closing a tensor name"});
+  }
   // Unterminated strings name where they start.
   require_refused(R"({"abc)",
                   {"not valid JSON", "closing a tensor name that starts at byte 9", "the end of the header"});
