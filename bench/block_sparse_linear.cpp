@@ -126,16 +126,17 @@ std::vector<Case> cases() {
                      for (std::int64_t i = 0; i < keep; ++i)
                        coords.emplace_back(ids[static_cast<std::size_t>(i)] / nc,
                                            ids[static_cast<std::size_t>(i)] % nc);
-                     return BlockSparsePattern::from_block_coords(kOut, kIn, bs, bs, coords);
+                     return BlockSparsePattern::from_block_coords(InFeatures{kIn}, OutFeatures{kOut},
+                                                                  {InFeatures{bs}, OutFeatures{bs}}, coords);
                    }});
-  v.push_back(
-      {"diag_g64x64", [] {
-         return BlockSparsePattern::block_diagonal(std::vector<BlockSparsePattern::DiagonalGroup>(64, {64, 64}));
-       }});
-  v.push_back(
-      {"diag_g16x256", [] {
-         return BlockSparsePattern::block_diagonal(std::vector<BlockSparsePattern::DiagonalGroup>(16, {256, 256}));
-       }});
+  v.push_back({"diag_g64x64", [] {
+                 return BlockSparsePattern::block_diagonal(
+                     std::vector<BlockSparsePattern::DiagonalGroup>(64, {InFeatures{64}, OutFeatures{64}}));
+               }});
+  v.push_back({"diag_g16x256", [] {
+                 return BlockSparsePattern::block_diagonal(
+                     std::vector<BlockSparsePattern::DiagonalGroup>(16, {InFeatures{256}, OutFeatures{256}}));
+               }});
   return v;
 }
 

@@ -2,8 +2,8 @@
 // nn::BlockSparseLinear: y = x W^T + b with W stored as its non-zero blocks only (ops/block_sparse_linear.hpp
 // has the formulas, gradients and the storage layout).
 //
-//   auto layer = std::make_shared<nn::BlockSparseLinear>(
-//       BlockSparsePattern::block_diagonal({{2, 3}, {2, 3}}));   // in 4 -> out 6, two groups
+//   auto layer = std::make_shared<nn::BlockSparseLinear>(BlockSparsePattern::block_diagonal(
+//       {{InFeatures{2}, OutFeatures{3}}, {InFeatures{2}, OutFeatures{3}}}));  // in 4 -> out 6, two groups
 //   Tensor y = layer->forward(x);                                // x: (batch..., 4) -> (batch..., 6)
 //
 // Parameters: `weight`, the packed blocks (shape pattern.weight_shape(): (nnz, bo, bi) for equal blocks,

@@ -14,6 +14,7 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/file_io.hpp"
+#include "xgrad/nn/detail/safetensors_header.hpp"
 
 namespace xgrad::nn {
 
@@ -69,23 +70,18 @@ struct Entry {
   Dtype dtype;
   Shape shape;
   std::uint64_t begin, end;
+  std::uint64_t at = 0;  // byte offset of the entry's name in the file (for messages)
 };
 
-// Reads one tensor's header entry, checking the types and the self-consistency of its fields.
-Entry read_entry(const std::string& src, const std::string& full_name, const Json& info, std::uint64_t buffer_size) {
-  const std::string name = shown(full_name);
-  if (!info.is_object()) bad(src, fmt::format("the header entry of tensor '{}' is not a JSON object", name));
-  for (auto it = info.begin(); it != info.end(); ++it)
-    if (it.key() != "dtype" && it.key() != "shape" && it.key() != "data_offsets")
-      bad(src, fmt::format("the header entry of tensor '{}' has an unknown field '{}'", name, shown(it.key())));
-  for (const char* field : {"dtype", "shape", "data_offsets"})
-    if (!info.contains(field)) bad(src, fmt::format("tensor '{}' has no '{}' field", name, field));
+// Checks one tensor's header entry (its JSON types were checked by the scanner) for the
+// self-consistency of its fields.
+Entry read_entry(const std::string& src, const detail::SafetensorsHeader& header,
+                 const detail::SafetensorsHeaderEntry& raw, std::uint64_t buffer_size) {
   Entry e;
-  e.name = full_name;
+  e.name = header.name(raw);
+  const std::string name = shown(e.name);
 
-  const Json& dt = info["dtype"];
-  if (!dt.is_string()) bad(src, fmt::format("the 'dtype' of tensor '{}' is not a string", name));
-  const auto& tag = dt.get_ref<const std::string&>();
+  const std::string tag(header.dtype(raw));
   if (tag == "F32") {
     e.dtype = kFloat32;
   } else if (tag == "F64") {
@@ -110,33 +106,17 @@ Entry read_entry(const std::string& src, const std::string& full_name, const Jso
                          shown, name));
   }
 
-  const Json& sh = info["shape"];
-  if (!sh.is_array()) bad(src, fmt::format("the 'shape' of tensor '{}' is not an array", name));
+  e.shape = header.shape(raw);
   std::int64_t numel = 1;
-  if (sh.size() > kMaxDims)
-    bad(src, fmt::format("the shape of tensor '{}' has {} dimensions, more than {}", name, sh.size(), kMaxDims));
-  for (const auto& d : sh) {
-    if (d.is_number_integer() && !d.is_number_unsigned())
-      bad(src, fmt::format("the shape of tensor '{}' has a negative dimension {}", name, d.get<std::int64_t>()));
-    if (!d.is_number_unsigned())
-      bad(src, fmt::format("the shape of tensor '{}' has a dimension that is not a non-negative integer: {}", name,
-                           shown(d.dump())));
-    const auto v = d.get<std::uint64_t>();
-    if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ||
-        __builtin_mul_overflow(numel, static_cast<std::int64_t>(v), &numel))
-      bad(src, fmt::format("the shape {} of tensor '{}' overflows", shown(sh.dump()), name));
-    e.shape.push_back(static_cast<std::int64_t>(v));
-  }
+  for (const std::int64_t d : e.shape)
+    if (__builtin_mul_overflow(numel, d, &numel))
+      bad(src, fmt::format("the shape {} of tensor '{}' overflows", shown(shape_str(e.shape)), name));
   std::uint64_t nbytes = 0;
   if (__builtin_mul_overflow(static_cast<std::uint64_t>(numel), dtype_size(e.dtype), &nbytes))
-    bad(src, fmt::format("the shape {} of tensor '{}' overflows", shown(sh.dump()), name));
+    bad(src, fmt::format("the shape {} of tensor '{}' overflows", shown(shape_str(e.shape)), name));
 
-  const Json& off = info["data_offsets"];
-  if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-    bad(src, fmt::format("the 'data_offsets' of tensor '{}' are not two non-negative integers: {}", name,
-                         shown(off.dump())));
-  e.begin = off[0].get<std::uint64_t>();
-  e.end = off[1].get<std::uint64_t>();
+  e.begin = raw.begin;
+  e.end = raw.end;
   if (e.end < e.begin)
     bad(src, fmt::format("tensor '{}' has data_offsets [{}, {}] that end before they begin", name, e.begin, e.end));
   if (e.end - e.begin != nbytes)
@@ -147,124 +127,6 @@ Entry read_entry(const std::string& src, const std::string& full_name, const Jso
                          e.end, buffer_size));
   return e;
 }
-
-// Note [Linear header parsing]: the header is streamed through nlohmann's SAX parser, and this
-// handler validates it as it goes, in time linear in its length (up to a log factor for the name
-// lookups). The top-level object is never built: each tensor's entry (a small object) is built,
-// checked by read_entry and dropped as soon as it closes. Duplicate keys are refused at every level
-// (a tensor name, "__metadata__", a field of an entry, a metadata key) when the second one is read;
-// JSON allows them and a DOM parser would silently keep one, hiding data. Nesting deeper than the
-// format (top object > entry object > shape array) is refused at the opening bracket.
-// (nlohmann's DOM parser with a callback, used before, rescans the parent object each time a child
-// object closes: quadratic in the number of entries.)
-class HeaderHandler final : public nlohmann::json_sax<Json> {
- public:
-  HeaderHandler(const std::string& src, std::uint64_t buffer_size, std::vector<Entry>& entries,
-                std::map<std::string, std::string>& metadata)
-      : src_(src), buffer_size_(buffer_size), entries_(entries), metadata_(metadata) {}
-
-  bool null() override { return scalar(Json(nullptr)); }
-  bool boolean(bool v) override { return scalar(Json(v)); }
-  bool number_integer(number_integer_t v) override { return scalar(Json(v)); }
-  bool number_unsigned(number_unsigned_t v) override { return scalar(Json(v)); }
-  bool number_float(number_float_t v, const string_t& /*text*/) override { return scalar(Json(v)); }
-  bool string(string_t& v) override { return scalar(Json(std::move(v))); }
-  bool binary(binary_t& v) override { return scalar(Json::binary(std::move(v))); }  // never in JSON text
-  bool start_object(std::size_t /*elements*/) override { return open(Json::object()); }
-  bool start_array(std::size_t /*elements*/) override { return open(Json::array()); }
-  bool end_object() override { return close(); }
-  bool end_array() override { return close(); }
-
-  bool key(string_t& k) override {
-    if (depth_ == 1) {  // a tensor name or "__metadata__"
-      if (!names_.insert(k).second) bad(src_, fmt::format("duplicate name '{}' in the header", shown(k)));
-      name_ = k;
-      return true;
-    }
-    auto& object = stack_.back()->get_ref<Json::object_t&>();
-    auto [it, inserted] = object.emplace(std::move(k), Json());
-    if (!inserted)
-      bad(src_, name_ == kMetadataKey ? fmt::format("duplicate key '{}' in '__metadata__'", shown(it->first))
-                                      : fmt::format("duplicate key '{}' in the header entry of tensor '{}'",
-                                                    shown(it->first), shown(name_)));
-    slot_ = &it->second;
-    return true;
-  }
-
-  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
-                   const nlohmann::detail::exception& ex) override {
-    // The message quotes the last token, which may be megabytes long: keep its start.
-    std::string what = ex.what();
-    if (what.size() > 300) what = what.substr(0, 300) + "...";
-    bad(src_, fmt::format("the header is not valid JSON: {}", what));
-  }
-
- private:
-  // Puts a value where the parser is: the current top-level value, the next element of the
-  // current array, or the slot of the key just read.
-  Json* place(Json v) {
-    if (stack_.empty()) {
-      value_ = std::move(v);
-      return &value_;
-    }
-    Json& parent = *stack_.back();
-    if (parent.is_array()) {
-      parent.push_back(std::move(v));
-      return &parent.back();
-    }
-    *slot_ = std::move(v);
-    return slot_;
-  }
-  bool scalar(Json v) {
-    if (depth_ == 1)
-      finish(std::move(v));
-    else
-      place(std::move(v));
-    return true;
-  }
-  bool open(Json container) {
-    if (depth_ == 0) {  // the header itself (it starts with '{', checked before parsing)
-      depth_ = 1;
-      return true;
-    }
-    if (depth_ > 2) bad(src_, "the JSON header is nested deeper than the format allows");
-    ++depth_;
-    stack_.push_back(place(std::move(container)));
-    return true;
-  }
-  bool close() {
-    --depth_;
-    if (depth_ == 0) return true;  // the end of the header
-    stack_.pop_back();
-    if (stack_.empty()) finish(std::move(value_));
-    return true;
-  }
-  // A top-level value is complete: validate it and keep what it describes.
-  void finish(Json v) {
-    if (name_ != kMetadataKey) {
-      entries_.push_back(read_entry(src_, name_, v, buffer_size_));
-      return;
-    }
-    if (!v.is_object()) bad(src_, "'__metadata__' is not a JSON object");
-    // Both maps are sorted by key: append at the end, moving the values.
-    for (auto& [key, value] : v.get_ref<Json::object_t&>()) {
-      if (!value.is_string())
-        bad(src_, fmt::format("'__metadata__' value of '{}' is not a string: {}", shown(key), shown(value.dump())));
-      metadata_.emplace_hint(metadata_.end(), key, std::move(value.get_ref<std::string&>()));
-    }
-  }
-
-  const std::string& src_;
-  const std::uint64_t buffer_size_;
-  std::vector<Entry>& entries_;
-  std::map<std::string, std::string>& metadata_;
-  std::set<std::string> names_;  // an ordered set: no hash collisions for a hostile header to exploit
-  std::string name_;             // the current top-level key
-  int depth_ = 0;                // containers open, the header included
-  std::vector<Json*> stack_;     // the containers open inside the current top-level value
-  Json value_;                   // the current top-level value while it is built
-  Json* slot_ = nullptr;         // where the value of the key just read goes
-};
 
 std::string join_keys(const std::vector<std::string>& keys) {
   std::string out;
@@ -341,33 +203,45 @@ SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, co
 
   const std::uint64_t buffer_size = size - 8 - hlen;
   SafetensorsFile out;
+  // Note [Safetensors header scanner] (nn/detail/safetensors_header.hpp): linear in hlen.
+  detail::SafetensorsScanOptions scan;
+  scan.max_dims = kMaxDims;
+  auto header = detail::scan_safetensors_header(std::string_view(hbegin, hlen), src, scan);
   std::vector<Entry> entries;
-  HeaderHandler handler(src, buffer_size, entries, out.metadata);
-  try {
-    (void)Json::sax_parse(hbegin, hbegin + hlen, &handler, nlohmann::json::input_format_t::json, /*strict=*/true,
-                          /*ignore_comments=*/false);
-  } catch (const Json::exception& e) {
-    bad(src, fmt::format("the header is not valid JSON: {}", shown(e.what())));
+  entries.reserve(header.entries.size());
+  for (const auto& raw : header.entries) {
+    try {
+      entries.push_back(read_entry(src, header, raw, buffer_size));
+    } catch (const Error& e) {  // the message names the entry; add where it is
+      detail::throw_error(fmt::format("{} (the entry at byte {})", e.what(), raw.at));
+    }
+    entries.back().at = raw.at;
   }
+  std::sort(header.metadata.begin(), header.metadata.end());  // keys are distinct: append in order
+  for (auto& [key, value] : header.metadata)
+    out.metadata.emplace_hint(out.metadata.end(), std::move(key), std::move(value));
 
   // The tensors must tile the buffer exactly: sorted by offset, each begins where the previous
   // ended, and the last ends at the end of the file. A gap hides bytes; an overlap aliases data.
   // Ties (empty tensors at one offset) are broken by name, so the order does not depend on the
   // order of the header's keys.
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+  const auto by_offset = [](const Entry& a, const Entry& b) {
     if (a.begin != b.begin) return a.begin < b.begin;
     if (a.end != b.end) return a.end < b.end;
     return a.name < b.name;
-  });
+  };
+  if (!std::is_sorted(entries.begin(), entries.end(), by_offset))  // headers in buffer order: no sort
+    std::sort(entries.begin(), entries.end(), by_offset);
   std::uint64_t pos = 0;
   const Entry* prev = nullptr;
   for (const Entry& e : entries) {
     if (e.begin < pos)
-      bad(src, fmt::format("tensors '{}' [{}, {}] and '{}' [{}, {}] overlap", shown(prev->name), prev->begin, prev->end,
-                           shown(e.name), e.begin, e.end));
+      bad(src, fmt::format("tensors '{}' [{}, {}] and '{}' [{}, {}] overlap (the entries at bytes {} and {})",
+                           shown(prev->name), prev->begin, prev->end, shown(e.name), e.begin, e.end, prev->at, e.at));
     if (e.begin > pos)
-      bad(src, fmt::format("gap in the data buffer: bytes [{}, {}) before tensor '{}' belong to no tensor", pos,
-                           e.begin, shown(e.name)));
+      bad(src, fmt::format("gap in the data buffer: bytes [{}, {}) before tensor '{}' belong to no tensor (the entry "
+                           "at byte {})",
+                           pos, e.begin, shown(e.name), e.at));
     pos = e.end;
     prev = &e;
   }
@@ -377,7 +251,7 @@ SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, co
 
   const std::uint8_t* buffer = data + 8 + hlen;
   out.tensors.reserve(entries.size());
-  for (const Entry& e : entries) {
+  for (Entry& e : entries) {
     if (e.dtype == kBool)
       for (std::uint64_t i = e.begin; i < e.end; ++i)
         if (buffer[i] > 1)
@@ -385,7 +259,7 @@ SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, co
                                buffer[i]));
     Tensor t = Tensor::empty(e.shape, e.dtype);
     if (e.end > e.begin) std::memcpy(t.raw_data(), buffer + e.begin, e.end - e.begin);
-    out.tensors.emplace_back(e.name, std::move(t));
+    out.tensors.emplace_back(std::move(e.name), std::move(t));  // names are not needed after this
   }
   return out;
 }

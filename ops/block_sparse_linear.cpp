@@ -112,9 +112,10 @@ void check_grid(const char* fn, std::int64_t out, std::int64_t in, std::int64_t 
 
 }  // namespace
 
-BlockSparsePattern BlockSparsePattern::from_block_mask(std::int64_t out, std::int64_t in, std::int64_t bo,
-                                                       std::int64_t bi, const Tensor& mask) {
+BlockSparsePattern BlockSparsePattern::from_block_mask(InFeatures in_features, OutFeatures out_features,
+                                                       BlockSize block, const Tensor& mask) {
   constexpr const char* fn = "BlockSparsePattern::from_block_mask";
+  const std::int64_t in = in_features.value, out = out_features.value, bi = block.in.value, bo = block.out.value;
   check_grid(fn, out, in, bo, bi);
   XGRAD_CHECK(mask.defined(), "{}: argument 'mask' is an undefined tensor", fn);
   const Shape grid{out / bo, in / bi};
@@ -132,9 +133,10 @@ BlockSparsePattern BlockSparsePattern::from_block_mask(std::int64_t out, std::in
 }
 
 BlockSparsePattern BlockSparsePattern::from_block_coords(
-    std::int64_t out, std::int64_t in, std::int64_t bo, std::int64_t bi,
+    InFeatures in_features, OutFeatures out_features, BlockSize block,
     const std::vector<std::pair<std::int64_t, std::int64_t>>& coords) {
   constexpr const char* fn = "BlockSparsePattern::from_block_coords";
+  const std::int64_t in = in_features.value, out = out_features.value, bi = block.in.value, bo = block.out.value;
   check_grid(fn, out, in, bo, bi);
   const std::int64_t nr = out / bo, nc = in / bi;
   for (const auto& [r, c] : coords)
@@ -151,8 +153,9 @@ BlockSparsePattern BlockSparsePattern::from_block_coords(
       build(fn, out, in, uniform_groups(fn, out, bo), uniform_groups(fn, in, bi), std::move(cells), bo, bi));
 }
 
-BlockSparsePattern BlockSparsePattern::from_element_mask(const Tensor& mask, std::int64_t bo, std::int64_t bi) {
+BlockSparsePattern BlockSparsePattern::from_element_mask(const Tensor& mask, BlockSize block) {
   constexpr const char* fn = "BlockSparsePattern::from_element_mask";
+  const std::int64_t bi = block.in.value, bo = block.out.value;
   XGRAD_CHECK(mask.defined(), "{}: argument 'mask' is an undefined tensor", fn);
   XGRAD_CHECK(mask.dim() == 2, "{}: argument 'mask' must be an (out, in) matrix, got shape {}", fn,
               shape_str(mask.shape()));
@@ -197,8 +200,9 @@ BlockSparsePattern BlockSparsePattern::block_diagonal(const std::vector<Diagonal
   return BlockSparsePattern(build(fn, out, in, std::move(rows), std::move(cols), std::move(cells), 0, 0));
 }
 
-BlockSparsePattern BlockSparsePattern::block_diagonal(std::int64_t in, std::int64_t out,
+BlockSparsePattern BlockSparsePattern::block_diagonal(InFeatures in_features, OutFeatures out_features,
                                                       const std::vector<DiagonalGroup>& groups) {
+  const std::int64_t in = in_features.value, out = out_features.value;
   BlockSparsePattern p = block_diagonal(groups);
   XGRAD_CHECK(p.in_features() == in && p.out_features() == out,
               "BlockSparsePattern::block_diagonal: argument 'groups' adds up to in={}, out={} but the layer is in={}, "
@@ -304,7 +308,7 @@ void check_inputs(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 
 struct BlockSparseLinearFn : Function<BlockSparseLinearFn> {
   static constexpr const char* kName = kOp;
-  BlockSparsePattern pattern = BlockSparsePattern::block_diagonal({{1, 1}});
+  BlockSparsePattern pattern = BlockSparsePattern::block_diagonal({{InFeatures{1}, OutFeatures{1}}});
   Shape x_shape;
 
   Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const BlockSparsePattern& p) {

@@ -40,7 +40,30 @@
 
 namespace xgrad {
 
+/// A number of input features (columns of W). A strong type: with OutFeatures it makes the
+/// in-before-out order of every BlockSparsePattern factory checked by the compiler, so that sizes
+/// given in the wrong order (or plain integers, as in the out-before-in API before) fail to compile
+/// instead of silently describing another layer. `InFeatures{784}`.
+struct InFeatures {
+  explicit constexpr InFeatures(std::int64_t v) : value(v) {}
+  std::int64_t value;
+};
+/// A number of output features (rows of W). `OutFeatures{256}`.
+struct OutFeatures {
+  explicit constexpr OutFeatures(std::int64_t v) : value(v) {}
+  std::int64_t value;
+};
+/// The size of one block of a uniform grid: `in` input columns by `out` output rows, in that order
+/// (`{InFeatures{8}, OutFeatures{4}}`; the block is an out x in sub-matrix of W).
+struct BlockSize {
+  InFeatures in;
+  OutFeatures out;
+};
+
 /// Immutable description of which blocks of an (out x in) weight are stored. Cheap to copy (shared).
+/// Every factory takes sizes in PyTorch's order, in_features before out_features, as strong types
+/// (InFeatures, OutFeatures, BlockSize): a swap does not compile. Masks and block coordinates follow
+/// W's own (out, in) layout, like torch.nn.Linear's weight: (block row, block column).
 class BlockSparsePattern {
  public:
   /// One stored block: W[row : row + rows, col : col + cols], stored at weight element `offset`.
@@ -52,27 +75,30 @@ class BlockSparsePattern {
   struct Group {
     std::int64_t begin = 0, size = 0;
   };
-  /// One group of a block-diagonal layer: `in` inputs connected to `out` outputs.
+  /// One group of a block-diagonal layer: `in` inputs connected to `out` outputs,
+  /// `{InFeatures{5}, OutFeatures{7}}`.
   struct DiagonalGroup {
+    constexpr DiagonalGroup(InFeatures in_features, OutFeatures out_features)
+        : in(in_features.value), out(out_features.value) {}
     std::int64_t in = 0, out = 0;
   };
 
-  /// Uniform grid of (bo x bi) blocks; `mask` has shape (out/bo, in/bi), non-zero = stored.
-  /// bo must divide out and bi must divide in (any positive sizes, not only powers of two).
-  static BlockSparsePattern from_block_mask(std::int64_t out, std::int64_t in, std::int64_t bo, std::int64_t bi,
-                                            const Tensor& mask);
-  /// Uniform grid of (bo x bi) blocks; the stored blocks are the given (block row, block column)
-  /// coordinates (any order; duplicates and out-of-range coordinates are errors).
-  static BlockSparsePattern from_block_coords(std::int64_t out, std::int64_t in, std::int64_t bo, std::int64_t bi,
+  /// Uniform grid of blocks of `block` size over an (out x in) weight; `mask` has W's block layout,
+  /// shape (out/block.out, in/block.in), non-zero = stored. The block sizes must divide the layer's
+  /// (any positive sizes, not only powers of two).
+  static BlockSparsePattern from_block_mask(InFeatures in, OutFeatures out, BlockSize block, const Tensor& mask);
+  /// Uniform grid as above; the stored blocks are the given (block row, block column) coordinates of
+  /// W, i.e. (output block, input block) (any order; duplicates and out-of-range coordinates are errors).
+  static BlockSparsePattern from_block_coords(InFeatures in, OutFeatures out, BlockSize block,
                                               const std::vector<std::pair<std::int64_t, std::int64_t>>& coords);
-  /// Uniform grid of (bo x bi) blocks read from a dense (out, in) element mask, which must be block
-  /// aligned: each bo x bi cell entirely zero or entirely non-zero.
-  static BlockSparsePattern from_element_mask(const Tensor& mask, std::int64_t bo, std::int64_t bi);
+  /// Uniform grid of blocks of `block` size read from a dense (out, in) element mask (W's layout),
+  /// which must be block aligned: each block entirely zero or entirely non-zero.
+  static BlockSparsePattern from_element_mask(const Tensor& mask, BlockSize block);
   /// Block-diagonal layer: group g maps its `in` inputs to its `out` outputs, groups laid out in order
   /// along both axes; in_features = sum of in, out_features = sum of out.
   static BlockSparsePattern block_diagonal(const std::vector<DiagonalGroup>& groups);
   /// Same, checking that the groups add up to the given layer size.
-  static BlockSparsePattern block_diagonal(std::int64_t in, std::int64_t out, const std::vector<DiagonalGroup>& groups);
+  static BlockSparsePattern block_diagonal(InFeatures in, OutFeatures out, const std::vector<DiagonalGroup>& groups);
 
   std::int64_t in_features() const;
   std::int64_t out_features() const;

@@ -554,6 +554,9 @@ ResampleConvTableInfo resample_conv_prepare(const FineGrid& grid, const Response
               "resample_conv_prepare: a derivative table was asked for a callable response without derivative");
   ResampleConvTableInfo info;
   const Tensor values = response.is_sampled() ? response.values() : Tensor();
+  // With `derivative`, the forward table first (cached in the response like the derivative one):
+  // a layer whose coarse points learn needs both (the header's contract).
+  if (derivative) (void)make_evaluator(grid, response, values, dtype, options, false);
   const EvalHolder eh = make_evaluator(grid, response, values, dtype, options, derivative);
   if (response.is_sampled() && !eh.table) {
     info.method = "sampled";
@@ -591,6 +594,78 @@ std::size_t resample_conv_cached_bytes(const Response& response) {
 std::size_t resample_conv_graph_bytes(std::int64_t outputs) {
   XGRAD_CHECK(outputs >= 0, "resample_conv_graph_bytes: argument 'outputs' must be >= 0, got {}", outputs);
   return checked_nbytes(outputs, sizeof(rs::Taps), "resample_conv_graph_bytes", "outputs");
+}
+
+double resample_conv_error_bound(const Tensor& f, const Tensor& coarse, const FineGrid& grid, const Response& response,
+                                 const ResampleConvOptions& options) {
+  constexpr const char* fn = "resample_conv_error_bound";
+  try {
+    check_args(f, coarse, grid, response);  // what resample_conv itself would refuse
+  } catch (const Error& e) {
+    detail::throw_error(fmt::format("{}: {}", fn, e.what()));
+  }
+  const double default_tol = f.dtype() == kFloat32 ? 1e-7 : 1e-14;
+  XGRAD_CHECK(options.tolerance >= 0 && (options.exact || options.tolerance <= default_tol),
+              "{}: argument 'options' has tolerance {}, coarser than the {} default {}: the accuracy contract "
+              "covers the default tolerance, a finer one and exact mode",
+              fn, options.tolerance, dtype_name(f.dtype()), default_tol);
+  const double c = f.dtype() == kFloat32 ? 1e-5 : 1e-12;
+  const std::int64_t B = grid.size(), N = coarse.size(0), A = coarse.size(1);
+  if (f.numel() == 0 || N == 0 || A == 0 || B == 0) return 0.0;  // empty sums: exact
+  const std::int64_t P = f.numel() / (N * B);
+  const std::vector<double> fv = f.to_vector(), cv = coarse.to_vector();
+  const double lo = response.lo(), hi = response.hi();
+
+  // r evaluated exactly; a sampled response's interpolation cells are built once.
+  std::vector<double> cells;
+  double delta = 0;
+  std::int64_t K = 0;
+  if (response.is_sampled()) {
+    const std::vector<double> v = response.values().to_vector();
+    K = static_cast<std::int64_t>(v.size());
+    delta = (hi - lo) / static_cast<double>(K - 1);
+    cells = rs::sampled_cells(v, response.interp(), delta, false);
+  }
+  auto r_abs = [&](double d) {
+    if (!response.is_sampled()) return std::abs(response(d));
+    const double u = (d - lo) / delta;
+    const std::int64_t i = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, K - 2);
+    const double t = u - static_cast<double>(i);
+    const double* a = &cells[static_cast<std::size_t>(i * 4)];
+    return std::abs(((a[3] * t + a[2]) * t + a[1]) * t + a[0]);
+  };
+
+  double scale = 0;
+  std::vector<double> w;  // |r| at the taps of one output
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t a = 0; a < A; ++a) {
+      const double x = cv[static_cast<std::size_t>(n * A + a)];
+      // The fine points with x - fine[b] in [lo, hi], i.e. fine[b] in [x - hi, x - lo].
+      std::int64_t b0, b1;
+      if (grid.is_uniform()) {
+        // Clamped in double first (a far coarse point gives indices beyond any integer); one index
+        // of slack on each side, the exact test below decides.
+        const double nb = static_cast<double>(B);
+        b0 = static_cast<std::int64_t>(std::clamp(std::floor((x - hi - grid.x0()) / grid.dx()) - 1, 0.0, nb));
+        b1 = static_cast<std::int64_t>(std::clamp(std::ceil((x - lo - grid.x0()) / grid.dx()) + 2, 0.0, nb));
+      } else {
+        const auto& xs = grid.xs();
+        b0 = std::lower_bound(xs.begin(), xs.end(), x - hi) - xs.begin();
+        b1 = std::upper_bound(xs.begin(), xs.end(), x - lo) - xs.begin();
+      }
+      w.assign(static_cast<std::size_t>(std::max<std::int64_t>(b1 - b0, 0)), 0.0);
+      for (std::int64_t b = b0; b < b1; ++b) {
+        const double d = x - grid.at(b);
+        if (d >= lo && d <= hi) w[static_cast<std::size_t>(b - b0)] = r_abs(d);
+      }
+      for (std::int64_t p = 0; p < P; ++p) {
+        const double* fr = &fv[static_cast<std::size_t>((p * N + n) * B)];
+        double sum = 0;
+        for (std::int64_t b = b0; b < b1; ++b) sum += w[static_cast<std::size_t>(b - b0)] * std::abs(fr[b]);
+        scale = std::max(scale, sum);
+      }
+    }
+  return c * scale;
 }
 
 }  // namespace xgrad

@@ -199,10 +199,27 @@ struct ResampleConvTableInfo {
 
 /// Builds (once; later calls hit a cache kept in the response) the tables that resample_conv
 /// uses for this grid, response and dtype, and describes them (a sampled response's table is
-/// built from its current values and not cached: the values change between steps). With `derivative` it also builds
-/// the derivative table used by the gradient with respect to the coarse points.
+/// built from its current values and not cached: the values change between steps).
+/// derivative = false: builds the forward table (used by the forward and the gradient with respect
+/// to f) and describes it. derivative = true: builds both the forward table and the derivative
+/// table (r', used by the gradient with respect to the coarse points), so that neither the first
+/// forward nor the first backward builds one, and describes the derivative table (call again with
+/// false, a cache hit, for the forward table's description). Error: derivative = true for a
+/// callable without derivative.
 ResampleConvTableInfo resample_conv_prepare(const FineGrid& grid, const Response& response, Dtype dtype,
                                             const ResampleConvOptions& options = {}, bool derivative = false);
+
+/// The accuracy contract's bound (top of this file; docs/resample_conv.md) for
+/// resample_conv(f, coarse, grid, response, options): the largest error against the exact dense sum
+/// in float64, max over outputs |out - sum_b r(coarse[n, a] - fine[b]) f[..., n, b]|, that the
+/// contract allows for these inputs,
+///   bound = c * max over outputs (batch, n, a) of sum_b |r(coarse[n, a] - fine[b])| * |f[..., n, b]|,
+/// c = 1e-5 for float32 and 1e-12 for float64 (the dtype of f), with r evaluated exactly (the
+/// callable, or the interpolation of the sampled values). Costs one evaluation of r per tap (like
+/// the `exact` mode). Errors: the arguments resample_conv would refuse; a tolerance coarser than the
+/// dtype's default (the contract holds for the default or a finer one, and for `exact`).
+double resample_conv_error_bound(const Tensor& f, const Tensor& coarse, const FineGrid& grid, const Response& response,
+                                 const ResampleConvOptions& options = {});
 
 /// Bytes held in the response's table cache (all tables built so far).
 std::size_t resample_conv_cached_bytes(const Response& response);

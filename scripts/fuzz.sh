@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 seconds="${1:-${XGRAD_FUZZ_SECONDS:-60}}"
-targets=(${XGRAD_FUZZ_TARGETS:-fuzz_safetensors fuzz_npy})
+targets=(${XGRAD_FUZZ_TARGETS:-fuzz_safetensors fuzz_safetensors_header fuzz_npy})
 max_len="${XGRAD_FUZZ_MAX_LEN:-4194304}"
 jobs=()
 if [[ -n "${XGRAD_FUZZ_JOBS:-}" ]]; then jobs=(-j "$XGRAD_FUZZ_JOBS"); fi
@@ -67,12 +67,14 @@ mkdir -p "$build/artifacts"
 status=0
 for t in "${targets[@]}"; do
   name="${t#fuzz_}"
-  seeds="fuzz/corpus/$name"
-  large="$build/seeds_large/$name"
+  # fuzz_safetensors_header (the header scanner alone) takes the safetensors seeds and dictionary.
+  format="${name%_header}"
+  seeds="fuzz/corpus/$format"
+  large="$build/seeds_large/$format"
   work="$build/corpus/$name"
   mkdir -p "$work"
   dict=()
-  [[ -f "fuzz/$name.dict" ]] && dict=("-dict=fuzz/$name.dict")
+  [[ -f "fuzz/$format.dict" ]] && dict=("-dict=fuzz/$format.dict")
   # Two phases share the budget: first small inputs (up to 64 KB: thousands of runs per second, deep
   # coverage of every header path), then the multi-MB seeds with inputs up to max_len (a few runs
   # per second: size-dependent behaviour, time per byte). With one second in all, only the second.

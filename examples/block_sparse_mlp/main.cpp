@@ -164,10 +164,10 @@ int main(int argc, char** argv) {
                 static_cast<long long>(x_test.size(0)));
 
     // The three patterns. Block-diagonal: group g's inputs feed group g's hidden units.
-    const auto diag1 = BlockSparsePattern::block_diagonal(
-        std::vector<BlockSparsePattern::DiagonalGroup>(G, {s.features_per_group, s.hidden_per_group}));
-    const auto diag2 = BlockSparsePattern::block_diagonal(
-        std::vector<BlockSparsePattern::DiagonalGroup>(G, {s.hidden_per_group, s.hidden_per_group}));
+    const auto diag1 = BlockSparsePattern::block_diagonal(std::vector<BlockSparsePattern::DiagonalGroup>(
+        G, {InFeatures{s.features_per_group}, OutFeatures{s.hidden_per_group}}));
+    const auto diag2 = BlockSparsePattern::block_diagonal(std::vector<BlockSparsePattern::DiagonalGroup>(
+        G, {InFeatures{s.hidden_per_group}, OutFeatures{s.hidden_per_group}}));
     // Random: the same block grid and the same number of blocks (G), at random places.
     auto random_pattern = [&](std::int64_t out, std::int64_t inputs, std::int64_t bo, std::int64_t bi) {
       std::vector<std::pair<std::int64_t, std::int64_t>> all;
@@ -176,7 +176,8 @@ int main(int argc, char** argv) {
       for (std::size_t i = all.size() - 1; i > 0; --i)  // Fisher-Yates with our seeded generator
         std::swap(all[i], all[static_cast<std::size_t>(gen.uniform(0, 1) * static_cast<double>(i + 1)) % (i + 1)]);
       all.resize(static_cast<std::size_t>(G));
-      return BlockSparsePattern::from_block_coords(out, inputs, bo, bi, all);
+      return BlockSparsePattern::from_block_coords(InFeatures{inputs}, OutFeatures{out},
+                                                   {InFeatures{bi}, OutFeatures{bo}}, all);
     };
     const auto rand1 = random_pattern(hidden, in, s.hidden_per_group, s.features_per_group);
     const auto rand2 = random_pattern(hidden, hidden, s.hidden_per_group, s.hidden_per_group);

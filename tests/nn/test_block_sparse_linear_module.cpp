@@ -30,7 +30,7 @@ std::vector<double> dense_reference(const Tensor& x, const Tensor& wd, const Ten
 
 TEST_CASE("BlockSparseLinear: parameters are the stored blocks only", "[block_sparse_linear][nn]") {
   // The user's diagram: in 4 -> out 6 as two groups (2 -> 3).
-  BlockSparseLinear layer(Pattern::block_diagonal({{2, 3}, {2, 3}}));
+  BlockSparseLinear layer(Pattern::block_diagonal({{InFeatures{2}, OutFeatures{3}}, {InFeatures{2}, OutFeatures{3}}}));
   const auto named = layer.named_parameters();
   REQUIRE(named.size() == 2);
   CHECK(named[0].first == "weight");
@@ -42,7 +42,8 @@ TEST_CASE("BlockSparseLinear: parameters are the stored blocks only", "[block_sp
   CHECK(layer.parameter_bytes() == (12 + 6) * 4);
 
   // Unequal groups: a flat weight; no bias.
-  BlockSparseLinear flat(Pattern::block_diagonal({{5, 7}, {3, 1}}), /*with_bias=*/false, kFloat64);
+  BlockSparseLinear flat(Pattern::block_diagonal({{InFeatures{5}, OutFeatures{7}}, {InFeatures{3}, OutFeatures{1}}}),
+                         /*with_bias=*/false, kFloat64);
   REQUIRE(flat.named_parameters().size() == 1);
   CHECK(flat.weight().shape() == Shape{38});
   CHECK(flat.weight().dtype() == kFloat64);
@@ -52,13 +53,15 @@ TEST_CASE("BlockSparseLinear: parameters are the stored blocks only", "[block_sp
   std::vector<std::pair<std::int64_t, std::int64_t>> coords;
   for (std::int64_t r = 0; r < 64; ++r)
     for (std::int64_t c = 0; c < 4; ++c) coords.emplace_back(r, (r * 7 + c * 16) % 64);
-  BlockSparseLinear big(Pattern::from_block_coords(4096, 4096, 64, 64, coords));
+  BlockSparseLinear big(
+      Pattern::from_block_coords(InFeatures{4096}, OutFeatures{4096}, {InFeatures{64}, OutFeatures{64}}, coords));
   CHECK(big.parameter_bytes() == (4096 * 4096 / 16 + 4096) * 4);
 }
 
 TEST_CASE("BlockSparseLinear: init bound uses the fan-in over existing connections", "[block_sparse_linear][nn]") {
   // Block row 0 connects 2 blocks of 4 inputs (fan-in 8), row 1 one block (4), row 2 none.
-  const Pattern p = Pattern::from_block_mask(6, 12, 2, 4, Tensor::of({{1, 0, 1}, {0, 1, 0}, {0, 0, 0}}));
+  const Pattern p = Pattern::from_block_mask(InFeatures{12}, OutFeatures{6}, {InFeatures{4}, OutFeatures{2}},
+                                             Tensor::of({{1, 0, 1}, {0, 1, 0}, {0, 0, 0}}));
   Generator gen(3);
   BlockSparseLinear layer(p, gen);
   const auto fan = p.row_fan_in();
@@ -91,8 +94,9 @@ TEST_CASE("BlockSparseLinear: forward matches the dense reference, to_dense / fr
           "[block_sparse_linear][nn]") {
   Generator gen(4);
   for (const Pattern& p :
-       {Pattern::block_diagonal({{5, 7}, {3, 1}}),
-        Pattern::from_block_mask(12, 20, 3, 5, Tensor::of({{1, 0, 0, 1}, {0, 0, 0, 0}, {1, 1, 0, 0}, {0, 1, 0, 1}}))}) {
+       {Pattern::block_diagonal({{InFeatures{5}, OutFeatures{7}}, {InFeatures{3}, OutFeatures{1}}}),
+        Pattern::from_block_mask(InFeatures{20}, OutFeatures{12}, {InFeatures{5}, OutFeatures{3}},
+                                 Tensor::of({{1, 0, 0, 1}, {0, 0, 0, 0}, {1, 1, 0, 0}, {0, 1, 0, 1}}))}) {
     INFO(p.str());
     BlockSparseLinear layer(p, gen, true, kFloat64);
     Tensor x = Tensor::randn({2, 3, p.in_features()}, gen, kFloat64);
@@ -128,7 +132,9 @@ TEST_CASE("BlockSparseLinear: forward matches the dense reference, to_dense / fr
 
 TEST_CASE("BlockSparseLinear: a training step reaches the packed weight and the bias", "[block_sparse_linear][nn]") {
   Generator gen(5);
-  BlockSparseLinear layer(Pattern::from_block_mask(16, 24, 8, 8, Tensor::of({{1, 0, 1}, {0, 1, 0}})), gen);
+  BlockSparseLinear layer(Pattern::from_block_mask(InFeatures{24}, OutFeatures{16}, {InFeatures{8}, OutFeatures{8}},
+                                                   Tensor::of({{1, 0, 1}, {0, 1, 0}})),
+                          gen);
   Tensor x = Tensor::randn({10, 24}, gen);
   Tensor target = Tensor::randn({10, 16}, gen);
   auto loss_of = [&] {
@@ -156,7 +162,7 @@ TEST_CASE("BlockSparseLinear: a training step reaches the packed weight and the 
 }
 
 TEST_CASE("BlockSparseLinear: bad inputs name the argument", "[block_sparse_linear][nn][errors]") {
-  const Pattern p = Pattern::block_diagonal({{2, 3}, {2, 3}});
+  const Pattern p = Pattern::block_diagonal({{InFeatures{2}, OutFeatures{3}}, {InFeatures{2}, OutFeatures{3}}});
   BlockSparseLinear layer(p);
   test::require_error([&] { layer(Tensor::zeros({5, 3})); }, {"block_sparse_linear", "'x'", "(5, 3)", "in_features=4"});
   test::require_error(
@@ -171,7 +177,8 @@ TEST_CASE("BlockSparseLinear: bad inputs name the argument", "[block_sparse_line
       {"from_dense", "'bias'", "(4,)", "(6,)"});
   test::require_error(
       [] {
-        BlockSparseLinear(Pattern::block_diagonal(4, 7, {{2, 3}, {2, 3}}));
+        BlockSparseLinear(Pattern::block_diagonal(InFeatures{4}, OutFeatures{7},
+                                                  {{InFeatures{2}, OutFeatures{3}}, {InFeatures{2}, OutFeatures{3}}}));
       },
       {"block_diagonal", "'groups'", "out=6", "out=7"});
 }

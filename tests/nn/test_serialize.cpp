@@ -20,6 +20,7 @@
 
 #include "support.hpp"
 #include "xgrad/core/npy.hpp"
+#include "xgrad/nn/detail/safetensors_header.hpp"
 #include "xgrad/nn/module.hpp"
 #include "xgrad/nn/serialize.hpp"
 
@@ -482,7 +483,7 @@ TEST_CASE("a failed load leaves the module unchanged: corrupt file and bad value
   }
 }
 
-// ---- hostile files (Note [Hostile files] in core/file_io.hpp, Note [Linear header parsing]) ----------
+// ---- hostile files (Note [Hostile files] in core/file_io.hpp, Note [Safetensors header scanner]) ----------
 
 TEST_CASE("load_safetensors and nn::load refuse non-regular files without blocking, with the OS reason",
           "[serialize][hostile]") {
@@ -611,7 +612,8 @@ TEST_CASE("header parsing is linear: multi-MB pathological headers are parsed or
     cases.push_back({"deep arrays", R"({"w":{"dtype":"F32","shape":)" + deep, "", "nested deeper"});
     std::string objs;
     while (objs.size() < kTarget) objs += R"({"a":)";
-    cases.push_back({"deep objects", "{\"w\":" + objs, "", "nested deeper"});
+    // Refused at the first key outside the schema ("a" is not a field of an entry), before any nesting.
+    cases.push_back({"deep objects", "{\"w\":" + objs, "", "unknown field 'a'"});
   }
   {  // a shape array of a million dimensions, and a number of several MB
     std::string dims;
@@ -652,6 +654,28 @@ TEST_CASE("header parsing is linear: multi-MB pathological headers are parsed or
       CHECK(message.size() < 1000);  // names and tokens of megabytes are not copied into the message
     }
   }
+  // The deterministic half: the work of the duplicate-key checks, counted by the scanner under a
+  // fixed hash key (Note [Safetensors header scanner]), is linear in the header's length whatever its
+  // shape. Every other step of the scanner looks at each byte a bounded number of times.
+  for (const auto& c : cases) {
+    INFO("case '" << c.name << "', header of " << c.header.size() << " bytes");
+    detail::SafetensorsScanCounters n;
+    detail::SafetensorsScanOptions opt;
+    opt.hash_key[0] = 0x0123456789abcdefull;
+    opt.hash_key[1] = 0xfedcba9876543210ull;
+    opt.counters = &n;
+    try {
+      (void)detail::scan_safetensors_header(c.header, "hostile", opt);
+    } catch (const Error&) {
+    }
+    const auto bytes = static_cast<std::uint64_t>(c.header.size());
+    CHECK(n.bytes_hashed <= bytes);     // each key hashed once
+    CHECK(n.bytes_compared <= bytes);   // equal hashes are rare: a key is compared at most once
+    CHECK(n.probes <= 4 * n.keys + 1);  // a table at most 3/4 full
+    CHECK(n.rehashed <= 2 * n.keys);    // growth by doubling
+    if (c.tensors > 1) CHECK(n.keys >= c.tensors);
+  }
+
   // The same through a file (read_regular_file + parse), once.
   TempDir dir("hostile_time");
   const std::string p = dir.file("big.safetensors");

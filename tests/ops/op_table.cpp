@@ -270,7 +270,8 @@ Response cos2(double w) {
 
 // A (R*bo, C*bi) pattern of 2x3 blocks, each stored with probability 1/2.
 BlockSparsePattern random_pattern(std::int64_t R, std::int64_t C, Generator& g) {
-  return BlockSparsePattern::from_block_mask(R * 2, C * 3, 2, 3, values({R, C}, g, kFloat32, Domain::mask));
+  return BlockSparsePattern::from_block_mask(InFeatures{C * 3}, OutFeatures{R * 2}, {InFeatures{3}, OutFeatures{2}},
+                                             values({R, C}, g, kFloat32, Domain::mask));
 }
 
 // The flat dense position of every stored weight element.
@@ -1261,11 +1262,10 @@ std::vector<OpInfo> build() {
       BlockSparsePattern p =
           variant == 2 ? [&] {
             std::vector<BlockSparsePattern::DiagonalGroup> groups;
-            for (std::int64_t i = 0; i < s.sizes[1]; ++i) groups.push_back({1 + i % 3, 1 + (2 * i) % 5});
+            for (std::int64_t i = 0; i < s.sizes[1]; ++i) groups.push_back({InFeatures{1 + i % 3}, OutFeatures{1 + (2 * i) % 5}});
             return BlockSparsePattern::block_diagonal(groups);
           }()
-          : variant == 3 ? BlockSparsePattern::from_block_mask(s.sizes[1] * 2, s.sizes[2] * 3, 2, 3,
-                                                               Tensor::zeros({s.sizes[1], s.sizes[2]}))
+          : variant == 3 ? BlockSparsePattern::from_block_mask(InFeatures{s.sizes[2] * 3}, OutFeatures{s.sizes[1] * 2}, {InFeatures{3}, OutFeatures{2}}, Tensor::zeros({s.sizes[1], s.sizes[2]}))
                        : random_pattern(s.sizes[1], s.sizes[2], g);
       SampleInput si{{{"x", values(bshape(s.batch, {s.sizes[0], p.in_features()}), g, dt)},
                       {"w", values(p.weight_shape(), g, dt)}},
@@ -1287,32 +1287,37 @@ std::vector<OpInfo> build() {
       op.errors = {
           {"x of the wrong width",
            [] {
-             const auto p = BlockSparsePattern::from_block_mask(4, 6, 2, 3, Tensor::ones({2, 2}));
+             const auto p = BlockSparsePattern::from_block_mask(InFeatures{6}, OutFeatures{4},
+                                                                {InFeatures{3}, OutFeatures{2}}, Tensor::ones({2, 2}));
              block_sparse_linear(Tensor::zeros({5, 5}), Tensor::zeros(p.weight_shape()), Tensor::zeros({4}), p);
            },
            {"block_sparse_linear", "'x'", "(5, 5)"}},
           {"weight of the wrong shape",
            [] {
-             const auto p = BlockSparsePattern::from_block_mask(4, 6, 2, 3, Tensor::ones({2, 2}));
+             const auto p = BlockSparsePattern::from_block_mask(InFeatures{6}, OutFeatures{4},
+                                                                {InFeatures{3}, OutFeatures{2}}, Tensor::ones({2, 2}));
              block_sparse_linear(Tensor::zeros({5, 6}), Tensor::zeros({3, 2, 3}), Tensor::zeros({4}), p);
            },
            {"block_sparse_linear", "'weight'", "(3, 2, 3)"}},
           {"dtype mix",
            [] {
-             const auto p = BlockSparsePattern::from_block_mask(4, 6, 2, 3, Tensor::ones({2, 2}));
+             const auto p = BlockSparsePattern::from_block_mask(InFeatures{6}, OutFeatures{4},
+                                                                {InFeatures{3}, OutFeatures{2}}, Tensor::ones({2, 2}));
              block_sparse_linear(Tensor::zeros({5, 6}, kFloat64), Tensor::zeros(p.weight_shape()), Tensor::zeros({4}),
                                  p);
            },
            {"block_sparse_linear", "dtype"}},
           {"undefined x",
            [] {
-             const auto p = BlockSparsePattern::from_block_mask(4, 6, 2, 3, Tensor::ones({2, 2}));
+             const auto p = BlockSparsePattern::from_block_mask(InFeatures{6}, OutFeatures{4},
+                                                                {InFeatures{3}, OutFeatures{2}}, Tensor::ones({2, 2}));
              block_sparse_linear(Tensor(), Tensor::zeros(p.weight_shape()), Tensor::zeros({4}), p);
            },
            {"block_sparse_linear", "'x'"}},
           {"bias of the wrong shape",
            [] {
-             const auto p = BlockSparsePattern::from_block_mask(4, 6, 2, 3, Tensor::ones({2, 2}));
+             const auto p = BlockSparsePattern::from_block_mask(InFeatures{6}, OutFeatures{4},
+                                                                {InFeatures{3}, OutFeatures{2}}, Tensor::ones({2, 2}));
              block_sparse_linear(Tensor::zeros({5, 6}), Tensor::zeros(p.weight_shape()), Tensor::zeros({5}), p);
            },
            {"block_sparse_linear", "'bias'", "(5,)"}}};
@@ -1348,7 +1353,8 @@ std::vector<OpInfo> build() {
     const std::string opname = op.name;
     op.errors = {{"argument of the wrong shape",
                   [to_dense] {
-                    const auto p = BlockSparsePattern::from_block_mask(4, 6, 2, 3, Tensor::ones({2, 2}));
+                    const auto p = BlockSparsePattern::from_block_mask(
+                        InFeatures{6}, OutFeatures{4}, {InFeatures{3}, OutFeatures{2}}, Tensor::ones({2, 2}));
                     to_dense ? block_sparse_to_dense(Tensor::zeros({3, 2, 3}), p)
                              : block_sparse_from_dense(Tensor::zeros({4, 5}), p);
                   },

@@ -3,6 +3,7 @@
 // bit equality, the AVX-512 kernels against the AVX2 ones, and every bad input.
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 #include "support.hpp"
 #include "xgrad/core/cpu.hpp"
@@ -46,12 +47,21 @@ struct PatternCase {
 // two, empty block rows and columns, the user's block-diagonal examples, an empty pattern.
 std::vector<PatternCase> small_patterns(Generator& gen) {
   std::vector<PatternCase> v;
-  v.push_back({"grid_2x3_blocks", Pattern::from_block_mask(6, 9, 2, 3, random_block_mask(3, 3, 0.6, gen, 0, 2))});
-  v.push_back({"grid_3x2_blocks", Pattern::from_block_mask(9, 4, 3, 2, Tensor::of({{1, 0}, {0, 0}, {1, 1}}))});
-  v.push_back({"grid_coords_5x1", Pattern::from_block_coords(10, 3, 5, 1, {{1, 2}, {0, 0}, {1, 0}})});
-  v.push_back({"diag_user_2to3", Pattern::block_diagonal({{2, 3}, {2, 3}})});
-  v.push_back({"diag_5to7_3to1", Pattern::block_diagonal({{5, 7}, {3, 1}})});
-  v.push_back({"empty", Pattern::from_block_mask(4, 6, 2, 3, Tensor::zeros({2, 2}))});
+  v.push_back(
+      {"grid_2x3_blocks", Pattern::from_block_mask(InFeatures{9}, OutFeatures{6}, {InFeatures{3}, OutFeatures{2}},
+                                                   random_block_mask(3, 3, 0.6, gen, 0, 2))});
+  v.push_back(
+      {"grid_3x2_blocks", Pattern::from_block_mask(InFeatures{4}, OutFeatures{9}, {InFeatures{2}, OutFeatures{3}},
+                                                   Tensor::of({{1, 0}, {0, 0}, {1, 1}}))});
+  v.push_back(
+      {"grid_coords_5x1", Pattern::from_block_coords(InFeatures{3}, OutFeatures{10}, {InFeatures{1}, OutFeatures{5}},
+                                                     {{1, 2}, {0, 0}, {1, 0}})});
+  v.push_back(
+      {"diag_user_2to3", Pattern::block_diagonal({{InFeatures{2}, OutFeatures{3}}, {InFeatures{2}, OutFeatures{3}}})});
+  v.push_back(
+      {"diag_5to7_3to1", Pattern::block_diagonal({{InFeatures{5}, OutFeatures{7}}, {InFeatures{3}, OutFeatures{1}}})});
+  v.push_back({"empty", Pattern::from_block_mask(InFeatures{6}, OutFeatures{4}, {InFeatures{3}, OutFeatures{2}},
+                                                 Tensor::zeros({2, 2}))});
   return v;
 }
 
@@ -62,14 +72,15 @@ Tensor packed_leaf(const Pattern& p, Generator& gen, Dtype dt) { return test::ra
 TEST_CASE("BlockSparsePattern: constructors agree and describe the storage", "[block_sparse_linear]") {
   Generator gen(10);
   const Tensor bm = random_block_mask(4, 6, 0.4, gen, 1, 3);
-  const Pattern a = Pattern::from_block_mask(12, 30, 3, 5, bm);
+  const Pattern a = Pattern::from_block_mask(InFeatures{30}, OutFeatures{12}, {InFeatures{5}, OutFeatures{3}}, bm);
   std::vector<std::pair<std::int64_t, std::int64_t>> coords;
   const auto bv = bm.to_vector();
   for (std::int64_t r = 3; r >= 0; --r)  // reverse order: the constructor sorts
     for (std::int64_t c = 0; c < 6; ++c)
       if (bv[static_cast<std::size_t>(r * 6 + c)] != 0) coords.emplace_back(r, c);
-  const Pattern b = Pattern::from_block_coords(12, 30, 3, 5, coords);
-  const Pattern c = Pattern::from_element_mask(a.element_mask(), 3, 5);
+  const Pattern b =
+      Pattern::from_block_coords(InFeatures{30}, OutFeatures{12}, {InFeatures{5}, OutFeatures{3}}, coords);
+  const Pattern c = Pattern::from_element_mask(a.element_mask(), {InFeatures{5}, OutFeatures{3}});
   CHECK(a == b);
   CHECK(a == c);
   CHECK(a.num_blocks() == static_cast<std::int64_t>(coords.size()));
@@ -89,7 +100,7 @@ TEST_CASE("BlockSparsePattern: constructors agree and describe the storage", "[b
   const auto fan = a.row_fan_in();
   for (std::int64_t i = 3; i < 6; ++i) CHECK(fan[static_cast<std::size_t>(i)] == 0);
 
-  const Pattern d = Pattern::block_diagonal({{5, 7}, {3, 1}});
+  const Pattern d = Pattern::block_diagonal({{InFeatures{5}, OutFeatures{7}}, {InFeatures{3}, OutFeatures{1}}});
   CHECK(d.in_features() == 8);
   CHECK(d.out_features() == 8);
   CHECK_FALSE(d.is_uniform());
@@ -97,9 +108,70 @@ TEST_CASE("BlockSparsePattern: constructors agree and describe the storage", "[b
   CHECK(d.blocks()[1].offset == 35);
   CHECK(d.blocks()[1].row == 7);
   CHECK(d.blocks()[1].col == 5);
-  const Pattern u = Pattern::block_diagonal(4, 6, {{2, 3}, {2, 3}});
+  const Pattern u = Pattern::block_diagonal(InFeatures{4}, OutFeatures{6},
+                                            {{InFeatures{2}, OutFeatures{3}}, {InFeatures{2}, OutFeatures{3}}});
   CHECK(u.is_uniform());
   CHECK(u.weight_shape() == Shape{2, 3, 2});
+}
+
+// Issue 20 item 4: every factory takes in_features before out_features (PyTorch's order) as strong
+// types, so that sizes in the wrong order, or plain integers as in the out-before-in API before, do
+// not compile: code that was right before either compiles with the same meaning or not at all.
+template <class... A>
+concept MaskFactory = requires(A... a) {
+  Pattern::from_block_mask(a...);
+};
+template <class... A>
+concept CoordsFactory = requires(A... a) {
+  Pattern::from_block_coords(a...);
+};
+template <class... A>
+concept ElementFactory = requires(A... a) {
+  Pattern::from_element_mask(a...);
+};
+template <class... A>
+concept DiagonalFactory = requires(A... a) {
+  Pattern::block_diagonal(a...);
+};
+using Coords = std::vector<std::pair<std::int64_t, std::int64_t>>;
+using Groups = std::vector<Pattern::DiagonalGroup>;
+static_assert(MaskFactory<InFeatures, OutFeatures, BlockSize, Tensor>);
+static_assert(!MaskFactory<OutFeatures, InFeatures, BlockSize, Tensor>);
+static_assert(!MaskFactory<std::int64_t, std::int64_t, std::int64_t, std::int64_t, Tensor>);
+static_assert(!MaskFactory<int, int, BlockSize, Tensor>);
+static_assert(CoordsFactory<InFeatures, OutFeatures, BlockSize, Coords>);
+static_assert(!CoordsFactory<OutFeatures, InFeatures, BlockSize, Coords>);
+static_assert(!CoordsFactory<std::int64_t, std::int64_t, std::int64_t, std::int64_t, Coords>);
+static_assert(ElementFactory<Tensor, BlockSize>);
+static_assert(!ElementFactory<Tensor, std::int64_t, std::int64_t>);
+static_assert(DiagonalFactory<InFeatures, OutFeatures, Groups>);
+static_assert(!DiagonalFactory<OutFeatures, InFeatures, Groups>);
+static_assert(!DiagonalFactory<std::int64_t, std::int64_t, Groups>);
+static_assert(!std::is_constructible_v<BlockSize, OutFeatures, InFeatures>);
+static_assert(!std::is_constructible_v<BlockSize, std::int64_t, std::int64_t>);
+static_assert(!std::is_constructible_v<Pattern::DiagonalGroup, OutFeatures, InFeatures>);
+static_assert(!std::is_constructible_v<Pattern::DiagonalGroup, std::int64_t, std::int64_t>);
+static_assert(!std::is_convertible_v<std::int64_t, InFeatures> && !std::is_convertible_v<std::int64_t, OutFeatures>);
+static_assert(!std::is_convertible_v<InFeatures, OutFeatures> && !std::is_convertible_v<OutFeatures, InFeatures>);
+
+TEST_CASE("BlockSparsePattern: every factory reads in before out", "[block_sparse_linear]") {
+  // A 9-in, 6-out layer of 3-in x 2-out blocks, built four ways; W's block layout is (out, in).
+  const Pattern a = Pattern::from_block_mask(InFeatures{9}, OutFeatures{6}, {InFeatures{3}, OutFeatures{2}},
+                                             Tensor::of({{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}));
+  const Pattern b = Pattern::from_block_coords(InFeatures{9}, OutFeatures{6}, {InFeatures{3}, OutFeatures{2}},
+                                               {{0, 0}, {1, 1}, {2, 2}});
+  const Pattern c = Pattern::from_element_mask(a.element_mask(), {InFeatures{3}, OutFeatures{2}});
+  const Pattern d = Pattern::block_diagonal(InFeatures{9}, OutFeatures{6}, Groups(3, {InFeatures{3}, OutFeatures{2}}));
+  for (const Pattern* p : {&a, &b, &c, &d}) {
+    CHECK(p->in_features() == 9);
+    CHECK(p->out_features() == 6);
+    CHECK(p->weight_shape() == Shape{3, 2, 3});  // (blocks, out rows, in columns)
+    CHECK(*p == a);
+  }
+  CHECK(a.element_mask().shape() == Shape{6, 9});
+  // The designated form names the sizes; reordering the designators does not compile either.
+  const BlockSize block{.in = InFeatures{3}, .out = OutFeatures{2}};
+  CHECK(Pattern::from_block_coords(InFeatures{9}, OutFeatures{6}, block, {{2, 2}}).blocks()[0].col == 6);
 }
 
 TEST_CASE("block_sparse_linear: to_dense / from_dense round trip and agree with the element mask",
@@ -124,7 +196,9 @@ TEST_CASE("block_sparse_linear: gradcheck of x, the stored blocks and the bias",
   std::vector<PatternCase> cases = small_patterns(gen);
   // Groups 17-32 wide take the tile kernels (Note [Tile kernels] in block_sparse_kernels.cpp); in float64
   // a tile is 8 wide, so 24x24 blocks are on that path, with an empty block row and column.
-  cases.push_back({"rand_24x24_tile", Pattern::from_block_mask(72, 48, 24, 24, Tensor::of({{1, 0}, {0, 0}, {1, 1}}))});
+  cases.push_back(
+      {"rand_24x24_tile", Pattern::from_block_mask(InFeatures{48}, OutFeatures{72}, {InFeatures{24}, OutFeatures{24}},
+                                                   Tensor::of({{1, 0}, {0, 0}, {1, 1}}))});
   for (const auto& pc : cases)
     for (const Shape& lead : {Shape{}, Shape{1}, Shape{3}, Shape{2, 2}}) {
       const Pattern& p = pc.pattern;
@@ -145,7 +219,8 @@ TEST_CASE("block_sparse_linear: empty block rows give y = b, empty block columns
           "[block_sparse_linear]") {
   Generator gen(13);
   // Block row 0 and block column 2 are empty.
-  const Pattern p = Pattern::from_block_mask(8, 12, 4, 4, Tensor::of({{0, 0, 0}, {1, 1, 0}}));
+  const Pattern p = Pattern::from_block_mask(InFeatures{12}, OutFeatures{8}, {InFeatures{4}, OutFeatures{4}},
+                                             Tensor::of({{0, 0, 0}, {1, 1, 0}}));
   Tensor x = test::randn_leaf({5, 12}, gen, kFloat32);
   Tensor w = packed_leaf(p, gen, kFloat32);
   Tensor b = test::randn_leaf({8}, gen, kFloat32);
@@ -171,40 +246,61 @@ TEST_CASE("block_sparse_linear: values and all three gradients match PyTorch's m
     std::vector<PatternCase> cases = small_patterns(gen);
     // Larger random patterns: rectangular blocks, densities 1/4 and 1/16, forced empty rows/columns.
     cases.push_back(
-        {"rand_8x16_d4", Pattern::from_block_mask(64, 128, 8, 16, random_block_mask(8, 8, 0.25, gen, 3, 5))});
+        {"rand_8x16_d4", Pattern::from_block_mask(InFeatures{128}, OutFeatures{64}, {InFeatures{16}, OutFeatures{8}},
+                                                  random_block_mask(8, 8, 0.25, gen, 3, 5))});
     cases.push_back(
-        {"rand_6x10_d16", Pattern::from_block_mask(96, 120, 6, 10, random_block_mask(16, 12, 1.0 / 16, gen, 0, 0))});
+        {"rand_6x10_d16", Pattern::from_block_mask(InFeatures{120}, OutFeatures{96}, {InFeatures{10}, OutFeatures{6}},
+                                                   random_block_mask(16, 12, 1.0 / 16, gen, 0, 0))});
     cases.push_back(
-        {"rand_32x32_d2", Pattern::from_block_mask(96, 64, 32, 32, random_block_mask(3, 2, 0.5, gen, 2, -1))});
-    cases.push_back({"rand_16x8_d4", Pattern::from_block_mask(48, 64, 16, 8, random_block_mask(3, 8, 0.3, gen, 1, 2))});
-    cases.push_back({"diag_mixed", Pattern::block_diagonal({{5, 7}, {3, 1}, {16, 9}, {1, 4}})});
+        {"rand_32x32_d2", Pattern::from_block_mask(InFeatures{64}, OutFeatures{96}, {InFeatures{32}, OutFeatures{32}},
+                                                   random_block_mask(3, 2, 0.5, gen, 2, -1))});
+    cases.push_back(
+        {"rand_16x8_d4", Pattern::from_block_mask(InFeatures{64}, OutFeatures{48}, {InFeatures{8}, OutFeatures{16}},
+                                                  random_block_mask(3, 8, 0.3, gen, 1, 2))});
+    cases.push_back({"diag_mixed", Pattern::block_diagonal({{InFeatures{5}, OutFeatures{7}},
+                                                            {InFeatures{3}, OutFeatures{1}},
+                                                            {InFeatures{16}, OutFeatures{9}},
+                                                            {InFeatures{1}, OutFeatures{4}}})});
     // Narrow groups (<= 16) take the lane kernels (Note [Lane kernels] in block_sparse_kernels.cpp): odd
     // 3x5 blocks (row/column tails, transposes of widths that are not multiples of 8), rows longer than
     // one segment chunk (partial sums continued), and patterns where only the forward or only the input
     // gradient is narrow (the other passes on the GEMM path). Batch shapes {} .. {300} hit every batch tail.
-    cases.push_back({"rand_3x5_d2", Pattern::from_block_mask(30, 55, 3, 5, random_block_mask(10, 11, 0.4, gen, 4, 6))});
     cases.push_back(
-        {"rand_8x4_long_rows", Pattern::from_block_mask(16, 640, 8, 4, random_block_mask(2, 160, 0.7, gen, -1, 9))});
-    cases.push_back(
-        {"rand_16x32_fwd_lane", Pattern::from_block_mask(64, 128, 16, 32, random_block_mask(4, 4, 0.5, gen, 1, 2))});
-    cases.push_back(
-        {"rand_32x8_bwd_lane", Pattern::from_block_mask(64, 96, 32, 8, random_block_mask(2, 12, 0.5, gen, -1, 3))});
+        {"rand_3x5_d2", Pattern::from_block_mask(InFeatures{55}, OutFeatures{30}, {InFeatures{5}, OutFeatures{3}},
+                                                 random_block_mask(10, 11, 0.4, gen, 4, 6))});
+    cases.push_back({"rand_8x4_long_rows",
+                     Pattern::from_block_mask(InFeatures{640}, OutFeatures{16}, {InFeatures{4}, OutFeatures{8}},
+                                              random_block_mask(2, 160, 0.7, gen, -1, 9))});
+    cases.push_back({"rand_16x32_fwd_lane",
+                     Pattern::from_block_mask(InFeatures{128}, OutFeatures{64}, {InFeatures{32}, OutFeatures{16}},
+                                              random_block_mask(4, 4, 0.5, gen, 1, 2))});
+    cases.push_back({"rand_32x8_bwd_lane",
+                     Pattern::from_block_mask(InFeatures{96}, OutFeatures{64}, {InFeatures{8}, OutFeatures{32}},
+                                              random_block_mask(2, 12, 0.5, gen, -1, 3))});
     // Groups 17-32 wide take the tile kernels: 32x32 blocks with rows of more than one 128-wide inner
     // chunk (partial sums continued), an empty block row and column, and batch 300 (a partial row tile and
     // weight-gradient batch chunks); mixed widths where only some passes are on the tile path (24 is a
     // whole tile in float64 only; 16 wide groups take the lane kernels).
-    cases.push_back(
-        {"rand_32x32_long_rows", Pattern::from_block_mask(96, 512, 32, 32, random_block_mask(3, 16, 0.7, gen, 1, 4))});
-    cases.push_back({"diag_32_mixed", Pattern::block_diagonal({{32, 32}, {16, 32}, {32, 24}, {48, 32}})});
+    cases.push_back({"rand_32x32_long_rows",
+                     Pattern::from_block_mask(InFeatures{512}, OutFeatures{96}, {InFeatures{32}, OutFeatures{32}},
+                                              random_block_mask(3, 16, 0.7, gen, 1, 4))});
+    cases.push_back({"diag_32_mixed", Pattern::block_diagonal({{InFeatures{32}, OutFeatures{32}},
+                                                               {InFeatures{16}, OutFeatures{32}},
+                                                               {InFeatures{32}, OutFeatures{24}},
+                                                               {InFeatures{48}, OutFeatures{32}}})});
     // 64 wide: forward and input gradient on the tiles; the weight gradient too with >= 4 blocks per
     // used column group (here), an empty block row and column.
     cases.push_back({"grid_64x64_tile",
-                     Pattern::from_block_mask(320, 192, 64, 64,
+                     Pattern::from_block_mask(InFeatures{192}, OutFeatures{320}, {InFeatures{64}, OutFeatures{64}},
                                               Tensor::of({{1, 0, 1}, {1, 0, 1}, {1, 0, 1}, {1, 0, 1}, {0, 0, 0}}))});
     // With AVX-512 (float32): groups and blocks up to 128 wide in multiples of 32 take the 16-lane
     // tiles, 2, 3 or 4 vectors wide (32, 96 and 64/128 here), one block per used column group.
-    cases.push_back({"grid_128x128", Pattern::from_block_mask(256, 384, 128, 128, Tensor::of({{1, 0, 1}, {0, 0, 1}}))});
-    cases.push_back({"diag_96_mixed", Pattern::block_diagonal({{96, 64}, {64, 96}, {32, 128}})});
+    cases.push_back({"grid_128x128",
+                     Pattern::from_block_mask(InFeatures{384}, OutFeatures{256}, {InFeatures{128}, OutFeatures{128}},
+                                              Tensor::of({{1, 0, 1}, {0, 0, 1}}))});
+    cases.push_back({"diag_96_mixed", Pattern::block_diagonal({{InFeatures{96}, OutFeatures{64}},
+                                                               {InFeatures{64}, OutFeatures{96}},
+                                                               {InFeatures{32}, OutFeatures{128}}})});
     const std::string code =
         "Wd = torch.zeros(O * I, dtype=w.dtype).index_put((idx.long(),), w.reshape(-1)).reshape(O, I)\n"
         "out = torch.nn.functional.linear(x, Wd * mask, {})";
@@ -238,13 +334,23 @@ TEST_CASE("block_sparse_linear: values and all three gradients match PyTorch's m
 TEST_CASE("block_sparse_linear: bit-identical with 1 and 2 threads", "[block_sparse_linear][threads]") {
   Generator gen(15);
   const std::vector<PatternCase> cases = {
-      {"rand_16x32", Pattern::from_block_mask(256, 384, 16, 32, random_block_mask(16, 12, 0.3, gen, 2, 7))},
-      {"rand_8x8_dense_rows", Pattern::from_block_mask(128, 2048, 8, 8, random_block_mask(16, 256, 0.5, gen, 1, 3))},
-      {"rand_3x5", Pattern::from_block_mask(96, 320, 3, 5, random_block_mask(32, 64, 0.3, gen, 2, 5))},
-      {"rand_32x32", Pattern::from_block_mask(128, 512, 32, 32, random_block_mask(4, 16, 0.5, gen, 2, 7))},
-      {"grid_64x64", Pattern::from_block_mask(256, 128, 64, 64, Tensor::of({{1, 1}, {1, 1}, {1, 1}, {1, 0}}))},
-      {"diag_mixed", Pattern::block_diagonal({{64, 96}, {100, 30}, {7, 70}, {200, 120}})},
-      {"grid_128x128", Pattern::from_block_mask(256, 384, 128, 128, Tensor::of({{1, 0, 1}, {1, 1, 1}}))}};
+      {"rand_16x32", Pattern::from_block_mask(InFeatures{384}, OutFeatures{256}, {InFeatures{32}, OutFeatures{16}},
+                                              random_block_mask(16, 12, 0.3, gen, 2, 7))},
+      {"rand_8x8_dense_rows",
+       Pattern::from_block_mask(InFeatures{2048}, OutFeatures{128}, {InFeatures{8}, OutFeatures{8}},
+                                random_block_mask(16, 256, 0.5, gen, 1, 3))},
+      {"rand_3x5", Pattern::from_block_mask(InFeatures{320}, OutFeatures{96}, {InFeatures{5}, OutFeatures{3}},
+                                            random_block_mask(32, 64, 0.3, gen, 2, 5))},
+      {"rand_32x32", Pattern::from_block_mask(InFeatures{512}, OutFeatures{128}, {InFeatures{32}, OutFeatures{32}},
+                                              random_block_mask(4, 16, 0.5, gen, 2, 7))},
+      {"grid_64x64", Pattern::from_block_mask(InFeatures{128}, OutFeatures{256}, {InFeatures{64}, OutFeatures{64}},
+                                              Tensor::of({{1, 1}, {1, 1}, {1, 1}, {1, 0}}))},
+      {"diag_mixed", Pattern::block_diagonal({{InFeatures{64}, OutFeatures{96}},
+                                              {InFeatures{100}, OutFeatures{30}},
+                                              {InFeatures{7}, OutFeatures{70}},
+                                              {InFeatures{200}, OutFeatures{120}}})},
+      {"grid_128x128", Pattern::from_block_mask(InFeatures{384}, OutFeatures{256}, {InFeatures{128}, OutFeatures{128}},
+                                                Tensor::of({{1, 0, 1}, {1, 1, 1}}))}};
   for (const auto& pc : cases)
     for (Dtype dt : {kFloat32, kFloat64}) {
       INFO(pc.name << " " << dtype_name(dt));
@@ -278,15 +384,34 @@ TEST_CASE("block_sparse_linear: the AVX-512 and the AVX2 float32 kernels agree",
     bool same_y_dx, same_dw;
   };
   const std::vector<WidthCase> cases = {
-      {"rand_32x32", Pattern::from_block_mask(128, 512, 32, 32, random_block_mask(4, 16, 0.5, gen, 2, 7)), true, true},
+      {"rand_32x32",
+       Pattern::from_block_mask(InFeatures{512}, OutFeatures{128}, {InFeatures{32}, OutFeatures{32}},
+                                random_block_mask(4, 16, 0.5, gen, 2, 7)),
+       true, true},
       {"grid_64x64_reuse",
-       Pattern::from_block_mask(320, 128, 64, 64, Tensor::of({{1, 1}, {1, 1}, {1, 1}, {1, 1}, {0, 0}})), true, true},
-      {"grid_64x64_sparse", Pattern::from_block_mask(192, 192, 64, 64, Tensor::of({{1, 0, 0}, {0, 0, 1}, {0, 0, 0}})),
+       Pattern::from_block_mask(InFeatures{128}, OutFeatures{320}, {InFeatures{64}, OutFeatures{64}},
+                                Tensor::of({{1, 1}, {1, 1}, {1, 1}, {1, 1}, {0, 0}})),
+       true, true},
+      {"grid_64x64_sparse",
+       Pattern::from_block_mask(InFeatures{192}, OutFeatures{192}, {InFeatures{64}, OutFeatures{64}},
+                                Tensor::of({{1, 0, 0}, {0, 0, 1}, {0, 0, 0}})),
        true, false},
-      {"diag_96_mixed", Pattern::block_diagonal({{96, 64}, {64, 96}, {32, 128}}), false, false},
-      {"grid_128x128", Pattern::from_block_mask(256, 384, 128, 128, Tensor::of({{1, 0, 1}, {0, 1, 1}})), false, false},
-      {"rand_8x8", Pattern::from_block_mask(64, 256, 8, 8, random_block_mask(8, 32, 0.3, gen, 1, 2)), true, false},
-      {"rand_3x5", Pattern::from_block_mask(96, 320, 3, 5, random_block_mask(32, 64, 0.3, gen, 2, 5)), true, false}};
+      {"diag_96_mixed",
+       Pattern::block_diagonal(
+           {{InFeatures{96}, OutFeatures{64}}, {InFeatures{64}, OutFeatures{96}}, {InFeatures{32}, OutFeatures{128}}}),
+       false, false},
+      {"grid_128x128",
+       Pattern::from_block_mask(InFeatures{384}, OutFeatures{256}, {InFeatures{128}, OutFeatures{128}},
+                                Tensor::of({{1, 0, 1}, {0, 1, 1}})),
+       false, false},
+      {"rand_8x8",
+       Pattern::from_block_mask(InFeatures{256}, OutFeatures{64}, {InFeatures{8}, OutFeatures{8}},
+                                random_block_mask(8, 32, 0.3, gen, 1, 2)),
+       true, false},
+      {"rand_3x5",
+       Pattern::from_block_mask(InFeatures{320}, OutFeatures{96}, {InFeatures{5}, OutFeatures{3}},
+                                random_block_mask(32, 64, 0.3, gen, 2, 5)),
+       true, false}};
   for (const auto& wc : cases)
     for (std::int64_t rows : {1, 37, 300}) {
       INFO(wc.name << " rows " << rows);
@@ -325,10 +450,12 @@ TEST_CASE("block_sparse_linear: x and weight gradients alone equal the ones comp
   // sums and their order are the same: bit-identical (tile, lane and GEMM-shaped patterns).
   Generator gen(16);
   const std::vector<PatternCase> cases = {
-      {"rand_32x32", Pattern::from_block_mask(128, 512, 32, 32, random_block_mask(4, 16, 0.5, gen, 2, 7))},
-      {"grid_64x64",
-       Pattern::from_block_mask(320, 192, 64, 64, Tensor::of({{1, 0, 1}, {1, 0, 1}, {1, 0, 1}, {1, 0, 1}, {0, 0, 0}}))},
-      {"rand_8x8", Pattern::from_block_mask(64, 128, 8, 8, random_block_mask(8, 16, 0.3, gen, 1, 2))}};
+      {"rand_32x32", Pattern::from_block_mask(InFeatures{512}, OutFeatures{128}, {InFeatures{32}, OutFeatures{32}},
+                                              random_block_mask(4, 16, 0.5, gen, 2, 7))},
+      {"grid_64x64", Pattern::from_block_mask(InFeatures{192}, OutFeatures{320}, {InFeatures{64}, OutFeatures{64}},
+                                              Tensor::of({{1, 0, 1}, {1, 0, 1}, {1, 0, 1}, {1, 0, 1}, {0, 0, 0}}))},
+      {"rand_8x8", Pattern::from_block_mask(InFeatures{128}, OutFeatures{64}, {InFeatures{8}, OutFeatures{8}},
+                                            random_block_mask(8, 16, 0.3, gen, 1, 2))}};
   for (const auto& pc : cases)
     for (Dtype dt : {kFloat32, kFloat64})
       for (std::int64_t rows : {1, 3, 300}) {
@@ -355,53 +482,80 @@ TEST_CASE("block_sparse_linear: bad inputs raise xgrad::Error naming the argumen
   // Mask shape not matching the block grid.
   test::require_error(
       [] {
-        Pattern::from_block_mask(8, 12, 4, 4, Tensor::zeros({3, 2}));
+        Pattern::from_block_mask(InFeatures{12}, OutFeatures{8}, {InFeatures{4}, OutFeatures{4}},
+                                 Tensor::zeros({3, 2}));
       },
       {"from_block_mask", "'mask'", "(3, 2)", "(2, 3)"});
   // Block sizes not dividing the dims.
   test::require_error(
       [] {
-        Pattern::from_block_mask(8, 12, 3, 4, Tensor::zeros({2, 3}));
+        Pattern::from_block_mask(InFeatures{12}, OutFeatures{8}, {InFeatures{4}, OutFeatures{3}},
+                                 Tensor::zeros({2, 3}));
       },
       {"from_block_mask", "bo=3", "out=8"});
   test::require_error(
       [] {
-        Pattern::from_block_coords(8, 12, 4, 5, {{0, 0}});
+        Pattern::from_block_coords(InFeatures{12}, OutFeatures{8}, {InFeatures{5}, OutFeatures{4}}, {{0, 0}});
       },
       {"from_block_coords", "bi=5", "in=12"});
-  test::require_error([] { Pattern::from_element_mask(Tensor::ones({8, 12}), 4, 5); }, {"from_element_mask", "bi=5"});
   test::require_error(
       [] {
-        Pattern::from_block_mask(8, 12, 0, 4, Tensor::zeros({2, 3}));
+        Pattern::from_element_mask(Tensor::ones({8, 12}), {InFeatures{5}, OutFeatures{4}});
+      },
+      {"from_element_mask", "bi=5"});
+  test::require_error(
+      [] {
+        Pattern::from_block_mask(InFeatures{12}, OutFeatures{8}, {InFeatures{4}, OutFeatures{0}},
+                                 Tensor::zeros({2, 3}));
       },
       {"from_block_mask", "bo=0"});
   // Coordinates outside the grid, duplicated.
   test::require_error(
       [] {
-        Pattern::from_block_coords(8, 12, 4, 4, {{2, 0}});
+        Pattern::from_block_coords(InFeatures{12}, OutFeatures{8}, {InFeatures{4}, OutFeatures{4}}, {{2, 0}});
       },
       {"from_block_coords", "(2, 0)", "(2, 3)"});
   test::require_error(
       [] {
-        Pattern::from_block_coords(8, 12, 4, 4, {{1, 1}, {0, 0}, {1, 1}});
+        Pattern::from_block_coords(InFeatures{12}, OutFeatures{8}, {InFeatures{4}, OutFeatures{4}},
+                                   {{1, 1}, {0, 0}, {1, 1}});
       },
       {"from_block_coords", "(1, 1)", "more than once"});
   // Dense mask that is not block aligned.
-  Tensor bad = Pattern::from_block_mask(8, 12, 4, 4, Tensor::of({{1, 0, 0}, {0, 1, 0}})).element_mask();
+  Tensor bad = Pattern::from_block_mask(InFeatures{12}, OutFeatures{8}, {InFeatures{4}, OutFeatures{4}},
+                                        Tensor::of({{1, 0, 0}, {0, 1, 0}}))
+                   .element_mask();
   bad.data<float>()[5 * 12 + 9] = 1;  // a lone element in block (1, 2)
-  test::require_error([&] { Pattern::from_element_mask(bad, 4, 4); },
-                      {"from_element_mask", "'mask'", "(8, 12)", "not aligned", "block (1, 2)"});
-  test::require_error([] { Pattern::from_element_mask(Tensor::ones({8}), 4, 4); }, {"from_element_mask", "(8,)"});
+  test::require_error(
+      [&] {
+        Pattern::from_element_mask(bad, {InFeatures{4}, OutFeatures{4}});
+      },
+      {"from_element_mask", "'mask'", "(8, 12)", "not aligned", "block (1, 2)"});
+  test::require_error(
+      [] {
+        Pattern::from_element_mask(Tensor::ones({8}), {InFeatures{4}, OutFeatures{4}});
+      },
+      {"from_element_mask", "(8,)"});
   // Groups summing to the wrong size, and negative group sizes (size 0 is allowed: see the zero-size test).
   test::require_error(
       [] {
-        Pattern::block_diagonal(4, 6, {{2, 3}, {3, 3}});
+        Pattern::block_diagonal(InFeatures{4}, OutFeatures{6},
+                                {{InFeatures{2}, OutFeatures{3}}, {InFeatures{3}, OutFeatures{3}}});
       },
       {"block_diagonal", "'groups'", "in=5", "out=6", "in=4"});
-  test::require_error([] { Pattern::block_diagonal({{2, -1}}); }, {"block_diagonal", "'groups'", "out=-1"});
-  test::require_error([] { Pattern::block_diagonal({{-3, 2}}); }, {"block_diagonal", "'groups'", "in=-3"});
+  test::require_error(
+      [] {
+        Pattern::block_diagonal({{InFeatures{2}, OutFeatures{-1}}});
+      },
+      {"block_diagonal", "'groups'", "out=-1"});
+  test::require_error(
+      [] {
+        Pattern::block_diagonal({{InFeatures{-3}, OutFeatures{2}}});
+      },
+      {"block_diagonal", "'groups'", "in=-3"});
 
-  const Pattern p = Pattern::from_block_mask(8, 12, 4, 4, Tensor::of({{1, 0, 1}, {0, 1, 0}}));
+  const Pattern p = Pattern::from_block_mask(InFeatures{12}, OutFeatures{8}, {InFeatures{4}, OutFeatures{4}},
+                                             Tensor::of({{1, 0, 1}, {0, 1, 0}}));
   Tensor w = Tensor::zeros(p.weight_shape());
   Tensor b = Tensor::zeros({8});
   // x with the wrong last dimension.
@@ -448,37 +602,39 @@ TEST_CASE("block_sparse_linear: sizes that overflow int64 are an Error, never a 
   // The sums of huge groups overflow: in_features would wrap to a negative number.
   test::require_error(
       [&] {
-        Pattern::block_diagonal({{half, 1}, {half, 1}});
+        Pattern::block_diagonal({{InFeatures{half}, OutFeatures{1}}, {InFeatures{half}, OutFeatures{1}}});
       },
       {"block_diagonal", "'groups (sum of in)'", "overflows"});
   test::require_error(
       [&] {
-        Pattern::block_diagonal({{1, half}, {1, half}});
+        Pattern::block_diagonal({{InFeatures{1}, OutFeatures{half}}, {InFeatures{1}, OutFeatures{half}}});
       },
       {"block_diagonal", "'groups (sum of out)'", "overflows"});
   // One block whose element count overflows, and stored elements summing past int64.
   test::require_error(
       [&] {
-        Pattern::block_diagonal({{std::int64_t{1} << 32, std::int64_t{1} << 32}});
+        Pattern::block_diagonal({{InFeatures{std::int64_t{1} << 32}, OutFeatures{std::int64_t{1} << 32}}});
       },
       {"block_diagonal", "'block size'", "overflows"});
   test::require_error(
       [&] {
-        Pattern::block_diagonal({{std::int64_t{1} << 31, std::int64_t{1} << 31},
-                                 {2, 2},
-                                 {std::int64_t{1} << 31, std::int64_t{1} << 31},
-                                 {std::int64_t{1} << 31, std::int64_t{1} << 31},
-                                 {std::int64_t{1} << 31, std::int64_t{1} << 31}});
+        Pattern::block_diagonal({{InFeatures{std::int64_t{1} << 31}, OutFeatures{std::int64_t{1} << 31}},
+                                 {InFeatures{2}, OutFeatures{2}},
+                                 {InFeatures{std::int64_t{1} << 31}, OutFeatures{std::int64_t{1} << 31}},
+                                 {InFeatures{std::int64_t{1} << 31}, OutFeatures{std::int64_t{1} << 31}},
+                                 {InFeatures{std::int64_t{1} << 31}, OutFeatures{std::int64_t{1} << 31}}});
       },
       {"block_diagonal", "'stored elements'", "overflows"});
   const std::int64_t big = std::int64_t{1} << 40;
   test::require_error(
       [&] {
-        Pattern::from_block_mask(big, big, big, big, Tensor::ones({1, 1}));
+        Pattern::from_block_mask(InFeatures{big}, OutFeatures{big}, {InFeatures{big}, OutFeatures{big}},
+                                 Tensor::ones({1, 1}));
       },
       {"from_block_mask", "'block size'", "overflows"});
   // A representable but unallocatable pattern: the dense mask states its size instead of bad_alloc.
-  const Pattern wide = Pattern::from_block_mask(big, big, big, big, Tensor::zeros({1, 1}));
+  const Pattern wide = Pattern::from_block_mask(InFeatures{big}, OutFeatures{big}, {InFeatures{big}, OutFeatures{big}},
+                                                Tensor::zeros({1, 1}));
   CHECK(wide.num_blocks() == 0);
   CHECK(wide.weight_shape() == Shape{0, big, big});
   test::require_error([&] { (void)wide.element_mask(); }, {"element_mask", "overflows"});
@@ -486,10 +642,11 @@ TEST_CASE("block_sparse_linear: sizes that overflow int64 are an Error, never a 
   const std::int64_t huge_n = std::int64_t{1} << 44;
   for (const auto& build : std::vector<std::function<void()>>{
            [&] {
-             Pattern::from_block_coords(huge_n, huge_n, 1, 1, {{0, 0}});
+             Pattern::from_block_coords(InFeatures{huge_n}, OutFeatures{huge_n}, {InFeatures{1}, OutFeatures{1}},
+                                        {{0, 0}});
            },
            [&] {
-             Pattern::from_block_coords(huge_n, 4, 1, 4, {{3, 0}});
+             Pattern::from_block_coords(InFeatures{4}, OutFeatures{huge_n}, {InFeatures{4}, OutFeatures{1}}, {{3, 0}});
            },
        }) {
     try {
@@ -502,7 +659,8 @@ TEST_CASE("block_sparse_linear: sizes that overflow int64 are an Error, never a 
     }
   }
   // The weight tensor itself: too large to exist.
-  const Pattern huge = Pattern::block_diagonal({{std::int64_t{1} << 31, std::int64_t{1} << 31}});
+  const Pattern huge =
+      Pattern::block_diagonal({{InFeatures{std::int64_t{1} << 31}, OutFeatures{std::int64_t{1} << 31}}});
   test::require_error([&] { (void)Tensor::empty(huge.weight_shape()); }, {"too large", "bytes"});
 }
 
@@ -514,14 +672,31 @@ TEST_CASE("block_sparse_linear: zero-length sizes in the forward and every gradi
   };
   Generator gen(77);
   const std::vector<Case> cases = {
-      {"batch_0", Pattern::block_diagonal({{2, 3}, {2, 3}}), {0, 4}},
-      {"batch_0x3", Pattern::from_block_mask(4, 6, 2, 3, Tensor::of({{1, 0}, {1, 1}})), {3, 0, 6}},
-      {"no_blocks", Pattern::from_block_mask(4, 6, 2, 3, Tensor::zeros({2, 2})), {5, 6}},
+      {"batch_0", Pattern::block_diagonal({{InFeatures{2}, OutFeatures{3}}, {InFeatures{2}, OutFeatures{3}}}), {0, 4}},
+      {"batch_0x3",
+       Pattern::from_block_mask(InFeatures{6}, OutFeatures{4}, {InFeatures{3}, OutFeatures{2}},
+                                Tensor::of({{1, 0}, {1, 1}})),
+       {3, 0, 6}},
+      {"no_blocks",
+       Pattern::from_block_mask(InFeatures{6}, OutFeatures{4}, {InFeatures{3}, OutFeatures{2}}, Tensor::zeros({2, 2})),
+       {5, 6}},
       {"no_groups", Pattern::block_diagonal({}), {3, 0}},
-      {"size0_groups", Pattern::block_diagonal({{0, 0}, {2, 3}, {0, 2}, {3, 0}, {2, 3}}), {4, 7}},
-      {"in_0", Pattern::from_block_mask(4, 0, 2, 3, Tensor::zeros({2, 0})), {5, 0}},
-      {"out_0", Pattern::from_block_mask(0, 6, 2, 3, Tensor::zeros({0, 2})), {5, 6}},
-      {"in_0_groups", Pattern::block_diagonal({{0, 3}, {0, 2}}), {2, 0}},
+      {"size0_groups",
+       Pattern::block_diagonal({{InFeatures{0}, OutFeatures{0}},
+                                {InFeatures{2}, OutFeatures{3}},
+                                {InFeatures{0}, OutFeatures{2}},
+                                {InFeatures{3}, OutFeatures{0}},
+                                {InFeatures{2}, OutFeatures{3}}}),
+       {4, 7}},
+      {"in_0",
+       Pattern::from_block_mask(InFeatures{0}, OutFeatures{4}, {InFeatures{3}, OutFeatures{2}}, Tensor::zeros({2, 0})),
+       {5, 0}},
+      {"out_0",
+       Pattern::from_block_mask(InFeatures{6}, OutFeatures{0}, {InFeatures{3}, OutFeatures{2}}, Tensor::zeros({0, 2})),
+       {5, 6}},
+      {"in_0_groups",
+       Pattern::block_diagonal({{InFeatures{0}, OutFeatures{3}}, {InFeatures{0}, OutFeatures{2}}}),
+       {2, 0}},
   };
   for (const Dtype dt : {kFloat32, kFloat64})
     for (const auto& c : cases) {
@@ -567,13 +742,18 @@ TEST_CASE("block_sparse_linear: zero-length sizes in the forward and every gradi
       }
     }
   // A size-0 group stores no block: the others keep their layout.
-  const Pattern p = Pattern::block_diagonal({{0, 0}, {2, 3}, {0, 2}, {3, 0}, {2, 3}});
+  const Pattern p = Pattern::block_diagonal({{InFeatures{0}, OutFeatures{0}},
+                                             {InFeatures{2}, OutFeatures{3}},
+                                             {InFeatures{0}, OutFeatures{2}},
+                                             {InFeatures{3}, OutFeatures{0}},
+                                             {InFeatures{2}, OutFeatures{3}}});
   CHECK(p.in_features() == 7);
   CHECK(p.out_features() == 8);
   CHECK(p.num_blocks() == 2);
   CHECK(p.weight_shape() == Shape{2, 3, 2});
   CHECK(Pattern::block_diagonal({}).weight_shape() == Shape{0, 0, 0});
-  CHECK(Pattern::from_block_mask(0, 6, 2, 3, Tensor::zeros({0, 2})).weight_shape() == Shape{0, 2, 3});
+  CHECK(Pattern::from_block_mask(InFeatures{6}, OutFeatures{0}, {InFeatures{3}, OutFeatures{2}}, Tensor::zeros({0, 2}))
+            .weight_shape() == Shape{0, 2, 3});
 }
 
 TEST_CASE("block_sparse_linear: results do not depend on what ran before (kept scratch buffers)",
@@ -589,9 +769,12 @@ TEST_CASE("block_sparse_linear: results do not depend on what ran before (kept s
     y.backward(Tensor::ones(y.shape(), y.dtype()));
     return Tensors{y, x.grad(), w.grad(), b.grad()};
   };
-  const Pattern small = Pattern::block_diagonal({{8, 8}, {8, 8}, {5, 3}});
-  const Pattern grid16 = Pattern::from_block_mask(64, 64, 16, 16, random_block_mask(4, 4, 0.5, gen, -1, -1));
-  const Pattern wide = Pattern::block_diagonal({{128, 128}, {128, 128}});
+  const Pattern small = Pattern::block_diagonal(
+      {{InFeatures{8}, OutFeatures{8}}, {InFeatures{8}, OutFeatures{8}}, {InFeatures{5}, OutFeatures{3}}});
+  const Pattern grid16 = Pattern::from_block_mask(InFeatures{64}, OutFeatures{64}, {InFeatures{16}, OutFeatures{16}},
+                                                  random_block_mask(4, 4, 0.5, gen, -1, -1));
+  const Pattern wide =
+      Pattern::block_diagonal({{InFeatures{128}, OutFeatures{128}}, {InFeatures{128}, OutFeatures{128}}});
   for (const Pattern* pp : {&small, &grid16}) {
     const Pattern& p = *pp;
     const Tensor x = Tensor::randn({37, p.in_features()}, gen), w = Tensor::randn(p.weight_shape(), gen),

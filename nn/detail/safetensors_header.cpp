@@ -1,0 +1,724 @@
+// Note [Safetensors header scanner] (safetensors_header.hpp): a single-pass scanner for exactly the
+// safetensors header schema.
+#include "xgrad/nn/detail/safetensors_header.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "xgrad/core/error.hpp"
+
+namespace xgrad::detail {
+
+namespace {
+
+constexpr std::string_view kMetadataKey = "__metadata__";
+constexpr std::string_view kNotJson = "the header is not valid JSON";
+
+// At most 64 bytes of a name or token in a message (a hostile header may hold names of megabytes).
+std::string shown(std::string_view text) {
+  constexpr std::size_t kMax = 64;
+  if (text.size() <= kMax) return std::string(text);
+  return fmt::format("{}...({} bytes)", text.substr(0, kMax), text.size());
+}
+
+// ---- SipHash-1-3 (Aumasson and Bernstein; the variant Rust's HashMap uses) -----------------------
+
+inline std::uint64_t rotl(std::uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
+
+struct SipState {
+  std::uint64_t v0, v1, v2, v3;
+  void round() {
+    v0 += v1;
+    v1 = rotl(v1, 13);
+    v1 ^= v0;
+    v0 = rotl(v0, 32);
+    v2 += v3;
+    v3 = rotl(v3, 16);
+    v3 ^= v2;
+    v0 += v3;
+    v3 = rotl(v3, 21);
+    v3 ^= v0;
+    v2 += v1;
+    v1 = rotl(v1, 17);
+    v1 ^= v2;
+    v2 = rotl(v2, 32);
+  }
+};
+
+std::uint64_t siphash13(const std::uint64_t key[2], std::string_view s) {
+  SipState st{0x736f6d6570736575ull ^ key[0], 0x646f72616e646f6dull ^ key[1], 0x6c7967656e657261ull ^ key[0],
+              0x7465646279746573ull ^ key[1]};
+  const char* p = s.data();
+  const std::size_t n = s.size();
+  const char* const whole_end = p + (n & ~std::size_t{7});
+  for (; p != whole_end; p += 8) {
+    std::uint64_t m;
+    std::memcpy(&m, p, 8);  // little-endian host (static_assert in serialize.cpp)
+    st.v3 ^= m;
+    st.round();
+    st.v0 ^= m;
+  }
+  std::uint64_t last = static_cast<std::uint64_t>(n) << 56;
+  for (std::size_t i = 0; i < (n & 7); ++i)
+    last |= static_cast<std::uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  st.v3 ^= last;
+  st.round();
+  st.v0 ^= last;
+  st.v2 ^= 0xff;
+  st.round();
+  st.round();
+  st.round();
+  return st.v0 ^ st.v1 ^ st.v2 ^ st.v3;
+}
+
+// A per-process random key, drawn once.
+const std::array<std::uint64_t, 2>& process_hash_key() {
+  static const std::array<std::uint64_t, 2> key = [] {
+    std::uint64_t a = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    std::uint64_t b = reinterpret_cast<std::uintptr_t>(&a) * 0x9e3779b97f4a7c15ull;
+    try {
+      std::random_device rd;
+      a ^= (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+      b ^= (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    } catch (...) {  // no entropy source: the clock and the stack address still vary per process
+    }
+    return std::array<std::uint64_t, 2>{a, b | 1};  // never {0, 0}, which means "random" to callers
+  }();
+  return key;
+}
+
+// ---- a set of key indices, open addressing with linear probing ------------------------------------
+
+// Keys live in the caller's vectors (entry names, metadata keys), numbered 0, 1, ... in insertion
+// order; the set keeps their hashes and a table of (index + 1, high hash bits) slots, at most 3/4
+// full. Growth doubles the table and reinserts from the stored hashes (amortised linear).
+class KeySet {
+ public:
+  KeySet(const std::uint64_t key[2], SafetensorsScanCounters& counters) : counters_(counters) {
+    key_[0] = key[0];
+    key_[1] = key[1];
+  }
+
+  std::uint64_t hash(std::string_view k) const { return siphash13(key_, k); }
+
+  // Starts loading the slot where a key of hash `h` goes, so that the insert after the key's value
+  // has been scanned does not wait for memory (a table of a million keys is far larger than the cache).
+  void prefetch(std::uint64_t h) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[h & mask_], 1);
+  }
+
+  // Adds `k` (of hash h = hash(k)) as key number hashes_.size() and returns npos, or returns the
+  // number of an equal key already in the set. key_at(i) gives key number i.
+  template <class KeyAt>
+  std::size_t insert(std::string_view k, std::uint64_t h, KeyAt&& key_at) {
+    counters_.bytes_hashed += k.size();
+    ++counters_.keys;
+    if ((hashes_.size() + 1) * 4 > slots_.size() * 3) grow();
+    const std::uint32_t tag = static_cast<std::uint32_t>(h >> 32);
+    for (std::size_t pos = h & mask_;; pos = (pos + 1) & mask_) {
+      ++counters_.probes;
+      const Slot s = slots_[pos];
+      if (s.index_plus_one == 0) {
+        slots_[pos] = Slot{static_cast<std::uint32_t>(hashes_.size() + 1), tag};
+        hashes_.push_back(h);
+        return npos;
+      }
+      if (s.tag == tag && hashes_[s.index_plus_one - 1] == h) {
+        const std::string_view other = key_at(s.index_plus_one - 1);
+        counters_.bytes_compared += std::min(other.size(), k.size());
+        if (other == k) return s.index_plus_one - 1;
+      }
+    }
+  }
+
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+
+ private:
+  struct Slot {
+    std::uint32_t index_plus_one = 0;  // 0: empty
+    std::uint32_t tag = 0;             // the hash's high 32 bits
+  };
+  void grow() {
+    const std::size_t size = slots_.empty() ? 256 : slots_.size() * 2;
+    slots_.assign(size, Slot{});
+    mask_ = size - 1;
+    for (std::size_t i = 0; i < hashes_.size(); ++i) {
+      std::size_t pos = hashes_[i] & mask_;
+      while (slots_[pos].index_plus_one != 0) pos = (pos + 1) & mask_;
+      slots_[pos] = Slot{static_cast<std::uint32_t>(i + 1), static_cast<std::uint32_t>(hashes_[i] >> 32)};
+    }
+    counters_.rehashed += hashes_.size();
+  }
+
+  std::uint64_t key_[2];
+  SafetensorsScanCounters& counters_;
+  std::vector<Slot> slots_;
+  std::vector<std::uint64_t> hashes_;
+  std::size_t mask_ = 0;
+};
+
+// Bytes that stand for themselves in a JSON string: printable ASCII except '"' and '\'.
+constexpr std::array<bool, 256> kPlain = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0x20; c < 0x80; ++c) t[c] = c != '"' && c != '\\';
+  return t;
+}();
+
+bool is_digit(int c) { return c >= '0' && c <= '9'; }
+
+struct Number {
+  const char* begin = nullptr;
+  const char* end = nullptr;
+  bool negative = false;
+  bool integral = true;   // no fraction, no exponent
+  bool overflow = false;  // the integer part does not fit in 64 bits
+  std::uint64_t value = 0;
+  std::string_view text() const { return {begin, static_cast<std::size_t>(end - begin)}; }
+};
+
+class Scanner {
+ public:
+  Scanner(std::string_view text, const std::string& src, const SafetensorsScanOptions& options)
+      : begin_(text.data()),
+        p_(text.data()),
+        end_(text.data() + text.size()),
+        src_(src),
+        options_(options),
+        hash_key_{options.hash_key[0], options.hash_key[1]},
+        counters_(options.counters ? *options.counters : own_counters_),
+        names_(key_or_random(), counters_),
+        metadata_keys_(key_or_random(), counters_) {}
+
+  SafetensorsHeader run() {
+    ws();
+    if (peek() != '{') fail(p_, "the header does not start with '{'", "'{'");
+    ++p_;
+    ws();
+    if (peek() == '}') {
+      ++p_;
+    } else {
+      for (;;) {
+        if (peek() != '"') fail(p_, kNotJson, "a tensor name or \"__metadata__\" in double quotes");
+        const char* key_at = p_;
+        // Decoded straight into the arena of names (an entry's name stays there).
+        const std::size_t key_offset = out_.text.size();
+        string(out_.text, "a tensor name");
+        ws();
+        expect(':', "':' after a name");
+        ws();
+        if (std::string_view(out_.text).substr(key_offset) == kMetadataKey) {
+          out_.text.resize(key_offset);
+          if (seen_metadata_)
+            fail_at(key_at, fmt::format("duplicate name '__metadata__' in the header (the first is at byte {})",
+                                        offset(metadata_at_)));
+          seen_metadata_ = true;
+          metadata_at_ = key_at;
+          metadata();
+        } else {
+          entry(key_at, key_offset);
+        }
+        ws();
+        const int c = peek();
+        if (c == ',') {
+          ++p_;
+          ws();
+          continue;
+        }
+        if (c == '}') {
+          ++p_;
+          break;
+        }
+        fail(p_, kNotJson, "',' or '}' after a top-level value");
+      }
+    }
+    ws();
+    if (p_ != end_) fail(p_, kNotJson, "only whitespace after the header's closing '}'");
+    return std::move(out_);
+  }
+
+ private:
+  const std::uint64_t* key_or_random() const {
+    return (hash_key_[0] | hash_key_[1]) ? hash_key_ : process_hash_key().data();
+  }
+
+  int peek() const { return p_ < end_ ? static_cast<unsigned char>(*p_) : -1; }
+  std::uint64_t offset(const char* at) const { return options_.file_offset + static_cast<std::uint64_t>(at - begin_); }
+  void ws() {
+    while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+  }
+  void expect(char c, std::string_view expected) {
+    if (peek() != c) fail(p_, kNotJson, expected);
+    ++p_;
+  }
+
+  // What is at `at`, for a message.
+  std::string found(const char* at) const {
+    if (at >= end_) return "the end of the header";
+    const auto c = static_cast<unsigned char>(*at);
+    if (c >= 0x20 && c < 0x7f) return fmt::format("'{}'", static_cast<char>(c));
+    return fmt::format("byte 0x{:02x}", c);
+  }
+  // `found` overrides what is shown as found (e.g. a whole key). A header that ends where a value
+  // should be is not valid JSON, whatever the value should have been.
+  [[noreturn]] void fail(const char* at, std::string_view what, std::string_view expected,
+                         std::string_view found_instead = {}) const {
+    detail::throw_error(
+        fmt::format("load_safetensors: '{}' is not a valid safetensors file: {} (at byte {}: expected {}, found {})",
+                    src_, at >= end_ ? kNotJson : what, offset(at), expected,
+                    found_instead.empty() ? found(at) : std::string(found_instead)));
+  }
+  // For errors that are not about one unexpected byte (a duplicate, a missing field).
+  [[noreturn]] void fail_at(const char* at, std::string_view what) const {
+    detail::throw_error(
+        fmt::format("load_safetensors: '{}' is not a valid safetensors file: {} (at byte {})", src_, what, offset(at)));
+  }
+
+  // ---- strings ----
+
+  // Appends the string at p_ (which is '"') to `out`, unescaped. `what` names it in messages.
+  void string(std::string& out, std::string_view what) {
+    const char* const open = p_;
+    ++p_;
+    for (;;) {
+      const char* run = p_;
+      skip_plain_words();
+      while (p_ < end_ && kPlain[static_cast<unsigned char>(*p_)]) ++p_;
+      out.append(run, p_);
+      if (p_ == end_) fail(p_, kNotJson, fmt::format("'\"' closing {} that starts at byte {}", what, offset(open)));
+      const auto c = static_cast<unsigned char>(*p_);
+      if (c == '"') {
+        ++p_;
+        return;
+      }
+      if (c == '\\') {
+        escape(out);
+      } else if (c < 0x20) {
+        fail(p_, kNotJson, "a string character (control characters must be escaped in JSON strings)");
+      } else {
+        utf8(out);
+      }
+    }
+  }
+
+  // Skips 8 bytes at a time while none of them needs a look (a quote, a backslash, a control
+  // character or a non-ASCII byte); the byte loop after it finds which one does. The tests have no
+  // false negatives (a word with such a byte is never skipped), only false positives.
+  void skip_plain_words() {
+    constexpr std::uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+    auto has_zero = [](std::uint64_t x) { return (x - kOnes) & ~x & kHigh; };
+    while (end_ - p_ >= 8) {
+      std::uint64_t v;
+      std::memcpy(&v, p_, 8);
+      const std::uint64_t special =
+          has_zero(v ^ (kOnes * '"')) | has_zero(v ^ (kOnes * '\\')) | ((v - kOnes * 0x20) & ~v & kHigh) | (v & kHigh);
+      if (special) return;
+      p_ += 8;
+    }
+  }
+
+  // p_ at '\'.
+  void escape(std::string& out) {
+    const char* const at = p_;
+    ++p_;
+    const int c = peek();
+    char plain = 0;
+    switch (c) {
+      case '"':
+        plain = '"';
+        break;
+      case '\\':
+        plain = '\\';
+        break;
+      case '/':
+        plain = '/';
+        break;
+      case 'b':
+        plain = '\b';
+        break;
+      case 'f':
+        plain = '\f';
+        break;
+      case 'n':
+        plain = '\n';
+        break;
+      case 'r':
+        plain = '\r';
+        break;
+      case 't':
+        plain = '\t';
+        break;
+      case 'u':
+        break;
+      default:
+        fail(p_, fmt::format("{}: invalid escape in a string at byte {}", kNotJson, offset(at)),
+             "one of \" \\ / b f n r t u after '\\'");
+    }
+    if (c != 'u') {
+      out.push_back(plain);
+      ++p_;
+      return;
+    }
+    ++p_;
+    std::uint32_t cp = hex4();
+    if (cp >= 0xDC00 && cp <= 0xDFFF)
+      fail(at, fmt::format("{}: \\u{:04X} is a low surrogate without a high surrogate before it", kNotJson, cp),
+           "a code point that is not a lone surrogate");
+    if (cp >= 0xD800 && cp <= 0xDBFF) {
+      const char* const low_at = p_;
+      if (end_ - p_ < 2 || p_[0] != '\\' || p_[1] != 'u')
+        fail(p_, fmt::format("{}: \\u{:04X} is a high surrogate not followed by a low one", kNotJson, cp),
+             "'\\u' and a low surrogate (DC00-DFFF)");
+      p_ += 2;
+      const std::uint32_t low = hex4();
+      if (low < 0xDC00 || low > 0xDFFF)
+        fail(low_at, fmt::format("{}: \\u{:04X} is a high surrogate followed by \\u{:04X}", kNotJson, cp, low),
+             "a low surrogate (DC00-DFFF)");
+      cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+    }
+    // UTF-8 encoding of cp.
+    if (cp < 0x80) {
+      out.push_back(static_cast<char>(cp));
+    } else if (cp < 0x800) {
+      out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else if (cp < 0x10000) {
+      out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else {
+      out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+      out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+  }
+
+  std::uint32_t hex4() {
+    std::uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) {
+      const int c = peek();
+      int d;
+      if (c >= '0' && c <= '9')
+        d = c - '0';
+      else if (c >= 'a' && c <= 'f')
+        d = c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        d = c - 'A' + 10;
+      else
+        fail(p_, kNotJson, "a hexadecimal digit of a \\u escape");
+      v = v * 16 + static_cast<std::uint32_t>(d);
+      ++p_;
+    }
+    return v;
+  }
+
+  // One multi-byte UTF-8 sequence at p_ (first byte >= 0x80), validated (no overlong forms, no
+  // surrogates, nothing above U+10FFFF) and appended.
+  void utf8(std::string& out) {
+    const auto b0 = static_cast<unsigned char>(*p_);
+    int n;
+    unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+    if (b0 >= 0xC2 && b0 <= 0xDF) {
+      n = 1;
+    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+      n = 2;
+      if (b0 == 0xE0) lo = 0xA0;
+      if (b0 == 0xED) hi = 0x9F;
+    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+      n = 3;
+      if (b0 == 0xF0) lo = 0x90;
+      if (b0 == 0xF4) hi = 0x8F;
+    } else {
+      fail(p_, fmt::format("{}: invalid UTF-8", kNotJson), "the first byte of a UTF-8 sequence");
+    }
+    for (int i = 1; i <= n; ++i) {
+      const int c = p_ + i < end_ ? static_cast<unsigned char>(p_[i]) : -1;
+      const int l = i == 1 ? lo : 0x80, h = i == 1 ? hi : 0xBF;
+      if (c < l || c > h)
+        fail(p_ + i, fmt::format("{}: invalid UTF-8 (sequence starting at byte {})", kNotJson, offset(p_)),
+             "a continuation byte of a UTF-8 sequence");
+    }
+    out.append(p_, p_ + n + 1);
+    p_ += n + 1;
+  }
+
+  // ---- numbers ----
+
+  // The JSON number at p_ (whose first byte is '-' or a digit).
+  Number number() {
+    Number n;
+    n.begin = p_;
+    if (peek() == '-') {
+      n.negative = true;
+      ++p_;
+    }
+    if (!is_digit(peek())) fail(p_, kNotJson, "a digit");
+    if (*p_ == '0') {
+      ++p_;
+    } else {
+      while (is_digit(peek())) {
+        const auto d = static_cast<std::uint64_t>(*p_ - '0');
+        if (n.value > (std::numeric_limits<std::uint64_t>::max() - d) / 10)
+          n.overflow = true;
+        else if (!n.overflow)
+          n.value = n.value * 10 + d;
+        ++p_;
+      }
+    }
+    if (peek() == '.') {
+      n.integral = false;
+      ++p_;
+      if (!is_digit(peek())) fail(p_, kNotJson, "a digit after the decimal point");
+      while (is_digit(peek())) ++p_;
+    }
+    if (peek() == 'e' || peek() == 'E') {
+      n.integral = false;
+      ++p_;
+      if (peek() == '+' || peek() == '-') ++p_;
+      if (!is_digit(peek())) fail(p_, kNotJson, "a digit of the exponent");
+      while (is_digit(peek())) ++p_;
+    }
+    n.end = p_;
+    return n;
+  }
+
+  // ---- the schema ----
+
+  void metadata() {
+    if (peek() != '{') fail(p_, "'__metadata__' is not a JSON object", "'{'");
+    ++p_;
+    ws();
+    if (peek() == '}') {
+      ++p_;
+      return;
+    }
+    auto& meta = out_.metadata;
+    for (;;) {
+      if (peek() != '"') fail(p_, kNotJson, "a key of '__metadata__' in double quotes");
+      const char* key_at = p_;
+      field_.clear();
+      string(field_, "a key of '__metadata__'");
+      const std::uint64_t h = metadata_keys_.hash(field_);
+      metadata_keys_.prefetch(h);
+      ws();
+      expect(':', "':' after a key of '__metadata__'");
+      ws();
+      if (peek() != '"') fail(p_, fmt::format("'__metadata__' value of '{}' is not a string", shown(field_)), "'\"'");
+      meta.emplace_back(std::move(field_), std::string());
+      string(meta.back().second, "a value of '__metadata__'");
+      const std::size_t dup =
+          metadata_keys_.insert(meta.back().first, h, [&](std::size_t i) -> std::string_view { return meta[i].first; });
+      if (dup != KeySet::npos)
+        fail_at(key_at, fmt::format("duplicate key '{}' in '__metadata__'", shown(meta.back().first)));
+      ws();
+      const int c = peek();
+      if (c == ',') {
+        ++p_;
+        ws();
+        continue;
+      }
+      if (c == '}') {
+        ++p_;
+        return;
+      }
+      fail(p_, kNotJson, "',' or '}' after a value of '__metadata__'");
+    }
+  }
+
+  // The tensor's name is out_.text[name_offset:], p_ is at its value.
+  void entry(const char* name_at, std::size_t name_offset) {
+    auto& entries = out_.entries;
+    // The name is looked up in the set once the entry is scanned; its slot is loaded meanwhile.
+    const std::uint64_t h = names_.hash(std::string_view(out_.text).substr(name_offset));
+    names_.prefetch(h);
+    if (peek() != '{')
+      fail(p_,
+           fmt::format("the header entry of tensor '{}' is not a JSON object",
+                       shown(std::string_view(out_.text).substr(name_offset))),
+           "'{'");
+    entries.emplace_back();
+    SafetensorsHeaderEntry& e = entries.back();
+    e.name_offset = name_offset;
+    e.name_size = out_.text.size() - name_offset;
+    e.at = offset(name_at);
+    ++p_;
+    ws();
+    constexpr unsigned kDtype = 1, kShape = 2, kOffsets = 4;
+    unsigned seen = 0;
+    const char* close = p_;
+    if (peek() != '}') {
+      for (;;) {
+        if (peek() != '"')
+          fail(p_, kNotJson, fmt::format("a field name of tensor '{}' in double quotes", shown(out_.name(e))));
+        const char* field_at = p_;
+        field_.clear();
+        string(field_, "a field name");
+        const std::string_view fv = field_;  // string_view ==: sizes first, then bytes
+        const unsigned f = fv == "dtype" ? kDtype : fv == "shape" ? kShape : fv == "data_offsets" ? kOffsets : 0;
+        if (f == 0)
+          fail(field_at,
+               fmt::format("the header entry of tensor '{}' has an unknown field '{}'", shown(out_.name(e)),
+                           shown(field_)),
+               "\"dtype\", \"shape\" or \"data_offsets\"", fmt::format("\"{}\"", shown(field_)));
+        if (seen & f)
+          fail_at(field_at,
+                  fmt::format("duplicate key '{}' in the header entry of tensor '{}'", field_, shown(out_.name(e))));
+        seen |= f;
+        ws();
+        expect(':', "':' after a field name");
+        ws();
+        if (f == kDtype) {
+          if (peek() != '"')
+            fail(p_, fmt::format("the 'dtype' of tensor '{}' is not a string", shown(out_.name(e))), "'\"'");
+          e.dtype_offset = out_.text.size();
+          string(out_.text, "a dtype");
+          e.dtype_size = out_.text.size() - e.dtype_offset;
+        } else if (f == kShape) {
+          shape(e);
+        } else {
+          data_offsets(e);
+        }
+        ws();
+        const int c = peek();
+        if (c == ',') {
+          ++p_;
+          ws();
+          continue;
+        }
+        if (c == '}') break;
+        fail(p_, kNotJson, fmt::format("',' or '}}' in the header entry of tensor '{}'", shown(out_.name(e))));
+      }
+      close = p_;
+    }
+    ++p_;
+    for (auto [bit, field] : {std::pair{kDtype, "dtype"}, {kShape, "shape"}, {kOffsets, "data_offsets"}})
+      if (!(seen & bit)) fail_at(close, fmt::format("tensor '{}' has no '{}' field", shown(out_.name(e)), field));
+    const std::size_t dup = names_.insert(out_.name(e), h, [&](std::size_t i) { return out_.name(entries[i]); });
+    if (dup != KeySet::npos)
+      fail_at(name_at, fmt::format("duplicate name '{}' in the header (the first is at byte {})", shown(out_.name(e)),
+                                   entries[dup].at));
+  }
+
+  void shape(SafetensorsHeaderEntry& e) {
+    if (peek() != '[') fail(p_, fmt::format("the 'shape' of tensor '{}' is not an array", shown(out_.name(e))), "'['");
+    ++p_;
+    e.dims_offset = out_.dims.size();
+    ws();
+    if (peek() == ']') {
+      ++p_;
+      return;
+    }
+    for (;;) {
+      const int c = peek();
+      if (c == '[' || c == '{')
+        fail(p_, "the JSON header is nested deeper than the format allows", "a dimension (a non-negative integer)");
+      if (c != '-' && !is_digit(c))
+        fail(p_,
+             fmt::format("the shape of tensor '{}' has a dimension that is not a non-negative integer",
+                         shown(out_.name(e))),
+             "a non-negative integer");
+      if (e.dims_size == options_.max_dims)
+        fail_at(p_, fmt::format("the shape of tensor '{}' has more than {} dimensions", shown(out_.name(e)),
+                                options_.max_dims));
+      const Number n = number();
+      if (!n.integral)
+        fail(n.begin,
+             fmt::format("the shape of tensor '{}' has a dimension that is not a non-negative integer: {}",
+                         shown(out_.name(e)), shown(n.text())),
+             "a non-negative integer");
+      if (n.overflow)
+        fail(n.begin,
+             fmt::format("number overflow: a dimension of tensor '{}' ({}) does not fit in 64 bits",
+                         shown(out_.name(e)), shown(n.text())),
+             "a non-negative integer below 2^63");
+      if (n.negative && n.value != 0)
+        fail(n.begin,
+             fmt::format("the shape of tensor '{}' has a negative dimension -{}", shown(out_.name(e)), n.value),
+             "a non-negative integer");
+      if (n.value > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+        fail(n.begin,
+             fmt::format("the shape of tensor '{}' has a dimension {} that overflows int64", shown(out_.name(e)),
+                         n.value),
+             "a non-negative integer below 2^63");
+      out_.dims.push_back(static_cast<std::int64_t>(n.value));
+      ++e.dims_size;
+      ws();
+      const int d = peek();
+      if (d == ',') {
+        ++p_;
+        ws();
+        continue;
+      }
+      if (d == ']') {
+        ++p_;
+        return;
+      }
+      fail(p_, kNotJson, fmt::format("',' or ']' in the shape of tensor '{}'", shown(out_.name(e))));
+    }
+  }
+
+  void data_offsets(SafetensorsHeaderEntry& e) {
+    // Built only on the error path: the common path allocates nothing per entry.
+    const auto what = [&] {
+      return fmt::format("the 'data_offsets' of tensor '{}' are not two non-negative integers", shown(out_.name(e)));
+    };
+    if (peek() != '[') fail(p_, what(), "'['");
+    ++p_;
+    ws();
+    std::uint64_t v[2];
+    for (int i = 0; i < 2; ++i) {
+      const int c = peek();
+      if (c != '-' && !is_digit(c))
+        fail(p_, what(), i == 0 ? "a non-negative integer" : "a second non-negative integer");
+      const Number n = number();
+      if (!n.integral) fail(n.begin, what(), "a non-negative integer");
+      if (n.overflow)
+        fail(n.begin,
+             fmt::format("number overflow: a data offset of tensor '{}' ({}) does not fit in 64 bits",
+                         shown(out_.name(e)), shown(n.text())),
+             "a non-negative integer below 2^64");
+      if (n.negative && n.value != 0) fail(n.begin, what(), "a non-negative integer");
+      v[i] = n.value;
+      ws();
+      if (i == 0) {
+        if (peek() != ',') fail(p_, what(), "','");
+        ++p_;
+        ws();
+      }
+    }
+    if (peek() != ']') fail(p_, what(), "']' after two offsets");
+    ++p_;
+    e.begin = v[0];
+    e.end = v[1];
+  }
+
+  const char* const begin_;
+  const char* p_;
+  const char* const end_;
+  const std::string& src_;
+  const SafetensorsScanOptions& options_;
+  const std::uint64_t hash_key_[2];
+  SafetensorsScanCounters own_counters_;
+  SafetensorsScanCounters& counters_;
+  KeySet names_;
+  KeySet metadata_keys_;
+  bool seen_metadata_ = false;
+  const char* metadata_at_ = nullptr;
+  std::string field_;  // a reused buffer
+  SafetensorsHeader out_;
+};
+
+}  // namespace
+
+SafetensorsHeader scan_safetensors_header(std::string_view header, const std::string& src,
+                                          const SafetensorsScanOptions& options) {
+  return Scanner(header, src, options).run();
+}
+
+}  // namespace xgrad::detail

@@ -1,0 +1,89 @@
+#pragma once
+// The safetensors header scanner behind parse_safetensors / load_safetensors (nn/serialize.hpp).
+// Internal: not installed, not part of the API.
+//
+// Note [Safetensors header scanner]: the header is read by a hand-written single-pass scanner for
+// exactly the safetensors schema,
+//
+//   {"<name>": {"dtype": "<tag>", "shape": [d0, d1, ...], "data_offsets": [begin, end]}, ...,
+//    "__metadata__": {"<key>": "<value>", ...}}
+//
+// not by a general JSON parser. Each byte is looked at a bounded number of times, so the time is
+// linear in the header's length and close to the time it takes to read it (bench/safetensors_header
+// measures the ratio for a header at the 100 MB cap): the general parser used before (nlohmann's SAX
+// parser building each entry as a JSON value) took 12x the read time. Everything that is not the
+// schema is refused at the first byte where it departs from it, with the byte offset in the file and
+// what was expected there: JSON syntax (strict RFC 8259: whitespace only where JSON allows it, no
+// trailing commas, no leading zeros, only whitespace after the closing brace), strings (every
+// escape of JSON, \uXXXX with surrogate pairs decoded to UTF-8; unpaired surrogates, unknown escapes,
+// raw control characters and invalid UTF-8 refused), numbers (integers that do not fit in 64 bits
+// refused as "number overflow"; fractions and exponents are not dimensions or offsets), values of the
+// wrong type, unknown or missing fields, nesting deeper than the schema, more than `max_dims`
+// dimensions. Duplicate keys are refused at every level (tensor names, "__metadata__", the fields of
+// an entry, metadata keys), after unescaping: JSON allows them and a reader that kept one would hide
+// data. Names are checked in a hash set keyed with SipHash-1-3 under a per-process random key (an
+// attacker who writes the file cannot aim names at one bucket), so a check costs one hash of the
+// name and, on a hash match, one comparison. The set grows by doubling, rehashing stored hashes.
+//
+// What the scanner does not check, the caller does (nn/serialize.cpp): which dtype tags are
+// supported, that the shape's element count and byte size fit, that data_offsets match the shape and
+// tile the data buffer.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace xgrad::detail {
+
+/// One tensor's entry, as written in the header (values unescaped, types checked). Its name, dtype
+/// and shape live in the SafetensorsHeader's arenas (one allocation for all entries, not three per
+/// entry): read them with SafetensorsHeader::name / dtype / shape.
+struct SafetensorsHeaderEntry {
+  std::size_t name_offset = 0, name_size = 0;    // in SafetensorsHeader::text
+  std::size_t dtype_offset = 0, dtype_size = 0;  // in SafetensorsHeader::text; the tag as written, e.g. "F32"
+  std::size_t dims_offset = 0, dims_size = 0;    // in SafetensorsHeader::dims
+  std::uint64_t begin = 0, end = 0;              // data_offsets as written (not checked against each other)
+  std::uint64_t at = 0;                          // byte offset in the file of the entry's name (for messages)
+};
+
+struct SafetensorsHeader {
+  std::vector<SafetensorsHeaderEntry> entries;                // in header order
+  std::vector<std::pair<std::string, std::string>> metadata;  // in header order; keys distinct
+  std::string text;                                           // the entries' names and dtypes, back to back
+  std::vector<std::int64_t> dims;                             // the entries' shapes, back to back
+
+  std::string_view name(const SafetensorsHeaderEntry& e) const { return {text.data() + e.name_offset, e.name_size}; }
+  std::string_view dtype(const SafetensorsHeaderEntry& e) const { return {text.data() + e.dtype_offset, e.dtype_size}; }
+  /// Each dimension in [0, 2^63); their product is not checked.
+  std::vector<std::int64_t> shape(const SafetensorsHeaderEntry& e) const {
+    return {dims.begin() + static_cast<std::ptrdiff_t>(e.dims_offset),
+            dims.begin() + static_cast<std::ptrdiff_t>(e.dims_offset + e.dims_size)};
+  }
+};
+
+/// Work done by the duplicate-key checks (for the deterministic linearity test).
+struct SafetensorsScanCounters {
+  std::uint64_t keys = 0;            // keys inserted
+  std::uint64_t bytes_hashed = 0;    // bytes of keys hashed
+  std::uint64_t bytes_compared = 0;  // bytes of keys compared after a hash match
+  std::uint64_t probes = 0;          // hash-table slots looked at
+  std::uint64_t rehashed = 0;        // keys moved when the table grew
+};
+
+struct SafetensorsScanOptions {
+  std::uint64_t file_offset = 8;  // offset of the header's first byte in the file (for messages)
+  std::size_t max_dims = 64;      // more dimensions than this are refused
+  // The SipHash key (two words). Zero: a per-process random key. Tests fix it to count work.
+  std::uint64_t hash_key[2] = {0, 0};
+  SafetensorsScanCounters* counters = nullptr;  // if set, receives the work done
+};
+
+/// Scans the header text `header` (the bytes after the 8-byte length). Errors: xgrad::Error
+/// "load_safetensors: '<src>' is not a valid safetensors file: <what> (at byte <N>: expected <what
+/// was expected>, found <the byte there>)", N counted from the start of the file.
+SafetensorsHeader scan_safetensors_header(std::string_view header, const std::string& src,
+                                          const SafetensorsScanOptions& options = {});
+
+}  // namespace xgrad::detail
