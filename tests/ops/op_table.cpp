@@ -1563,6 +1563,8 @@ std::vector<OpInfo> build() {
         {"undefined x", [] { group_norm(Tensor(), 1); }, {"group_norm", "'x'"}},
     };
     t.push_back(gn);
+  }
+
   // conv.hpp and pool.hpp: x (n, cg * groups, [h,] w); conv weight (og * groups, cg, k...), transposed
   // weight (cg * groups, og, k...); one entry per public function and a few per mode.
   {
