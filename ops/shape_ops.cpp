@@ -879,7 +879,7 @@ Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, const std::st
       src[d][static_cast<std::size_t>(o)] = i;
     }
   }
-  return detail::gather_map("pad", x, out, detail::separable_map(s, out, src), constant);
+  return detail::gather_map("pad", x, out, detail::separable_map(s, out, src), constant, value);
 }
 
 }  // namespace xgrad

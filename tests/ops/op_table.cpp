@@ -283,6 +283,380 @@ std::string dims_prelude(const BlockSparsePattern& p) {
                      fmt::format("[{}]", fmt::join(p.weight_shape(), ", ")));
 }
 
+// ---- issue 16: shape ops (split ... pad) and reductions (min ... cumsum), one contiguous block ----
+
+/// a (batch..., n, m): the sample of most entries below.
+SampleInput nm_sample(Dtype dt, const SampleSpec& s, Generator& g) {
+  return SampleInput{{{"a", values(s.scalar ? Shape{} : bshape(s.batch, {s.sizes[0], s.sizes[1]}), g, dt)}}, {}, {}};
+}
+
+/// Joins split pieces i != 1 scaled by i + 1 (so each piece's gradient is told apart, and an unused
+/// piece gets the engine's zeros).
+Tensor join_pieces(const Tensors& ps, std::int64_t dim) {
+  Tensors kept;
+  for (std::size_t i = 0; i < ps.size(); ++i)
+    if (i != 1) kept.push_back(mul(ps[i], static_cast<double>(i + 1)));
+  return concat(kept, dim);
+}
+std::string torch_join(int dim) {
+  return fmt::format("out = torch.cat([p * (i + 1) for i, p in enumerate(ps) if i != 1], {})", dim);
+}
+
+/// Values with exact zeros: every 5th element, and two in row 1 when it has 2 or more elements (prod's
+/// gradient with one zero and with two).
+Tensor with_zeros(const Shape& shape, Generator& g, Dtype dt) {
+  Tensor v = values(shape, g, kFloat64);
+  double* p = v.data<double>();
+  for (std::int64_t i = 0; i < v.numel(); i += 5) p[i] = 0;
+  if (shape.size() >= 2 && shape[shape.size() - 2] > 1 && shape.back() >= 2) {
+    p[shape.back()] = 0;
+    p[shape.back() + 1] = 0;
+  }
+  return v.to(dt);
+}
+
+void add_issue16_entries(std::vector<OpInfo>& t) {
+  using Fn = std::function<Tensor(const Tensor&)>;
+  auto entry = [](std::string name, std::string sig, std::string torch, Fn f) {
+    OpInfo op;
+    op.name = std::move(name);
+    op.signature = std::move(sig);
+    op.torch = std::move(torch);
+    op.call = [f](const Tensors& in) { return f(in[0]); };
+    op.sample = nm_sample;
+    op.size_names = {"n", "m"};
+    op.small = {3, 4};
+    op.threads = {200, 200};
+    op.supports_batch = true;
+    return op;
+  };
+  const Tensor z23 = Tensor::zeros({2, 3}, kFloat64), s0 = Tensor::scalar(1.0, kFloat64);
+
+  // cat: torch's name for concat (an inline alias, so checked through concat's declaration)
+  {
+    OpInfo op = entry("cat_middle", "concat(Tensors,int64_t)", "out = torch.cat([a, a], -2)", nullptr);
+    op.call = [](const Tensors& in) { return cat({in[0], in[0]}, -2); };
+    op.errors = {{"axis out of range", [z23] { cat({z23}, 2); }, {"concat", "(2, 3)"}}};
+    t.push_back(op);
+  }
+  // split, chunk
+  {
+    OpInfo op = entry("split_size", "split(Tensor,int64_t,int64_t)", "ps = torch.split(a, 2, -1)\n", nullptr);
+    op.torch += torch_join(-1);
+    op.call = [](const Tensors& in) { return join_pieces(split(in[0], 2, -1), -1); };
+    op.errors = {{"split_size 0 of a non-empty dim", [z23] { split(z23, 0, 1); }, {"split", "split_size", "(2, 3)"}},
+                 {"negative split_size", [z23] { split(z23, -1, 1); }, {"split", "-1", "(2, 3)"}},
+                 {"dim out of range", [z23] { split(z23, 1, 2); }, {"split", "2", "(2, 3)"}},
+                 {"0-d tensor", [s0] { split(s0, 1, 0); }, {"split", "()"}}};
+    t.push_back(op);
+  }
+  {
+    OpInfo op = entry("split_sizes", "split(Tensor,vector<int64_t>,int64_t)", "", nullptr);
+    op.call = nullptr;
+    op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+      SampleInput si = nm_sample(dt, s, g);
+      const std::int64_t n = s.sizes[0];
+      const std::vector<std::int64_t> sizes{n / 2, 0, n - n / 2};  // an empty piece in the middle
+      si.call = [sizes](const Tensors& in) { return join_pieces(split(in[0], sizes, -2), -2); };
+      si.torch_prelude = fmt::format("ps = torch.split(a, [{}], -2)\n", fmt::join(sizes, ", "));
+      return si;
+    };
+    op.torch = torch_join(-2);
+    op.errors = {{"sizes that do not sum to the dim",
+                  [z23] {
+                    split(z23, std::vector<std::int64_t>{1, 1}, 1);
+                  },
+                  {"split", "sum to 2", "(2, 3)"}},
+                 {"negative size",
+                  [z23] {
+                    split(z23, std::vector<std::int64_t>{3, -1, 1}, 1);
+                  },
+                  {"split", "-1", "(2, 3)"}}};
+    t.push_back(op);
+  }
+  {
+    OpInfo op = entry("chunk", "chunk(Tensor,int64_t,int64_t)", "ps = torch.chunk(a, 3, -1)\n", nullptr);
+    op.torch += torch_join(-1);
+    op.call = [](const Tensors& in) { return join_pieces(chunk(in[0], 3, -1), -1); };
+    op.errors = {{"0 chunks", [z23] { chunk(z23, 0, 1); }, {"chunk", "chunks", "(2, 3)"}},
+                 {"dim out of range", [z23] { chunk(z23, 2, -3); }, {"chunk", "-3", "(2, 3)"}}};
+    t.push_back(op);
+  }
+  // flip, roll, repeat
+  {
+    OpInfo op = entry("flip", "flip(Tensor,vector<int64_t>)", "out = torch.flip(a, (-1, -2))", [](const Tensor& a) {
+      return flip(a, {-1, -2});
+    });
+    op.errors = {{"dim twice",
+                  [z23] {
+                    flip(z23, {1, -1});
+                  },
+                  {"flip", "twice", "(2, 3)"}},
+                 {"dim out of range", [z23] { flip(z23, {2}); }, {"flip", "2", "(2, 3)"}}};
+    t.push_back(op);
+    op = entry("flip_scalar", "flip(Tensor,vector<int64_t>)", "out = torch.flip(a, (0,))",
+               [](const Tensor& a) { return flip(a, {0}); });
+    op.supports_batch = false;
+    op.supports_scalar = true;
+    t.push_back(op);
+  }
+  {
+    OpInfo op = entry("roll", "roll(Tensor,vector<int64_t>,vector<int64_t>)", "out = torch.roll(a, (2, -5), (-1, -2))",
+                      [](const Tensor& a) {
+                        return roll(a, {2, -5}, {-1, -2});
+                      });
+    op.errors = {{"shifts and dims of different lengths",
+                  [z23] {
+                    roll(z23, {1, 2}, {0});
+                  },
+                  {"roll", "(2, 3)"}},
+                 {"dim out of range", [z23] { roll(z23, {1}, {2}); }, {"roll", "2", "(2, 3)"}},
+                 {"no dims and two shifts",
+                  [z23] {
+                    roll(z23, {1, 2});
+                  },
+                  {"roll", "(2, 3)"}}};
+    t.push_back(op);
+    op = entry("roll_flat", "roll(Tensor,vector<int64_t>,vector<int64_t>)", "out = torch.roll(a, -3)",
+               [](const Tensor& a) { return roll(a, {-3}); });
+    op.supports_scalar = true;
+    t.push_back(op);
+  }
+  {
+    OpInfo op = entry("repeat", "repeat(Tensor,vector<int64_t>)", "out = a.repeat(2, 1, 3)", [](const Tensor& a) {
+      return repeat(a, {2, 1, 3});
+    });
+    op.supports_batch = false;
+    op.threads = {100, 100};
+    op.errors = {{"fewer repeats than dims", [z23] { repeat(z23, {2}); }, {"repeat", "(2, 3)"}},
+                 {"negative repeat",
+                  [z23] {
+                    repeat(z23, {1, -2});
+                  },
+                  {"repeat", "-2", "(2, 3)"}}};
+    t.push_back(op);
+  }
+  // pad: constant (with a crop), reflect and replicate on (c, n, m) as torch's 2-d padding wants
+  {
+    OpInfo op = entry("pad_constant", "pad(Tensor,vector<int64_t>,string,double)",
+                      "out = torch.nn.functional.pad(a, (2, 1, -1, 2), value=0.5)", [](const Tensor& a) {
+                        return pad(a, {2, 1, -1, 2}, "constant", 0.5);
+                      });
+    op.errors = {{"odd number of pads",
+                  [z23] {
+                    pad(z23, {1, 2, 3});
+                  },
+                  {"pad", "(2, 3)"}},
+                 {"too many pads",
+                  [z23] {
+                    pad(z23, {1, 1, 1, 1, 1, 1});
+                  },
+                  {"pad", "(2, 3)"}},
+                 {"unknown mode",
+                  [z23] {
+                    pad(z23, {1, 1}, "circular");
+                  },
+                  {"pad", "circular", "(2, 3)"}},
+                 {"crop below 0",
+                  [z23] {
+                    pad(z23, {-2, -2});
+                  },
+                  {"pad", "negative size", "(2, 3)"}},
+                 {"reflect pad as large as the dim",
+                  [z23] {
+                    pad(z23, {3, 0}, "reflect");
+                  },
+                  {"pad", "reflect", "(2, 3)"}},
+                 {"replicate an empty dim",
+                  [] {
+                    pad(Tensor::zeros({2, 0}, kFloat64), {1, 0}, "replicate");
+                  },
+                  {"pad", "replicate", "(2, 0)"}},
+                 {"value with reflect",
+                  [z23] {
+                    pad(z23, {1, 1}, "reflect", 2.0);
+                  },
+                  {"pad", "reflect"}}};
+    op.torch_skip = [](const SampleSpec& s) -> std::string {
+      return s.sizes[0] == 0 || s.sizes[1] == 0 || numel_of(s.batch) == 0
+                 ? "torch 1.13's constant_pad_nd with a negative pad fails on empty tensors (forward or backward)"
+                 : "";
+    };
+    t.push_back(op);
+    for (const std::string mode : {"reflect", "replicate"}) {
+      const std::vector<std::int64_t> pads =
+          mode == "reflect" ? std::vector<std::int64_t>{2, 1, 1, -1} : std::vector<std::int64_t>{3, 1, 0, 2};
+      op = entry("pad_" + mode, "pad(Tensor,vector<int64_t>,string,double)",
+                 fmt::format("out = torch.nn.functional.pad(a, ({}), mode='{}')", fmt::join(pads, ", "), mode),
+                 [pads, mode](const Tensor& a) { return pad(a, pads, mode); });
+      op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+        return SampleInput{{{"a", values({2, s.sizes[0], s.sizes[1]}, g, dt)}}, {}, {}};
+      };
+      op.supports_batch = false;
+      op.errors = {};
+      if (mode == "reflect")
+        op.refuses = [](const SampleSpec& s) -> std::string {
+          return s.sizes[0] <= 1 || s.sizes[1] <= 2 ? "less than its size" : "";
+        };
+      else
+        op.refuses = [](const SampleSpec& s) -> std::string {
+          return s.sizes[0] == 0 || s.sizes[1] == 0 ? "non-empty" : "";
+        };
+      t.push_back(op);
+    }
+  }
+
+  // reductions: min mirrors max's entries; prod (with zeros), var, std, norm, cumsum
+  for (auto [name, torch, axes, keepdim] :
+       std::vector<std::tuple<std::string, std::string, std::vector<std::int64_t>, bool>>{
+           {"min_all", "out = torch.amin(a, tuple(range(a.dim())))", {}, false},
+           {"min_last", "out = torch.amin(a, -1)", {-1}, false},
+           {"min_rows_keepdim", "out = torch.amin(a, -2, keepdim=True)", {-2}, true}})
+    t.push_back(reduction(
+        name, torch, [](const Tensor& x, const std::vector<std::int64_t>& ax, bool kd) { return min(x, ax, kd); }, axes,
+        keepdim, true));
+  {
+    OpInfo op = reduction(
+        "min_outer_axes", "out = torch.amin(a, (0, 2))",
+        [](const Tensor& x, const std::vector<std::int64_t>& ax, bool kd) { return min(x, ax, kd); }, {0, 2}, false,
+        false);
+    op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+      return SampleInput{{{"a", values({s.sizes[0], s.sizes[1], s.sizes[2]}, g, dt)}}, {}, {}};
+    };
+    op.size_names = {"n", "m", "k"};
+    op.small = {3, 4, 2};
+    op.threads = {40, 30, 40};
+    op.supports_batch = false;
+    op.supports_scalar = false;
+    op.refuses = [](const SampleSpec& s) -> std::string { return s.sizes[0] == 0 || s.sizes[2] == 0 ? "size 0" : ""; };
+    t.push_back(op);
+  }
+  auto zeros_sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+    return SampleInput{
+        {{"a", with_zeros(s.scalar ? Shape{} : bshape(s.batch, {s.sizes[0], s.sizes[1]}), g, dt)}}, {}, {}};
+  };
+  auto prod_fn = [](const Tensor& x, const std::vector<std::int64_t>& ax, bool kd) { return prod(x, ax, kd); };
+  for (auto [name, torch, axes, keepdim] :
+       std::vector<std::tuple<std::string, std::string, std::vector<std::int64_t>, bool>>{
+           {"prod_all", "out = a.prod()", {}, false},
+           {"prod_last", "out = torch.prod(a, -1)", {-1}, false},
+           {"prod_rows_keepdim", "out = torch.prod(a, -2, keepdim=True)", {-2}, true}}) {
+    OpInfo op = reduction(name, torch, prod_fn, axes, keepdim, false);
+    op.sample = zeros_sample;
+    if (name == "prod_all") {
+      op.threads = {200, 200};  // values near +-1: the product of 40000 stays finite
+      op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+        // values near +-1 so that products over the large sizes neither overflow nor vanish
+        Tensor v = values(s.scalar ? Shape{} : bshape(s.batch, {s.sizes[0], s.sizes[1]}), g, kFloat64, Domain::unit);
+        double* p = v.data<double>();
+        for (std::int64_t i = 0; i < v.numel(); ++i) p[i] = (i % 2 ? -1 : 1) * (0.9 + 0.2 * p[i]);
+        if (v.numel() > 3) p[3] = 0;
+        return SampleInput{{{"a", v.to(dt)}}, {}, {}};
+      };
+    }
+    t.push_back(op);
+  }
+  {
+    OpInfo op = reduction("prod_outer_axes", "out = a.prod(2).prod(0)", prod_fn, {0, 2}, false, false);
+    op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+      return SampleInput{{{"a", with_zeros({s.sizes[0], s.sizes[1], s.sizes[2]}, g, dt)}}, {}, {}};
+    };
+    op.size_names = {"n", "m", "k"};
+    op.small = {3, 4, 2};
+    op.threads = {40, 30, 40};
+    op.large = {30, 30, 30};
+    op.supports_batch = false;
+    op.supports_scalar = false;
+    t.push_back(op);
+  }
+  for (bool is_std : {false, true}) {
+    const std::string opname = is_std ? "std" : "var";
+    auto fn = [is_std](std::int64_t c) {
+      return [is_std, c](const Tensor& x, const std::vector<std::int64_t>& ax, bool kd) {
+        return is_std ? xgrad::std(x, ax, c, kd) : var(x, ax, c, kd);
+      };
+    };
+    for (auto [suffix, torch, axes, keepdim, corr] :
+         std::vector<std::tuple<std::string, std::string, std::vector<std::int64_t>, bool, std::int64_t>>{
+             {"_all", "dim=None, correction=1", {}, false, 1},
+             {"_last_c0", "dim=-1, correction=0", {-1}, false, 0},
+             {"_rows_keepdim_c2", "dim=-2, correction=2, keepdim=True", {-2}, true, 2}}) {
+      OpInfo op = reduction(opname + suffix, fmt::format("out = torch.{}(a, {})", opname, torch), fn(corr), axes,
+                            keepdim, false);
+      op.signature = opname + "(Tensor,vector<int64_t>,int64_t,bool)";
+      op.call = [f = fn(corr), axes, keepdim](const Tensors& in) { return f(in[0], axes, keepdim); };
+      op.torch_skip = [axes = axes, corr = corr](const SampleSpec& s) -> std::string {
+        const std::int64_t k = s.scalar        ? 1
+                               : axes.empty()  ? s.sizes[0] * s.sizes[1] * numel_of(s.batch)
+                               : axes[0] == -1 ? s.sizes[1]
+                                               : s.sizes[0];
+        return k <= corr ? "K <= correction: torch 1.13's backward gives NaN, inf or finite values by case" : "";
+      };
+      if (suffix == "_all") op.torch = fmt::format("out = torch.{}(a, tuple(range(a.dim())), correction=1)", opname);
+      op.errors = {{"axis out of range",
+                    [fn] {
+                      fn(1)(Tensor::zeros({2, 3}, kFloat64), {2}, false);
+                    },
+                    {opname, "axis 2", "(2, 3)"}},
+                   {"negative correction",
+                    [fn] {
+                      fn(-1)(Tensor::zeros({2, 3}, kFloat64), {}, false);
+                    },
+                    {opname, "correction", "-1"}}};
+      t.push_back(op);
+    }
+  }
+  {
+    auto normfn = [](double p) {
+      return [p](const Tensor& x, const std::vector<std::int64_t>& ax, bool kd) { return norm(x, p, ax, kd); };
+    };
+    const double inf = std::numeric_limits<double>::infinity();
+    for (auto [name, ord, p, axes, keepdim] :
+         std::vector<std::tuple<std::string, std::string, double, std::vector<std::int64_t>, bool>>{
+             {"norm_all", "2", 2.0, {}, false},
+             {"norm_last_p1", "1", 1.0, {-1}, false},
+             {"norm_rows_inf_keepdim", "float('inf')", inf, {-2}, true},
+             {"norm_last_p3", "3", 3.0, {-1}, true}}) {
+      OpInfo op = reduction(name,
+                            fmt::format("out = torch.linalg.vector_norm(a, {}, dim={}, keepdim={})", ord,
+                                        axes.empty() ? "None" : std::to_string(axes[0]), keepdim ? "True" : "False"),
+                            normfn(p), axes, keepdim, std::isinf(p));
+      op.signature = "norm(Tensor,double,vector<int64_t>,bool)";
+      op.call = [f = normfn(p), axes, keepdim](const Tensors& in) { return f(in[0], axes, keepdim); };
+      // the 0-gradient convention at x = 0 (p = 2 and 1): zeros in the samples, and a zero row
+      if (!std::isinf(p))
+        op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+          Tensor v = with_zeros(s.scalar ? Shape{} : bshape(s.batch, {s.sizes[0], s.sizes[1]}), g, kFloat64);
+          if (v.dim() == 2 && v.numel() > 0)
+            for (std::int64_t j = 0; j < v.shape()[1]; ++j) v.data<double>()[j] = 0;
+          return SampleInput{{{"a", v.to(dt)}}, {}, {}};
+        };
+      op.errors.push_back({"p below 1", [] { norm(Tensor::zeros({2, 3}, kFloat64), 0.5); }, {"norm", "0.5"}});
+      t.push_back(op);
+    }
+    OpInfo op = reduction(
+        "norm_fro", "out = torch.norm(a, 'fro', dim=(-2, -1))",
+        [](const Tensor& x, const std::vector<std::int64_t>& ax, bool kd) { return norm(x, "fro", ax, kd); }, {-2, -1},
+        false, false);
+    op.signature = "norm(Tensor,string,vector<int64_t>,bool)";
+    op.supports_scalar = false;
+    op.errors.push_back({"nuclear norm", [] { norm(Tensor::zeros({2, 3}, kFloat64), "nuc"); }, {"norm", "nuc"}});
+    t.push_back(op);
+  }
+  {
+    for (std::int64_t dim : {-1, 0}) {
+      OpInfo op =
+          entry(dim == -1 ? "cumsum_last" : "cumsum_first", "cumsum(Tensor,int64_t)",
+                fmt::format("out = torch.cumsum(a, {})", dim), [dim](const Tensor& a) { return cumsum(a, dim); });
+      op.supports_batch = dim == -1;
+      op.supports_scalar = true;
+      op.errors = {{"dim out of range", [z23] { cumsum(z23, 2); }, {"cumsum", "2", "(2, 3)"}},
+                   {"dim 1 of a 0-d tensor", [s0] { cumsum(s0, 1); }, {"cumsum", "()"}}};
+      t.push_back(op);
+    }
+  }
+}
+
 // ---- the table ----------------------------------------------------------------------------------
 
 std::vector<OpInfo> build() {
@@ -1255,6 +1629,8 @@ std::vector<OpInfo> build() {
            {"resample_conv", "'f'"}}};
     t.push_back(op);
   }
+
+  add_issue16_entries(t);  // shape ops and reductions of issue 16
 
   // Bad inputs at the edges (empty axes, 0-d tensors, invalid enums), added to their entries.
   auto more = [&t](const std::string& name, std::vector<ErrorCase> cases) {
