@@ -6,6 +6,7 @@
 #include <new>
 #include <ostream>
 #include <sstream>
+#include <type_traits>
 
 #include "xgrad/core/allocator.hpp"
 #include "xgrad/core/autograd.hpp"
@@ -55,9 +56,33 @@ std::shared_ptr<TensorImpl> make_impl(const Shape& shape, Dtype dtype) {
 template <class T, class Fn>
 void fill_with(Tensor& t, Fn&& fn) {
   T* p = t.data<T>();
-  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(fn(i));
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = convert_value<T>(fn(i));
+}
+
+void check_floating_creation(const char* op, Dtype dtype) {
+  XGRAD_CHECK(is_floating_point(dtype),
+              "{}: dtype {} is not supported: {} makes floating point tensors only "
+              "(pass xgrad::kFloat32 or xgrad::kFloat64, then convert with .to({}))",
+              op, dtype, op, dtype);
 }
 }  // namespace
+
+namespace detail {
+void throw_not_floating(Dtype d, const char* op) {
+  throw_formatted(
+      "{}: dtype {} is not supported: this op takes float32 or float64 tensors (convert with "
+      ".to(xgrad::kFloat32))",
+      op != nullptr ? op : "xgrad", d);
+}
+}  // namespace detail
+
+void check_floating(std::string_view op, std::string_view arg, const Tensor& t) {
+  if (!t.defined() || is_floating_point(t.dtype())) return;
+  detail::throw_formatted(
+      "{}: argument '{}' has dtype {}, but {} takes float32 or float64 tensors only "
+      "(convert with {}.to(xgrad::kFloat32))",
+      op, arg, t.dtype(), op, arg);
+}
 
 // ---- creation -----------------------------------------------------------------------------------
 Tensor Tensor::empty(const Shape& shape, Dtype dtype) { return Tensor(make_impl(shape, dtype)); }
@@ -72,10 +97,10 @@ Tensor Tensor::ones(const Shape& shape, Dtype dtype) { return full(shape, 1.0, d
 
 Tensor Tensor::full(const Shape& shape, double value, Dtype dtype) {
   Tensor t = empty(shape, dtype);
-  dispatch(dtype, [&](auto tag) {
+  dispatch_all(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = t.data<T>();
-    std::fill(p, p + t.numel(), static_cast<T>(value));
+    std::fill(p, p + t.numel(), convert_value<T>(value));
   });
   return t;
 }
@@ -90,7 +115,7 @@ Tensor Tensor::arange(double start, double stop, double step, Dtype dtype) {
   XGRAD_CHECK(n < 0x1p62, "arange: start {}, stop {}, step {} would give {} elements, too many", start, stop, step, n);
   const auto count = static_cast<std::int64_t>(n > 0 ? n : 0);
   Tensor t = empty({count}, dtype);
-  dispatch(dtype, [&](auto tag) {
+  dispatch_all(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     fill_with<T>(t, [&](std::int64_t i) { return start + static_cast<double>(i) * step; });
   });
@@ -98,6 +123,7 @@ Tensor Tensor::arange(double start, double stop, double step, Dtype dtype) {
 }
 
 Tensor Tensor::linspace(double start, double stop, std::int64_t steps, Dtype dtype) {
+  check_floating_creation("linspace", dtype);
   XGRAD_CHECK(steps >= 0, "linspace: steps must be non-negative, got {}", steps);
   Tensor t = empty({steps}, dtype);
   const double step = steps > 1 ? (stop - start) / static_cast<double>(steps - 1) : 0.0;
@@ -114,6 +140,7 @@ Tensor Tensor::linspace(double start, double stop, std::int64_t steps, Dtype dty
 }
 
 Tensor Tensor::rand(const Shape& shape, Generator& gen, Dtype dtype) {
+  check_floating_creation("rand", dtype);
   Tensor t = empty(shape, dtype);
   dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -123,6 +150,7 @@ Tensor Tensor::rand(const Shape& shape, Generator& gen, Dtype dtype) {
 }
 
 Tensor Tensor::randn(const Shape& shape, Generator& gen, Dtype dtype) {
+  check_floating_creation("randn", dtype);
   Tensor t = empty(shape, dtype);
   dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -136,7 +164,7 @@ Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape
               "from_vector: {} values do not fill shape {} ({} elements)", values.size(), shape_str(shape),
               checked_numel(shape, "from_vector", "shape"));
   Tensor t = empty(shape, dtype);
-  dispatch(dtype, [&](auto tag) {
+  dispatch_all(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     fill_with<T>(t, [&](std::int64_t i) { return values[static_cast<std::size_t>(i)]; });
   });
@@ -154,6 +182,10 @@ Tensor Tensor::from_data(std::span<const T> values, const Shape& shape) {
 }
 template Tensor Tensor::from_data<float>(std::span<const float>, const Shape&);
 template Tensor Tensor::from_data<double>(std::span<const double>, const Shape&);
+template Tensor Tensor::from_data<std::int64_t>(std::span<const std::int64_t>, const Shape&);
+template Tensor Tensor::from_data<std::int32_t>(std::span<const std::int32_t>, const Shape&);
+template Tensor Tensor::from_data<std::uint8_t>(std::span<const std::uint8_t>, const Shape&);
+template Tensor Tensor::from_data<bool>(std::span<const bool>, const Shape&);
 
 Tensor Tensor::of(std::initializer_list<double> values, Dtype dtype) {
   return from_vector(std::vector<double>(values), {static_cast<std::int64_t>(values.size())}, dtype);
@@ -189,10 +221,17 @@ template <class T>
 const T* Tensor::data() const {
   return const_cast<Tensor*>(this)->data<T>();
 }
-template float* Tensor::data<float>();
-template double* Tensor::data<double>();
-template const float* Tensor::data<float>() const;
-template const double* Tensor::data<double>() const;
+#define XGRAD_INSTANTIATE_DATA(T)            \
+  template T* Tensor::data<T>();             \
+  template const T* Tensor::data<T>() const; \
+  template T Tensor::item<T>() const;
+XGRAD_INSTANTIATE_DATA(float)
+XGRAD_INSTANTIATE_DATA(double)
+XGRAD_INSTANTIATE_DATA(std::int64_t)
+XGRAD_INSTANTIATE_DATA(std::int32_t)
+XGRAD_INSTANTIATE_DATA(std::uint8_t)
+XGRAD_INSTANTIATE_DATA(bool)
+#undef XGRAD_INSTANTIATE_DATA
 
 void* Tensor::raw_data() {
   check_defined("raw_data");
@@ -206,15 +245,22 @@ const void* Tensor::raw_data() const {
 double Tensor::item() const {
   XGRAD_CHECK(numel() == 1, "item: tensor of shape {} has {} elements, expected exactly 1", shape_str(shape()),
               numel());
-  return dispatch(dtype(), [&](auto tag) {
+  return item<double>();
+}
+
+template <class R>
+R Tensor::item() const {
+  XGRAD_CHECK(numel() == 1, "item: tensor of shape {} has {} elements, expected exactly 1", shape_str(shape()),
+              numel());
+  return dispatch_all(dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return static_cast<double>(data<T>()[0]);
+    return convert_value<R>(data<T>()[0]);
   });
 }
 
 std::vector<double> Tensor::to_vector() const {
   std::vector<double> v(static_cast<std::size_t>(numel()));
-  dispatch(dtype(), [&](auto tag) {
+  dispatch_all(dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* p = data<T>();
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(p[i]);
@@ -247,6 +293,10 @@ bool Tensor::requires_grad() const {
 
 Tensor& Tensor::set_requires_grad(bool flag) {
   check_defined("set_requires_grad");
+  XGRAD_CHECK(!flag || is_floating_point(impl_->dtype),
+              "set_requires_grad: only tensors of floating point dtype can require gradients; this tensor is {} "
+              "of shape {} (convert it first with .to(xgrad::kFloat32))",
+              impl_->dtype, shape_str(impl_->shape));
   XGRAD_CHECK(impl_->grad_fn == nullptr,
               "set_requires_grad: only leaf tensors can be flagged; this tensor was produced by '{}' "
               "(use detach() to make a leaf)",
@@ -296,6 +346,26 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
 
 // ---- in-place -----------------------------------------------------------------------------------
 namespace {
+// dst = src converted elementwise (same numel; any dtypes).
+void convert_into(const Tensor& src, Tensor& dst) {
+  if (src.dtype() == dst.dtype()) {
+    if (src.nbytes() > 0) std::memcpy(dst.raw_data(), src.raw_data(), src.nbytes());
+    return;
+  }
+  dispatch_all(dst.dtype(), [&](auto dst_tag) {
+    using D = typename decltype(dst_tag)::type;
+    dispatch_all(src.dtype(), [&](auto src_tag) {
+      using S = typename decltype(src_tag)::type;
+      D* p = dst.data<D>();
+      const S* q = src.data<S>();
+      const std::int64_t n = src.numel();
+      parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) p[i] = convert_value<D>(q[i]);
+      });
+    });
+  });
+}
+
 void check_inplace(const Tensor& t, const char* op) {
   XGRAD_CHECK(!(GradMode::is_enabled() && t.requires_grad()),
               "{}: in-place modification of a tensor that requires grad (shape {}) is not allowed in grad "
@@ -308,10 +378,10 @@ void check_inplace(const Tensor& t, const char* op) {
 Tensor& Tensor::fill_(double value) {
   check_defined("fill_");
   check_inplace(*this, "fill_");
-  dispatch(dtype(), [&](auto tag) {
+  dispatch_all(dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = data<T>();
-    std::fill(p, p + numel(), static_cast<T>(value));
+    std::fill(p, p + numel(), convert_value<T>(value));
   });
   return *this;
 }
@@ -322,6 +392,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
               "add_: other must have this tensor's shape {} and dtype {}; got {} {}", shape_str(shape()), dtype(),
               other.defined() ? shape_str(other.shape()) : "undefined",
               other.defined() ? dtype_name(other.dtype()) : "");
+  check_floating("add_", "self", *this);
   check_inplace(*this, "add_");
   dispatch(dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -340,6 +411,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
 
 Tensor& Tensor::mul_(double value) {
   check_defined("mul_");
+  check_floating("mul_", "self", *this);
   check_inplace(*this, "mul_");
   dispatch(dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -357,31 +429,15 @@ Tensor& Tensor::copy_(const Tensor& other) {
   XGRAD_CHECK(other.defined() && other.shape() == shape(), "copy_: source shape {} does not match destination {}",
               other.defined() ? shape_str(other.shape()) : "undefined", shape_str(shape()));
   check_inplace(*this, "copy_");
-  dispatch(dtype(), [&](auto dst_tag) {
-    using D = typename decltype(dst_tag)::type;
-    dispatch(other.dtype(), [&](auto src_tag) {
-      using S = typename decltype(src_tag)::type;
-      D* p = data<D>();
-      const S* q = other.data<S>();
-      for (std::int64_t i = 0; i < numel(); ++i) p[i] = static_cast<D>(q[i]);
-    });
-  });
+  convert_into(other, *this);
   return *this;
 }
 
-// ---- dtype conversion (differentiable) ----------------------------------------------------------
+// ---- dtype conversion (differentiable between float32 and float64) ------------------------------
 namespace {
 Tensor convert(const Tensor& x, Dtype to) {
   Tensor out = Tensor::empty(x.shape(), to);
-  dispatch(to, [&](auto dst_tag) {
-    using D = typename decltype(dst_tag)::type;
-    dispatch(x.dtype(), [&](auto src_tag) {
-      using S = typename decltype(src_tag)::type;
-      D* p = out.data<D>();
-      const S* q = x.data<S>();
-      for (std::int64_t i = 0; i < x.numel(); ++i) p[i] = static_cast<D>(q[i]);
-    });
-  });
+  convert_into(x, out);
   return out;
 }
 
@@ -400,6 +456,9 @@ struct ToDtype : Function<ToDtype> {
 Tensor Tensor::to(Dtype d) const {
   check_defined("to");
   if (d == dtype()) return *this;
+  // Integer and bool tensors carry no gradient: a conversion that has one on either side is not
+  // recorded (torch: x.to(torch.int64) of a float x that requires grad does not require grad).
+  if (!is_floating_point(d) || !is_floating_point(dtype())) return convert(*this, d);
   return apply<ToDtype>(*this, d);
 }
 
@@ -420,10 +479,11 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
 }
 
 namespace {
-void print_rec(std::ostream& os, const std::vector<double>& v, const Shape& s, std::size_t dim, std::int64_t& pos,
-               int indent) {
+// `elem(os, i)` prints element i.
+template <class Elem>
+void print_rec(std::ostream& os, const Elem& elem, const Shape& s, std::size_t dim, std::int64_t& pos, int indent) {
   if (dim == s.size()) {
-    os << v[static_cast<std::size_t>(pos++)];
+    elem(os, pos++);
     return;
   }
   os << '[';
@@ -447,7 +507,7 @@ void print_rec(std::ostream& os, const std::vector<double>& v, const Shape& s, s
       os << "...";
     }
     if (i > 0) separate();
-    print_rec(os, v, s, dim + 1, pos, indent + 1);
+    print_rec(os, elem, s, dim + 1, pos, indent + 1);
   }
   os << ']';
 }
@@ -458,8 +518,21 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   std::ostringstream body;
   body.precision(6);
   std::int64_t pos = 0;
-  const auto v = t.to_vector();
-  print_rec(body, v, t.shape(), 0, pos, 7);
+  dispatch_all(t.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = t.data<T>();
+    print_rec(
+        body,
+        [p](std::ostream& o, std::int64_t i) {
+          if constexpr (std::is_same_v<T, bool>)
+            o << (p[i] ? "True" : "False");
+          else if constexpr (std::is_floating_point_v<T>)
+            o << p[i];
+          else
+            o << static_cast<std::int64_t>(p[i]);  // uint8 as a number, not a character
+        },
+        t.shape(), 0, pos, 7);
+  });
   os << "tensor(" << body.str() << ", dtype=" << dtype_name(t.dtype());
   if (t.grad_fn())
     os << ", grad_fn=<" << t.grad_fn()->name() << '>';

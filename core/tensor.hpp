@@ -11,6 +11,7 @@
 #include <iosfwd>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "xgrad/core/dtype.hpp"
@@ -59,6 +60,10 @@ class Tensor {
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   // ---- creation -------------------------------------------------------------------------
+  // Every creation function takes any dtype (Note [Dtypes] in core/dtype.hpp) except linspace, rand
+  // and randn (floating point only). A double value is converted to an integer dtype by truncation
+  // toward zero and to bool by `!= 0` (convert_value); int64 values beyond 2^53 do not survive the
+  // double: use from_data<std::int64_t> for them.
   /// Uninitialised contents.
   static Tensor empty(const Shape& shape, Dtype dtype = kFloat32);
   static Tensor zeros(const Shape& shape, Dtype dtype = kFloat32);
@@ -75,6 +80,8 @@ class Tensor {
   static Tensor randn(const Shape& shape, Generator& gen, Dtype dtype = kFloat32);
   /// Copies `values` (row-major) into a tensor of `shape`; sizes must match.
   static Tensor from_vector(const std::vector<double>& values, const Shape& shape, Dtype dtype = kFloat32);
+  /// Copies `values` exactly into a tensor of `shape` and dtype dtype_of<T>() (float, double,
+  /// std::int64_t, std::int32_t, std::uint8_t or bool).
   template <class T>
   static Tensor from_data(std::span<const T> values, const Shape& shape);
   /// 1-d tensor from a braced list: Tensor::of({1, 2, 3}).
@@ -107,16 +114,22 @@ class Tensor {
   const T* data() const;
   void* raw_data();
   const void* raw_data() const;
-  /// The value of a one-element tensor.
+  /// data<T>() requires T to be the tensor's element type (an xgrad::Error otherwise).
+  /// The value of a one-element tensor, as a double (an int64 beyond 2^53 is rounded: use item<T>).
   double item() const;
-  /// Copy of the contents converted to double.
+  /// The value of a one-element tensor converted to T (convert_value: exact when T is the dtype's
+  /// element type).
+  template <class T>
+  T item() const;
+  /// Copy of the contents converted to double (exact except int64 values beyond 2^53).
   std::vector<double> to_vector() const;
   /// Deep copy that does not share storage and has no autograd history.
   Tensor clone_data() const;
 
   // ---- autograd ---------------------------------------------------------------------------
   bool requires_grad() const;
-  /// Marks a leaf as requiring a gradient; returns *this for chaining. Error on non-leaves.
+  /// Marks a leaf as requiring a gradient; returns *this for chaining. Error on non-leaves, and
+  /// on integer and bool tensors when `flag` is true (only floating point tensors can require grad).
   Tensor& set_requires_grad(bool flag = true);
   bool is_leaf() const;
   /// Accumulated gradient (undefined until a backward reaches this tensor). grad, set_grad and
@@ -138,17 +151,21 @@ class Tensor {
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
 
   // ---- in-place (bump the version counter; refuse leaves that require grad in grad mode) ----
+  /// Any dtype (value converted by convert_value).
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }
-  /// this += alpha * other (same shape and dtype).
+  /// this += alpha * other (same shape and dtype; floating point only).
   Tensor& add_(const Tensor& other, double alpha = 1.0);
-  /// this *= value.
+  /// this *= value (floating point only).
   Tensor& mul_(double value);
-  /// Copies other's values (same shape; converts dtype).
+  /// Copies other's values (same shape; converts dtype as to() does).
   Tensor& copy_(const Tensor& other);
 
   // ---- dtype ------------------------------------------------------------------------------
-  /// Differentiable conversion; returns *this when the dtype already matches.
+  /// Conversion between any two dtypes; returns *this when the dtype already matches. Floating
+  /// point to integer truncates toward zero, anything to bool is `!= 0`, bool to a number is 0 or 1
+  /// (convert_value in core/dtype.hpp). Differentiable between float32 and float64 only: the result
+  /// of a conversion to or from an integer or bool dtype has no history (as in PyTorch).
   Tensor to(Dtype dtype) const;
 
   const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
@@ -168,8 +185,14 @@ class Tensor {
 /// Makes a new tensor that shares `t`'s storage with another shape (numel must match). No history.
 Tensor alias_with_shape(const Tensor& t, const Shape& shape);
 
-/// Prints like PyTorch: tensor([[1, 2], [3, 4]], dtype=float32, grad_fn=<mul>)
+/// Prints like PyTorch: tensor([[1, 2], [3, 4]], dtype=float32, grad_fn=<mul>); integers plainly
+/// (tensor([1, 2], dtype=int64)), bools as True/False.
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+/// The entry check of an op that computes in floating point only: an xgrad::Error naming the op,
+/// the argument and the dtype when `t` is defined and not float32/float64, saying how to convert.
+/// E.g. check_floating("exp", "x", t).
+void check_floating(std::string_view op, std::string_view arg, const Tensor& t);
 
 /// True when the shapes and dtypes are equal and every element is bit-identical.
 bool bit_equal(const Tensor& a, const Tensor& b);
