@@ -863,21 +863,26 @@ struct Cumsum : Function<Cumsum> {
 }  // namespace
 
 Tensor min(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
+  check_floating("min", "x", x);
   return apply<RowReduction<RowOp::kMin>>(x, axes, keepdim, RowReduce{RowOp::kMin});
 }
 Tensor prod(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
+  check_floating("prod", "x", x);
   return apply<RowReduction<RowOp::kProd>>(x, axes, keepdim, RowReduce{RowOp::kProd});
 }
 Tensor var(const Tensor& x, const std::vector<std::int64_t>& axes, std::int64_t correction, bool keepdim) {
   XGRAD_CHECK(correction >= 0, "var: correction must be >= 0, got {}", correction);
+  check_floating("var", "x", x);
   return apply<RowReduction<RowOp::kVar>>(x, axes, keepdim, RowReduce{RowOp::kVar, correction});
 }
 Tensor std(const Tensor& x, const std::vector<std::int64_t>& axes, std::int64_t correction, bool keepdim) {
   XGRAD_CHECK(correction >= 0, "std: correction must be >= 0, got {}", correction);
+  check_floating("std", "x", x);
   return apply<RowReduction<RowOp::kStd>>(x, axes, keepdim, RowReduce{RowOp::kStd, correction});
 }
 Tensor norm(const Tensor& x, double p, const std::vector<std::int64_t>& axes, bool keepdim) {
   XGRAD_CHECK(p >= 1, "norm: p must be >= 1 or inf, got {}", p);
+  check_floating("norm", "x", x);
   return apply<RowReduction<RowOp::kNorm>>(x, axes, keepdim, RowReduce{RowOp::kNorm, 0, p});
 }
 Tensor norm(const Tensor& x, const std::string& p, const std::vector<std::int64_t>& axes, bool keepdim) {
@@ -886,6 +891,7 @@ Tensor norm(const Tensor& x, const std::string& p, const std::vector<std::int64_
 }
 Tensor cumsum(const Tensor& x, std::int64_t dim) {
   XGRAD_CHECK(x.defined(), "cumsum: argument 'x' is an undefined tensor");
+  check_floating("cumsum", "x", x);
   const Shape& s = x.shape();
   const std::int64_t a =
       normalize_axis(dim, std::max<std::int64_t>(1, static_cast<std::int64_t>(s.size())), "cumsum", s);

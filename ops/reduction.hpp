@@ -22,8 +22,10 @@
 // - logsumexp subtracts m = the maximum first, so inputs of 1e4 do not overflow. Like torch, an
 //   infinite m is replaced by 0: a row of all -inf gives -inf (and a NaN gradient, as torch does),
 //   a row holding +inf gives +inf, NaN propagates. logsumexp over an empty axis is -inf.
+#include <concepts>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "xgrad/core/tensor.hpp"
@@ -74,5 +76,23 @@ Tensor norm(const Tensor& x, double p = 2.0, const std::vector<std::int64_t>& ax
 Tensor norm(const Tensor& x, const std::string& p, const std::vector<std::int64_t>& axes = {}, bool keepdim = false);
 /// Inclusive cumulative sum along dim (a 0-d tensor takes dim 0 or -1).
 Tensor cumsum(const Tensor& x, std::int64_t dim);
+
+/// torch::max(x, dim, keepdim): (the maxima along dim, their int64 positions). The values are
+/// max(x, {dim}, keepdim) (gradient to the first arg-max), the positions argmax(x, dim, keepdim)
+/// (ops/indexing.hpp). Also spelled max(x, dim, keepdim) with an integer dim, as in torch (below).
+std::tuple<Tensor, Tensor> max_with_indices(const Tensor& x, std::int64_t dim, bool keepdim = false);
+/// torch::min(x, dim, keepdim): (the minima along dim, their int64 positions); also min(x, dim, keepdim).
+std::tuple<Tensor, Tensor> min_with_indices(const Tensor& x, std::int64_t dim, bool keepdim = false);
+// torch's spelling: max(x, 1) / min(x, 1) (an integer dim) return (values, indices), while
+// max(x, {1}) (a braced list of axes) stays the values-only reduction above: a template parameter
+// cannot be deduced from a braced list, so the overloads never compete.
+template <std::integral I>
+requires(!std::same_as<I, bool>) std::tuple<Tensor, Tensor> max(const Tensor& x, I dim, bool keepdim = false) {
+  return max_with_indices(x, static_cast<std::int64_t>(dim), keepdim);
+}
+template <std::integral I>
+requires(!std::same_as<I, bool>) std::tuple<Tensor, Tensor> min(const Tensor& x, I dim, bool keepdim = false) {
+  return min_with_indices(x, static_cast<std::int64_t>(dim), keepdim);
+}
 
 }  // namespace xgrad

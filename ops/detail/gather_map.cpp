@@ -60,11 +60,11 @@ struct GatherMap : Function<GatherMap> {
     x_shape = x.shape();
     injective = injective_;
     Tensor y = Tensor::empty(out_shape, x.dtype());
-    dispatch(x.dtype(), [&](auto tag) {
+    dispatch_all(x.dtype(), [&](auto tag) {  // any dtype: a copy (only float inputs get gradients)
       using T = typename decltype(tag)::type;
       const T* xp = x.data<T>();
       T* yp = y.data<T>();
-      const T f = static_cast<T>(fill);
+      const T f = convert_value<T>(fill);
       const std::int64_t* mp = map_.data();
       parallel_for(0, y.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t o = b; o < e; ++o) yp[o] = mp[o] >= 0 ? xp[mp[o]] : f;
