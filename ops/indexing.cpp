@@ -354,6 +354,18 @@ inline bool less_nan_last(T a, T b) {
   return a < b;
 }
 
+// "v replaces the best so far w" for argmax / argmin: a NaN beats every number and then stays (NaN
+// counts as both the maximum and the minimum, as torch); otherwise strictly larger / smaller, so
+// the first of tied values is kept.
+template <bool kMax, class T>
+inline bool arg_beats(T v, T w) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (w != w) return false;
+    if (v != v) return true;
+  }
+  return kMax ? w < v : v < w;
+}
+
 template <bool kMax>
 Tensor arg_reduce(const char* op, const Tensor& x, std::optional<std::int64_t> dim, bool keepdim) {
   check_defined(op, x, "x");
@@ -387,12 +399,8 @@ Tensor arg_reduce(const char* op, const Tensor& x, std::optional<std::int64_t> d
                    for (std::int64_t t = b; t < e; ++t) {
                      const T* p = xp + (t / l.inner) * l.n * l.inner + t % l.inner;
                      std::int64_t best = 0;
-                     for (std::int64_t j = 1; j < l.n; ++j) {
-                       const T v = p[j * l.inner], w = p[best * l.inner];
-                       if (kMax ? less_nan_last(w, v) : less_nan_last(v, w)) best = j;
-                       if constexpr (std::is_floating_point_v<T>)
-                         if (!kMax && v != v && w == w) best = j;  // argmin: NaN counts as the minimum
-                     }
+                     for (std::int64_t j = 1; j < l.n; ++j)
+                       if (arg_beats<kMax>(p[j * l.inner], p[best * l.inner])) best = j;
                      yp[t] = best;
                    }
                  });
