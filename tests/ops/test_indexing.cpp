@@ -101,6 +101,7 @@ TEST_CASE("gather, take_along_dim and index follow torch's shapes and index rule
       },
       {"gather", "index 3", "element 1", "'index'", "dim 1 of size 3", "(2, 3)"});
   test::require_error([&] { index(x, longs({2}, {1})); }, {"index", "index 2", "size 2"});
+  CHECK(masked_select(x, x.to(kBool)).to_vector() == V{1, 2, 3, 4, 5});  // a bool mask (no overload needed)
   // copy-type shape ops take integer tensors
   CHECK(flip(longs({1, 2, 3}, {3}), {0}).to_vector() == V{3, 2, 1});
   CHECK(pad(longs({1, 2}, {2}), {1, 0}, "constant", 7).to_vector() == V{7, 1, 2});
