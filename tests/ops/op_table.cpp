@@ -947,8 +947,8 @@ void add_issue16_index_entries(std::vector<OpInfo>& t) {
       OpInfo op =
           base(fmt::format("sort_{}_{}", descending ? "descending" : "ascending", values_out ? "values" : "indices"),
                "sort(Tensor,int64_t,bool,bool)",
-               fmt::format("out = torch.sort(a, dim=-2, descending={}, stable=True)[{}]{}", descending ? "True" : "False",
-                           values_out ? 0 : 1, values_out ? "" : ".double()"));
+               fmt::format("out = torch.sort(a, dim=-2, descending={}, stable=True)[{}]{}",
+                           descending ? "True" : "False", values_out ? 0 : 1, values_out ? "" : ".double()"));
       op.call = [values_out, descending](const Tensors& in) {
         auto [v, i] = sort(in[0], -2, descending);
         return values_out ? v : as_float(i, in[0]);
