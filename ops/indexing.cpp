@@ -146,6 +146,17 @@ struct ScatterAdd : Function<ScatterAdd> {
   }
 };
 
+// map[r * inner + i] = rows[r] * inner + i: whole rows of x (of `inner` elements) in the given order.
+void fill_row_map(std::vector<std::int64_t>& map, const std::vector<std::int64_t>& rows, std::int64_t inner) {
+  parallel_for(0, static_cast<std::int64_t>(rows.size()),
+               std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, inner)),
+               [&](std::int64_t b, std::int64_t e) {
+                 for (std::int64_t r = b; r < e; ++r)
+                   for (std::int64_t i = 0; i < inner; ++i)
+                     map[static_cast<std::size_t>(r * inner + i)] = rows[static_cast<std::size_t>(r)] * inner + i;
+               });
+}
+
 void check_float_pair(const char* op, const Tensor& x, const Tensor& src) {
   check_defined(op, x, "x");
   check_defined(op, src, "src");
@@ -276,10 +287,12 @@ Tensor index_add(const Tensor& x, std::int64_t dim, const Tensor& index, const T
   const auto len = static_cast<std::int64_t>(idx.size());
   std::vector<std::int64_t> map(static_cast<std::size_t>(src.numel())), srcoff(map.size());
   std::iota(srcoff.begin(), srcoff.end(), std::int64_t{0});
-  for (std::int64_t e = 0; e < src.numel(); ++e) {
-    const std::int64_t i = e % inner, j = (e / inner) % len, o = e / (inner * len);
-    map[static_cast<std::size_t>(e)] = (o * n + idx[static_cast<std::size_t>(j)]) * inner + i;
-  }
+  parallel_for(0, src.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t f) {
+    for (std::int64_t e = b; e < f; ++e) {
+      const std::int64_t i = e % inner, j = (e / inner) % len, o = e / (inner * len);
+      map[static_cast<std::size_t>(e)] = (o * n + idx[static_cast<std::size_t>(j)]) * inner + i;
+    }
+  });
   return apply<ScatterAdd>(x, src, "index_add", std::move(map), std::move(srcoff));
 }
 
@@ -302,9 +315,7 @@ Tensor index(const Tensor& x, const Tensor& idx) {
     Shape out{static_cast<std::int64_t>(rows.size())};
     out.insert(out.end(), rest.begin(), rest.end());
     std::vector<std::int64_t> map(static_cast<std::size_t>(shape_numel(out)));
-    for (std::size_t r = 0; r < rows.size(); ++r)
-      for (std::int64_t i = 0; i < inner; ++i)
-        map[r * static_cast<std::size_t>(inner) + static_cast<std::size_t>(i)] = rows[r] * inner + i;
+    fill_row_map(map, rows, inner);
     return detail::gather_map("index", x, out, std::move(map), true);
   }
   std::vector<std::int64_t> v = index_values("index", "idx", idx, true);
@@ -315,9 +326,7 @@ Tensor index(const Tensor& x, const Tensor& idx) {
   checked_numel(out, "index", "idx");
   const std::int64_t inner = shape_numel(Shape(s.begin() + 1, s.end()));
   std::vector<std::int64_t> map(static_cast<std::size_t>(shape_numel(out)));
-  for (std::size_t r = 0; r < v.size(); ++r)
-    for (std::int64_t i = 0; i < inner; ++i)
-      map[r * static_cast<std::size_t>(inner) + static_cast<std::size_t>(i)] = v[r] * inner + i;
+  fill_row_map(map, v, inner);
   std::vector<std::int64_t> sorted = v;
   std::sort(sorted.begin(), sorted.end());
   const bool distinct = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
