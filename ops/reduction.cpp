@@ -506,3 +506,396 @@ Tensor logsumexp(const Tensor& x, const std::vector<std::int64_t>& axes, bool ke
 }
 
 }  // namespace xgrad
+
+// ---- min, prod, var, std, norm, cumsum (issue 16) -----------------------------------------------
+namespace xgrad {
+
+namespace {
+
+// Note [Reductions by rows]: these reductions need each output's K elements together (prefix and
+// suffix products, a mean then squared deviations, an arg-min). Rows layouts are used in place;
+// other layouts first copy every output's elements into a contiguous (outputs, K) buffer, in
+// row-major order of the reduced elements, and the gradient is computed there and written back
+// (each element of x belongs to one row: a permutation, so no two tasks write one place).
+struct RowView {
+  Layout l;
+  std::int64_t rows = 0, k = 0;
+  std::int64_t base(std::int64_t o) const {
+    switch (l.kind) {
+      case Layout::kRows:
+        return o * l.mid;
+      case Layout::kCols:
+        return (o / l.inner) * l.mid * l.inner + o % l.inner;
+      case Layout::kGather:
+        return l.base(o);
+    }
+    return 0;
+  }
+  std::int64_t off(std::int64_t b, std::int64_t j) const {
+    return l.kind == Layout::kRows ? b + j : l.kind == Layout::kCols ? b + j * l.inner : b + l.roffs[j];
+  }
+};
+
+RowView row_view(const Tensor& x, const Plan& p) {
+  RowView v;
+  v.l = make_layout(x.shape(), p.axes);
+  v.k = p.count;
+  v.rows = shape_numel(p.keep_shape);
+  return v;
+}
+
+// x's elements as contiguous (rows, K): x itself for a rows layout, else a gathered copy.
+Tensor to_rows(const Tensor& x, const RowView& v) {
+  if (v.l.kind == Layout::kRows) return x;
+  Tensor r = Tensor::empty({v.rows, v.k}, x.dtype());
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = x.data<T>();
+    T* rp = r.data<T>();
+    parallel_for(0, v.rows, grain_for(v.k), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t o = b; o < e; ++o) {
+        const std::int64_t base = v.base(o);
+        for (std::int64_t j = 0; j < v.k; ++j) rp[o * v.k + j] = xp[v.off(base, j)];
+      }
+    });
+  });
+  return r;
+}
+
+// The inverse of to_rows for a gradient: dx of x's shape from the (rows, K) buffer.
+Tensor from_rows(const Tensor& r, const RowView& v, const Shape& x_shape) {
+  if (v.l.kind == Layout::kRows) return r.shape() == x_shape ? r : alias_with_shape(r, x_shape);
+  Tensor dx = Tensor::empty(x_shape, r.dtype());
+  dispatch(r.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* rp = r.data<T>();
+    T* dp = dx.data<T>();
+    parallel_for(0, v.rows, grain_for(v.k), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t o = b; o < e; ++o) {
+        const std::int64_t base = v.base(o);
+        for (std::int64_t j = 0; j < v.k; ++j) dp[v.off(base, j)] = rp[o * v.k + j];
+      }
+    });
+  });
+  return dx;
+}
+
+enum class RowOp { kMin, kProd, kVar, kStd, kNorm };
+
+// The state a row reduction's backward needs.
+struct RowReduce {
+  RowOp op = RowOp::kProd;
+  std::int64_t correction = 1;
+  double p = 2;
+};
+
+constexpr const char* row_op_name(RowOp op) {
+  switch (op) {
+    case RowOp::kMin:
+      return "min";
+    case RowOp::kProd:
+      return "prod";
+    case RowOp::kVar:
+      return "var";
+    case RowOp::kStd:
+      return "std";
+    case RowOp::kNorm:
+      return "norm";
+  }
+  return "";
+}
+
+template <class T>
+inline bool beats_min(T v, T best) {
+  return v < best || (v != v && best == best);
+}
+
+template <class T>
+T row_mean(const T* x, std::int64_t k) {
+  T s = 0;
+  for (std::int64_t j = 0; j < k; ++j) s += x[j];
+  return s / static_cast<T>(k);
+}
+
+// y of one row of K elements.
+template <class T>
+T row_forward(const RowReduce& r, const T* x, std::int64_t k) {
+  switch (r.op) {
+    case RowOp::kMin: {
+      T best = x[0];
+      for (std::int64_t j = 1; j < k; ++j)
+        if (beats_min(x[j], best)) best = x[j];
+      return best;
+    }
+    case RowOp::kProd: {
+      T s = 1;
+      for (std::int64_t j = 0; j < k; ++j) s *= x[j];
+      return s;
+    }
+    case RowOp::kVar:
+    case RowOp::kStd: {
+      const T m = row_mean(x, k);
+      T s = 0;
+      for (std::int64_t j = 0; j < k; ++j) s += (x[j] - m) * (x[j] - m);
+      const T v = s / static_cast<T>(std::max<std::int64_t>(0, k - r.correction));
+      return r.op == RowOp::kVar ? v : std::sqrt(v);
+    }
+    case RowOp::kNorm: {
+      if (std::isinf(r.p)) {
+        T best = 0;
+        for (std::int64_t j = 0; j < k; ++j) {
+          const T a = std::abs(x[j]);
+          if (a > best || a != a) best = a;
+          if (a != a) break;
+        }
+        return best;
+      }
+      T s = 0;
+      if (r.p == 1) {
+        for (std::int64_t j = 0; j < k; ++j) s += std::abs(x[j]);
+        return s;
+      }
+      if (r.p == 2) {
+        for (std::int64_t j = 0; j < k; ++j) s += x[j] * x[j];
+        return std::sqrt(s);
+      }
+      const T p = static_cast<T>(r.p);
+      for (std::int64_t j = 0; j < k; ++j) s += std::pow(std::abs(x[j]), p);
+      return std::pow(s, 1 / p);
+    }
+  }
+  return 0;
+}
+
+template <class T>
+inline T sign_of(T v) {
+  return static_cast<T>((v > 0) - (v < 0));
+}
+
+// dx of one row: g the output's gradient, y its value; `tmp` has room for K elements.
+template <class T>
+void row_backward(const RowReduce& r, const T* x, std::int64_t k, T g, T y, T* dx, T* tmp) {
+  switch (r.op) {
+    case RowOp::kMin: {
+      std::int64_t at = 0;
+      for (std::int64_t j = 1; j < k; ++j)
+        if (beats_min(x[j], x[at])) at = j;
+      std::fill(dx, dx + k, T(0));
+      dx[at] = g;
+      return;
+    }
+    case RowOp::kProd: {
+      // Note [Product gradient]: prod of the others = (prefix before j) * (suffix after j): exact
+      // with zeros (one zero: only its own gradient is nonzero; two: all are 0), no division.
+      T s = 1;
+      for (std::int64_t j = k; j-- > 0;) {
+        tmp[j] = s;
+        s *= x[j];
+      }
+      T pre = 1;
+      for (std::int64_t j = 0; j < k; ++j) {
+        dx[j] = g * (pre * tmp[j]);
+        pre *= x[j];
+      }
+      return;
+    }
+    case RowOp::kVar:
+    case RowOp::kStd: {
+      const T m = row_mean(x, k);
+      const T d = static_cast<T>(std::max<std::int64_t>(0, k - r.correction));
+      if (r.op == RowOp::kStd) {
+        const T c = y == 0 ? T(0) : g / (d * y);
+        for (std::int64_t j = 0; j < k; ++j) dx[j] = c * (x[j] - m);
+      } else {
+        const T c = 2 * g / d;
+        for (std::int64_t j = 0; j < k; ++j) dx[j] = c * (x[j] - m);
+      }
+      return;
+    }
+    case RowOp::kNorm: {
+      if (std::isinf(r.p)) {
+        std::int64_t count = 0;
+        for (std::int64_t j = 0; j < k; ++j) {
+          const T a = std::abs(x[j]);
+          count += (a == y || a != a);
+        }
+        const T share = g / static_cast<T>(count);
+        for (std::int64_t j = 0; j < k; ++j) {
+          const T a = std::abs(x[j]);
+          dx[j] = (a == y || a != a) ? sign_of(x[j]) * share : T(0);
+        }
+        return;
+      }
+      if (r.p == 1) {
+        for (std::int64_t j = 0; j < k; ++j) dx[j] = g * sign_of(x[j]);
+        return;
+      }
+      if (y == 0) {  // the subgradient 0 at x = 0, as torch
+        std::fill(dx, dx + k, T(0));
+        return;
+      }
+      if (r.p == 2) {
+        const T c = g / y;
+        for (std::int64_t j = 0; j < k; ++j) dx[j] = c * x[j];
+        return;
+      }
+      const T p = static_cast<T>(r.p);
+      const T c = g / std::pow(y, p - 1);
+      for (std::int64_t j = 0; j < k; ++j) dx[j] = c * sign_of(x[j]) * std::pow(std::abs(x[j]), p - 1);
+      return;
+    }
+  }
+}
+
+// y = a row reduction of x over the plan's axes (see the header's table).
+template <RowOp kOp>
+struct RowReduction : Function<RowReduction<kOp>> {
+  static constexpr const char* kName = row_op_name(kOp);
+  RowReduce r;
+  Shape x_shape, keep_shape;
+  std::vector<std::int64_t> axes;
+  std::int64_t count = 0;
+  Tensor forward(const Tensor& x, const std::vector<std::int64_t>& axes_, bool keepdim, RowReduce r_) {
+    r = r_;
+    const Plan p = make_plan(kName, x, axes_, keepdim);
+    axes = p.axes;
+    if (kOp == RowOp::kMin || (kOp == RowOp::kNorm && std::isinf(r.p))) check_nonempty_axes(kName, x, p);
+    x_shape = x.shape();
+    keep_shape = p.keep_shape;
+    count = p.count;
+    Tensor y = Tensor::empty(p.keep_shape, x.dtype());
+    if (y.numel() > 0) {
+      if (count == 0) {  // an empty reduction: prod 1, var/std NaN (0/0), norm 0
+        y.fill_(kOp == RowOp::kProd ? 1.0 : kOp == RowOp::kNorm ? 0.0 : std::numeric_limits<double>::quiet_NaN());
+      } else {
+        const RowView v = row_view(x, p);
+        const Tensor rows = to_rows(x, v);
+        dispatch(x.dtype(), [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const T* xp = rows.data<T>();
+          T* yp = y.data<T>();
+          parallel_for(0, v.rows, grain_for(v.k), [&](std::int64_t b, std::int64_t e) {
+            for (std::int64_t o = b; o < e; ++o) yp[o] = row_forward<T>(r, xp + o * v.k, v.k);
+          });
+        });
+      }
+    }
+    if (this->needs_input_grad(0)) this->save_for_backward({x, y});
+    return y.shape() == p.out_shape ? y : alias_with_shape(y, p.out_shape);
+  }
+  Tensors backward(const Tensors& grads) {
+    const Tensor x = this->saved(0), y = this->saved(1);
+    if (x.numel() == 0 || count == 0) return {Tensor::zeros(x_shape, x.dtype())};
+    Plan p;  // the forward's plan (its axes, normalised)
+    p.axes = axes;
+    p.keep_shape = keep_shape;
+    p.count = count;
+    const RowView v = row_view(x, p);
+    const Tensor rows = to_rows(x, v);
+    Tensor drows = Tensor::empty({v.rows, v.k}, x.dtype());
+    const Tensor& g = grads[0];
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* xp = rows.data<T>();
+      const T* gp = g.data<T>();
+      const T* yp = y.data<T>();
+      T* dp = drows.data<T>();
+      parallel_for(0, v.rows, grain_for(v.k), [&](std::int64_t b, std::int64_t e) {
+        std::vector<T> tmp(kOp == RowOp::kProd ? static_cast<std::size_t>(v.k) : 0);
+        for (std::int64_t o = b; o < e; ++o)
+          row_backward<T>(r, xp + o * v.k, v.k, gp[o], yp[o], dp + o * v.k, tmp.data());
+      });
+    });
+    return {from_rows(drows, v, x_shape)};
+  }
+};
+
+// y_j = sum_{i <= j} x_i along the axis (reverse = true: sum_{i >= j}, the gradient).
+Tensor cumsum_along(const Tensor& x, std::int64_t axis, bool reverse) {
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  if (x.numel() == 0) return y;
+  const Shape& s = x.shape();
+  std::int64_t outer = 1, n = 1, inner = 1;
+  for (std::size_t d = 0; d < s.size(); ++d) {
+    if (static_cast<std::int64_t>(d) < axis)
+      outer *= s[d];
+    else if (static_cast<std::int64_t>(d) == axis)
+      n = s[d];
+    else
+      inner *= s[d];
+  }
+  const std::int64_t nblk = (inner + kColBlock - 1) / kColBlock;
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    parallel_for(0, outer * nblk, grain_for(n * std::min(inner, kColBlock)), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t t = b; t < e; ++t) {
+        const std::int64_t o = t / nblk, i0 = (t % nblk) * kColBlock, i1 = std::min(inner, i0 + kColBlock);
+        const std::int64_t base = o * n * inner;
+        for (std::int64_t jj = 0; jj < n; ++jj) {
+          const std::int64_t j = reverse ? n - 1 - jj : jj;
+          const T* xr = xp + base + j * inner;
+          T* yr = yp + base + j * inner;
+          if (jj == 0) {
+            for (std::int64_t i = i0; i < i1; ++i) yr[i] = xr[i];
+          } else {
+            const T* prev = yp + base + (reverse ? j + 1 : j - 1) * inner;
+            for (std::int64_t i = i0; i < i1; ++i) yr[i] = prev[i] + xr[i];
+          }
+        }
+      }
+    });
+  });
+  return y;
+}
+
+struct Cumsum : Function<Cumsum> {
+  static constexpr const char* kName = "cumsum";
+  std::int64_t axis = 0;
+  Tensor forward(const Tensor& x, std::int64_t axis_) {
+    axis = axis_;
+    return cumsum_along(x, axis, false);
+  }
+  Tensors backward(const Tensors& grads) { return {cumsum_along(grads[0], axis, true)}; }
+};
+
+}  // namespace
+
+Tensor min(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
+  check_floating("min", "x", x);
+  return apply<RowReduction<RowOp::kMin>>(x, axes, keepdim, RowReduce{RowOp::kMin});
+}
+Tensor prod(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
+  check_floating("prod", "x", x);
+  return apply<RowReduction<RowOp::kProd>>(x, axes, keepdim, RowReduce{RowOp::kProd});
+}
+Tensor var(const Tensor& x, const std::vector<std::int64_t>& axes, std::int64_t correction, bool keepdim) {
+  XGRAD_CHECK(correction >= 0, "var: correction must be >= 0, got {}", correction);
+  check_floating("var", "x", x);
+  return apply<RowReduction<RowOp::kVar>>(x, axes, keepdim, RowReduce{RowOp::kVar, correction});
+}
+Tensor std(const Tensor& x, const std::vector<std::int64_t>& axes, std::int64_t correction, bool keepdim) {
+  XGRAD_CHECK(correction >= 0, "std: correction must be >= 0, got {}", correction);
+  check_floating("std", "x", x);
+  return apply<RowReduction<RowOp::kStd>>(x, axes, keepdim, RowReduce{RowOp::kStd, correction});
+}
+Tensor norm(const Tensor& x, double p, const std::vector<std::int64_t>& axes, bool keepdim) {
+  XGRAD_CHECK(p >= 1, "norm: p must be >= 1 or inf, got {}", p);
+  check_floating("norm", "x", x);
+  return apply<RowReduction<RowOp::kNorm>>(x, axes, keepdim, RowReduce{RowOp::kNorm, 0, p});
+}
+Tensor norm(const Tensor& x, const std::string& p, const std::vector<std::int64_t>& axes, bool keepdim) {
+  XGRAD_CHECK(p == "fro", "norm: p '{}' is not supported (use \"fro\" or a number)", p);
+  return norm(x, 2.0, axes, keepdim);
+}
+Tensor cumsum(const Tensor& x, std::int64_t dim) {
+  XGRAD_CHECK(x.defined(), "cumsum: argument 'x' is an undefined tensor");
+  check_floating("cumsum", "x", x);
+  const Shape& s = x.shape();
+  const std::int64_t a =
+      normalize_axis(dim, std::max<std::int64_t>(1, static_cast<std::int64_t>(s.size())), "cumsum", s);
+  return apply<Cumsum>(x, s.empty() ? std::int64_t{0} : a);
+}
+
+}  // namespace xgrad

@@ -22,7 +22,10 @@
 // - logsumexp subtracts m = the maximum first, so inputs of 1e4 do not overflow. Like torch, an
 //   infinite m is replaced by 0: a row of all -inf gives -inf (and a NaN gradient, as torch does),
 //   a row holding +inf gives +inf, NaN propagates. logsumexp over an empty axis is -inf.
+#include <concepts>
 #include <cstdint>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "xgrad/core/tensor.hpp"
@@ -33,5 +36,63 @@ Tensor sum(const Tensor& x, const std::vector<std::int64_t>& axes = {}, bool kee
 Tensor mean(const Tensor& x, const std::vector<std::int64_t>& axes = {}, bool keepdim = false);
 Tensor max(const Tensor& x, const std::vector<std::int64_t>& axes = {}, bool keepdim = false);
 Tensor logsumexp(const Tensor& x, const std::vector<std::int64_t>& axes = {}, bool keepdim = false);
+
+// ---- more reductions (issue 16) -----------------------------------------------------------------
+// Same axes conventions as above. K = the number of reduced elements per output, m = their mean.
+//
+// | op                                | forward                            | gradient                                |
+// |-----------------------------------|------------------------------------|-----------------------------------------|
+// | min(x, axes, keepdim)             | minimum over axes                  | dx = g at the first arg-min, 0 else      |
+// | prod(x, axes, keepdim)            | product over axes (1 over nothing) | dx_k = g * prod of the others (exact     |
+// |                                   |                                    | with zeros: prefix * suffix products)   |
+// | var(x, axes, correction, keepdim) | sum (x - m)^2 / max(0, K - corr)   | dx = g * 2 (x - m) / max(0, K - corr)   |
+// | std(x, axes, correction, keepdim) | sqrt(var)                          | dx = g (x - m) / (max(0, K - corr) y),  |
+// |                                   |                                    | 0 where y = 0 (as torch)                |
+// | norm(x, p, axes, keepdim)         | (sum |x|^p)^(1/p); p = inf: max|x| | p=2: g x / y; p=1: g sign(x); general p:|
+// |                                   |                                    | g sign(x) |x|^(p-1) / y^(p-1); 0 where  |
+// |                                   |                                    | y = 0; inf: g sign(x) split evenly over |
+// |                                   |                                    | the |x| equal to y (as torch)           |
+// | cumsum(x, dim)                    | y_j = x_0 + ... + x_j along dim    | dx_j = g_j + ... + g_(n-1)              |
+//
+// Details: min mirrors max (NaN propagates; the gradient goes to the first arg-min in row-major
+// order, where torch.amin splits it among ties; an empty reduced axis is an error). var/std of fewer
+// than correction + 1 elements divide by 0 and give NaN or inf, as torch does. norm with p = inf over
+// an empty axis is an error (no identity, as torch.linalg.vector_norm); p must be >= 1 or inf.
+// Each output's elements are reduced in a fixed order by one task (deterministic); cumsum runs
+// along the dim sequentially, in parallel over the other positions.
+
+Tensor min(const Tensor& x, const std::vector<std::int64_t>& axes = {}, bool keepdim = false);
+Tensor prod(const Tensor& x, const std::vector<std::int64_t>& axes = {}, bool keepdim = false);
+/// torch::var with a correction (1: the unbiased estimate, 0: the population variance).
+Tensor var(const Tensor& x, const std::vector<std::int64_t>& axes = {}, std::int64_t correction = 1,
+           bool keepdim = false);
+/// torch::std with a correction; the square root of var.
+Tensor std(const Tensor& x, const std::vector<std::int64_t>& axes = {}, std::int64_t correction = 1,
+           bool keepdim = false);
+/// Vector p-norm over axes (all axes: the norm of the flattened tensor), p >= 1 or
+/// std::numeric_limits<double>::infinity().
+Tensor norm(const Tensor& x, double p = 2.0, const std::vector<std::int64_t>& axes = {}, bool keepdim = false);
+/// norm with p = "fro" (the Frobenius norm: the 2-norm over axes); other strings are refused.
+Tensor norm(const Tensor& x, const std::string& p, const std::vector<std::int64_t>& axes = {}, bool keepdim = false);
+/// Inclusive cumulative sum along dim (a 0-d tensor takes dim 0 or -1).
+Tensor cumsum(const Tensor& x, std::int64_t dim);
+
+/// torch::max(x, dim, keepdim): (the maxima along dim, their int64 positions). The values are
+/// max(x, {dim}, keepdim) (gradient to the first arg-max), the positions argmax(x, dim, keepdim)
+/// (ops/indexing.hpp). Also spelled max(x, dim, keepdim) with an integer dim, as in torch (below).
+std::tuple<Tensor, Tensor> max_with_indices(const Tensor& x, std::int64_t dim, bool keepdim = false);
+/// torch::min(x, dim, keepdim): (the minima along dim, their int64 positions); also min(x, dim, keepdim).
+std::tuple<Tensor, Tensor> min_with_indices(const Tensor& x, std::int64_t dim, bool keepdim = false);
+// torch's spelling: max(x, 1) / min(x, 1) (an integer dim) return (values, indices), while
+// max(x, {1}) (a braced list of axes) stays the values-only reduction above: a template parameter
+// cannot be deduced from a braced list, so the overloads never compete.
+template <std::integral I>
+requires(!std::same_as<I, bool>) std::tuple<Tensor, Tensor> max(const Tensor& x, I dim, bool keepdim = false) {
+  return max_with_indices(x, static_cast<std::int64_t>(dim), keepdim);
+}
+template <std::integral I>
+requires(!std::same_as<I, bool>) std::tuple<Tensor, Tensor> min(const Tensor& x, I dim, bool keepdim = false) {
+  return min_with_indices(x, static_cast<std::int64_t>(dim), keepdim);
+}
 
 }  // namespace xgrad

@@ -627,3 +627,259 @@ Tensor expand(const Tensor& x, const Shape& shape) {
 }
 
 }  // namespace xgrad
+
+// ---- split, chunk, flip, roll, repeat, pad (issue 16) ------------------------------------------
+#include "xgrad/ops/detail/gather_map.hpp"
+
+namespace xgrad {
+
+namespace {
+
+// ys = the pieces of x along axis (piece i has sizes[i] positions); dx = the pieces' gradients
+// joined back (the engine gives zeros for the pieces that were not used).
+struct Split : Function<Split> {
+  static constexpr const char* kName = "split";
+  Shape x_shape;
+  std::int64_t outer = 0;
+  std::vector<std::int64_t> lens;
+  Tensors forward(const Tensor& x, std::int64_t axis, const std::vector<std::int64_t>& sizes) {
+    x_shape = x.shape();
+    const AxisGeometry g = geometry(x_shape, axis);
+    outer = g.outer;
+    Tensors ys;
+    ys.reserve(sizes.size());
+    std::vector<Shape> shapes;
+    for (auto n : sizes) {
+      Shape s = x_shape;
+      s[static_cast<std::size_t>(axis)] = n;
+      shapes.push_back(s);
+      lens.push_back(n * g.inner);
+    }
+    // The forward of split is the backward of concat: copy each piece's rows out of x.
+    std::vector<std::int64_t> offs(sizes.size() + 1, 0);
+    for (std::size_t i = 0; i < sizes.size(); ++i) offs[i + 1] = offs[i] + lens[i];
+    const std::int64_t row = offs.back();
+    const std::size_t esize = dtype_size(x.dtype());
+    const char* src = static_cast<const char*>(x.raw_data());
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      Tensor y = Tensor::empty(shapes[i], x.dtype());
+      const std::int64_t len = lens[i];
+      char* d = static_cast<char*>(y.raw_data());
+      if (len > 0)
+        parallel_for(0, outer, row_grain(len), [&](std::int64_t o0, std::int64_t o1) {
+          for (std::int64_t o = o0; o < o1; ++o)
+            std::memcpy(d + static_cast<std::size_t>(o * len) * esize,
+                        src + static_cast<std::size_t>(o * row + offs[i]) * esize,
+                        static_cast<std::size_t>(len) * esize);
+        });
+      ys.push_back(std::move(y));
+    }
+    return ys;
+  }
+  Tensors backward(const Tensors& grads) {
+    Tensor dx = Tensor::empty(x_shape, grads[0].dtype());
+    join_rows(grads, dx, outer, lens);
+    return {dx};
+  }
+};
+
+Tensors split_sizes_checked(const Tensor& x, std::int64_t a, const std::vector<std::int64_t>& sizes) {
+  return apply<Split>(x, a, sizes);
+}
+
+}  // namespace
+
+Tensors split(const Tensor& x, std::int64_t split_size, std::int64_t dim) {
+  check_defined("split", x);
+  const Shape& s = x.shape();
+  const std::int64_t a = normalize_axis(dim, static_cast<std::int64_t>(s.size()), "split", s);
+  const std::int64_t n = s[static_cast<std::size_t>(a)];
+  XGRAD_CHECK(split_size >= 0, "split: split_size must be >= 0, got {} (x has shape {})", split_size, shape_str(s));
+  XGRAD_CHECK(split_size > 0 || n == 0,
+              "split: split_size 0 is only allowed for an empty dim, but dim {} has size {} (x has shape {})", dim, n,
+              shape_str(s));
+  std::vector<std::int64_t> sizes;
+  if (n == 0) {
+    sizes = {0};
+  } else {
+    for (std::int64_t k = 0; k < n; k += split_size) sizes.push_back(std::min(split_size, n - k));
+  }
+  return split_sizes_checked(x, a, sizes);
+}
+
+Tensors split(const Tensor& x, const std::vector<std::int64_t>& split_sizes, std::int64_t dim) {
+  check_defined("split", x);
+  const Shape& s = x.shape();
+  const std::int64_t a = normalize_axis(dim, static_cast<std::int64_t>(s.size()), "split", s);
+  const std::int64_t n = s[static_cast<std::size_t>(a)];
+  std::int64_t total = 0;
+  for (auto k : split_sizes) {
+    XGRAD_CHECK(k >= 0, "split: split_sizes [{}] has a negative size {} (x has shape {})", fmt::join(split_sizes, ", "),
+                k, shape_str(s));
+    total = checked_add(total, k, "split", "split_sizes");
+  }
+  XGRAD_CHECK(total == n, "split: split_sizes [{}] sum to {} but dim {} has size {} (x has shape {})",
+              fmt::join(split_sizes, ", "), total, dim, n, shape_str(s));
+  return split_sizes_checked(x, a, split_sizes);
+}
+
+Tensors chunk(const Tensor& x, std::int64_t chunks, std::int64_t dim) {
+  check_defined("chunk", x);
+  const Shape& s = x.shape();
+  XGRAD_CHECK(chunks >= 1, "chunk: chunks must be >= 1, got {} (x has shape {})", chunks, shape_str(s));
+  const std::int64_t a = normalize_axis(dim, static_cast<std::int64_t>(s.size()), "chunk", s);
+  const std::int64_t n = s[static_cast<std::size_t>(a)];
+  if (n == 0) return split_sizes_checked(x, a, std::vector<std::int64_t>(static_cast<std::size_t>(chunks), 0));
+  const std::int64_t size = n / chunks + (n % chunks != 0);
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t k = 0; k < n; k += size) sizes.push_back(std::min(size, n - k));
+  return split_sizes_checked(x, a, sizes);
+}
+
+namespace {
+
+// Identity source indices for every dim of `s`.
+std::vector<std::vector<std::int64_t>> identity_src(const Shape& s) {
+  std::vector<std::vector<std::int64_t>> src(s.size());
+  for (std::size_t d = 0; d < s.size(); ++d) {
+    src[d].resize(static_cast<std::size_t>(s[d]));
+    std::iota(src[d].begin(), src[d].end(), std::int64_t{0});
+  }
+  return src;
+}
+
+}  // namespace
+
+Tensor flip(const Tensor& x, const std::vector<std::int64_t>& dims) {
+  check_defined("flip", x);
+  const Shape& s = x.shape();
+  const auto nd = static_cast<std::int64_t>(s.size());
+  std::vector<bool> seen(s.size(), false);
+  for (auto d : dims) {
+    if (nd == 0) {  // like torch: a 0-d tensor accepts dim 0 / -1
+      normalize_axis(d, 1, "flip", s);
+      continue;
+    }
+    const auto a = static_cast<std::size_t>(normalize_axis(d, nd, "flip", s));
+    XGRAD_CHECK(!seen[a], "flip: dims [{}] names dim {} twice (x has shape {})", fmt::join(dims, ", "), a,
+                shape_str(s));
+    seen[a] = true;
+  }
+  if (x.numel() == 0) return detail::gather_map("flip", x, s, {}, true);
+  auto src = identity_src(s);
+  for (std::size_t d = 0; d < s.size(); ++d)
+    if (seen[d]) std::reverse(src[d].begin(), src[d].end());
+  return detail::gather_map("flip", x, s, detail::separable_map(s, s, src), true);
+}
+
+Tensor roll(const Tensor& x, const std::vector<std::int64_t>& shifts, const std::vector<std::int64_t>& dims) {
+  check_defined("roll", x);
+  const Shape& s = x.shape();
+  if (dims.empty()) {
+    XGRAD_CHECK(shifts.size() == 1, "roll: with no dims, shifts must have one entry, got [{}] (x has shape {})",
+                fmt::join(shifts, ", "), shape_str(s));
+    const std::int64_t n = x.numel();
+    if (n == 0) return detail::gather_map("roll", x, s, {}, true);
+    const std::int64_t k = ((shifts[0] % n) + n) % n;
+    std::vector<std::int64_t> map(static_cast<std::size_t>(n));
+    for (std::int64_t o = 0; o < n; ++o) map[static_cast<std::size_t>(o)] = o >= k ? o - k : o - k + n;
+    return detail::gather_map("roll", x, s, std::move(map), true);
+  }
+  XGRAD_CHECK(shifts.size() == dims.size(),
+              "roll: shifts [{}] and dims [{}] must have the same length (x has shape {})", fmt::join(shifts, ", "),
+              fmt::join(dims, ", "), shape_str(s));
+  const auto nd = static_cast<std::int64_t>(s.size());
+  XGRAD_CHECK(nd > 0, "roll: dims [{}] given for a 0-d tensor (shape ())", fmt::join(dims, ", "));
+  std::vector<std::int64_t> total(s.size(), 0);  // net shift per dim, reduced mod n (a dim may repeat, as torch)
+  for (std::size_t k = 0; k < dims.size(); ++k) {
+    const auto a = static_cast<std::size_t>(normalize_axis(dims[k], nd, "roll", s));
+    if (s[a] > 0) total[a] = (total[a] + shifts[k] % s[a] + s[a]) % s[a];
+  }
+  if (x.numel() == 0) return detail::gather_map("roll", x, s, {}, true);
+  auto src = identity_src(s);
+  for (std::size_t d = 0; d < s.size(); ++d)
+    if (total[d] != 0) std::rotate(src[d].begin(), src[d].end() - total[d], src[d].end());
+  return detail::gather_map("roll", x, s, detail::separable_map(s, s, src), true);
+}
+
+Tensor repeat(const Tensor& x, const std::vector<std::int64_t>& repeats) {
+  check_defined("repeat", x);
+  const Shape& s = x.shape();
+  XGRAD_CHECK(repeats.size() >= s.size(), "repeat: repeats [{}] has {} entries, fewer than the {} dims of x (shape {})",
+              fmt::join(repeats, ", "), repeats.size(), s.size(), shape_str(s));
+  const std::size_t lead = repeats.size() - s.size();
+  Shape in(lead, 1);
+  in.insert(in.end(), s.begin(), s.end());
+  Shape out(repeats.size());
+  for (std::size_t d = 0; d < repeats.size(); ++d) {
+    XGRAD_CHECK(repeats[d] >= 0, "repeat: repeats [{}] has a negative entry {} (x has shape {})",
+                fmt::join(repeats, ", "), repeats[d], shape_str(s));
+    out[d] = checked_mul(in[d], repeats[d], "repeat", "repeats");
+  }
+  checked_numel(out, "repeat", "repeats");
+  if (shape_numel(out) == 0) return detail::gather_map("repeat", x, out, {}, true);
+  std::vector<std::vector<std::int64_t>> src(out.size());
+  for (std::size_t d = 0; d < out.size(); ++d) {
+    src[d].resize(static_cast<std::size_t>(out[d]));
+    for (std::int64_t o = 0; o < out[d]; ++o) src[d][static_cast<std::size_t>(o)] = o % in[d];
+  }
+  bool injective = true;
+  for (auto r : repeats) injective = injective && r <= 1;
+  return detail::gather_map("repeat", x, out, detail::separable_map(in, out, src), injective);
+}
+
+Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, const std::string& mode, double value) {
+  check_defined("pad", x);
+  const Shape& s = x.shape();
+  const bool constant = mode == "constant", reflect = mode == "reflect", replicate = mode == "replicate";
+  XGRAD_CHECK(constant || reflect || replicate,
+              "pad: mode '{}' is not supported (use \"constant\", \"reflect\" or \"replicate\"; x has shape {})", mode,
+              shape_str(s));
+  XGRAD_CHECK(pads.size() % 2 == 0 && pads.size() / 2 <= s.size(),
+              "pad: pads [{}] must have an even number of entries, at most 2 per dim of x (shape {})",
+              fmt::join(pads, ", "), shape_str(s));
+  XGRAD_CHECK(constant || value == 0.0, "pad: a fill value {} is only used in mode \"constant\", not '{}'", value,
+              mode);
+  Shape out = s;
+  std::vector<std::int64_t> before(s.size(), 0);
+  for (std::size_t k = 0; k < pads.size() / 2; ++k) {
+    const std::size_t d = s.size() - 1 - k;
+    const std::int64_t l = pads[2 * k], r = pads[2 * k + 1], n = s[d];
+    before[d] = l;
+    if (reflect)
+      XGRAD_CHECK(l < n && r < n,
+                  "pad: reflect padding ({}, {}) of dim {} must be less than its size {} (x has shape {})", l, r, d, n,
+                  shape_str(s));
+    if (replicate && (l != 0 || r != 0))
+      XGRAD_CHECK(n > 0, "pad: replicate padding of dim {} needs a non-empty dim (x has shape {})", d, shape_str(s));
+    out[d] = checked_add(checked_add(n, l, "pad", "pads"), r, "pad", "pads");
+    XGRAD_CHECK(out[d] >= 0, "pad: pads [{}] give dim {} (size {}) the negative size {} (x has shape {})",
+                fmt::join(pads, ", "), d, n, out[d], shape_str(s));
+  }
+  checked_numel(out, "pad", "pads");
+  if (shape_numel(out) == 0 || x.numel() == 0) {
+    // Nothing to read: an empty result, or all fill (constant mode, an empty dim padded).
+    std::vector<std::int64_t> map(static_cast<std::size_t>(shape_numel(out)), -1);
+    return detail::gather_map("pad", x, out, std::move(map), true, value);
+  }
+  std::vector<std::vector<std::int64_t>> src(s.size());
+  for (std::size_t d = 0; d < s.size(); ++d) {
+    const std::int64_t n = s[d];
+    src[d].resize(static_cast<std::size_t>(out[d]));
+    for (std::int64_t o = 0; o < out[d]; ++o) {
+      std::int64_t i = o - before[d];
+      if (i < 0 || i >= n) {
+        if (constant)
+          i = -1;
+        else if (replicate)
+          i = std::clamp<std::int64_t>(i, 0, n - 1);
+        else
+          i = i < 0 ? -i : 2 * (n - 1) - i;
+      }
+      src[d][static_cast<std::size_t>(o)] = i;
+    }
+  }
+  return detail::gather_map("pad", x, out, detail::separable_map(s, out, src), constant, value);
+}
+
+}  // namespace xgrad

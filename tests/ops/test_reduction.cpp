@@ -264,3 +264,58 @@ TEST_CASE("reductions: bad inputs raise xgrad::Error naming op, axis and shape",
     test::require_error([&] { op.fn(Tensor::scalar(1.0), {1}, false); }, {op.name, "axis 1", "()"});
   }
 }
+
+// ---- issue 16: min, prod, var, std, norm, cumsum (the op table checks parity and gradients) ----
+TEST_CASE("prod's gradient is exact with one and with two zeros", "[reduction][prod]") {
+  using V = std::vector<double>;
+  Tensor x = Tensor::from_vector({2, 0, 3, 4, 0, 0, 5, 6, 1}, {3, 3}, kFloat64);
+  x.set_requires_grad();
+  const Tensor y = prod(x, {1});
+  CHECK(y.to_vector() == V{0, 0, 30});
+  y.backward(Tensor::from_vector({1, 1, 1}, {3}, kFloat64));
+  // row 0: only the zero gets a gradient (2 * 3); row 1: two zeros, all 0; row 2: products of the others
+  CHECK(x.grad().to_vector() == V{0, 6, 0, 0, 0, 0, 6, 5, 30});
+  CHECK(prod(Tensor::zeros({0, 3}, kFloat64), {0}).to_vector() == V{1, 1, 1});
+}
+
+TEST_CASE("norm, std: the gradient at a zero result is 0, as torch", "[reduction][norm]") {
+  using V = std::vector<double>;
+  Tensor x = Tensor::zeros({2, 3}, kFloat64);
+  x.set_requires_grad();
+  sum(norm(x, 2.0, {1})).backward();
+  CHECK(x.grad().to_vector() == V(6, 0.0));
+  x.zero_grad();
+  sum(xgrad::std(x, {1})).backward();
+  CHECK(x.grad().to_vector() == V(6, 0.0));
+  x.zero_grad();
+  sum(norm(x, 1.0)).backward();
+  CHECK(x.grad().to_vector() == V(6, 0.0));
+  // inf-norm: ties split the gradient evenly, with the sign of each element
+  Tensor t = Tensor::from_vector({-2, 1, 2}, {3}, kFloat64);
+  t.set_requires_grad();
+  norm(t, std::numeric_limits<double>::infinity()).backward();
+  CHECK(t.grad().to_vector() == V{-0.5, 0, 0.5});
+  CHECK(norm(Tensor::from_vector({3, 4}, {2}, kFloat64), "fro").item() == 5.0);
+  test::require_error(
+      [] {
+        norm(Tensor::zeros({0, 2}), std::numeric_limits<double>::infinity(), {0});
+      },
+      {"norm", "size 0"});
+}
+
+TEST_CASE("min takes the first arg-min, var and std use the correction, cumsum runs along the dim",
+          "[reduction][min]") {
+  using V = std::vector<double>;
+  Tensor x = Tensor::from_vector({3, 1, 1, 2}, {4}, kFloat64);
+  x.set_requires_grad();
+  min(x).backward();
+  CHECK(x.grad().to_vector() == V{0, 1, 0, 0});
+  const Tensor v = Tensor::from_vector({1, 2, 3, 4}, {4}, kFloat64);
+  CHECK(var(v).item() == Approx(5.0 / 3));
+  CHECK(var(v, {}, 0).item() == Approx(1.25));
+  CHECK(xgrad::std(v, {0}, 0, true).shape() == Shape{1});
+  CHECK(std::isnan(var(Tensor::ones({1}, kFloat64)).item()));  // K = correction: 0/0, as torch
+  CHECK(cumsum(Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, kFloat64), 0).to_vector() == V{1, 2, 3, 5, 7, 9});
+  CHECK(cumsum(Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, kFloat64), -1).to_vector() == V{1, 3, 6, 4, 9, 15});
+  test::require_error([] { min(Tensor::zeros({2, 0}), {1}); }, {"min", "size 0", "(2, 0)"});
+}

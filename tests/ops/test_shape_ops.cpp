@@ -432,3 +432,63 @@ TEST_CASE("shape ops: zero-length dimensions in the forward and the backward", "
     CHECK(concat({huge, huge}, 1).shape() == Shape{big, 0, big});
   }
 }
+
+// ---- issue 16: split, chunk, flip, roll, repeat, pad (the op table checks parity and gradients) ----
+TEST_CASE("pad, roll, repeat and flip move the elements torch moves", "[shape_ops][pad]") {
+  const Tensor r = Tensor::from_vector({0, 1, 2, 3, 4}, {1, 5}, kFloat64);
+  using V = std::vector<double>;
+  CHECK(pad(r, {2, 1}, "reflect").to_vector() == V{2, 1, 0, 1, 2, 3, 4, 3});
+  CHECK(pad(r, {-1, 2}, "reflect").to_vector() == V{1, 2, 3, 4, 3, 2});  // torch gives the same
+  CHECK(pad(r, {1, 3}, "replicate").to_vector() == V{0, 0, 1, 2, 3, 4, 4, 4, 4});
+  CHECK(pad(r, {-2, 1}, "constant", 7).to_vector() == V{2, 3, 4, 7});
+  CHECK(pad(r, {0, 0, 1, 0}).shape() == Shape{2, 5});
+  CHECK(roll(r, {2}).to_vector() == V{3, 4, 0, 1, 2});
+  CHECK(roll(r, {-7}, {1}).to_vector() == V{2, 3, 4, 0, 1});
+  CHECK(flip(r, {1}).to_vector() == V{4, 3, 2, 1, 0});
+  CHECK(repeat(Tensor::from_vector({1, 2}, {2}, kFloat64), {2, 2}).to_vector() == V{1, 2, 1, 2, 1, 2, 1, 2});
+
+  // Gradients of the non-injective maps add up every copy (replicate's edge takes 1 + 3 outputs).
+  Tensor x = Tensor::from_vector({0, 1, 2, 3, 4}, {1, 5}, kFloat64);
+  x.set_requires_grad();
+  sum(pad(x, {1, 3}, "replicate")).backward();
+  CHECK(x.grad().to_vector() == V{2, 1, 1, 1, 4});
+  x.zero_grad();
+  sum(pad(x, {2, 1}, "reflect")).backward();
+  CHECK(x.grad().to_vector() == V{1, 2, 2, 2, 1});
+  x.zero_grad();
+  sum(repeat(x, {3, 2})).backward();
+  CHECK(x.grad().to_vector() == V{6, 6, 6, 6, 6});
+}
+
+TEST_CASE("split and chunk follow torch's piece sizes, and unused pieces get zero gradients", "[shape_ops][split]") {
+  Generator gen(5);
+  Tensor x = test::randn_leaf({7, 3}, gen);
+  auto sizes = [](const Tensors& ps) {
+    std::vector<std::int64_t> s;
+    for (const auto& p : ps) s.push_back(p.shape()[0]);
+    return s;
+  };
+  using I = std::vector<std::int64_t>;
+  CHECK(sizes(split(x, 3)) == I{3, 3, 1});
+  CHECK(sizes(split(x, I{2, 0, 5})) == I{2, 0, 5});
+  CHECK(sizes(chunk(x, 3)) == I{3, 3, 1});
+  CHECK(sizes(chunk(Tensor::zeros({6, 2}), 4)) == I{2, 2, 2});  // fewer pieces than asked, as torch
+  CHECK(sizes(chunk(Tensor::zeros({0, 2}), 3)) == I{0, 0, 0});  // an empty dim: `chunks` empty pieces
+  CHECK(sizes(split(Tensor::zeros({0, 2}), 0)) == I{0});
+  const Tensors ps = split(x, 3);
+  sum(ps[1]).backward();
+  const auto g = x.grad().to_vector();
+  for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i] == (i >= 9 && i < 18 ? 1.0 : 0.0));
+}
+
+TEST_CASE("the copy-type shape ops take huge empty tensors without touching memory", "[shape_ops][empty]") {
+  const std::int64_t big = std::int64_t{1} << 62;
+  const Tensor huge = Tensor::zeros({big, 0, big}, kFloat64);
+  CHECK(flip(huge, {0, 2}).shape() == huge.shape());
+  CHECK(roll(huge, {3}, {0}).shape() == huge.shape());
+  CHECK(roll(huge, {3}).shape() == huge.shape());
+  CHECK(repeat(huge, {1, 1, 1}).shape() == huge.shape());
+  CHECK(pad(huge, {1, 1}).shape() == Shape{big, 0, big + 2});
+  CHECK(split(huge, big / 2, 0).size() == 2);
+  test::require_error([&] { repeat(huge, {4, 1, 1}); }, {"repeat"});  // 2^64 does not fit
+}

@@ -1,0 +1,131 @@
+#include "xgrad/ops/detail/gather_map.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/parallel.hpp"
+
+namespace xgrad::detail {
+
+namespace {
+
+// Note [Deterministic scatter]: the transpose of a gather adds g[o] into dx[map[o]]. With repeated
+// indices two tasks could add into one dx element, in an order that depends on scheduling. Instead
+// the map is inverted into CSR form (for each i, the o with map[o] == i in increasing order, built
+// serially), and each dx[i] is summed by one task in that order. An injective map needs no
+// inversion: every dx element is written at most once.
+template <class T>
+void scatter_kernel(const T* g, T* dx, std::int64_t nx, const std::vector<std::int64_t>& map, bool injective) {
+  const auto n = static_cast<std::int64_t>(map.size());
+  if (injective) {
+    parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t o = b; o < e; ++o) {
+        const std::int64_t i = map[static_cast<std::size_t>(o)];
+        if (i >= 0) dx[i] = g[o];
+      }
+    });
+    return;
+  }
+  std::vector<std::int64_t> start(static_cast<std::size_t>(nx) + 1, 0);
+  for (auto i : map)
+    if (i >= 0) ++start[static_cast<std::size_t>(i) + 1];
+  for (std::size_t i = 0; i < static_cast<std::size_t>(nx); ++i) start[i + 1] += start[i];
+  std::vector<std::int64_t> next(start.begin(), start.end() - 1), list(static_cast<std::size_t>(start.back()));
+  for (std::int64_t o = 0; o < n; ++o) {
+    const std::int64_t i = map[static_cast<std::size_t>(o)];
+    if (i >= 0) list[static_cast<std::size_t>(next[static_cast<std::size_t>(i)]++)] = o;
+  }
+  const std::int64_t per = std::max<std::int64_t>(1, start.back() / std::max<std::int64_t>(1, nx));
+  parallel_for(0, nx, std::max<std::int64_t>(1, kParallelGrain / per), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) {
+      T s = 0;
+      for (std::int64_t k = start[static_cast<std::size_t>(i)]; k < start[static_cast<std::size_t>(i) + 1]; ++k)
+        s += g[list[static_cast<std::size_t>(k)]];
+      dx[i] = s;
+    }
+  });
+}
+
+struct GatherMap : Function<GatherMap> {
+  static constexpr const char* kName = "gather_map";
+  const char* op = kName;  // the public op's name (a string literal), for messages and the tape
+  Shape x_shape;
+  std::vector<std::int64_t> map;
+  bool injective = false;
+  const char* name() const override { return op; }
+  Tensor forward(const Tensor& x, const char* op_, const Shape& out_shape, std::vector<std::int64_t> map_,
+                 bool injective_, double fill) {
+    op = op_;
+    x_shape = x.shape();
+    injective = injective_;
+    Tensor y = Tensor::empty(out_shape, x.dtype());
+    dispatch_all(x.dtype(), [&](auto tag) {  // any dtype: a copy (only float inputs get gradients)
+      using T = typename decltype(tag)::type;
+      const T* xp = x.data<T>();
+      T* yp = y.data<T>();
+      const T f = convert_value<T>(fill);
+      const std::int64_t* mp = map_.data();
+      parallel_for(0, y.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t o = b; o < e; ++o) yp[o] = mp[o] >= 0 ? xp[mp[o]] : f;
+      });
+    });
+    if (needs_input_grad(0)) map = std::move(map_);
+    return y;
+  }
+  Tensors backward(const Tensors& grads) { return {scatter_add_map(grads[0], x_shape, map, injective)}; }
+};
+
+}  // namespace
+
+Tensor scatter_add_map(const Tensor& g, const Shape& x_shape, const std::vector<std::int64_t>& map, bool injective) {
+  Tensor dx = Tensor::zeros(x_shape, g.dtype());
+  if (dx.numel() == 0 || map.empty()) return dx;
+  dispatch(g.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scatter_kernel<T>(g.data<T>(), dx.data<T>(), dx.numel(), map, injective);
+  });
+  return dx;
+}
+
+Tensor gather_map(const char* op, const Tensor& x, const Shape& out_shape, std::vector<std::int64_t> map,
+                  bool injective, double fill) {
+  return apply<GatherMap>(x, op, out_shape, std::move(map), injective, fill);
+}
+
+std::vector<std::int64_t> separable_map(const Shape& in_shape, const Shape& out_shape,
+                                        const std::vector<std::vector<std::int64_t>>& src) {
+  const std::int64_t n = shape_numel(out_shape);
+  std::vector<std::int64_t> map(static_cast<std::size_t>(n));
+  if (n == 0) return map;
+  const Shape in_strides = contiguous_strides(in_shape);
+  const std::size_t nd = out_shape.size();
+  if (nd == 0) {
+    map[0] = 0;
+    return map;
+  }
+  const std::int64_t len = out_shape.back();
+  const auto& last = src.back();
+  const std::int64_t last_stride = in_strides.back();
+  const std::int64_t rows = n / len;
+  parallel_for(0, rows, std::max<std::int64_t>(1, kParallelGrain / len), [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      std::int64_t rem = r, base = 0;
+      bool fill = false;
+      for (std::size_t d = nd - 1; d-- > 0;) {
+        const std::int64_t s = src[d][static_cast<std::size_t>(rem % out_shape[d])];
+        rem /= out_shape[d];
+        if (s < 0) fill = true;
+        base += s * in_strides[d];
+      }
+      std::int64_t* out = map.data() + r * len;
+      for (std::int64_t j = 0; j < len; ++j) {
+        const std::int64_t s = last[static_cast<std::size_t>(j)];
+        out[j] = fill || s < 0 ? -1 : base + s * last_stride;
+      }
+    }
+  });
+  return map;
+}
+
+}  // namespace xgrad::detail

@@ -1,0 +1,136 @@
+// Tests for ops/indexing.*: semantics the op table cannot express (ties, NaN, torch's spelling of
+// max(x, dim), a src larger than its index, negative indices, masks, messages). Gradcheck, PyTorch
+// parity, thread equality, degenerate sizes and bad inputs of every op are in the op table.
+#include <cmath>
+#include <limits>
+
+#include "support.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/indexing.hpp"
+#include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/shape_ops.hpp"
+
+using namespace xgrad;
+
+namespace {
+using V = std::vector<double>;
+Tensor longs(const std::vector<double>& v, const Shape& shape) { return Tensor::from_vector(v, shape, kInt64); }
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+}  // namespace
+
+TEST_CASE("argmax, argmin, max(x, dim) and min(x, dim) take the first position on ties", "[indexing][argmax]") {
+  const Tensor x = Tensor::from_vector({1, 3, 3, 0, 0, 2}, {2, 3}, kFloat64);
+  CHECK(argmax(x, 1).dtype() == kInt64);
+  CHECK(argmax(x, 1).to_vector() == V{1, 2});
+  CHECK(argmin(x, 1).to_vector() == V{0, 0});
+  CHECK(argmax(x).to_vector() == V{1});
+  CHECK(argmax(x, std::nullopt, true).shape() == Shape{1, 1});
+  CHECK(argmax(x, 0, true).shape() == Shape{1, 3});
+  // NaN counts as the maximum and as the minimum, as in torch
+  const Tensor n = Tensor::from_vector({2, kNaN, 1}, {3}, kFloat64);
+  CHECK(argmax(n).to_vector() == V{1});
+  CHECK(argmin(n).to_vector() == V{1});
+  // torch's spelling: an integer dim gives (values, indices); a braced list stays values-only
+  Tensor leaf = x.clone_data();
+  leaf.set_requires_grad();
+  auto [v, i] = max(leaf, 1);
+  CHECK(v.to_vector() == V{3, 2});
+  CHECK(i.to_vector() == V{1, 2});
+  CHECK(max(x, {1}).to_vector() == V{3, 2});
+  sum(v).backward();
+  CHECK(leaf.grad().to_vector() == V{0, 1, 0, 0, 0, 1});  // the first of the tied 3s
+  auto [mv, mi] = min(x, 0, true);
+  CHECK(mv.shape() == Shape{1, 3});
+  CHECK(mi.to_vector() == V{1, 1, 1});
+  test::require_error([] { argmax(Tensor::zeros({2, 0}), 1); }, {"argmax", "size 0", "(2, 0)"});
+}
+
+TEST_CASE("sort is stable, puts NaN last, and scatters the gradient back", "[indexing][sort]") {
+  Tensor x = Tensor::from_vector({2, kNaN, 1, 2}, {4}, kFloat64);
+  auto [d, di] = sort(x, -1, true);
+  CHECK(di.to_vector() == V{1, 0, 3, 2});  // torch: NaN first when descending, ties in order
+  auto [a, ai] = sort(x);
+  CHECK(ai.to_vector() == V{2, 0, 3, 1});
+  Tensor y = Tensor::from_vector({3, 1, 2, 1}, {4}, kFloat64);
+  y.set_requires_grad();
+  auto [v, i] = topk(y, 3, 0, false);
+  CHECK(v.to_vector() == V{1, 1, 2});
+  CHECK(i.to_vector() == V{1, 3, 2});
+  v.backward(Tensor::from_vector({10, 20, 30}, {3}, kFloat64));
+  CHECK(y.grad().to_vector() == V{0, 10, 30, 20});
+  CHECK(std::get<0>(topk(y, 0)).shape() == Shape{0});
+  test::require_error([&] { topk(y, 5); }, {"topk", "k = 5", "size 4"});
+}
+
+TEST_CASE("scatter_add and index_add add repeated indices in order and reach x and src", "[indexing][scatter]") {
+  Tensor x = Tensor::zeros({2, 2}, kFloat64);
+  Tensor src = Tensor::from_vector({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3}, kFloat64);  // larger than index
+  x.set_requires_grad();
+  src.set_requires_grad();
+  const Tensor idx = longs({1, 0, 1, 1}, {2, 2});
+  Tensor y = scatter_add(x, 0, idx, src);
+  CHECK(y.to_vector() == V{0, 2, 5, 5});  // y[1][0] = 1 + 4 (a repeated index), y[1][1] = 5
+  y.backward(Tensor::from_vector({1, 2, 3, 4}, {2, 2}, kFloat64));
+  CHECK(x.grad().to_vector() == V{1, 2, 3, 4});
+  CHECK(src.grad().to_vector() == V{3, 2, 0, 3, 4, 0, 0, 0, 0});  // the unused part of src gets 0
+  Tensor z = index_add(Tensor::zeros({3}, kFloat64), 0, longs({2, 0, 2}, {3}), Tensor::of({1, 2, 4}, kFloat64));
+  CHECK(z.to_vector() == V{2, 0, 5});
+  test::require_error(
+      [&] {
+        scatter_add(x.detach(), 0, longs({2, 0}, {1, 2}), src);
+      },
+      {"scatter_add", "index 2", "element 0", "size 2"});
+}
+
+TEST_CASE("gather, take_along_dim and index follow torch's shapes and index rules", "[indexing][gather]") {
+  const Tensor x = Tensor::from_vector({0, 1, 2, 3, 4, 5}, {2, 3}, kFloat64);
+  CHECK(gather(x, 1, longs({2, 0, 1, 1}, {2, 2})).to_vector() == V{2, 0, 4, 4});
+  CHECK(take_along_dim(x, longs({2, 0}, {1, 2}), 1).to_vector() == V{2, 0, 5, 3});  // broadcast over rows
+  CHECK(take_along_dim(x, longs({5, 0}, {2})).to_vector() == V{5, 0});
+  CHECK(index(x, longs({-1, 0}, {2})).to_vector() == V{3, 4, 5, 0, 1, 2});  // x[idx] wraps negatives
+  CHECK(index(x, longs({1}, {1, 1})).shape() == Shape{1, 1, 3});
+  const Tensor rows = Tensor::from_vector({0, 1}, {2}, kFloat64).to(kBool);
+  CHECK(index(x, rows).to_vector() == V{3, 4, 5});
+  CHECK(index(x, x.to(kBool)).to_vector() == V{1, 2, 3, 4, 5});
+  CHECK(index(x, Tensor::scalar(1.0, kFloat64).to(kBool)).shape() == Shape{1, 2, 3});  // x[True]
+  CHECK(index_select(x, 1, longs({2, 2}, {2})).to_vector() == V{2, 2, 5, 5});
+  CHECK(index_select(x, 1, {0}).to_vector() == V{0, 3});  // a braced list still calls the vector overload
+  test::require_error(
+      [&] {
+        gather(x, 1, longs({0, 3}, {1, 2}));
+      },
+      {"gather", "index 3", "element 1", "'index'", "dim 1 of size 3", "(2, 3)"});
+  test::require_error([&] { index(x, longs({2}, {1})); }, {"index", "index 2", "size 2"});
+  CHECK(masked_select(x, x.to(kBool)).to_vector() == V{1, 2, 3, 4, 5});  // a bool mask (no overload needed)
+  // copy-type shape ops take integer tensors
+  CHECK(flip(longs({1, 2, 3}, {3}), {0}).to_vector() == V{3, 2, 1});
+  CHECK(pad(longs({1, 2}, {2}), {1, 0}, "constant", 7).to_vector() == V{7, 1, 2});
+}
+
+TEST_CASE("nonzero and one_hot", "[indexing][nonzero]") {
+  const Tensor x = Tensor::from_vector({0, 1, 0, 2, 3, 0}, {2, 3}, kFloat64);
+  const Tensor nz = nonzero(x);
+  CHECK(nz.dtype() == kInt64);
+  CHECK(nz.shape() == Shape{3, 2});
+  CHECK(nz.to_vector() == V{0, 1, 1, 0, 1, 1});
+  CHECK(nonzero(Tensor::scalar(0.0, kFloat64)).shape() == Shape{0, 0});
+  const Tensor oh = one_hot(longs({2, 0}, {2}));
+  CHECK(oh.dtype() == kInt64);
+  CHECK(oh.to_vector() == V{0, 0, 1, 1, 0, 0});
+  CHECK(one_hot(longs({}, {0}), 4).shape() == Shape{0, 4});
+}
+
+TEST_CASE("scatter-type sums are bit-identical with 1 and 2 threads", "[indexing][threads]") {
+  const std::int64_t n = 50000;
+  Tensor idx = Tensor::zeros({n}, kInt64);
+  for (std::int64_t i = 0; i < n; ++i) idx.data<std::int64_t>()[i] = (i * 7919) % 97;  // many repeats
+  test::require_thread_deterministic([&] {
+    Generator gen(7);
+    Tensor x = test::randn_leaf({97}, gen);
+    Tensor src = test::randn_leaf({n}, gen);
+    const Tensor w = Tensor::randn({n}, gen, kFloat64);
+    const Tensor y = scatter_add(x, 0, idx, src);
+    add(sum(mul(y, y)), sum(mul(index(src, idx), w))).backward();
+    return Tensors{y.detach(), x.grad(), src.grad()};
+  });
+}
