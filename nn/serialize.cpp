@@ -38,7 +38,32 @@ constexpr std::size_t kMaxDims = 64;
   detail::throw_error(fmt::format("load_safetensors: '{}' is not a valid safetensors file: {}", src, why));
 }
 
-const char* dtype_tag(Dtype d) { return d == kFloat32 ? "F32" : "F64"; }
+// The safetensors dtype strings of xgrad's dtypes, both ways.
+const char* dtype_tag(Dtype d) {
+  switch (d) {
+    case Dtype::float32:
+      return "F32";
+    case Dtype::float64:
+      return "F64";
+    case Dtype::int64:
+      return "I64";
+    case Dtype::int32:
+      return "I32";
+    case Dtype::uint8:
+      return "U8";
+    case Dtype::bool_:
+      return "BOOL";
+  }
+  return "F64";
+}
+bool dtype_from_tag(const std::string& tag, Dtype& d) {
+  for (Dtype c : {kFloat32, kFloat64, kInt64, kInt32, kUInt8, kBool})
+    if (tag == dtype_tag(c)) {
+      d = c;
+      return true;
+    }
+  return false;
+}
 
 // At most 64 bytes of a name or a JSON excerpt in an error message (a hostile header may hold
 // names or arrays of megabytes).
@@ -70,18 +95,16 @@ Entry read_entry(const std::string& src, const std::string& full_name, const Jso
   const Json& dt = info["dtype"];
   if (!dt.is_string()) bad(src, fmt::format("the 'dtype' of tensor '{}' is not a string", name));
   const auto& tag = dt.get_ref<const std::string&>();
-  if (tag == "F32") {
-    e.dtype = kFloat32;
-  } else if (tag == "F64") {
-    e.dtype = kFloat64;
-  } else {
+  if (!dtype_from_tag(tag, e.dtype)) {
     static const std::set<std::string> known = {"BOOL",    "U8",      "I8",  "U16",     "I16",     "F16",
                                                 "BF16",    "U32",     "I32", "U64",     "I64",     "F8_E4M3",
                                                 "F8_E5M2", "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64"};
     const std::string shown = tag.size() > 32 ? tag.substr(0, 32) + "..." : tag;
     if (known.count(tag))
-      bad(src, fmt::format("dtype '{}' of tensor '{}': {} not supported (only F32 and F64 are)", shown, name, shown));
-    bad(src, fmt::format("unknown dtype '{}' of tensor '{}' (only F32 and F64 are supported)", shown, name));
+      bad(src, fmt::format("dtype '{}' of tensor '{}': {} not supported (only F32, F64, I64, I32, U8 and BOOL are)",
+                           shown, name, shown));
+    bad(src, fmt::format("unknown dtype '{}' of tensor '{}' (only F32, F64, I64, I32, U8 and BOOL are supported)",
+                         shown, name));
   }
 
   const Json& sh = info["shape"];
@@ -353,7 +376,12 @@ SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, co
   out.tensors.reserve(entries.size());
   for (const Entry& e : entries) {
     Tensor t = Tensor::empty(e.shape, e.dtype);
-    if (e.end > e.begin) std::memcpy(t.raw_data(), buffer + e.begin, e.end - e.begin);
+    if (e.dtype == kBool) {  // a byte other than 0 or 1 would not be a valid C++ bool: read as != 0
+      bool* o = t.data<bool>();
+      for (std::uint64_t i = 0; i < e.end - e.begin; ++i) o[i] = buffer[e.begin + i] != 0;
+    } else if (e.end > e.begin) {
+      std::memcpy(t.raw_data(), buffer + e.begin, e.end - e.begin);
+    }
     out.tensors.emplace_back(e.name, std::move(t));
   }
   return out;
