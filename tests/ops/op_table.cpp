@@ -1387,6 +1387,8 @@ std::vector<OpInfo> build() {
                           "ne",          "logical_and", "logical_or",
                           "logical_xor", "logical_not"})
       if (op.name == n) op.int64_inputs = {"*"};
+  for (auto& op : t)
+    if (op.name.rfind("sum_", 0) == 0) op.int64_inputs = {"*"};  // integer sums are int64
   // Ops that only move or read integer data run on int64 inputs too (shape ops copy any dtype; the
   // index and position inputs are read as numbers).
   for (auto& op : t)

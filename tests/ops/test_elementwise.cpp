@@ -1,6 +1,7 @@
 // Tests for ops/elementwise.*: gradcheck, torch parity, thread determinism, bad inputs.
 #include "support.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/reduction.hpp"
 
 using namespace xgrad;
 using xgrad::test::ParityBatch;
@@ -285,6 +286,20 @@ TEST_CASE("integer and bool dtypes: values, gradients and result dtypes match Py
        {{"a", a, false}, {"m", m, false}},
        [](auto& in) { return masked_fill(in[0], in[1], 7.0); },
        kInt64},
+      {"sum_int", "out = a.sum()", {{"a", a, false}}, [](auto& in) { return sum(in[0]); }, kInt64},
+      {"sum_bool_axis", "out = m.sum(1)", {{"m", m, false}}, [](auto& in) { return sum(in[0], {1}); }, kInt64},
+      {"sum_i32_keepdim",
+       "out = a.sum(0, keepdim=True)",
+       {{"a", i32, false}},
+       [](auto& in) { return sum(in[0], {0}, true); },
+       kInt64},
+      {"sum_u8_axes",
+       "out = a.sum((0, 1))",
+       {{"a", u8, false}},
+       [](auto& in) {
+         return sum(in[0], {0, 1});
+       },
+       kInt64},
       {"masked_select_int",
        "out = torch.masked_select(a, m)",
        {{"a", a, false}, {"m", m, false}},
@@ -313,6 +328,9 @@ TEST_CASE("integer arithmetic wraps around like PyTorch, bool sub and neg are re
   CHECK((big * 2.0).data<std::int64_t>()[0] == -2);
   CHECK((Tensor::of({200}, kUInt8) + Tensor::of({100}, kUInt8)).to_vector() == std::vector<double>{44});
   CHECK(abs(Tensor::of({-3, 4}, kInt64)).to_vector() == std::vector<double>{3, 4});
+  const std::vector<std::int64_t> huge = {(std::int64_t{1} << 60) + 1, (std::int64_t{1} << 60) + 2};
+  CHECK(sum(Tensor::from_data<std::int64_t>(huge, {2})).item<std::int64_t>() == (std::int64_t{1} << 61) + 3);
+  test::require_error([] { mean(Tensor::of({1, 2}, kInt64)); }, {"mean", "int64"});
   test::require_error([] { sub(Tensor::of({1}, kBool), Tensor::of({1}, kBool)); }, {"sub", "bool", "logical_xor"});
   test::require_error([] { neg(Tensor::of({1}, kBool)); }, {"neg", "bool", "logical_not"});
   test::require_error([] { abs(Tensor::of({1}, kBool)); }, {"abs", "bool"});
