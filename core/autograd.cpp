@@ -15,11 +15,18 @@ namespace xgrad {
 // ---- grad mode ----------------------------------------------------------------------------------
 namespace {
 thread_local bool t_grad_enabled = true;
+thread_local const char* t_current_op = nullptr;  // Note [Op name in dtype errors]
 std::atomic<std::uint64_t> g_sequence{1};
 }  // namespace
 
 bool GradMode::is_enabled() { return t_grad_enabled; }
 void GradMode::set_enabled(bool enabled) { t_grad_enabled = enabled; }
+
+namespace detail {
+const char* current_op() noexcept { return t_current_op; }
+CurrentOpGuard::CurrentOpGuard(const char* name) noexcept : prev_(t_current_op) { t_current_op = name; }
+CurrentOpGuard::~CurrentOpGuard() { t_current_op = prev_; }
+}  // namespace detail
 
 // ---- node destruction ---------------------------------------------------------------------------
 // Note [Iterative graph destruction]: a chain of a million nodes would be destroyed by a million

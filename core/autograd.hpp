@@ -305,6 +305,22 @@ template <class F, class... Args>
 concept FunctionType = std::derived_from<F, Node> && std::default_initializable<F> && HasOpName<F> &&
     ForwardCallableWith<F, Args...> && HasBackward<F>;
 
+namespace detail {
+/// Note [Op name in dtype errors]: the name of the Function whose forward runs in this thread (set by
+/// apply), so that `dispatch` refusing an integer dtype deep in a kernel names the op (null outside).
+const char* current_op() noexcept;
+class CurrentOpGuard {
+ public:
+  explicit CurrentOpGuard(const char* name) noexcept;
+  ~CurrentOpGuard();
+  CurrentOpGuard(const CurrentOpGuard&) = delete;
+  CurrentOpGuard& operator=(const CurrentOpGuard&) = delete;
+
+ private:
+  const char* prev_;
+};
+}  // namespace detail
+
 /// Runs F::forward(args...) without recording, and records one node for it when grad mode is on
 /// and some tensor input requires grad. Returns what forward returns (Tensor or Tensors).
 ///
@@ -319,6 +335,7 @@ auto apply(Args&&... args) {
   using Out = decltype(std::declval<F&>().forward(std::forward<Args>(args)...));
   const auto run_forward = [&](F& fn) {
     NoGradGuard guard;
+    detail::CurrentOpGuard op_name(F::kName);
     return fn.forward(std::forward<Args>(args)...);
   };
   if (!GraphBuilder::should_record(inputs.span())) {

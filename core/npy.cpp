@@ -13,14 +13,32 @@ namespace xgrad {
 namespace {
 constexpr char kMagic[] = "\x93NUMPY";
 
+// numpy's descr of each dtype (little-endian; one-byte types have no byte order).
+const char* npy_descr(Dtype d) {
+  switch (d) {
+    case Dtype::float32:
+      return "<f4";
+    case Dtype::float64:
+      return "<f8";
+    case Dtype::int64:
+      return "<i8";
+    case Dtype::int32:
+      return "<i4";
+    case Dtype::uint8:
+      return "|u1";
+    case Dtype::bool_:
+      return "|b1";
+  }
+  return "<f8";
+}
+
 std::string header_dict(const Tensor& t) {
   std::string shape;
   if (t.dim() == 1)
     shape = fmt::format("({},)", t.shape()[0]);
   else
     shape = fmt::format("({})", fmt::join(t.shape(), ", "));
-  return fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", t.dtype() == kFloat32 ? "<f4" : "<f8",
-                     shape);
+  return fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", npy_descr(t.dtype()), shape);
 }
 
 // The header dict numpy writes, e.g. {'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }.
@@ -255,16 +273,24 @@ Tensor from_npy_bytes(const std::string& b, const std::string& src) {
     bad(src, fmt::format("shape {} of '{}' needs {} data bytes but the file has {}", shape_str(h.shape), dsc, need,
                          b.size() - data_start));
   const char* p = b.data() + data_start;
-  if (kind == 'f') {
-    Tensor t = Tensor::empty(h.shape, item == 4 ? kFloat32 : kFloat64);
+  if (kind == 'f' || (kind == 'i' && (item == 8 || item == 4)) || (kind == 'u' && item == 1)) {
+    const Dtype dt = kind == 'f'   ? (item == 4 ? kFloat32 : kFloat64)
+                     : kind == 'u' ? kUInt8
+                                   : (item == 8 ? kInt64 : kInt32);
+    Tensor t = Tensor::empty(h.shape, dt);
     if (need) std::memcpy(t.raw_data(), p, need);
     return t;
   }
+  if (kind == 'b') {  // bytes other than 0 and 1 (numpy never writes them) are read as != 0
+    Tensor t = Tensor::empty(h.shape, kBool);
+    bool* o = t.data<bool>();
+    for (std::int64_t i = 0; i < n; ++i) o[i] = p[i] != 0;
+    return t;
+  }
+  // The other integer widths have no xgrad dtype: float64 (exact up to 2^53).
   Tensor t = Tensor::empty(h.shape, kFloat64);
   double* d = t.data<double>();
-  if (kind == 'b' || (kind == 'u' && item == 1))
-    convert_to_double<std::uint8_t>(p, d, n);
-  else if (kind == 'u' && item == 2)
+  if (kind == 'u' && item == 2)
     convert_to_double<std::uint16_t>(p, d, n);
   else if (kind == 'u' && item == 4)
     convert_to_double<std::uint32_t>(p, d, n);
@@ -272,12 +298,8 @@ Tensor from_npy_bytes(const std::string& b, const std::string& src) {
     convert_to_double<std::uint64_t>(p, d, n);
   else if (item == 1)
     convert_to_double<std::int8_t>(p, d, n);
-  else if (item == 2)
-    convert_to_double<std::int16_t>(p, d, n);
-  else if (item == 4)
-    convert_to_double<std::int32_t>(p, d, n);
   else
-    convert_to_double<std::int64_t>(p, d, n);
+    convert_to_double<std::int16_t>(p, d, n);
   return t;
 }
 

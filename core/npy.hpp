@@ -7,14 +7,15 @@
 
 namespace xgrad {
 
-/// Writes `t` as a little-endian C-order .npy ('<f4' or '<f8'). The write is atomic
+/// Writes `t` as a little-endian C-order .npy: '<f4', '<f8', '<i8', '<i4', '|u1' or '|b1' by dtype. The write is atomic
 /// (write_file_atomic, core/file_io.hpp): a temporary file in the same folder is written, flushed to
 /// disk and renamed over `path`, so a crash never leaves a truncated file at `path`; any valid file
 /// name (up to NAME_MAX bytes) can be written. Errors name the path and the OS reason.
 void save_npy(const std::string& path, const Tensor& t);
 
-/// Reads a .npy file. float32 and float64 load as such; integer and bool arrays ('<i1'..'<i8',
-/// '<u1'..'<u8', '|b1') load as float64 (exact for integers up to 2^53). Fortran order, big-endian
+/// Reads a .npy file. float32, float64, int64 ('<i8'), int32 ('<i4'), uint8 ('|u1') and bool ('|b1')
+/// arrays load in their own dtype; the other integer widths ('<i1', '<i2', '<u2', '<u4', '<u8') load
+/// as float64 (exact up to 2^53). Fortran order, big-endian
 /// data, object arrays, a malformed header (parsed in one linear pass as the Python dict literal
 /// numpy writes: exactly the keys 'descr', 'fortran_order' and 'shape', each once; at most 64
 /// dimensions), a shape whose element count overflows 64 bits or a size that does not match the

@@ -72,7 +72,7 @@ void throw_not_floating(Dtype d, const char* op) {
   throw_formatted(
       "{}: dtype {} is not supported: this op takes float32 or float64 tensors (convert with "
       ".to(xgrad::kFloat32))",
-      op != nullptr ? op : "xgrad", d);
+      op != nullptr ? op : (current_op() != nullptr ? current_op() : "xgrad"), d);
 }
 }  // namespace detail
 

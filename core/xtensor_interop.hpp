@@ -9,7 +9,8 @@
 
 namespace xgrad {
 
-/// Copies an xtensor expression of float or double values (evaluated row-major) into a new tensor.
+/// Copies an xtensor expression (evaluated row-major) into a new tensor of dtype_of<value_type>: float,
+/// double, std::int64_t, std::int32_t, std::uint8_t or bool.
 template <class E>
 Tensor from_xtensor(const xt::xexpression<E>& expr) {
   using T = typename E::value_type;

@@ -1,5 +1,6 @@
 #include "xgrad/nn/embedding.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -71,14 +72,17 @@ Tensor Embedding::forward(const std::vector<std::int64_t>& indices) {
 
 Tensor Embedding::forward(const Tensor& indices) {
   XGRAD_CHECK(indices.defined(), "Embedding: argument 'indices' is undefined");
-  const std::vector<double> values = indices.to_vector();
-  std::vector<std::int64_t> idx(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    const double v = values[i];
-    XGRAD_CHECK(std::isfinite(v) && v == std::floor(v) && std::abs(v) < 9.0e15,
-                "Embedding: argument 'indices' (shape {}) holds {} at position {}, which is not an integer",
-                shape_str(indices.shape()), v, i);
-    idx[i] = static_cast<std::int64_t>(v);
+  XGRAD_CHECK(indices.dtype() == kInt64 || indices.dtype() == kInt32,
+              "Embedding: argument 'indices' must be an int64 (or int32) tensor, got {} of shape {} (convert "
+              "with indices.to(xgrad::kInt64))",
+              indices.dtype(), shape_str(indices.shape()));
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(indices.numel()));
+  if (indices.dtype() == kInt64) {
+    const std::int64_t* p = indices.data<std::int64_t>();
+    std::copy(p, p + idx.size(), idx.begin());
+  } else {
+    const std::int32_t* p = indices.data<std::int32_t>();
+    std::copy(p, p + idx.size(), idx.begin());
   }
   return lookup(idx, indices.shape());
 }

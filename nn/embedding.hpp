@@ -28,8 +28,9 @@ class Embedding : public UnaryModule {
 
   /// Rows for a list of indices: (n, embedding_dim). Errors: an index outside [0, num_embeddings).
   Tensor forward(const std::vector<std::int64_t>& indices);
-  /// Rows for a tensor of integer-valued indices of any shape: indices.shape + (embedding_dim).
-  /// Errors: undefined, a non-integer value, or an index outside [0, num_embeddings).
+  /// Rows for an int64 (or int32) tensor of indices of any shape: indices.shape + (embedding_dim).
+  /// Errors: undefined, a float or bool tensor (the message says how to convert), or an index
+  /// outside [0, num_embeddings).
   Tensor forward(const Tensor& indices) override;
   std::string extra_repr() const override;
   using UnaryModule::operator();

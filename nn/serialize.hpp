@@ -3,7 +3,7 @@
 // the reference implementation and by a few lines of NumPy:
 //
 //   bytes 0..7      N, the header length, unsigned 64-bit little-endian
-//   bytes 8..8+N    UTF-8 JSON object {"name": {"dtype": "F32"|"F64", "shape": [d0, ...],
+//   bytes 8..8+N    UTF-8 JSON object {"name": {"dtype": "F32", "shape": [d0, ...],
 //                   "data_offsets": [begin, end]}, ..., "__metadata__": {"key": "value", ...}},
 //                   padded with trailing spaces so that the buffer starts 8-byte aligned
 //   bytes 8+N..     the buffer: every tensor's row-major little-endian data; data_offsets are
@@ -21,7 +21,8 @@
 //   nn::save(*model, "model.safetensors");            // parameters and buffers by dotted name
 //   auto r = nn::load(*model, "model.safetensors");   // strict: names must match exactly
 //
-// Supported dtypes: F32 and F64 (xgrad's). The host must be little-endian (checked at compile time).
+// Supported dtypes: F32, F64, I64, I32, U8 and BOOL (xgrad's float32, float64, int64, int32, uint8 and
+// bool; a BOOL byte other than 0 is read as true). The host must be little-endian (checked at compile time).
 #include <cstddef>
 #include <cstdint>
 #include <map>

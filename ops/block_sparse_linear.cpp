@@ -385,6 +385,7 @@ Tensor block_sparse_linear(const Tensor& x, const Tensor& weight, const Tensor& 
 
 Tensor block_sparse_to_dense(const Tensor& weight, const BlockSparsePattern& p) {
   check_weight("block_sparse_to_dense", weight, p);
+  check_floating("block_sparse_to_dense", "weight", weight);
   Tensor dense = Tensor::zeros({p.out_features(), p.in_features()}, weight.dtype());
   dispatch(weight.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -400,6 +401,7 @@ Tensor block_sparse_to_dense(const Tensor& weight, const BlockSparsePattern& p) 
 Tensor block_sparse_from_dense(const Tensor& dense, const BlockSparsePattern& p) {
   constexpr const char* fn = "block_sparse_from_dense";
   XGRAD_CHECK(dense.defined(), "{}: argument 'dense' is an undefined tensor", fn);
+  check_floating(fn, "dense", dense);
   XGRAD_CHECK(dense.shape() == (Shape{p.out_features(), p.in_features()}),
               "{}: argument 'dense' has shape {} but the pattern is (out={}, in={})", fn, shape_str(dense.shape()),
               p.out_features(), p.in_features());

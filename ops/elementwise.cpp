@@ -8,10 +8,30 @@ namespace xgrad {
 
 using namespace detail::ew;  // NOLINT(google-build-using-namespace): the op structs
 
-Tensor add(const Tensor& a, const Tensor& b) { return apply<Binary<AddOp>>(a, b); }
-Tensor sub(const Tensor& a, const Tensor& b) { return apply<Binary<SubOp>>(a, b); }
-Tensor mul(const Tensor& a, const Tensor& b) { return apply<Binary<MulOp>>(a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return apply<Binary<DivOp>>(a, b); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  if (involves_integer(a, b)) [[unlikely]]
+    return int_promoted_binary(IntKind::add, "add", a, b, &add);
+  return apply<Binary<AddOp>>(a, b);
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  if (involves_integer(a, b)) [[unlikely]]
+    return int_promoted_binary(IntKind::sub, "sub", a, b, &sub);
+  return apply<Binary<SubOp>>(a, b);
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  if (involves_integer(a, b)) [[unlikely]]
+    return int_promoted_binary(IntKind::mul, "mul", a, b, &mul);
+  return apply<Binary<MulOp>>(a, b);
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  // True division: integer operands are divided in float32 (torch: int / int is float32).
+  if (involves_integer(a, b)) [[unlikely]] {
+    Dtype c = promote_types(a.dtype(), b.dtype());
+    if (!is_floating_point(c)) c = kFloat32;
+    return apply<Binary<DivOp>>(a.to(c), b.to(c));
+  }
+  return apply<Binary<DivOp>>(a, b);
+}
 Tensor pow(const Tensor& a, const Tensor& b) { return apply<Binary<PowOp>>(a, b); }
 
 }  // namespace xgrad

@@ -1,6 +1,21 @@
 #pragma once
 // Elementwise ops with NumPy broadcasting. Each gradient is summed back to its input's shape
-// (over the broadcast axes). Both inputs of a binary op must have the same dtype.
+// (over the broadcast axes).
+//
+// Dtypes (Note [Integer promotion] in ops/detail/elementwise_impl.hpp): the ops compute in float32
+// or float64, and both float inputs of a binary op must have the same dtype (convert one with
+// .to()). Integer and bool tensors are taken by add, sub, mul, div, maximum, minimum, neg, abs,
+// where, masked_fill, masked_select, the comparisons and the logical ops: a binary op with an
+// integer or bool operand computes in promote_types(a, b) (core/dtype.hpp), so int64 + int64 is
+// int64 (wrapping on overflow, as PyTorch) and int64 + float32 is float32 (differentiable in the
+// float operand). div is true division: integer operands give float32. sub and neg refuse bool
+// (as PyTorch). Every other op refuses integer and bool inputs with an xgrad::Error naming the op
+// and the argument.
+//
+// With a number: a float tensor keeps its dtype (x * 2.0 is float32 for a float32 x). An integer or
+// bool tensor with a whole number (2, 2.0, -3) keeps its integer dtype (bool becomes int64), with any
+// other number (2.5, inf, NaN) it becomes float32: torch's rule for int_tensor + 2 and
+// int_tensor + 2.5 (C++ cannot tell 2 from 2.0, so the value decides). div by a number is float32.
 //
 // | op            | forward                      | gradient(s)                                         |
 // |---------------|------------------------------|-----------------------------------------------------|
@@ -20,8 +35,13 @@
 // | relu(x)       | max(x, 0)                    | dx = g where x > 0, else 0                          |
 // | clamp(x,lo,hi)| min(max(x, lo), hi)          | dx = g where lo <= x <= hi, else 0                  |
 // | where(c, a, b)| c != 0 ? a : b               | da = g where c, db = g where !c; c gets none        |
+// | masked_fill   | mask != 0 ? value : x        | dx = g where mask == 0, else 0                      |
 // | masked_select | the x[mask != 0], 1-d        | dx = g scattered back to the selected positions     |
-// Comparisons (gt, lt, ge, le, eq, ne) return 0/1 in the inputs' dtype and have no gradient.
+// Comparisons (gt, lt, ge, le, eq, ne) and the logical ops (logical_and, logical_or, logical_xor,
+// logical_not) take any dtypes (comparisons compare in promote_types(a, b); logical ops read
+// x != 0), return bool and have no gradient. A condition or mask (where, masked_fill,
+// masked_select) may be of any dtype and selects where it is != 0 (bool, as PyTorch takes it, or
+// numbers, as xgrad always did).
 #include "xgrad/core/tensor.hpp"
 
 namespace xgrad {
@@ -35,7 +55,7 @@ Tensor pow(const Tensor& a, double exponent);
 Tensor maximum(const Tensor& a, const Tensor& b);  // da = g where a >= b, db = g where b > a
 Tensor minimum(const Tensor& a, const Tensor& b);  // da = g where a <= b, db = g where b < a
 
-// Scalar forms (the scalar takes the tensor's dtype).
+// Scalar forms (the number takes a float tensor's dtype; integer tensors: see the top of the file).
 Tensor add(const Tensor& a, double b);
 Tensor sub(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
@@ -52,7 +72,11 @@ Tensor relu(const Tensor& x);
 /// Clamps to [lo, hi]; pass -inf or +inf for a one-sided clamp. lo > hi is an error.
 Tensor clamp(const Tensor& x, double lo, double hi);
 
+/// a where cond != 0, else b; a and b are promoted like a binary op's operands.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+/// x with `value` (converted to x's dtype) where mask != 0; mask must broadcast to x's shape.
+/// Differentiable in x. As torch.Tensor.masked_fill.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 /// The elements of x where mask (broadcast to x's shape) is non-zero, as a 1-d tensor in row-major order.
 Tensor masked_select(const Tensor& x, const Tensor& mask);
 
@@ -62,6 +86,15 @@ Tensor ge(const Tensor& a, const Tensor& b);
 Tensor le(const Tensor& a, const Tensor& b);
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
+
+/// a != 0 and b != 0 (any dtypes, broadcast), as bool.
+Tensor logical_and(const Tensor& a, const Tensor& b);
+/// a != 0 or b != 0, as bool.
+Tensor logical_or(const Tensor& a, const Tensor& b);
+/// (a != 0) != (b != 0), as bool.
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+/// x == 0, as bool.
+Tensor logical_not(const Tensor& x);
 
 // Operators (found by argument-dependent lookup).
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -34,6 +35,8 @@ void check_defined(const char* op, const char* arg, const Tensor& t) {
 void check_pair(const char* op, const Tensor& input, const Tensor& target, Reduction r, const char* in = "input") {
   check_defined(op, in, input);
   check_defined(op, "target", target);
+  check_floating(op, in, input);
+  check_floating(op, "target", target);
   check_reduction(op, r);
   XGRAD_CHECK(input.shape() == target.shape(),
               "{}: argument 'target' has shape {} but '{}' has shape {}; the shapes must be equal (no "
@@ -193,6 +196,7 @@ struct ClassGeometry {
 // Validates the scores and returns their geometry plus the shape the target must have.
 ClassGeometry class_geometry(const char* op, const char* arg, const Tensor& scores, Shape& target_shape) {
   check_defined(op, arg, scores);
+  check_floating(op, arg, scores);
   XGRAD_CHECK(scores.dim() >= 1,
               "{}: argument '{}' must have shape (C), (N, C) or (N, C, d1, ...), got a 0-d tensor (shape {})", op, arg,
               shape_str(scores.shape()));
@@ -243,27 +247,25 @@ void check_mean_count(const char* op, Reduction r, std::int64_t count, std::int6
               op, samples, shape_str(scores_shape));
 }
 
-// Converts a target tensor of integer-valued floats to indices, checking shape and integrality.
+// Converts a target tensor of class indices (int64 or int32, as torch takes them) to indices,
+// checking dtype and shape. A float target is refused with the conversion to use.
 std::vector<std::int64_t> target_indices(const char* op, const Tensor& target, const Shape& target_shape,
                                          const Shape& scores_shape) {
   check_defined(op, "target", target);
   XGRAD_CHECK(target.shape() == target_shape,
               "{}: argument 'target' has shape {} but scores of shape {} need a target of shape {}", op,
               shape_str(target.shape()), shape_str(scores_shape), shape_str(target_shape));
-  XGRAD_CHECK(!target.requires_grad(),
-              "{}: argument 'target' holds class indices and cannot require grad (detach it first)", op);
+  XGRAD_CHECK(target.dtype() == kInt64 || target.dtype() == kInt32,
+              "{}: argument 'target' holds class indices and must be an int64 (or int32) tensor, got {} of shape "
+              "{} (convert with target.to(xgrad::kInt64))",
+              op, target.dtype(), shape_str(target.shape()));
   std::vector<std::int64_t> y(static_cast<std::size_t>(target.numel()));
-  dispatch(target.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* p = target.data<T>();
-    for (std::size_t i = 0; i < y.size(); ++i) {
-      const double v = static_cast<double>(p[i]);
-      // 2^62 keeps the conversion defined; any such index is out of range anyway.
-      XGRAD_CHECK(std::isfinite(v) && v == std::floor(v) && std::abs(v) < 4.6e18,
-                  "{}: argument 'target' holds {} at position {}, which is not an integer class index", op, v, i);
-      y[i] = static_cast<std::int64_t>(v);
-    }
-  });
+  if (target.dtype() == kInt64) {
+    if (!y.empty()) std::memcpy(y.data(), target.data<std::int64_t>(), y.size() * sizeof(std::int64_t));
+  } else {
+    const std::int32_t* p = target.data<std::int32_t>();
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] = p[i];
+  }
   return y;
 }
 
@@ -618,6 +620,7 @@ struct BceWithLogits : Function<BceWithLogits> {
 // equal to input's last dimensions (so element i of input uses pos_weight[i % numel]).
 void check_pos_weight(const Tensor& input, const Tensor& pw) {
   constexpr const char* op = "binary_cross_entropy_with_logits";
+  check_floating(op, "pos_weight", pw);
   XGRAD_CHECK(pw.dtype() == input.dtype(), "{}: argument 'pos_weight' has dtype {} but 'logits' has dtype {}", op,
               pw.dtype(), input.dtype());
   const Shape& ps = pw.shape();

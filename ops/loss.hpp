@@ -31,7 +31,7 @@
 //
 // Differentiable arguments: input and target of mse/l1/huber/smooth_l1 and of BCE (as in torch),
 // BCE's pos_weight, the logits of cross_entropy and the log-probabilities of nll_loss. Class-index
-// targets are not differentiable; a target *tensor* that requires grad is an error.
+// targets are not differentiable (an integer tensor cannot require grad).
 //
 // Shapes. mse/l1/huber/smooth_l1/BCE require input and target of the same shape and dtype: unlike
 // torch (which warns and broadcasts, usually a bug such as (N, 1) against (N)), a mismatch is an
@@ -40,10 +40,11 @@
 // single element. cross_entropy and nll_loss take the class scores as (C), (N, C) or
 // (N, C, d1, ..., dk) with the class axis 1 (0 for 1-d), and targets holding one class index per
 // sample, shaped (), (N) or (N, d1, ..., dk). Targets are given as a std::vector<std::int64_t>
-// (row-major, one index per sample: length 1 for (C) scores) or as a Tensor of integer-valued floats
-// in the shape above. Samples whose target equals ignore_index (default -100, like torch) add 0 to
-// the loss and to the gradient, and are not counted by Mean. Reduction::None returns the
-// per-sample losses in the target's shape.
+// (row-major, one index per sample: length 1 for (C) scores) or as an int64 (or int32) Tensor in the
+// shape above, as torch takes them; a float target tensor is an error that says how to convert
+// (target.to(xgrad::kInt64)). Scores, inputs and float targets must be float32 or float64. Samples whose target equals
+// ignore_index (default -100, like torch) add 0 to the loss and to the gradient, and are not counted by Mean.
+// Reduction::None returns the per-sample losses in the target's shape.
 //
 // Errors (xgrad::Error naming the loss, the argument and the shapes or values): undefined tensors,
 // shape or dtype mismatches, wrong number of dimensions, target length != number of samples, a
@@ -88,14 +89,14 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
 Tensor cross_entropy(const Tensor& logits, const std::vector<std::int64_t>& target,
                      Reduction reduction = Reduction::Mean, double label_smoothing = 0.0,
                      std::int64_t ignore_index = -100);
-/// Same, with the class indices held as integer-valued floats in a tensor (not requiring grad).
+/// Same, with the class indices in an int64 (or int32) tensor.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction = Reduction::Mean,
                      double label_smoothing = 0.0, std::int64_t ignore_index = -100);
 
 /// Negative log-likelihood of class indices given log-probabilities (e.g. from log_softmax).
 Tensor nll_loss(const Tensor& log_probs, const std::vector<std::int64_t>& target, Reduction reduction = Reduction::Mean,
                 std::int64_t ignore_index = -100);
-/// Same, with the class indices held as integer-valued floats in a tensor (not requiring grad).
+/// Same, with the class indices in an int64 (or int32) tensor.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction = Reduction::Mean,
                 std::int64_t ignore_index = -100);
 

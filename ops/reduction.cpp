@@ -492,7 +492,41 @@ struct LogSumExp : Function<LogSumExp> {
 
 }  // namespace
 
+namespace {
+// The sum of an integer or bool tensor is int64, as in torch (exact, wrapping on overflow; no
+// gradient). A serial row-major walk: each element adds into its output in a fixed order.
+Tensor sum_integer(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
+  const Plan p = make_plan("sum", x, axes, keepdim);
+  const Tensor v = x.to(kInt64);
+  Tensor out = Tensor::zeros(p.keep_shape, kInt64);
+  const Shape& shape = x.shape();
+  const std::size_t nd = shape.size();
+  Shape ostride(nd, 0);  // the output stride of each input axis (0 for the reduced ones)
+  std::int64_t st = 1;
+  for (std::size_t d = nd; d-- > 0;) {
+    ostride[d] = p.keep_shape[d] == 1 ? 0 : st;
+    st *= p.keep_shape[d];
+  }
+  const std::int64_t* in = v.data<std::int64_t>();
+  auto* o = reinterpret_cast<std::uint64_t*>(out.data<std::int64_t>());  // two's complement wrap
+  Shape idx(nd, 0);
+  std::int64_t off = 0;
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    o[off] += static_cast<std::uint64_t>(in[i]);
+    for (std::size_t d = nd; d-- > 0;) {  // next multi-index, row-major
+      off += ostride[d];
+      if (++idx[d] < shape[d]) break;
+      off -= ostride[d] * shape[d];
+      idx[d] = 0;
+    }
+  }
+  return alias_with_shape(out, p.out_shape);
+}
+}  // namespace
+
 Tensor sum(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
+  if (x.defined() && !is_floating_point(x.dtype())) [[unlikely]]
+    return sum_integer(x, axes, keepdim);
   return apply<Sum>(x, axes, keepdim);
 }
 Tensor mean(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {

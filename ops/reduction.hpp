@@ -14,6 +14,8 @@
 // - sum is deterministic: each output is summed in a fixed order (vectorised, with fixed chunks for
 //   long reductions), whatever the thread count. A reduction over non-adjacent axes runs as one pass
 //   per block of adjacent axes. The sum over an empty axis is 0; the mean over one is NaN (0/0).
+// - sum of an integer or bool tensor is int64 (as torch), exact and wrapping on overflow, with no
+//   gradient; mean, max and logsumexp take float32/float64 only.
 // - max returns the largest value, or NaN when a reduced element is NaN (like torch.amax). Its
 //   gradient goes entirely to ONE element: the first arg-max in row-major order of the reduced
 //   elements (the first NaN if there is one). torch.amax instead splits the gradient evenly among

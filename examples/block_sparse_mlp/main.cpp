@@ -66,7 +66,7 @@ void make_task(const Settings& s, Tensor& x, Tensor& y, std::int64_t n, Generato
       }
     }
   }
-  y = Tensor::from_vector(labels, {n});
+  y = Tensor::from_vector(labels, {n}, kInt64);  // class indices
 }
 
 // A dense layer whose weight is multiplied by a fixed 0/1 mask in every forward (torch's pruning way).
@@ -141,7 +141,10 @@ int main(int argc, char** argv) {
       make_task(s, x_test, y_test, s.test, gen, s.seed + 100);
     } else {
       if (s.labels_npy.empty()) throw std::invalid_argument("--data needs --labels");
-      const Tensor x = load_npy(s.data_npy).to(kFloat32), y = load_npy(s.labels_npy).to(kFloat32);
+      const Tensor x = load_npy(s.data_npy).to(kFloat32), labels_in = load_npy(s.labels_npy);
+      const Tensor y = labels_in.to(kInt64);  // class indices
+      if (!allclose(y.to(kFloat64), labels_in.to(kFloat64), 0, 0))
+        throw std::invalid_argument("--labels must hold integer class indices");
       if (x.dim() != 2 || y.dim() != 1 || x.size(0) != y.size(0) || x.size(0) < 2)
         throw std::invalid_argument("--data must be (n, features) and --labels (n), n >= 2; got " +
                                     shape_str(x.shape()) + " and " + shape_str(y.shape()));
@@ -195,9 +198,11 @@ int main(int argc, char** argv) {
         std::make_shared<nn::Linear>(hidden, classes, gen)});
     models[2].name = "dense masked";
     models[2].net = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
-        std::make_shared<MaskedLinear>(ne(nn::BlockSparseLinear(diag1).to_dense(), Tensor::scalar(0.0)), gen),
+        std::make_shared<MaskedLinear>(ne(nn::BlockSparseLinear(diag1).to_dense(), Tensor::scalar(0.0)).to(kFloat32),
+                                       gen),
         std::make_shared<nn::ReLU>(),
-        std::make_shared<MaskedLinear>(ne(nn::BlockSparseLinear(diag2).to_dense(), Tensor::scalar(0.0)), gen),
+        std::make_shared<MaskedLinear>(ne(nn::BlockSparseLinear(diag2).to_dense(), Tensor::scalar(0.0)).to(kFloat32),
+                                       gen),
         std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(hidden, classes, gen)});
 
     auto train_set = std::make_shared<nn::TensorDataset>(x_train, y_train);

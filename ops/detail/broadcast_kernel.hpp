@@ -17,9 +17,10 @@ Shape broadcast_all(const std::array<const Shape*, K>& shapes, const char* op) {
   return out;
 }
 
-/// out[i] = f(in_0[bcast(i)], ..., in_{K-1}[bcast(i)]) for every element i of `out_shape`.
-template <class T, std::size_t K, class F>
-void broadcast_map(T* out, const Shape& out_shape, const std::array<const T*, K>& in,
+/// out[i] = f(in_0[bcast(i)], ..., in_{K-1}[bcast(i)]) for every element i of `out_shape`. The
+/// output's element type O may differ from the inputs' T (comparisons write bool).
+template <class T, std::size_t K, class F, class O>
+void broadcast_map(O* out, const Shape& out_shape, const std::array<const T*, K>& in,
                    const std::array<const Shape*, K>& in_shapes, F&& f) {
   const std::int64_t n = shape_numel(out_shape);
   if (n == 0) return;
@@ -57,7 +58,7 @@ void broadcast_map(T* out, const Shape& out_shape, const std::array<const T*, K>
                      rem /= out_shape[d];
                      for (std::size_t k = 0; k < K; ++k) off[k] += idx * strides[k][d];
                    }
-                   T* o = out + r * inner;
+                   O* o = out + r * inner;
                    for (std::int64_t i = 0; i < inner; ++i) o[i] = [&]<std::size_t... I>(std::index_sequence<I...>) {
                        return f(in[I][off[I] + i * inner_stride[I]]...);
                      }

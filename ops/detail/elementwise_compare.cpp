@@ -5,27 +5,26 @@ namespace xgrad {
 
 using namespace detail::ew;  // NOLINT(google-build-using-namespace): the op structs
 
-Tensor maximum(const Tensor& a, const Tensor& b) { return apply<Binary<MaxOp>>(a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return apply<Binary<MinOp>>(a, b); }
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) { return apply<Where>(cond, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  if (involves_integer(a, b)) [[unlikely]]
+    return int_promoted_binary(IntKind::maximum, "maximum", a, b, &maximum);
+  return apply<Binary<MaxOp>>(a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  if (involves_integer(a, b)) [[unlikely]]
+    return int_promoted_binary(IntKind::minimum, "minimum", a, b, &minimum);
+  return apply<Binary<MinOp>>(a, b);
+}
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  if (involves_integer(a, b)) [[unlikely]] {
+    XGRAD_CHECK(cond.defined(), "where: argument 'cond' is an undefined tensor");
+    const Dtype c = promote_types(a.dtype(), b.dtype());
+    if (is_floating_point(c)) return apply<Where>(cond, a.to(c), b.to(c));
+    return where_integer(cond, a.to(c), b.to(c));
+  }
+  return apply<Where>(cond, a, b);
+}
 Tensor masked_select(const Tensor& x, const Tensor& mask) { return apply<MaskedSelect>(x, mask); }
-Tensor gt(const Tensor& a, const Tensor& b) {
-  return compare("gt", a, b, [](auto x, auto y) { return x > y; });
-}
-Tensor lt(const Tensor& a, const Tensor& b) {
-  return compare("lt", a, b, [](auto x, auto y) { return x < y; });
-}
-Tensor ge(const Tensor& a, const Tensor& b) {
-  return compare("ge", a, b, [](auto x, auto y) { return x >= y; });
-}
-Tensor le(const Tensor& a, const Tensor& b) {
-  return compare("le", a, b, [](auto x, auto y) { return x <= y; });
-}
-Tensor eq(const Tensor& a, const Tensor& b) {
-  return compare("eq", a, b, [](auto x, auto y) { return x == y; });
-}
-Tensor ne(const Tensor& a, const Tensor& b) {
-  return compare("ne", a, b, [](auto x, auto y) { return x != y; });
-}
+// The comparisons, logical ops and masked_fill are in elementwise_dtype.cpp.
 
 }  // namespace xgrad

@@ -2,6 +2,7 @@
 // Internal: the kernels and autograd Functions of the elementwise ops (ops/elementwise.hpp), shared by
 // the files that define the ops: ops/elementwise.cpp (add, sub, mul, div, pow), and in ops/detail/
 // elementwise_compare.cpp (maximum, minimum, where, masked_select, comparisons),
+// elementwise_dtype.cpp (the integer and bool kernels, comparisons, logical ops),
 // elementwise_unary.cpp (neg, exp, log, sqrt, scalar forms) and elementwise_unary2.cpp (abs, tanh,
 // sigmoid, relu, pow by a number, clamp). Note [Elementwise build time]: one file instantiated every
 // op for both dtypes and both broadcast paths (40 s to compile); four files build in parallel and each
@@ -17,15 +18,48 @@
 
 namespace xgrad::detail::ew {
 
+// The float kernels' entry checks: defined, floating point (check_floating names the op and the
+// argument), and one dtype for both operands.
 inline void check_binary(const char* op, const Tensor& a, const Tensor& b) {
   XGRAD_CHECK(a.defined() && b.defined(), "{}: argument '{}' is an undefined tensor", op, a.defined() ? "b" : "a");
+  check_floating(op, "a", a);
+  check_floating(op, "b", b);
   XGRAD_CHECK(a.dtype() == b.dtype(), "{}: dtype mismatch: a is {} {}, b is {} {} (convert one with .to())", op,
               a.dtype(), shape_str(a.shape()), b.dtype(), shape_str(b.shape()));
 }
 
 inline void check_unary(const char* op, const Tensor& x) {
   XGRAD_CHECK(x.defined(), "{}: argument 'x' is an undefined tensor", op);
+  check_floating(op, "x", x);
 }
+
+// ---- integer and bool dtypes (ops/detail/elementwise_dtype.cpp) ---------------------------------
+// Note [Integer promotion]: a binary op with an integer or bool operand computes in
+// promote_types(a, b) (core/dtype.hpp). When that is a float dtype, the integer operand is converted
+// and the float kernel runs (differentiable in the float operand); otherwise the integer kernels
+// below run, without autograd (integer tensors have no gradient). Two float operands of different
+// dtypes stay an error, as before. Integer arithmetic wraps around like PyTorch's (two's complement).
+inline bool involves_integer(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && (!is_floating_point(a.dtype()) || !is_floating_point(b.dtype()));
+}
+enum class IntKind { add, sub, mul, maximum, minimum };
+/// a (op) b, a and b of the same integer or bool dtype, broadcast. bool: add = or, mul = and.
+Tensor int_binary(IntKind k, const char* op, const Tensor& a, const Tensor& b);
+/// The public binary arithmetic op on an integer operand: promotes (Note [Integer promotion]);
+/// `floating` runs the float op on the promoted operands.
+Tensor int_promoted_binary(IntKind k, const char* op, const Tensor& a, const Tensor& b,
+                           Tensor (*floating)(const Tensor&, const Tensor&));
+/// a (op) s for an integer or bool tensor and a number (the scalar forms; the rule is in
+/// ops/elementwise.hpp): integer arithmetic when s is a whole number, else float32.
+Tensor int_scalar(IntKind k, const char* op, const Tensor& a, double s, Tensor (*floating)(const Tensor&, double));
+/// -x and |x| of an integer tensor (bool is refused, as in PyTorch).
+Tensor int_neg(const Tensor& x);
+Tensor int_abs(const Tensor& x);
+/// where(cond, a, b) for a and b of one integer or bool dtype (no gradient).
+Tensor where_integer(const Tensor& cond, const Tensor& a, const Tensor& b);
+enum class CmpKind { gt, lt, ge, le, eq, ne };
+/// a (cmp) b as bool, any dtypes (compared in promote_types(a, b)), broadcast.
+Tensor compare_any(CmpKind k, const char* op, const Tensor& a, const Tensor& b);
 
 // out = f(a, b) over the broadcast shape.
 template <class F>
@@ -509,7 +543,7 @@ struct MaskedSelect : Function<MaskedSelect> {
   Shape x_shape;
   std::vector<std::int64_t> positions;
   Tensor forward(const Tensor& x, const Tensor& mask) {
-    check_unary(kName, x);
+    XGRAD_CHECK(x.defined(), "masked_select: argument 'x' is an undefined tensor");  // any dtype
     XGRAD_CHECK(mask.defined(), "masked_select: argument 'mask' is an undefined tensor");
     const Shape b = broadcast_shapes(x.shape(), mask.shape(), kName);
     XGRAD_CHECK(b == x.shape(), "masked_select: mask of shape {} must broadcast to x's shape {}",
@@ -523,7 +557,7 @@ struct MaskedSelect : Function<MaskedSelect> {
     for (std::int64_t i = 0; i < x.numel(); ++i)
       if (mp[i] != 0.0) positions.push_back(i);
     Tensor out = Tensor::empty({static_cast<std::int64_t>(positions.size())}, x.dtype());
-    dispatch(x.dtype(), [&](auto tag) {
+    dispatch_all(x.dtype(), [&](auto tag) {  // any dtype: a copy
       using T = typename decltype(tag)::type;
       const T* xp = x.data<T>();
       T* o = out.data<T>();
@@ -542,13 +576,5 @@ struct MaskedSelect : Function<MaskedSelect> {
     return {gx, Tensor()};
   }
 };
-
-template <class Cmp>
-Tensor compare(const char* op, const Tensor& a, const Tensor& b, Cmp cmp) {
-  check_binary(op, a, b);
-  const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), op);
-  return map2(a.detach(), b.detach(), out_shape,
-              [&](auto x, auto y) { return cmp(x, y) ? decltype(x)(1) : decltype(x)(0); });
-}
 
 }  // namespace xgrad::detail::ew

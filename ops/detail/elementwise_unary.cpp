@@ -5,12 +5,37 @@ namespace xgrad {
 
 using namespace detail::ew;  // NOLINT(google-build-using-namespace): the op structs
 
-Tensor add(const Tensor& a, double b) { return apply<ScalarOp<ScalarKind::add>>(a, b); }
-Tensor sub(const Tensor& a, double b) { return apply<ScalarOp<ScalarKind::sub>>(a, b); }
-Tensor mul(const Tensor& a, double b) { return apply<ScalarOp<ScalarKind::mul>>(a, b); }
-Tensor div(const Tensor& a, double b) { return apply<ScalarOp<ScalarKind::div>>(a, b); }
-Tensor operator/(double a, const Tensor& b) { return apply<ScalarOp<ScalarKind::rdiv>>(b, a); }
-Tensor neg(const Tensor& x) { return apply<Unary<NegOp>>(x); }
+namespace {
+bool is_integer(const Tensor& t) { return t.defined() && !is_floating_point(t.dtype()); }
+}  // namespace
+
+Tensor add(const Tensor& a, double b) {
+  if (is_integer(a)) [[unlikely]]
+    return int_scalar(IntKind::add, "add", a, b, static_cast<Tensor (*)(const Tensor&, double)>(&add));
+  return apply<ScalarOp<ScalarKind::add>>(a, b);
+}
+Tensor sub(const Tensor& a, double b) {
+  if (is_integer(a)) [[unlikely]]
+    return int_scalar(IntKind::sub, "sub", a, b, static_cast<Tensor (*)(const Tensor&, double)>(&sub));
+  return apply<ScalarOp<ScalarKind::sub>>(a, b);
+}
+Tensor mul(const Tensor& a, double b) {
+  if (is_integer(a)) [[unlikely]]
+    return int_scalar(IntKind::mul, "mul", a, b, static_cast<Tensor (*)(const Tensor&, double)>(&mul));
+  return apply<ScalarOp<ScalarKind::mul>>(a, b);
+}
+// Division of an integer tensor is true division in float32.
+Tensor div(const Tensor& a, double b) {
+  return apply<ScalarOp<ScalarKind::div>>(is_integer(a) ? a.to(kFloat32) : a, b);
+}
+Tensor operator/(double a, const Tensor& b) {
+  return apply<ScalarOp<ScalarKind::rdiv>>(is_integer(b) ? b.to(kFloat32) : b, a);
+}
+Tensor neg(const Tensor& x) {
+  if (is_integer(x)) [[unlikely]]
+    return int_neg(x);
+  return apply<Unary<NegOp>>(x);
+}
 Tensor exp(const Tensor& x) { return apply<Unary<ExpOp>>(x); }
 Tensor log(const Tensor& x) { return apply<Unary<LogOp>>(x); }
 Tensor sqrt(const Tensor& x) { return apply<Unary<SqrtOp>>(x); }

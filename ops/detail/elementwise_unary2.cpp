@@ -6,7 +6,11 @@ namespace xgrad {
 using namespace detail::ew;  // NOLINT(google-build-using-namespace): the op structs
 
 Tensor pow(const Tensor& a, double exponent) { return apply<PowScalar>(a, exponent); }
-Tensor abs(const Tensor& x) { return apply<Unary<AbsOp>>(x); }
+Tensor abs(const Tensor& x) {
+  if (x.defined() && !is_floating_point(x.dtype())) [[unlikely]]
+    return int_abs(x);
+  return apply<Unary<AbsOp>>(x);
+}
 Tensor tanh(const Tensor& x) { return apply<Unary<TanhOp>>(x); }
 Tensor sigmoid(const Tensor& x) { return apply<Unary<SigmoidOp>>(x); }
 Tensor relu(const Tensor& x) { return apply<Unary<ReluOp>>(x); }

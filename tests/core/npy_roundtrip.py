@@ -44,7 +44,7 @@ def roundtrip(d):
         assert mod.dtype == arr.dtype
         np.save(os.path.join(d, name + "_mod.npy"), mod)
 
-    # Arrays written by numpy for xgrad to read (ints and bool become float64).
+    # Arrays written by numpy for xgrad to read (int64/int32/uint8/bool keep their dtype, int16 becomes float64).
     expected = {}
     i64 = np.array([[-3, 0, 7], [2**40, -(2**52), 5]], dtype=np.int64)
     np.save(os.path.join(d, "np_int64.npy"), i64)
@@ -55,6 +55,9 @@ def roundtrip(d):
     i32 = np.arange(-6, 6, dtype=np.int32).reshape(3, 2, 2)
     np.save(os.path.join(d, "np_int32.npy"), i32)
     expected["np_int32"] = {"shape": list(i32.shape), "values": i32.astype(np.float64).ravel().tolist()}
+    i16 = np.array([-7, 300], dtype=np.int16)  # no xgrad dtype: loads as float64
+    np.save(os.path.join(d, "np_int16.npy"), i16)
+    expected["np_int16"] = {"shape": list(i16.shape), "values": i16.astype(np.float64).tolist()}
     u8 = np.array([0, 1, 255], dtype=np.uint8)
     np.save(os.path.join(d, "np_uint8.npy"), u8)
     expected["np_uint8"] = {"shape": list(u8.shape), "values": u8.astype(np.float64).tolist()}

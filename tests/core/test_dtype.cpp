@@ -6,8 +6,10 @@
 #include <limits>
 #include <sstream>
 #include <vector>
+#include <xtensor/xarray.hpp>
 
 #include "support.hpp"
+#include "xgrad/core/xtensor_interop.hpp"
 
 using namespace xgrad;
 using xgrad::test::require_error;
@@ -228,4 +230,24 @@ TEST_CASE("printing integer and bool tensors like torch", "[dtype]") {
   CHECK(to_string(Tensor::from_data<std::int64_t>(big, {1})) == "tensor([9223372036854775807], dtype=int64)");
   CHECK(to_string(Tensor::arange(0, 20, 1, kInt64)) ==
         "tensor([0, 1, 2, 3, 4, 5, ..., 14, 15, 16, 17, 18, 19], dtype=int64)");
+}
+
+TEST_CASE("xtensor interop in the integer and bool dtypes", "[dtype]") {
+  const xt::xarray<std::int64_t> a = {{1, -2}, {3, (std::int64_t{1} << 60) + 1}};
+  const Tensor t = from_xtensor(a);
+  CHECK(t.dtype() == kInt64);
+  CHECK(t.shape() == Shape{2, 2});
+  CHECK(t.data<std::int64_t>()[3] == (std::int64_t{1} << 60) + 1);
+  CHECK((to_xarray<std::int64_t>(t) == a));
+  const xt::xarray<bool> m = {true, false, true};
+  const Tensor tm = from_xtensor(m);
+  CHECK(tm.dtype() == kBool);
+  CHECK((to_xarray<bool>(tm) == m));
+  CHECK(from_xtensor(xt::xarray<std::uint8_t>{7, 255}).dtype() == kUInt8);
+  Tensor i32 = Tensor::of({4, 5}, kInt32);
+  auto view = as_xtensor<std::int32_t>(i32);
+  view(1) = 9;
+  CHECK(i32.to_vector() == std::vector<double>{4, 9});
+  // Converting copies follow to(): float -> int truncates.
+  CHECK((to_xarray<std::int32_t>(Tensor::of({-1.5, 2.5})) == xt::xarray<std::int32_t>{-1, 2}));
 }

@@ -95,14 +95,25 @@ TEST_CASE("npy interoperability with NumPy", "[npy][numpy]") {
       {"f32_3d", Tensor::randn({2, 3, 4}, gen, kFloat32)},
       {"f64_3d", Tensor::randn({3, 1, 2}, gen, kFloat64)},
       {"f64_empty", Tensor::zeros({0, 2}, kFloat64)},
+      {"i64_2d", Tensor::of({{-3, 0, 7}, {1099511627776, -4503599627370496, 5}}, kInt64)},
+      {"i32_1d", Tensor::of({-6, 0, 2147483647}, kInt32)},
+      {"u8_1d", Tensor::of({0, 1, 200, 255}, kUInt8)},
+      {"bool_2d", Tensor::of({{1, 0}, {0, 1}}, kBool)},
+      {"i64_0d", Tensor::scalar(-42, kInt64)},
+  };
+  const auto descr = [](Dtype d) {
+    return d == kFloat32   ? "<f4"
+           : d == kFloat64 ? "<f8"
+           : d == kInt64   ? "<i8"
+           : d == kInt32   ? "<i4"
+           : d == kUInt8   ? "|u1"
+                           : "|b1";
   };
   nlohmann::json manifest = nlohmann::json::array();
   for (const auto& c : cases) {
     save_npy(dir.file(c.name + ".npy"), c.t);
-    manifest.push_back({{"name", c.name},
-                        {"dtype", c.t.dtype() == kFloat32 ? "<f4" : "<f8"},
-                        {"shape", c.t.shape()},
-                        {"values", c.t.to_vector()}});
+    manifest.push_back(
+        {{"name", c.name}, {"dtype", descr(c.t.dtype())}, {"shape", c.t.shape()}, {"values", c.t.to_vector()}});
   }
   {
     std::ofstream f(dir.file("manifest.json"));
@@ -123,14 +134,20 @@ TEST_CASE("npy interoperability with NumPy", "[npy][numpy]") {
     REQUIRE(mod.dtype() == c.t.dtype());
     REQUIRE(mod.shape() == c.t.shape());
     Tensor want = Tensor::empty(c.t.shape(), c.t.dtype());
-    dispatch(c.t.dtype(), [&](auto tag) {
+    dispatch_all(c.t.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      for (std::int64_t i = 0; i < c.t.numel(); ++i) want.data<T>()[i] = c.t.data<T>()[i] * T(2) + T(1);
+      // In T's own arithmetic, as numpy: uint8 and int32 wrap around, bool gives True.
+      for (std::int64_t i = 0; i < c.t.numel(); ++i) {
+        if constexpr (std::is_floating_point_v<T>)
+          want.data<T>()[i] = c.t.data<T>()[i] * T(2) + T(1);
+        else
+          want.data<T>()[i] = static_cast<T>(static_cast<std::uint64_t>(c.t.data<T>()[i]) * 2u + 1u);
+      }
     });
     CHECK(bit_equal(mod, want));
   }
 
-  // Arrays numpy wrote: integers and bool load as float64, version 2.0 headers, 0-d, empty.
+  // Arrays numpy wrote: int64, int32, uint8 and bool load in their dtype, version 2.0 headers, 0-d, empty.
   nlohmann::json expected;
   {
     std::ifstream f(dir.file("numpy_expected.json"));
@@ -141,8 +158,11 @@ TEST_CASE("npy interoperability with NumPy", "[npy][numpy]") {
     const Tensor t = load_npy(dir.file(name + ".npy"));
     CHECK(t.shape() == e["shape"].get<Shape>());
     CHECK(t.to_vector() == e["values"].get<std::vector<double>>());
-    if (name == "np_int64" || name == "np_bool" || name == "np_int32" || name == "np_uint8")
-      CHECK(t.dtype() == kFloat64);
+    if (name == "np_int64") CHECK(t.dtype() == kInt64);
+    if (name == "np_int32") CHECK(t.dtype() == kInt32);
+    if (name == "np_uint8") CHECK(t.dtype() == kUInt8);
+    if (name == "np_bool") CHECK(t.dtype() == kBool);
+    if (name == "np_int16") CHECK(t.dtype() == kFloat64);
   }
   CHECK(load_npy(dir.file("np_v2.npy")).dtype() == kFloat32);
   CHECK(load_npy(dir.file("np_empty.npy")).dtype() == kFloat32);

@@ -23,7 +23,14 @@ import sys
 
 import numpy as np
 
-DTYPES = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8")}
+DTYPES = {
+    "F32": np.dtype("<f4"),
+    "F64": np.dtype("<f8"),
+    "I64": np.dtype("<i8"),
+    "I32": np.dtype("<i4"),
+    "U8": np.dtype("|u1"),
+    "BOOL": np.dtype("|b1"),
+}
 
 
 def fail(msg):
@@ -76,7 +83,7 @@ def write_safetensors(path, arrays, metadata):
     for name in order:
         a = np.array(arrays[name], order="C")  # keeps 0-d (ascontiguousarray makes it 1-d)
         data = a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
-        tag = {4: "F32", 8: "F64"}[a.dtype.itemsize]
+        tag = next(k for k, v in DTYPES.items() if v == a.dtype)
         header[name] = {"dtype": tag, "shape": list(a.shape), "data_offsets": [off, off + len(data)]}
         chunks.append(data)
         off += len(data)
@@ -114,6 +121,10 @@ def main():
     out["extra.scalar"] = np.array(3.25, dtype=np.float64)
     out["extra.empty"] = np.zeros((2, 0, 3), dtype=np.float32)
     out["extra.matrix"] = rng.standard_normal((3, 5)).astype(np.float32)
+    out["extra.labels"] = np.array([[0, 2**40 + 3], [-7, 9]], dtype=np.int64)
+    out["extra.idx"] = np.array([5, -1, 2**31 - 1], dtype=np.int32)
+    out["extra.pixels"] = np.array([0, 17, 255], dtype=np.uint8)
+    out["extra.mask"] = np.array([[True, False, True]], dtype=np.bool_)
     py_meta = {"writer": "safetensors_check.py", "note": "ünïcode ✓"}
     write_safetensors(os.path.join(d, "py.safetensors"), out, py_meta)
     for name, a in out.items():

@@ -14,6 +14,7 @@
 #include "xgrad/core/npy.hpp"
 #include "xgrad/nn/data.hpp"
 #include "xgrad/nn/utils/csv_writer.hpp"
+#include "xgrad/ops/loss.hpp"
 
 using namespace xgrad;
 using namespace xgrad::nn;
@@ -444,4 +445,27 @@ TEST_CASE("utils::write_csv and CsvWriter never block on a FIFO, write_csv is at
   for (const auto& e : std::filesystem::directory_iterator(tmp.dir)) entries.push_back(e.path().filename().string());
   std::sort(entries.begin(), entries.end());
   CHECK(entries == std::vector<std::string>{name, "fifo.csv"});
+}
+
+TEST_CASE("int64 labels travel through TensorDataset, DataLoader and npy_dataset into cross_entropy", "[data][dtype]") {
+  Generator gen(9);
+  const Tensor x = Tensor::randn({10, 3}, gen);
+  const Tensor y = Tensor::of({0, 2, 1, 1, 0, 2, 2, 1, 0, 1}, kInt64);
+  DataLoader loader(std::make_shared<TensorDataset>(x, y), DataLoaderOptions(4).shuffle(true).seed(1));
+  std::int64_t seen = 0;
+  for (auto& b : loader) {
+    REQUIRE(b.target.dtype() == kInt64);
+    const auto idx = b.target.to_vector();
+    std::vector<std::int64_t> cls(idx.begin(), idx.end());
+    const Tensor logits = b.data;  // (B, 3) as scores
+    CHECK(bit_equal(cross_entropy(logits, b.target), cross_entropy(logits, cls)));
+    seen += b.target.numel();
+  }
+  CHECK(seen == 10);
+  test::TempDir dir("int_labels");
+  save_npy(dir.file("x.npy"), x);
+  save_npy(dir.file("y.npy"), y);
+  const auto ds = npy_dataset(dir.file("x.npy"), dir.file("y.npy"));
+  CHECK(ds->target().dtype() == kInt64);
+  CHECK(bit_equal(ds->target(), y));
 }

@@ -1129,9 +1129,11 @@ std::vector<OpInfo> build() {
                                                                                                    {"le", "<=", &le},
                                                                                                    {"eq", "==", &eq},
                                                                                                    {"ne", "!=", &ne}}) {
+    // bool results, compared here as 0/1 in the inputs' dtype
     OpInfo op = binary(name, name + "(" + TT + ")", fmt::format("out = (a {} b).to(a.dtype)", py),
-                       [fn](auto& a, auto& b) { return fn(a, b); });
+                       [fn](auto& a, auto& b) { return fn(a, b).to(a.dtype()); });
     op.differentiable = false;
+    op.errors.erase(op.errors.begin());  // a float32/float64 mix is promoted, not refused
     // equal values must occur for eq/ne/ge/le to mean anything: round the samples to halves
     op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
       auto halves = [&](const Shape& sh) {
@@ -1449,6 +1451,7 @@ std::vector<OpInfo> build() {
       op.small = {5, 4};
       op.threads = {400, 100};
       op.check_undefined = false;  // the target is a std::vector here; the scores are checked by the Tensor form
+      op.int64_inputs = {"y"};     // converted to the vector by the call
       op.refuses = [](const SampleSpec& s) -> std::string {
         // Mean over no counted sample: none at all, or all ignored (no class to aim at, C = 0)
         return (s.sizes[0] == 0 || s.sizes[1] == 0) ? "mean reduction over no samples" : "";
@@ -1489,9 +1492,12 @@ std::vector<OpInfo> build() {
           ce ? "cross_entropy(Tensor,Tensor,Reduction,double,int64_t)" : "nll_loss(Tensor,Tensor,Reduction,int64_t)";
       op.torch = fmt::format("out = torch.nn.functional.{}(z, y.long(), reduction='sum'{})", opname,
                              ce ? ", label_smoothing=0.1" : "");
+      // The sample's targets are float for the parity batch; ours takes them as int64.
       op.call = [ce](const Tensors& in) {
-        return ce ? cross_entropy(in[0], in[1], Reduction::Sum, 0.1) : nll_loss(in[0], in[1], Reduction::Sum);
+        const Tensor y = in[1].defined() ? in[1].to(kInt64) : in[1];
+        return ce ? cross_entropy(in[0], y, Reduction::Sum, 0.1) : nll_loss(in[0], y, Reduction::Sum);
       };
+      op.int64_inputs = {"y"};
       op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
         return SampleInput{{{"z", values({s.sizes[0], s.sizes[1], s.sizes[2]}, g, dt)},
                             {"y", class_targets({s.sizes[0], s.sizes[2]}, s.sizes[1], g).to(dt), false}},
@@ -1512,12 +1518,12 @@ std::vector<OpInfo> build() {
              ce ? cross_entropy(z, y) : nll_loss(z, y);
            },
            {opname, "(2, 2)", "(2, 4, 3)"}},
-          {"non-integer class index",
+          {"float target",
            [ce] {
-             const Tensor z = Tensor::zeros({2, 4}, kFloat64), y = Tensor::of({0.5, 1.0}, kFloat64);
+             const Tensor z = Tensor::zeros({2, 4}, kFloat64), y = Tensor::of({0.0, 1.0}, kFloat64);
              ce ? cross_entropy(z, y) : nll_loss(z, y);
            },
-           {opname, "0.5"}},
+           {opname, "'target'", "float64", "target.to(xgrad::kInt64)"}},
           {"target requiring grad",
            [ce] {
              const Tensor z = Tensor::zeros({2, 4}, kFloat64);
@@ -2972,11 +2978,97 @@ std::vector<OpInfo> build() {
   more("squeeze_axis", {{"axis 1 of a 0-d tensor", [s0] { squeeze(s0, 1); }, {"squeeze", "()"}}});
   more("flatten", {{"end_dim 1 of a 0-d tensor", [s0] { flatten(s0, 0, 1); }, {"flatten", "()"}}});
 
+  // ---- integer and bool dtypes (elementwise.hpp) ---------------------------------------------
+  {
+    OpInfo op;
+    op.name = "masked_fill";
+    op.signature = "masked_fill(Tensor,Tensor,double)";
+    op.torch = "out = x.masked_fill(m != 0, 0.5)";
+    op.call = [](const Tensors& in) { return masked_fill(in[0], in[1], 0.5); };
+    op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+      if (s.scalar) return SampleInput{{{"x", values({}, g, dt)}, {"m", values({}, g, dt, D::mask), false}}, {}, {}};
+      return SampleInput{{{"x", values(bshape(s.batch, {s.sizes[0], s.sizes[1]}), g, dt)},
+                          {"m", values({s.sizes[1]}, g, dt, D::mask), false}},
+                         {},
+                         {}};
+    };
+    op.size_names = {"n", "m"};
+    op.small = {3, 4};
+    op.threads = {200, 200};
+    op.supports_batch = true;
+    op.supports_scalar = true;
+    op.int64_inputs = {"*"};
+    op.errors = {{"mask broadcasting beyond x",
+                  [] {
+                    masked_fill(Tensor::zeros({3}), Tensor::zeros({2, 3}, kBool), 1.0);
+                  },
+                  {"masked_fill", "(2, 3)", "(3,)"}}};
+    t.push_back(op);
+  }
+  for (auto [name, py, fn] :
+       std::vector<std::tuple<std::string, std::string, Tensor (*)(const Tensor&, const Tensor&)>>{
+           {"logical_and", "torch.logical_and", &logical_and},
+           {"logical_or", "torch.logical_or", &logical_or},
+           {"logical_xor", "torch.logical_xor", &logical_xor}}) {
+    OpInfo op = binary(
+        name, name + "(" + TT + ")", fmt::format("out = {}(a, b).to(a.dtype)", py),
+        [fn](auto& a, auto& b) { return fn(a, b).to(a.dtype()); }, D::mask, D::mask);
+    op.op = name;
+    op.differentiable = false;
+    op.errors.erase(op.errors.begin());  // any dtypes
+    for (auto& e : op.errors) e.fragments[0] = name;
+    t.push_back(op);
+  }
+  {
+    OpInfo op = unary(
+        "logical_not", "logical_not(Tensor)", "out = torch.logical_not(a).to(a.dtype)",
+        [](auto& x) { return logical_not(x).to(x.dtype()); }, D::mask);
+    op.differentiable = false;
+    t.push_back(op);
+  }
   for (auto& op : t) {
     if (op.op.empty()) op.op = op.signature.substr(0, op.signature.find('('));
     if (op.large.empty()) op.large.assign(op.size_names.size(), 300);
     if (!op.call) op.call = [](const Tensors&) -> Tensor { throw Error("op table: the sample must set call"); };
   }
+  // The ops that take integer and bool inputs (ops/elementwise.hpp).
+  for (auto& op : t)
+    for (const char* n : {"add",         "sub",         "mul",
+                          "div",         "maximum",     "minimum",
+                          "add_outer",   "mul_outer",   "maximum_outer",
+                          "add_scalar",  "sub_scalar",  "mul_scalar",
+                          "div_scalar",  "rdiv_scalar", "neg",
+                          "abs",         "where",       "masked_select",
+                          "masked_fill", "gt",          "lt",
+                          "ge",          "le",          "eq",
+                          "ne",          "logical_and", "logical_or",
+                          "logical_xor", "logical_not"})
+      if (op.name == n) op.int64_inputs = {"*"};
+  for (auto& op : t)
+    if (op.name.rfind("sum_", 0) == 0) op.int64_inputs = {"*"};  // integer sums are int64
+  // Ops that only move or read integer data run on int64 inputs too (shape ops copy any dtype; the
+  // index and position inputs are read as numbers).
+  for (auto& op : t)
+    for (const auto& [n, input] :
+         std::vector<std::pair<std::string, std::string>>{{"reshape_swap", "a"},
+                                                          {"reshape_infer", "a"},
+                                                          {"flatten", "a"},
+                                                          {"flatten_all", "a"},
+                                                          {"squeeze_axis", "a"},
+                                                          {"squeeze_all", "a"},
+                                                          {"unsqueeze", "a"},
+                                                          {"slice_step", "a"},
+                                                          {"slice_negative", "a"},
+                                                          {"index_select", "a"},
+                                                          {"block_sparse_linear", "idx"},
+                                                          {"block_sparse_linear_nobias", "idx"},
+                                                          {"block_sparse_linear_diagonal", "idx"},
+                                                          {"block_sparse_linear_noblocks", "idx"},
+                                                          {"block_sparse_to_dense", "idx"},
+                                                          {"block_sparse_from_dense", "idx"},
+                                                          {"resample_conv_sampled_points", "x"},
+                                                          {"resample_conv_cos2_uniform", "x"}})
+      if (op.name == n) op.int64_inputs.push_back(input);
   return t;
 }
 

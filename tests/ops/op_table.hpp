@@ -58,6 +58,10 @@ struct OpInfo {
   bool supports_scalar = false;  // takes 0-d tensors (SampleSpec::scalar)
   bool deterministic = true;     // bit-identical with 1 and 2 threads (every op so far)
   bool check_undefined = true;   // an undefined tensor in place of any input must be refused
+  /// Inputs that may be int64 (by name; "*" = every input): the op runs with that input as int64
+  /// and the others as sampled. Every other input given as int64 must be refused with an
+  /// xgrad::Error naming the op (tests/ops/test_op_table.cpp). Default: float-only.
+  std::vector<std::string> int64_inputs;
 
   /// Sizes the op refuses on purpose (documented): returns the fragment the xgrad::Error must
   /// contain besides the op's name, or "" when the spec must run. E.g. max over an empty axis,

@@ -1,6 +1,7 @@
 // Tests for ops/elementwise.*: gradcheck, torch parity, thread determinism, bad inputs.
 #include "support.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/reduction.hpp"
 
 using namespace xgrad;
 using xgrad::test::ParityBatch;
@@ -143,4 +144,222 @@ TEST_CASE("elementwise: bad inputs raise xgrad::Error naming op and shapes", "[e
   test::require_error([&] { clamp(a, 1.0, -1.0); }, {"clamp", "lo"});
   test::require_error([&] { masked_select(a, Tensor::zeros({2, 3, 1})); }, {"masked_select", "(2, 3, 1)"});
   test::require_error([&] { exp(Tensor()); }, {"exp", "undefined"});
+}
+
+// ---- integer and bool dtypes (Note [Integer promotion] in ops/detail/elementwise_impl.hpp) -------
+
+namespace {
+// Random integers in [-9, 9] of dtype `dt` (0/1 for bool, [0, 18] for uint8).
+Tensor ints(const Shape& s, Generator& gen, Dtype dt) {
+  Tensor t = Tensor::empty(s, kFloat64);
+  double* p = t.data<double>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    const double v = std::floor(gen.uniform() * 19.0) - 9.0;
+    p[i] = dt == kBool ? (v > 0 ? 1 : 0) : dt == kUInt8 ? v + 9.0 : v;
+  }
+  return t.to(dt);
+}
+}  // namespace
+
+TEST_CASE("integer and bool dtypes: values, gradients and result dtypes match PyTorch",
+          "[elementwise][dtype][parity]") {
+  ParityBatch batch("elementwise_int");
+  Generator gen(21);
+  const Tensor a = ints({3, 4}, gen, kInt64), b = ints({4}, gen, kInt64), b0 = ints({4}, gen, kInt64);
+  const Tensor i32 = ints({3, 4}, gen, kInt32), u8 = ints({3, 4}, gen, kUInt8), m = ints({3, 4}, gen, kBool);
+  const Tensor mb = ints({4}, gen, kBool);
+  const Tensor x = test::uniform_leaf({4}, gen, -2, 2, kFloat32);
+  const Tensor nz = add(b0, mul(eq(b0, Tensor::scalar(0, kInt64)).to(kInt64), 1.0));  // no zero divisor
+  struct Case {
+    std::string name, torch;
+    std::vector<ParityBatch::Input> inputs;
+    std::function<Tensor(const Tensors&)> fn;
+    Dtype want;
+  };
+  const std::vector<Case> cases = {
+      {"add", "out = a + b", {{"a", a, false}, {"b", b, false}}, [](auto& in) { return add(in[0], in[1]); }, kInt64},
+      {"sub", "out = a - b", {{"a", a, false}, {"b", b, false}}, [](auto& in) { return in[0] - in[1]; }, kInt64},
+      {"mul", "out = a * b", {{"a", a, false}, {"b", b, false}}, [](auto& in) { return in[0] * in[1]; }, kInt64},
+      {"div_true",
+       "out = a / b",
+       {{"a", a, false}, {"b", nz, false}},
+       [](auto& in) { return in[0] / in[1]; },
+       kFloat32},
+      {"maximum",
+       "out = torch.maximum(a, b)",
+       {{"a", a, false}, {"b", b, false}},
+       [](auto& in) { return maximum(in[0], in[1]); },
+       kInt64},
+      {"minimum_i32_i64",
+       "out = torch.minimum(a, b)",
+       {{"a", i32, false}, {"b", b, false}},
+       [](auto& in) { return minimum(in[0], in[1]); },
+       kInt64},
+      {"add_i32_i64",
+       "out = a + b",
+       {{"a", i32, false}, {"b", b, false}},
+       [](auto& in) { return in[0] + in[1]; },
+       kInt64},
+      {"add_u8_bool",
+       "out = a + m",
+       {{"a", u8, false}, {"m", m, false}},
+       [](auto& in) { return in[0] + in[1]; },
+       kUInt8},
+      {"add_bool_bool",
+       "out = m + n",
+       {{"m", m, false}, {"n", mb, false}},
+       [](auto& in) { return in[0] + in[1]; },
+       kBool},
+      {"mul_bool_bool",
+       "out = m * n",
+       {{"m", m, false}, {"n", mb, false}},
+       [](auto& in) { return in[0] * in[1]; },
+       kBool},
+      {"add_int_float", "out = a + x", {{"a", a, false}, {"x", x}}, [](auto& in) { return in[0] + in[1]; }, kFloat32},
+      {"mul_float_int", "out = x * a", {{"x", x}, {"a", a, false}}, [](auto& in) { return in[0] * in[1]; }, kFloat32},
+      {"mul_whole_number", "out = a * 3", {{"a", a, false}}, [](auto& in) { return in[0] * 3.0; }, kInt64},
+      {"sub_whole_number", "out = a - 2", {{"a", i32, false}}, [](auto& in) { return in[0] - 2.0; }, kInt32},
+      {"add_fraction", "out = a + 2.5", {{"a", a, false}}, [](auto& in) { return in[0] + 2.5; }, kFloat32},
+      {"bool_plus_number", "out = m + 2", {{"m", m, false}}, [](auto& in) { return in[0] + 2.0; }, kInt64},
+      {"div_number", "out = a / 4", {{"a", a, false}}, [](auto& in) { return in[0] / 4.0; }, kFloat32},
+      {"rdiv_number", "out = 3 / a", {{"a", nz, false}}, [](auto& in) { return 3.0 / in[0]; }, kFloat32},
+      {"neg", "out = -a", {{"a", a, false}}, [](auto& in) { return -in[0]; }, kInt64},
+      {"neg_u8", "out = -a", {{"a", u8, false}}, [](auto& in) { return -in[0]; }, kUInt8},
+      {"abs", "out = torch.abs(a)", {{"a", i32, false}}, [](auto& in) { return abs(in[0]); }, kInt32},
+      {"gt_int_float",
+       "out = a > x",
+       {{"a", a, false}, {"x", x, false}},
+       [](auto& in) { return gt(in[0], in[1]); },
+       kBool},
+      {"eq_int_int",
+       "out = a == b",
+       {{"a", a, false}, {"b", b, false}},
+       [](auto& in) { return eq(in[0], in[1]); },
+       kBool},
+      {"le_u8_i32",
+       "out = a <= b",
+       {{"a", u8, false}, {"b", i32, false}},
+       [](auto& in) { return le(in[0], in[1]); },
+       kBool},
+      {"ne_f32_f64",
+       "out = x != y",
+       {{"x", x, false}, {"y", x.detach().to(kFloat64) * 1.0, false}},
+       [](auto& in) { return ne(in[0], in[1]); },
+       kBool},
+      {"logical_and",
+       "out = torch.logical_and(a, x)",
+       {{"a", a, false}, {"x", x, false}},
+       [](auto& in) { return logical_and(in[0], in[1]); },
+       kBool},
+      {"logical_or",
+       "out = torch.logical_or(m, b)",
+       {{"m", m, false}, {"b", b, false}},
+       [](auto& in) { return logical_or(in[0], in[1]); },
+       kBool},
+      {"logical_xor",
+       "out = torch.logical_xor(m, n)",
+       {{"m", m, false}, {"n", mb, false}},
+       [](auto& in) { return logical_xor(in[0], in[1]); },
+       kBool},
+      {"logical_not",
+       "out = torch.logical_not(a)",
+       {{"a", a, false}},
+       [](auto& in) { return logical_not(in[0]); },
+       kBool},
+      {"where_int",
+       "out = torch.where(m, a, b)",
+       {{"m", m, false}, {"a", a, false}, {"b", b, false}},
+       [](auto& in) { return where(in[0], in[1], in[2]); },
+       kInt64},
+      {"where_int_float",
+       "out = torch.where(m, a, x)",
+       {{"m", m, false}, {"a", a, false}, {"x", x}},
+       [](auto& in) { return where(in[0], in[1], in[2]); },
+       kFloat32},
+      {"masked_fill_float",
+       "out = x.masked_fill(n, -1.5)",
+       {{"x", x}, {"n", mb, false}},
+       [](auto& in) { return masked_fill(in[0], in[1], -1.5); },
+       kFloat32},
+      {"masked_fill_int",
+       "out = a.masked_fill(m, 7)",
+       {{"a", a, false}, {"m", m, false}},
+       [](auto& in) { return masked_fill(in[0], in[1], 7.0); },
+       kInt64},
+      {"sum_int", "out = a.sum()", {{"a", a, false}}, [](auto& in) { return sum(in[0]); }, kInt64},
+      {"sum_bool_axis", "out = m.sum(1)", {{"m", m, false}}, [](auto& in) { return sum(in[0], {1}); }, kInt64},
+      {"sum_i32_keepdim",
+       "out = a.sum(0, keepdim=True)",
+       {{"a", i32, false}},
+       [](auto& in) { return sum(in[0], {0}, true); },
+       kInt64},
+      {"sum_u8_axes",
+       "out = a.sum((0, 1))",
+       {{"a", u8, false}},
+       [](auto& in) {
+         return sum(in[0], {0, 1});
+       },
+       kInt64},
+      {"masked_select_int",
+       "out = torch.masked_select(a, m)",
+       {{"a", a, false}, {"m", m, false}},
+       [](auto& in) { return masked_select(in[0], in[1]); },
+       kInt64},
+  };
+  for (const auto& c : cases) {
+    Tensors args;
+    for (const auto& in : c.inputs) args.push_back(in.value.detach());
+    INFO(c.name);
+    CHECK(c.fn(args).dtype() == c.want);
+    // torch's result dtype must be ours too (parity compares values only).
+    batch.add(c.name,
+              c.torch + fmt::format("\nassert out.dtype == torch.{}, out.dtype",
+                                    c.want == kBool ? "bool" : std::string(dtype_name(c.want))),
+              c.inputs, c.fn);
+  }
+  batch.run();
+}
+
+TEST_CASE("integer arithmetic wraps around like PyTorch, bool sub and neg are refused", "[elementwise][dtype]") {
+  const std::vector<std::int64_t> mx = {std::numeric_limits<std::int64_t>::max()};
+  const Tensor big = Tensor::from_data<std::int64_t>(mx, {1});
+  // torch.tensor([2**63 - 1]) + 1 == tensor([-2**63])
+  CHECK((big + 1.0).data<std::int64_t>()[0] == std::numeric_limits<std::int64_t>::min());
+  CHECK((big * 2.0).data<std::int64_t>()[0] == -2);
+  CHECK((Tensor::of({200}, kUInt8) + Tensor::of({100}, kUInt8)).to_vector() == std::vector<double>{44});
+  CHECK(abs(Tensor::of({-3, 4}, kInt64)).to_vector() == std::vector<double>{3, 4});
+  const std::vector<std::int64_t> huge = {(std::int64_t{1} << 60) + 1, (std::int64_t{1} << 60) + 2};
+  CHECK(sum(Tensor::from_data<std::int64_t>(huge, {2})).item<std::int64_t>() == (std::int64_t{1} << 61) + 3);
+  test::require_error([] { mean(Tensor::of({1, 2}, kInt64)); }, {"mean", "int64"});
+  test::require_error([] { sub(Tensor::of({1}, kBool), Tensor::of({1}, kBool)); }, {"sub", "bool", "logical_xor"});
+  test::require_error([] { neg(Tensor::of({1}, kBool)); }, {"neg", "bool", "logical_not"});
+  test::require_error([] { abs(Tensor::of({1}, kBool)); }, {"abs", "bool"});
+  // Float-only ops name the op, the argument and the dtype.
+  test::require_error([] { exp(Tensor::of({1}, kInt64)); }, {"exp", "argument 'x'", "int64", "x.to(xgrad::kFloat32)"});
+  test::require_error([] { pow(Tensor::of({1}, kInt64), Tensor::of({1})); }, {"pow", "argument 'a'", "int64"});
+  test::require_error([] { clamp(Tensor::of({1}, kInt32), 0, 1); }, {"clamp", "int32"});
+  // The int path keeps shapes and broadcast errors naming the op.
+  test::require_error(
+      [] {
+        add(Tensor::zeros({2, 3}, kInt64), Tensor::zeros({4}, kInt64));
+      },
+      {"add", "(2, 3)", "(4,)"});
+  test::require_error([] { gt(Tensor::zeros({2, 3}, kInt64), Tensor::zeros({4})); }, {"gt", "(2, 3)", "(4,)"});
+  test::require_error(
+      [] {
+        masked_fill(Tensor::zeros({3}), Tensor::zeros({2, 3}, kBool), 1.0);
+      },
+      {"masked_fill", "(2, 3)"});
+  // Integer results have no history even when a float input requires grad elsewhere in the graph.
+  Tensor x = Tensor::of({0.5, -1.0}).set_requires_grad();
+  CHECK_FALSE(gt(x, Tensor::scalar(0.0)).requires_grad());
+  CHECK(masked_fill(x, Tensor::of({1, 0}, kBool), 3.0).requires_grad());
+}
+
+TEST_CASE("integer ops are bit-identical with 1 and 2 threads", "[elementwise][dtype][threads]") {
+  Generator gen(5);
+  const Tensor a = ints({300, 200}, gen, kInt64), b = ints({200}, gen, kInt32), m = ints({300, 200}, gen, kBool);
+  test::require_thread_deterministic([&] {
+    return Tensors{a + b, a * 3.0, gt(a, b), logical_xor(m, a), where(m, a, b), masked_fill(a, m, 2.0), -a, abs(a)};
+  });
 }

@@ -223,6 +223,32 @@ TEST_CASE("op table: degenerate sizes and batch shapes run forward and backward,
   }
 }
 
+TEST_CASE("op table: each input taken as int64 runs, or is refused naming the op", "[op_table][dtypes]") {
+  for (const auto& op : op_table()) {
+    DYNAMIC_SECTION(op.name) {
+      const SampleInput si = make_sample(op, kFloat64, {op.small, {}});
+      const auto takes = [&](const std::string& n) {
+        return std::find(op.int64_inputs.begin(), op.int64_inputs.end(), n) != op.int64_inputs.end() ||
+               std::find(op.int64_inputs.begin(), op.int64_inputs.end(), "*") != op.int64_inputs.end();
+      };
+      for (std::size_t i = 0; i < si.inputs.size(); ++i) {
+        Tensors args;
+        for (const auto& in : si.inputs) args.push_back(in.value.detach().clone_data());
+        if (!is_floating_point(args[i].dtype())) continue;
+        args[i] = args[i].to(kInt64);
+        INFO(op.name << ": input '" << si.inputs[i].name << "' as int64");
+        if (takes(si.inputs[i].name)) {
+          Tensor out;
+          CHECK_NOTHROW(out = si.call(args));
+          CHECK(out.defined());
+        } else {
+          require_error([&] { si.call(args); }, {op_name(op), "int64"});
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("op table: bad inputs raise xgrad::Error naming the op", "[op_table][errors]") {
   for (const auto& op : op_table()) {
     DYNAMIC_SECTION(op.name) {
