@@ -13,12 +13,12 @@ using namespace xgrad;
 
 // Step 1: the op is a struct deriving from Function<Self>. Its members are what backward needs.
 struct Silu : Function<Silu> {
-  static constexpr const char* kName = "silu";  // used in error messages and graph printing
+  static constexpr const char* kName = "my_silu";  // used in error messages and graph printing
 
   // Step 2: forward runs in no-grad mode and computes the result with plain loops over the data
   // (any float type: dispatch picks float or double at run time). It saves x for backward.
   Tensor forward(const Tensor& x) {
-    XGRAD_CHECK(x.defined(), "silu: argument 'x' is an undefined tensor");
+    XGRAD_CHECK(x.defined(), "my_silu: argument 'x' is an undefined tensor");
     Tensor y = Tensor::empty(x.shape(), x.dtype());
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -58,7 +58,8 @@ struct Silu : Function<Silu> {
 
 // Step 4: the public function. apply<> runs forward and records the op on the tape when x
 // requires grad.
-Tensor silu(const Tensor& x) { return apply<Silu>(x); }
+// (xgrad ships its own xgrad::silu; this one is named my_silu so that the two do not clash.)
+Tensor my_silu(const Tensor& x) { return apply<Silu>(x); }
 
 int main(int argc, char** argv) {
   int steps = 500;
@@ -71,10 +72,15 @@ int main(int argc, char** argv) {
   // Step 5: check the hand-written backward against central differences, in float64.
   Generator gen(seed);
   Tensor x = Tensor::randn({4, 5}, gen, kFloat64).set_requires_grad();
-  const GradcheckReport report = gradcheck([](const Tensors& in) { return silu(in[0]); }, {x});
+  const GradcheckReport report = gradcheck([](const Tensors& in) { return my_silu(in[0]); }, {x});
   std::printf("gradcheck: %s (max abs error %.2e)\n", report.ok ? "passed" : "FAILED", report.max_abs_error);
   if (!report.ok) {
     std::printf("%s\n", report.message.c_str());
+    return 1;
+  }
+  // ... and against the library's own op.
+  if (!allclose(my_silu(x), xgrad::silu(x), 1e-12, 1e-14)) {
+    std::fprintf(stderr, "custom_op: my_silu differs from xgrad::silu\n");
     return 1;
   }
 
@@ -86,7 +92,7 @@ int main(int argc, char** argv) {
   double first = 0, last = 0;
   for (int step = 0; step < steps; ++step) {
     opt.zero_grad();
-    Tensor loss = mse_loss(matmul(silu(matmul(xs, w1) + b1), w2) + b2, ys);
+    Tensor loss = mse_loss(matmul(my_silu(matmul(xs, w1) + b1), w2) + b2, ys);
     loss.backward();
     opt.step();
     if (step == 0) first = loss.item();
