@@ -201,6 +201,46 @@ TEST_CASE("nn::save / nn::load round trip a module tree in place", "[serialize]"
   CHECK(GradMode::is_enabled());
 }
 
+TEST_CASE("Python interop: integer and bool dtypes (I64, I32, U8, BOOL) both ways", "[serialize][python]") {
+  TempDir dir("pyint");
+  const std::vector<std::int64_t> big = {std::int64_t{1} << 60, -3};
+  const nn::NamedTensors sd = {{"labels", Tensor::from_data<std::int64_t>(big, {2})},
+                               {"idx", Tensor::of({{-5, 7}, {2147483647, 0}}, kInt32)},
+                               {"pixels", Tensor::of({0, 128, 255}, kUInt8)},
+                               {"mask", Tensor::of({1, 0, 0, 1}, kBool)},
+                               {"w", Tensor::of({0.5, -1.5})}};
+  nn::save_safetensors(dir.file("ours.safetensors"), sd, {});
+  // Our own reader gives back the same dtypes and bits.
+  const auto mine = nn::load_safetensors(dir.file("ours.safetensors"));
+  for (const auto& [n, t] : sd) {
+    INFO(n);
+    CHECK(bit_equal(mine.at(n), t));
+  }
+  nlohmann::json manifest;
+  manifest["file"] = "ours.safetensors";
+  manifest["metadata"] = nlohmann::json::object();
+  manifest["tensors"] = names_of(sd);
+  for (const auto& [n, t] : sd) save_npy(dir.file(n + ".npy"), t);
+  write_bytes(dir.file("manifest.json"), manifest.dump());
+  const std::string cmd = "/usr/bin/python3 " + std::string(XGRAD_SOURCE_DIR) + "/tests/nn/safetensors_check.py " +
+                          dir.path.string() + " > " + dir.file("python.log") + " 2>&1";
+  if (std::system(cmd.c_str()) != 0)
+    FAIL("safetensors_check.py failed (" << cmd << "):\n" << read_bytes(dir.file("python.log")));
+  // numpy's file (its I64/I32/U8/BOOL extras and 2 * a + 1 of ours, computed in each dtype) reads
+  // back in the same dtypes, bit for bit.
+  const auto file = nn::load_safetensors(dir.file("py.safetensors"));
+  for (const std::string n : {"extra.labels", "extra.idx", "extra.pixels", "extra.mask", "labels", "idx", "mask"}) {
+    INFO(n);
+    const Tensor want = load_npy(dir.file("py__" + n + ".npy"));
+    CHECK(bit_equal(file.at(n), want));
+  }
+  CHECK(file.at("extra.labels").dtype() == kInt64);
+  CHECK(file.at("extra.labels").data<std::int64_t>()[1] == (std::int64_t{1} << 40) + 3);
+  CHECK(file.at("extra.mask").dtype() == kBool);
+  CHECK(file.at("labels").data<std::int64_t>()[0] == (std::int64_t{1} << 61) + 1);
+  CHECK(file.at("pixels").to_vector() == std::vector<double>{1, 1, 255});  // 2 * a + 1 wraps in uint8
+}
+
 TEST_CASE("Python interop: numpy reads our file, we read numpy's", "[serialize][python]") {
   TempDir dir("py");
   Net net(3);
@@ -244,7 +284,8 @@ TEST_CASE("Python interop: numpy reads our file, we read numpy's", "[serialize][
   Net other(4);
   const auto r = nn::load(other, dir.file("py.safetensors"), /*strict=*/false);
   CHECK(r.missing_keys.empty());
-  CHECK(r.unexpected_keys == std::vector<std::string>{"extra.empty", "extra.matrix", "extra.scalar"});
+  CHECK(r.unexpected_keys == std::vector<std::string>{"extra.empty", "extra.idx", "extra.labels", "extra.mask",
+                                                      "extra.matrix", "extra.pixels", "extra.scalar"});
   for (const auto& [n, t] : nn::state_dict(other)) CHECK(bit_equal(t, file.at(n)));
 }
 

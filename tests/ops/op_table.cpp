@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <optional>
 #include <regex>
 #include <sstream>
@@ -2918,6 +2919,27 @@ std::vector<OpInfo> build() {
   }
   add_issue16_entries(t);        // shape ops and reductions of issue 16
   add_issue16_index_entries(t);  // index ops of issue 16
+
+  // The shape and index ops of issue 16 move elements of any dtype (as torch's do): their inputs
+  // may be int64 (index inputs always are). The generic int64 test runs them so.
+  {
+    const std::map<std::string, std::vector<std::string>> any_dtype = {
+        {"argmax_all_keepdim", {"a"}}, {"argmax_last", {"a"}}, {"argmin_all_keepdim", {"a"}},
+        {"argmin_last", {"a"}}, {"cat_middle", {"a"}}, {"chunk", {"a"}}, {"flip", {"a"}},
+        {"flip_scalar", {"a"}}, {"gather", {"a", "idx"}}, {"index_add", {"idx"}}, {"index_int", {"a", "idx"}},
+        {"index_mask_elements", {"a", "mask"}}, {"index_mask_rows", {"a", "mask"}}, {"index_select_tensor", {"a", "idx"}},
+        {"nonzero", {"a"}}, {"one_hot", {"y"}}, {"pad_constant", {"a"}}, {"pad_reflect", {"a"}},
+        {"pad_replicate", {"a"}}, {"repeat", {"a"}}, {"roll", {"a"}}, {"roll_flat", {"a"}},
+        {"scatter_add", {"idx"}}, {"split_size", {"a"}}, {"split_sizes", {"a"}}, {"take_along_dim", {"a", "idx"}},
+        {"take_along_dim_flat", {"a", "idx"}}};
+    for (auto& op : t) {
+      const auto it = any_dtype.find(op.name);
+      if (it != any_dtype.end())
+        for (const auto& in : it->second)
+          if (std::find(op.int64_inputs.begin(), op.int64_inputs.end(), in) == op.int64_inputs.end())
+            op.int64_inputs.push_back(in);
+    }
+  }
 
   // Bad inputs at the edges (empty axes, 0-d tensors, invalid enums), added to their entries.
   auto more = [&t](const std::string& name, std::vector<ErrorCase> cases) {

@@ -294,6 +294,14 @@ std::vector<std::string> documented_names(const std::string& span) {
   const std::string head = span.substr(0, paren);
   if (head.find('.') != std::string::npos) return out;  // a Tensor method
   static const std::regex word_re("[A-Za-z_][A-Za-z0-9_:]*");
+  // "max_pool1d/2d_with_indices" names max_pool1d_with_indices and max_pool2d_with_indices
+  static const std::regex dims_re("([A-Za-z_][A-Za-z0-9_]*?)([0-9]d)/([0-9]d)([A-Za-z0-9_]*)");
+  std::smatch dm;
+  if (std::regex_search(head, dm, dims_re)) {
+    out.push_back(dm[1].str() + dm[2].str() + dm[4].str());
+    out.push_back(dm[1].str() + dm[3].str() + dm[4].str());
+    return out;
+  }
   if (paren != std::string::npos) {
     std::smatch m;
     if (std::regex_search(head, m, word_re)) out.push_back(m.str());
