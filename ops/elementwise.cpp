@@ -8,19 +8,34 @@ namespace xgrad {
 
 using namespace detail::ew;  // NOLINT(google-build-using-namespace): the op structs
 
+namespace {
+// float32 with float64: both computed in float64, as torch promotes (the float32 operand is
+// converted with the differentiable .to(), so its gradient comes back in float32).
+bool mixed_float(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.dtype() != b.dtype() && is_floating_point(a.dtype()) &&
+         is_floating_point(b.dtype());
+}
+}  // namespace
+
 Tensor add(const Tensor& a, const Tensor& b) {
   if (involves_integer(a, b)) [[unlikely]]
     return int_promoted_binary(IntKind::add, "add", a, b, &add);
+  if (mixed_float(a, b)) [[unlikely]]
+    return add(a.to(kFloat64), b.to(kFloat64));
   return apply<Binary<AddOp>>(a, b);
 }
 Tensor sub(const Tensor& a, const Tensor& b) {
   if (involves_integer(a, b)) [[unlikely]]
     return int_promoted_binary(IntKind::sub, "sub", a, b, &sub);
+  if (mixed_float(a, b)) [[unlikely]]
+    return sub(a.to(kFloat64), b.to(kFloat64));
   return apply<Binary<SubOp>>(a, b);
 }
 Tensor mul(const Tensor& a, const Tensor& b) {
   if (involves_integer(a, b)) [[unlikely]]
     return int_promoted_binary(IntKind::mul, "mul", a, b, &mul);
+  if (mixed_float(a, b)) [[unlikely]]
+    return mul(a.to(kFloat64), b.to(kFloat64));
   return apply<Binary<MulOp>>(a, b);
 }
 Tensor div(const Tensor& a, const Tensor& b) {
@@ -30,8 +45,14 @@ Tensor div(const Tensor& a, const Tensor& b) {
     if (!is_floating_point(c)) c = kFloat32;
     return apply<Binary<DivOp>>(a.to(c), b.to(c));
   }
+  if (mixed_float(a, b)) [[unlikely]]
+    return div(a.to(kFloat64), b.to(kFloat64));
   return apply<Binary<DivOp>>(a, b);
 }
-Tensor pow(const Tensor& a, const Tensor& b) { return apply<Binary<PowOp>>(a, b); }
+Tensor pow(const Tensor& a, const Tensor& b) {
+  if (mixed_float(a, b)) [[unlikely]]
+    return pow(a.to(kFloat64), b.to(kFloat64));
+  return apply<Binary<PowOp>>(a, b);
+}
 
 }  // namespace xgrad

@@ -3,8 +3,9 @@
 // (over the broadcast axes).
 //
 // Dtypes (Note [Integer promotion] in ops/detail/elementwise_impl.hpp): the ops compute in float32
-// or float64, and both float inputs of a binary op must have the same dtype (convert one with
-// .to()). Integer and bool tensors are taken by add, sub, mul, div, maximum, minimum, neg, abs,
+// or float64. add, sub, mul, div and pow promote float32 with float64 to float64, as PyTorch (the
+// float32 operand is converted with the differentiable .to(), so its gradient comes back in
+// float32); the other binary ops need both float inputs of one dtype (convert one with .to()). Integer and bool tensors are taken by add, sub, mul, div, maximum, minimum, neg, abs,
 // where, masked_fill, masked_select, the comparisons and the logical ops: a binary op with an
 // integer or bool operand computes in promote_types(a, b) (core/dtype.hpp), so int64 + int64 is
 // int64 (wrapping on overflow, as PyTorch) and int64 + float32 is float32 (differentiable in the

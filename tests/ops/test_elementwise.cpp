@@ -139,7 +139,11 @@ TEST_CASE("elementwise: bad inputs raise xgrad::Error naming op and shapes", "[e
   Tensor a = Tensor::zeros({2, 3});
   Tensor b = Tensor::zeros({4});
   test::require_error([&] { add(a, b); }, {"add", "(2, 3)", "(4,)"});
-  test::require_error([&] { mul(a, Tensor::zeros({2, 3}, kFloat64)); }, {"mul", "dtype", "float32", "float64"});
+  test::require_error(
+      [&] {
+        maximum(a, Tensor::zeros({2, 3}, kFloat64));
+      },
+      {"maximum", "dtype", "float32", "float64"});  // (add, sub, mul, div, pow promote)
   test::require_error([&] { where(Tensor::zeros({5}), a, a); }, {"where", "(5,)", "(2, 3)"});
   test::require_error([&] { clamp(a, 1.0, -1.0); }, {"clamp", "lo"});
   test::require_error([&] { masked_select(a, Tensor::zeros({2, 3, 1})); }, {"masked_select", "(2, 3, 1)"});
@@ -362,4 +366,36 @@ TEST_CASE("integer ops are bit-identical with 1 and 2 threads", "[elementwise][d
   test::require_thread_deterministic([&] {
     return Tensors{a + b, a * 3.0, gt(a, b), logical_xor(m, a), where(m, a, b), masked_fill(a, m, 2.0), -a, abs(a)};
   });
+}
+
+TEST_CASE("float32 with float64 promotes to float64 in add, sub, mul, div and pow, as PyTorch",
+          "[elementwise][dtype]") {
+  Generator gen(3);
+  const Tensor a32 = Tensor::rand({2, 3}, gen, kFloat32) + 0.5;
+  const Tensor b64 = Tensor::rand({3}, gen, kFloat64) + 0.5;
+  using F = Tensor (*)(const Tensor&, const Tensor&);
+  const std::vector<std::pair<const char*, F>> ops = {
+      {"add", &add}, {"sub", &sub}, {"mul", &mul}, {"div", &div}, {"pow", static_cast<F>(&pow)}};
+  for (const auto& [name, f] : ops) {
+    INFO(name);
+    Tensor a = a32.detach().clone_data().set_requires_grad();
+    Tensor b = b64.detach().clone_data().set_requires_grad();
+    const Tensor out = f(a, b);
+    CHECK(out.dtype() == kFloat64);
+    // the same as computing on a converted to float64 (exact: float32 -> float64 is exact)
+    Tensor a64 = a32.to(kFloat64).set_requires_grad();
+    Tensor b2 = b64.detach().clone_data().set_requires_grad();
+    const Tensor ref = f(a64, b2);
+    CHECK(bit_equal(out.detach(), ref.detach()));
+    sum(out).backward();
+    sum(ref).backward();
+    // the float32 operand's gradient comes back in float32 (rounded from float64), as in torch
+    CHECK(a.grad().dtype() == kFloat32);
+    CHECK(bit_equal(a.grad(), a64.grad().to(kFloat32)));
+    CHECK(bit_equal(b.grad(), b2.grad()));
+    // either order
+    CHECK(f(b64, a32).dtype() == kFloat64);
+  }
+  // other binary ops still refuse the mix, naming the op
+  CHECK_THROWS_WITH(maximum(a32, b64), Catch::Contains("maximum") && Catch::Contains("dtype"));
 }
