@@ -8,15 +8,6 @@ namespace xgrad {
 
 using namespace detail::ew;  // NOLINT(google-build-using-namespace): the op structs
 
-namespace {
-// float32 with float64: both computed in float64, as torch promotes (the float32 operand is
-// converted with the differentiable .to(), so its gradient comes back in float32).
-bool mixed_float(const Tensor& a, const Tensor& b) {
-  return a.defined() && b.defined() && a.dtype() != b.dtype() && is_floating_point(a.dtype()) &&
-         is_floating_point(b.dtype());
-}
-}  // namespace
-
 Tensor add(const Tensor& a, const Tensor& b) {
   if (involves_integer(a, b)) [[unlikely]]
     return int_promoted_binary(IntKind::add, "add", a, b, &add);

@@ -3,9 +3,10 @@
 // (over the broadcast axes).
 //
 // Dtypes (Note [Integer promotion] in ops/detail/elementwise_impl.hpp): the ops compute in float32
-// or float64. add, sub, mul, div and pow promote float32 with float64 to float64, as PyTorch (the
-// float32 operand is converted with the differentiable .to(), so its gradient comes back in
-// float32); the other binary ops need both float inputs of one dtype (convert one with .to()). Integer and bool tensors are taken by add, sub, mul, div, maximum, minimum, neg, abs,
+// or float64. add, sub, mul, div, pow, maximum and minimum promote float32 with float64 to float64,
+// as PyTorch (the float32 operand is converted with the differentiable .to(), so its gradient comes
+// back in float32); the other binary ops need both float inputs of one dtype (convert one with
+// .to()). Integer and bool tensors are taken by add, sub, mul, div, maximum, minimum, neg, abs,
 // where, masked_fill, masked_select, the comparisons and the logical ops: a binary op with an
 // integer or bool operand computes in promote_types(a, b) (core/dtype.hpp), so int64 + int64 is
 // int64 (wrapping on overflow, as PyTorch) and int64 + float32 is float32 (differentiable in the
@@ -53,8 +54,8 @@ Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, double exponent);
-Tensor maximum(const Tensor& a, const Tensor& b);  // da = g where a >= b, db = g where b > a
-Tensor minimum(const Tensor& a, const Tensor& b);  // da = g where a <= b, db = g where b < a
+Tensor maximum(const Tensor& a, const Tensor& b);  // NaN wins; da = g where a >= b or a is NaN, db = g elsewhere
+Tensor minimum(const Tensor& a, const Tensor& b);  // NaN wins; da = g where a <= b or a is NaN, db = g elsewhere
 
 // Scalar forms (the number takes a float tensor's dtype; integer tensors: see the top of the file).
 Tensor add(const Tensor& a, double b);

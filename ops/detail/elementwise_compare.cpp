@@ -8,11 +8,15 @@ using namespace detail::ew;  // NOLINT(google-build-using-namespace): the op str
 Tensor maximum(const Tensor& a, const Tensor& b) {
   if (involves_integer(a, b)) [[unlikely]]
     return int_promoted_binary(IntKind::maximum, "maximum", a, b, &maximum);
+  if (mixed_float(a, b)) [[unlikely]]
+    return maximum(a.to(kFloat64), b.to(kFloat64));
   return apply<Binary<MaxOp>>(a, b);
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
   if (involves_integer(a, b)) [[unlikely]]
     return int_promoted_binary(IntKind::minimum, "minimum", a, b, &minimum);
+  if (mixed_float(a, b)) [[unlikely]]
+    return minimum(a.to(kFloat64), b.to(kFloat64));
   return apply<Binary<MinOp>>(a, b);
 }
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {

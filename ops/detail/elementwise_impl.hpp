@@ -42,6 +42,13 @@ inline void check_unary(const char* op, const Tensor& x) {
 inline bool involves_integer(const Tensor& a, const Tensor& b) {
   return a.defined() && b.defined() && (!is_floating_point(a.dtype()) || !is_floating_point(b.dtype()));
 }
+// float32 with float64 (add, sub, mul, div, pow, maximum, minimum): both computed in float64, as
+// torch promotes (the float32 operand is converted with the differentiable .to(), so its gradient
+// comes back in float32).
+inline bool mixed_float(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.dtype() != b.dtype() && is_floating_point(a.dtype()) &&
+         is_floating_point(b.dtype());
+}
 enum class IntKind { add, sub, mul, maximum, minimum };
 /// a (op) b, a and b of the same integer or bool dtype, broadcast. bool: add = or, mul = and.
 Tensor int_binary(IntKind k, const char* op, const Tensor& a, const Tensor& b);
@@ -165,36 +172,46 @@ struct PowOp {
     return a == T(0) ? T(0) : g * y * std::log(a);
   }
 };
+// maximum/minimum propagate NaN from either side, as torch does: `a` is chosen when it wins, ties,
+// or is NaN (a != a), and then takes the gradient; otherwise `b` (which may be NaN) is chosen.
 struct MaxOp {
   static constexpr const char* kName = "maximum";
   static constexpr bool kSavesInputs = true, kSavesOutput = false;
   template <class T>
+  static bool pick_a(T a, T b) {
+    return a >= b || a != a;  // NOLINT(misc-redundant-expression): a != a is the NaN test
+  }
+  template <class T>
   static T f(T a, T b) {
-    return a >= b ? a : b;
+    return pick_a(a, b) ? a : b;
   }
   template <class T>
   static T da(T g, T a, T b, T) {
-    return a >= b ? g : T(0);
+    return pick_a(a, b) ? g : T(0);
   }
   template <class T>
   static T db(T g, T a, T b, T) {
-    return a >= b ? T(0) : g;
+    return pick_a(a, b) ? T(0) : g;
   }
 };
 struct MinOp {
   static constexpr const char* kName = "minimum";
   static constexpr bool kSavesInputs = true, kSavesOutput = false;
   template <class T>
+  static bool pick_a(T a, T b) {
+    return a <= b || a != a;  // NOLINT(misc-redundant-expression): a != a is the NaN test
+  }
+  template <class T>
   static T f(T a, T b) {
-    return a <= b ? a : b;
+    return pick_a(a, b) ? a : b;
   }
   template <class T>
   static T da(T g, T a, T b, T) {
-    return a <= b ? g : T(0);
+    return pick_a(a, b) ? g : T(0);
   }
   template <class T>
   static T db(T g, T a, T b, T) {
-    return a <= b ? T(0) : g;
+    return pick_a(a, b) ? T(0) : g;
   }
 };
 

@@ -149,9 +149,9 @@ OpInfo binary(std::string name, std::string sig, std::string torch,
        },
        {opname, "(2, 3)", "(4,)"}},
   };
-  // add, sub, mul, div and pow promote float32 with float64 (tests/ops/test_elementwise.cpp); the
+  // add, sub, mul, div, pow, maximum and minimum promote float32 with float64 (tests/ops/test_elementwise.cpp); the
   // other binary ops refuse the mix.
-  static const std::set<std::string> promoting = {"add", "sub", "mul", "div", "pow"};
+  static const std::set<std::string> promoting = {"add", "sub", "mul", "div", "pow", "maximum", "minimum"};
   if (promoting.count(opname) == 0)
     op.errors.insert(op.errors.begin(), {"dtype mix",
                                          [f] {

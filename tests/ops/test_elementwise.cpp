@@ -2,6 +2,7 @@
 #include "support.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/unary_math.hpp"
 
 using namespace xgrad;
 using xgrad::test::ParityBatch;
@@ -141,9 +142,9 @@ TEST_CASE("elementwise: bad inputs raise xgrad::Error naming op and shapes", "[e
   test::require_error([&] { add(a, b); }, {"add", "(2, 3)", "(4,)"});
   test::require_error(
       [&] {
-        maximum(a, Tensor::zeros({2, 3}, kFloat64));
+        atan2(a, Tensor::zeros({2, 3}, kFloat64));
       },
-      {"maximum", "dtype", "float32", "float64"});  // (add, sub, mul, div, pow promote)
+      {"atan2", "dtype", "float32", "float64"});  // (add, sub, mul, div, pow, maximum, minimum promote)
   test::require_error([&] { where(Tensor::zeros({5}), a, a); }, {"where", "(5,)", "(2, 3)"});
   test::require_error([&] { clamp(a, 1.0, -1.0); }, {"clamp", "lo"});
   test::require_error([&] { masked_select(a, Tensor::zeros({2, 3, 1})); }, {"masked_select", "(2, 3, 1)"});
@@ -375,7 +376,8 @@ TEST_CASE("float32 with float64 promotes to float64 in add, sub, mul, div and po
   const Tensor b64 = Tensor::rand({3}, gen, kFloat64) + 0.5;
   using F = Tensor (*)(const Tensor&, const Tensor&);
   const std::vector<std::pair<const char*, F>> ops = {
-      {"add", &add}, {"sub", &sub}, {"mul", &mul}, {"div", &div}, {"pow", static_cast<F>(&pow)}};
+      {"add", &add},         {"sub", &sub},        {"mul", &mul}, {"div", &div}, {"pow", static_cast<F>(&pow)},
+      {"maximum", &maximum}, {"minimum", &minimum}};
   for (const auto& [name, f] : ops) {
     INFO(name);
     Tensor a = a32.detach().clone_data().set_requires_grad();
@@ -397,5 +399,21 @@ TEST_CASE("float32 with float64 promotes to float64 in add, sub, mul, div and po
     CHECK(f(b64, a32).dtype() == kFloat64);
   }
   // other binary ops still refuse the mix, naming the op
-  CHECK_THROWS_WITH(maximum(a32, b64), Catch::Contains("maximum") && Catch::Contains("dtype"));
+  CHECK_THROWS_WITH(atan2(a32, b64), Catch::Contains("atan2") && Catch::Contains("dtype"));
+}
+
+TEST_CASE("maximum and minimum propagate NaN from either operand, as PyTorch", "[elementwise]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (Dtype dt : {kFloat32, kFloat64}) {
+    const Tensor a = Tensor::of({nan, 1.0, 2.0, nan}, dt), b = Tensor::of({1.0, nan, 3.0, nan}, dt);
+    for (const Tensor& y : {maximum(a, b), minimum(a, b), maximum(b, a), minimum(b, a)}) {
+      const std::vector<double> v = y.to_vector();
+      CHECK(std::isnan(v[0]));
+      CHECK(std::isnan(v[1]));
+      CHECK(!std::isnan(v[2]));
+      CHECK(std::isnan(v[3]));
+    }
+    CHECK(maximum(a, b).to_vector()[2] == 3.0);
+    CHECK(minimum(a, b).to_vector()[2] == 2.0);
+  }
 }
