@@ -210,12 +210,12 @@ struct FitLog {
 // per-fibre shifts together; stage 3 (optional) the spectrum alone again with the response and the
 // shifts fixed and the final weight of its prior.
 void fit(SpectralModel& model, const Tensor& observed, const Settings& s, FitLog& log, bool progress) {
-const double lattice_step = 2 * s.half_width / (s.response_samples - 1);
-auto record = [&](double step, double chi2, double stage) {
-  log.step.push_back(step);
-  log.value.push_back(chi2);
-  log.stage.push_back(stage);
-};
+  const double lattice_step = 2 * s.half_width / (s.response_samples - 1);
+  auto record = [&](double step, double chi2, double stage) {
+    log.step.push_back(step);
+    log.value.push_back(chi2);
+    log.stage.push_back(stage);
+  };
 
   // ---- stage 1: the spectrum alone ----
   model.response_values().set_requires_grad(false);
@@ -589,13 +589,15 @@ int main(int argc, char** argv) {
       script += "set title 'error of the recovered offset'\nset format x '%g'\nset xlabel 'fibre'\n";
       script += "set ylabel 'error [detector pixels]'\nset autoscale y\n";
       script +=
-          "plot 'offsets.csv' using 1:4:6 with yerrorbars pt 7 ps 1 lw 2 lc rgb '#d62728' title 'recovered - truth (1 sigma)', "
+          "plot 'offsets.csv' using 1:4:6 with yerrorbars pt 7 ps 1 lw 2 lc rgb '#d62728' title 'recovered - truth (1 "
+          "sigma)', "
           "0 with lines dt 2 lc rgb 'gray40' notitle\n";
       script += "unset multiplot\n";
     } else {
       script += "set title 'recovered per-fibre wavelength offsets, relative to fibre 0'\nset xlabel 'fibre'\n";
       script += "set ylabel 'offset [A]'\nset key top left\n";
-      script += "plot 'offsets.csv' using 1:2:3 with yerrorbars pt 7 ps 1.2 lc rgb '#d62728' title 'recovered (1 sigma)'\n";
+      script +=
+          "plot 'offsets.csv' using 1:2:3 with yerrorbars pt 7 ps 1.2 lc rgb '#d62728' title 'recovered (1 sigma)'\n";
     }
     const bool plotted = examples::run_gnuplot(s.out, "plots", script);
     std::printf("\nCSVs%s written to %s/\n", plotted ? " and PNG plots" : "", s.out.c_str());
