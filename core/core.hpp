@@ -6,6 +6,7 @@
 #include "xgrad/core/dtype.hpp"
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/file_io.hpp"
+#include "xgrad/core/from_blob.hpp"
 #include "xgrad/core/functional.hpp"
 #include "xgrad/core/gradcheck.hpp"
 #include "xgrad/core/npy.hpp"
