@@ -24,6 +24,7 @@ test_packages=(
   python3-torch python3-numpy            # PyTorch parity tests and the benchmark peer
   dataset-fashion-mnist wamerican        # the data nn/datasets reads (tests read the real files)
   libtorch-dev                           # C++ PyTorch peer in bench/ (optional for the build)
+  python3-dev pybind11-dev               # the PyTorch extension module xgrad_torch (python/, optional)
 )
 # usage: install-deps.sh [--main]   (--main: only what building and running the examples needs)
 packages=("${main_packages[@]}")

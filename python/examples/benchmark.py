@@ -6,16 +6,12 @@ Seed 000 (resample_einsum.py / resample_xgrad.py): einsum over the dense T again
 Seed 004 (block_diagonal_torch.py / block_diagonal_xgrad.py): the ModuleList loop, the masked dense
 Linear and a grouped bmm (the fastest PyTorch formulation we know) against BlockSparseLinear.
 
-Threads: torch.set_num_threads(t); xgrad follows it (docs/python.md). xgrad keeps the process's
-OpenBLAS at one thread while its kernels run (its determinism policy) and the PyTorch formulations use
-the same OpenBLAS, so before each PyTorch measurement OpenBLAS is set back to t threads, as in a
-process without xgrad.
+Threads: torch.set_num_threads(t); xgrad follows it (docs/python.md). xgrad_torch restores the
+process's OpenBLAS thread count after each call, so the PyTorch formulations' GEMMs keep theirs.
 
 usage: benchmark.py [--tiny] [--threads 1,2] [--reps 5]
   --tiny: small sizes, a smoke test of the script (the suite runs it); no meaningful timing."""
 import argparse
-import ctypes
-import ctypes.util
 import os
 import statistics
 import sys
@@ -28,18 +24,6 @@ import block_diagonal_torch  # noqa: E402
 import resample_einsum  # noqa: E402
 import resample_xgrad  # noqa: E402
 import xgrad_torch as xt  # noqa: E402
-
-try:
-    _openblas = ctypes.CDLL("libopenblas.so.0")
-    _openblas.openblas_set_num_threads.argtypes = [ctypes.c_int]
-except OSError:
-    _openblas = None
-
-
-def openblas_threads(n):
-    if _openblas is not None:
-        _openblas.openblas_set_num_threads(n)
-
 
 def bench(fn, reps, warm=1):
     for _ in range(warm):
@@ -60,9 +44,7 @@ def row(case, impl, threads, metric, value):
     print(f"{case},{impl},{threads},{metric},{value:.6g}", flush=True)
 
 
-def time_pair(fwd, fwdbwd, reps, torch_side, threads):
-    if torch_side:
-        openblas_threads(threads)
+def time_pair(fwd, fwdbwd, reps):
     with torch.no_grad():
         f_ms = bench(fwd, reps)
     return f_ms, bench(fwdbwd, reps)
@@ -81,7 +63,7 @@ def seed000(threads, reps, N, A, B, width):
         def fb(model=model):
             model(f).backward(g)
             f.grad = None
-        results[name] = time_pair(lambda model=model: model(f), fb, reps, name != "xgrad", threads)
+        results[name] = time_pair(lambda model=model: model(f), fb, reps)
         row(case, name, threads, "fwd_ms", results[name][0])
         row(case, name, threads, "fwdbwd_ms", results[name][1])
     row(case, "torch_einsum", threads, "bytes_held", tensor_bytes([dense.T]))
@@ -107,7 +89,7 @@ def seed004(threads, reps, groups, fin, fout, batch):
             model(x).sum().backward()
             x.grad = None
             model.zero_grad(set_to_none=True)
-        results[name] = time_pair(lambda model=model: model(x), fb, reps, name != "xgrad", threads)
+        results[name] = time_pair(lambda model=model: model(x), fb, reps)
         row(case, name, threads, "fwd_ms", results[name][0])
         row(case, name, threads, "fwdbwd_ms", results[name][1])
         row(case, name, threads, "bytes_held", tensor_bytes(list(model.parameters()) + list(model.buffers())))

@@ -1,6 +1,7 @@
 """Thread policy (Note [Threads next to torch] in python/src/module.cpp): xgrad's TBB pool follows
 torch.get_num_threads() unless fixed with xgrad_torch.set_num_threads; results are bit-identical
 with 1 and 2 threads, forward and backward."""
+import ctypes
 import unittest
 
 import torch
@@ -41,6 +42,16 @@ class ThreadsTest(unittest.TestCase):
         self.assertEqual(xt.get_num_threads(), 2)
         with self.assertRaises(ValueError):
             xt.set_num_threads(0)
+
+    def test_openblas_thread_count_is_restored(self):
+        try:
+            blas = ctypes.CDLL("libopenblas.so.0")
+        except OSError:
+            self.skipTest("libopenblas.so.0 not loadable")
+        blas.openblas_set_num_threads(2)
+        layer = xt.BlockSparseLinear(512, 512, 2)  # 256-wide groups: xgrad's kernels call OpenBLAS
+        layer(torch.randn(64, 512, requires_grad=True)).sum().backward()
+        self.assertEqual(blas.openblas_get_num_threads(), 2)  # torch's GEMMs keep their threads
 
     def test_bit_identical_1_vs_2_threads(self):
         torch.set_num_threads(1)
