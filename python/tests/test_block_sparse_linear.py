@@ -99,6 +99,15 @@ class BlockSparseLinearTest(unittest.TestCase):
         opt.step()
         torch.testing.assert_close(layer.weight.detach(), before - 0.1 * grad, rtol=1e-14, atol=1e-14)
 
+    def test_empty_batch(self):
+        layer = xt.BlockSparseLinear(8, 6, 2)
+        x = torch.randn(0, 8, requires_grad=True)
+        y = layer(x)
+        self.assertEqual(y.shape, (0, 6))
+        y.sum().backward()
+        self.assertEqual(x.grad.shape, (0, 8))
+        self.assertEqual(float(layer.weight.grad.abs().sum()), 0.0)
+
     def test_no_grad_and_inference(self):
         layer = xt.BlockSparseLinear(6, 4, 2)
         with torch.no_grad():

@@ -141,6 +141,18 @@ class ResampleConvTest(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "modified by an inplace operation"):
             out.sum().backward()
 
+    def test_empty_sizes(self):
+        for fshape, cshape in (((0, 30), (0, 4)), ((2, 0, 30), (0, 4)), ((2, 30), (2, 0)), ((0, 2, 30), (2, 4))):
+            with self.subTest(f=fshape, coarse=cshape):
+                f = torch.randn(*fshape, dtype=torch.float64, requires_grad=True)
+                c = torch.rand(*cshape, dtype=torch.float64, requires_grad=True)
+                out = xt.resample_conv(f, c, (0.0, 0.1, 30), xt.Response.hann(0.2))
+                self.assertEqual(out.shape, (*fshape[:-1], cshape[1]))
+                out.sum().backward()
+                self.assertEqual(f.grad.shape, f.shape)
+                self.assertEqual(c.grad.shape, c.shape)
+                self.assertEqual(float(c.grad.abs().sum()), 0.0)
+
     def test_module(self):
         f, coarse, fine = sample(N=3, A=5, B=40, batch=(2,))
         values = torch.rand(8, dtype=torch.float64)
