@@ -12,6 +12,8 @@
 #include "xgrad/ops/detail/broadcast_kernel.hpp"
 #include "xgrad/ops/detail/reduce_kernel.hpp"
 #include "xgrad/ops/detail/vec_kernel.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/shape_ops.hpp"
 
 namespace xgrad {
 
@@ -310,6 +312,7 @@ Tensor sum_forward(const Tensor& x, const Plan& p, std::int64_t divisor) {
 template <bool kMean>
 struct SumOrMean : Function<SumOrMean<kMean>> {
   static constexpr const char* kName = kMean ? "mean" : "sum";
+  static constexpr bool kDifferentiableBackward = true;  // expand (and div), recorded in grad mode
   Shape in_shape, keep_shape;
   std::int64_t count = 1;
   Tensor forward(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
@@ -323,6 +326,11 @@ struct SumOrMean : Function<SumOrMean<kMean>> {
   }
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
+    if (GradMode::is_enabled()) {  // create_graph (Note [Create graph]): the same, recorded
+      if (count == 1) return {reshape(g, in_shape)};
+      Tensor e = expand(reshape(g, keep_shape), in_shape);
+      return {kMean && count > 0 ? div(e, static_cast<double>(count)) : e};
+    }
     // Nothing was summed: the gradient is g itself, reshaped (the engine copies before any
     // in-place accumulation into a shared buffer).
     if (count == 1) return {alias_with_shape(g, in_shape)};

@@ -3114,6 +3114,18 @@ std::vector<OpInfo> build() {
                                                           {"resample_conv_sampled_points", "x"},
                                                           {"resample_conv_cos2_uniform", "x"}})
       if (op.name == n) op.int64_inputs.push_back(input);
+  // Entries whose ops support create_graph (their backwards are recorded; gradgradcheck runs).
+  // Every other entry must refuse create_graph with a clear error (OpInfo::create_graph).
+  static const std::set<std::string> kCreateGraph = {
+      "add", "sub", "mul", "div", "pow", "pow_scalar", "maximum", "minimum", "add_scalar", "sub_scalar",
+      "mul_scalar", "div_scalar", "rdiv_scalar", "neg", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu",
+      "clamp", "where", "sum_all", "sum_last", "sum_rows_keepdim", "mean_all", "mean_last", "mean_rows_keepdim",
+      "reshape", "reshape_swap", "reshape_infer", "flatten", "flatten_all", "squeeze", "squeeze_axis", "squeeze_all",
+      "unsqueeze", "permute", "transpose", "slice", "slice_step", "slice_negative", "index_select", "cat_middle",
+      "pow_scalar_int",
+      "concat", "stack", "expand", "matmul", "linear", "linear_nobias", "softmax", "log_softmax"};
+  for (auto& op : t)
+    if (kCreateGraph.count(op.name) != 0) op.create_graph = true;
   return t;
 }
 
