@@ -542,8 +542,7 @@ struct Engine {
       return;
     }
     for (std::size_t k = 0; k < node.retained_outputs_for_engine().size() && k < grads.size(); ++k)
-      if (auto impl = node.retained_outputs_for_engine()[k].lock())
-        accumulate_into_grad(*impl, grads[k], create_graph);
+      if (auto impl = node.retained_outputs_for_engine()[k].lock()) accumulate_into_grad(*impl, grads[k], create_graph);
   }
 };
 

@@ -1,9 +1,9 @@
 #include "xgrad/core/functional.hpp"
 
+#include <string>
+
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/error.hpp"
-
-#include <string>
 
 namespace xgrad {
 
@@ -84,8 +84,7 @@ Tensors jacobian(const std::function<Tensor(const Tensors&)>& fn, const Tensors&
 
 namespace {
 void check_like(const Tensors& v, const Tensors& inputs, const char* op) {
-  XGRAD_CHECK(v.size() == inputs.size(), "{}: argument 'v' has {} tensors for {} inputs", op, v.size(),
-              inputs.size());
+  XGRAD_CHECK(v.size() == inputs.size(), "{}: argument 'v' has {} tensors for {} inputs", op, v.size(), inputs.size());
   for (std::size_t i = 0; i < v.size(); ++i)
     XGRAD_CHECK(v[i].defined() && v[i].shape() == inputs[i].shape() && v[i].dtype() == inputs[i].dtype(),
                 "{}: argument 'v' tensor {} must have input {}'s shape {} and dtype {}, got {}", op, i, i,
@@ -129,7 +128,7 @@ std::pair<Tensor, Tensor> jvp(const std::function<Tensor(const Tensors&)>& fn, c
   if (!out.requires_grad()) return {out.detach(), Tensor::zeros(out.shape(), out.dtype())};
   Tensor u = Tensor::zeros(out.shape(), out.dtype()).set_requires_grad();  // the dummy seed
   const Tensors g = grad_or_zeros({out}, xs, {u}, /*create_graph=*/true);  // J^T u, linear in u
-  const Tensors jv = grad_or_zeros(g, {u}, v, /*create_graph=*/false);      // d(v . J^T u)/du = J v
+  const Tensors jv = grad_or_zeros(g, {u}, v, /*create_graph=*/false);     // d(v . J^T u)/du = J v
   return {out.detach(), jv[0]};
 }
 
@@ -158,7 +157,7 @@ std::pair<Tensor, Tensors> hvp(const std::function<Tensor(const Tensors&)>& fn, 
   Tensors r(xs.size());
   if (out.requires_grad()) {
     const Tensors g = grad_or_zeros({out}, xs, {Tensor()}, /*create_graph=*/true);  // the gradient
-    Tensors u;  // dummy seeds for g
+    Tensors u;                                                                      // dummy seeds for g
     for (const auto& x : xs) u.push_back(Tensor::zeros(x.shape(), x.dtype()).set_requires_grad());
     const Tensors uh = grad_or_zeros(g, xs, u, /*create_graph=*/true);  // u^T H, linear in u
     r = grad_or_zeros(uh, u, v, /*create_graph=*/false);                // d(u^T H v)/du = H v

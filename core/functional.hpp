@@ -47,8 +47,7 @@ std::vector<double> jacobian_matrix(const Tensor& output, const Tensors& inputs)
 /// Jacobian-vector product (forward-mode derivative along v), of the output's shape. v has one
 /// tensor per input, of its shape (torch.autograd.functional.jvp). Double-vjp construction (cost
 /// notes above). Errors: v's count, shapes or dtypes differ from the inputs'.
-std::pair<Tensor, Tensor> jvp(const std::function<Tensor(const Tensors&)>& fn, const Tensors& inputs,
-                              const Tensors& v);
+std::pair<Tensor, Tensor> jvp(const std::function<Tensor(const Tensors&)>& fn, const Tensors& inputs, const Tensors& v);
 
 /// For a scalar (one-element) fn: its value and v^T H, one tensor per input, H the Hessian with
 /// respect to all inputs together (torch.autograd.functional.vhp). v: one tensor per input.

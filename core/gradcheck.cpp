@@ -94,11 +94,15 @@ GradcheckReport gradcheck(const std::function<Tensor(const Tensors&)>& fn, const
 
 namespace {
 // The tensors flattened and concatenated into one vector (first-order backward only: gradgradcheck
-// differentiates it once, never with create_graph).
+// differentiates it once, never with create_graph). `anchor` (the seed v) is not in the output; it
+// makes the output require grad when no gradient carries history (an op whose gradient is a
+// constant, e.g. floor's zero), so that the check runs and finds the zero second derivative.
 struct ConcatFlat : Function<ConcatFlat> {
   static constexpr const char* kName = "gradgradcheck_concat";
   std::vector<Shape> shapes;
-  Tensor forward(const Tensors& xs) {
+  Shape anchor_shape;
+  Tensor forward(const Tensors& xs, const Tensor& anchor) {
+    anchor_shape = anchor.shape();
     std::int64_t n = 0;
     for (const auto& x : xs) {
       shapes.push_back(x.shape());
@@ -121,6 +125,7 @@ struct ConcatFlat : Function<ConcatFlat> {
       g += t.numel();
       out.push_back(t);
     }
+    out.push_back(Tensor::zeros(anchor_shape, kFloat64));
     return out;
   }
 };
@@ -131,8 +136,8 @@ GradcheckReport gradgradcheck(const std::function<Tensor(const Tensors&)>& fn, c
   std::vector<std::size_t> diff;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     XGRAD_CHECK(inputs[i].defined(), "gradgradcheck: input {} is undefined", i);
-    XGRAD_CHECK(inputs[i].dtype() == kFloat64, "gradgradcheck: input {} has dtype {}; gradgradcheck needs float64 inputs",
-                i, inputs[i].dtype());
+    XGRAD_CHECK(inputs[i].dtype() == kFloat64,
+                "gradgradcheck: input {} has dtype {}; gradgradcheck needs float64 inputs", i, inputs[i].dtype());
     if (inputs[i].requires_grad()) diff.push_back(i);
   }
   XGRAD_CHECK(!diff.empty(), "gradgradcheck: no input requires grad");
@@ -166,7 +171,7 @@ GradcheckReport gradgradcheck(const std::function<Tensor(const Tensors&)>& fn, c
       g = grad({y}, wrt, {in.back()}, /*retain_graph=*/std::nullopt, /*allow_unused=*/true, /*create_graph=*/true);
     for (std::size_t k = 0; k < g.size(); ++k)
       if (!g[k].defined()) g[k] = Tensor::zeros(wrt[k].shape(), kFloat64);
-    return apply<ConcatFlat>(g);
+    return apply<ConcatFlat>(g, in.back());
   };
   GradcheckReport rep = gradcheck(second, all, options);
   rep.message = "gradgradcheck (the gradient of the gradient; input " + std::to_string(inputs.size()) +

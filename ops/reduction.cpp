@@ -479,9 +479,21 @@ struct LogSumExp : Function<LogSumExp> {
     }
     return y.shape() == p.out_shape ? y : alias_with_shape(y, p.out_shape);
   }
+  static constexpr bool kDifferentiableBackward = true;
   Tensors backward(const Tensors& grads) {
     const Tensor x = saved(0), y = saved(1);
     const Tensor& g = grads[0];
+    if (GradMode::is_enabled()) {
+      // Note [Create graph]: g * exp(x - y), recorded, with y recomputed by a recorded logsumexp over
+      // the reduced axes (the saved y has the keepdim shape, not the output's, so it cannot carry
+      // the output's history).
+      std::vector<std::int64_t> axes;
+      for (std::size_t d = 0; d < keep_shape.size(); ++d)
+        if (keep_shape[d] != x.shape()[d]) axes.push_back(static_cast<std::int64_t>(d));
+      if (x.numel() == 0) return {Tensor::zeros(x.shape(), x.dtype())};
+      if (axes.empty()) return {mul(reshape(g, x.shape()), exp(sub(x, x)))};
+      return {mul(reshape(g, keep_shape), exp(sub(x, logsumexp(x, axes, /*keepdim=*/true))))};
+    }
     Tensor gx = Tensor::empty(x.shape(), x.dtype());
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;

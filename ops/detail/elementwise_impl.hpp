@@ -238,10 +238,11 @@ Tensor recorded_partial(const Tensor& g, const Tensor& a, const Tensor& b, const
     return wrt_a ? xgrad::div(g, b) : xgrad::div(xgrad::neg(xgrad::mul(g, a)), xgrad::mul(b, b));
   } else if constexpr (std::is_same_v<Op, PowOp>) {
     // torch's pow_backward: 0 where the exponent is 0 (da) or the base is 0 (db)
-    if (wrt_a) return xgrad::mul(g, xgrad::masked_fill(xgrad::mul(b, xgrad::pow(a, xgrad::sub(b, 1.0))),
-                                                       xgrad::eq(b, Tensor::zeros({}, b.dtype())), 0.0));
-    return xgrad::mul(g, xgrad::masked_fill(xgrad::mul(y, xgrad::log(a)), xgrad::eq(a, Tensor::zeros({}, a.dtype())),
-                                            0.0));
+    if (wrt_a)
+      return xgrad::mul(g, xgrad::masked_fill(xgrad::mul(b, xgrad::pow(a, xgrad::sub(b, 1.0))),
+                                              xgrad::eq(b, Tensor::zeros({}, b.dtype())), 0.0));
+    return xgrad::mul(
+        g, xgrad::masked_fill(xgrad::mul(y, xgrad::log(a)), xgrad::eq(a, Tensor::zeros({}, a.dtype())), 0.0));
   } else {  // maximum, minimum
     const Tensor m = pick_a_mask<Op>(g, a.detach(), b.detach());
     return xgrad::mul(g, wrt_a ? m : xgrad::add(xgrad::neg(m), 1.0));
@@ -395,9 +396,7 @@ struct ExpOp {
   static B vf(const B& x) {
     return xsimd::exp(x);
   }
-  static Tensor recorded_df(const Tensor& g, const Tensor& s) {
-    return xgrad::mul(g, s);
-  }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s) { return xgrad::mul(g, s); }
   template <class T>
   static T df(T g, T, T y) {
     return g * y;
@@ -410,9 +409,7 @@ struct LogOp {
   static T f(T x) {
     return std::log(x);
   }
-  static Tensor recorded_df(const Tensor& g, const Tensor& s) {
-    return xgrad::div(g, s);
-  }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s) { return xgrad::div(g, s); }
   template <class T>
   static T df(T g, T x, T) {
     return g / x;
@@ -425,9 +422,7 @@ struct SqrtOp {
   static T f(T x) {
     return std::sqrt(x);
   }
-  static Tensor recorded_df(const Tensor& g, const Tensor& s) {
-    return xgrad::div(g, xgrad::mul(s, 2.0));
-  }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s) { return xgrad::div(g, xgrad::mul(s, 2.0)); }
   template <class T>
   static T df(T g, T, T y) {
     return g / (T(2) * y);
@@ -441,7 +436,10 @@ struct AbsOp {
     return std::abs(x);
   }
   static Tensor recorded_df(const Tensor& g, const Tensor& s) {
-    return xgrad::mul(g, map1(s.detach(), [](auto v) { return v > decltype(v)(0) ? decltype(v)(1) : (v < decltype(v)(0) ? decltype(v)(-1) : decltype(v)(0)); }));
+    return xgrad::mul(g, map1(s.detach(), [](auto v) {
+                        return v > decltype(v)(0) ? decltype(v)(1)
+                                                  : (v < decltype(v)(0) ? decltype(v)(-1) : decltype(v)(0));
+                      }));
   }
   template <class T>
   static T df(T g, T x, T) {
@@ -638,7 +636,8 @@ struct Where : Function<Where> {
     const Tensor c = saved(0);
     Tensor ga, gb;
     if (GradMode::is_enabled()) {  // Note [Create graph]: g times constant 0/1 masks, recorded
-      const Tensor m = map1(c.detach(), [](auto cv) { return cv != decltype(cv)(0) ? decltype(cv)(1) : decltype(cv)(0); });
+      const Tensor m =
+          map1(c.detach(), [](auto cv) { return cv != decltype(cv)(0) ? decltype(cv)(1) : decltype(cv)(0); });
       if (needs_input_grad(1)) ga = detail::sum_to(xgrad::mul(g, m), a_shape);
       if (needs_input_grad(2)) gb = detail::sum_to(xgrad::mul(g, xgrad::add(xgrad::neg(m), 1.0)), b_shape);
       return {Tensor(), ga, gb};

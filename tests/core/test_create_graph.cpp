@@ -6,10 +6,13 @@
 
 #include "support.hpp"
 #include "xgrad/core/functional.hpp"
+#include "xgrad/ops/block_sparse_linear.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/linear.hpp"
+#include "xgrad/ops/loss.hpp"
 #include "xgrad/ops/matmul.hpp"
 #include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/resample_conv.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 #include "xgrad/ops/softmax.hpp"
 #include "xgrad/ops/unary_math.hpp"
@@ -50,7 +53,7 @@ TEST_CASE("create_graph: derivatives of x^3 to third order, through grad()", "[c
   REQUIRE(g1.requires_grad());
   REQUIRE(g1.grad_fn() != nullptr);
   const Tensor g2 = xgrad::grad({sum(g1)}, {x}, {}, std::nullopt, false, true)[0];  // 6x
-  const Tensor g3 = xgrad::grad({sum(g2)}, {x}, {})[0];                            // 6
+  const Tensor g3 = xgrad::grad({sum(g2)}, {x}, {})[0];                             // 6
   const auto xv = vec(x), v1 = vec(g1), v2 = vec(g2), v3 = vec(g3);
   for (int i = 0; i < 3; ++i) {
     CHECK(v1[i] == Approx(3 * xv[i] * xv[i]).epsilon(1e-14));
@@ -119,7 +122,7 @@ TEST_CASE("gradgradcheck passes on correct second derivatives and catches a wron
   Generator gen(11);
   const Tensor W = test::randn_leaf({3, 4}, gen), x = test::randn_leaf({4, 2}, gen), b = test::randn_leaf({3}, gen);
   const auto f = [](const Tensors& in) {
-    const Tensor h = tanh(matmul(in[0], in[1]));                                       // (3, 2)
+    const Tensor h = tanh(matmul(in[0], in[1]));                                   // (3, 2)
     return log_softmax(add(transpose(h, 0, 1), in[2]), 1) * sigmoid(sum(h, {1}));  // (2, 3)
   };
   const GradcheckReport ok = gradgradcheck(f, {W, x, b});
@@ -224,8 +227,7 @@ TEST_CASE("second derivatives match torch.autograd.grad(..., create_graph=True)"
   {
     const Tensor a = abs(Tensor::randn({3, 4}, gen, kFloat64)) + 0.5, b = Tensor::randn({4}, gen, kFloat64),
                  v = Tensor::randn({3, 4}, gen, kFloat64);
-    batch.add("div_pow_exp_broadcast", "y = torch.pow(a, b) / (a + torch.exp(b))\n" + G,
-              {{"a", a}, {"b", b}, {"v", v}},
+    batch.add("div_pow_exp_broadcast", "y = torch.pow(a, b) / (a + torch.exp(b))\n" + G, {{"a", a}, {"b", b}, {"v", v}},
               first([](const Tensors& in) { return div(pow(in[0], in[1]), add(in[0], exp(in[1]))); }, 2));
   }
   {
@@ -237,12 +239,69 @@ TEST_CASE("second derivatives match torch.autograd.grad(..., create_graph=True)"
   }
   {
     const Tensor a = Tensor::randn({2, 3}, gen, kFloat64), v = Tensor::randn({3, 2}, gen, kFloat64);
-    batch.add("shape_ops",
-              "y = torch.cat([a.T[:, :1] * a.T[:, 1:], a.T.sum(1, keepdim=True).expand(3, 1)], 1) ** 2\n" + G,
-              {{"a", a}, {"v", v}}, first([](const Tensors& in) {
-                const Tensor t = transpose(in[0], 0, 1);
-                return pow(concat({slice(t, 1, 0, 1) * slice(t, 1, 1, 2), expand(sum(t, {1}, true), {3, 1})}, 1), 2.0);
-              }, 1));
+    batch.add(
+        "shape_ops", "y = torch.cat([a.T[:, :1] * a.T[:, 1:], a.T.sum(1, keepdim=True).expand(3, 1)], 1) ** 2\n" + G,
+        {{"a", a}, {"v", v}},
+        first(
+            [](const Tensors& in) {
+              const Tensor t = transpose(in[0], 0, 1);
+              return pow(concat({slice(t, 1, 0, 1) * slice(t, 1, 1, 2), expand(sum(t, {1}, true), {3, 1})}, 1), 2.0);
+            },
+            1));
   }
   batch.run();
+}
+
+TEST_CASE("flagships: resample_conv (with respect to f) and block_sparse_linear pass gradgradcheck",
+          "[create_graph][flagship]") {
+  Generator gen(31);
+  // resample_conv: a cos^2 response on a uniform and on a non-uniform grid, fixed coarse points;
+  // the loss is quadratic in the output so that the second derivative with respect to f is not 0.
+  const double w = 0.3;
+  const Response r = Response::callable([w](double d) { return std::pow(std::cos(M_PI * d / w), 2); }, -w / 2, w / 2,
+                                        [w](double d) { return -M_PI / w * std::sin(2 * M_PI * d / w); });
+  const FineGrid uni = FineGrid::uniform(0.0, 1.0 / 29, 30);
+  const FineGrid pts =
+      FineGrid::points(Tensor::linspace(0.0, 1.0, 30, kFloat64) + Tensor::rand({30}, gen, kFloat64) * 0.01);
+  const Tensor c = Tensor::rand({3, 5}, gen, kFloat64) * 0.8 + 0.1;
+  for (const FineGrid* grid : {&uni, &pts}) {
+    INFO((grid->is_uniform() ? "uniform" : "points"));
+    const Tensor f = test::randn_leaf({2, 3, 30}, gen);
+    const auto fn = [&](const Tensors& in) {
+      const Tensor y = resample_conv(in[0], c, *grid, r);
+      return y * y;
+    };
+    const GradcheckReport rep = gradgradcheck(fn, {f});
+    INFO(rep.message);
+    CHECK(rep.ok);
+    // hvp of a scalar loss equals the dense Hessian times v (third-order machinery: hvp's double vjp)
+    const auto loss = [&](const Tensors& in) { return sum(pow(resample_conv(in[0], c, *grid, r), 2.0)); };
+    const Tensor v = Tensor::randn({2, 3, 30}, gen, kFloat64);
+    const auto [val, hv] = hvp(loss, {f}, {v});
+    // H = 2 R^T R per row: H v = 2 R^T (R v), with R v = resample_conv(v) (linear in f)
+    const Tensor want = xgrad::grad({resample_conv(f, c, *grid, r)}, {f}, {resample_conv(v, c, *grid, r) * 2.0})[0];
+    CHECK(allclose(hv[0], want, 1e-12, 1e-12));
+  }
+  // coarse points requiring grad: create_graph is refused with the reason
+  const Tensor f = test::randn_leaf({3, 30}, gen);
+  const Tensor cg = c.clone_data().set_requires_grad();
+  const Tensor y = sum(pow(resample_conv(f, cg, uni, r), 2.0));
+  require_error(
+      [&] {
+        (void)xgrad::grad({y}, {f, cg}, {}, std::nullopt, false, true);
+      },
+      {"resample_conv", "create_graph", "f only", "coarse points"});
+  // ... and the f-only second derivative does not silently drop the coarse dependence later
+  const Tensor gf = xgrad::grad({y}, {f}, {}, std::nullopt, false, true)[0];
+  require_error([&] { (void)xgrad::grad({sum(gf)}, {cg}); }, {"resample_conv", "coarse points", "not supported"});
+
+  // block_sparse_linear with a bias, on a pattern of unequal blocks, and a nonlinear loss
+  const BlockSparsePattern pattern = BlockSparsePattern::from_block_coords(
+      InFeatures{6}, OutFeatures{4}, BlockSize{InFeatures{2}, OutFeatures{2}}, {{0, 0}, {0, 2}, {1, 1}});
+  const Tensor x = test::randn_leaf({3, 6}, gen), W = test::randn_leaf(pattern.weight_shape(), gen),
+               b = test::randn_leaf({4}, gen);
+  const GradcheckReport bs = gradgradcheck(
+      [&](const Tensors& in) { return tanh(block_sparse_linear(in[0], in[1], in[2], pattern)); }, {x, W, b});
+  INFO(bs.message);
+  CHECK(bs.ok);
 }
