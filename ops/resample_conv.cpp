@@ -510,8 +510,9 @@ struct ResampleConvFn : Function<ResampleConvFn> {
                   "it is not supported when the gradient with respect to the {} is asked (detach them, or use "
                   "create_graph=false)",
                   needs_input_grad(1) ? "coarse points" : "sampled response values");
-      return {needs_input_grad(0) ? apply<ResampleConvTransposeFn>(g, coarse, values, grid, response, options, f_shape)
-                                  : Tensor(),
+      return {needs_input_grad(0)
+                  ? xgrad::apply<ResampleConvTransposeFn>(g, coarse, values, grid, response, options, f_shape)
+                  : Tensor(),
               Tensor(), Tensor()};
     }
     const std::vector<double> c = coarse.to_vector();
@@ -580,7 +581,7 @@ Tensors ResampleConvTransposeFn::backward(const Tensors& grads) {
               "to them) is not supported",
               needs_input_grad(1) ? "coarse points" : "sampled response values");
   const Tensor coarse = saved(0), values = saved(1);
-  return {apply<ResampleConvFn>(grads[0], coarse, values, grid, response, options), Tensor(), Tensor()};
+  return {xgrad::apply<ResampleConvFn>(grads[0], coarse, values, grid, response, options), Tensor(), Tensor()};
 }
 
 }  // namespace

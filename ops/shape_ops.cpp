@@ -316,7 +316,7 @@ struct Slice : Function<Slice> {
   }
   static constexpr bool kDifferentiableBackward = true;  // through ScatterRows in grad mode
   Tensors backward(const Tensors& grads) {
-    if (GradMode::is_enabled()) return {apply<ScatterRows>(grads[0], x_shape, axis, pos, true)};
+    if (GradMode::is_enabled()) return {xgrad::apply<ScatterRows>(grads[0], x_shape, axis, pos, true)};
     return {scatter_add_rows(grads[0], x_shape, axis, pos, true)};
   }
 };
@@ -339,13 +339,13 @@ struct IndexSelect : Function<IndexSelect> {
   }
   static constexpr bool kDifferentiableBackward = true;  // through ScatterRows in grad mode
   Tensors backward(const Tensors& grads) {
-    if (GradMode::is_enabled()) return {apply<ScatterRows>(grads[0], x_shape, axis, pos, distinct)};
+    if (GradMode::is_enabled()) return {xgrad::apply<ScatterRows>(grads[0], x_shape, axis, pos, distinct)};
     return {scatter_add_rows(grads[0], x_shape, axis, pos, distinct)};
   }
 };
 
 Tensors ScatterRows::backward(const Tensors& grads) {
-  if (GradMode::is_enabled()) return {apply<IndexSelect>(grads[0], axis, pos)};
+  if (GradMode::is_enabled()) return {xgrad::apply<IndexSelect>(grads[0], axis, pos)};
   return {gather_rows(grads[0], axis, pos, static_cast<std::int64_t>(pos.size()))};
 }
 

@@ -252,7 +252,11 @@ Tensor recorded_partial(const Tensor& g, const Tensor& a, const Tensor& b, const
 template <class Op>
 struct Binary : Function<Binary<Op>> {
   static constexpr const char* kName = Op::kName;
-  static constexpr bool kDifferentiableBackward = true;
+  // Note [Create graph]: the ops of this file; others built on Binary (atan2, fmod, remainder of two
+  // tensors) have no recorded partials and are refused.
+  static constexpr bool kDifferentiableBackward =
+      std::is_same_v<Op, AddOp> || std::is_same_v<Op, SubOp> || std::is_same_v<Op, MulOp> ||
+      std::is_same_v<Op, DivOp> || std::is_same_v<Op, PowOp> || std::is_same_v<Op, MaxOp> || std::is_same_v<Op, MinOp>;
   Tensor forward(const Tensor& a, const Tensor& b) {
     check_binary(Op::kName, a, b);
     const auto op = [](auto x, auto z) { return Op::f(x, z); };
@@ -269,7 +273,7 @@ struct Binary : Function<Binary<Op>> {
     const Shape& a_shape = this->input_meta()[0].shape;
     const Shape& b_shape = this->input_meta()[1].shape;
     Tensor ga, gb;
-    if constexpr (!std::is_same_v<Op, AddOp> && !std::is_same_v<Op, SubOp>) {
+    if constexpr (kDifferentiableBackward && !std::is_same_v<Op, AddOp> && !std::is_same_v<Op, SubOp>) {
       if (GradMode::is_enabled()) {
         const Tensor a = this->saved(0);
         const Tensor b = this->saved(1);
