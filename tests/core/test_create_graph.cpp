@@ -250,6 +250,28 @@ TEST_CASE("second derivatives match torch.autograd.grad(..., create_graph=True)"
             },
             1));
   }
+  {
+    // torch.autograd.functional: hvp, vhp, hessian and jvp of the same functions (values only)
+    const Tensor a = Tensor::randn({4}, gen, kFloat64), v = Tensor::randn({4}, gen, kFloat64);
+    const std::string F = "f = lambda x: (torch.log_softmax(x, 0) * x).sum() + (torch.tanh(x) ** 3).sum()\n";
+    const auto f = [](const Tensors& in) { return sum(log_softmax(in[0], 0) * in[0]) + sum(pow(tanh(in[0]), 3.0)); };
+    batch.add("functional_hvp", F + "out = torch.autograd.functional.hvp(f, a, v)[1]",
+              {{"a", a, false}, {"v", v, false}},
+              [f](const Tensors& in) { return hvp(f, {in[0]}, {in[1]}).second[0]; });
+    batch.add("functional_vhp", F + "out = torch.autograd.functional.vhp(f, a, v)[1]",
+              {{"a", a, false}, {"v", v, false}},
+              [f](const Tensors& in) { return vhp(f, {in[0]}, {in[1]}).second[0]; });
+    batch.add("functional_hessian", F + "out = torch.autograd.functional.hessian(f, a)", {{"a", a, false}},
+              [f](const Tensors& in) { return hessian(f, {in[0]})[0][0]; });
+    const Tensor W = Tensor::randn({3, 4}, gen, kFloat64);
+    batch.add("functional_jvp",
+              "out = torch.autograd.functional.jvp(lambda x: torch.softmax(W @ x, 0) * x[:3], a, v)[1]",
+              {{"a", a, false}, {"v", v, false}, {"W", W, false}}, [](const Tensors& in) {
+                return jvp([&](const Tensors& x) { return softmax(matmul(in[2], x[0]), 0) * slice(x[0], 0, 0, 3); },
+                           {in[0]}, {in[1]})
+                    .second;
+              });
+  }
   batch.run();
 }
 
