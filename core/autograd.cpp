@@ -16,6 +16,8 @@ namespace xgrad {
 namespace {
 thread_local bool t_grad_enabled = true;
 thread_local const char* t_current_op = nullptr;  // Note [Op name in dtype errors]
+// The node whose backward the engine runs in this thread under create_graph (Note [Saved tensors]).
+thread_local const std::shared_ptr<Node>* t_running_node = nullptr;
 std::atomic<std::uint64_t> g_sequence{1};
 }  // namespace
 
@@ -112,7 +114,23 @@ void GraphBuilder::set_history(const std::shared_ptr<Node>& node, std::span<Tens
     out.impl()->grad_fn = node;
     out.impl()->output_nr = static_cast<std::uint32_t>(k);
   }
+  node->bind_saved_outputs(std::span<const Tensor>(outputs.data(), outputs.size()));
 }
+
+namespace detail {
+bool same_tensor_data(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.impl()->storage == b.impl()->storage && a.impl()->shape == b.impl()->shape &&
+         a.impl()->dtype == b.impl()->dtype;
+}
+
+Tensor saved_output_with_history(const Node& node, const Tensor& alias, std::uint32_t output_nr) {
+  if (t_running_node == nullptr || t_running_node->get() != &node) return alias;
+  Tensor t = alias.detach();
+  t.impl()->grad_fn = *t_running_node;
+  t.impl()->output_nr = output_nr;
+  return t;
+}
+}  // namespace detail
 
 void Tensor::retain_grad() {
   check_defined("retain_grad");
@@ -161,12 +179,40 @@ namespace {
 
 bool exclusively_owned(const Tensor& t) { return t.impl().use_count() == 1 && t.impl()->storage.use_count() == 1; }
 
+// acc + g recorded on the tape (Note [Create graph]): the sum of two gradients that carry history.
+struct GradSum : Function<GradSum> {
+  static constexpr const char* kName = "add";
+  static constexpr bool kDifferentiableBackward = true;
+  Tensor forward(const Tensor& a, const Tensor& b) {
+    Tensor out = a.clone_data();
+    dispatch(out.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* p = out.data<T>();
+      const T* q = b.data<T>();
+      for (std::int64_t i = 0, n = out.numel(); i < n; ++i) p[i] += q[i];
+    });
+    return out;
+  }
+  Tensors backward(const Tensors& grads) { return {grads[0], grads[0]}; }
+};
+
+bool has_history(const Tensor& t) { return t.defined() && (t.impl()->grad_fn || t.impl()->requires_grad); }
+
+Tensor recorded_sum(const Tensor& a, const Tensor& b) {
+  AutoGradMode grad_mode(true);
+  return apply<GradSum>(a, b);
+}
+
 // Adds g into acc: takes g when acc is empty, adds in place into whichever of the two buffers is
 // owned by nobody else (float addition is commutative, so acc + g and g + acc are the same bits),
 // and copies only when both are shared.
-void accumulate(Tensor& acc, Tensor&& g) {
+void accumulate(Tensor& acc, Tensor&& g, bool create_graph = false) {
   if (!acc.defined()) {
     acc = std::move(g);
+    return;
+  }
+  if (create_graph && (has_history(acc) || has_history(g))) {
+    acc = recorded_sum(acc, g);
     return;
   }
   if (!exclusively_owned(acc)) {
@@ -216,7 +262,22 @@ void add_in_place(Tensor& acc, const Tensor& g) {
 // accumulation cannot leak into another tensor, and never writes into the buffer .grad held before,
 // which a reader on another thread may hold. The add runs under the leaf's lock, the copy (if any)
 // before it.
-void accumulate_into_grad(TensorImpl& impl, Tensor g) {
+void accumulate_into_grad(TensorImpl& impl, Tensor g, bool create_graph = false) {
+  if (create_graph && has_history(g)) {
+    // Note [Create graph]: .grad becomes the recorded sum (a new tensor with history); the buffer
+    // .grad held before is only read.
+    std::shared_ptr<TensorImpl> previous;
+    std::lock_guard<std::mutex> lock(detail::grad_mutex(&impl));
+    if (impl.grad) {
+      XGRAD_CHECK(impl.grad->shape == g.impl()->shape && impl.grad->dtype == g.impl()->dtype,
+                  "backward: the accumulated .grad has shape {} {} but the new gradient has shape {} {}",
+                  shape_str(impl.grad->shape), impl.grad->dtype, shape_str(g.shape()), g.dtype());
+      g = recorded_sum(Tensor(impl.grad), g);
+    }
+    previous = g.impl();
+    impl.grad.swap(previous);
+    return;
+  }
   if (!exclusively_owned(g) || g.grad_fn()) g = g.clone_data();
   std::shared_ptr<TensorImpl> previous = g.impl();
   {
@@ -308,6 +369,15 @@ struct InputMaskScope {
 
 namespace {
 
+// Publishes the node the engine runs under create_graph (Note [Saved tensors]).
+struct RunningNodeScope {
+  const std::shared_ptr<Node>* prev;
+  explicit RunningNodeScope(const std::shared_ptr<Node>& n) : prev(t_running_node) { t_running_node = &n; }
+  ~RunningNodeScope() { t_running_node = prev; }
+  RunningNodeScope(const RunningNodeScope&) = delete;
+  RunningNodeScope& operator=(const RunningNodeScope&) = delete;
+};
+
 struct Engine {
   std::vector<Task> tasks;
   PtrIndex<Node> index;
@@ -317,6 +387,7 @@ struct Engine {
   // For autograd::grad: capture gradients of chosen tensors instead of writing .grad.
   std::unordered_map<const TensorImpl*, Tensor>* captures = nullptr;
   std::unordered_map<const Node*, std::vector<std::pair<std::uint32_t, const TensorImpl*>>> capture_outputs;
+  bool create_graph = false;  // Note [Create graph]
 
   std::size_t task_of(const std::shared_ptr<Node>& n) {
     const std::size_t found = index.find(n.get());
@@ -357,15 +428,15 @@ struct Engine {
   void deliver_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor&& g) {
     if (captures) {
       auto it = captures->find(leaf.get());
-      if (it != captures->end()) accumulate(it->second, std::move(g));
+      if (it != captures->end()) accumulate(it->second, std::move(g), create_graph);
       return;
     }
-    accumulate(slot_of(leaf).sum, std::move(g));
+    accumulate(slot_of(leaf).sum, std::move(g), create_graph);
   }
 
-  static void flush(LeafSlot& slot) {
+  void flush(LeafSlot& slot) const {
     if (!slot.sum.defined()) return;
-    accumulate_into_grad(*slot.leaf, std::move(slot.sum));
+    accumulate_into_grad(*slot.leaf, std::move(slot.sum), create_graph);
     slot.sum = Tensor();
   }
 
@@ -425,7 +496,17 @@ struct Engine {
       }
       if (runs) {
         Tensors in_grads;
-        {
+        if (create_graph) {
+          XGRAD_CHECK(node.supports_create_graph(),
+                      "{}: create_graph=true (a differentiable backward, for higher-order gradients) is not supported "
+                      "by this op: its backward is not written with differentiable ops (docs/concepts.md lists the "
+                      "ops that support it)",
+                      node.name());
+          detail::InputMaskScope scope(node, mask);
+          AutoGradMode grad_mode(true);
+          RunningNodeScope running(task.node);
+          in_grads = node.apply(std::move(task.grads));
+        } else {
           detail::InputMaskScope scope(node, mask);
           in_grads = node.apply(std::move(task.grads));
         }
@@ -437,7 +518,7 @@ struct Engine {
           check_grad(node, i, in_grads[i]);
           if (e.fn) {
             Task& dst = tasks[index.at(e.fn.get())];
-            accumulate(dst.grads[e.input_nr], std::move(in_grads[i]));
+            accumulate(dst.grads[e.input_nr], std::move(in_grads[i]), create_graph);
           } else {
             deliver_leaf(e.leaf, std::move(in_grads[i]));
           }
@@ -455,13 +536,13 @@ struct Engine {
       auto it = capture_outputs.find(&node);
       if (it != capture_outputs.end())
         for (auto [k, impl] : it->second) {
-          Tensor copy = grads[k].clone_data();
-          accumulate((*captures)[impl], std::move(copy));
+          Tensor copy = create_graph && has_history(grads[k]) ? grads[k] : grads[k].clone_data();
+          accumulate((*captures)[impl], std::move(copy), create_graph);
         }
       return;
     }
     for (std::size_t k = 0; k < node.retained_outputs_for_engine().size() && k < grads.size(); ++k)
-      if (auto impl = node.retained_outputs_for_engine()[k].lock()) accumulate_into_grad(*impl, grads[k]);
+      if (auto impl = node.retained_outputs_for_engine()[k].lock()) accumulate_into_grad(*impl, grads[k], create_graph);
   }
 };
 
@@ -499,9 +580,9 @@ void seed_roots(Engine& eng, const Tensors& roots, const Tensors& grad_roots, co
     if (r.grad_fn()) {
       Task& t = eng.tasks[eng.index.at(r.grad_fn().get())];
       Tensor copy = s;
-      accumulate(t.grads[r.impl()->output_nr], std::move(copy));
+      accumulate(t.grads[r.impl()->output_nr], std::move(copy), eng.create_graph);
     } else {
-      eng.deliver_leaf(r.impl(), s.clone_data());
+      eng.deliver_leaf(r.impl(), eng.create_graph && has_history(s) ? s : s.clone_data());
     }
   }
 }
@@ -510,17 +591,20 @@ void seed_roots(Engine& eng, const Tensors& roots, const Tensors& grad_roots, co
 
 const std::vector<std::weak_ptr<TensorImpl>>& Node::retained_outputs_for_engine() const { return retained_outputs_; }
 
-void run_backward(const Tensors& roots, const Tensors& grad_roots, bool retain_graph) {
+void run_backward(const Tensors& roots, const Tensors& grad_roots, std::optional<bool> retain_graph,
+                  bool create_graph) {
   NoGradGuard no_grad;
   Engine eng;
+  eng.create_graph = create_graph;
   seed_roots(eng, roots, grad_roots, "backward");
-  eng.run(retain_graph);
+  eng.run(retain_graph.value_or(create_graph));
 }
 
-Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_outputs, bool retain_graph,
-             bool allow_unused) {
+Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_outputs,
+             std::optional<bool> retain_graph, bool allow_unused, bool create_graph) {
   NoGradGuard no_grad;
   Engine eng;
+  eng.create_graph = create_graph;
   std::unordered_map<const TensorImpl*, Tensor> captures;
   for (const auto& in : inputs) {
     XGRAD_CHECK(in.defined() && in.requires_grad(), "grad: input of shape {} does not require grad",
@@ -530,7 +614,7 @@ Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_
   }
   eng.captures = &captures;
   seed_roots(eng, outputs, grad_outputs, "grad");
-  eng.run(retain_graph);
+  eng.run(retain_graph.value_or(create_graph));
   Tensors result;
   for (const auto& in : inputs) {
     Tensor g = captures[in.impl().get()];

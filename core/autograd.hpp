@@ -14,9 +14,25 @@
 // history (same storage, no grad_fn), so saving an op's output makes no reference cycle. Any other
 // tensor (a leaf that requires grad, or an earlier op's output) is saved as is: it can never be
 // given this op's history (set_history detaches such outputs first), and skipping the alias saves
-// two heap allocations per saved input. Backward code must not rely on saved tensors having no
-// history; it runs in no-grad mode anyway. Double backward (create_graph) is not supported:
-// backward functions run in no-grad mode.
+// two heap allocations per saved input. When a saved alias turns out to be one of the op's own
+// outputs (checked once, when the outputs get their history: same storage, shape and dtype), the
+// node remembers which output it is; saved() in a create_graph backward then returns it WITH its
+// history (grad_fn = this node, taken from the engine's reference to the running node), as
+// PyTorch's SavedVariable keeps a weak reference to its grad_fn. No cycle: the node never owns it.
+//
+// Note [Create graph]: backward(..., create_graph=true) and grad(..., create_graph=true) run every
+// node's backward in grad mode, so a backward written with differentiable ops records its own
+// graph and the gradients it returns carry history (higher-order derivatives, to any order).
+// Gradients flowing into one tensor are summed with a recorded add when either carries history,
+// and a leaf's .grad becomes the (recorded) sum, as torch's AccumulateGrad does. retain_graph
+// defaults to create_graph. A Function declares that its backward is differentiable with
+//   static constexpr bool kDifferentiableBackward = true;
+// the default is false, and the engine refuses create_graph through any node whose op has not
+// declared it, with an xgrad::Error naming the op: a backward that writes its result with a raw
+// kernel returns a tensor without history, and its second derivative would be silently wrong.
+// The usual way to get a differentiable backward without slowing the first-order one is a branch
+// on GradMode::is_enabled() (true only in a create_graph backward): raw kernels when off, public
+// differentiable ops when on. docs/concepts.md lists the ops that support it.
 //
 // Note [Leaf accumulation]: within one backward the engine sums every contribution to a leaf (in the
 // fixed order of Note [The tape]) and adds that one sum into the leaf's .grad when the last node
@@ -38,6 +54,7 @@
 #include <concepts>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -110,6 +127,12 @@ class Node {
   virtual Tensors apply(Tensors&& grad_outputs) = 0;
   /// Frees saved tensors after a backward without retain_graph.
   virtual void release_saved() { released_ = true; }
+  /// True when this op's backward is written with differentiable ops, so that it can run under
+  /// create_graph (Note [Create graph]). False unless the op declares kDifferentiableBackward.
+  virtual bool supports_create_graph() const { return false; }
+  /// Called once the outputs have their history: lets saved aliases of outputs find their output
+  /// number (Note [Saved tensors]).
+  virtual void bind_saved_outputs(std::span<const Tensor> /*outputs*/) {}
 
   /// True when input i needs a gradient: it requires grad and, during a grad() run, leads to a
   /// requested input (Note [Pruned grad]).
@@ -129,7 +152,7 @@ class Node {
  private:
   friend struct GraphBuilder;
   friend class Tensor;
-  friend void run_backward(const Tensors&, const Tensors&, bool);
+  friend void run_backward(const Tensors&, const Tensors&, std::optional<bool>, bool);
   friend struct detail::InputMaskScope;
   std::uint64_t sequence_nr_ = 0;
   const std::uint8_t* input_mask_ = nullptr;  // set by the engine while a pruned grad() runs this node
@@ -140,14 +163,19 @@ class Node {
 };
 
 /// Runs backward from several roots at once with their seed gradients (undefined = ones for
-/// one-element roots). This is what Tensor::backward calls.
-void run_backward(const Tensors& roots, const Tensors& grad_roots, bool retain_graph = false);
+/// one-element roots). This is what Tensor::backward calls. create_graph records the backward
+/// (Note [Create graph]); retain_graph defaults to create_graph.
+void run_backward(const Tensors& roots, const Tensors& grad_roots, std::optional<bool> retain_graph = std::nullopt,
+                  bool create_graph = false);
 
 /// Computes and returns d(outputs)/d(inputs) without touching .grad (like torch::autograd::grad).
 /// Inputs that the outputs do not depend on get an undefined tensor unless allow_unused is false,
-/// in which case that is an error.
-Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_outputs = {}, bool retain_graph = false,
-             bool allow_unused = false);
+/// in which case that is an error. With create_graph the returned gradients carry history and can
+/// be differentiated again (Note [Create graph]); grad_outputs may then require grad themselves.
+/// retain_graph defaults to create_graph. (Argument order: torch's is create_graph before
+/// allow_unused; here allow_unused came first and keeps its place.)
+Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_outputs = {},
+             std::optional<bool> retain_graph = std::nullopt, bool allow_unused = false, bool create_graph = false);
 
 // ---- the extension API --------------------------------------------------------------------------
 /// Base of every differentiable op. A Function is a Node with typed state: write
@@ -189,8 +217,17 @@ class Function : public Node {
   void release_saved() override {
     saved_.clear();
     saved_versions_.clear();
+    saved_output_nr_.clear();
     released_ = true;
   }
+
+  bool supports_create_graph() const override {
+    if constexpr (requires { Derived::kDifferentiableBackward; })
+      return Derived::kDifferentiableBackward;
+    else
+      return false;
+  }
+  void bind_saved_outputs(std::span<const Tensor> outputs) override;
 
   Tensors apply(Tensors&& grad_outputs) final { return static_cast<Derived*>(this)->backward(grad_outputs); }
 
@@ -200,8 +237,12 @@ class Function : public Node {
     saved_.reserve(saved_.size() + more);
     saved_versions_.reserve(saved_versions_.size() + more);
   }
+  Tensor unpack(std::size_t i) const;
   std::vector<Tensor> saved_;
   std::vector<std::uint32_t> saved_versions_;
+  // saved_output_nr_[i] = 1 + output number when saved tensor i is an alias of that output, else 0
+  // (empty when no saved tensor is an output: the usual case, no allocation).
+  std::vector<std::uint32_t> saved_output_nr_;
 };
 
 namespace detail {
@@ -246,6 +287,11 @@ void store_grad(TensorImpl& impl, std::shared_ptr<TensorImpl> grad);
 
 /// True when `t` could still be given the history of the op being recorded (see Note [Saved tensors]).
 inline bool may_become_output(const Tensor& t) { return !t.impl()->grad_fn && !t.impl()->requires_grad; }
+/// A saved alias of `node`'s output `output_nr` with that history, when `node` is the node the
+/// engine is running in a create_graph backward; else `alias` itself (Note [Saved tensors]).
+Tensor saved_output_with_history(const Node& node, const Tensor& alias, std::uint32_t output_nr);
+/// True when storage, shape and dtype are the same (a saved alias of an output).
+bool same_tensor_data(const Tensor& a, const Tensor& b);
 }  // namespace detail
 
 template <class Derived>
@@ -260,16 +306,41 @@ void Function<Derived>::save_one(const Tensor& t) {
 }
 
 template <class Derived>
+Tensor Function<Derived>::unpack(std::size_t i) const {
+  if (i < saved_output_nr_.size() && saved_output_nr_[i] != 0 && GradMode::is_enabled())
+    return detail::saved_output_with_history(*this, saved_[i], saved_output_nr_[i] - 1);
+  return saved_[i];
+}
+
+template <class Derived>
+void Function<Derived>::bind_saved_outputs(std::span<const Tensor> outputs) {
+  for (std::size_t i = 0; i < saved_.size(); ++i) {
+    const Tensor& t = saved_[i];
+    if (!t.defined() || !detail::may_become_output(t)) continue;
+    for (std::size_t k = 0; k < outputs.size(); ++k) {
+      if (!detail::same_tensor_data(t, outputs[k])) continue;
+      if (saved_output_nr_.empty()) saved_output_nr_.assign(saved_.size(), 0);
+      saved_output_nr_[i] = static_cast<std::uint32_t>(k + 1);
+      break;
+    }
+  }
+}
+
+template <class Derived>
 Tensors Function<Derived>::saved() const {
   for (std::size_t i = 0; i < saved_.size() || (released_ && i == 0); ++i)
     detail::check_saved(*this, released_, saved_, saved_versions_, i);
-  return saved_;
+  if (saved_output_nr_.empty()) return saved_;
+  Tensors out;
+  out.reserve(saved_.size());
+  for (std::size_t i = 0; i < saved_.size(); ++i) out.push_back(unpack(i));
+  return out;
 }
 
 template <class Derived>
 Tensor Function<Derived>::saved(std::size_t i) const {
   detail::check_saved(*this, released_, saved_, saved_versions_, i);
-  return saved_[i];
+  return unpack(i);
 }
 
 /// Wires a forward's outputs into the graph. Used by apply(); public so that ops with unusual

@@ -1,5 +1,7 @@
 #pragma once
-// Finite-difference gradient check (central differences), like torch.autograd.gradcheck.
+// Finite-difference gradient checks (central differences), like torch.autograd.gradcheck and
+// gradgradcheck.
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -31,5 +33,15 @@ struct GradcheckReport {
 /// restored afterwards.
 GradcheckReport gradcheck(const std::function<Tensor(const Tensors&)>& fn, const Tensors& inputs,
                           const GradcheckOptions& options = {});
+
+/// Second-order check, like torch.autograd.gradgradcheck: gradcheck of the function
+///   G(inputs, v) = grad(fn(inputs), inputs that require grad, v, create_graph=true)
+/// (all those gradients flattened into one vector, zeros for an input fn does not use), with
+/// respect to the inputs that require grad and to v, the seed of fn's output. v is a fixed
+/// pseudo-random tensor of the output's shape (values in [-1, 1], from `seed`); it is checked as an
+/// input too, as torch does. Float64 only. Every op on the way must support create_graph (Note
+/// [Create graph] in core/autograd.hpp); one that does not makes this throw its xgrad::Error.
+GradcheckReport gradgradcheck(const std::function<Tensor(const Tensors&)>& fn, const Tensors& inputs,
+                              const GradcheckOptions& options = {}, std::uint64_t seed = 0);
 
 }  // namespace xgrad

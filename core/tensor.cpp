@@ -339,9 +339,9 @@ Tensor Tensor::detach() const {
   return alias_with_shape(*this, impl_->shape);
 }
 
-void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+void Tensor::backward(const Tensor& grad, std::optional<bool> retain_graph, bool create_graph) const {
   check_defined("backward");
-  run_backward({*this}, {grad}, retain_graph);
+  run_backward({*this}, {grad}, retain_graph, create_graph);
 }
 
 // ---- in-place -----------------------------------------------------------------------------------
@@ -444,12 +444,16 @@ Tensor convert(const Tensor& x, Dtype to) {
 // y = x converted to dtype; dx = dy converted back.
 struct ToDtype : Function<ToDtype> {
   static constexpr const char* kName = "to";
+  static constexpr bool kDifferentiableBackward = true;  // Note [Create graph]: .to() records itself
   Dtype from = kFloat32;
   Tensor forward(const Tensor& x, Dtype to) {
     from = x.dtype();
     return convert(x, to);
   }
-  Tensors backward(const Tensors& g) { return {convert(g[0], from)}; }
+  Tensors backward(const Tensors& g) {
+    if (GradMode::is_enabled()) return {g[0].to(from)};
+    return {convert(g[0], from)};
+  }
 };
 }  // namespace
 

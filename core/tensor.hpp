@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -148,7 +149,11 @@ class Tensor {
   /// A tensor sharing this one's storage, with no history and requires_grad false.
   Tensor detach() const;
   /// Runs reverse-mode differentiation from this tensor. A non-scalar tensor needs `grad`.
-  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+  /// create_graph records the backward itself, so the accumulated .grad carries history and can
+  /// be differentiated again; retain_graph defaults to create_graph (as torch). Note [Create graph]
+  /// in core/autograd.hpp.
+  void backward(const Tensor& grad = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
 
   // ---- in-place (bump the version counter; refuse leaves that require grad in grad mode) ----
   /// Any dtype (value converted by convert_value).

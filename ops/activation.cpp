@@ -22,6 +22,10 @@ struct SiluOp {
   static B vf(const B& x, const Params&) {
     return x / (B(elem_t<B>(1)) + xsimd::exp(-x));
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& x, const Params&) {
+    const Tensor s = sigmoid(x);
+    return mul(g, mul(s, add(mul(x, add(neg(s), 1.0)), 1.0)));
+  }
   template <class B>
   static B vdf(const B& g, const B& x, const Params&) {
     const B one(elem_t<B>(1));
@@ -40,6 +44,10 @@ struct LeakyReluOp {
   template <class B>
   static B vf(const B& x, const Params& p) {
     return xsimd::select(x > B(elem_t<B>(0)), x, x * B(static_cast<elem_t<B>>(p.slope)));
+  }
+  static Tensor recorded_df(const Tensor& g, const Tensor& x, const Params& p) {
+    const Tensor m = gt(x.detach(), Tensor::zeros({}, x.dtype())).to(x.dtype());  // constant 0/1
+    return mul(g, add(mul(m, 1.0 - p.slope), p.slope));
   }
   template <class B>
   static B vdf(const B& g, const B& x, const Params& p) {
@@ -64,6 +72,11 @@ B elu_backward(const B& g, const B& x, const EluParams& p) {
   const B neg = g * B(static_cast<T>(p.alpha * p.scale)) * xsimd::exp(x);
   return xsimd::select(x <= B(T(0)), neg, g * B(static_cast<T>(p.scale)));
 }
+// Note [Create graph]: the elu/selu derivative, recorded: g*alpha*scale*e^x where x <= 0, else g*scale.
+inline Tensor recorded_elu_df(const Tensor& g, const Tensor& x, const EluParams& p) {
+  const Tensor m = le(x.detach(), Tensor::zeros({}, x.dtype())).to(x.dtype());  // constant 0/1
+  return mul(g, add(mul(mul(m, exp(x)), p.alpha * p.scale), mul(add(neg(m), 1.0), p.scale)));
+}
 struct EluOp {
   static constexpr const char* kName = "elu";
   static constexpr Saves kSaves = Saves::input;
@@ -72,6 +85,7 @@ struct EluOp {
   static B vf(const B& x, const Params& p) {
     return elu_forward(x, p);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& x, const Params& p) { return recorded_elu_df(g, x, p); }
   template <class B>
   static B vdf(const B& g, const B& x, const Params& p) {
     return elu_backward(g, x, p);
@@ -85,6 +99,7 @@ struct SeluOp {
   static B vf(const B& x, const Params& p) {
     return elu_forward(x, p);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& x, const Params& p) { return recorded_elu_df(g, x, p); }
   template <class B>
   static B vdf(const B& g, const B& x, const Params& p) {
     return elu_backward(g, x, p);
@@ -107,6 +122,12 @@ struct HardtanhOp {
     const B lo(static_cast<T>(p.lo)), hi(static_cast<T>(p.hi));
     return xsimd::select(x < lo, lo, xsimd::select(x > hi, hi, x));  // NaN stays NaN
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& x, const Params& p) {
+    const Tensor xd = x.detach();
+    const Tensor m =
+        logical_or(le(xd, Tensor::full({}, p.lo, x.dtype())), ge(xd, Tensor::full({}, p.hi, x.dtype()))).to(x.dtype());
+    return mul(g, add(neg(m), 1.0));
+  }
   template <class B>
   static B vdf(const B& g, const B& x, const Params& p) {
     using T = elem_t<B>;
@@ -126,6 +147,7 @@ struct LogsigmoidOp {
     using T = elem_t<B>;
     return xsimd::min(x, B(T(0))) - xsimd::log1p(xsimd::exp(-xsimd::abs(x)));
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& x, const Params&) { return mul(g, sigmoid(neg(x))); }
   template <class B>
   static B vdf(const B& g, const B& x, const Params&) {
     using T = elem_t<B>;

@@ -11,6 +11,9 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/ops/detail/block_sparse_kernels.hpp"
+#include "xgrad/ops/matmul.hpp"
+#include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/shape_ops.hpp"
 
 namespace xgrad {
 
@@ -339,9 +342,42 @@ struct BlockSparseLinearFn : Function<BlockSparseLinearFn> {
     return y;
   }
 
+  static constexpr bool kDifferentiableBackward = true;
+
+  // Note [Create graph]: the three products recorded with differentiable ops, through the dense W:
+  // W = the packed values gathered (index_select, with a zero appended for the entries outside the
+  // pattern), dx = g W, dW = the stored entries of g^T x gathered back into the packed layout,
+  // db = column sums of g. O(out * in) memory: this path is for second derivatives, not speed.
+  Tensors recorded_backward(const Tensor& g, const Tensors& s) {
+    const std::int64_t m = batch_rows(x_shape), in = pattern.in_features(), out = pattern.out_features();
+    const std::int64_t packed = shape_numel(pattern.weight_shape());
+    std::vector<std::int64_t> dense_src(static_cast<std::size_t>(out * in), packed),
+        packed_pos(static_cast<std::size_t>(packed));
+    for (const auto& b : pattern.blocks())
+      for (std::int64_t i = 0; i < b.rows; ++i)
+        for (std::int64_t j = 0; j < b.cols; ++j) {
+          const std::int64_t k = b.offset + i * b.cols + j, d = (b.row + i) * in + b.col + j;
+          dense_src[static_cast<std::size_t>(d)] = k;
+          packed_pos[static_cast<std::size_t>(k)] = d;
+        }
+    const Tensor g2 = reshape(g, {m, out});
+    Tensors res(3);
+    if (needs_input_grad(0)) {
+      const Tensor wz = concat({reshape(s[1], {packed}), Tensor::zeros({1}, g.dtype())}, 0);
+      res[0] = reshape(matmul(g2, reshape(index_select(wz, 0, dense_src), {out, in})), x_shape);
+    }
+    if (needs_input_grad(1)) {
+      const Tensor dw = reshape(matmul(transpose(g2, 0, 1), reshape(s[0], {m, in})), {out * in});
+      res[1] = reshape(index_select(dw, 0, packed_pos), pattern.weight_shape());
+    }
+    if (needs_input_grad(2)) res[2] = sum(g2, {0});
+    return res;
+  }
+
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
     const Tensors s = saved();
+    if (GradMode::is_enabled()) return recorded_backward(g, s);
     const std::int64_t m = batch_rows(x_shape);
     Tensors out(3);
     if (m == 0 || pattern.num_blocks() == 0) {  // zero-length sizes: no block contributes anything

@@ -136,7 +136,8 @@ class BlockSparsePattern {
 
 /// y = x W^T + b with W block-sparse (see the notes above). x: (in) or (batch..., in), float32 or float64;
 /// weight: the packed blocks, shape pattern.weight_shape(), same dtype; bias: (out) or undefined (no bias).
-/// Returns (out) or (batch..., out). Differentiable with respect to x, weight and bias.
+/// Returns (out) or (batch..., out). Differentiable with respect to x, weight and bias, to any order:
+/// under create_graph the backward is recorded through the dense weight (O(out x in) memory).
 Tensor block_sparse_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
                            const BlockSparsePattern& pattern);
 

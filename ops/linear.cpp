@@ -9,6 +9,7 @@
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/matmul.hpp"
+#include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 
 namespace xgrad {
@@ -52,10 +53,18 @@ struct LinearOp : Function<LinearOp> {
     return y;
   }
 
+  static constexpr bool kDifferentiableBackward = true;
+
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
     Tensor dx, dw, db;
     const Tensors s = (needs_input_grad(0) || needs_input_grad(1)) ? saved() : Tensors();
+    if (GradMode::is_enabled()) {  // Note [Create graph]: the same three products, recorded
+      if (needs_input_grad(0)) dx = matmul(g, s[1]);
+      if (needs_input_grad(1)) dw = matmul(transpose(g, 0, 1), s[0]);
+      if (needs_input_grad(2)) db = sum(g, {0});
+      return {dx, dw, db};
+    }
     dispatch(g.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* gp = g.data<T>();

@@ -9,7 +9,11 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/activation.hpp"
+#include "xgrad/ops/detail/reduce_kernel.hpp"
 #include "xgrad/ops/detail/vec_kernel.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/unary_math.hpp"
 
 namespace xgrad {
 
@@ -120,8 +124,23 @@ inline T pointwise_deriv(T d, T p) {
 template <Pointwise K>
 struct PointwiseLoss : Function<PointwiseLoss<K>> {
   static constexpr const char* kName = pointwise_name<K>();
+  static constexpr bool kDifferentiableBackward = true;
   Reduction red = Reduction::Mean;
   double param = 0;
+
+  // Note [Create graph]: the same derivative with public ops (the kinks' one-sided choices are
+  // clamp's and sign's; the second derivative there is 0 or undefined).
+  Tensors recorded_backward(const Tensor& g, const Tensor& input, const Tensor& target) {
+    const Tensor d = sub(input, target);
+    Tensor der;
+    if constexpr (K == Pointwise::mse) der = mul(d, 2.0);
+    if constexpr (K == Pointwise::l1) der = sign(d);
+    if constexpr (K == Pointwise::huber) der = clamp(d, -param, param);
+    if constexpr (K == Pointwise::smooth_l1) der = param == 0 ? sign(d) : div(clamp(d, -param, param), param);
+    const Tensor scale = red == Reduction::Mean ? div(g, static_cast<double>(input.numel())) : g;
+    const Tensor gx = mul(der, scale);
+    return {this->needs_input_grad(0) ? gx : Tensor(), this->needs_input_grad(1) ? neg(gx) : Tensor()};
+  }
 
   Tensor forward(const Tensor& input, const Tensor& target, Reduction r, double p) {
     red = r;
@@ -154,6 +173,7 @@ struct PointwiseLoss : Function<PointwiseLoss<K>> {
 
   Tensors backward(const Tensors& grads) {
     const Tensor input = this->saved(0), target = this->saved(1);
+    if (GradMode::is_enabled()) return recorded_backward(grads[0], input, target);
     const bool need_x = this->needs_input_grad(0), need_t = this->needs_input_grad(1);
     const std::int64_t n = input.numel();
     Tensor gx = need_x ? Tensor::empty(input.shape(), input.dtype()) : Tensor();
@@ -509,7 +529,23 @@ inline detail::vbatch<T> softplus_neg(detail::vbatch<T> x) {
 
 struct BceWithLogits : Function<BceWithLogits> {
   static constexpr const char* kName = "binary_cross_entropy_with_logits";
+  static constexpr bool kDifferentiableBackward = true;
   Reduction red = Reduction::Mean;
+
+  // Note [Create graph]: the formulas below with public ops; softplus(-x) = -logsigmoid(x).
+  Tensors recorded_backward(const Tensor& g, const Tensor& x, const Tensor& t, const Tensor& w) {
+    const Tensor s = red == Reduction::Mean ? div(g, static_cast<double>(x.numel())) : g;
+    const Tensor sp = neg(logsigmoid(x));  // softplus(-x)
+    Tensor gx, gt, gw;
+    if (this->needs_input_grad(0)) {
+      const Tensor lw = w.defined() ? add(mul(sub(w, 1.0), t), 1.0) : Tensor();
+      const Tensor wt = w.defined() ? mul(w, t) : t;
+      gx = mul(s, sub(lw.defined() ? mul(lw, sigmoid(x)) : sigmoid(x), wt));
+    }
+    if (this->needs_input_grad(1)) gt = mul(s, w.defined() ? sub(mul(sub(w, 1.0), sp), x) : neg(x));
+    if (this->needs_input_grad(2)) gw = detail::sum_to(mul(mul(s, t), sp), w.shape());
+    return {gx, gt, gw};
+  }
 
   // pos_weight (may be undefined) is indexed i % P: its shape is a suffix of the input's (checked).
   Tensor forward(const Tensor& x_t, const Tensor& t_t, const Tensor& w_t, Reduction r) {
@@ -564,6 +600,7 @@ struct BceWithLogits : Function<BceWithLogits> {
   // with lw = 1 + (w - 1) t. sigmoid(x) = 1 / (1 + exp(-x)) is 0, not NaN, when exp(-x) overflows.
   Tensors backward(const Tensors& grads) {
     const Tensor x_t = this->saved(0), t_t = this->saved(1), w_t = this->saved(2);
+    if (GradMode::is_enabled()) return recorded_backward(grads[0], x_t, t_t, w_t);
     const bool need_x = this->needs_input_grad(0), need_t = this->needs_input_grad(1),
                need_w = this->needs_input_grad(2);
     const std::int64_t n = x_t.numel();

@@ -9,6 +9,8 @@
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/blas.hpp"
+#include "xgrad/ops/detail/reduce_kernel.hpp"
+#include "xgrad/ops/shape_ops.hpp"
 
 namespace xgrad {
 
@@ -328,9 +330,35 @@ struct MatMul : Function<MatMul> {
     return c;
   }
 
+  static constexpr bool kDifferentiableBackward = true;
+
+  // Note [Create graph]: dA = G B^T and dB = A^T G as recorded matmuls, with 1-d operands viewed as
+  // (1, k) and (k, 1) and broadcast batches summed (detail::sum_to records itself in grad mode).
+  Tensors recorded_backward(const Tensor& g, const Tensors& s) {
+    const bool a1 = a_shape.size() == 1, b1 = b_shape.size() == 1;
+    Shape gs = g.shape();
+    if (b1) gs.push_back(1);
+    if (a1) gs.insert(gs.end() - 1, 1);
+    const Tensor g2 = reshape(g, gs);
+    const auto t = [](const Tensor& x) { return transpose(x, x.dim() - 2, x.dim() - 1); };
+    Tensor da, db;
+    if (needs_input_grad(0)) {
+      const Tensor b2 = b1 ? reshape(s[1], {b_shape[0], 1}) : s[1];
+      Shape a2 = a1 ? Shape{1, a_shape[0]} : a_shape;
+      da = reshape(detail::sum_to(matmul(g2, t(b2)), a2), a_shape);
+    }
+    if (needs_input_grad(1)) {
+      const Tensor a2 = a1 ? reshape(s[0], {1, a_shape[0]}) : s[0];
+      Shape b2 = b1 ? Shape{b_shape[0], 1} : b_shape;
+      db = reshape(detail::sum_to(matmul(t(a2), g2), b2), b_shape);
+    }
+    return {da, db};
+  }
+
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
     const Tensors s = saved();
+    if (GradMode::is_enabled()) return recorded_backward(g, s);
     Tensor da, db;
     dispatch(g.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;

@@ -12,6 +12,8 @@
 #include "xgrad/ops/detail/broadcast_kernel.hpp"
 #include "xgrad/ops/detail/reduce_kernel.hpp"
 #include "xgrad/ops/detail/vec_kernel.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/shape_ops.hpp"
 
 namespace xgrad {
 
@@ -310,6 +312,7 @@ Tensor sum_forward(const Tensor& x, const Plan& p, std::int64_t divisor) {
 template <bool kMean>
 struct SumOrMean : Function<SumOrMean<kMean>> {
   static constexpr const char* kName = kMean ? "mean" : "sum";
+  static constexpr bool kDifferentiableBackward = true;  // expand (and div), recorded in grad mode
   Shape in_shape, keep_shape;
   std::int64_t count = 1;
   Tensor forward(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
@@ -323,6 +326,11 @@ struct SumOrMean : Function<SumOrMean<kMean>> {
   }
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
+    if (GradMode::is_enabled()) {  // create_graph (Note [Create graph]): the same, recorded
+      if (count == 1) return {reshape(g, in_shape)};
+      Tensor e = expand(reshape(g, keep_shape), in_shape);
+      return {kMean && count > 0 ? div(e, static_cast<double>(count)) : e};
+    }
     // Nothing was summed: the gradient is g itself, reshaped (the engine copies before any
     // in-place accumulation into a shared buffer).
     if (count == 1) return {alias_with_shape(g, in_shape)};
@@ -471,9 +479,21 @@ struct LogSumExp : Function<LogSumExp> {
     }
     return y.shape() == p.out_shape ? y : alias_with_shape(y, p.out_shape);
   }
+  static constexpr bool kDifferentiableBackward = true;
   Tensors backward(const Tensors& grads) {
     const Tensor x = saved(0), y = saved(1);
     const Tensor& g = grads[0];
+    if (GradMode::is_enabled()) {
+      // Note [Create graph]: g * exp(x - y), recorded, with y recomputed by a recorded logsumexp over
+      // the reduced axes (the saved y has the keepdim shape, not the output's, so it cannot carry
+      // the output's history).
+      std::vector<std::int64_t> axes;
+      for (std::size_t d = 0; d < keep_shape.size(); ++d)
+        if (keep_shape[d] != x.shape()[d]) axes.push_back(static_cast<std::int64_t>(d));
+      if (x.numel() == 0) return {Tensor::zeros(x.shape(), x.dtype())};
+      if (axes.empty()) return {mul(reshape(g, x.shape()), exp(sub(x, x)))};
+      return {mul(reshape(g, keep_shape), exp(sub(x, logsumexp(x, axes, /*keepdim=*/true))))};
+    }
     Tensor gx = Tensor::empty(x.shape(), x.dtype());
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;

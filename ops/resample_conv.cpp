@@ -405,8 +405,53 @@ void check_args(const Tensor& f, const Tensor& coarse, const FineGrid& grid, con
               op, response.lo(), response.hi(), width, scale, need);
 }
 
+// Note [Create graph] for resample_conv: the f gradient as an op of its own, the transposed
+// resampling (a scatter: gf[..., n, b] = sum_a g[..., n, a] r(coarse[n, a] - fine[b])), so that a
+// create_graph backward records it. It is linear in g, and its own backward with respect to g is
+// resample_conv's forward, so derivatives of any order with respect to f work. The coarse points
+// and the response values enter as constants: a gradient with respect to them through this op
+// (which would need r'' and the values' second derivative tables) is refused with an error.
+struct ResampleConvFn;
+struct ResampleConvTransposeFn : Function<ResampleConvTransposeFn> {
+  static constexpr const char* kName = "resample_conv_backward";
+  static constexpr bool kDifferentiableBackward = true;
+  FineGrid grid;
+  Response response;
+  ResampleConvOptions options;
+
+  Tensor forward(const Tensor& g, const Tensor& coarse, const Tensor& values, const FineGrid& gr, const Response& r,
+                 const ResampleConvOptions& o, const Shape& f_shape) {
+    grid = gr;
+    response = r;
+    options = o;
+    save_for_backward({coarse, values});
+    const std::vector<double> c = coarse.to_vector();
+    rs::Problem pr;
+    pr.N = f_shape[f_shape.size() - 2];
+    pr.A = coarse.size(1);
+    pr.P = 1;
+    for (std::size_t i = 0; i + 2 < f_shape.size(); ++i) pr.P *= f_shape[i];
+    pr.coarse = c.data();
+    if (pr.P == 0 || pr.N == 0 || pr.A == 0 || grid.size() == 0) return Tensor::zeros(f_shape, g.dtype());
+    const EvalHolder eh = make_evaluator(grid, response, values, g.dtype(), options, false);
+    const rs::Geometry geo = make_geometry(grid, response);
+    const std::vector<rs::Taps> taps = rs::plan_taps(geo, eh.ev, pr);
+    pr.taps = taps.empty() ? nullptr : taps.data();
+    Tensor gf = Tensor::empty(f_shape, g.dtype());
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      rs::backward_f<T>(geo, eh.ev, pr, g.data<T>(), gf.data<T>());
+    });
+    return gf;
+  }
+  Tensors backward(const Tensors& grads);
+};
+
 struct ResampleConvFn : Function<ResampleConvFn> {
   static constexpr const char* kName = "resample_conv";
+  // Note [Create graph]: with respect to f (see ResampleConvTransposeFn); refused with respect to
+  // the coarse points and the response values.
+  static constexpr bool kDifferentiableBackward = true;
   FineGrid grid;
   Response response;
   ResampleConvOptions options;
@@ -459,6 +504,17 @@ struct ResampleConvFn : Function<ResampleConvFn> {
     const Tensor& coarse = s[1];
     const Tensor& values = s[2];
     const Tensor& g = grads[0];
+    if (GradMode::is_enabled()) {
+      XGRAD_CHECK(!needs_input_grad(1) && !needs_input_grad(2),
+                  "resample_conv: create_graph=true (a differentiable backward) is supported with respect to f only; "
+                  "it is not supported when the gradient with respect to the {} is asked (detach them, or use "
+                  "create_graph=false)",
+                  needs_input_grad(1) ? "coarse points" : "sampled response values");
+      return {needs_input_grad(0)
+                  ? xgrad::apply<ResampleConvTransposeFn>(g, coarse, values, grid, response, options, f_shape)
+                  : Tensor(),
+              Tensor(), Tensor()};
+    }
     const std::vector<double> c = coarse.to_vector();
     rs::Problem pr = problem(f_shape, c, coarse.size(1));
     pr.taps = taps.empty() ? nullptr : taps.data();  // only with fwd_eval's table
@@ -518,6 +574,15 @@ struct ResampleConvFn : Function<ResampleConvFn> {
     return {gf, gc, gv};
   }
 };
+
+Tensors ResampleConvTransposeFn::backward(const Tensors& grads) {
+  XGRAD_CHECK(!needs_input_grad(1) && !needs_input_grad(2),
+              "resample_conv: a derivative of its f gradient with respect to the {} (a second derivative with respect "
+              "to them) is not supported",
+              needs_input_grad(1) ? "coarse points" : "sampled response values");
+  const Tensor coarse = saved(0), values = saved(1);
+  return {xgrad::apply<ResampleConvFn>(grads[0], coarse, values, grid, response, options), Tensor(), Tensor()};
+}
 
 }  // namespace
 

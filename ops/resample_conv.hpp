@@ -17,6 +17,10 @@
 //                       (callable responses need their derivative; sampled ones always have it;
 //                       the jumps of r at lo/hi, if r is not zero there, are not differentiated)
 //   d values[k]       = sum g[..., n, a] * sum_b (d r(coarse[n, a] - fine[b]) / d values[k]) * f[..., n, b]
+// Higher order (create_graph, Note [Create graph] in core/autograd.hpp): with respect to f only. The
+// f gradient is then recorded as the transposed resampling, an op whose own backward is resample_conv;
+// asking for a recorded gradient with respect to coarse or values, or differentiating the recorded f
+// gradient with respect to them, is an xgrad::Error.
 //
 // Responses:
 // - Response::callable(fn, lo, hi, dfn): a fixed double(double) function (and optionally its

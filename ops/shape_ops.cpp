@@ -65,12 +65,16 @@ struct UnsqueezeName {
 template <class Name>
 struct View : Function<View<Name>> {
   static constexpr const char* kName = Name::kName;
+  static constexpr bool kDifferentiableBackward = true;  // Note [Create graph]: a recorded reshape
   Shape in_shape;
   Tensor forward(const Tensor& x, const Shape& shape) {
     in_shape = x.shape();
     return alias_with_shape(x, shape);
   }
-  Tensors backward(const Tensors& grads) { return {alias_with_shape(grads[0], in_shape)}; }
+  Tensors backward(const Tensors& grads) {
+    if (GradMode::is_enabled()) return {reshape(grads[0], in_shape)};
+    return {alias_with_shape(grads[0], in_shape)};
+  }
 };
 
 Shape resolve_reshape(const Tensor& x, const Shape& shape) {
@@ -202,6 +206,7 @@ struct TransposeName {
 template <class Name>
 struct Permute : Function<Permute<Name>> {
   static constexpr const char* kName = Name::kName;
+  static constexpr bool kDifferentiableBackward = true;  // the inverse permute, recorded in grad mode
   std::vector<std::int64_t> dims;
   Tensor forward(const Tensor& x, const std::vector<std::int64_t>& dims_) {
     dims = dims_;
@@ -210,6 +215,7 @@ struct Permute : Function<Permute<Name>> {
   Tensors backward(const Tensors& grads) {
     std::vector<std::int64_t> inv(dims.size());
     for (std::size_t d = 0; d < dims.size(); ++d) inv[static_cast<std::size_t>(dims[d])] = static_cast<std::int64_t>(d);
+    if (GradMode::is_enabled()) return {permute(grads[0], inv)};
     return {permute_copy(grads[0], inv)};
   }
 };
@@ -278,6 +284,24 @@ Tensor scatter_add_rows(const Tensor& g, const Shape& x_shape, std::int64_t axis
   return dx;
 }
 
+struct IndexSelect;
+// The backward of slice and index_select as an op of its own, so that a create_graph backward
+// records it (Note [Create graph]): y = zeros(x_shape) with g added at the positions along axis;
+// its own backward is the gather (index_select) at the same positions.
+struct ScatterRows : Function<ScatterRows> {
+  static constexpr const char* kName = "index_select_backward";
+  static constexpr bool kDifferentiableBackward = true;
+  std::int64_t axis = 0;
+  std::vector<std::int64_t> pos;
+  Tensor forward(const Tensor& g, const Shape& x_shape, std::int64_t axis_, const std::vector<std::int64_t>& pos_,
+                 bool distinct) {
+    axis = axis_;
+    pos = pos_;
+    return scatter_add_rows(g, x_shape, axis, pos, distinct);
+  }
+  Tensors backward(const Tensors& grads);
+};
+
 // y = x[..., start:end:step, ...]; dx = zeros with g written at the sliced positions.
 struct Slice : Function<Slice> {
   static constexpr const char* kName = "slice";
@@ -290,7 +314,11 @@ struct Slice : Function<Slice> {
     pos = std::move(pos_);
     return gather_rows(x, axis, pos, count);
   }
-  Tensors backward(const Tensors& grads) { return {scatter_add_rows(grads[0], x_shape, axis, pos, true)}; }
+  static constexpr bool kDifferentiableBackward = true;  // through ScatterRows in grad mode
+  Tensors backward(const Tensors& grads) {
+    if (GradMode::is_enabled()) return {xgrad::apply<ScatterRows>(grads[0], x_shape, axis, pos, true)};
+    return {scatter_add_rows(grads[0], x_shape, axis, pos, true)};
+  }
 };
 
 // y = x taken at index along axis; dx = zeros with g added at the indices (repeats sum).
@@ -309,8 +337,17 @@ struct IndexSelect : Function<IndexSelect> {
     distinct = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
     return gather_rows(x, axis, pos, static_cast<std::int64_t>(pos.size()));
   }
-  Tensors backward(const Tensors& grads) { return {scatter_add_rows(grads[0], x_shape, axis, pos, distinct)}; }
+  static constexpr bool kDifferentiableBackward = true;  // through ScatterRows in grad mode
+  Tensors backward(const Tensors& grads) {
+    if (GradMode::is_enabled()) return {xgrad::apply<ScatterRows>(grads[0], x_shape, axis, pos, distinct)};
+    return {scatter_add_rows(grads[0], x_shape, axis, pos, distinct)};
+  }
 };
+
+Tensors ScatterRows::backward(const Tensors& grads) {
+  if (GradMode::is_enabled()) return {xgrad::apply<IndexSelect>(grads[0], axis, pos)};
+  return {gather_rows(grads[0], axis, pos, static_cast<std::int64_t>(pos.size()))};
+}
 
 // ---- concat and stack ---------------------------------------------------------------------------
 // The output viewed as (outer, sum_i len_i) rows, input i contributing (outer, len_i): concat has
@@ -339,6 +376,7 @@ void join_rows(const Tensors& xs, Tensor& y, std::int64_t outer, const std::vect
 // y = concat(xs, axis); dx_i = the i-th block of g along axis.
 struct Concat : Function<Concat> {
   static constexpr const char* kName = "concat";
+  static constexpr bool kDifferentiableBackward = true;  // recorded slices in grad mode
   std::vector<Shape> shapes;
   std::int64_t outer = 1;
   std::vector<std::int64_t> lens;
@@ -364,6 +402,7 @@ struct Concat : Function<Concat> {
 // y = stack(xs, axis); dx_i = g at position i of the new axis.
 struct Stack : Function<Stack> {
   static constexpr const char* kName = "stack";
+  static constexpr bool kDifferentiableBackward = true;  // recorded slices in grad mode
   Shape shape;
   std::int64_t outer = 1;
   std::vector<std::int64_t> lens;
@@ -407,8 +446,29 @@ Tensors split_joined(const Tensor& g, const std::vector<Shape>& shapes, std::int
   return out;
 }
 
-Tensors Concat::backward(const Tensors& grads) { return split_joined(grads[0], shapes, outer, lens, *this); }
+// The same blocks, recorded (a create_graph backward, Note [Create graph]): g viewed as (outer, row)
+// and sliced column blocks, each reshaped to its input's shape.
+Tensors split_joined_recorded(const Tensor& g, const std::vector<Shape>& shapes, std::int64_t outer,
+                              const std::vector<std::int64_t>& lens, const Node& node) {
+  std::int64_t row = 0;
+  for (auto l : lens) row += l;
+  const Tensor g2 = reshape(g, {outer, row});
+  Tensors out(shapes.size());
+  std::int64_t off = 0;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    if (node.needs_input_grad(i)) out[i] = reshape(slice(g2, 1, off, off + lens[i]), shapes[i]);
+    off += lens[i];
+  }
+  return out;
+}
+
+Tensors Concat::backward(const Tensors& grads) {
+  if (GradMode::is_enabled()) return split_joined_recorded(grads[0], shapes, outer, lens, *this);
+  return split_joined(grads[0], shapes, outer, lens, *this);
+}
 Tensors Stack::backward(const Tensors& grads) {
+  if (GradMode::is_enabled())
+    return split_joined_recorded(grads[0], std::vector<Shape>(lens.size(), shape), outer, lens, *this);
   return split_joined(grads[0], std::vector<Shape>(lens.size(), shape), outer, lens, *this);
 }
 
@@ -435,6 +495,7 @@ struct Expand : Function<Expand> {
     });
     return y;
   }
+  static constexpr bool kDifferentiableBackward = true;  // detail::sum_to records itself in grad mode
   Tensors backward(const Tensors& grads) { return {detail::sum_to(grads[0], x_shape)}; }
 };
 

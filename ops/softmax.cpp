@@ -6,6 +6,8 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/vec_kernel.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/reduction.hpp"
 
 namespace xgrad {
 
@@ -170,9 +172,12 @@ void softmax_backward(const T* y, const T* gy, T* gx, const Geometry& g) {
 template <bool kLog>
 struct Softmax : Function<Softmax<kLog>> {
   static constexpr const char* kName = kLog ? "log_softmax" : "softmax";
+  static constexpr bool kDifferentiableBackward = true;
   Geometry geo;
+  std::int64_t dim = 0;
   Tensor forward(const Tensor& x, std::int64_t axis) {
     geo = geometry(kName, x, axis);
+    dim = axis;
     Tensor y = Tensor::empty(x.shape(), x.dtype());
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -183,6 +188,12 @@ struct Softmax : Function<Softmax<kLog>> {
   }
   Tensors backward(const Tensors& grads) {
     const Tensor y = this->saved(0);
+    if (GradMode::is_enabled()) {  // Note [Create graph]: the same formulas, recorded
+      const Tensor& g = grads[0];
+      if (y.numel() == 0 || y.dim() == 0) return {mul(g, 0.0)};
+      if constexpr (kLog) return {sub(g, mul(exp(y), sum(g, {dim}, /*keepdim=*/true)))};
+      return {mul(y, sub(g, sum(mul(g, y), {dim}, /*keepdim=*/true)))};
+    }
     Tensor gx = Tensor::empty(y.shape(), y.dtype());
     dispatch(y.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;

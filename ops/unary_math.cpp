@@ -90,6 +90,7 @@ struct RsqrtOp {
   static B vf(const B& x, const Params&) {
     return B(elem_t<B>(1)) / xsimd::sqrt(x);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) { return mul(g, mul(pow(s, 3.0), -0.5)); }
   template <class B>
   static B vdf(const B& g, const B& y, const Params&) {
     return B(elem_t<B>(-0.5)) * g * (y * y * y);
@@ -103,6 +104,7 @@ struct ReciprocalOp {
   static B vf(const B& x, const Params&) {
     return B(elem_t<B>(1)) / x;
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) { return mul(g, neg(mul(s, s))); }
   template <class B>
   static B vdf(const B& g, const B& y, const Params&) {
     return -g * (y * y);

@@ -5,6 +5,7 @@
 
 #include "xgrad/ops/activation.hpp"
 #include "xgrad/ops/detail/vec_unary_impl.hpp"
+#include "xgrad/ops/unary_math.hpp"
 
 namespace xgrad {
 
@@ -33,6 +34,18 @@ struct GeluOp {
       return half * x * (one + xsimd::tanh(inner));
     }
     return x * half * (one + detail::vu::verf(x * B(static_cast<T>(0.5 * std::numbers::sqrt2))));
+  }
+  static Tensor recorded_df(const Tensor& g, const Tensor& x, const Params& p) {
+    const double kBeta = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;
+    if (p.tanh) {
+      const Tensor t = tanh(mul(add(x, mul(pow(x, 3.0), 0.044715)), kBeta));
+      const Tensor d = add(mul(add(t, 1.0), 0.5), mul(mul(x, add(neg(mul(t, t)), 1.0)),
+                                                      mul(add(mul(mul(x, x), 3 * 0.044715), 1.0), 0.5 * kBeta)));
+      return mul(g, d);
+    }
+    const Tensor cdf = mul(add(erf(mul(x, 0.5 * std::numbers::sqrt2)), 1.0), 0.5);
+    const Tensor pdf = mul(exp(mul(mul(x, x), -0.5)), 0.5 * kBeta);
+    return mul(g, add(cdf, mul(x, pdf)));
   }
   template <class B>
   static B vdf(const B& g, const B& x, const Params& p) {
@@ -70,6 +83,10 @@ struct SoftplusOp {
     const B bx = x * beta;
     return xsimd::select(bx > B(static_cast<T>(p.threshold)), x, detail::vu::vsoftplus(bx) / beta);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& x, const Params& p) {
+    const Tensor m = gt(mul(x.detach(), p.beta), Tensor::full({}, p.threshold, x.dtype())).to(x.dtype());
+    return mul(g, add(m, mul(add(neg(m), 1.0), sigmoid(mul(x, p.beta)))));
+  }
   template <class B>
   static B vdf(const B& g, const B& x, const Params& p) {
     using T = elem_t<B>;
@@ -86,6 +103,11 @@ struct MishOp {
   template <class B>
   static B vf(const B& x, const Params&) {
     return x * xsimd::tanh(detail::vu::vsoftplus(x));
+  }
+  static Tensor recorded_df(const Tensor& g, const Tensor& x, const Params&) {
+    const Tensor t = tanh(softplus(x));
+    const Tensor s = sigmoid(x);
+    return mul(g, add(t, mul(mul(x, s), add(neg(mul(t, t)), 1.0))));
   }
   template <class B>
   static B vdf(const B& g, const B& x, const Params&) {

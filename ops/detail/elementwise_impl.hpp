@@ -219,9 +219,44 @@ struct MinOp {
 // (recorded by the engine anyway), the output shape is only computed when the inputs differ, and
 // inputs are saved only when a node is recorded: each avoids heap allocations that dominate ops on
 // tiny tensors.
+// A 0/1 tensor of g's shape: 1 where maximum/minimum picked a (a constant of the gradient).
+template <class Op>
+Tensor pick_a_mask(const Tensor& g, const Tensor& a, const Tensor& b) {
+  return map3(g, a, b, g.shape(), [](auto, auto av, auto bv) {
+    using T = decltype(av);
+    return Op::pick_a(av, bv) ? T(1) : T(0);
+  });
+}
+
+// Note [Create graph]: in grad mode (a create_graph backward) the partial derivatives are recorded
+// with the public ops: the same formulas as da/db.
+template <class Op>
+Tensor recorded_partial(const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y, bool wrt_a) {
+  if constexpr (std::is_same_v<Op, MulOp>) {
+    return xgrad::mul(g, wrt_a ? b : a);
+  } else if constexpr (std::is_same_v<Op, DivOp>) {
+    return wrt_a ? xgrad::div(g, b) : xgrad::div(xgrad::neg(xgrad::mul(g, a)), xgrad::mul(b, b));
+  } else if constexpr (std::is_same_v<Op, PowOp>) {
+    // torch's pow_backward: 0 where the exponent is 0 (da) or the base is 0 (db)
+    if (wrt_a)
+      return xgrad::mul(g, xgrad::masked_fill(xgrad::mul(b, xgrad::pow(a, xgrad::sub(b, 1.0))),
+                                              xgrad::eq(b, Tensor::zeros({}, b.dtype())), 0.0));
+    return xgrad::mul(
+        g, xgrad::masked_fill(xgrad::mul(y, xgrad::log(a)), xgrad::eq(a, Tensor::zeros({}, a.dtype())), 0.0));
+  } else {  // maximum, minimum
+    const Tensor m = pick_a_mask<Op>(g, a.detach(), b.detach());
+    return xgrad::mul(g, wrt_a ? m : xgrad::add(xgrad::neg(m), 1.0));
+  }
+}
+
 template <class Op>
 struct Binary : Function<Binary<Op>> {
   static constexpr const char* kName = Op::kName;
+  // Note [Create graph]: the ops of this file; others built on Binary (atan2, fmod, remainder of two
+  // tensors) have no recorded partials and are refused.
+  static constexpr bool kDifferentiableBackward =
+      std::is_same_v<Op, AddOp> || std::is_same_v<Op, SubOp> || std::is_same_v<Op, MulOp> ||
+      std::is_same_v<Op, DivOp> || std::is_same_v<Op, PowOp> || std::is_same_v<Op, MaxOp> || std::is_same_v<Op, MinOp>;
   Tensor forward(const Tensor& a, const Tensor& b) {
     check_binary(Op::kName, a, b);
     const auto op = [](auto x, auto z) { return Op::f(x, z); };
@@ -238,12 +273,23 @@ struct Binary : Function<Binary<Op>> {
     const Shape& a_shape = this->input_meta()[0].shape;
     const Shape& b_shape = this->input_meta()[1].shape;
     Tensor ga, gb;
+    if constexpr (kDifferentiableBackward && !std::is_same_v<Op, AddOp> && !std::is_same_v<Op, SubOp>) {
+      if (GradMode::is_enabled()) {
+        const Tensor a = this->saved(0);
+        const Tensor b = this->saved(1);
+        const Tensor y = Op::kSavesOutput ? this->saved(2) : Tensor();
+        if (this->needs_input_grad(0)) ga = detail::sum_to(recorded_partial<Op>(g, a, b, y, true), a_shape);
+        if (this->needs_input_grad(1)) gb = detail::sum_to(recorded_partial<Op>(g, a, b, y, false), b_shape);
+        return {ga, gb};
+      }
+    }
     if constexpr (std::is_same_v<Op, AddOp>) {
       if (this->needs_input_grad(0)) ga = detail::sum_to(g, a_shape);
       if (this->needs_input_grad(1)) gb = detail::sum_to(g, b_shape);
     } else if constexpr (std::is_same_v<Op, SubOp>) {
       if (this->needs_input_grad(0)) ga = detail::sum_to(g, a_shape);
-      if (this->needs_input_grad(1)) gb = detail::sum_to(map1(g, [](auto v) { return -v; }), b_shape);
+      if (this->needs_input_grad(1))
+        gb = detail::sum_to(GradMode::is_enabled() ? xgrad::neg(g) : map1(g, [](auto v) { return -v; }), b_shape);
     } else {
       const Tensor a = this->saved(0);
       const Tensor b = this->saved(1);
@@ -279,6 +325,7 @@ struct ScalarOp : Function<ScalarOp<K>> {
                                        : K == ScalarKind::sub ? "sub"
                                        : K == ScalarKind::mul ? "mul"
                                                               : "div";
+  static constexpr bool kDifferentiableBackward = true;
   double s = 0;
   template <class T>
   static T f(T a, T sv) {
@@ -297,6 +344,16 @@ struct ScalarOp : Function<ScalarOp<K>> {
   }
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
+    if constexpr (K != ScalarKind::add && K != ScalarKind::sub) {
+      if (GradMode::is_enabled()) {  // Note [Create graph]: recorded
+        if constexpr (K == ScalarKind::mul) return {xgrad::mul(g, s)};
+        if constexpr (K == ScalarKind::div) return {xgrad::div(g, s)};
+        if constexpr (K == ScalarKind::rdiv) {
+          const Tensor b = this->saved(0);
+          return {xgrad::mul(xgrad::div(g, xgrad::mul(b, b)), -s)};
+        }
+      }
+    }
     if constexpr (K == ScalarKind::add || K == ScalarKind::sub) {
       return {g};
     } else if constexpr (K == ScalarKind::mul) {
@@ -323,6 +380,10 @@ struct NegOp {
   static T f(T x) {
     return -x;
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s) {
+    (void)s;
+    return xgrad::neg(g);
+  }
   template <class T>
   static T df(T g, T, T) {
     return -g;
@@ -339,6 +400,7 @@ struct ExpOp {
   static B vf(const B& x) {
     return xsimd::exp(x);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s) { return xgrad::mul(g, s); }
   template <class T>
   static T df(T g, T, T y) {
     return g * y;
@@ -351,6 +413,7 @@ struct LogOp {
   static T f(T x) {
     return std::log(x);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s) { return xgrad::div(g, s); }
   template <class T>
   static T df(T g, T x, T) {
     return g / x;
@@ -363,6 +426,7 @@ struct SqrtOp {
   static T f(T x) {
     return std::sqrt(x);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s) { return xgrad::div(g, xgrad::mul(s, 2.0)); }
   template <class T>
   static T df(T g, T, T y) {
     return g / (T(2) * y);
@@ -374,6 +438,12 @@ struct AbsOp {
   template <class T>
   static T f(T x) {
     return std::abs(x);
+  }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s) {
+    return xgrad::mul(g, map1(s.detach(), [](auto v) {
+                        return v > decltype(v)(0) ? decltype(v)(1)
+                                                  : (v < decltype(v)(0) ? decltype(v)(-1) : decltype(v)(0));
+                      }));
   }
   template <class T>
   static T df(T g, T x, T) {
@@ -391,6 +461,9 @@ struct TanhOp {
   static B vf(const B& x) {
     return xsimd::tanh(x);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s) {
+    return xgrad::mul(g, xgrad::add(xgrad::neg(xgrad::mul(s, s)), 1.0));
+  }
   template <class T>
   static T df(T g, T, T y) {
     return g * (T(1) - y * y);
@@ -406,6 +479,9 @@ struct SigmoidOp {
     const T e = std::exp(x);
     return e / (T(1) + e);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s) {
+    return xgrad::mul(xgrad::mul(g, s), xgrad::add(xgrad::neg(s), 1.0));
+  }
   template <class T>
   static T df(T g, T, T y) {
     return g * y * (T(1) - y);
@@ -417,6 +493,9 @@ struct ReluOp {
   template <class T>
   static T f(T x) {
     return x > T(0) ? x : T(0);
+  }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s) {
+    return xgrad::mul(g, map1(s.detach(), [](auto v) { return v > decltype(v)(0) ? decltype(v)(1) : decltype(v)(0); }));
   }
   template <class T>
   static T df(T g, T, T y) {
@@ -453,6 +532,7 @@ Tensor map1_op(const Tensor& x) {
 template <class Op>
 struct Unary : Function<Unary<Op>> {
   static constexpr const char* kName = Op::kName;
+  static constexpr bool kDifferentiableBackward = requires(const Tensor& t) { Op::recorded_df(t, t); };
   Tensor forward(const Tensor& x) {
     check_unary(Op::kName, x);
     Tensor y = map1_op<Op>(x);
@@ -464,6 +544,10 @@ struct Unary : Function<Unary<Op>> {
   }
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
+    if constexpr (kDifferentiableBackward) {
+      if (GradMode::is_enabled())  // Note [Create graph]: recorded
+        return {Op::recorded_df(g, Op::kSavesInput || Op::kSavesOutput ? this->saved(0) : Tensor())};
+    }
     if constexpr (!Op::kSavesInput && !Op::kSavesOutput) {
       return {map1(g, [](auto gv) { return Op::df(gv, decltype(gv)(0), decltype(gv)(0)); })};
     } else {
@@ -479,6 +563,7 @@ struct Unary : Function<Unary<Op>> {
 // y = a^k; da = g * k * a^(k-1)
 struct PowScalar : Function<PowScalar> {
   static constexpr const char* kName = "pow";
+  static constexpr bool kDifferentiableBackward = true;
   double k = 0;
   Tensor forward(const Tensor& a, double exponent) {
     check_unary(kName, a);
@@ -489,6 +574,11 @@ struct PowScalar : Function<PowScalar> {
   }
   Tensors backward(const Tensors& grads) {
     const Tensor a = saved(0);
+    if (GradMode::is_enabled()) {  // Note [Create graph]: recorded
+      if (k == 0.0) return {xgrad::mul(grads[0], 0.0)};
+      if (k == 1.0) return {grads[0]};
+      return {xgrad::mul(grads[0], xgrad::mul(xgrad::pow(a, k - 1.0), k))};
+    }
     return {map2(grads[0], a, a.shape(), [&](auto gv, auto av) {
       using T = decltype(gv);
       if (k == 0.0) return T(0);
@@ -501,6 +591,7 @@ struct PowScalar : Function<PowScalar> {
 // y = clamp(x, lo, hi); dx = g where lo <= x <= hi (the boundary passes the gradient, as in PyTorch)
 struct Clamp : Function<Clamp> {
   static constexpr const char* kName = "clamp";
+  static constexpr bool kDifferentiableBackward = true;
   double lo = 0, hi = 0;
   Tensor forward(const Tensor& x, double lo_, double hi_) {
     check_unary(kName, x);
@@ -517,6 +608,11 @@ struct Clamp : Function<Clamp> {
   }
   Tensors backward(const Tensors& grads) {
     const Tensor x = saved(0);
+    if (GradMode::is_enabled())  // Note [Create graph]: g times a constant 0/1 mask, recorded
+      return {xgrad::mul(grads[0], map1(x.detach(), [&](auto xv) {
+                           using T = decltype(xv);
+                           return (xv >= static_cast<T>(lo) && xv <= static_cast<T>(hi)) ? T(1) : T(0);
+                         }))};
     return {map2(grads[0], x, x.shape(), [&](auto gv, auto xv) {
       using T = decltype(gv);
       return (xv >= static_cast<T>(lo) && xv <= static_cast<T>(hi)) ? gv : T(0);
@@ -527,6 +623,7 @@ struct Clamp : Function<Clamp> {
 // y = cond ? a : b; da = sum_to(g where cond), db = sum_to(g where !cond)
 struct Where : Function<Where> {
   static constexpr const char* kName = "where";
+  static constexpr bool kDifferentiableBackward = true;
   Shape a_shape, b_shape;
   Tensor forward(const Tensor& cond, const Tensor& a, const Tensor& b) {
     check_binary(kName, a, b);
@@ -542,6 +639,13 @@ struct Where : Function<Where> {
     const Tensor& g = grads[0];
     const Tensor c = saved(0);
     Tensor ga, gb;
+    if (GradMode::is_enabled()) {  // Note [Create graph]: g times constant 0/1 masks, recorded
+      const Tensor m =
+          map1(c.detach(), [](auto cv) { return cv != decltype(cv)(0) ? decltype(cv)(1) : decltype(cv)(0); });
+      if (needs_input_grad(1)) ga = detail::sum_to(xgrad::mul(g, m), a_shape);
+      if (needs_input_grad(2)) gb = detail::sum_to(xgrad::mul(g, xgrad::add(xgrad::neg(m), 1.0)), b_shape);
+      return {Tensor(), ga, gb};
+    }
     if (needs_input_grad(1))
       ga = detail::sum_to(
           map2(g, c, g.shape(), [](auto gv, auto cv) { return cv != decltype(cv)(0) ? gv : decltype(gv)(0); }),

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 
+#include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/shape_ops.hpp"
 
 namespace xgrad::detail {
 
@@ -142,6 +145,14 @@ Tensor sum_keepdim(const Tensor& x, const std::vector<std::int64_t>& axes) {
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
+  if (GradMode::is_enabled()) {
+    // A create_graph backward (Note [Create graph]): the same sum, recorded.
+    const auto lead = g.shape().size() - shape.size();
+    std::vector<std::int64_t> axes;
+    for (std::size_t d = 0; d < g.shape().size(); ++d)
+      if (d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1)) axes.push_back(static_cast<std::int64_t>(d));
+    return reshape(sum(g, axes, /*keepdim=*/true), shape);
+  }
   const auto lead = g.shape().size() - shape.size();
   std::vector<std::int64_t> axes;
   for (std::size_t d = 0; d < g.shape().size(); ++d) {

@@ -21,6 +21,7 @@ struct Log1pOp {
   static B vf(const B& x, const Params&) {
     return xsimd::log1p(x);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) { return div(g, add(s, 1.0)); }
   template <class B>
   static B vdf(const B& g, const B& x, const Params&) {
     return g / (x + B(elem_t<B>(1)));
@@ -34,6 +35,7 @@ struct Expm1Op {
   static B vf(const B& x, const Params&) {
     return xsimd::expm1(x);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) { return mul(g, add(s, 1.0)); }
   template <class B>
   static B vdf(const B& g, const B& y, const Params&) {
     return g * (y + B(elem_t<B>(1)));
@@ -47,6 +49,9 @@ struct Log2Op {
   static B vf(const B& x, const Params&) {
     return xsimd::log2(x);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) {
+    return div(g, mul(s, std::numbers::ln2));
+  }
   template <class B>
   static B vdf(const B& g, const B& x, const Params&) {
     return g / (x * B(static_cast<elem_t<B>>(std::numbers::ln2)));
@@ -59,6 +64,9 @@ struct Log10Op {
   template <class B>
   static B vf(const B& x, const Params&) {
     return xsimd::log10(x);
+  }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) {
+    return div(g, mul(s, std::numbers::ln10));
   }
   template <class B>
   static B vdf(const B& g, const B& x, const Params&) {
@@ -74,6 +82,9 @@ struct ErfOp {
   static B vf(const B& x, const Params&) {
     return detail::vu::verf(x);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) {
+    return mul(g, mul(exp(neg(mul(s, s))), 2.0 / std::sqrt(std::numbers::pi)));
+  }
   template <class B>
   static B vdf(const B& g, const B& x, const Params&) {
     return B(static_cast<elem_t<B>>(std::numbers::inv_sqrtpi * 2)) * xsimd::exp(-(x * x)) * g;
@@ -86,6 +97,9 @@ struct ErfcOp {
   template <class B>
   static B vf(const B& x, const Params&) {
     return detail::vu::lanewise(x, [](elem_t<B> v) { return std::erfc(v); });
+  }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) {
+    return mul(g, mul(exp(neg(mul(s, s))), -2.0 / std::sqrt(std::numbers::pi)));
   }
   template <class B>
   static B vdf(const B& g, const B& x, const Params&) {

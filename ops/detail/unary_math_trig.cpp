@@ -19,6 +19,7 @@ struct SinOp {
   static B vf(const B& x, const Params&) {
     return xsimd::sin(x);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) { return mul(g, cos(s)); }
   template <class B>
   static B vdf(const B& g, const B& x, const Params&) {
     return g * xsimd::cos(x);
@@ -32,6 +33,7 @@ struct CosOp {
   static B vf(const B& x, const Params&) {
     return xsimd::cos(x);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) { return mul(g, neg(sin(s))); }
   template <class B>
   static B vdf(const B& g, const B& x, const Params&) {
     return g * -xsimd::sin(x);
@@ -45,6 +47,7 @@ struct TanOp {
   static B vf(const B& x, const Params&) {
     return xsimd::tan(x);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) { return mul(g, add(mul(s, s), 1.0)); }
   template <class B>
   static B vdf(const B& g, const B& y, const Params&) {
     return g * (B(elem_t<B>(1)) + y * y);
@@ -58,6 +61,9 @@ struct AsinOp {
   template <class B>
   static B vf(const B& x, const Params&) {
     return xsimd::asin(x);
+  }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) {
+    return div(g, sqrt(add(neg(mul(s, s)), 1.0)));
   }
   template <class B>
   static B vdf(const B& g, const B& x, const Params&) {
@@ -73,6 +79,9 @@ struct AcosOp {
   static B vf(const B& x, const Params&) {
     return xsimd::acos(x);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) {
+    return neg(div(g, sqrt(add(neg(mul(s, s)), 1.0))));
+  }
   template <class B>
   static B vdf(const B& g, const B& x, const Params&) {
     const B one(elem_t<B>(1));
@@ -87,6 +96,7 @@ struct AtanOp {
   static B vf(const B& x, const Params&) {
     return xsimd::atan(x);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) { return div(g, add(mul(s, s), 1.0)); }
   template <class B>
   static B vdf(const B& g, const B& x, const Params&) {
     return g / (x * x + B(elem_t<B>(1)));
@@ -100,6 +110,7 @@ struct SinhOp {
   static B vf(const B& x, const Params&) {
     return xsimd::sinh(x);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) { return mul(g, cosh(s)); }
   template <class B>
   static B vdf(const B& g, const B& x, const Params&) {
     return g * xsimd::cosh(x);
@@ -113,6 +124,7 @@ struct CoshOp {
   static B vf(const B& x, const Params&) {
     return xsimd::cosh(x);
   }
+  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) { return mul(g, sinh(s)); }
   template <class B>
   static B vdf(const B& g, const B& x, const Params&) {
     return g * xsimd::sinh(x);

@@ -23,6 +23,7 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/vec_kernel.hpp"
+#include "xgrad/ops/elementwise.hpp"
 
 namespace xgrad::detail::vu {
 
@@ -93,6 +94,13 @@ Tensor backward_map(const Tensor& g, const Tensor& s, const typename Op::Params&
 template <class Op>
 struct VecUnary : Function<VecUnary<Op>> {
   static constexpr const char* kName = Op::kName;
+  // Note [Create graph]: a constant (zero) or pass-through gradient is differentiable as it is; an
+  // op with a saved tensor is when it gives its derivative with public ops, as
+  //   static Tensor recorded_df(const Tensor& g, const Tensor& saved, const Params& p);
+  static constexpr bool kDifferentiableBackward =
+      Op::kSaves == Saves::nothing || requires(const Tensor& t, const typename Op::Params& q) {
+    Op::recorded_df(t, t, q);
+  };
   typename Op::Params p{};
   Tensor forward(const Tensor& x, const typename Op::Params& params) {
     XGRAD_CHECK(x.defined(), "{}: argument 'x' is an undefined tensor", Op::kName);
@@ -111,6 +119,8 @@ struct VecUnary : Function<VecUnary<Op>> {
       if constexpr (pass_grad<Op>()) return {g};
       return {Tensor::zeros(g.shape(), g.dtype())};
     } else {
+      if constexpr (kDifferentiableBackward)
+        if (GradMode::is_enabled()) return {Op::recorded_df(g, this->saved(0), p)};
       return {backward_map<Op>(g, this->saved(0), p)};
     }
   }

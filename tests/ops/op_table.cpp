@@ -3227,6 +3227,35 @@ std::vector<OpInfo> build() {
                                                           {"resample_conv_sampled_points", "x"},
                                                           {"resample_conv_cos2_uniform", "x"}})
       if (op.name == n) op.int64_inputs.push_back(input);
+  // Entries whose ops support create_graph (their backwards are recorded; gradgradcheck runs).
+  // Every other entry must refuse create_graph with a clear error (OpInfo::create_graph).
+  // clang-format off
+  static const std::set<std::string> kCreateGraph = {
+      "add", "sub", "mul", "div", "pow", "pow_scalar", "maximum", "minimum", "add_scalar", "sub_scalar", "mul_scalar",
+      "div_scalar", "rdiv_scalar", "neg", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "clamp", "where",
+      "sum_all", "sum_last", "sum_rows_keepdim", "mean_all", "mean_last", "mean_rows_keepdim",
+      "reshape_swap", "reshape_infer", "flatten", "flatten_all", "squeeze_axis", "squeeze_all",
+      "unsqueeze", "permute", "transpose", "slice_step", "slice_negative", "index_select", "cat_middle",
+      "pow_scalar_int", "sign", "floor", "ceil", "round", "trunc", "round_decimals", "round_decimals_negative",
+      "fmod_scalar", "remainder_scalar", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "log1p",
+      "expm1", "log2", "log10", "erf", "erfc", "rsqrt", "reciprocal", "gelu", "gelu_tanh", "silu", "softplus",
+      "softplus_beta_threshold", "mish", "leaky_relu", "leaky_relu_slope", "elu", "elu_alpha", "selu", "hardtanh",
+      "hardtanh_bounds", "logsigmoid", "concat", "stack", "expand", "linear", "linear_nobias",
+      "add_outer", "mul_outer", "maximum_outer", "softmax_last", "softmax_first", "softmax_middle",
+      "log_softmax_last", "log_softmax_first", "log_softmax_middle", "sum_outer_axes", "mean_outer_axes", "matmul_mm",
+      "matmul_broadcast_a", "matmul_bmm", "matmul_dot", "matmul_mv", "matmul_vm", "concat_first", "stack_first",
+      "index_select_tensor", "masked_fill",
+  };
+  // clang-format on
+  // ... and every entry whose name starts with one of these
+  static const std::vector<std::string> kCreateGraphPrefixes = {"mse_loss_",          "l1_loss_",        "huber_loss_",
+                                                                "smooth_l1_loss_",    "bce_with_logits", "logsumexp_",
+                                                                "block_sparse_linear"};
+  for (auto& op : t) {
+    if (kCreateGraph.count(op.name) != 0) op.create_graph = true;
+    for (const auto& prefix : kCreateGraphPrefixes)
+      if (op.name.rfind(prefix, 0) == 0) op.create_graph = true;
+  }
   return t;
 }
 

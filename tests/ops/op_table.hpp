@@ -80,6 +80,11 @@ struct OpInfo {
   /// reported with WARN, not failed.
   std::function<std::string(Dtype)> threads_known_failure;
 
+  /// Second order (Note [Create graph] in core/autograd.hpp): true = the op's backward is
+  /// differentiable and gradgradcheck runs (float64, small sizes); false (the default, the safe one
+  /// for a new op) = a backward with create_graph=true must be refused with an xgrad::Error saying
+  /// create_graph is not supported. Set true by name in build() (the create_graph block).
+  bool create_graph = false;
   GradcheckOptions gradcheck;                                 // float64 central differences
   double rtol32 = -1, atol32 = -1, rtol64 = -1, atol64 = -1;  // parity tolerances (-1: ParityBatch's)
 
