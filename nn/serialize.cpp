@@ -292,12 +292,7 @@ SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, co
   }
   // The metadata as scanned: in header order, in one buffer (no sort, no string per key).
   out.metadata.text_ = std::move(header.metadata_text);
-  out.metadata.items_.resize(header.metadata.size());
-  static_assert(sizeof(SafetensorsMetadata::Item) == sizeof(detail::SafetensorsMetadataEntry));
-  if (!header.metadata.empty())
-    std::memcpy(out.metadata.items_.data(), header.metadata.data(),
-                header.metadata.size() * sizeof(detail::SafetensorsMetadataEntry));
-  std::vector<detail::SafetensorsMetadataEntry>().swap(header.metadata);
+  out.metadata.items_ = std::move(header.metadata);
 
   // The tensors must tile the buffer exactly: sorted by offset, each begins where the previous
   // ended, and the last ends at the end of the file. A gap hides bytes; an overlap aliases data.

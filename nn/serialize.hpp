@@ -55,6 +55,11 @@ class SafetensorsMetadata {
  public:
   /// A key and its value (views into the metadata: valid while it lives).
   using value_type = std::pair<std::string_view, std::string_view>;
+  /// Where an entry's key and value are in the buffer (the layout the header scanner produces, so
+  /// that a parsed file hands its entries over without a copy).
+  struct Item {
+    std::uint32_t key_offset = 0, key_size = 0, value_offset = 0, value_size = 0;
+  };
 
   class const_iterator {
    public:
@@ -115,9 +120,6 @@ class SafetensorsMetadata {
 
  private:
   friend SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, const std::string& source_name);
-  struct Item {
-    std::uint32_t key_offset, key_size, value_offset, value_size;
-  };
   value_type item(std::size_t i) const {
     const Item& it = items_[i];
     return {std::string_view(text_.data() + it.key_offset, it.key_size),

@@ -43,6 +43,8 @@
 #include <string_view>
 #include <vector>
 
+#include "xgrad/nn/serialize.hpp"
+
 namespace xgrad::detail {
 
 /// One tensor's entry, as written in the header (values unescaped, types checked). Its name, dtype
@@ -57,10 +59,9 @@ struct SafetensorsHeaderEntry {
 };
 
 /// One "__metadata__" key and its value, in SafetensorsHeader::metadata_text (offsets fit in 32 bits:
-/// the scanner refuses headers of 4 GiB or more).
-struct SafetensorsMetadataEntry {
-  std::uint32_t key_offset = 0, key_size = 0, value_offset = 0, value_size = 0;
-};
+/// the scanner refuses headers of 4 GiB or more). The public SafetensorsMetadata's entry, so that
+/// parse_safetensors moves the scanned vector into the result.
+using SafetensorsMetadataEntry = nn::SafetensorsMetadata::Item;
 
 struct SafetensorsHeader {
   std::vector<SafetensorsHeaderEntry> entries;     // in header order
