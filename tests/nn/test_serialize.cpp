@@ -160,6 +160,33 @@ TEST_CASE("save_safetensors / load_safetensors round trip: dtypes, 0-d, empty, o
   CHECK(nn::load_safetensors(dir.file("none.safetensors")).tensors.empty());
 }
 
+TEST_CASE("SafetensorsMetadata: header order, lookups, conversion to and comparison with std::map", "[serialize]") {
+  const std::string header = R"({"__metadata__": {"z": "last", "a": "first", "m": ""}})";
+  std::string bytes;
+  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xff));
+  const nn::SafetensorsMetadata m = nn::parse_safetensors(bytes + header, "mem").metadata;
+  REQUIRE(m.size() == 3);
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : m) keys.emplace_back(k);
+  CHECK(keys == std::vector<std::string>{"z", "a", "m"});  // as written, not sorted
+  CHECK(m.at("a") == "first");
+  CHECK(m.at("m").empty());
+  CHECK(m.contains("z"));
+  CHECK(!m.contains("b"));
+  CHECK(m.count("z") == 1);
+  CHECK(m.find("b") == m.end());
+  CHECK((*m.find("z")).second == "last");
+  CHECK(m.end() - m.begin() == 3);
+  test::require_error([&] { (void)m.at("b"); }, {"SafetensorsMetadata::at", "no key 'b'", "'z', 'a', 'm'"});
+  const std::map<std::string, std::string> as_map = m;
+  CHECK(as_map == std::map<std::string, std::string>{{"a", "first"}, {"m", ""}, {"z", "last"}});
+  CHECK(m == as_map);
+  CHECK(m == nn::SafetensorsMetadata(as_map));  // equal whatever the order
+  CHECK(!(m == std::map<std::string, std::string>{{"a", "first"}, {"m", ""}, {"z", "other"}}));
+  CHECK(!(m == std::map<std::string, std::string>{{"a", "first"}}));
+  CHECK(nn::SafetensorsMetadata().empty());
+}
+
 TEST_CASE("save_safetensors refuses bad arguments", "[serialize]") {
   TempDir dir("args");
   const std::string p = dir.file("x.safetensors");
