@@ -120,8 +120,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     const std::size_t n_meta = has_meta ? j["__metadata__"].size() : 0;
     if (n_meta != header.metadata.size()) die("the metadata counts differ");
-    for (const auto& [k, v] : header.metadata)
-      if (!j["__metadata__"].contains(k) || j["__metadata__"][k].get<std::string>() != v) die("metadata differs", k);
+    for (const auto& m : header.metadata) {
+      const std::string k(header.key(m));
+      if (!j["__metadata__"].contains(k) || j["__metadata__"][k].get<std::string>() != header.value(m))
+        die("metadata differs", k);
+    }
   } else if (json_ok && !duplicate && matches_schema(j) && text.find('\0') == std::string_view::npos) {
     // (nlohmann takes a raw NUL byte for the end of its input; JSON does not.)
     try {

@@ -59,19 +59,24 @@ const char* dtype_tag(Dtype d) {
 
 // At most 64 bytes of a name or a JSON excerpt in an error message (a hostile header may hold
 // names or arrays of megabytes).
-std::string shown(const std::string& text) {
+std::string shown(std::string_view text) {
   constexpr std::size_t kMax = 64;
-  if (text.size() <= kMax) return text;
-  return text.substr(0, kMax) + fmt::format("...({} bytes)", text.size());
+  if (text.size() <= kMax) return std::string(text);
+  return std::string(text.substr(0, kMax)) + fmt::format("...({} bytes)", text.size());
 }
 
+// An entry checked by read_entry: its name and shape stay in the scanner's arenas until the tensors
+// are built (no string or vector per entry before then).
 struct Entry {
-  std::string name;
+  std::string_view name;
+  const std::int64_t* dims;
+  std::size_t ndim;
   Dtype dtype;
-  Shape shape;
   std::uint64_t begin, end;
   std::uint64_t at = 0;  // byte offset of the entry's name in the file (for messages)
 };
+
+std::string shape_text(const Entry& e) { return shape_str(Shape(e.dims, e.dims + e.ndim)); }
 
 // Checks one tensor's header entry (its JSON types were checked by the scanner) for the
 // self-consistency of its fields.
@@ -79,9 +84,10 @@ Entry read_entry(const std::string& src, const detail::SafetensorsHeader& header
                  const detail::SafetensorsHeaderEntry& raw, std::uint64_t buffer_size) {
   Entry e;
   e.name = header.name(raw);
-  const std::string name = shown(e.name);
+  // Built only for a message (most entries never need it).
+  const auto name_shown = [&] { return shown(e.name); };
 
-  const std::string tag(header.dtype(raw));
+  const std::string_view tag = header.dtype(raw);
   if (tag == "F32") {
     e.dtype = kFloat32;
   } else if (tag == "F64") {
@@ -95,10 +101,11 @@ Entry read_entry(const std::string& src, const detail::SafetensorsHeader& header
   } else if (tag == "BOOL") {
     e.dtype = kBool;  // bytes other than 0 and 1 are refused below
   } else {
-    static const std::set<std::string> known = {"BOOL",    "U8",      "I8",  "U16",     "I16",     "F16",
-                                                "BF16",    "U32",     "I32", "U64",     "I64",     "F8_E4M3",
-                                                "F8_E5M2", "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64"};
-    const std::string shown = tag.size() > 32 ? tag.substr(0, 32) + "..." : tag;
+    static const std::set<std::string, std::less<>> known = {
+        "BOOL", "U8",  "I8",      "U16",     "I16",     "F16", "BF16",    "U32",     "I32",
+        "U64",  "I64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64"};
+    const std::string name = name_shown();
+    const std::string shown = tag.size() > 32 ? std::string(tag.substr(0, 32)) + "..." : std::string(tag);
     if (known.count(tag))
       bad(src, fmt::format("dtype '{}' of tensor '{}': {} not supported (only F32, F64, I64, I32, U8 and BOOL are)",
                            shown, name, shown));
@@ -106,25 +113,27 @@ Entry read_entry(const std::string& src, const detail::SafetensorsHeader& header
                          shown, name));
   }
 
-  e.shape = header.shape(raw);
+  e.dims = header.dims.data() + raw.dims_offset;
+  e.ndim = raw.dims_size;
   std::int64_t numel = 1;
-  for (const std::int64_t d : e.shape)
-    if (__builtin_mul_overflow(numel, d, &numel))
-      bad(src, fmt::format("the shape {} of tensor '{}' overflows", shown(shape_str(e.shape)), name));
+  for (std::size_t i = 0; i < e.ndim; ++i)
+    if (__builtin_mul_overflow(numel, e.dims[i], &numel))
+      bad(src, fmt::format("the shape {} of tensor '{}' overflows", shown(shape_text(e)), name_shown()));
   std::uint64_t nbytes = 0;
   if (__builtin_mul_overflow(static_cast<std::uint64_t>(numel), dtype_size(e.dtype), &nbytes))
-    bad(src, fmt::format("the shape {} of tensor '{}' overflows", shown(shape_str(e.shape)), name));
+    bad(src, fmt::format("the shape {} of tensor '{}' overflows", shown(shape_text(e)), name_shown()));
 
   e.begin = raw.begin;
   e.end = raw.end;
   if (e.end < e.begin)
-    bad(src, fmt::format("tensor '{}' has data_offsets [{}, {}] that end before they begin", name, e.begin, e.end));
+    bad(src,
+        fmt::format("tensor '{}' has data_offsets [{}, {}] that end before they begin", name_shown(), e.begin, e.end));
   if (e.end - e.begin != nbytes)
     bad(src, fmt::format("tensor '{}' of dtype {} and shape {} needs {} bytes but its data_offsets [{}, {}] span {}",
-                         name, tag, shown(shape_str(e.shape)), nbytes, e.begin, e.end, e.end - e.begin));
+                         name_shown(), tag, shown(shape_text(e)), nbytes, e.begin, e.end, e.end - e.begin));
   if (e.end > buffer_size)
-    bad(src, fmt::format("tensor '{}' has data_offsets [{}, {}] outside the data buffer of {} bytes", name, e.begin,
-                         e.end, buffer_size));
+    bad(src, fmt::format("tensor '{}' has data_offsets [{}, {}] outside the data buffer of {} bytes", name_shown(),
+                         e.begin, e.end, buffer_size));
   return e;
 }
 
@@ -135,6 +144,70 @@ std::string join_keys(const std::vector<std::string>& keys) {
 }
 
 }  // namespace
+
+// ---- SafetensorsMetadata ------------------------------------------------------------------------------
+
+SafetensorsMetadata::SafetensorsMetadata(const std::map<std::string, std::string>& map) {
+  items_.reserve(map.size());
+  for (const auto& [k, v] : map) {
+    XGRAD_CHECK(text_.size() + k.size() + v.size() < (std::size_t{1} << 32),
+                "SafetensorsMetadata: the keys and values hold more than 4 GiB");
+    Item it{};
+    it.key_offset = static_cast<std::uint32_t>(text_.size());
+    it.key_size = static_cast<std::uint32_t>(k.size());
+    text_ += k;
+    it.value_offset = static_cast<std::uint32_t>(text_.size());
+    it.value_size = static_cast<std::uint32_t>(v.size());
+    text_ += v;
+    items_.push_back(it);
+  }
+}
+
+SafetensorsMetadata::const_iterator SafetensorsMetadata::find(std::string_view key) const {
+  for (std::size_t i = 0; i < items_.size(); ++i)
+    if (items_[i].key_size == key.size() && item(i).first == key) return {this, i};
+  return end();
+}
+
+std::string SafetensorsMetadata::at(std::string_view key) const {
+  const auto it = find(key);
+  if (it != end()) return std::string((*it).second);
+  std::string keys;
+  for (std::size_t i = 0; i < items_.size() && i < 20; ++i)
+    keys += fmt::format("{}'{}'", i ? ", " : "", shown(item(i).first));
+  if (items_.size() > 20) keys += fmt::format(", ... ({} keys)", items_.size());
+  detail::throw_error(fmt::format("SafetensorsMetadata::at: no key '{}' (the metadata has [{}])", shown(key), keys));
+}
+
+std::map<std::string, std::string> SafetensorsMetadata::to_map() const {
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : *this) out.emplace(k, v);
+  return out;
+}
+
+namespace {
+// The pairs sorted by key (keys are distinct): O(n log n), for comparisons only.
+std::vector<SafetensorsMetadata::value_type> sorted_pairs(const SafetensorsMetadata& m) {
+  std::vector<SafetensorsMetadata::value_type> out(m.begin(), m.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+}  // namespace
+
+bool operator==(const SafetensorsMetadata& a, const SafetensorsMetadata& b) {
+  return a.size() == b.size() && sorted_pairs(a) == sorted_pairs(b);
+}
+
+bool operator==(const SafetensorsMetadata& a, const std::map<std::string, std::string>& b) {
+  if (a.size() != b.size()) return false;
+  const auto pairs = sorted_pairs(a);
+  auto it = b.begin();
+  for (const auto& [k, v] : pairs) {
+    if (k != it->first || v != it->second) return false;
+    ++it;
+  }
+  return true;
+}
 
 // ---- SafetensorsFile ----------------------------------------------------------------------------------
 
@@ -217,9 +290,9 @@ SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, co
     }
     entries.back().at = raw.at;
   }
-  std::sort(header.metadata.begin(), header.metadata.end());  // keys are distinct: append in order
-  for (auto& [key, value] : header.metadata)
-    out.metadata.emplace_hint(out.metadata.end(), std::move(key), std::move(value));
+  // The metadata as scanned: in header order, in one buffer (no sort, no string per key).
+  out.metadata.text_ = std::move(header.metadata_text);
+  out.metadata.items_ = std::move(header.metadata);
 
   // The tensors must tile the buffer exactly: sorted by offset, each begins where the previous
   // ended, and the last ends at the end of the file. A gap hides bytes; an overlap aliases data.
@@ -257,9 +330,9 @@ SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, co
         if (buffer[i] > 1)
           bad(src, fmt::format("tensor '{}' of dtype BOOL holds the byte {} (only 0 and 1 are booleans)", shown(e.name),
                                buffer[i]));
-    Tensor t = Tensor::empty(e.shape, e.dtype);
+    Tensor t = Tensor::empty(Shape(e.dims, e.dims + e.ndim), e.dtype);
     if (e.end > e.begin) std::memcpy(t.raw_data(), buffer + e.begin, e.end - e.begin);
-    out.tensors.emplace_back(std::move(e.name), std::move(t));  // names are not needed after this
+    out.tensors.emplace_back(std::string(e.name), std::move(t));
   }
   return out;
 }

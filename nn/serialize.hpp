@@ -23,10 +23,13 @@
 //
 // Supported dtypes: F32, F64, I64, I32, U8 and BOOL (xgrad's float32, float64, int64, int32, uint8 and
 // bool; a BOOL byte other than 0 is read as true). The host must be little-endian (checked at compile time).
+#include <compare>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -35,16 +38,104 @@
 
 namespace xgrad::nn {
 
+struct SafetensorsFile;
+SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, const std::string& source_name);
+
 /// Tensors by name, in order (what a checkpoint holds, like PyTorch's state_dict).
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+/// The "__metadata__" of a safetensors file: string keys (distinct) to string values, in the order of
+/// the header (files written by save_safetensors: sorted by key). Read-only and flat: every key and
+/// value lives in one buffer, so a hostile header of millions of keys is read in time linear in its
+/// length (no tree of millions of nodes, no sort). A lookup (at, find, contains, count) compares the
+/// key with each entry in turn, as SafetensorsFile::at does for tensor names: for many lookups into
+/// a large metadata, convert it once with to_map(). Converts implicitly to std::map, so it can be
+/// passed back to save_safetensors; compares equal to a std::map with the same pairs.
+class SafetensorsMetadata {
+ public:
+  /// A key and its value (views into the metadata: valid while it lives).
+  using value_type = std::pair<std::string_view, std::string_view>;
+  /// Where an entry's key and value are in the buffer (the layout the header scanner produces, so
+  /// that a parsed file hands its entries over without a copy).
+  struct Item {
+    std::uint32_t key_offset = 0, key_size = 0, value_offset = 0, value_size = 0;
+  };
+
+  class const_iterator {
+   public:
+    using iterator_category = std::random_access_iterator_tag;
+    using value_type = SafetensorsMetadata::value_type;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = value_type;
+    const_iterator() = default;
+    value_type operator*() const { return owner_->item(i_); }
+    value_type operator[](difference_type k) const { return owner_->item(i_ + static_cast<std::size_t>(k)); }
+    const_iterator& operator++() { return ++i_, *this; }
+    const_iterator operator++(int) { return const_iterator(owner_, i_++); }
+    const_iterator& operator--() { return --i_, *this; }
+    const_iterator operator--(int) { return const_iterator(owner_, i_--); }
+    const_iterator& operator+=(difference_type k) { return i_ += static_cast<std::size_t>(k), *this; }
+    const_iterator& operator-=(difference_type k) { return i_ -= static_cast<std::size_t>(k), *this; }
+    friend const_iterator operator+(const_iterator a, difference_type k) { return a += k; }
+    friend const_iterator operator+(difference_type k, const_iterator a) { return a += k; }
+    friend const_iterator operator-(const_iterator a, difference_type k) { return a -= k; }
+    friend difference_type operator-(const_iterator a, const_iterator b) {
+      return static_cast<difference_type>(a.i_) - static_cast<difference_type>(b.i_);
+    }
+    friend bool operator==(const const_iterator& a, const const_iterator& b) { return a.i_ == b.i_; }
+    friend auto operator<=>(const const_iterator& a, const const_iterator& b) { return a.i_ <=> b.i_; }
+
+   private:
+    friend class SafetensorsMetadata;
+    const_iterator(const SafetensorsMetadata* owner, std::size_t i) : owner_(owner), i_(i) {}
+    const SafetensorsMetadata* owner_ = nullptr;
+    std::size_t i_ = 0;
+  };
+  using iterator = const_iterator;
+
+  SafetensorsMetadata() = default;
+  /// The pairs of `map` (in key order).
+  SafetensorsMetadata(const std::map<std::string, std::string>& map);  // NOLINT: implicit on purpose
+
+  std::size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  const_iterator begin() const { return {this, 0}; }
+  const_iterator end() const { return {this, items_.size()}; }
+
+  /// The entry with key `key`, or end().
+  const_iterator find(std::string_view key) const;
+  bool contains(std::string_view key) const { return find(key) != end(); }
+  std::size_t count(std::string_view key) const { return contains(key) ? 1 : 0; }
+  /// The value of `key`; xgrad::Error naming the key (and the first keys present) if it is absent.
+  std::string at(std::string_view key) const;
+
+  /// A copy as a std::map.
+  std::map<std::string, std::string> to_map() const;
+  operator std::map<std::string, std::string>() const { return to_map(); }  // NOLINT: implicit on purpose
+
+  /// Equal when both hold the same key-value pairs, in any order.
+  friend bool operator==(const SafetensorsMetadata& a, const SafetensorsMetadata& b);
+  friend bool operator==(const SafetensorsMetadata& a, const std::map<std::string, std::string>& b);
+
+ private:
+  friend SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, const std::string& source_name);
+  value_type item(std::size_t i) const {
+    const Item& it = items_[i];
+    return {std::string_view(text_.data() + it.key_offset, it.key_size),
+            std::string_view(text_.data() + it.value_offset, it.value_size)};
+  }
+  std::string text_;         // keys and values back to back
+  std::vector<Item> items_;  // in header order
+};
 
 /// The contents of a safetensors file.
 struct SafetensorsFile {
   /// The tensors in the order their data appears in the buffer (for files written by
   /// save_safetensors: the order they were given in). Each owns fresh storage.
   NamedTensors tensors;
-  /// The header's "__metadata__" (string to string), empty if absent.
-  std::map<std::string, std::string> metadata;
+  /// The header's "__metadata__", empty if absent.
+  SafetensorsMetadata metadata;
 
   /// True when a tensor named `name` is present.
   bool contains(const std::string& name) const;

@@ -442,7 +442,7 @@ Tensor conv_nd(const char* op, std::size_t dims, const Tensor& x, const Tensor& 
     for (auto v : pv)
       XGRAD_CHECK(v >= 0, "{}: argument 'padding' must be non-negative, got {}", op, vec_str(padding.values));
     if (dims == 1) pv.insert(pv.begin(), 0);
-    for (int d = 0; d < 2; ++d) begin[d] = pv[d], total[d] = 2 * pv[d];
+    for (int d = 0; d < 2; ++d) begin[d] = pv[d], total[d] = checked_mul(2, pv[d], op, "padding");
   } else {
     XGRAD_CHECK(padding.mode == "same" || padding.mode == "valid",
                 "{}: argument 'padding' must be \"same\", \"valid\" or numbers, got \"{}\"", op, padding.mode);
@@ -453,7 +453,7 @@ Tensor conv_nd(const char* op, std::size_t dims, const Tensor& x, const Tensor& 
                     "(stride {})",
                     op, vec_str(stride));
       for (int d = 0; d < 2; ++d) {
-        total[d] = c.dilation[d] * (ws[2 + d] - 1);
+        total[d] = checked_mul(c.dilation[d], ws[2 + d] - 1, op, "dilation");
         begin[d] = total[d] / 2;  // torch puts the odd element at the end
       }
     }
@@ -468,7 +468,10 @@ Tensor conv_nd(const char* op, std::size_t dims, const Tensor& x, const Tensor& 
   p.ph = begin[0], p.pw = begin[1];
   std::int64_t out[2];
   for (int d = 0; d < 2; ++d) {
-    const std::int64_t padded = xs[2 + d] + total[d], span = c.dilation[d] * (ws[2 + d] - 1) + 1;
+    // Note [Checked sizes]: a padding or dilation near 2^63 must not wrap into a plausible size (the
+    // kernels index the padded input with o * stride + k * dilation - padding).
+    const std::int64_t padded = checked_add(xs[2 + d], total[d], op, "padding"),
+                       span = checked_add(checked_mul(c.dilation[d], ws[2 + d] - 1, op, "dilation"), 1, op, "dilation");
     XGRAD_CHECK(padded >= span,
                 "{}: input {} with padding {} is smaller than the (dilated) kernel: weight {}, dilation {}; the "
                 "kernel size can't be greater than the padded input size",
@@ -527,7 +530,13 @@ Tensor conv_transpose_nd(const char* op, std::size_t dims, const Tensor& x, cons
   p.ph = pv[0], p.pw = pv[1];
   std::int64_t out[2];
   for (int d = 0; d < 2; ++d) {
-    out[d] = (xs[2 + d] - 1) * c.stride[d] - 2 * pv[d] + c.dilation[d] * (ws[2 + d] - 1) + opv[d] + 1;
+    // Checked (Note [Checked sizes]): the kernels index the output with i * stride + k * dilation, so the
+    // unpadded extent must fit in int64 before the padding is taken off.
+    const std::int64_t extent =
+        checked_add(checked_add(checked_mul(xs[2 + d] - 1, c.stride[d], op, "stride"),
+                                checked_mul(c.dilation[d], ws[2 + d] - 1, op, "dilation"), op, "dilation"),
+                    checked_add(opv[d], 1, op, "output_padding"), op, "output_padding");
+    out[d] = extent - checked_mul(2, pv[d], op, "padding");
     XGRAD_CHECK(out[d] >= 1,
                 "{}: input {} with weight {}, stride {}, padding {}, dilation {}, output_padding {} gives an output "
                 "size {} < 1 (output size is too small)",

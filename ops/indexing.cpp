@@ -567,7 +567,7 @@ Tensor one_hot(const Tensor& labels, std::int64_t num_classes) {
   if (c == -1) {
     XGRAD_CHECK(!v.empty(), "one_hot: cannot infer num_classes from empty labels of shape {}; pass num_classes",
                 shape_str(labels.shape()));
-    c = *std::max_element(v.begin(), v.end()) + 1;
+    c = checked_add(*std::max_element(v.begin(), v.end()), 1, "one_hot", "labels");
   }
   for (std::size_t e = 0; e < v.size(); ++e)
     XGRAD_CHECK(v[e] >= 0 && v[e] < c, "one_hot: label {} (element {} of 'labels') is out of range for {} classes",

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
 
 namespace xgrad {
@@ -294,7 +295,12 @@ Windows check_windows(const char* op, std::size_t dims, const Tensor& x, const s
                 "{}: argument 'padding' {} must be non-negative and at most half of kernel_size {}", op,
                 vec_str(padding), vec_str(kernel_size));
   for (std::size_t i = 0; i < dims; ++i) {
-    const std::int64_t num = spatial[i] + 2 * w.p[i] - w.d[i] * (w.k[i] - 1) - 1 + (ceil_mode ? w.s[i] - 1 : 0);
+    // Checked (Note [Checked sizes]): a kernel, padding or dilation near 2^63 must not wrap into a
+    // plausible output size.
+    const std::int64_t padded = checked_add(spatial[i], checked_mul(2, w.p[i], op, "padding"), op, "padding");
+    const std::int64_t span = checked_mul(w.d[i], w.k[i] - 1, op, "dilation");
+    std::int64_t num = padded - span - 1;  // both terms >= 0: no overflow
+    if (ceil_mode) num = checked_add(num, w.s[i] - 1, op, "stride");
     std::int64_t o = floor_div(num, w.s[i]) + 1;
     if (ceil_mode && (o - 1) * w.s[i] >= spatial[i] + w.p[i]) --o;
     w.out.push_back(o);
@@ -344,6 +350,15 @@ Geometry adaptive_geometry(const char* op, std::size_t dims, const Tensor& x,
   for (auto v : out)
     XGRAD_CHECK(v >= 0, "{}: argument 'output_size' must be non-negative, got {} (x {})", op, vec_str(output_size),
                 shape_str(x.shape()));
+  // The output (even an empty one: a batch of 0) has a window per output position, three int64 each,
+  // and a window's bounds are computed as (o + 1) * in: all checked before anything is built.
+  checked_numel(out_shape(x, dims, out), op, "output_size");
+  std::int64_t positions = 0;
+  for (std::size_t i = 0; i < dims; ++i) {
+    (void)checked_mul(out[i], sp[i], op, "output_size");
+    positions = checked_add(positions, out[i], op, "output_size");
+  }
+  check_host_memory(checked_nbytes(positions, 3 * sizeof(std::int64_t), op, "output_size"), op, "output_size");
   const std::size_t last = dims - 1;
   g.h = dims == 2 ? Axis::adaptive(sp[0], out[0]) : Axis::trivial();
   g.w = Axis::adaptive(sp[last], out[last]);

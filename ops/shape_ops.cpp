@@ -917,8 +917,12 @@ Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, const std::st
     XGRAD_CHECK(out[d] >= 0, "pad: pads [{}] give dim {} (size {}) the negative size {} (x has shape {})",
                 fmt::join(pads, ", "), d, n, out[d], shape_str(s));
   }
-  checked_numel(out, "pad", "pads");
-  if (shape_numel(out) == 0 || x.numel() == 0) {
+  const std::int64_t out_numel = checked_numel(out, "pad", "pads");
+  // The index map (an int64 per output element) and the output are sized by the pads: a request
+  // beyond this machine's memory is an error stating the bytes, not std::bad_alloc.
+  check_host_memory(checked_nbytes(out_numel, sizeof(std::int64_t) + dtype_size(x.dtype()), "pad", "pads"), "pad",
+                    "pads");
+  if (out_numel == 0 || x.numel() == 0) {
     // Nothing to read: an empty result, or all fill (constant mode, an empty dim padded).
     std::vector<std::int64_t> map(static_cast<std::size_t>(shape_numel(out)), -1);
     return detail::gather_map("pad", x, out, std::move(map), true, value);

@@ -33,8 +33,8 @@ TensorDataset load(FashionMNIST::Split split, const std::string& root) {
   const std::string prefix = split == FashionMNIST::Split::train ? "train" : "t10k";
   const std::string image_path = find_file(root, prefix + "-images-idx3-ubyte");
   const std::string label_path = find_file(root, prefix + "-labels-idx1-ubyte");
-  const std::string image_bytes = read_maybe_gzip(image_path, "FashionMNIST");
-  const std::string label_bytes = read_maybe_gzip(label_path, "FashionMNIST");
+  const std::string image_bytes = read_idx_bytes(image_path, "FashionMNIST");
+  const std::string label_bytes = read_idx_bytes(label_path, "FashionMNIST");
   // The value type is byte 2 of the magic: uint8 (0x08) for both files.
   XGRAD_CHECK(image_bytes.size() >= 4 && image_bytes[2] == 0x08 && label_bytes.size() >= 4 && label_bytes[2] == 0x08,
               "FashionMNIST: '{}' and '{}' must be IDX files of uint8 values", image_path, label_path);

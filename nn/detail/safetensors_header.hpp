@@ -21,9 +21,18 @@
 // wrong type, unknown or missing fields, nesting deeper than the schema, more than `max_dims`
 // dimensions. Duplicate keys are refused at every level (tensor names, "__metadata__", the fields of
 // an entry, metadata keys), after unescaping: JSON allows them and a reader that kept one would hide
-// data. Names are checked in a hash set keyed with SipHash-1-3 under a per-process random key (an
-// attacker who writes the file cannot aim names at one bucket), so a check costs one hash of the
-// name and, on a hash match, one comparison. The set grows by doubling, rehashing stored hashes.
+// data. Duplicates are found without a hash table that outgrows the cache (Note [Linear duplicate
+// check]): each key is hashed once (SipHash-1-3 under a per-process random key, so an attacker who
+// writes the file cannot aim keys at one bucket) into a list in header order; at the end of its object
+// the list is split by the hashes' top bits into parts of a few thousand keys (one sequential pass),
+// and each part is checked in a small table that stays in the cache. A key is compared with another
+// only when their 64-bit hashes are equal. The error names the first key, in header order, that
+// repeats an earlier one (and where that earlier one is). Duplicates are therefore reported after the
+// syntax of their object: a header with a duplicate name and a syntax error further on is refused for
+// the syntax error.
+//
+// The output keeps names, dtypes, metadata keys and values in two text arenas and the shapes in one
+// array: a header of a million entries costs a few vectors, not a few million strings.
 //
 // What the scanner does not check, the caller does (nn/serialize.cpp): which dtype tags are
 // supported, that the shape's element count and byte size fit, that data_offsets match the shape and
@@ -32,8 +41,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
+
+#include "xgrad/nn/serialize.hpp"
 
 namespace xgrad::detail {
 
@@ -48,11 +58,17 @@ struct SafetensorsHeaderEntry {
   std::uint64_t at = 0;                          // byte offset in the file of the entry's name (for messages)
 };
 
+/// One "__metadata__" key and its value, in SafetensorsHeader::metadata_text (offsets fit in 32 bits:
+/// the scanner refuses headers of 4 GiB or more). The public SafetensorsMetadata's entry, so that
+/// parse_safetensors moves the scanned vector into the result.
+using SafetensorsMetadataEntry = nn::SafetensorsMetadata::Item;
+
 struct SafetensorsHeader {
-  std::vector<SafetensorsHeaderEntry> entries;                // in header order
-  std::vector<std::pair<std::string, std::string>> metadata;  // in header order; keys distinct
-  std::string text;                                           // the entries' names and dtypes, back to back
-  std::vector<std::int64_t> dims;                             // the entries' shapes, back to back
+  std::vector<SafetensorsHeaderEntry> entries;     // in header order
+  std::vector<SafetensorsMetadataEntry> metadata;  // in header order; keys distinct
+  std::string text;                                // the entries' names and dtypes, back to back
+  std::vector<std::int64_t> dims;                  // the entries' shapes, back to back
+  std::string metadata_text;                       // the metadata's keys and values, back to back
 
   std::string_view name(const SafetensorsHeaderEntry& e) const { return {text.data() + e.name_offset, e.name_size}; }
   std::string_view dtype(const SafetensorsHeaderEntry& e) const { return {text.data() + e.dtype_offset, e.dtype_size}; }
@@ -61,15 +77,21 @@ struct SafetensorsHeader {
     return {dims.begin() + static_cast<std::ptrdiff_t>(e.dims_offset),
             dims.begin() + static_cast<std::ptrdiff_t>(e.dims_offset + e.dims_size)};
   }
+  std::string_view key(const SafetensorsMetadataEntry& m) const {
+    return {metadata_text.data() + m.key_offset, m.key_size};
+  }
+  std::string_view value(const SafetensorsMetadataEntry& m) const {
+    return {metadata_text.data() + m.value_offset, m.value_size};
+  }
 };
 
 /// Work done by the duplicate-key checks (for the deterministic linearity test).
 struct SafetensorsScanCounters {
-  std::uint64_t keys = 0;            // keys inserted
+  std::uint64_t keys = 0;            // keys checked
   std::uint64_t bytes_hashed = 0;    // bytes of keys hashed
   std::uint64_t bytes_compared = 0;  // bytes of keys compared after a hash match
   std::uint64_t probes = 0;          // hash-table slots looked at
-  std::uint64_t rehashed = 0;        // keys moved when the table grew
+  std::uint64_t rehashed = 0;        // keys moved into their part (Note [Linear duplicate check])
 };
 
 struct SafetensorsScanOptions {

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -136,6 +137,72 @@ TEST_CASE("read_idx: corrupt and hostile files are refused with the reason", "[d
   test::require_error([&] { ds::read_maybe_gzip(dir.file("g.idx.gz"), "t", 1000); },
                       {"t", "g.idx.gz", "more than 1000 bytes"});
   test::require_error([&] { ds::read_maybe_gzip(dir.file("g.idx"), "t", 1000); }, {"t", "g.idx", "more than 1000"});
+}
+
+TEST_CASE("read_idx: a gzip bomb is refused after inflating about the size its IDX header declares",
+          "[datasets][idx][errors]") {
+  test::TempDir dir("idx_bomb");
+  // The inflated bytes are a shell pipeline's: `header`, then `mb` MB of zeros, gzip -1.
+  auto bomb = [&](const std::string& name, const std::string& header, int mb) {
+    const std::string head = dir.file(name + ".head");
+    test::write_bytes(head, header);
+    const std::string path = dir.file(name + ".gz");
+    const std::string cmd =
+        fmt::format("{{ cat '{}'; head -c {}000000 /dev/zero; }} | gzip -1 -n -c > '{}'", head, mb, path);
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    return path;
+  };
+  // The number N in "first N bytes" / "refused after N bytes": how far the stream was inflated.
+  auto inflated = [](const std::string& message, const std::string& before) {
+    const auto at = message.find(before);
+    REQUIRE(at != std::string::npos);
+    return std::stoull(message.substr(at + before.size()));
+  };
+  auto message_of = [](const std::function<void()>& fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    FAIL("no error");
+    return std::string();
+  };
+
+  // 1000 values declared, 40 MB inflated: refused once the stream passes 1008 bytes, a chunk later.
+  const std::string small = bomb("small", idx(0x08, {1000}, ""), 40);
+  std::string m = message_of([&] { (void)ds::read_idx(small); });
+  INFO(m);
+  CHECK(m.find("read_idx") != std::string::npos);
+  CHECK(m.find("more than the 1008 bytes its header declares") != std::string::npos);
+  CHECK(inflated(m, "refused after ") <= 1008 + 65536);
+  // The same through FashionMNIST's reader.
+  m = message_of([&] { (void)ds::read_idx_bytes(small, "FashionMNIST"); });
+  CHECK(m.find("FashionMNIST") != std::string::npos);
+  CHECK(m.find("its header declares") != std::string::npos);
+  // Not an IDX file at all (zeros: value type 0x00): refused after the first inflated chunk.
+  const std::string zeros = bomb("zeros", "", 40);
+  m = message_of([&] { (void)ds::read_idx(zeros); });
+  INFO(m);
+  CHECK(m.find("unknown IDX value type 0x00") != std::string::npos);
+  CHECK(inflated(m, "gzip stream's first ") <= 65536);
+  // A wrong magic, before the dims are even inflated.
+  const std::string magic = bomb("magic", std::string{'\x01', '\0', '\x08', '\x01'}, 1);
+  m = message_of([&] { (void)ds::read_idx(magic); });
+  CHECK(m.find("magic starts 01 00") != std::string::npos);
+  // A header declaring more than a gzip file may inflate to (2^31 - 1 float64 values, ~16 GiB): refused
+  // at once, before inflating the rest.
+  const std::string huge = bomb("huge", idx(0x0E, {0x7fffffff}, ""), 1);
+  m = message_of([&] { (void)ds::read_idx(huge); });
+  INFO(m);
+  CHECK(m.find("declares 17179869184 bytes") != std::string::npos);
+  CHECK(m.find("more than the 1073741824 bytes") != std::string::npos);
+  // A well-formed file still reads, and one shorter than its header declares is refused as before.
+  const std::string good = idx(0x08, {2, 3}, "abcdef");
+  test::write_bytes(dir.file("ok.idx"), good);
+  CHECK(ds::read_idx(gzip_file(dir.file("ok.idx"))).shape() == Shape{2, 3});
+  test::write_bytes(dir.file("short.idx"), idx(0x08, {2, 3}, "abc"));
+  test::require_error([&] { (void)ds::read_idx(gzip_file(dir.file("short.idx"))); },
+                      {"parse_idx", "short.idx.gz", "needs exactly 18"});
 }
 
 // ---- FashionMNIST ---------------------------------------------------------------------------------

@@ -47,8 +47,10 @@ TEST_CASE("safetensors header: a valid header gives every entry and the metadata
   CHECK(h.shape(h.entries[1]).empty());
   CHECK(h.entries[1].begin == 48);
   REQUIRE(h.metadata.size() == 2);
-  CHECK(h.metadata[0] == std::pair<std::string, std::string>{"format", "pt"});
-  CHECK(h.metadata[1] == std::pair<std::string, std::string>{"z", ""});
+  CHECK(h.key(h.metadata[0]) == "format");
+  CHECK(h.value(h.metadata[0]) == "pt");
+  CHECK(h.key(h.metadata[1]) == "z");
+  CHECK(h.value(h.metadata[1]).empty());
   CHECK(scan("{}").entries.empty());
   CHECK(scan(R"({"__metadata__": {}})").metadata.empty());
   // Dimensions and offsets up to their limits.

@@ -116,3 +116,47 @@ TEST_CASE("max_pool2d_with_indices: int64 flat indices in the plane, and a windo
   e[0].backward(Tensor::ones({1, 1, 1, 3}, kFloat64));
   CHECK(y.grad().to_vector() == std::vector<double>(3, 0));
 }
+
+TEST_CASE("conv and pooling: sizes near 2^63 are an Error naming the op and the argument, never a wrapped shape",
+          "[conv][pool][sizes][errors]") {
+  // Before the checks, conv2d with dilation 2^63 - 1 returned a (1, 1, 6, 6) output for a 4 x 4 input
+  // (the dilated kernel's span wrapped), conv1d with padding 2^63 - 1 a length-4 output, and
+  // adaptive_avg_pool1d to 2^63 - 1 positions ran until memory ran out.
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max(), big = std::int64_t{1} << 62;
+  const Tensor x = Tensor::ones({1, 1, 4, 4}), w = Tensor::ones({1, 1, 3, 3});
+  const Tensor x1 = Tensor::ones({1, 1, 8}), w1 = Tensor::ones({1, 1, 3});
+  test::require_error([&] { conv2d(x, w, Tensor(), {1}, 0, {max}); }, {"conv2d", "'dilation'", "overflows"});
+  test::require_error([&] { conv2d(x, w, Tensor(), {1}, 0, {big}); }, {"conv2d", "'dilation'", "overflows"});
+  test::require_error([&] { conv2d(x, w, Tensor(), {1}, "same", {max}); }, {"conv2d", "'dilation'", "overflows"});
+  test::require_error([&] { conv1d(x1, w1, Tensor(), {1}, V{max}); }, {"conv1d", "'padding'", "overflows"});
+  test::require_error([&] { conv1d(x1, w1, Tensor(), {1}, V{big}); }, {"conv1d", "'padding'", "overflows"});
+  test::require_error([&] { conv_transpose1d(x1, w1, Tensor(), {1}, {0}, {0}, 1, {max}); },
+                      {"conv_transpose1d", "'dilation'", "overflows"});
+  test::require_error([&] { conv_transpose1d(x1, w1, Tensor(), {1}, {max}); },
+                      {"conv_transpose1d", "'padding'", "overflows"});
+  test::require_error([&] { conv_transpose2d(x, w, Tensor(), {max}); }, {"conv_transpose2d", "'stride'", "overflows"});
+  // Large but representable sizes still reach the size checks of the output.
+  test::require_error([&] { conv_transpose2d(x, w, Tensor(), {std::int64_t{1} << 33}); },
+                      {"conv_transpose2d", "'output'", "too large"});
+  test::require_error([&] { max_pool1d(x1, {max}, {1}, {max / 2}); }, {"max_pool1d", "'padding'", "overflows"});
+  test::require_error([&] { avg_pool1d(x1, {max}, {max}, {max / 2}, true); }, {"avg_pool1d", "'padding'", "overflows"});
+  test::require_error([&] { max_pool2d(x, {3}, {1}, {0}, {max}); }, {"max_pool2d", "'dilation'", "overflows"});
+  test::require_error([&] { max_pool2d(x, {2}, {1}, {0}, {max}); }, {"max_pool2d", "output size", "too small"});
+  test::require_error([&] { adaptive_avg_pool1d(x1, {max}); }, {"adaptive_avg_pool1d", "'output_size'", "overflows"});
+  test::require_error([&] { adaptive_avg_pool2d(x, {max, max}); }, {"adaptive_avg_pool2d", "'output_size'"});
+  test::require_error(
+      [&] {
+        adaptive_max_pool2d(x, {std::int64_t{1} << 31, std::int64_t{1} << 31});
+      },
+      {"adaptive_max_pool2d", "'output_size'"});
+  // An empty batch has no output elements, but its windows would still be built: refused with the bytes.
+  test::require_error(
+      [&] {
+        adaptive_avg_pool1d(Tensor::ones({0, 1, 8}), {std::int64_t{1} << 40});
+      },
+      {"adaptive_avg_pool1d", "'output_size'", "bytes"});
+  // Sizes that fit still work.
+  CHECK(conv2d(x, w, Tensor(), {max}).shape() == Shape{1, 1, 1, 1});
+  CHECK(max_pool2d(x, {2}, {max}).shape() == Shape{1, 1, 1, 1});
+  CHECK(adaptive_avg_pool1d(x1, {3}).shape() == Shape{1, 1, 3});
+}

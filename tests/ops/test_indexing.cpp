@@ -118,6 +118,11 @@ TEST_CASE("nonzero and one_hot", "[indexing][nonzero]") {
   CHECK(oh.dtype() == kInt64);
   CHECK(oh.to_vector() == V{0, 0, 1, 1, 0, 0});
   CHECK(one_hot(longs({}, {0}), 4).shape() == Shape{0, 4});
+  // The inferred class count is the largest label + 1: checked (it wrapped to -2^63 for 2^63 - 1).
+  const std::vector<std::int64_t> top = {std::numeric_limits<std::int64_t>::max()};
+  test::require_error([&] { one_hot(Tensor::from_data<std::int64_t>(std::span<const std::int64_t>(top), {1})); },
+                      {"one_hot", "'labels'", "overflows"});
+  test::require_error([] { one_hot(longs({1099511627776.0}, {1})); }, {"bytes"});
 }
 
 TEST_CASE("scatter-type sums are bit-identical with 1 and 2 threads", "[indexing][threads]") {

@@ -367,6 +367,16 @@ TEST_CASE("shape ops: shapes whose size overflows are an Error naming the op", "
       {"index_select", "'index'", "too large"});
 }
 
+TEST_CASE("pad: outputs larger than memory are an Error stating the bytes, never std::bad_alloc",
+          "[shape_ops][sizes][errors]") {
+  const Tensor x = Tensor::ones({3, 4});
+  // Before the check, pad built an index map of 8 bytes per output element first: std::bad_alloc.
+  test::require_error([&] { pad(x, {std::int64_t{1} << 40, std::int64_t{1} << 40}); }, {"pad", "'pads'", "bytes"});
+  test::require_error([&] { pad(x, {std::int64_t{1} << 31, 0, std::int64_t{1} << 31, 0}); }, {"pad", "'pads'"});
+  test::require_error([&] { pad(x, {std::numeric_limits<std::int64_t>::max(), 0}); }, {"pad", "'pads'", "overflows"});
+  CHECK(pad(x, {1, 1}).shape() == Shape{3, 6});
+}
+
 TEST_CASE("shape ops: zero-length dimensions in the forward and the backward", "[shape_ops][sizes]") {
   Generator gen(3);
   for (const Dtype dt : {kFloat32, kFloat64}) {
