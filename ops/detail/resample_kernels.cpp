@@ -16,6 +16,7 @@
 #include "xgrad/core/cpu.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/resample_simd512.hpp"
+#include "xgrad/ops/detail/simd.hpp"
 
 namespace xgrad::detail::resample {
 
@@ -25,41 +26,32 @@ constexpr int kMaxDegree = 7;
 constexpr std::size_t kTableByteCap = std::size_t(8) << 20;  // per table (both precisions)
 constexpr double kSlop = 1e-9;                               // in units of dx (tap counting)
 
-// ---- SIMD helpers (GCC/Clang vector extensions: portable, no intrinsics) ------------------------
-typedef float v8f __attribute__((vector_size(32)));
-typedef double v4d __attribute__((vector_size(32)));
+// ---- SIMD helpers (xsimd batches of this file's architecture: Note [Kernel architectures] in
+// ops/detail/simd.hpp) ------------------------------------------------------------------------------
+using Arch = xsimd::default_arch;
 template <class T>
-struct Vec;
-template <>
-struct Vec<float> {
-  using type = v8f;
-  static constexpr int W = 8;
+struct Vec {
+  using type = simd::batch<T, Arch>;
+  static constexpr int W = simd::lanes<T, Arch>;
 };
-template <>
-struct Vec<double> {
-  using type = v4d;
-  static constexpr int W = 4;
-};
+using VD = simd::batch<double, Arch>;  // the double accumulators (W / 2 lanes for float)
 
 template <class T>
-inline typename Vec<T>::type load(const T* p) {
-  typename Vec<T>::type v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
+inline simd::batch<T, Arch> load(const T* p) {
+  return simd::load<T, Arch>(p);
 }
 template <class T>
-inline double hsum(typename Vec<T>::type v) {
+inline double hsum(const typename Vec<T>::type& v) {
   double s = 0;
-  for (int i = 0; i < Vec<T>::W; ++i) s += static_cast<double>(v[i]);
+  for (int i = 0; i < Vec<T>::W; ++i) s += static_cast<double>(simd::lane(v, i));
   return s;
 }
+// Sum of the double lanes by a fixed tree of pairwise sums ((t0 + t1) + (t2 + t3) for 4 lanes).
+inline double tree_sum(const VD& v) { return simd::tree_sum(v); }
 
-// Widens a vector of T to double lanes and adds it to acc (4 double lanes).
-inline void add_wide(v4d& acc, v8f v) {
-  acc += __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3), v4d) +
-         __builtin_convertvector(__builtin_shufflevector(v, v, 4, 5, 6, 7), v4d);
-}
-inline void add_wide(v4d& acc, v4d v) { acc += v; }
+// Widens a vector of T to double lanes and adds it to acc: acc += (low half + high half) for float.
+inline void add_wide(VD& acc, const simd::batch<float, Arch>& v) { acc += simd::widen<0>(v) + simd::widen<1>(v); }
+inline void add_wide(VD& acc, const VD& v) { acc += v; }
 
 // res[k] = sum_j rows[k][j] * f[j], k < NK, accumulated in T within blocks of 256 taps and in
 // double across blocks (the float32 accuracy contract needs the double level for long rows). The
@@ -72,7 +64,7 @@ void dot_rows(const T* const* rows, const T* f, std::int64_t n, double* res) {
   // U independent accumulators per k: enough chains to cover the FMA latency (the loop is
   // latency-bound with fewer), not so many that they spill.
   constexpr int U = NK <= 2 ? 4 : 2;
-  v4d tot[NK] = {};
+  VD tot[NK] = {};
   double tail[NK] = {};
   std::int64_t j = 0;
   while (j < n) {
@@ -96,7 +88,7 @@ void dot_rows(const T* const* rows, const T* f, std::int64_t n, double* res) {
     for (; j < e; ++j)
       for (int k = 0; k < NK; ++k) tail[k] += static_cast<double>(rows[k][j]) * static_cast<double>(f[j]);
   }
-  for (int k = 0; k < NK; ++k) res[k] = ((tot[k][0] + tot[k][1]) + (tot[k][2] + tot[k][3])) + tail[k];
+  for (int k = 0; k < NK; ++k) res[k] = tree_sum(tot[k]) + tail[k];
 }
 
 template <class T>
@@ -130,7 +122,7 @@ void dot_rows_multi(const T* const* rows, const T* const* fs, std::int64_t n, do
   using V = typename Vec<T>::type;
   constexpr int W = Vec<T>::W;
   constexpr std::int64_t kBlock = 256;
-  v4d tot[M][NK] = {};
+  VD tot[M][NK] = {};
   double tail[M][NK] = {};
   std::int64_t j = 0;
   while (j < n) {
@@ -143,7 +135,7 @@ void dot_rows_multi(const T* const* rows, const T* const* fs, std::int64_t n, do
         V fv = load(fs[m] + j);
         // Keep fv in a register: otherwise GCC folds the load into every FMA that uses it,
         // which brings back the loads this grouping removes.
-        if constexpr (NK > 1) asm("" : "+x"(fv));
+        if constexpr (NK > 1) simd::pin(fv);
         for (int k = 0; k < NK; ++k) acc[m][k] += rv[k] * fv;
       }
     }
@@ -155,7 +147,7 @@ void dot_rows_multi(const T* const* rows, const T* const* fs, std::int64_t n, do
   }
   for (int m = 0; m < M; ++m)
     for (int k = 0; k < NK; ++k)
-      res[m * NK + k] = ((tot[m][k][0] + tot[m][k][1]) + (tot[m][k][2] + tot[m][k][3])) + tail[m][k];
+      res[m * NK + k] = tree_sum(tot[m][k]) + tail[m][k];
 }
 
 // Outputs per group for dot_rows_multi (0: none, use dot_rows_one).
@@ -243,11 +235,12 @@ void combine_rows(const T* const* in, T* const* out, const T* c, std::int64_t n)
   // Coefficients and pointers in registers: the stores through out could alias c and the pointer
   // arrays, so they would be re-read every iteration.
   V cv[NO][NI];
+  T cs[NO][NI];
   const T* ip[NI];
   T* op[NO];
   for (int o = 0; o < NO; ++o) {
     op[o] = out[o];
-    for (int i = 0; i < NI; ++i) cv[o][i] = V{} + c[o * NI + i];
+    for (int i = 0; i < NI; ++i) cs[o][i] = T(0) + c[o * NI + i], cv[o][i] = V(cs[o][i]);
   }
   for (int i = 0; i < NI; ++i) ip[i] = in[i];
   std::int64_t j = 0;
@@ -257,13 +250,13 @@ void combine_rows(const T* const* in, T* const* out, const T* c, std::int64_t n)
     for (int o = 0; o < NO; ++o) {
       V d = load(op[o] + j);
       for (int i = 0; i < NI; ++i) d += cv[o][i] * iv[i];
-      std::memcpy(op[o] + j, &d, sizeof(d));
+      d.store_unaligned(op[o] + j);
     }
   }
   for (; j < n; ++j)
     for (int o = 0; o < NO; ++o) {
       T d = op[o][j];
-      for (int i = 0; i < NI; ++i) d += cv[o][i][0] * ip[i][j];
+      for (int i = 0; i < NI; ++i) d += cs[o][i] * ip[i][j];
       op[o][j] = d;
     }
 }
@@ -998,8 +991,7 @@ template <class T>
 void moments4(const T* f, std::int64_t n, double s0, double du, typename Vec<T>::type* mv, double* M) {
   using V = typename Vec<T>::type;
   constexpr int W = Vec<T>::W;
-  V lane;
-  for (int l = 0; l < W; ++l) lane[l] = static_cast<T>(l);
+  const V lane = simd::iota<T, Arch>(T(0));
   V m0 = {}, m1 = {}, m2 = {}, m3 = {};
   const T s0t = static_cast<T>(s0), dut = static_cast<T>(du);
   int q = 0;
@@ -1426,7 +1418,7 @@ std::vector<double> backward_cells(const Geometry& geo, std::int64_t ncells, dou
     for (std::int64_t ch = c0; ch < c1; ++ch) {
       std::vector<double>& acc = part[static_cast<std::size_t>(ch)];
       acc.assign(G, 0.0);
-      std::fill(lanes.begin(), lanes.end(), V{});
+      std::fill(lanes.begin(), lanes.end(), V(T(0)));
       for (std::int64_t idx = ch * chunk; idx < std::min(NA, (ch + 1) * chunk); ++idx) {
         const std::int64_t n = idx / A, a = idx % A;
         const double c = pr.coarse[idx];
