@@ -443,7 +443,8 @@ void lane_weight_blocks(const BlockSparsePattern& p, const T* gt, const T* xt, s
         }
         const V r = lane_reduce<T>(acc);
         for (int o = 0; o < TO && o0 + o < bl.rows; ++o)
-          for (int c = 0; c < TC && c0 + c < bl.cols; ++c) dw[bl.offset + (o0 + o) * bl.cols + c0 + c] = simd::lane(r, o * TC + c);
+          for (int c = 0; c < TC && c0 + c < bl.cols; ++c)
+            dw[bl.offset + (o0 + o) * bl.cols + c0 + c] = simd::lane(r, o * TC + c);
       }
   }
 }

@@ -6,7 +6,7 @@
 // ops/detail/simd.hpp's with the architecture xsimd::avx512bw as a template argument (Note [Kernel
 // architectures] in simd.hpp): an inline or template function that another file also instantiates
 // would be merged by the linker with that file's copy, and whichever copy it kept (possibly this one,
-// with AVX-512 instructions) would then run on every CPU. core_test_simd_odr checks this file's object.
+// with AVX-512 instructions) would then run on every CPU. The test ops_simd_odr checks this file's object.
 #include "xgrad/ops/detail/block_sparse_simd512.hpp"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)

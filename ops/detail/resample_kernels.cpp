@@ -146,8 +146,7 @@ void dot_rows_multi(const T* const* rows, const T* const* fs, std::int64_t n, do
         for (int k = 0; k < NK; ++k) tail[m][k] += static_cast<double>(rows[k][j]) * static_cast<double>(fs[m][j]);
   }
   for (int m = 0; m < M; ++m)
-    for (int k = 0; k < NK; ++k)
-      res[m * NK + k] = tree_sum(tot[m][k]) + tail[m][k];
+    for (int k = 0; k < NK; ++k) res[m * NK + k] = tree_sum(tot[m][k]) + tail[m][k];
 }
 
 // Outputs per group for dot_rows_multi (0: none, use dot_rows_one).
