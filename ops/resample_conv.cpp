@@ -1,5 +1,6 @@
 // resample_conv: forward, the three backward kernels' wiring, argument checks, FineGrid and
-// Response. The tables and the TBB kernels are in resample_kernels.cpp.
+// Response. The tables are fitted in detail/resample_tables.cpp, the TBB kernels are in
+// detail/resample_kernels.cpp.
 #include "xgrad/ops/resample_conv.hpp"
 
 #include <algorithm>

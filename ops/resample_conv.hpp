@@ -49,7 +49,7 @@
 // scatter of the f gradient goes to rows owned by one task, or to private per-chunk buffers added
 // in a fixed order; no atomics), and independent of call history: the tables cached in a response
 // are functions of their key, and a sampled response's per-forward table search keeps no state
-// between calls (Note [Deterministic table search] in resample_kernels.cpp).
+// between calls (Note [Deterministic table search] in resample_tables.cpp).
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -20,6 +20,7 @@
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/blas.hpp"
 #include "xgrad/ops/detail/block_sparse_simd512.hpp"
+#include "xgrad/ops/detail/simd.hpp"
 
 namespace xgrad::detail {
 
@@ -147,20 +148,22 @@ constexpr std::int64_t kLaneChunkK = 256;
 // batch rows (a multiple of 3 vectors so that full tiles dominate).
 constexpr std::int64_t kLaneTaskVecs = 12;
 
+// xsimd batches of this file's architecture (Note [Kernel architectures] in ops/detail/simd.hpp):
+// 8 float or 4 double lanes with XGRAD_ARCH = x86-64-v3.
+using Arch = xsimd::default_arch;
 template <class T>
 struct Lanes {
-  static constexpr int n = 32 / static_cast<int>(sizeof(T));
-  typedef T v __attribute__((vector_size(32)));
-  typedef T vu __attribute__((vector_size(32), aligned(sizeof(T)), may_alias));  // unaligned access
+  static constexpr int n = simd::lanes<T, Arch>;
+  using v = simd::batch<T, Arch>;
 };
 
 template <class T>
 inline typename Lanes<T>::v load_v(const T* p) {
-  return *reinterpret_cast<const typename Lanes<T>::vu*>(p);
+  return simd::load<T, Arch>(p);
 }
 template <class T>
-inline void store_v(T* p, typename Lanes<T>::v v) {
-  *reinterpret_cast<typename Lanes<T>::vu*>(p) = v;
+inline void store_v(T* p, const typename Lanes<T>::v& v) {
+  simd::store<T, Arch>(p, v);
 }
 
 // One segment of a lane sweep: rows a, a + lda, ... (len of them) of the transposed operand, and the
@@ -188,7 +191,7 @@ inline void lane_tile(const LaneSeg<T>* segs, std::int64_t nseg, std::int64_t ld
 #pragma GCC unroll 8
   for (int o = 0; o < kLaneOuts; ++o)
 #pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) acc[o][v] = accumulate ? load_v(out + std::min(o, nout - 1) * ldo + v * L) : V{};
+    for (int v = 0; v < NV; ++v) acc[o][v] = accumulate ? load_v(out + std::min(o, nout - 1) * ldo + v * L) : V(T(0));
   for (std::int64_t s = 0; s < nseg; ++s) {
     const LaneSeg<T>& sg = segs[s];
     const T* c[kLaneOuts];
@@ -216,22 +219,23 @@ inline void lane_tile(const LaneSeg<T>* segs, std::int64_t nseg, std::int64_t ld
 // 8 x 8 float transpose in registers: d[c * ldd + r] = s[r * lds + c] (+ bias[r] when given).
 inline void transpose8(const float* s, std::int64_t lds, float* d, std::int64_t ldd, const float* bias) {
   using V = Lanes<float>::v;
+  static_assert(Lanes<float>::n == 8, "transpose8: 8 float lanes");
   V r[8], t[8], u[8];
   for (int i = 0; i < 8; ++i) r[i] = load_v(s + i * lds);
   for (int i = 0; i < 8; i += 2) {
-    t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-    t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    t[i] = simd::shuffle<0, 8, 1, 9, 4, 12, 5, 13>(r[i], r[i + 1]);
+    t[i + 1] = simd::shuffle<2, 10, 3, 11, 6, 14, 7, 15>(r[i], r[i + 1]);
   }
   for (int i = 0; i < 8; i += 4)
     for (int j = 0; j < 2; ++j) {
-      u[i + 2 * j] = __builtin_shufflevector(t[i + j], t[i + j + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-      u[i + 2 * j + 1] = __builtin_shufflevector(t[i + j], t[i + j + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+      u[i + 2 * j] = simd::shuffle<0, 1, 8, 9, 4, 5, 12, 13>(t[i + j], t[i + j + 2]);
+      u[i + 2 * j + 1] = simd::shuffle<2, 3, 10, 11, 6, 7, 14, 15>(t[i + j], t[i + j + 2]);
     }
-  V b{};
+  V b(0.0f);
   if (bias) b = load_v(bias);
   for (int j = 0; j < 4; ++j) {
-    store_v(d + j * ldd, __builtin_shufflevector(u[j], u[j + 4], 0, 1, 2, 3, 8, 9, 10, 11) + b);
-    store_v(d + (j + 4) * ldd, __builtin_shufflevector(u[j], u[j + 4], 4, 5, 6, 7, 12, 13, 14, 15) + b);
+    store_v(d + j * ldd, simd::shuffle<0, 1, 2, 3, 8, 9, 10, 11>(u[j], u[j + 4]) + b);
+    store_v(d + (j + 4) * ldd, simd::shuffle<4, 5, 6, 7, 12, 13, 14, 15>(u[j], u[j + 4]) + b);
   }
 }
 
@@ -240,7 +244,7 @@ template <class T>
 void transpose_block(const T* src, std::int64_t rows, std::int64_t cols, std::int64_t lds, T* dst, std::int64_t ldd,
                      const T* bias) {
   std::int64_t r0 = 0;
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, float> && Lanes<float>::n == 8) {
     const std::int64_t c8 = cols / 8 * 8;
     for (; r0 + 8 <= rows; r0 += 8) {
       for (std::int64_t c = 0; c < c8; c += 8)
@@ -383,8 +387,8 @@ void lane_input_grad(const BlockSparsePattern& p, const T* g, std::int64_t m, co
 // Lane sums of NA accumulators (NA == lanes): r[i] = sum of the lanes of acc[i], by a fixed tree of
 // pairwise sums (each level adds even and odd lanes of two vectors).
 template <class V, std::size_t... I>
-inline V pair_sum(V a, V b, std::index_sequence<I...>) {
-  return __builtin_shufflevector(a, b, (2 * I)...) + __builtin_shufflevector(a, b, (2 * I + 1)...);
+inline V pair_sum(const V& a, const V& b, std::index_sequence<I...>) {
+  return simd::shuffle<(2 * I)...>(a, b) + simd::shuffle<(2 * I + 1)...>(a, b);
 }
 template <class T>
 inline typename Lanes<T>::v lane_reduce(typename Lanes<T>::v* acc) {
@@ -425,7 +429,7 @@ void lane_weight_blocks(const BlockSparsePattern& p, const T* gt, const T* xt, s
         for (int c = 0; c < TC; ++c) xr[c] = xt + (bl.col + std::min<std::int64_t>(c0 + c, bl.cols - 1)) * mp;
         V acc[TO * TC];
 #pragma GCC unroll 8
-        for (int i = 0; i < TO * TC; ++i) acc[i] = V{};
+        for (int i = 0; i < TO * TC; ++i) acc[i] = V(T(0));
         for (std::int64_t v = 0; v < nvec; ++v) {
           V xv[TC];
 #pragma GCC unroll 4
@@ -439,7 +443,8 @@ void lane_weight_blocks(const BlockSparsePattern& p, const T* gt, const T* xt, s
         }
         const V r = lane_reduce<T>(acc);
         for (int o = 0; o < TO && o0 + o < bl.rows; ++o)
-          for (int c = 0; c < TC && c0 + c < bl.cols; ++c) dw[bl.offset + (o0 + o) * bl.cols + c0 + c] = r[o * TC + c];
+          for (int c = 0; c < TC && c0 + c < bl.cols; ++c)
+            dw[bl.offset + (o0 + o) * bl.cols + c0 + c] = simd::lane(r, o * TC + c);
       }
   }
 }
@@ -559,7 +564,7 @@ inline void row_tile(const T* a, std::int64_t lda, const TileSeg<T>* segs, std::
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? load_v(out + r * ldo + v * L) : V{};
+    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? load_v(out + r * ldo + v * L) : V(T(0));
   for (std::int64_t s = 0; s < nseg; ++s) {
     const TileSeg<T>& sg = segs[s];
     const T* c = sg.coef + cj;
@@ -581,7 +586,7 @@ inline void row_tile(const T* a, std::int64_t lda, const TileSeg<T>* segs, std::
   }
   V bv[NV];
 #pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) bv[v] = bias ? load_v(bias + v * L) : V{};
+  for (int v = 0; v < NV; ++v) bv[v] = bias ? load_v(bias + v * L) : V(T(0));
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 4
@@ -718,7 +723,7 @@ inline void outer_tile(const T* gp, std::int64_t ldg, const T* xp, std::int64_t 
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? load_v(out + r * ldo + v * L) : V{};
+    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? load_v(out + r * ldo + v * L) : V(T(0));
   for (std::int64_t i = 0; i < mc; ++i) {
     V xv[NV];
 #pragma GCC unroll 4

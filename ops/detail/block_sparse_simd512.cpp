@@ -2,27 +2,31 @@
 // This file alone is compiled with -march=x86-64-v4; block_sparse_kernels.cpp calls it through
 // kernels() only when the CPU has AVX-512 (F, BW, DQ, VL).
 //
-// Everything here has internal linkage and uses no library templates: an inline or template function
-// that another file also instantiates would be merged by the linker with that file's copy, and
-// whichever copy it kept (possibly this one, with AVX-512 instructions) would then run on every CPU.
+// Everything here has internal linkage, and the only library templates it instantiates are xsimd's and
+// ops/detail/simd.hpp's with the architecture xsimd::avx512bw as a template argument (Note [Kernel
+// architectures] in simd.hpp): an inline or template function that another file also instantiates
+// would be merged by the linker with that file's copy, and whichever copy it kept (possibly this one,
+// with AVX-512 instructions) would then run on every CPU. The test ops_simd_odr checks this file's object.
 #include "xgrad/ops/detail/block_sparse_simd512.hpp"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+#include "xgrad/ops/detail/simd.hpp"
+#endif
 
 namespace xgrad::detail::bsl512 {
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
 namespace {
 
-typedef float v16f __attribute__((vector_size(64)));
+using A = xsimd::avx512bw;
+using v16f = simd::batch<float, A>;
 constexpr int L = 16;
+static_assert(simd::lanes<float, A> == L);
 // Accumulator registers per tile (of 32): the rest hold the loaded operand vectors and a broadcast.
 constexpr int kAcc = 24;
 
-inline v16f load16(const float* p) {
-  v16f v;
-  __builtin_memcpy(&v, p, sizeof(v));
-  return v;
-}
-inline void store16(float* p, v16f v) { __builtin_memcpy(p, &v, sizeof(v)); }
+inline v16f load16(const float* p) { return simd::load<float, A>(p); }
+inline void store16(float* p, const v16f& v) { simd::store<float, A>(p, v); }
 inline std::int64_t imin(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
 
 // ---- Lane kernels (batch in the lanes; Note [Lane kernels] in block_sparse_kernels.cpp) ----
@@ -33,7 +37,7 @@ void lane_tile(const LaneSeg* segs, std::int64_t nseg, std::int64_t lda, std::in
                std::int64_t ldo, bool accumulate) {
   v16f acc[O][NV];
   for (int o = 0; o < O; ++o)
-    for (int v = 0; v < NV; ++v) acc[o][v] = accumulate ? load16(out + o * ldo + v * L) : v16f{};
+    for (int v = 0; v < NV; ++v) acc[o][v] = accumulate ? load16(out + o * ldo + v * L) : v16f(0.0f);
   for (std::int64_t s = 0; s < nseg; ++s) {
     const LaneSeg& sg = segs[s];
     const float* c[O];
@@ -82,9 +86,9 @@ void lane_group(const LaneSeg* segs, std::int64_t nseg, std::int64_t lda, std::i
 }
 
 // Pairwise lane sums: lane i of the result is a[2i] + a[2i + 1] for i < 8, b[2i - 16] + b[2i - 15] after.
-inline v16f pair_sum(v16f a, v16f b) {
-  return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
-         __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+inline v16f pair_sum(const v16f& a, const v16f& b) {
+  return simd::shuffle<0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30>(a, b) +
+         simd::shuffle<1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31>(a, b);
 }
 
 // dw = gt xt^T over mp batch columns, as tiles of 4 x 4 dot products (one per accumulator), each
@@ -99,7 +103,7 @@ void lane_weight(const float* gt, const float* xt, std::int64_t mp, std::int64_t
       for (int o = 0; o < TO; ++o) gr[o] = gt + imin(o0 + o, rows - 1) * mp;
       for (int c = 0; c < TC; ++c) xr[c] = xt + imin(c0 + c, cols - 1) * mp;
       v16f acc[TO * TC];
-      for (int i = 0; i < TO * TC; ++i) acc[i] = v16f{};
+      for (int i = 0; i < TO * TC; ++i) acc[i] = v16f(0.0f);
       for (std::int64_t v = 0; v < nvec; ++v) {
         v16f xv[TC];
         for (int c = 0; c < TC; ++c) xv[c] = load16(xr[c] + v * L);
@@ -112,7 +116,7 @@ void lane_weight(const float* gt, const float* xt, std::int64_t mp, std::int64_t
         for (int i = 0; i < n / 2; ++i) acc[i] = pair_sum(acc[2 * i], acc[2 * i + 1]);
       // After the tree, lane i holds the sum of accumulator i.
       for (int o = 0; o < TO && o0 + o < rows; ++o)
-        for (int c = 0; c < TC && c0 + c < cols; ++c) dw[(o0 + o) * cols + c0 + c] = acc[0][o * TC + c];
+        for (int c = 0; c < TC && c0 + c < cols; ++c) dw[(o0 + o) * cols + c0 + c] = simd::lane(acc[0], o * TC + c);
     }
 }
 
@@ -129,7 +133,7 @@ void row_tile(const float* a, std::int64_t lda, const TileSeg* segs, std::int64_
               std::int64_t ldo, bool accumulate, const float* bias) {
   v16f acc[R][NV];
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? load16(out + r * ldo + v * L) : v16f{};
+    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? load16(out + r * ldo + v * L) : v16f(0.0f);
   for (std::int64_t s = 0; s < nseg; ++s) {
     const TileSeg& sg = segs[s];
     const float* c = sg.coef + cj;
@@ -147,7 +151,7 @@ void row_tile(const float* a, std::int64_t lda, const TileSeg* segs, std::int64_
     }
   }
   v16f bv[NV];
-  for (int v = 0; v < NV; ++v) bv[v] = bias ? load16(bias + v * L) : v16f{};
+  for (int v = 0; v < NV; ++v) bv[v] = bias ? load16(bias + v * L) : v16f(0.0f);
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < NV; ++v) store16(out + r * ldo + v * L, acc[r][v] + bv[v]);
 }
@@ -158,7 +162,7 @@ void outer_tile(const float* gp, std::int64_t ldg, const float* xp, std::int64_t
                 std::int64_t ldo, bool accumulate) {
   v16f acc[R][NV];
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? load16(out + r * ldo + v * L) : v16f{};
+    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? load16(out + r * ldo + v * L) : v16f(0.0f);
   for (std::int64_t i = 0; i < mc; ++i) {
     v16f xv[NV];
     for (int v = 0; v < NV; ++v) xv[v] = load16(xp + v * L);

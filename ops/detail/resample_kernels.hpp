@@ -30,6 +30,7 @@
 // points are cut into fixed chunks, each spread into a private buffer covering only the fine range
 // it touches, and the buffers are added to the row in chunk order. The chunking depends on the
 // shapes only, never on the thread count, so results are bit-identical for any number of threads.
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -40,6 +41,27 @@
 #include "xgrad/ops/resample_conv.hpp"
 
 namespace xgrad::detail::resample {
+
+/// Highest polynomial degree of a table piece.
+inline constexpr int kMaxDegree = 7;
+
+// ---- polynomial interpolation at Chebyshev-Lobatto nodes (the table fits of resample_tables.cpp;
+// the values gradient through a table in resample_kernels.cpp) ----------------------------------
+struct Interpolator {
+  int D;
+  std::array<double, kMaxDegree + 1> nodes{}, tests{};  // sigma in [-1, 1]
+  std::vector<double> inv;                              // (D+1)^2, monomial coefs = inv * values
+  /// Nodes, test points and the inverse Vandermonde matrix of degree `degree` (resample_tables.cpp:
+  /// defined once, so every caller uses the same rounding).
+  explicit Interpolator(int degree);
+  /// Coefficients (in sigma) of the interpolant of values at the nodes.
+  void fit(const double* values, double* coef) const;
+  static double eval(const double* coef, int D, double sigma) {
+    double s = coef[D];
+    for (int k = D - 1; k >= 0; --k) s = s * sigma + coef[k];
+    return s;
+  }
+};
 
 /// Piecewise polynomial tables. Polyphase: pieces = phases, each with `stride` taps.
 /// Lattice: pieces = cells of width h over [lo, hi], one polynomial each (stride = 1).
@@ -82,7 +104,7 @@ std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>
                                              std::string* why = nullptr);
 /// A polyphase table of a sampled response (its per-cell coefficients, see sampled_cells) meeting
 /// tol with degree <= 3 and <= 64 phases, or null. Built per forward: the values change. The result
-/// is a function of the arguments only (Note [Deterministic table search] in resample_kernels.cpp).
+/// is a function of the arguments only (Note [Deterministic table search] in resample_tables.cpp).
 /// `smoothness`: 2 when the interpolated function is C1 (cubic values), 1 when C0 (linear values, a
 /// cubic one's derivative), 0 when it jumps (a linear one's derivative).
 std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells, double delta, double lo,

@@ -2,32 +2,33 @@
 // resample_kernels.hpp). This file alone is compiled with -march=x86-64-v4; resample_kernels.cpp
 // calls it through simd512_kernels() only when the CPU has AVX-512 (F, BW, DQ, VL).
 //
-// Everything here has internal linkage and uses no library templates: an inline or template function
-// that another file also instantiates would be merged by the linker with that file's copy, and
-// whichever copy it kept (possibly this one, with AVX-512 instructions) would then run on every CPU.
+// Everything here has internal linkage, and the only library templates it instantiates are xsimd's and
+// ops/detail/simd.hpp's with the architecture xsimd::avx512bw as a template argument (Note [Kernel
+// architectures] in simd.hpp): an inline or template function that another file also instantiates
+// would be merged by the linker with that file's copy, and whichever copy it kept (possibly this one,
+// with AVX-512 instructions) would then run on every CPU. The test ops_simd_odr checks this file's object.
 #include "xgrad/ops/detail/resample_simd512.hpp"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+#include "xgrad/ops/detail/simd.hpp"
+#endif
 
 namespace xgrad::detail::resample {
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
 namespace {
 
-typedef float v16f __attribute__((vector_size(64)));
-typedef double v8d __attribute__((vector_size(64)));
+using A = xsimd::avx512bw;
+using v16f = simd::batch<float, A>;
+using v8d = simd::batch<double, A>;
+static_assert(simd::lanes<float, A> == 16 && simd::lanes<double, A> == 8);
 
-inline v16f load16(const float* p) {
-  v16f v;
-  __builtin_memcpy(&v, p, sizeof(v));
-  return v;
-}
+inline v16f load16(const float* p) { return simd::load<float, A>(p); }
 
 inline std::int64_t imin(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
 
 // Widens 16 floats to double lanes and adds them to acc (8 double lanes).
-inline void add_wide(v8d& acc, v16f v) {
-  acc += __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7), v8d) +
-         __builtin_convertvector(__builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15), v8d);
-}
+inline void add_wide(v8d& acc, const v16f& v) { acc += simd::widen<0>(v) + simd::widen<1>(v); }
 
 // res[m * NK + k] = sum_j rows[k][j] * fs[m][j]: dot_rows_multi of resample_kernels.cpp with 16 lanes
 // (float sums within blocks of 256 taps, lane-wise double across blocks, a fixed tree at the end).
@@ -45,7 +46,7 @@ void dot_multi(const float* const* rows, const float* const* fs, std::int64_t n,
       for (int k = 0; k < NK; ++k) rv[k] = load16(rows[k] + j);
       for (int m = 0; m < M; ++m) {
         v16f fv = load16(fs[m] + j);
-        if constexpr (NK > 1) asm("" : "+v"(fv));  // one load per f vector, not one per FMA
+        if constexpr (NK > 1) simd::pin(fv);  // one load per f vector, not one per FMA
         for (int k = 0; k < NK; ++k) acc[m][k] += rv[k] * fv;
       }
     }
@@ -57,8 +58,8 @@ void dot_multi(const float* const* rows, const float* const* fs, std::int64_t n,
   }
   for (int m = 0; m < M; ++m)
     for (int k = 0; k < NK; ++k) {
-      const v8d& t = tot[m][k];
-      res[m * NK + k] = (((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]))) + tail[m][k];
+      // (((t0 + t1) + (t2 + t3)) + ((t4 + t5) + (t6 + t7))) + tail
+      res[m * NK + k] = simd::tree_sum(tot[m][k]) + tail[m][k];
     }
 }
 
@@ -71,7 +72,7 @@ void combine(const float* const* in, float* const* out, const float* c, std::int
   float* op[NO];
   for (int o = 0; o < NO; ++o) {
     op[o] = out[o];
-    for (int i = 0; i < NI; ++i) cv[o][i] = v16f{} + c[o * NI + i];
+    for (int i = 0; i < NI; ++i) cv[o][i] = v16f(0.0f) + v16f(c[o * NI + i]);
   }
   for (int i = 0; i < NI; ++i) ip[i] = in[i];
   std::int64_t j = 0;
@@ -81,13 +82,13 @@ void combine(const float* const* in, float* const* out, const float* c, std::int
     for (int o = 0; o < NO; ++o) {
       v16f d = load16(op[o] + j);
       for (int i = 0; i < NI; ++i) d += cv[o][i] * iv[i];
-      __builtin_memcpy(op[o] + j, &d, sizeof(d));
+      d.store_unaligned(op[o] + j);
     }
   }
   for (; j < n; ++j)
     for (int o = 0; o < NO; ++o) {
       float d = op[o][j];
-      for (int i = 0; i < NI; ++i) d += cv[o][i][0] * ip[i][j];
+      for (int i = 0; i < NI; ++i) d += simd::lane(cv[o][i], 0) * ip[i][j];
       op[o][j] = d;
     }
 }
