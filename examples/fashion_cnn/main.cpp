@@ -1,7 +1,7 @@
 // fashion_cnn: a small convolutional network trained on Fashion-MNIST (70000 28x28 grey images of
 // 10 kinds of clothing), read from the Debian package dataset-fashion-mnist.
 //
-// The model, two conv + pool blocks with batch norm, then a dropout-regularised linear head:
+// The model (model.hpp), two conv + pool blocks with batch norm, then a dropout-regularised head:
 //   Conv2d(1, 32, 3, pad 1) BatchNorm2d ReLU MaxPool2d(2)     28x28 -> 14x14
 //   Conv2d(32, 32, 3, pad 1) BatchNorm2d ReLU MaxPool2d(2)    14x14 -> 7x7
 //   Flatten Dropout(0.25) Linear(1568, 128) ReLU Dropout(0.25) Linear(128, 10)
@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "../common/plot.hpp"
+#include "model.hpp"
 #include "xgrad/xgrad.hpp"
 
 using namespace xgrad;
@@ -48,21 +49,6 @@ struct Settings {
   std::string data = nn::datasets::FashionMNIST::kDefaultRoot;
   std::string out = "out/fashion_cnn";
 };
-
-std::shared_ptr<nn::Sequential> make_model(std::uint64_t seed) {
-  Generator gen(seed);
-  using M = std::shared_ptr<nn::UnaryModule>;
-  return std::make_shared<nn::Sequential>(
-      std::initializer_list<M>{std::make_shared<nn::Conv2d>(nn::ConvOptions(1, 32, {3}).padding(1).bias(false), gen),
-                               std::make_shared<nn::BatchNorm2d>(32), std::make_shared<nn::ReLU>(),
-                               std::make_shared<nn::MaxPool2d>(std::vector<std::int64_t>{2}),
-                               std::make_shared<nn::Conv2d>(nn::ConvOptions(32, 32, {3}).padding(1).bias(false), gen),
-                               std::make_shared<nn::BatchNorm2d>(32), std::make_shared<nn::ReLU>(),
-                               std::make_shared<nn::MaxPool2d>(std::vector<std::int64_t>{2}),
-                               std::make_shared<nn::Flatten>(), std::make_shared<nn::Dropout>(0.25, gen),
-                               std::make_shared<nn::Linear>(32 * 7 * 7, 128, gen), std::make_shared<nn::ReLU>(),
-                               std::make_shared<nn::Dropout>(0.25, gen), std::make_shared<nn::Linear>(128, 10, gen)});
-}
 
 // The one-cycle lr at step t of `total`: linear from lr/25 to lr over the warmup, then a cosine to 0.
 double one_cycle(const Settings& s, long t, long total) {
@@ -122,7 +108,7 @@ int main(int argc, char** argv) {
     std::printf("Fashion-MNIST: %zu training images, %lld test images; %d epochs of batch %zu, %d threads\n",
                 train->size(), static_cast<long long>(x_test.size(0)), s.epochs, s.batch, get_num_threads());
 
-    auto model = make_model(s.seed);
+    auto model = examples::make_fashion_cnn(s.seed);
     std::cout << *model << "\n";
     nn::DataLoader loader(train, nn::DataLoaderOptions(s.batch).shuffle(true).seed(s.seed + 1));
     nn::Adam opt(model->parameters(), nn::AdamOptions(s.lr));
@@ -219,7 +205,7 @@ int main(int argc, char** argv) {
     // The checkpoint, reloaded into a fresh model: the predictions must be the same.
     const std::string checkpoint = (fs::path(s.out) / "fashion_cnn.safetensors").string();
     nn::save(*model, checkpoint, {{"test_accuracy", std::to_string(accuracy)}, {"epochs", std::to_string(s.epochs)}});
-    auto reloaded = make_model(s.seed + 1);
+    auto reloaded = examples::make_fashion_cnn(s.seed + 1);
     nn::load(*reloaded, checkpoint);
     const Tensor head = slice(x_test, 0, 0, std::min<std::int64_t>(1000, x_test.size(0)));
     if (nn::metrics::predict(predict_all(*reloaded, *reloaded, head)) !=
