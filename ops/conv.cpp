@@ -24,9 +24,9 @@ namespace xgrad {
 // at least kSampleCols positions (then the GEMMs read and write the sample's block of the tensors in
 // place; for 28 x 28 and 14 x 14 images, GEMMs of 784 and 196 columns), else about kColElems
 // elements of col per chunk and at most ceil(N / kMinChunks) samples, each chunk's columns side by
-// side in one buffer (copied to and from the tensors), so one GEMM covers a chunk. Chunks run as TBB tasks, each GEMM through
-// detail::gemm (ops/detail/blas.hpp's single-threaded BLAS, cut into tiles fixed by the shapes:
-// Note [Deterministic GEMM]); K1 and K2 write disjoint samples, and K3 accumulates runs of
+// side in one buffer (copied to and from the tensors), so one GEMM covers a chunk. Chunks run as
+// TBB tasks, each GEMM through detail::gemm (ops/detail/blas.hpp's single-threaded BLAS, cut into
+// tiles fixed by the shapes: Note [Deterministic GEMM]); K1 and K2 write disjoint samples, and K3 accumulates runs of
 // consecutive chunks into at most kWeightSlots partial weight gradients, added in slot order.
 // Nothing depends on the thread count.
 // oneDNN (libdnnl-dev) is the alternative the issue names; docs/design.md ("Convolution: im2col plus
