@@ -7,9 +7,10 @@
 #
 # Runs, each at 1 and 2 threads, ours and the peer in the same run: the resampling convolution
 # against PyTorch's einsum and sparse bmm, block-sparse linear layers against OpenBLAS dense GEMM
-# and PyTorch (masked dense, ModuleList, grouped bmm), and the autograd overhead (small graphs and an
-# MLP training step) against libtorch. REPS (default 3) sets the repetitions behind each median;
-# the whole run takes about 10 minutes on the 2-core project machine.
+# and PyTorch (masked dense, ModuleList, grouped bmm), the autograd overhead (small graphs and an
+# MLP training step) and the fashion_cnn training step (conv, batch norm, pooling) against libtorch.
+# REPS (default 3) sets the repetitions behind each median; the whole run took about 10 minutes on
+# the 2-core project machine before the fashion_cnn step was added (not timed since).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 reps=${REPS:-3}
@@ -17,7 +18,8 @@ out=out/bench
 mkdir -p "$out"
 cmake --preset release -DXGRAD_REQUIRE_ALL=OFF >/dev/null
 cmake --build --preset release --target resample_conv_bench block_sparse_linear_bench autograd_overhead \
-  $(grep -q torch_autograd_overhead build/release/build.ninja && echo torch_autograd_overhead)
+  conv_step_bench $(grep -q torch_autograd_overhead build/release/build.ninja && echo torch_autograd_overhead) \
+  $(grep -q torch_conv_step build/release/build.ninja && echo torch_conv_step)
 dir=build/release/bench
 start=$(date +%s)
 {
@@ -27,6 +29,7 @@ start=$(date +%s)
 bash bench/run_resample_conv.sh "$dir" "$reps" "$out/resample_conv.csv" >"$out/resample_conv.txt"
 bash bench/run_block_sparse.sh "$dir" "$reps" "$out/block_sparse.csv" >"$out/block_sparse.txt"
 ROUNDS=1 bash bench/run_overhead.sh "$dir" --reps "$reps" --iters 5000 --mlp-iters 300 >"$out/overhead.txt"
+ROUNDS=1 bash bench/run_conv_step.sh "$dir" --reps "$reps" --iters 10 >"$out/conv_step.txt"
 # The tables (the drivers print raw rows first, then tables from their first '## ' line on).
 for f in resample_conv block_sparse; do
   echo
@@ -36,5 +39,8 @@ done
 echo
 echo "================ autograd overhead ================"
 sed -n '/^# ours\/libtorch/,$p' "$out/overhead.txt"
+echo
+echo "================ fashion_cnn training step ================"
+sed -n '/^# ours\/libtorch/,$p' "$out/conv_step.txt"
 echo
 echo "run_all: $(($(date +%s) - start)) s; raw rows and tables in $out/"

@@ -6,6 +6,7 @@
 
 #include "xgrad/core/checked.hpp"
 #include "xgrad/nn/init.hpp"
+#include "xgrad/ops/shape_ops.hpp"
 
 namespace xgrad::nn {
 
@@ -27,10 +28,10 @@ ConvBase::ConvBase(const char* name, std::size_t dims, bool transposed, ConvOpti
   XGRAD_CHECK(groups >= 1 && in % groups == 0 && out % groups == 0,
               "{}: groups = {} must be positive and divide in_channels = {} and out_channels = {}", name, groups, in,
               out);
-  XGRAD_CHECK(o.padding_mode() == "zeros",
-              "{}: padding_mode '{}' is not supported (only 'zeros'; torch also has 'reflect', 'replicate', "
-              "'circular')",
-              name, o.padding_mode());
+  const std::string& mode = o.padding_mode();
+  XGRAD_CHECK(mode == "zeros" || mode == "reflect" || mode == "replicate" || mode == "circular",
+              "{}: padding_mode must be one of 'zeros', 'reflect', 'replicate', 'circular', got '{}'", name, mode);
+  XGRAD_CHECK(!transposed || mode == "zeros", "{}: only padding_mode 'zeros' is supported, got '{}'", name, mode);
   kernel_ = expand(name, "kernel_size", o.kernel_size(), dims);
   stride_ = expand(name, "stride", o.stride(), dims);
   dilation_ = expand(name, "dilation", o.dilation(), dims);
@@ -45,6 +46,20 @@ ConvBase::ConvBase(const char* name, std::size_t dims, bool transposed, ConvOpti
     if (o.padding().mode == "same")
       for (auto s : stride_)
         XGRAD_CHECK(s == 1, "{}: padding \"same\" is not supported for strided convolutions (stride {})", name, s);
+  }
+  if (mode != "zeros") {  // torch's _reversed_padding_repeated_twice: (left, right) from the last dim
+    for (std::size_t d = dims; d-- > 0;) {
+      std::int64_t left = 0, right = 0;
+      if (o.padding().mode.empty()) {
+        left = right = padding_[d];
+      } else if (o.padding().mode == "same") {
+        const std::int64_t total = dilation_[d] * (kernel_[d] - 1);
+        left = total / 2;
+        right = total - left;
+      }
+      pad_.push_back(left);
+      pad_.push_back(right);
+    }
   }
   Shape ws = transposed ? Shape{in, out / groups} : Shape{out, in / groups};
   ws.insert(ws.end(), kernel_.begin(), kernel_.end());
@@ -62,18 +77,54 @@ ConvBase::ConvBase(const char* name, std::size_t dims, bool transposed, ConvOpti
   }
 }
 
+Tensor ConvBase::pad_input(const Tensor& x) const {
+  const std::string& mode = options_.padding_mode();
+  if (mode == "zeros") return x;
+  XGRAD_CHECK(x.defined(), "{}: input is undefined", type_name());
+  if (mode != "circular") return pad(x, pad_, mode);
+  // Circular: the last `left` elements wrap to the front and the first `right` to the back, per dim.
+  Tensor y = x;
+  const std::int64_t rank = x.dim();
+  for (std::size_t i = 0; i * 2 < pad_.size(); ++i) {
+    const std::int64_t dim = rank - 1 - static_cast<std::int64_t>(i), left = pad_[2 * i], right = pad_[2 * i + 1];
+    XGRAD_CHECK(dim >= 0, "{}: input of shape {} has too few dimensions", type_name(), shape_str(x.shape()));
+    const std::int64_t n = y.size(dim);
+    XGRAD_CHECK(left <= n && right <= n,
+                "{}: padding_mode 'circular' needs each padding <= the input's size, got padding ({}, {}) for a "
+                "dimension of size {} (input {})",
+                type_name(), left, right, n, shape_str(x.shape()));
+    if (left == 0 && right == 0) continue;
+    y = cat({slice(y, dim, n - left, n), y, slice(y, dim, 0, right)}, dim);
+  }
+  return y;
+}
+
+ConvPadding ConvBase::op_padding() const {
+  if (options_.padding_mode() == "zeros") return options_.padding();
+  return 0;
+}
+
 Conv1d::Conv1d(const ConvOptions& options, Generator& gen) : ConvBase("Conv1d", 1, false, options, gen) {}
 Conv1d::Conv1d(const ConvOptions& options, std::uint64_t seed)
     : ConvBase("Conv1d", 1, false, options, *std::make_unique<Generator>(seed)) {}
 Tensor Conv1d::forward(const Tensor& x) {
-  return conv1d(x, weight_, bias_, options_.stride(), options_.padding(), options_.dilation(), options_.groups());
+  return conv1d(pad_input(x), weight_, bias_, options_.stride(), op_padding(), options_.dilation(), options_.groups());
 }
 
 Conv2d::Conv2d(const ConvOptions& options, Generator& gen) : ConvBase("Conv2d", 2, false, options, gen) {}
 Conv2d::Conv2d(const ConvOptions& options, std::uint64_t seed)
     : ConvBase("Conv2d", 2, false, options, *std::make_unique<Generator>(seed)) {}
 Tensor Conv2d::forward(const Tensor& x) {
-  return conv2d(x, weight_, bias_, options_.stride(), options_.padding(), options_.dilation(), options_.groups());
+  return conv2d(pad_input(x), weight_, bias_, options_.stride(), op_padding(), options_.dilation(), options_.groups());
+}
+
+ConvTranspose1d::ConvTranspose1d(const ConvOptions& options, Generator& gen)
+    : ConvBase("ConvTranspose1d", 1, true, options, gen) {}
+ConvTranspose1d::ConvTranspose1d(const ConvOptions& options, std::uint64_t seed)
+    : ConvBase("ConvTranspose1d", 1, true, options, *std::make_unique<Generator>(seed)) {}
+Tensor ConvTranspose1d::forward(const Tensor& x) {
+  return conv_transpose1d(x, weight_, bias_, options_.stride(), padding_, output_padding_, options_.groups(),
+                          options_.dilation());
 }
 
 ConvTranspose2d::ConvTranspose2d(const ConvOptions& options, Generator& gen)

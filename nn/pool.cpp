@@ -17,6 +17,9 @@ MaxPool1d::MaxPool1d(std::vector<std::int64_t> kernel_size, std::vector<std::int
 Tensor MaxPool1d::forward(const Tensor& x) {
   return max_pool1d(x, kernel_size_, stride_, padding_, dilation_, ceil_mode_);
 }
+Tensors MaxPool1d::forward_with_indices(const Tensor& x) {
+  return max_pool1d_with_indices(x, kernel_size_, stride_, padding_, dilation_, ceil_mode_);
+}
 
 MaxPool2d::MaxPool2d(std::vector<std::int64_t> kernel_size, std::vector<std::int64_t> stride,
                      std::vector<std::int64_t> padding, std::vector<std::int64_t> dilation, bool ceil_mode)
@@ -28,6 +31,9 @@ MaxPool2d::MaxPool2d(std::vector<std::int64_t> kernel_size, std::vector<std::int
       ceil_mode_(ceil_mode) {}
 Tensor MaxPool2d::forward(const Tensor& x) {
   return max_pool2d(x, kernel_size_, stride_, padding_, dilation_, ceil_mode_);
+}
+Tensors MaxPool2d::forward_with_indices(const Tensor& x) {
+  return max_pool2d_with_indices(x, kernel_size_, stride_, padding_, dilation_, ceil_mode_);
 }
 
 AvgPool1d::AvgPool1d(std::vector<std::int64_t> kernel_size, std::vector<std::int64_t> stride,

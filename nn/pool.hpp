@@ -5,6 +5,9 @@
 //
 //   nn::MaxPool2d pool({2});            // (N, C, H, W) -> (N, C, H / 2, W / 2)
 //
+// MaxPool1d/2d::forward_with_indices returns {values, indices} (torch's return_indices=True, libtorch's
+// forward_with_indices): the int64 arg-max positions of max_pool1d/2d_with_indices.
+//
 // Errors (forward): the op's.
 #include <cstdint>
 #include <optional>
@@ -21,6 +24,8 @@ class MaxPool1d : public UnaryModule {
                      std::vector<std::int64_t> padding = {0}, std::vector<std::int64_t> dilation = {1},
                      bool ceil_mode = false);
   Tensor forward(const Tensor& x) override;
+  /// {values, indices}: forward's values and max_pool1d_with_indices' int64 indices (no gradient).
+  Tensors forward_with_indices(const Tensor& x);
   std::string extra_repr() const override;
 
  private:
@@ -34,6 +39,8 @@ class MaxPool2d : public UnaryModule {
                      std::vector<std::int64_t> padding = {0}, std::vector<std::int64_t> dilation = {1},
                      bool ceil_mode = false);
   Tensor forward(const Tensor& x) override;
+  /// {values, indices}: forward's values and max_pool2d_with_indices' int64 indices (no gradient).
+  Tensors forward_with_indices(const Tensor& x);
   std::string extra_repr() const override;
 
  private:

@@ -169,6 +169,7 @@ std::string ConvBase::extra_repr() const {
   if (transposed_ && !all_equal(output_padding_, 0)) s += ", output_padding=" + py_vec(output_padding_);
   if (o.groups() != 1) s += fmt::format(", groups={}", o.groups());
   if (!bias_.defined()) s += ", bias=False";
+  if (o.padding_mode() != "zeros") s += ", padding_mode=" + o.padding_mode();
   return s;
 }
 

@@ -20,20 +20,26 @@ namespace xgrad {
 //   K1  Z = W col(I)                     conv forward, conv_transpose's input gradient
 //   K2  I = col2im(W^T Z)                conv's input gradient, conv_transpose forward
 //   K3  dW = Z col(I)^T  (over samples)  the weight gradient of both
-// The batch is cut into chunks of `chunk` samples fixed by the shapes (about kColElems elements of
-// col per chunk, and at most ceil(N / kMinChunks) samples, so that the im2col copies run in parallel
-// too), each chunk's columns side by side in one buffer, so one GEMM covers a chunk (for batch 64
-// of 28 x 28 images: 8 samples, 6272 columns). Chunks run as TBB tasks, each GEMM through
-// detail::gemm (ops/detail/blas.hpp's single-threaded BLAS, cut into tiles fixed by the shapes:
-// Note [Deterministic GEMM]); K1 and K2 write disjoint samples, and K3 accumulates runs of
+// The batch is cut into chunks of `chunk` samples fixed by the shapes: one sample when its grid has
+// at least kSampleCols positions (then the GEMMs read and write the sample's block of the tensors in
+// place; for 28 x 28 and 14 x 14 images, GEMMs of 784 and 196 columns), else about kColElems
+// elements of col per chunk and at most ceil(N / kMinChunks) samples, each chunk's columns side by
+// side in one buffer (copied to and from the tensors), so one GEMM covers a chunk. Chunks run as
+// TBB tasks, each GEMM through detail::gemm (ops/detail/blas.hpp's single-threaded BLAS, cut into
+// tiles fixed by the shapes: Note [Deterministic GEMM]); K1 and K2 write disjoint samples, and K3 accumulates runs of
 // consecutive chunks into at most kWeightSlots partial weight gradients, added in slot order.
 // Nothing depends on the thread count.
-// oneDNN (libdnnl-dev) is the alternative the issue names; which is faster at the target sizes is
-// to be decided by measurement (docs/design.md).
+// oneDNN (libdnnl-dev) is the alternative the issue names; docs/design.md ("Convolution: im2col plus
+// the one BLAS entry") has the measurements so far and why im2col stays for now.
 namespace {
 
 constexpr std::int64_t kColElems = std::int64_t{1} << 20;
 constexpr std::int64_t kMinChunks = 8;
+// A grid of at least this many positions per sample is big enough for one GEMM per sample: then a
+// chunk is one sample, whose (co, positions) block of the grid tensor is exactly the GEMM's operand
+// or result, so K1 writes y in place and K2 / K3 read the gradient in place (no copies to and from a
+// chunk buffer), and the im2col buffer (krows x positions) stays small enough for the caches.
+constexpr std::int64_t kSampleCols = 64;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -49,6 +55,10 @@ struct Plan {
   std::int64_t glen() const { return gh * gw; }
   std::int64_t chunks() const { return n == 0 ? 0 : ceil_div(n, chunk); }
   void choose_chunk() {
+    if (glen() >= kSampleCols) {  // one sample per chunk: its GEMMs read and write the tensors in place
+      chunk = 1;
+      return;
+    }
     const std::int64_t per_sample = std::max<std::int64_t>(1, krows() * glen());
     chunk = std::clamp<std::int64_t>(kColElems / per_sample, 1, std::max<std::int64_t>(1, ceil_div(n, kMinChunks)));
   }
@@ -118,10 +128,20 @@ void k1_forward(const Plan& p, const T* img, const T* w, const T* bias, T* z) {
     for (std::int64_t c = c0; c < c1; ++c) {
       const std::int64_t n0 = c * p.chunk, nb = std::min(p.chunk, p.n - n0), cols = nb * L;
       col.resize(static_cast<std::size_t>(K * cols));
-      zb.resize(static_cast<std::size_t>(p.co * cols));
+      if (nb > 1) zb.resize(static_cast<std::size_t>(p.co * cols));
       for (std::int64_t g = 0; g < p.groups; ++g) {
         for (std::int64_t s = 0; s < nb; ++s)
           im2col(p, img + ((n0 + s) * p.groups + g) * p.ci * IL, col.data() + s * L, cols);
+        if (nb == 1) {  // the sample's (co, L) block of z is the GEMM's result (kSampleCols)
+          T* dst = z + (n0 * p.groups + g) * p.co * L;
+          detail::gemm<T>(false, false, p.co, L, K, w + g * p.co * K, K, col.data(), L, T(0), dst, L);
+          if (bias != nullptr)
+            for (std::int64_t o = 0; o < p.co; ++o) {
+              const T b = bias[g * p.co + o];
+              for (std::int64_t l = 0; l < L; ++l) dst[o * L + l] += b;
+            }
+          continue;
+        }
         detail::gemm<T>(false, false, p.co, cols, K, w + g * p.co * K, K, col.data(), cols, T(0), zb.data(), cols);
         for (std::int64_t s = 0; s < nb; ++s)
           for (std::int64_t o = 0; o < p.co; ++o) {
@@ -147,15 +167,19 @@ void k2_adjoint(const Plan& p, const T* z, const T* w, T* img) {
     for (std::int64_t c = c0; c < c1; ++c) {
       const std::int64_t n0 = c * p.chunk, nb = std::min(p.chunk, p.n - n0), cols = nb * L;
       col.resize(static_cast<std::size_t>(K * cols));
-      zb.resize(static_cast<std::size_t>(p.co * cols));
+      if (nb > 1) zb.resize(static_cast<std::size_t>(p.co * cols));
       std::fill(img + n0 * p.groups * p.ci * IL, img + (n0 + nb) * p.groups * p.ci * IL, T(0));
       for (std::int64_t g = 0; g < p.groups; ++g) {
-        for (std::int64_t s = 0; s < nb; ++s)
-          for (std::int64_t o = 0; o < p.co; ++o) {
-            const T* src = z + (((n0 + s) * p.groups + g) * p.co + o) * L;
-            std::copy(src, src + L, zb.data() + o * cols + s * L);
-          }
-        detail::gemm<T>(true, false, K, cols, p.co, w + g * p.co * K, K, zb.data(), cols, T(0), col.data(), cols);
+        const T* zg = z + (n0 * p.groups + g) * p.co * L;  // one sample: its block of z, in place
+        if (nb > 1) {
+          for (std::int64_t s = 0; s < nb; ++s)
+            for (std::int64_t o = 0; o < p.co; ++o) {
+              const T* src = z + (((n0 + s) * p.groups + g) * p.co + o) * L;
+              std::copy(src, src + L, zb.data() + o * cols + s * L);
+            }
+          zg = zb.data();
+        }
+        detail::gemm<T>(true, false, K, cols, p.co, w + g * p.co * K, K, zg, cols, T(0), col.data(), cols);
         for (std::int64_t s = 0; s < nb; ++s)
           col2im(p, col.data() + s * L, cols, img + ((n0 + s) * p.groups + g) * p.ci * IL);
       }
@@ -190,16 +214,18 @@ void k3_weight(const Plan& p, const T* img, const T* z, T* dw) {
         const T beta = c == sl * per_slot ? T(0) : T(1);
         const std::int64_t n0 = c * p.chunk, nb = std::min(p.chunk, p.n - n0), cols = nb * L;
         col.resize(static_cast<std::size_t>(K * cols));
-        zb.resize(static_cast<std::size_t>(p.co * cols));
+        if (nb > 1) zb.resize(static_cast<std::size_t>(p.co * cols));
         for (std::int64_t g = 0; g < p.groups; ++g) {
           for (std::int64_t s = 0; s < nb; ++s) {
             im2col(p, img + ((n0 + s) * p.groups + g) * p.ci * IL, col.data() + s * L, cols);
+            if (nb == 1) break;
             for (std::int64_t o = 0; o < p.co; ++o) {
               const T* src = z + (((n0 + s) * p.groups + g) * p.co + o) * L;
               std::copy(src, src + L, zb.data() + o * cols + s * L);
             }
           }
-          detail::gemm<T>(false, true, p.co, K, cols, zb.data(), cols, col.data(), cols, beta, out + g * p.co * K, K);
+          const T* zg = nb == 1 ? z + (n0 * p.groups + g) * p.co * L : zb.data();  // one sample: in place
+          detail::gemm<T>(false, true, p.co, K, cols, zg, cols, col.data(), cols, beta, out + g * p.co * K, K);
         }
       }
     }

@@ -55,6 +55,57 @@ std::int64_t grain_for(std::int64_t work) {
 
 // ---- batch_norm ----------------------------------------------------------------------------------
 
+// Note [Lane sums]: batch_norm's per-channel sums (in double) run over kLanes interleaved partial
+// sums: element j of each row goes to lane j mod kLanes (the row's tail to lanes 0, 1, ...), and the
+// lanes are added in a fixed tree at the end. One running double sum is a chain of dependent adds
+// (about 4 cycles each); eight independent ones vectorise. The order is fixed by the shapes, and one
+// task owns a channel, so the results do not depend on the thread count.
+constexpr std::int64_t kLanes = 8;
+struct LaneSum {
+  double a[kLanes] = {};
+  double total() const { return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])); }
+};
+
+template <class T>
+void lane_add(LaneSum& s, const T* p, std::int64_t n) {
+  std::int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (std::int64_t l = 0; l < kLanes; ++l) s.a[l] += static_cast<double>(p[j + l]);
+  for (std::int64_t l = 0; j < n; ++j, ++l) s.a[l] += static_cast<double>(p[j]);
+}
+
+// s += (p - mu)^2
+template <class T>
+void lane_add_sq_dev(LaneSum& s, const T* p, std::int64_t n, double mu) {
+  std::int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (std::int64_t l = 0; l < kLanes; ++l) {
+      const double d = static_cast<double>(p[j + l]) - mu;
+      s.a[l] += d * d;
+    }
+  for (std::int64_t l = 0; j < n; ++j, ++l) {
+    const double d = static_cast<double>(p[j]) - mu;
+    s.a[l] += d * d;
+  }
+}
+
+// sg += g, sgx += g (x - mu)
+template <class T>
+void lane_add_g_gx(LaneSum& sg, LaneSum& sgx, const T* g, const T* x, std::int64_t n, double mu) {
+  std::int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (std::int64_t l = 0; l < kLanes; ++l) {
+      const double gv = static_cast<double>(g[j + l]);
+      sg.a[l] += gv;
+      sgx.a[l] += gv * (static_cast<double>(x[j + l]) - mu);
+    }
+  for (std::int64_t l = 0; j < n; ++j, ++l) {
+    const double gv = static_cast<double>(g[j]);
+    sg.a[l] += gv;
+    sgx.a[l] += gv * (static_cast<double>(x[j]) - mu);
+  }
+}
+
 /// The running statistics, updated in place; passed by value so that apply() does not take them for
 /// differentiable inputs.
 struct RunningStats {
@@ -90,19 +141,11 @@ struct BatchNormOp : Function<BatchNormOp> {
           double mu = 0, var = 0;
           if (training) {
             if (M == 0) continue;
-            for (std::int64_t i = 0; i < geo.n; ++i) {
-              const T* row = xp + (i * C + c) * S;
-              for (std::int64_t j = 0; j < S; ++j) mu += static_cast<double>(row[j]);
-            }
-            mu /= static_cast<double>(M);
-            for (std::int64_t i = 0; i < geo.n; ++i) {
-              const T* row = xp + (i * C + c) * S;
-              for (std::int64_t j = 0; j < S; ++j) {
-                const double d = static_cast<double>(row[j]) - mu;
-                var += d * d;
-              }
-            }
-            var /= static_cast<double>(M);
+            LaneSum sum, sq;  // Note [Lane sums]
+            for (std::int64_t i = 0; i < geo.n; ++i) lane_add(sum, xp + (i * C + c) * S, S);
+            mu = sum.total() / static_cast<double>(M);
+            for (std::int64_t i = 0; i < geo.n; ++i) lane_add_sq_dev(sq, xp + (i * C + c) * S, S, mu);
+            var = sq.total() / static_cast<double>(M);
             if (update) batch_var[static_cast<std::size_t>(c)] = var;
           } else {
             mu = static_cast<double>(rm[c]);
@@ -155,19 +198,15 @@ struct BatchNormOp : Function<BatchNormOp> {
       parallel_for(0, C, grain_for(2 * M), [&](std::int64_t c0, std::int64_t c1) {
         for (std::int64_t c = c0; c < c1; ++c) {
           const double mu = mean[static_cast<std::size_t>(c)], r = invstd[static_cast<std::size_t>(c)];
-          double sg = 0, sgx = 0;  // sum g, sum g * (x - mu)
+          LaneSum lg, lgx;  // sum g, sum g * (x - mu) (Note [Lane sums])
           for (std::int64_t i = 0; i < geo.n; ++i) {
             const T* grow = gp + (i * C + c) * S;
-            if (xp) {
-              const T* xrow = xp + (i * C + c) * S;
-              for (std::int64_t j = 0; j < S; ++j) {
-                sg += static_cast<double>(grow[j]);
-                sgx += static_cast<double>(grow[j]) * (static_cast<double>(xrow[j]) - mu);
-              }
-            } else {
-              for (std::int64_t j = 0; j < S; ++j) sg += static_cast<double>(grow[j]);
-            }
+            if (xp)
+              lane_add_g_gx(lg, lgx, grow, xp + (i * C + c) * S, S, mu);
+            else
+              lane_add(lg, grow, S);
           }
+          const double sg = lg.total(), sgx = lgx.total();
           if (need_w) dw.data<T>()[c] = static_cast<T>(sgx * r);
           if (need_b) db.data<T>()[c] = static_cast<T>(sg);
           if (!need_x) continue;

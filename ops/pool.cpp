@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,26 +91,78 @@ struct Geometry {
 
 // Max pooling; the arg-max of every output (flat index in its plane, -1 for an empty window) is kept for
 // backward.
+// The common 2 x 2 window with stride 2, no padding and no dilation, every window inside the plane
+// (torch's MaxPool2d(2) on even or odd sizes): the general loop's result (same visiting order, same
+// rule: a larger value or a NaN takes the place), without its per-window bookkeeping and branches.
+bool is_two_by_two(const Geometry& g) {
+  auto regular = [](const Axis& a) {
+    if (a.step != 1) return false;
+    for (std::int64_t o = 0; o < a.out; ++o)
+      if (a.count[static_cast<std::size_t>(o)] != 2 || a.first[static_cast<std::size_t>(o)] != 2 * o) return false;
+    return true;
+  };
+  return regular(g.h) && regular(g.w);
+}
+
+template <class T>
+void pool_two_by_two(const Geometry& g, const T* src, T* out, std::int64_t* argmax) {
+  // Locals, not g's members: the int64 stores into argmax could alias them and block vectorisation.
+  const std::int64_t W = g.w.in, OW = g.w.out, OH = g.h.out;
+  for (std::int64_t oh = 0; oh < OH; ++oh) {
+    const T* r0 = src + 2 * oh * W;
+    const T* r1 = r0 + W;
+    T* yo = out + oh * OW;
+    std::int64_t* ao = argmax + oh * OW;
+    const std::int64_t row0 = 2 * oh * W;
+    for (std::int64_t ow = 0; ow < OW; ++ow) {
+      // The first candidate always takes the place (it is > -inf, or NaN, or -inf itself).
+      T best = r0[2 * ow];
+      std::int64_t off = 0;
+      const T v1 = r0[2 * ow + 1], v2 = r1[2 * ow], v3 = r1[2 * ow + 1];
+      const bool t1 = (v1 > best) | (v1 != v1);
+      best = t1 ? v1 : best;
+      off = t1 ? 1 : off;
+      const bool t2 = (v2 > best) | (v2 != v2);
+      best = t2 ? v2 : best;
+      off = t2 ? W : off;
+      const bool t3 = (v3 > best) | (v3 != v3);
+      best = t3 ? v3 : best;
+      off = t3 ? W + 1 : off;
+      yo[ow] = best;
+      ao[ow] = row0 + 2 * ow + off;
+    }
+  }
+}
+
 struct MaxPoolOp : Function<MaxPoolOp> {
   static constexpr const char* kName = "max_pool";
   Geometry geo;
   Shape in_shape;
-  std::vector<std::int64_t> argmax;
+  std::unique_ptr<std::int64_t[]> argmax;
+  std::size_t argmax_size = 0;
 
   Tensor forward(const Tensor& x, const Geometry& g, const Shape& out_shape, Tensor* indices) {
     geo = g;
     in_shape = x.shape();
     Tensor y = Tensor::empty(out_shape, x.dtype());
-    argmax.assign(static_cast<std::size_t>(geo.planes * geo.out_len()), -1);
+    // Every output writes its arg-max below, so the buffer is not initialised first.
+    argmax_size = static_cast<std::size_t>(geo.planes * geo.out_len());
+    argmax.reset(new std::int64_t[argmax_size]);
+    std::int64_t* am = argmax.get();
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* xp = x.data<T>();
       T* yp = y.data<T>();
       const std::int64_t window =
           (geo.h.count.empty() ? 1 : geo.h.count[0]) * (geo.w.count.empty() ? 1 : geo.w.count[0]);
+      const bool two_by_two = is_two_by_two(geo);
       parallel_for(0, geo.planes, geo.grain(window), [&](std::int64_t p0, std::int64_t p1) {
         for (std::int64_t pl = p0; pl < p1; ++pl) {
           const T* src = xp + pl * geo.in_len();
+          if (two_by_two) {
+            pool_two_by_two(geo, src, yp + pl * geo.out_len(), am + pl * geo.out_len());
+            continue;
+          }
           for (std::int64_t oh = 0; oh < geo.h.out; ++oh)
             for (std::int64_t ow = 0; ow < geo.w.out; ++ow) {
               const std::int64_t o = pl * geo.out_len() + oh * geo.w.out + ow;
@@ -128,14 +181,14 @@ struct MaxPoolOp : Function<MaxPoolOp> {
                 }
               }
               yp[o] = best;
-              argmax[static_cast<std::size_t>(o)] = idx;
+              am[o] = idx;
             }
         }
       });
     });
     if (indices != nullptr) {  // a copy: the caller may write into it, backward reads argmax
       *indices = Tensor::empty(out_shape, kInt64);
-      std::copy(argmax.begin(), argmax.end(), indices->data<std::int64_t>());
+      std::copy(argmax.get(), argmax.get() + argmax_size, indices->data<std::int64_t>());
     }
     return y;
   }

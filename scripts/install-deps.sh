@@ -16,13 +16,14 @@ main_packages=(
   zlib1g-dev                             # gzip-compressed datasets (nn/datasets, IDX files)
   libcli11-dev                           # command lines of examples and benchmarks
   gnuplot-nox                            # the examples' PNG plots
+  dataset-fashion-mnist                  # examples/fashion_cnn's data (nn::datasets::FashionMNIST)
 )
 # ... and what the tests and benchmarks need on top (PyTorch alone is several hundred MB).
 test_packages=(
   catch2                                 # tests (Catch2 v2)
   libopenmpi-dev openmpi-bin             # optional MPI data parallelism (xgrad::distributed) and its tests
   python3-torch python3-numpy            # PyTorch parity tests and the benchmark peer
-  dataset-fashion-mnist wamerican        # the data nn/datasets reads (tests read the real files)
+  wamerican                              # the word list nn/datasets reads (tests read the real files)
   libtorch-dev                           # C++ PyTorch peer in bench/ (optional for the build)
   python3-dev pybind11-dev               # the PyTorch extension module xgrad_torch (python/, optional)
 )

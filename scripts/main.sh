@@ -5,7 +5,10 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Examples to run, in order: folder names under examples/ (each builds to build/release/examples/<name>).
-examples=(spectral_fit block_sparse_mlp)
+examples=(spectral_fit block_sparse_mlp fashion_cnn)
+# Extra arguments per example: fashion_cnn's short form (~300 steps on a subset); its full run is
+# `build/release/examples/fashion_cnn` (README.md, Examples).
+declare -A example_args=([fashion_cnn]="--quick")
 
 bash scripts/install-deps.sh --main  # the test-only packages (PyTorch, Catch2, MPI) are not needed here
 cmake --preset release -DXGRAD_REQUIRE_ALL=OFF  # the examples need neither MPI nor Catch2
@@ -17,6 +20,7 @@ cmake --build --preset release --target "${targets[@]}" --parallel "$(nproc)"
 
 for name in "${examples[@]}"; do
   echo "==> examples/${name} (plots and CSVs go to out/${name}/)"
-  "build/release/examples/${name}" --out "out/${name}"
+  # shellcheck disable=SC2086  # the extra arguments are words
+  "build/release/examples/${name}" --out "out/${name}" ${example_args[$name]:-}
 done
-echo "==> done: plots in $(pwd)/out/spectral_fit/*.png and $(pwd)/out/block_sparse_mlp/*.png"
+echo "==> done: plots in $(pwd)/out/spectral_fit/*.png, $(pwd)/out/block_sparse_mlp/*.png and $(pwd)/out/fashion_cnn/*.png"
