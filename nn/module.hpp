@@ -99,6 +99,9 @@ class Module : public std::enable_shared_from_this<Module> {
 
  protected:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
+  /// Renames the module's type (for a subclass printed under torch's name of its own, e.g.
+  /// MultiheadAttention's out_proj, a Linear that torch prints as NonDynamicallyQuantizableLinear).
+  void set_type_name(std::string name) { type_name_ = std::move(name); }
 
  private:
   void check_new_name(const std::string& name) const;

@@ -2,6 +2,7 @@
 // The nn layer: modules and layers built on ops, initialisation, optimizers and learning-rate
 // schedules, checkpoints, data loading, metrics, and training utilities (xgrad::utils).
 #include "xgrad/nn/activation.hpp"
+#include "xgrad/nn/attention.hpp"
 #include "xgrad/nn/block_sparse_linear.hpp"
 #include "xgrad/nn/conv.hpp"
 #include "xgrad/nn/data.hpp"

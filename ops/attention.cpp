@@ -1,0 +1,315 @@
+#include "xgrad/ops/attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "detail/blas.hpp"
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/shape_ops.hpp"
+
+namespace xgrad {
+
+namespace {
+
+// Note [Attention kernel]: scaled_dot_product_attention is one op with a hand-written backward
+// instead of a composite of matmul, add, softmax, dropout and matmul: the composite records five
+// nodes and keeps the scores, the softmax and the dropped weights alive, where the closed form needs
+// only P (and the dropout keep mask). The batch dims are flattened to B independent problems; each is
+// one task's, start to end: its L x S scores, the softmax of each row, and its products through
+// detail::blas::gemm (single-threaded BLAS, so a problem's bits do not depend on which thread runs
+// it). Nothing is shared between problems except the float mask's gradient, which is written per
+// problem into a full (B, L, S) buffer and then summed over the broadcast dims by xgrad::sum (itself
+// deterministic). The dropout mask is drawn serially, row-major over (B, L, S), before the parallel
+// part, so it depends on the generator only.
+constexpr const char* kOp = "scaled_dot_product_attention";
+
+struct Geometry {
+  std::int64_t b = 1, l = 0, s = 0, e = 0, ev = 0;
+  Shape batch;
+};
+
+Geometry check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p,
+                      bool is_causal, std::optional<double> scale, Generator* gen) {
+  const std::pair<const Tensor*, const char*> named[] = {{&q, "query"}, {&k, "key"}, {&v, "value"}};
+  for (const auto& [t, name] : named) {
+    XGRAD_CHECK(t->defined(), "{}: argument '{}' is an undefined tensor", kOp, name);
+    XGRAD_CHECK(t->dim() >= 2, "{}: argument '{}' must have at least 2 dims (..., length, features), got shape {}", kOp,
+                name, shape_str(t->shape()));
+    XGRAD_CHECK(is_floating_point(t->dtype()), "{}: argument '{}' must be float32 or float64, got {} {}", kOp, name,
+                t->dtype(), shape_str(t->shape()));
+  }
+  XGRAD_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(),
+              "{}: arguments 'query', 'key' and 'value' must have one dtype, got {} {}, {} {} and {} {}", kOp,
+              q.dtype(), shape_str(q.shape()), k.dtype(), shape_str(k.shape()), v.dtype(), shape_str(v.shape()));
+  Geometry g;
+  const std::int64_t nb = q.dim() - 2;
+  g.batch.assign(q.shape().begin(), q.shape().begin() + nb);
+  for (std::int64_t d : g.batch) g.b *= d;
+  g.l = q.size(-2);
+  g.e = q.size(-1);
+  const auto batch_of = [nb](const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); };
+  XGRAD_CHECK(k.dim() == q.dim() && batch_of(k) == g.batch && k.size(-1) == g.e,
+              "{}: argument 'key' has shape {} but must be (..., S, E) with the batch dims and E of 'query' {}", kOp,
+              shape_str(k.shape()), shape_str(q.shape()));
+  g.s = k.size(-2);
+  XGRAD_CHECK(v.dim() == q.dim() && batch_of(v) == g.batch && v.size(-2) == g.s,
+              "{}: argument 'value' has shape {} but must be (..., S, Ev) with the batch dims of 'query' {} and the S "
+              "of 'key' {}",
+              kOp, shape_str(v.shape()), shape_str(q.shape()), shape_str(k.shape()));
+  g.ev = v.size(-1);
+  if (mask.defined()) {
+    XGRAD_CHECK(mask.dtype() == kBool || mask.dtype() == q.dtype(),
+                "{}: argument 'attn_mask' must be bool or of the dtype of 'query' ({}), got {} {}", kOp, q.dtype(),
+                mask.dtype(), shape_str(mask.shape()));
+    Shape full = g.batch;
+    full.push_back(g.l);
+    full.push_back(g.s);
+    bool ok = mask.dim() <= static_cast<std::int64_t>(full.size());
+    for (std::int64_t i = 1; ok && i <= mask.dim(); ++i) {
+      const std::int64_t m = mask.shape()[mask.shape().size() - i], f = full[full.size() - i];
+      ok = m == f || m == 1;
+    }
+    XGRAD_CHECK(
+        ok, "{}: argument 'attn_mask' of shape {} is not broadcastable to the attention shape {} (query {}, key {})",
+        kOp, shape_str(mask.shape()), shape_str(full), shape_str(q.shape()), shape_str(k.shape()));
+    XGRAD_CHECK(!is_causal, "{}: argument 'attn_mask' (shape {}) must be undefined when 'is_causal' is true (as torch)",
+                kOp, shape_str(mask.shape()));
+  }
+  XGRAD_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, "{}: argument 'dropout_p' must be in [0, 1], got {}", kOp,
+              dropout_p);
+  XGRAD_CHECK(dropout_p == 0.0 || gen != nullptr,
+              "{}: argument 'dropout_p' = {} needs a 'generator' for the dropout mask (got none)", kOp, dropout_p);
+  XGRAD_CHECK(!scale || std::isfinite(*scale), "{}: argument 'scale' must be finite, got {}", kOp,
+              scale ? *scale : 0.0);
+  return g;
+}
+
+struct AttentionOp : Function<AttentionOp> {
+  static constexpr const char* kName = kOp;
+  Geometry geo;
+  double scale = 1, dropout_p = 0;
+  bool causal = false, with_weights = false;
+  Shape mask_shape;
+  std::vector<std::uint8_t> keep;  // dropout keep mask over (B, L, S), empty without dropout
+
+  // Offsets of the mask entry (b, 0, 0) per problem b, and its strides along L and S (0 = broadcast).
+  std::vector<std::int64_t> mask_base;
+  std::int64_t mask_sl = 0, mask_ss = 0;
+
+  void plan_mask(const Tensor& mask) {
+    mask_base.assign(static_cast<std::size_t>(geo.b), 0);
+    if (!mask.defined()) return;
+    mask_shape = mask.shape();
+    const auto nb = static_cast<std::int64_t>(geo.batch.size());
+    const std::int64_t rank = nb + 2, off = rank - mask.dim();
+    std::vector<std::int64_t> stride(static_cast<std::size_t>(rank), 0);
+    std::int64_t st = 1;
+    for (std::int64_t d = rank - 1; d >= off; --d) {
+      const std::int64_t size = mask.shape()[static_cast<std::size_t>(d - off)];
+      stride[static_cast<std::size_t>(d)] = size == 1 ? 0 : st;
+      st *= size;
+    }
+    mask_sl = stride[static_cast<std::size_t>(nb)];
+    mask_ss = stride[static_cast<std::size_t>(nb + 1)];
+    for (std::int64_t b = 0; b < geo.b; ++b) {
+      std::int64_t rest = b, base = 0;
+      for (std::int64_t d = nb - 1; d >= 0; --d) {
+        const std::int64_t size = geo.batch[static_cast<std::size_t>(d)];
+        base += (rest % size) * stride[static_cast<std::size_t>(d)];
+        rest /= size;
+      }
+      mask_base[static_cast<std::size_t>(b)] = base;
+    }
+  }
+
+  std::int64_t grain() const {
+    const std::int64_t work = geo.l * geo.s * (geo.e + geo.ev + 4) + 1;
+    return std::max<std::int64_t>(1, kParallelGrain / work);
+  }
+
+  Tensors forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p_,
+                  bool is_causal, std::optional<double> scale_, Generator* gen, bool with_weights_) {
+    geo = check_inputs(q, k, v, mask, dropout_p_, is_causal, scale_, gen);
+    dropout_p = dropout_p_;
+    causal = is_causal;
+    with_weights = with_weights_;
+    scale = scale_ ? *scale_ : 1.0 / std::sqrt(static_cast<double>(geo.e));
+    if (geo.e == 0 && !scale_) scale = 1.0;  // the scores are empty sums (0) whatever the scale
+    plan_mask(mask);
+    const std::int64_t B = geo.b, L = geo.l, S = geo.s, E = geo.e, Ev = geo.ev;
+    Shape out_shape = geo.batch, p_shape = geo.batch;
+    out_shape.insert(out_shape.end(), {L, Ev});
+    p_shape.insert(p_shape.end(), {L, S});
+    Tensor out = Tensor::empty(out_shape, q.dtype());
+    Tensor p = Tensor::empty(p_shape, q.dtype());
+    const bool dropout = dropout_p > 0.0;
+    if (dropout) {
+      keep.resize(static_cast<std::size_t>(B * L * S));
+      for (auto& kept : keep) kept = gen->uniform() >= dropout_p ? 1 : 0;  // kept with probability 1 - p
+    }
+    Tensor pd = dropout ? Tensor::empty(p_shape, q.dtype()) : p;  // P' = P * D / (1 - p)
+    dispatch(q.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T *qp = q.data<T>(), *kp = k.data<T>(), *vp = v.data<T>();
+      T *pp = p.data<T>(), *pdp = pd.data<T>(), *op = out.data<T>();
+      const bool bool_mask = mask.defined() && mask.dtype() == kBool;
+      const bool* mb = bool_mask ? mask.data<bool>() : nullptr;
+      const T* mf = mask.defined() && !bool_mask ? mask.data<T>() : nullptr;
+      const T ninf = -std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
+      const T keep_scale = dropout_p < 1.0 ? static_cast<T>(1.0 / (1.0 - dropout_p)) : T(0);
+      parallel_for(0, B, grain(), [&](std::int64_t b0, std::int64_t b1) {
+        for (std::int64_t b = b0; b < b1; ++b) {
+          T* pb = pp + b * L * S;
+          if (L > 0 && S > 0)
+            detail::blas::gemm<T>(false, true, L, S, E, static_cast<T>(scale), qp + b * L * E, E, kp + b * S * E, E,
+                                  T(0), pb, S);
+          const std::int64_t base = mask_base[static_cast<std::size_t>(b)];
+          for (std::int64_t l = 0; l < L; ++l) {
+            T* row = pb + l * S;
+            const std::int64_t mrow = base + l * mask_sl;
+            if (mb) {
+              for (std::int64_t s = 0; s < S; ++s)
+                if (!mb[mrow + s * mask_ss]) row[s] = ninf;
+            } else if (mf) {
+              for (std::int64_t s = 0; s < S; ++s) row[s] += mf[mrow + s * mask_ss];
+            }
+            if (causal)
+              for (std::int64_t s = l + 1; s < S; ++s) row[s] = ninf;
+            T mx = ninf;
+            bool has_nan = false;
+            for (std::int64_t s = 0; s < S; ++s) {
+              has_nan |= std::isnan(row[s]);
+              mx = std::max(mx, row[s]);
+            }
+            if (S > 0 && (mx == ninf || has_nan)) {  // every key masked, or a NaN: torch's softmax gives NaN
+              std::fill(row, row + S, nan);
+              continue;
+            }
+            T sum = 0;
+            for (std::int64_t s = 0; s < S; ++s) {
+              row[s] = std::exp(row[s] - mx);
+              sum += row[s];
+            }
+            for (std::int64_t s = 0; s < S; ++s) row[s] /= sum;
+          }
+          if (dropout) {
+            const std::uint8_t* kb = keep.data() + b * L * S;
+            T* pdb = pdp + b * L * S;
+            for (std::int64_t i = 0; i < L * S; ++i) pdb[i] = kb[i] ? pb[i] * keep_scale : T(0);
+          }
+          if (L > 0 && Ev > 0)
+            detail::blas::gemm<T>(false, false, L, Ev, S, T(1), pdp + b * L * S, S, vp + b * S * Ev, Ev, T(0),
+                                  op + b * L * Ev, Ev);
+        }
+      });
+    });
+    if (needs_input_grad(0) || needs_input_grad(1) || needs_input_grad(2) || needs_input_grad(3))
+      save_for_backward({q, k, v, p});
+    if (with_weights) return {out, pd};
+    return {out};
+  }
+
+  Tensors backward(const Tensors& grads) {
+    const Tensors sv = saved();
+    const Tensor &q = sv[0], &k = sv[1], &v = sv[2], &p = sv[3];
+    const Tensor& g = grads[0];
+    const Tensor gw = with_weights && grads.size() > 1 ? grads[1] : Tensor();
+    const bool need_q = needs_input_grad(0), need_k = needs_input_grad(1), need_v = needs_input_grad(2),
+               need_m = needs_input_grad(3);
+    const bool need_a = need_q || need_k || need_m;
+    const std::int64_t B = geo.b, L = geo.l, S = geo.s, E = geo.e, Ev = geo.ev;
+    Tensor dq = need_q ? Tensor::empty(q.shape(), q.dtype()) : Tensor();
+    Tensor dk = need_k ? Tensor::empty(k.shape(), k.dtype()) : Tensor();
+    Tensor dv = need_v ? Tensor::empty(v.shape(), v.dtype()) : Tensor();
+    Shape p_shape = geo.batch;
+    p_shape.insert(p_shape.end(), {L, S});
+    Tensor da_full = need_m ? Tensor::empty(p_shape, q.dtype()) : Tensor();
+    const bool dropout = !keep.empty();
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T *qp = q.data<T>(), *kp = k.data<T>(), *vp = v.data<T>(), *pp = p.data<T>(), *gp = g.data<T>();
+      const T* gwp = gw.defined() ? gw.data<T>() : nullptr;
+      const T keep_scale = dropout_p < 1.0 ? static_cast<T>(1.0 / (1.0 - dropout_p)) : T(0);
+      parallel_for(0, B, grain(), [&](std::int64_t b0, std::int64_t b1) {
+        std::vector<T> pd_buf(dropout && need_v ? static_cast<std::size_t>(L * S) : 0);
+        std::vector<T> da_buf(need_a && !need_m ? static_cast<std::size_t>(L * S) : 0);
+        for (std::int64_t b = b0; b < b1; ++b) {
+          const T* pb = pp + b * L * S;
+          const T* gb = gp + b * L * Ev;
+          const std::uint8_t* kb = dropout ? keep.data() + b * L * S : nullptr;
+          if (need_v && S > 0 && Ev > 0) {
+            const T* pdb = pb;
+            if (dropout) {
+              for (std::int64_t i = 0; i < L * S; ++i)
+                pd_buf[static_cast<std::size_t>(i)] = kb[i] ? pb[i] * keep_scale : T(0);
+              pdb = pd_buf.data();
+            }
+            detail::blas::gemm<T>(true, false, S, Ev, L, T(1), pdb, S, gb, Ev, T(0), dv.data<T>() + b * S * Ev, Ev);
+          }
+          if (!need_a) continue;
+          T* da = need_m ? da_full.data<T>() + b * L * S : da_buf.data();
+          if (L > 0 && S > 0) {
+            // dP' = G V^T (+ GW)
+            if (gwp) std::copy(gwp + b * L * S, gwp + (b + 1) * L * S, da);
+            detail::blas::gemm<T>(false, true, L, S, Ev, T(1), gb, Ev, vp + b * S * Ev, Ev, gwp ? T(1) : T(0), da, S);
+          }
+          for (std::int64_t l = 0; l < L; ++l) {
+            T* row = da + l * S;
+            const T* prow = pb + l * S;
+            if (dropout) {
+              const std::uint8_t* krow = kb + l * S;
+              for (std::int64_t s = 0; s < S; ++s) row[s] = krow[s] ? row[s] * keep_scale : T(0);
+            }
+            T dot = 0;
+            for (std::int64_t s = 0; s < S; ++s) dot += row[s] * prow[s];
+            for (std::int64_t s = 0; s < S; ++s) row[s] = prow[s] * (row[s] - dot);
+          }
+          if (need_q && L > 0 && E > 0)
+            detail::blas::gemm<T>(false, false, L, E, S, static_cast<T>(scale), da, S, kp + b * S * E, E, T(0),
+                                  dq.data<T>() + b * L * E, E);
+          if (need_k && S > 0 && E > 0)
+            detail::blas::gemm<T>(true, false, S, E, L, static_cast<T>(scale), da, S, qp + b * L * E, E, T(0),
+                                  dk.data<T>() + b * S * E, E);
+        }
+      });
+    });
+    Tensor dm;
+    if (need_m) {
+      // Sum dA over the dims the mask was broadcast along, in xgrad::sum's fixed order.
+      const auto rank = static_cast<std::int64_t>(p_shape.size()),
+                 off = rank - static_cast<std::int64_t>(mask_shape.size());
+      std::vector<std::int64_t> axes;
+      for (std::int64_t d = 0; d < rank; ++d)
+        if (d < off ||
+            (mask_shape[static_cast<std::size_t>(d - off)] == 1 && p_shape[static_cast<std::size_t>(d)] != 1))
+          axes.push_back(d);
+      dm = axes.empty() ? da_full : sum(da_full, axes, true);
+      dm = reshape(dm, mask_shape);
+    }
+    return {dq, dk, dv, dm};
+  }
+};
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask, double dropout_p, bool is_causal,
+                                    std::optional<double> scale, Generator* generator) {
+  check_inputs(query, key, value, attn_mask, dropout_p, is_causal, scale, generator);
+  return apply<AttentionOp>(query, key, value, attn_mask, dropout_p, is_causal, scale, generator, false)[0];
+}
+
+namespace detail {
+Tensors scaled_dot_product_attention_with_weights(const Tensor& query, const Tensor& key, const Tensor& value,
+                                                  const Tensor& attn_mask, double dropout_p, bool is_causal,
+                                                  std::optional<double> scale, Generator* generator) {
+  check_inputs(query, key, value, attn_mask, dropout_p, is_causal, scale, generator);
+  return apply<AttentionOp>(query, key, value, attn_mask, dropout_p, is_causal, scale, generator, true);
+}
+}  // namespace detail
+
+}  // namespace xgrad

@@ -1,0 +1,56 @@
+#pragma once
+// Scaled dot-product attention, as torch.nn.functional.scaled_dot_product_attention (PyTorch 2.x).
+//
+// For each batch index (any leading dims, shared by query, key and value):
+//   A = scale * Q K^T + M            (L x S; M the additive mask, -inf where a boolean mask is false or
+//                                     where is_causal hides key s > query l)
+//   P = softmax(A) row-wise,  P' = P * D / (1 - dropout_p)  (D a Bernoulli(1 - dropout_p) keep mask)
+//   out = P' V                       (L x Ev)
+// Gradients (G = dL/dout; GW = dL/dP' when the weights are an output, see detail below):
+//   dV = P'^T G,   dP' = G V^T + GW,   dP = dP' * D / (1 - dropout_p)
+//   dA = P * (dP - rowsum(dP * P)),    dQ = scale * dA K,   dK = scale * dA^T Q,
+//   dM = dA summed over the dims the float mask was broadcast along.
+// The backward is hand-written (Note [Attention kernel] in attention.cpp): one task per batch index,
+// its three forward and five backward products through the project's BLAS entry; the softmax
+// weights P are saved, not recomputed. Results are bit-identical whatever the thread count.
+//
+// A row whose every key is masked (all -inf) gives NaN in that row of the output and of its
+// gradients, what torch 2.x's reference (math) implementation and softmax give; we keep it rather
+// than invent zeros, so a bad mask shows.
+#include <cstdint>
+#include <optional>
+
+#include "xgrad/core/random.hpp"
+#include "xgrad/core/tensor.hpp"
+
+namespace xgrad {
+
+/// torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p,
+/// is_causal, scale) of PyTorch 2.x. query (..., L, E), key (..., S, E), value (..., S, Ev), with
+/// the same leading (batch) dims, all of one floating dtype -> (..., L, Ev).
+/// attn_mask: undefined, a bool tensor (true = the key takes part, as torch) or an additive tensor of
+/// query's dtype, broadcastable to (..., L, S) (it may have fewer dims, e.g. (L, S)); a float mask
+/// that requires grad gets its gradient. is_causal: query l sees keys s <= l (torch's top-left
+/// aligned tril(ones(L, S))); not together with attn_mask (as torch). scale: default 1 / sqrt(E)
+/// (with E = 0 the empty dot products are 0 and attention is uniform). dropout_p > 0 drops entries
+/// of P with that probability (one uniform draw of `generator` per entry of P, row-major) and scales
+/// the rest by 1 / (1 - dropout_p); the same mask is used in backward. It needs a generator (xgrad
+/// has no global one) and applies whenever dropout_p > 0 (torch's functional has no training flag).
+/// Errors (xgrad::Error naming the op, the argument and the shapes): undefined or non-floating
+/// inputs, fewer than 2 dims, batch dims or E of key / value differing from query's, key and value
+/// with different S, a mask of another dtype or not broadcastable to (..., L, S), attn_mask with
+/// is_causal, dropout_p outside [0, 1], dropout_p > 0 without a generator, a scale not finite.
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask = Tensor(), double dropout_p = 0.0, bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt, Generator* generator = nullptr);
+
+namespace detail {
+/// scaled_dot_product_attention and its attention weights P' (..., L, S) (after dropout), as
+/// nn::MultiheadAttention returns them: {out, weights}. Both are differentiable (GW above).
+Tensors scaled_dot_product_attention_with_weights(const Tensor& query, const Tensor& key, const Tensor& value,
+                                                  const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
+                                                  bool is_causal = false, std::optional<double> scale = std::nullopt,
+                                                  Generator* generator = nullptr);
+}  // namespace detail
+
+}  // namespace xgrad

@@ -1,0 +1,276 @@
+// Tests for ops/attention.* beyond its op-table entries: masks of every kind and broadcast, causal,
+// an explicit scale, batch dims, the attention weights output, a fully masked row, dropout (its
+// statistics, and the same mask reused in backward), 1-vs-2 threads on a large case, bad inputs.
+// PyTorch 1.13 has no scaled_dot_product_attention: parity is against the explicit formula
+// softmax(q k^T * scale + mask) v written in torch.
+#include <cmath>
+#include <limits>
+
+#include "support.hpp"
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/ops/attention.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/matmul.hpp"
+#include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/shape_ops.hpp"
+#include "xgrad/ops/softmax.hpp"
+
+using namespace xgrad;
+using xgrad::test::ParityBatch;
+
+namespace {
+// The reference in torch 1.13: `mask` is a float input; `kind` says how it is used.
+std::string torch_sdpa(const std::string& kind, bool causal, const std::string& scale) {
+  std::string code = "import math\n";
+  code += "s = " + (scale.empty() ? std::string("1 / math.sqrt(q.shape[-1])") : scale) + "\n";
+  code += "a = q @ k.transpose(-2, -1) * s\n";
+  if (causal)
+    code +=
+        "a = a.masked_fill(torch.ones(a.shape[-2], a.shape[-1], dtype=torch.bool).tril().logical_not(), "
+        "float('-inf'))\n";
+  if (kind == "bool") code += "a = a.masked_fill(m == 0, float('-inf'))\n";
+  if (kind == "float") code += "a = a + m\n";
+  code += "out = torch.softmax(a, -1) @ v\n";
+  return code;
+}
+
+Tensor bool_mask(const Shape& shape, Generator& gen, std::int64_t s) {
+  // Random, with key 0 always allowed so that no row is fully masked.
+  std::vector<double> m(static_cast<std::size_t>(shape_numel(shape)));
+  for (std::size_t i = 0; i < m.size(); ++i)
+    m[i] = (i % static_cast<std::size_t>(s) == 0 || gen.uniform() < 0.6) ? 1 : 0;
+  return Tensor::from_vector(m, shape, kFloat64);
+}
+}  // namespace
+
+TEST_CASE("scaled_dot_product_attention: values and gradients match the explicit formula in PyTorch",
+          "[attention][parity]") {
+  for (Dtype dt : {kFloat32, kFloat64}) {
+    ParityBatch batch(std::string("attention_") + std::string(dtype_name(dt)));
+    Generator gen(31);
+    struct Case {
+      std::string name;
+      Shape batch;
+      std::int64_t l, s, e, ev;
+      std::string kind;  // "", "bool", "float"
+      Shape mask;        // mask shape (may broadcast)
+      bool causal;
+      std::optional<double> scale;
+    };
+    const std::vector<Case> cases = {
+        {"plain", {}, 4, 5, 3, 2, "", {}, false, {}},
+        {"batch", {2, 3}, 4, 6, 5, 3, "", {}, false, {}},
+        {"scale", {2}, 3, 3, 4, 4, "", {}, false, 0.7},
+        {"causal", {2, 2}, 5, 5, 3, 3, "", {}, true, {}},
+        {"causal_wide", {2}, 3, 6, 3, 2, "", {}, true, {}},
+        {"bool_full", {2, 2}, 4, 5, 3, 3, "bool", {2, 2, 4, 5}, false, {}},
+        {"bool_ls", {2, 2}, 4, 5, 3, 3, "bool", {4, 5}, false, {}},
+        {"bool_keys", {3}, 4, 5, 3, 3, "bool", {3, 1, 5}, false, {}},
+        {"float_full", {2, 2}, 4, 5, 3, 3, "float", {2, 2, 4, 5}, false, {}},
+        {"float_ls", {2, 3}, 4, 5, 3, 3, "float", {4, 5}, false, {}},
+        {"float_heads", {2, 3}, 4, 5, 3, 3, "float", {2, 1, 1, 5}, false, 0.5},
+        {"empty_keys", {2}, 3, 0, 3, 2, "", {}, false, {}},
+    };
+    for (const auto& c : cases) {
+      Shape qs = c.batch, ks = c.batch, vs = c.batch;
+      qs.insert(qs.end(), {c.l, c.e});
+      ks.insert(ks.end(), {c.s, c.e});
+      vs.insert(vs.end(), {c.s, c.ev});
+      std::vector<ParityBatch::Input> in = {{"q", test::randn_leaf(qs, gen, dt)},
+                                            {"k", test::randn_leaf(ks, gen, dt)},
+                                            {"v", test::randn_leaf(vs, gen, dt)}};
+      if (c.kind == "bool") in.push_back({"m", bool_mask(c.mask, gen, c.s).to(dt), false});
+      if (c.kind == "float") in.push_back({"m", test::randn_leaf(c.mask, gen, dt)});
+      const std::string kind = c.kind;
+      const bool causal = c.causal;
+      const auto scale = c.scale;
+      batch.add(c.name, torch_sdpa(kind, causal, scale ? fmt::format("{:.17g}", *scale) : ""), in,
+                [kind, causal, scale](const Tensors& t) {
+                  Tensor m = kind == "bool" ? t[3].to(kBool) : kind == "float" ? t[3] : Tensor();
+                  return scaled_dot_product_attention(t[0], t[1], t[2], m, 0.0, causal, scale);
+                });
+    }
+    batch.run();
+  }
+}
+
+TEST_CASE("scaled_dot_product_attention: gradcheck with masks and causal", "[attention]") {
+  Generator gen(32);
+  const Tensor q = test::randn_leaf({2, 3, 4}, gen), k = test::randn_leaf({2, 5, 4}, gen),
+               v = test::randn_leaf({2, 5, 3}, gen), m = test::randn_leaf({3, 5}, gen);
+  test::require_gradcheck([](const Tensors& t) { return scaled_dot_product_attention(t[0], t[1], t[2]); }, {q, k, v});
+  test::require_gradcheck([](const Tensors& t) { return scaled_dot_product_attention(t[0], t[1], t[2], t[3]); },
+                          {q, k, v, m});
+  test::require_gradcheck(
+      [](const Tensors& t) { return scaled_dot_product_attention(t[0], t[1], t[2], Tensor(), 0.0, true, 0.3); },
+      {q, k, v});
+  // The weights output (detail), both outputs used.
+  test::require_gradcheck(
+      [](const Tensors& t) {
+        const Tensors r = detail::scaled_dot_product_attention_with_weights(t[0], t[1], t[2], t[3]);
+        return add(sum(r[0]), sum(mul(r[1], r[1])));
+      },
+      {q, k, v, m});
+}
+
+TEST_CASE("scaled_dot_product_attention: the weights output is softmax(q k^T * scale + mask)", "[attention]") {
+  Generator gen(33);
+  const Tensor q = Tensor::randn({2, 3, 4}, gen, kFloat64), k = Tensor::randn({2, 5, 4}, gen, kFloat64),
+               v = Tensor::randn({2, 5, 2}, gen, kFloat64), m = Tensor::randn({3, 5}, gen, kFloat64);
+  const Tensors r = detail::scaled_dot_product_attention_with_weights(q, k, v, m);
+  const Tensor want = softmax(add(mul(matmul(q, transpose(k, 1, 2)), 0.5), m), -1);
+  const auto [err, ref] = test::max_error(r[1].to_vector(), want.to_vector());
+  CHECK(err <= 1e-14 * std::max(1.0, ref));
+  CHECK(bit_equal(r[0], scaled_dot_product_attention(q, k, v, m)));
+}
+
+TEST_CASE("scaled_dot_product_attention: a row whose every key is masked is NaN, the others are not", "[attention]") {
+  Generator gen(34);
+  const Tensor q = test::randn_leaf({3, 2}, gen), k = test::randn_leaf({4, 2}, gen), v = test::randn_leaf({4, 2}, gen);
+  const Tensor m = Tensor::from_vector({1, 0, 1, 1, 0, 0, 0, 0, 0, 1, 0, 0}, {3, 4}, kFloat64).to(kBool);
+  const Tensor out = scaled_dot_product_attention(q, k, v, m);
+  const auto y = out.to_vector();
+  CHECK(std::isnan(y[2]));
+  CHECK(std::isnan(y[3]));
+  CHECK(std::isfinite(y[0]));
+  CHECK(std::isfinite(y[4]));
+  // Row 2 sees key 1 only: its output is v's row 1 exactly.
+  CHECK(y[4] == v.to_vector()[2]);
+  CHECK(y[5] == v.to_vector()[3]);
+}
+
+TEST_CASE("scaled_dot_product_attention: dropout drops at rate p, scales by 1/(1-p) and reuses its mask in backward",
+          "[attention][dropout]") {
+  const std::int64_t L = 64, S = 64;
+  // With v = identity (S x S), out = P' itself, so the dropped entries are visible.
+  const Tensor q = Tensor::zeros({4, L, 8}, kFloat64), k = Tensor::zeros({4, S, 8}, kFloat64);
+  Tensor v = Tensor::zeros({4, S, S}, kFloat64);
+  for (std::int64_t b = 0; b < 4; ++b)
+    for (std::int64_t i = 0; i < S; ++i) v.data<double>()[(b * S + i) * S + i] = 1;
+  for (double p : {0.2, 0.5}) {
+    Generator gen(35);
+    Tensor vq = q.clone_data().set_requires_grad();
+    Tensor vv = v.clone_data().set_requires_grad();
+    const Tensor out = scaled_dot_product_attention(vq, k, vv, Tensor(), p, false, std::nullopt, &gen);
+    const auto y = out.to_vector();
+    const double kept_value = 1.0 / S / (1 - p);  // uniform attention (q = 0), scaled
+    std::int64_t dropped = 0;
+    for (double x : y) {
+      if (x == 0)
+        ++dropped;
+      else
+        REQUIRE(std::abs(x - kept_value) <= 1e-15);
+    }
+    const double rate = static_cast<double>(dropped) / static_cast<double>(y.size());
+    // 16384 Bernoulli draws: the standard error of the rate is < 0.004.
+    CHECK(std::abs(rate - p) < 0.02);
+    // The same seed gives the same mask; dV = P'^T G with G = ones: dV[b, s, :] = sum over l of P'[b, l, s].
+    Generator again(35);
+    CHECK(bit_equal(out, scaled_dot_product_attention(q, k, v, Tensor(), p, false, std::nullopt, &again)));
+    sum(out).backward();
+    const auto dv = vv.grad().to_vector();
+    for (std::int64_t b = 0; b < 4; ++b)
+      for (std::int64_t s = 0; s < S; ++s) {
+        double col = 0;
+        for (std::int64_t l = 0; l < L; ++l) col += y[static_cast<std::size_t>((b * L + l) * S + s)];
+        for (std::int64_t j = 0; j < S; ++j)
+          REQUIRE(std::abs(dv[static_cast<std::size_t>((b * S + s) * S + j)] - col) <= 1e-12);
+      }
+  }
+  // p = 1 drops everything (zeros and zero gradients); p = 0 needs no generator.
+  Generator gen(36);
+  const Tensor x = Tensor::ones({2, 3, 4}, kFloat64);
+  CHECK(max(abs(scaled_dot_product_attention(x, x, x, Tensor(), 1.0, false, std::nullopt, &gen))).item() == 0);
+  CHECK(scaled_dot_product_attention(x, x, x, Tensor(), 0.0).shape() == Shape{2, 3, 4});
+}
+
+TEST_CASE("scaled_dot_product_attention: dropout gradients match the formula with the same mask",
+          "[attention][dropout]") {
+  // out = (P * D / (1 - p)) V: with the weights output we can recompute the op from P' and check dq, dk, dv
+  // against the same expression built from differentiable ops on the same mask.
+  Generator data(37);
+  const Tensor q = test::randn_leaf({2, 4, 3}, data), k = test::randn_leaf({2, 5, 3}, data),
+               v = test::randn_leaf({2, 5, 2}, data);
+  Generator g1(38), g2(38);
+  const Tensors r = detail::scaled_dot_product_attention_with_weights(q, k, v, Tensor(), 0.3, false, std::nullopt, &g1);
+  const Tensors grads = grad({sum(mul(r[0], r[0]))}, {q, k, v});
+  // The keep mask D: where P' is non-zero (P > 0 everywhere here).
+  const Tensor kept = ne(r[1].detach(), Tensor::zeros(r[1].shape(), kFloat64)).to(kFloat64);
+  const Tensor p = softmax(mul(matmul(q, transpose(k, 1, 2)), 1 / std::sqrt(3.0)), -1);
+  const Tensor out = matmul(div(mul(p, kept), 0.7), v);
+  const Tensors want = grad({sum(mul(out, out))}, {q, k, v});
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto [err, ref] = test::max_error(grads[i].to_vector(), want[i].to_vector());
+    CHECK(err <= 1e-12 * std::max(1.0, ref));
+  }
+  CHECK(bit_equal(r[0], scaled_dot_product_attention(q, k, v, Tensor(), 0.3, false, std::nullopt, &g2)));
+}
+
+TEST_CASE("scaled_dot_product_attention: bit-identical with 1 and 2 threads", "[attention][threads]") {
+  for (Dtype dt : {kFloat32, kFloat64}) {
+    Generator gen(39);
+    const Tensor q = test::randn_leaf({4, 8, 40, 16}, gen, dt), k = test::randn_leaf({4, 8, 48, 16}, gen, dt),
+                 v = test::randn_leaf({4, 8, 48, 12}, gen, dt), m = test::randn_leaf({8, 1, 48}, gen, dt);
+    test::require_thread_deterministic([&] {
+      Generator drop(40);
+      const Tensor out = scaled_dot_product_attention(q, k, v, m, 0.1, false, std::nullopt, &drop);
+      Tensors g = grad({sum(mul(out, out))}, {q, k, v, m});
+      g.push_back(out);
+      return g;
+    });
+  }
+}
+
+TEST_CASE("scaled_dot_product_attention: bad inputs name the op, the argument and the shapes", "[attention][errors]") {
+  const Tensor q = Tensor::zeros({2, 3, 4}), k = Tensor::zeros({2, 5, 4}), v = Tensor::zeros({2, 5, 6});
+  using test::require_error;
+  require_error(
+      [&] {
+        scaled_dot_product_attention(q, Tensor::zeros({2, 5, 3}), v);
+      },
+      {"scaled_dot_product_attention", "'key'", "(2, 5, 3)", "(2, 3, 4)"});
+  require_error(
+      [&] {
+        scaled_dot_product_attention(q, Tensor::zeros({3, 5, 4}), v);
+      },
+      {"scaled_dot_product_attention", "'key'", "(3, 5, 4)"});
+  require_error(
+      [&] {
+        scaled_dot_product_attention(q, k, Tensor::zeros({2, 4, 6}));
+      },
+      {"scaled_dot_product_attention", "'value'", "(2, 4, 6)", "(2, 5, 4)"});
+  require_error([&] { scaled_dot_product_attention(Tensor::zeros({4}), k, v); },
+                {"scaled_dot_product_attention", "'query'", "(4,)"});
+  require_error([&] { scaled_dot_product_attention(q, k, v.to(kFloat64)); },
+                {"scaled_dot_product_attention", "float64", "(2, 5, 6)"});
+  require_error(
+      [&] {
+        scaled_dot_product_attention(q, k, v, Tensor::zeros({3, 4}));
+      },
+      {"scaled_dot_product_attention", "'attn_mask'", "(3, 4)", "(2, 3, 5)"});
+  require_error(
+      [&] {
+        scaled_dot_product_attention(q, k, v, Tensor::zeros({3, 5}, kFloat64));
+      },
+      {"scaled_dot_product_attention", "'attn_mask'", "float64"});
+  require_error(
+      [&] {
+        scaled_dot_product_attention(q, k, v, Tensor::zeros({3, 5}, kInt64));
+      },
+      {"scaled_dot_product_attention", "'attn_mask'", "int64"});
+  require_error(
+      [&] {
+        scaled_dot_product_attention(q, k, v, Tensor::zeros({3, 5}), 0.0, true);
+      },
+      {"scaled_dot_product_attention", "'attn_mask'", "is_causal"});
+  require_error([&] { scaled_dot_product_attention(q, k, v, Tensor(), 0.5); },
+                {"scaled_dot_product_attention", "'dropout_p'", "generator"});
+  Generator gen(1);
+  require_error([&] { scaled_dot_product_attention(q, k, v, Tensor(), 1.5, false, std::nullopt, &gen); },
+                {"scaled_dot_product_attention", "'dropout_p'", "1.5"});
+  require_error(
+      [&] { scaled_dot_product_attention(q, k, v, Tensor(), 0.0, false, std::numeric_limits<double>::infinity()); },
+      {"scaled_dot_product_attention", "'scale'", "inf"});
+  require_error([&] { scaled_dot_product_attention(q.to(kInt64), k, v); },
+                {"scaled_dot_product_attention", "'query'", "int64"});
+}
