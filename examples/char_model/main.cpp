@@ -3,13 +3,15 @@
 // It reads the word list of the Debian package wamerican (nn::datasets::WordList), and learns to
 // predict each next character of a word from the ones before it, the word's end included: every
 // word is the sequence ". c1 c2 ... cn" with targets "c1 c2 ... cn .". The model is an embedding,
-// a recurrent stack (nn::GRU by default, nn::LSTM with --model lstm) and a linear head over the
-// characters. It trains with Adam on random batches of training words; as it trains it prints the
-// loss per character on held-out words (nats and bits) and new words sampled from the model, and at
-// the end it saves a checkpoint (safetensors, loadable with nn::load or by PyTorch).
+// a recurrent stack (nn::GRU by default, nn::LSTM with --model lstm) or a small causal
+// Transformer (--model transformer: positional embedding, nn::TransformerEncoder under a causal
+// mask), and a linear head over the characters. It trains with Adam on random batches of training words; as it trains
+// it prints the loss per character on held-out words (nats and bits) and new words sampled from the model, and at the
+// end it saves a checkpoint (safetensors, loadable with nn::load or by PyTorch).
 //
 //   build/release/examples/char_model                  # the full run (GRU, 2 layers of 256)
 //   build/release/examples/char_model --model lstm
+//   build/release/examples/char_model --model transformer --layers 4 --embed 128
 //   build/release/examples/char_model --quick          # ~10 s; exits 1 unless the model learned
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -31,7 +33,7 @@ namespace {
 
 struct Settings {
   std::string model = "gru";
-  std::int64_t embed = 64, hidden = 256, layers = 2;
+  std::int64_t embed = 64, hidden = 256, layers = 2, heads = 4;
   double dropout = 0.1;
   std::int64_t steps = 4000, batch = 64, eval_every = 500, val_words = 4000, samples = 10;
   double lr = 3e-3;
@@ -72,6 +74,48 @@ class RnnModel : public CharModel {
   std::shared_ptr<nn::Embedding> emb_;
   std::shared_ptr<nn::GRU> gru_;
   std::shared_ptr<nn::LSTM> lstm_;
+  std::shared_ptr<nn::Linear> head_;
+};
+
+/// A small causal Transformer: token embedding + learned positional embedding -> a stack of
+/// TransformerEncoderLayer (pre-norm, GELU, batch first) under a causal mask (position t sees
+/// positions <= t only) -> LayerNorm -> Linear over the vocabulary.
+class TransformerModel : public CharModel {
+ public:
+  TransformerModel(const Settings& s, std::int64_t vocab, std::int64_t max_len)
+      : CharModel("CharTransformer"), max_len_(max_len) {
+    tok_ = register_module("tok", std::make_shared<nn::Embedding>(vocab, s.embed, kFloat32, s.seed));
+    pos_ = register_module("pos", std::make_shared<nn::Embedding>(max_len, s.embed, kFloat32, s.seed + 1));
+    const nn::TransformerEncoderLayer layer(nn::TransformerEncoderLayerOptions(s.embed, s.heads)
+                                                .dim_feedforward(4 * s.embed)
+                                                .dropout(s.dropout)
+                                                .activation("gelu")
+                                                .batch_first(true)
+                                                .norm_first(true),
+                                            s.seed + 2);
+    encoder_ = register_module("encoder", std::make_shared<nn::TransformerEncoder>(
+                                              layer, s.layers, std::make_shared<nn::LayerNorm>(Shape{s.embed})));
+    head_ = register_module("head", std::make_shared<nn::Linear>(s.embed, vocab, true, kFloat32, s.seed + 3));
+  }
+  Tensor forward(const Tensor& ids) override {
+    const std::int64_t T = ids.size(1);
+    if (T > max_len_)
+      throw std::invalid_argument("char_model: a sequence of " + std::to_string(T) + " tokens is longer than the " +
+                                  std::to_string(max_len_) + " positions of the model");
+    std::vector<std::int64_t> positions(static_cast<std::size_t>(T));
+    for (std::int64_t t = 0; t < T; ++t) positions[static_cast<std::size_t>(t)] = t;
+    // Additive causal mask (T, T): 0 on and below the diagonal, -inf above.
+    std::vector<double> mask(static_cast<std::size_t>(T * T), 0.0);
+    for (std::int64_t i = 0; i < T; ++i)
+      for (std::int64_t j = i + 1; j < T; ++j) mask[static_cast<std::size_t>(i * T + j)] = -INFINITY;
+    const Tensor x = add(tok_->forward(ids), pos_->forward(positions));
+    return head_->forward(encoder_->forward(x, Tensor::from_vector(mask, {T, T}, kFloat32)));
+  }
+
+ private:
+  std::int64_t max_len_;
+  std::shared_ptr<nn::Embedding> tok_, pos_;
+  std::shared_ptr<nn::TransformerEncoder> encoder_;
   std::shared_ptr<nn::Linear> head_;
 };
 
@@ -157,12 +201,17 @@ std::string sample_word(CharModel& model, const nn::datasets::WordList& list, Ge
 
 int main(int argc, char** argv) {
   Settings s;
-  CLI::App app{"char_model: a character-level model of English words (wamerican), GRU or LSTM, trained with Adam"};
-  app.add_option("--model", s.model, "gru or lstm")->check(CLI::IsMember({"gru", "lstm"}))->capture_default_str();
+  CLI::App app{
+      "char_model: a character-level model of English words (wamerican), GRU, LSTM or Transformer, trained with Adam"};
+  app.add_option("--model", s.model, "gru, lstm or transformer")
+      ->check(CLI::IsMember({"gru", "lstm", "transformer"}))
+      ->capture_default_str();
   app.add_option("--embed", s.embed, "embedding size")->capture_default_str();
   app.add_option("--hidden", s.hidden, "hidden size of each recurrent layer")->capture_default_str();
-  app.add_option("--layers", s.layers, "recurrent layers")->capture_default_str();
-  app.add_option("--dropout", s.dropout, "dropout between recurrent layers")->capture_default_str();
+  app.add_option("--layers", s.layers, "recurrent or Transformer layers")->capture_default_str();
+  app.add_option("--heads", s.heads, "attention heads (transformer; must divide --embed)")->capture_default_str();
+  app.add_option("--dropout", s.dropout, "dropout between recurrent layers / in the Transformer layers")
+      ->capture_default_str();
   app.add_option("--steps", s.steps, "training steps (batches)")->capture_default_str();
   app.add_option("--batch", s.batch, "words per batch")->capture_default_str();
   app.add_option("--lr", s.lr, "Adam learning rate")->capture_default_str();
@@ -181,6 +230,7 @@ int main(int argc, char** argv) {
   if (s.quick) {
     s.embed = 24, s.hidden = 64, s.layers = 1, s.steps = 300, s.eval_every = 100, s.val_words = 1000, s.samples = 6;
     s.lr = 1e-2;
+    if (s.model == "transformer") s.embed = 32, s.heads = 4, s.lr = 3e-3, s.dropout = 0.0;
   }
 
   try {
@@ -196,7 +246,16 @@ int main(int argc, char** argv) {
                 val.size(), list.words(nn::datasets::WordList::Split::val).size(),
                 static_cast<long long>(list.vocab_size() - 1));
 
-    RnnModel model(s, list.vocab_size());
+    std::size_t longest = 0;
+    for (const auto split : {nn::datasets::WordList::Split::train, nn::datasets::WordList::Split::val})
+      for (const auto& w : list.words(split)) longest = std::max(longest, w.size());
+    const std::int64_t max_len = std::max<std::int64_t>(32, static_cast<std::int64_t>(longest) + 1);
+    std::unique_ptr<CharModel> owned;
+    if (s.model == "transformer")
+      owned = std::make_unique<TransformerModel>(s, list.vocab_size(), max_len);
+    else
+      owned = std::make_unique<RnnModel>(s, list.vocab_size());
+    CharModel& model = *owned;
     std::printf("model: %lld parameters\n", static_cast<long long>(model.num_parameters()));
     nn::Adam opt(model.parameters(), nn::AdamOptions(s.lr));
     Generator gen(s.seed), sampler(s.seed + 7);
@@ -228,7 +287,7 @@ int main(int argc, char** argv) {
         std::string line;
         int fresh = 0;
         for (std::int64_t k = 0; k < s.samples; ++k) {
-          const std::string w = sample_word(model, list, sampler, 30);
+          const std::string w = sample_word(model, list, sampler, max_len - 1);
           const bool is_new = !known.count(w);
           fresh += is_new;
           line += " " + (w.empty() ? std::string("(empty)") : w) + (is_new ? "*" : "");
