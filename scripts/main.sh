@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Examples to run, in order: folder names under examples/ (each builds to build/release/examples/<name>).
-examples=(spectral_fit block_sparse_mlp)
+examples=(spectral_fit block_sparse_mlp char_model)
 
 bash scripts/install-deps.sh --main  # the test-only packages (PyTorch, Catch2, MPI) are not needed here
 cmake --preset release -DXGRAD_REQUIRE_ALL=OFF  # the examples need neither MPI nor Catch2
@@ -17,6 +17,8 @@ cmake --build --preset release --target "${targets[@]}" --parallel "$(nproc)"
 
 for name in "${examples[@]}"; do
   echo "==> examples/${name} (plots and CSVs go to out/${name}/)"
-  "build/release/examples/${name}" --out "out/${name}"
+  args=(--out "out/${name}")
+  if [[ ${name} == char_model ]]; then args+=(--quick); fi  # ~10 s; the full run: build/release/examples/char_model
+  "build/release/examples/${name}" "${args[@]}"
 done
 echo "==> done: plots in $(pwd)/out/spectral_fit/*.png and $(pwd)/out/block_sparse_mlp/*.png"
