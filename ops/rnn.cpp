@@ -8,6 +8,7 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/detail/vec_kernel.hpp"
 #include "xgrad/ops/matmul.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 
@@ -28,14 +29,25 @@ namespace {
 // (for the GRU the hidden part dA^h differs from the input part dA^x in the n gate: dA^h_n = r dA_n).
 // The cells are the same ops with T = 1. The GEMMs go through detail::gemm (Note [Deterministic
 // GEMM], ops/matmul.cpp); the gate passes give each batch row to one task and do the same arithmetic
-// per element whatever the chunking; so results are bit-identical whatever the thread count.
+// per element whatever the chunking (the activations on xsimd batches along each row); so results
+// are bit-identical whatever the thread count.
 // Memory: the op keeps the activated gates, the h (and for the LSTM c and tanh c) before every step:
 // (G + 3) T B H values, as cuDNN's reserve space.
 
-template <class T>
-inline T sigmoid(T v) {
-  return T(1) / (T(1) + std::exp(-v));
-}
+// The gate activations on xsimd batches (detail::vec_map runs them over a row of H values, its tail
+// through the same vector code: an element's value depends on H only, never on the thread count).
+struct VSigmoid {
+  template <class B>
+  B operator()(const B& v) const {
+    return B(1) / (B(1) + xsimd::exp(-v));
+  }
+};
+struct VTanh {
+  template <class B>
+  B operator()(const B& v) const {
+    return xsimd::tanh(v);
+  }
+};
 
 // Rows of a pointwise pass per task: enough elements that a task pays for itself.
 std::int64_t row_grain(std::int64_t cols) {
@@ -117,18 +129,23 @@ struct LstmLayerOp : Function<LstmLayerOp> {
         parallel_for(0, B, row_grain(G), [&](std::int64_t b0, std::int64_t b1) {
           for (std::int64_t b = b0; b < b1; ++b) {
             T* a = At + b * G;
-            for (std::int64_t j = 0; j < H; ++j) {
-              const T i = sigmoid(a[j]), f = sigmoid(a[H + j]), g = std::tanh(a[2 * H + j]), o = sigmoid(a[3 * H + j]);
-              a[j] = i;
-              a[H + j] = f;
-              a[2 * H + j] = g;
-              a[3 * H + j] = o;
-              const T c = f * cp[b * H + j] + i * g;
-              const T th = std::tanh(c);
-              c_buf[b * H + j] = c;
-              tc[b * H + j] = th;
-              ht[b * H + j] = o * th;
-            }
+            T* i = a;
+            T* f = a + H;
+            T* g = a + 2 * H;
+            T* o = a + 3 * H;
+            T* c = c_buf.data() + b * H;
+            detail::vec_map(H, i, VSigmoid{}, static_cast<const T*>(i));
+            detail::vec_map(H, f, VSigmoid{}, static_cast<const T*>(f));
+            detail::vec_map(H, g, VTanh{}, static_cast<const T*>(g));
+            detail::vec_map(H, o, VSigmoid{}, static_cast<const T*>(o));
+            detail::vec_map(
+                H, c, [](const auto& vi, const auto& vf, const auto& vg, const auto& vc) { return vf * vc + vi * vg; },
+                static_cast<const T*>(i), static_cast<const T*>(f), static_cast<const T*>(g),
+                static_cast<const T*>(cp + b * H));
+            detail::vec_map(H, tc + b * H, VTanh{}, static_cast<const T*>(c));
+            detail::vec_map(
+                H, ht + b * H, [](const auto& vo, const auto& vt) { return vo * vt; }, static_cast<const T*>(o),
+                static_cast<const T*>(tc + b * H));
           }
         });
         h_cur = ht;
@@ -236,16 +253,16 @@ struct GruLayerOp : Function<GruLayerOp> {
             const T* xa = xt + b * G;
             const T* ha = gh.data() + b * G;
             T* sv = sg + b * 4 * H;
-            for (std::int64_t j = 0; j < H; ++j) {
-              const T r = sigmoid(ha[j] + xa[j]), z = sigmoid(ha[H + j] + xa[H + j]);
-              const T hn_ = ha[2 * H + j];
-              const T n = std::tanh(xa[2 * H + j] + hn_ * r);
-              sv[j] = r;
-              sv[H + j] = z;
-              sv[2 * H + j] = n;
-              sv[3 * H + j] = hn_;
-              ht[b * H + j] = (hp[b * H + j] - n) * z + n;
-            }
+            const auto sig_sum = [](const auto& u, const auto& v) { return VSigmoid{}(u + v); };
+            detail::vec_map(H, sv, sig_sum, ha, xa);              // r
+            detail::vec_map(H, sv + H, sig_sum, ha + H, xa + H);  // z
+            std::copy(ha + 2 * H, ha + 3 * H, sv + 3 * H);        // gh_n
+            detail::vec_map(                                      // n
+                H, sv + 2 * H, [](const auto& vx, const auto& vh, const auto& vr) { return xsimd::tanh(vx + vh * vr); },
+                xa + 2 * H, ha + 2 * H, static_cast<const T*>(sv));
+            detail::vec_map(  // h'
+                H, ht + b * H, [](const auto& vh, const auto& vn, const auto& vz) { return (vh - vn) * vz + vn; },
+                static_cast<const T*>(hp + b * H), static_cast<const T*>(sv + 2 * H), static_cast<const T*>(sv + H));
           }
         });
         h_cur = ht;
