@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/nn/init.hpp"
@@ -182,6 +183,17 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   else if (!options_.batch_first())
     out = transpose(out, 0, 1);
   return {out, weights};
+}
+
+Tensor generate_square_subsequent_mask(std::int64_t sz, Dtype dtype) {
+  XGRAD_CHECK(sz >= 0, "generate_square_subsequent_mask: argument 'sz' must be >= 0, got {}", sz);
+  XGRAD_CHECK(is_floating_point(dtype),
+              "generate_square_subsequent_mask: argument 'dtype' must be float32 or float64, got {}", dtype);
+  std::vector<double> m(static_cast<std::size_t>(sz * sz), 0.0);
+  for (std::int64_t l = 0; l < sz; ++l)
+    for (std::int64_t s = l + 1; s < sz; ++s)
+      m[static_cast<std::size_t>(l * sz + s)] = -std::numeric_limits<double>::infinity();
+  return Tensor::from_vector(m, {sz, sz}, dtype);
 }
 
 // ---- TransformerEncoderLayer ---------------------------------------------------------------------

@@ -104,6 +104,11 @@ class MultiheadAttention : public Module {
   Generator gen_;
 };
 
+/// torch.nn.Transformer.generate_square_subsequent_mask(sz): the (sz, sz) additive causal mask, 0 on and
+/// below the diagonal and -inf above it (query l may attend to keys s <= l), for the attn_mask /
+/// src_mask of the modules here. Errors: sz < 0, dtype not floating.
+Tensor generate_square_subsequent_mask(std::int64_t sz, Dtype dtype = kFloat32);
+
 /// torch::nn::TransformerEncoderLayerOptions: TransformerEncoderLayerOptions(d_model, nhead)
 /// .dim_feedforward(2048).dropout(0.1).activation("relu" | "gelu").layer_norm_eps(1e-5)
 /// .batch_first(false).norm_first(false).

@@ -36,6 +36,8 @@ models = {
                                  nn.Softplus(beta=2.5, threshold=10), nn.Mish(), nn.LeakyReLU(), nn.LeakyReLU(0.2),
                                  nn.ELU(), nn.ELU(alpha=0.5), nn.SELU(), nn.Hardtanh(), nn.Hardtanh(-2.0, 0.25),
                                  nn.LogSigmoid()),
+    "transformer": nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, dim_feedforward=8), 2, norm=nn.LayerNorm(4)),
+    "mha_kdim_vdim": nn.MultiheadAttention(6, 3, bias=False, kdim=4, vdim=5),
 }
 for name, m in models.items():
     open(f"{d}/{name}.txt", "w").write(repr(m))

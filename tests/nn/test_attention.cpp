@@ -277,6 +277,27 @@ TEST_CASE("MultiheadAttention: torch's parameter names, shapes and init", "[nn][
   CHECK(layer.linear1->weight().shape() == Shape{2048, 4});
 }
 
+TEST_CASE("generate_square_subsequent_mask is torch's causal mask, and equals the bool form", "[nn][attention]") {
+  const Tensor m = nn::generate_square_subsequent_mask(3, kFloat64);
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK(m.to_vector() == std::vector<double>{0, -inf, -inf, 0, 0, -inf, 0, 0, 0});
+  CHECK(nn::generate_square_subsequent_mask(0).shape() == Shape{0, 0});
+  test::require_error([] { nn::generate_square_subsequent_mask(-1); }, {"generate_square_subsequent_mask", "-1"});
+  nn::TransformerEncoderLayer layer(nn::TransformerEncoderLayerOptions(4, 2).dim_feedforward(8).dtype(kFloat64), 3);
+  layer.eval();
+  Generator gen(5);
+  const Tensor x = Tensor::randn({3, 2, 4}, gen, kFloat64);
+  const Tensor upper = ne(m, Tensor::zeros({3, 3}, kFloat64));  // true above the diagonal
+  CHECK(bit_equal(layer.forward(x, m), layer.forward(x, upper)));
+  // Causal: the first position's output does not depend on the later ones.
+  Tensor y = x.clone_data();
+  y.data<double>()[2 * 2 * 4 - 1] += 1;  // last position, last sample, last feature
+  const Tensor a = layer.forward(x, m), b = layer.forward(y, m);
+  for (std::int64_t i = 0; i < 8; ++i)
+    CHECK(a.to_vector()[static_cast<std::size_t>(i)] == b.to_vector()[static_cast<std::size_t>(i)]);
+  CHECK(a.to_vector()[23] != b.to_vector()[23]);
+}
+
 TEST_CASE("TransformerEncoder: its layers start as copies of the given layer", "[nn][attention]") {
   nn::TransformerEncoderLayer layer(nn::TransformerEncoderLayerOptions(4, 2).dim_feedforward(8), 3);
   nn::TransformerEncoder enc(layer, 3);

@@ -6,6 +6,7 @@
 
 #include "support.hpp"
 #include "xgrad/nn/activation.hpp"
+#include "xgrad/nn/attention.hpp"
 #include "xgrad/nn/conv.hpp"
 #include "xgrad/nn/dropout.hpp"
 #include "xgrad/nn/embedding.hpp"
@@ -289,6 +290,12 @@ TEST_CASE("Module: printing shows the module tree exactly as PyTorch prints it",
        std::make_shared<nn::ELU>(0.5), std::make_shared<nn::SELU>(), std::make_shared<nn::Hardtanh>(),
        std::make_shared<nn::Hardtanh>(-2.0, 0.25), std::make_shared<nn::LogSigmoid>()});
   CHECK(printed(activations) == test::read_bytes(dir.file("activations.txt")));
+  nn::TransformerEncoder transformer(
+      nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(4, 2).dim_feedforward(8)), 2,
+      std::make_shared<nn::LayerNorm>(Shape{4}));
+  CHECK(printed(transformer) == test::read_bytes(dir.file("transformer.txt")));
+  CHECK(printed(nn::MultiheadAttention(nn::MultiheadAttentionOptions(6, 3).bias(false).kdim(4).vdim(5))) ==
+        test::read_bytes(dir.file("mha_kdim_vdim.txt")));
 }
 
 TEST_CASE("Module: summary() counts every module's parameters and bytes", "[module][repr]") {
