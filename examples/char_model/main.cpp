@@ -7,7 +7,7 @@
 // Transformer (--model transformer: positional embedding, nn::TransformerEncoder under a causal
 // mask), and a linear head over the characters. It trains with Adam on random batches of training words; as it trains
 // it prints the loss per character on held-out words (nats and bits) and new words sampled from the model, and at the
-// end it saves a checkpoint (safetensors, loadable with nn::load or by PyTorch).
+// end it saves a checkpoint (safetensors: nn::load reads it, and so does Python's safetensors package).
 //
 //   build/release/examples/char_model                  # the full run (GRU, 2 layers of 256)
 //   build/release/examples/char_model --model lstm
@@ -223,7 +223,7 @@ int main(int argc, char** argv) {
   app.add_option("--out", s.out, "output folder for the checkpoint")->capture_default_str();
   app.add_option("--threads", s.threads, "TBB threads (0: all cores)")->capture_default_str();
   app.add_flag("--quick", s.quick,
-               "a short run for tests (1 layer of 64, 300 steps): exits 1 unless the validation loss per character "
+               "a short run for tests (one small layer, 300 steps): exits 1 unless the validation loss per character "
                "falls below 2.5 nats");
   CLI11_PARSE(app, argc, argv);
   if (s.threads > 0) set_num_threads(s.threads);
