@@ -206,18 +206,31 @@ int main(int argc, char** argv) {
   app.add_option("--model", s.model, "gru, lstm or transformer")
       ->check(CLI::IsMember({"gru", "lstm", "transformer"}))
       ->capture_default_str();
-  app.add_option("--embed", s.embed, "embedding size")->capture_default_str();
-  app.add_option("--hidden", s.hidden, "hidden size of each recurrent layer")->capture_default_str();
-  app.add_option("--layers", s.layers, "recurrent or Transformer layers")->capture_default_str();
-  app.add_option("--heads", s.heads, "attention heads (transformer; must divide --embed)")->capture_default_str();
-  app.add_option("--dropout", s.dropout, "dropout between recurrent layers / in the Transformer layers")
+  app.add_option("--embed", s.embed, "embedding size")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--hidden", s.hidden, "hidden size of each recurrent layer")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--steps", s.steps, "training steps (batches)")->capture_default_str();
-  app.add_option("--batch", s.batch, "words per batch")->capture_default_str();
-  app.add_option("--lr", s.lr, "Adam learning rate")->capture_default_str();
-  app.add_option("--eval-every", s.eval_every, "steps between validation losses and samples")->capture_default_str();
-  app.add_option("--val-words", s.val_words, "validation words evaluated (0: all)")->capture_default_str();
-  app.add_option("--samples", s.samples, "words sampled at each evaluation")->capture_default_str();
+  app.add_option("--layers", s.layers, "recurrent or Transformer layers")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--heads", s.heads, "attention heads (transformer; must divide --embed)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--dropout", s.dropout, "dropout between recurrent layers / in the Transformer layers")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--steps", s.steps, "training steps (batches)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--batch", s.batch, "words per batch")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--lr", s.lr, "Adam learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--eval-every", s.eval_every, "steps between validation losses and samples")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--val-words", s.val_words, "validation words evaluated (0: all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--samples", s.samples, "words sampled at each evaluation")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--seed", s.seed, "seed")->capture_default_str();
   app.add_option("--words", s.words, "word list, one word per line")->capture_default_str();
   app.add_option("--out", s.out, "output folder for the checkpoint")->capture_default_str();
