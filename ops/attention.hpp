@@ -11,7 +11,7 @@
 //   dA = P * (dP - rowsum(dP * P)),    dQ = scale * dA K,   dK = scale * dA^T Q,
 //   dM = dA summed over the dims the float mask was broadcast along.
 // The backward is hand-written (Note [Attention kernel] in attention.cpp): one task per batch index,
-// its three forward and five backward products through the project's BLAS entry; the softmax
+// its two forward and four backward products through the project's BLAS entry; the softmax
 // weights P are saved, not recomputed. Results are bit-identical whatever the thread count.
 //
 // A row whose every key is masked (all -inf) gives NaN in that row of the output and of its

@@ -375,3 +375,19 @@ TEST_CASE("MultiheadAttention and TransformerEncoderLayer: bad options and input
   require_error([&] { mha.forward(x, Tensor::zeros({5, 8}), x); }, {"MultiheadAttention", "(5, 8)", "3-d"});
   require_error([&] { mha.forward(Tensor::zeros({8}), x, x); }, {"MultiheadAttention", "'query'", "(8,)"});
 }
+
+TEST_CASE("TransformerEncoderLayer: forward and backward are bit-identical with 1 and 2 threads, dropout included",
+          "[nn][attention][threads]") {
+  Generator gen(6);
+  const Tensor x = Tensor::randn({24, 16, 32}, gen);
+  test::require_thread_deterministic([&] {
+    nn::TransformerEncoderLayer layer(
+        nn::TransformerEncoderLayerOptions(32, 4).dim_feedforward(64).dropout(0.2).batch_first(true), 7);
+    Tensor in = x.clone_data().set_requires_grad();
+    const Tensor y = layer.forward(in, nn::generate_square_subsequent_mask(16));
+    sum(mul(y, y)).backward();
+    Tensors out{y, in.grad()};
+    for (const auto& p : layer.parameters()) out.push_back(p.grad());
+    return out;
+  });
+}
