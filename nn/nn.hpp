@@ -21,6 +21,7 @@
 #include "xgrad/nn/optim.hpp"
 #include "xgrad/nn/pool.hpp"
 #include "xgrad/nn/resample_conv.hpp"
+#include "xgrad/nn/rnn.hpp"
 #include "xgrad/nn/sequential.hpp"
 #include "xgrad/nn/serialize.hpp"
 #include "xgrad/nn/utils/csv_writer.hpp"

@@ -20,6 +20,7 @@
 #include "xgrad/nn/normalization.hpp"
 #include "xgrad/nn/pool.hpp"
 #include "xgrad/nn/resample_conv.hpp"
+#include "xgrad/nn/rnn.hpp"
 
 namespace xgrad::nn {
 
@@ -202,6 +203,25 @@ std::string ResampleConv::extra_repr() const {
   return fmt::format("rows={}, coarse_points={}, fine_points={}, fine_grid={}, response={}, learn_shift={}",
                      coarse_.size(0), coarse_.size(1), grid_.size(), grid_.is_uniform() ? "uniform" : "points",
                      response_.is_sampled() ? "sampled" : "callable", py_bool(shift_.defined()));
+}
+
+// torch's RNNCellBase and RNNBase extra_repr: the sizes, then only the settings off their defaults.
+std::string LSTMCell::extra_repr() const {
+  return fmt::format("{}, {}{}", input_size_, hidden_size_, b_ih_.defined() ? "" : ", bias=False");
+}
+
+std::string GRUCell::extra_repr() const {
+  return fmt::format("{}, {}{}", input_size_, hidden_size_, b_ih_.defined() ? "" : ", bias=False");
+}
+
+std::string RNNBase::extra_repr() const {
+  std::string s = fmt::format("{}, {}", input_size_, hidden_size_);
+  if (num_layers_ != 1) s += fmt::format(", num_layers={}", num_layers_);
+  if (!bias_) s += ", bias=False";
+  if (batch_first_) s += ", batch_first=True";
+  if (dropout_ != 0) s += ", dropout=" + py_float(dropout_);
+  if (bidirectional_) s += ", bidirectional=True";
+  return s;
 }
 
 }  // namespace xgrad::nn

@@ -13,6 +13,7 @@
 #include "xgrad/ops/pool.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/resample_conv.hpp"
+#include "xgrad/ops/rnn.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 #include "xgrad/ops/softmax.hpp"
 #include "xgrad/ops/unary_math.hpp"

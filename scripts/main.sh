@@ -5,10 +5,11 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Examples to run, in order: folder names under examples/ (each builds to build/release/examples/<name>).
-examples=(spectral_fit block_sparse_mlp fashion_cnn)
-# Extra arguments per example: fashion_cnn's short form (~300 steps on a subset); its full run is
-# `build/release/examples/fashion_cnn` (README.md, Examples).
-declare -A example_args=([fashion_cnn]="--quick")
+examples=(spectral_fit block_sparse_mlp fashion_cnn char_model)
+# Extra arguments per example: the short forms of fashion_cnn (~300 steps on a subset) and
+# char_model (~10 s); their full runs are `build/release/examples/fashion_cnn` and
+# `build/release/examples/char_model` (README.md, Examples).
+declare -A example_args=([fashion_cnn]="--quick" [char_model]="--quick")
 
 bash scripts/install-deps.sh --main  # the test-only packages (PyTorch, Catch2, MPI) are not needed here
 cmake --preset release -DXGRAD_REQUIRE_ALL=OFF  # the examples need neither MPI nor Catch2
@@ -23,4 +24,4 @@ for name in "${examples[@]}"; do
   # shellcheck disable=SC2086  # the extra arguments are words
   "build/release/examples/${name}" --out "out/${name}" ${example_args[$name]:-}
 done
-echo "==> done: plots in $(pwd)/out/spectral_fit/*.png, $(pwd)/out/block_sparse_mlp/*.png and $(pwd)/out/fashion_cnn/*.png"
+echo "==> done: plots in $(pwd)/out/spectral_fit/*.png, $(pwd)/out/block_sparse_mlp/*.png and $(pwd)/out/fashion_cnn/*.png; samples in out/char_model/"

@@ -1,0 +1,71 @@
+// Recurrent training step, the libtorch peer of rnn_step.cpp: torch::nn::GRU and torch::nn::LSTM with
+// the same shapes, loss and rows (impl = libtorch). Threads: torch::set_num_threads (intra-op) and
+// one inter-op thread.
+//
+// usage: torch_rnn_step [--threads N] [--reps N]
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::int64_t kBatch = 64, kSteps = 32, kInput = 128, kHidden = 128;
+
+template <class Fn>
+double median_ms(int reps, Fn&& fn) {
+  fn();  // warm-up
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 1, reps = 15;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--threads") == 0) threads = std::atoi(argv[++i]);
+    if (std::strcmp(argv[i], "--reps") == 0) reps = std::atoi(argv[++i]);
+  }
+  if (threads < 1 || reps < 1) {
+    std::fprintf(stderr, "usage: torch_rnn_step [--threads N >= 1] [--reps N >= 1]\n");
+    return 2;
+  }
+  torch::set_num_threads(threads);
+  torch::set_num_interop_threads(1);
+  torch::manual_seed(0);
+  const auto x = torch::randn({kSteps, kBatch, kInput});
+  for (const bool lstm : {false, true})
+    for (const std::int64_t layers : {1, 2}) {
+      torch::nn::GRU gru(torch::nn::GRUOptions(kInput, kHidden).num_layers(layers));
+      torch::nn::LSTM lstm_net(torch::nn::LSTMOptions(kInput, kHidden).num_layers(layers));
+      double sink = 0;
+      const double ms = median_ms(reps, [&] {
+        const auto out = lstm ? std::get<0>(lstm_net->forward(x)) : std::get<0>(gru->forward(x));
+        (out * out).sum().backward();
+        auto p = lstm ? lstm_net->parameters()[0] : gru->parameters()[0];
+        sink += p.grad().data_ptr<float>()[0];
+        if (lstm)
+          lstm_net->zero_grad();
+        else
+          gru->zero_grad();
+      });
+      if (sink == 12345.678) std::puts("");
+      std::printf("%s_%lldl_b%lld_t%lld_h%lld,libtorch,%d,ms,%.4f\n", lstm ? "lstm" : "gru",
+                  static_cast<long long>(layers), static_cast<long long>(kBatch), static_cast<long long>(kSteps),
+                  static_cast<long long>(kHidden), threads, ms);
+      std::fflush(stdout);
+    }
+  return 0;
+}
