@@ -67,13 +67,13 @@ struct Settings {
   std::string out = "out/spectral_fit";
   std::string observed_npy, wavelengths_npy;
   int threads = 0;
-  int calibrate = 0;  // refits with K new noise realisations
-  bool arc = true;    // an arc-lamp exposure through the same fibres constrains the response
-  int steps0 = 150;   // stage 0: the response from the arc alone
+  int calibrate = 0;               // refits with K new noise realisations
+  bool arc = true;                 // an arc-lamp exposure through the same fibres constrains the response
+  int steps0 = 150;                // stage 0: the response from the arc alone
   std::string optimizer = "adam";  // adam, lbfgs or lm
   int lbfgs_iter = 5;              // L-BFGS iterations per step() (between projections of the response)
   double target_chi2 = 0;          // report when stage 2 first reaches this science chi2 per pixel
-  double arc_line_area = 2.0;  // flux * A of each arc line
+  double arc_line_area = 2.0;      // flux * A of each arc line
 };
 
 double gauss(double x, double mu, double s) {
@@ -97,8 +97,8 @@ struct Truth {
 // alone cannot: the observed r * S is unchanged when the response narrows and the spectrum widens,
 // and a smoothness prior on the spectrum prefers exactly that (see the note in fit()).
 struct Arc {
-  Tensor spectrum;  // (1, B) float32, known
-  Tensor observed;  // (N, A) float32
+  Tensor spectrum;              // (1, B) float32, known
+  Tensor observed;              // (N, A) float32
   std::vector<double> offsets;  // (N) A, the truth (not used by the fit)
 };
 
@@ -160,14 +160,16 @@ void simulate(const Settings& s, std::uint64_t noise_seed, Tensor& nominal, Tens
   const double span = s.fine_step * static_cast<double>(B);
   for (double centre = 8 + arc_gen.uniform(0, 4); centre < span - 8; centre += 12 + arc_gen.uniform(-2, 2)) {
     const double w = 0.03;
-    const auto lo = static_cast<std::int64_t>((centre - 6 * w) / s.fine_step), hi = static_cast<std::int64_t>((centre + 6 * w) / s.fine_step);
+    const auto lo = static_cast<std::int64_t>((centre - 6 * w) / s.fine_step),
+               hi = static_cast<std::int64_t>((centre + 6 * w) / s.fine_step);
     for (std::int64_t b = std::max<std::int64_t>(lo, 0); b <= std::min(hi, B - 1); ++b)
       lamp[static_cast<std::size_t>(b)] += s.arc_line_area * gauss(s.fine_step * static_cast<double>(b), centre, w);
   }
   arc->offsets.resize(static_cast<std::size_t>(N));
   std::vector<double> lam_arc(lam.size());
   for (int n = 0; n < N; ++n) {
-    arc->offsets[static_cast<std::size_t>(n)] = arc_gen.uniform(-0.5, 0.5) * truth.dispersion[static_cast<std::size_t>(n)];
+    arc->offsets[static_cast<std::size_t>(n)] =
+        arc_gen.uniform(-0.5, 0.5) * truth.dispersion[static_cast<std::size_t>(n)];
     for (int p = 0; p < A; ++p) {
       const std::size_t i = static_cast<std::size_t>(n * A + p);
       lam_arc[i] = lam[i] + arc->offsets[static_cast<std::size_t>(n)];
@@ -282,7 +284,8 @@ struct FitLog {
   std::vector<double> step, value, stage, seconds;
   double reached_seconds = -1;  // when the science chi2 first reached --target-chi2 (stage 2 on)
   std::int64_t reached_step = -1, reached_evals = -1;
-  std::int64_t evaluations = 0;  // objective (or residual) evaluations with a backward pass
+  std::int64_t evaluations = 0;      // objective (or residual) evaluations
+  std::int64_t backward_passes = 0;  // backward passes (one per evaluation, one per residual for a Jacobian)
 };
 
 // Keeps the response a line-spread function: non-negative (when asked) and of unit area, the scale
@@ -311,7 +314,12 @@ void project_response(SpectralModel& model, const Settings& s) {
 class Fitter {
  public:
   Fitter(SpectralModel& model, const Tensor& observed, const Arc* arc, const Settings& s, FitLog& log, bool progress)
-      : model_(model), observed_(observed), arc_(arc), s_(s), log_(log), progress_(progress),
+      : model_(model),
+        observed_(observed),
+        arc_(arc),
+        s_(s),
+        log_(log),
+        progress_(progress),
         start_(std::chrono::steady_clock::now()) {}
 
   void run() {
@@ -348,15 +356,14 @@ class Fitter {
   }
 
  private:
-  double seconds() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
   // The stage's loss with a backward pass (what the optimisers' closures run).
   Tensor loss(Terms terms, const Settings& s, double& chi2) {
     Tensor c;
     Tensor l = objective(model_, observed_, arc_, s, &c, terms);
     l.backward();
     ++log_.evaluations;
+    ++log_.backward_passes;
     chi2 = c.defined() ? c.item() : l.item();
     return l;
   }
@@ -396,7 +403,8 @@ class Fitter {
     } else if (s_.optimizer == "lbfgs") {
       // Strong-Wolfe L-BFGS; every step() runs up to lbfgs_iter iterations, then the response is
       // projected (positivity, unit area), which the quasi-Newton history does not know about.
-      nn::LBFGS opt(params, nn::LBFGSOptions(1).line_search_fn("strong_wolfe").max_iter(s_.lbfgs_iter).history_size(20));
+      nn::LBFGS opt(params,
+                    nn::LBFGSOptions(1).line_search_fn("strong_wolfe").max_iter(s_.lbfgs_iter).history_size(20));
       double chi2 = 0;
       auto closure = [&] {
         opt.zero_grad();
@@ -424,19 +432,137 @@ class Fitter {
   std::chrono::steady_clock::time_point start_;
 };
 
+// --optimizer lm. nn::least_squares takes the Jacobian of the residuals by one backward pass per
+// residual (20,000 here: one Jacobian of the whole residual vector took minutes) and solves dense
+// n x n normal equations, so it cannot take the spectrum's 50,000 values, nor the full residual
+// vector. It does fit the response: the model is linear in the response's values v,
+// model = sum_k v_k M_k with M_k the model seen through the k-th lattice basis function, so
+// |(data - model) / noise|^2 = |R v - c|^2 + const with R^T R = M^T M / noise^2 (Cholesky) and
+// c = R^-T M^T data / noise^2: the same cost with 33 residuals, whose Jacobian costs 33 backward
+// passes. So each step (a round) is:
+//   (a) strong-Wolfe L-BFGS (lbfgs_iter iterations) on the parameters other than the response (the
+//       spectrum and the shifts in stage 2, the arc's shifts in stage 0) with the response fixed;
+//   (b) Levenberg-Marquardt (least_squares, max_iter 1: one accepted step) on the response values
+//       with everything else fixed, residuals R v - c over the frames of the stage (plus the
+//       response's curvature penalty as residuals when --response-smoothness is set), then the
+//       projection onto a non-negative, unit-area response.
+// Stage 1 (the spectrum alone, a linear problem) is the same as with adam.
 void Fitter::lm_stage(int stage, const std::vector<Tensor>& params, Terms terms, int steps, const Settings& s,
                       utils::ProgressBar& bar) {
-  (void)stage;
-  (void)params;
-  (void)terms;
-  (void)steps;
-  (void)s;
-  (void)bar;
-  throw std::invalid_argument("lm: not yet");
+  SpectralModel& m = model_;
+  Tensor v = m.response_values();
+  std::vector<Tensor> others;
+  for (const Tensor& p : params)
+    if (!p.is_same(v)) others.push_back(p);
+  const std::int64_t K = v.numel(), pixels = observed_.numel();
+  // The compressed residuals of the response block at the current spectrum and shifts.
+  auto response_block = [&]() -> std::pair<Tensor, Tensor> {
+    NoGradGuard ng;
+    const Tensor saved = v.clone_data();
+    std::vector<std::vector<double>> M(static_cast<std::size_t>(K));
+    std::vector<double> y;
+    auto frames = [&] {
+      std::vector<double> out;
+      if (terms != Terms::arc) out = m.forward().to_vector();
+      if (arc_ && terms != Terms::science) {
+        const std::vector<double> a = m.forward_arc(arc_->spectrum).to_vector();
+        out.insert(out.end(), a.begin(), a.end());
+      }
+      return out;
+    };
+    for (std::int64_t k = 0; k < K; ++k) {
+      std::vector<double> e(static_cast<std::size_t>(K), 0.0);
+      e[static_cast<std::size_t>(k)] = 1.0;
+      v.copy_(Tensor::from_vector(e, {K}, v.dtype()));
+      M[static_cast<std::size_t>(k)] = frames();
+    }
+    v.copy_(saved);
+    if (terms != Terms::arc) y = observed_.to_vector();
+    if (arc_ && terms != Terms::science) {
+      const std::vector<double> a = arc_->observed.to_vector();
+      y.insert(y.end(), a.begin(), a.end());
+    }
+    const double w = 1.0 / (s.noise * s.noise);
+    std::vector<double> G(static_cast<std::size_t>(K * K), 0.0), b(static_cast<std::size_t>(K), 0.0);
+    for (std::int64_t i = 0; i < K; ++i) {
+      const auto& mi = M[static_cast<std::size_t>(i)];
+      for (std::size_t q = 0; q < y.size(); ++q) b[static_cast<std::size_t>(i)] += mi[q] * y[q] * w;
+      for (std::int64_t j = 0; j <= i; ++j) {
+        const auto& mj = M[static_cast<std::size_t>(j)];
+        double acc = 0;
+        for (std::size_t q = 0; q < y.size(); ++q) acc += mi[q] * mj[q];
+        G[static_cast<std::size_t>(i * K + j)] = G[static_cast<std::size_t>(j * K + i)] = acc * w;
+      }
+    }
+    // G = L L^T (L lower); R = L^T, c = L^-1 b.
+    std::vector<double> L(static_cast<std::size_t>(K * K), 0.0);
+    for (std::int64_t j = 0; j < K; ++j) {
+      double d = G[static_cast<std::size_t>(j * K + j)];
+      for (std::int64_t k = 0; k < j; ++k)
+        d -= L[static_cast<std::size_t>(j * K + k)] * L[static_cast<std::size_t>(j * K + k)];
+      if (!(d > 0)) throw std::runtime_error("lm: the response's normal equations are singular");
+      L[static_cast<std::size_t>(j * K + j)] = std::sqrt(d);
+      for (std::int64_t i = j + 1; i < K; ++i) {
+        double t = G[static_cast<std::size_t>(i * K + j)];
+        for (std::int64_t k = 0; k < j; ++k)
+          t -= L[static_cast<std::size_t>(i * K + k)] * L[static_cast<std::size_t>(j * K + k)];
+        L[static_cast<std::size_t>(i * K + j)] = t / L[static_cast<std::size_t>(j * K + j)];
+      }
+    }
+    std::vector<double> c(static_cast<std::size_t>(K)), R(static_cast<std::size_t>(K * K));
+    for (std::int64_t i = 0; i < K; ++i) {
+      double t = b[static_cast<std::size_t>(i)];
+      for (std::int64_t k = 0; k < i; ++k) t -= L[static_cast<std::size_t>(i * K + k)] * c[static_cast<std::size_t>(k)];
+      c[static_cast<std::size_t>(i)] = t / L[static_cast<std::size_t>(i * K + i)];
+      for (std::int64_t j = 0; j < K; ++j)
+        R[static_cast<std::size_t>(i * K + j)] = L[static_cast<std::size_t>(j * K + i)];
+    }
+    log_.evaluations += 2 * K;  // forward passes only
+    return {Tensor::from_vector(R, {K, K}, kFloat64), Tensor::from_vector(c, {K, 1}, kFloat64)};
+  };
+  nn::LeastSquaresOptions lm;
+  lm.max_iter = 1;
+  nn::LBFGS opt(others, nn::LBFGSOptions(1).line_search_fn("strong_wolfe").max_iter(s.lbfgs_iter).history_size(20));
+  double chi2 = 0;
+  for (int it = 0; it < steps; ++it) {
+    // (a) everything but the response
+    v.set_requires_grad(false);
+    opt.step([&] {
+      opt.zero_grad();
+      return loss(terms, s, chi2);
+    });
+    // (b) the response
+    for (const Tensor& p : others) Tensor(p).set_requires_grad(false);
+    v.set_requires_grad(true);
+    const auto [R, c] = response_block();
+    const nn::LeastSquaresResult res = nn::least_squares(
+        [&, &R = R, &c = c] {
+          Tensor r = matmul(R, reshape(v.to(kFloat64), {K, 1})) - c;
+          if (s.response_smoothness > 0)
+            r = cat({r, reshape((slice(v, 0, 2, K) - slice(v, 0, 1, K - 1) * 2.0 + slice(v, 0, 0, K - 2)).to(kFloat64) *
+                                    std::sqrt(s.response_smoothness * static_cast<double>(pixels)),
+                                {K - 2, 1})},
+                    0);
+          return r;
+        },
+        {v}, lm);
+    // One backward pass per residual for each Jacobian: at the start and after the accepted step.
+    log_.evaluations += res.evaluations;
+    log_.backward_passes += (res.iterations + 1) * res.num_residuals;
+    for (const Tensor& p : others) Tensor(p).set_requires_grad(true);
+    project_response(m, s);
+    {
+      NoGradGuard ng;
+      Tensor c2;
+      objective(m, observed_, arc_, s, &c2, terms);
+      chi2 = c2.defined() ? c2.item() : objective(m, observed_, arc_, s, nullptr, terms).item();
+    }
+    record(stage, chi2, 0);
+    if (progress_) bar.update(it + 1, chi2);
+  }
 }
 
-void fit(SpectralModel& model, const Tensor& observed, const Arc* arc, const Settings& s, FitLog& log,
-         bool progress) {
+void fit(SpectralModel& model, const Tensor& observed, const Arc* arc, const Settings& s, FitLog& log, bool progress) {
   Fitter(model, observed, arc, s, log, progress).run();
 }
 
@@ -620,10 +746,11 @@ int main(int argc, char** argv) {
     const std::vector<double>& loss_step = log.step;
     const std::vector<double>& loss_value = log.value;
     const std::vector<double>& loss_stage = log.stage;
-    std::printf("final chi2 per pixel %.3f (1.0 = at the noise level); optimizer %s: %zu steps, %lld evaluations, "
-                "%.1f s\n",
-                loss_value.back(), s.optimizer.c_str(), log.step.size(), static_cast<long long>(log.evaluations),
-                log.seconds.back());
+    std::printf(
+        "final chi2 per pixel %.3f (1.0 = at the noise level); optimizer %s: %zu steps, %lld evaluations, "
+        "%.1f s\n",
+        loss_value.back(), s.optimizer.c_str(), log.step.size(), static_cast<long long>(log.evaluations),
+        log.seconds.back());
     if (s.target_chi2 > 0) {
       if (log.reached_seconds >= 0)
         std::printf("target chi2 %.4f reached after %.1f s, %lld steps, %lld evaluations (%s)\n", s.target_chi2,
