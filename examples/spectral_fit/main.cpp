@@ -36,6 +36,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <numeric>
@@ -58,7 +59,7 @@ struct Settings {
   double smoothness3 = 0.5;  // stage 3: weight of the spectrum's penalty with the response and offsets fixed
   int response_samples = 33;
   double half_width = 4.0;                                          // response support [-4, 4] A
-  double smoothness = 5.0;                                          // weight of the spectrum's smoothness penalty
+  double smoothness = 3.0;                                          // weight of the spectrum's smoothness penalty
   std::string prior = "d1";                                         // spectrum penalty: first or second differences
   double response_smoothness = 0.0;                                 // weight of the response's curvature penalty
   bool positive_response = true;                                    // project the response onto >= 0 after each step
@@ -283,6 +284,8 @@ struct FitLog {
   // since the fit began.
   std::vector<double> step, value, stage, seconds;
   double reached_seconds = -1;  // when the science chi2 first reached --target-chi2 (stage 2 on)
+  double reached_cpu = -1;      // the process's CPU seconds (all threads) then
+  double cpu_seconds = 0;       // the process's CPU seconds over the whole fit
   std::int64_t reached_step = -1, reached_evals = -1;
   std::int64_t evaluations = 0;      // objective (or residual) evaluations
   std::int64_t backward_passes = 0;  // backward passes (one per evaluation, one per residual for a Jacobian)
@@ -356,6 +359,7 @@ class Fitter {
   }
 
  private:
+  double cpu_seconds() const { return static_cast<double>(std::clock() - cpu_start_) / CLOCKS_PER_SEC; }
   double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
   // The stage's loss with a backward pass (what the optimisers' closures run).
   Tensor loss(Terms terms, const Settings& s, double& chi2) {
@@ -373,8 +377,10 @@ class Fitter {
     log_.value.push_back(chi2);
     log_.stage.push_back(stage);
     log_.seconds.push_back(t);
+    log_.cpu_seconds = cpu_seconds();
     if (stage >= 2 && log_.reached_seconds < 0 && s_.target_chi2 > 0 && chi2 <= s_.target_chi2) {
       log_.reached_seconds = t;
+      log_.reached_cpu = cpu_seconds();
       log_.reached_step = static_cast<std::int64_t>(log_.step.size());
       log_.reached_evals = log_.evaluations;
     }
@@ -430,6 +436,7 @@ class Fitter {
   FitLog& log_;
   bool progress_;
   std::chrono::steady_clock::time_point start_;
+  std::clock_t cpu_start_ = std::clock();
 };
 
 // --optimizer lm. nn::least_squares takes the Jacobian of the residuals by one backward pass per
@@ -747,14 +754,14 @@ int main(int argc, char** argv) {
     const std::vector<double>& loss_value = log.value;
     const std::vector<double>& loss_stage = log.stage;
     std::printf(
-        "final chi2 per pixel %.3f (1.0 = at the noise level); optimizer %s: %zu steps, %lld evaluations, "
-        "%.1f s\n",
+        "final chi2 per pixel %.3f (1.0 = at the noise level); optimizer %s: %zu steps, %lld evaluations, %lld "
+        "backward passes, %.1f s (%.1f s CPU)\n",
         loss_value.back(), s.optimizer.c_str(), log.step.size(), static_cast<long long>(log.evaluations),
-        log.seconds.back());
+        static_cast<long long>(log.backward_passes), log.seconds.back(), log.cpu_seconds);
     if (s.target_chi2 > 0) {
       if (log.reached_seconds >= 0)
-        std::printf("target chi2 %.4f reached after %.1f s, %lld steps, %lld evaluations (%s)\n", s.target_chi2,
-                    log.reached_seconds, static_cast<long long>(log.reached_step),
+        std::printf("target chi2 %.4f reached after %.1f s (%.1f s CPU), %lld steps, %lld evaluations (%s)\n",
+                    s.target_chi2, log.reached_seconds, log.reached_cpu, static_cast<long long>(log.reached_step),
                     static_cast<long long>(log.reached_evals), s.optimizer.c_str());
       else
         std::printf("target chi2 %.4f NOT reached (%s)\n", s.target_chi2, s.optimizer.c_str());
@@ -839,8 +846,8 @@ int main(int argc, char** argv) {
     for (double& w : wl0) w += s.fine_start;
     utils::write_csv((fs::path(s.out) / "observed_vs_model.csv").string(), {"wavelength", "observed", "model"},
                      {wl0, column(observed, 0), column(model_out, 0)});
-    utils::write_csv((fs::path(s.out) / "loss.csv").string(), {"step", "chi2", "stage"},
-                     {loss_step, loss_value, loss_stage});
+    utils::write_csv((fs::path(s.out) / "loss.csv").string(), {"step", "chi2", "stage", "seconds"},
+                     {loss_step, loss_value, loss_stage, log.seconds});
     std::vector<double> dd, r_true, r_fit, r_nom;
     const Response learned = model.conv()->response();
     for (int i = 0; i <= 400; ++i) {
@@ -855,19 +862,25 @@ int main(int argc, char** argv) {
 
     // The pictures: each says at a glance what it shows (titles name the quantity, axes carry units).
     // gnuplot keeps settings from one plot to the next, so every plot sets its own title and key.
-    const std::string stage2_at = std::to_string(s.steps1);
+    std::size_t first2 = 0;  // the first step of stage 2
+    while (first2 < loss_stage.size() && loss_stage[first2] < 2) ++first2;
+    const std::string stage2_at = std::to_string(first2);
     const std::string truth_col = synthetic ? "3" : "2";  // the recovered spectrum's column
     std::string script;
-    // Loss: the two stages in two colours, the switch marked by a line and a label.
+    // Loss: the stages in their own colours, the start of stage 2 marked by a line and a label.
     script += "set output 'loss.png'\nset title 'fit quality: chi^2 per pixel (1 = at the noise level)'\n";
-    script += "set xlabel 'Adam step'\nset ylabel 'chi^2 per pixel'\nset logscale y\nset key top right\n";
+    script += "set xlabel '" + s.optimizer +
+              " step'\nset ylabel 'chi^2 per pixel'\nset logscale y\nset key top right\n";
     script +=
         "set arrow 1 from " + stage2_at + ", graph 0 to " + stage2_at + ", graph 1 nohead dt 2 lw 2 lc rgb 'gray40'\n";
     script += "set label 1 'stage 2: + response and offsets' at " + stage2_at + ", graph 0.92 offset 1,0\n";
     script +=
-        "plot 'loss.csv' using 1:($3 == 1 ? $2 : 1/0) with lines lw 2 lc rgb '#1f77b4' "
+        "plot 'loss.csv' using 1:($3 == 0 ? $2 : 1/0) with lines lw 2 lc rgb '#2ca02c' "
+        "title 'stage 0: response from the arc (arc chi^2)', "
+        "'' using 1:($3 == 1 ? $2 : 1/0) with lines lw 2 lc rgb '#1f77b4' "
         "title 'stage 1: spectrum only', '' using 1:($3 == 2 ? $2 : 1/0) with lines lw 2 lc rgb '#d62728' "
-        "title 'stage 2: spectrum, response, offsets'\n";
+        "title 'stage 2: spectrum, response, offsets', '' using 1:($3 == 3 ? $2 : 1/0) with lines lw 2 "
+        "lc rgb '#9467bd' title 'stage 3: spectrum'\n";
     script += "unset arrow 1\nunset label 1\nunset logscale y\n";
     // Observed vs model: the data as visible points, the model as a line, residuals below.
     script += "set output 'observed_vs_model.png'\n";
