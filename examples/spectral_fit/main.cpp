@@ -73,6 +73,7 @@ struct Settings {
   int steps0 = 150;                // stage 0: the response from the arc alone
   std::string optimizer = "adam";  // adam, lbfgs or lm
   int lbfgs_iter = 5;              // L-BFGS iterations per step() (between projections of the response)
+  bool stop_at_target = false;     // end the fit when the target is reached
   double target_chi2 = 0;          // report when stage 2 first reaches this science chi2 per pixel
   double arc_line_area = 2.0;      // flux * A of each arc line
 };
@@ -348,7 +349,7 @@ class Fitter {
       lr2.push_back(s_.lr_shift);
     }
     minimise(2, p2, Terms::both, s_.steps2, lr2);
-    if (s_.steps3 > 0) {
+    if (s_.steps3 > 0 && !stop_) {
       grads(true, false, false);
       Settings s3 = s_;
       s3.smoothness = s_.smoothness3;
@@ -381,6 +382,7 @@ class Fitter {
     if (stage >= 2 && log_.reached_seconds < 0 && s_.target_chi2 > 0 && chi2 <= s_.target_chi2) {
       log_.reached_seconds = t;
       log_.reached_cpu = cpu_seconds();
+      stop_ = s_.stop_at_target;
       log_.reached_step = static_cast<std::int64_t>(log_.step.size());
       log_.reached_evals = log_.evaluations;
     }
@@ -405,6 +407,7 @@ class Fitter {
         if (touches_response) project_response(model_, s);
         record(stage, chi2, 0);
         if (progress_) bar.update(it + 1, chi2);
+        if (stop_) break;
       }
     } else if (s_.optimizer == "lbfgs") {
       // Strong-Wolfe L-BFGS; every step() runs up to lbfgs_iter iterations, then the response is
@@ -421,6 +424,7 @@ class Fitter {
         if (touches_response) project_response(model_, s);
         record(stage, chi2, 0);
         if (progress_) bar.update(it + 1, chi2);
+        if (stop_) break;
       }
     } else {
       lm_stage(stage, params, terms, steps, s, bar);
@@ -437,6 +441,7 @@ class Fitter {
   bool progress_;
   std::chrono::steady_clock::time_point start_;
   std::clock_t cpu_start_ = std::clock();
+  bool stop_ = false;  // --stop-at-target and the target reached
 };
 
 // --optimizer lm. nn::least_squares takes the Jacobian of the residuals by one backward pass per
@@ -566,6 +571,7 @@ void Fitter::lm_stage(int stage, const std::vector<Tensor>& params, Terms terms,
     }
     record(stage, chi2, 0);
     if (progress_) bar.update(it + 1, chi2);
+    if (stop_) break;
   }
 }
 
@@ -704,18 +710,23 @@ int main(int argc, char** argv) {
   app.add_flag("--arc,!--no-arc", s.arc,
                "add an arc-lamp exposure (known lines, its own unknown offsets) that constrains the response "
                "(synthetic data only; default on)");
-  app.add_option("--steps0", s.steps0, "steps of stage 0 (the response from the arc alone)")->capture_default_str();
+  app.add_option("--steps0", s.steps0, "steps of stage 0 (the response from the arc alone)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--optimizer", s.optimizer,
                  "adam; lbfgs (strong-Wolfe L-BFGS in every stage); lm (Levenberg-Marquardt where it fits, see "
                  "the README)")
       ->check(CLI::IsMember({"adam", "lbfgs", "lm"}))
       ->capture_default_str();
   app.add_option("--lbfgs-iter", s.lbfgs_iter, "L-BFGS iterations per step (between projections of the response)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--target-chi2", s.target_chi2,
                  "print the time, steps and evaluations until the science chi2 per pixel first reaches this value "
                  "in stage 2 or later (0: off)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_flag("--stop-at-target", s.stop_at_target, "end the fit as soon as --target-chi2 is reached");
   app.add_option("--out", s.out, "output folder for CSVs and plots")->capture_default_str();
   app.add_option("--threads", s.threads, "TBB threads (0: all cores)")->capture_default_str();
   app.add_option("--observed", s.observed_npy, "your observations, (N, A) .npy (with --wavelengths)");
@@ -742,6 +753,7 @@ int main(int argc, char** argv) {
       if (observed.dim() != 2 || observed.shape() != nominal.shape())
         throw std::invalid_argument("--observed and --wavelengths must both be (N, A) with the same shape, got " +
                                     shape_str(observed.shape()) + " and " + shape_str(nominal.shape()));
+      s.arc = false;  // no arc exposure of your instrument (yet)
       s.fibres = static_cast<int>(observed.size(0));
       s.pixels = static_cast<int>(observed.size(1));
     }
@@ -869,8 +881,8 @@ int main(int argc, char** argv) {
     std::string script;
     // Loss: the stages in their own colours, the start of stage 2 marked by a line and a label.
     script += "set output 'loss.png'\nset title 'fit quality: chi^2 per pixel (1 = at the noise level)'\n";
-    script += "set xlabel '" + s.optimizer +
-              " step'\nset ylabel 'chi^2 per pixel'\nset logscale y\nset key top right\n";
+    script +=
+        "set xlabel '" + s.optimizer + " step'\nset ylabel 'chi^2 per pixel'\nset logscale y\nset key top right\n";
     script +=
         "set arrow 1 from " + stage2_at + ", graph 0 to " + stage2_at + ", graph 1 nohead dt 2 lw 2 lc rgb 'gray40'\n";
     script += "set label 1 'stage 2: + response and offsets' at " + stage2_at + ", graph 0.92 offset 1,0\n";
