@@ -8,22 +8,26 @@
 //     obs[n, p] = sum_b r(lambda_n(p) + delta_n - fine[b]) * S(fine[b]) * dx + noise,
 // with r the instrument's line-spread function (its response). We know lambda_n but not delta_n.
 //
-// Stage 1 fits S alone (Adam), with a nominal Gaussian response and the nominal wavelengths.
-// Stage 2 fits S, the response (a learnable sampled response of K values) and a per-fibre shift
-// (learn_shift: gradients with respect to the coarse points) together. Offsets are only defined
-// relative to a reference fibre (moving every fibre and the spectrum together changes nothing),
-// so they are reported relative to fibre 0, in detector pixels.
+// An arc-lamp exposure (--arc, default on) goes through the same fibres and the same response: a lamp
+// with emission lines of known wavelength and strength, with its own unknown per-fibre offsets. It
+// measures the response's shape, which the science frame alone cannot (Note [Why the arc] at fit()).
+//
+// Stage 0 fits the response (a learnable sampled response of K values) and the arc's offsets to the
+// arc alone. Stage 1 fits S alone, with that response and the nominal wavelengths. Stage 2 fits S,
+// the response and per-fibre shifts of both exposures (learn_shift: gradients with respect to the
+// coarse points) together. --optimizer adam|lbfgs|lm chooses how (see Fitter and the README).
+// Offsets are only defined relative to a reference fibre (moving every fibre and the spectrum
+// together changes nothing), so they are reported relative to fibre 0, in detector pixels.
 //
 // Regularization: the recovered spectrum is a deconvolution, so it needs a prior. The default is a
-// smoothness (Tikhonov) penalty on the spectrum's first differences with weight 5, the weight at which
-// the final chi2 per pixel is 1 on the synthetic data (the discrepancy principle: fit to the noise
-// level, not below it; a scan of 0.05-50 gave chi2 1.008 at 0.5, 0.998 at 5, 1.045 at 10, 1.115 at
-// 20), and a non-negative response (a line-spread function is). With the old weight 0.05 the
-// spectrum rang next to strong lines (overshoots of 30-40% of the continuum; rms error 0.088);
-// with these defaults the rms error is 0.050, and 0.010 after smoothing both to the response's width.
-// What remains is mostly lines narrower than the response: with the true response held fixed the
-// same fit reaches 0.039-0.046, so the learned response limits it. --prior d2 (curvature) and tv
-// (total variation) are selectable and did worse on these data (0.071, 0.059-0.081).
+// smoothness (Tikhonov) penalty on the spectrum's first differences with weight 3, the weight at which
+// the final chi2 per pixel of the science frame is 1 (the discrepancy principle: fit to the noise
+// level, not below it; a scan gave chi2 0.967 at 1, 0.990 at 2.5, 0.998 at 3, 1.015 at 4, 1.033 at
+// 5), and a non-negative response (a line-spread function is). With the old weight 0.05 and no arc
+// the spectrum rang next to strong lines (overshoots of 30-40% of the continuum; rms error 0.088);
+// weight 5 without the arc gave 0.050; with the arc and weight 3 the rms error is 0.044 (0.0014 after
+// smoothing both to the response's width). --prior d2 (curvature) and tv (total variation) are
+// selectable and did worse without the arc (0.071, 0.059-0.081).
 //
 // Uncertainties: each fibre's offset is reported with a 1-sigma error from the Laplace
 // approximation (the Gauss-Newton Hessian of the chi2 at the optimum; see shift_sigmas);
@@ -719,7 +723,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"adam", "lbfgs", "lm"}))
       ->capture_default_str();
   app.add_option("--lbfgs-iter", s.lbfgs_iter, "L-BFGS iterations per step (between projections of the response)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   app.add_option("--target-chi2", s.target_chi2,
                  "print the time, steps and evaluations until the science chi2 per pixel first reaches this value "
