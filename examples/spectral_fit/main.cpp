@@ -889,14 +889,16 @@ int main(int argc, char** argv) {
         "set xlabel '" + s.optimizer + " step'\nset ylabel 'chi^2 per pixel'\nset logscale y\nset key top right\n";
     script +=
         "set arrow 1 from " + stage2_at + ", graph 0 to " + stage2_at + ", graph 1 nohead dt 2 lw 2 lc rgb 'gray40'\n";
-    script += "set label 1 'stage 2: + response and offsets' at " + stage2_at + ", graph 0.92 offset 1,0\n";
+    script += "set label 1 'stage 2: + response and offsets' at " + stage2_at + ", graph 0.5 offset 1,0\n";
     script +=
         "plot 'loss.csv' using 1:($3 == 0 ? $2 : 1/0) with lines lw 2 lc rgb '#2ca02c' "
         "title 'stage 0: response from the arc (arc chi^2)', "
         "'' using 1:($3 == 1 ? $2 : 1/0) with lines lw 2 lc rgb '#1f77b4' "
         "title 'stage 1: spectrum only', '' using 1:($3 == 2 ? $2 : 1/0) with lines lw 2 lc rgb '#d62728' "
-        "title 'stage 2: spectrum, response, offsets', '' using 1:($3 == 3 ? $2 : 1/0) with lines lw 2 "
-        "lc rgb '#9467bd' title 'stage 3: spectrum'\n";
+        "title 'stage 2: spectrum, response, offsets'";
+    script += s.steps3 > 0 ? ", '' using 1:($3 == 3 ? $2 : 1/0) with lines lw 2 lc rgb '#9467bd' title 'stage 3: "
+                             "spectrum'\n"
+                           : "\n";
     script += "unset arrow 1\nunset label 1\nunset logscale y\n";
     // Observed vs model: the data as visible points, the model as a line, residuals below.
     script += "set output 'observed_vs_model.png'\n";
