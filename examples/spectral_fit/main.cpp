@@ -292,7 +292,7 @@ struct FitLog {
   double reached_cpu = -1;      // the process's CPU seconds (all threads) then
   double cpu_seconds = 0;       // the process's CPU seconds over the whole fit
   std::int64_t reached_step = -1, reached_evals = -1;
-  std::int64_t evaluations = 0;      // objective (or residual) evaluations
+  std::int64_t evaluations = 0;      // objective or residual evaluations (lm: also its frame forwards)
   std::int64_t backward_passes = 0;  // backward passes (one per evaluation, one per residual for a Jacobian)
 };
 
@@ -376,7 +376,7 @@ class Fitter {
     chi2 = c.defined() ? c.item() : l.item();
     return l;
   }
-  void record(int stage, double chi2, std::int64_t evals_in_stage) {
+  void record(int stage, double chi2) {
     const double t = seconds();
     log_.step.push_back(static_cast<double>(log_.step.size()));
     log_.value.push_back(chi2);
@@ -390,7 +390,6 @@ class Fitter {
       log_.reached_step = static_cast<std::int64_t>(log_.step.size());
       log_.reached_evals = log_.evaluations;
     }
-    (void)evals_in_stage;
   }
   void minimise(int stage, const std::vector<Tensor>& params, Terms terms, int steps, const std::vector<double>& lr,
                 const Settings* override_settings = nullptr) {
@@ -409,7 +408,7 @@ class Fitter {
         loss(terms, s, chi2);
         for (auto& o : opts) o->step();
         if (touches_response) project_response(model_, s);
-        record(stage, chi2, 0);
+        record(stage, chi2);
         if (progress_) bar.update(it + 1, chi2);
         if (stop_) break;
       }
@@ -426,7 +425,7 @@ class Fitter {
       for (int it = 0; it < steps; ++it) {
         opt.step(closure);
         if (touches_response) project_response(model_, s);
-        record(stage, chi2, 0);
+        record(stage, chi2);
         if (progress_) bar.update(it + 1, chi2);
         if (stop_) break;
       }
@@ -533,7 +532,7 @@ void Fitter::lm_stage(int stage, const std::vector<Tensor>& params, Terms terms,
       for (std::int64_t j = 0; j < K; ++j)
         R[static_cast<std::size_t>(i * K + j)] = L[static_cast<std::size_t>(j * K + i)];
     }
-    log_.evaluations += 2 * K;  // forward passes only
+    log_.evaluations += (terms == Terms::both && arc_ ? 2 : 1) * K;  // forward passes of a frame, no backward
     return {Tensor::from_vector(R, {K, K}, kFloat64), Tensor::from_vector(c, {K, 1}, kFloat64)};
   };
   nn::LeastSquaresOptions lm;
@@ -573,7 +572,7 @@ void Fitter::lm_stage(int stage, const std::vector<Tensor>& params, Terms terms,
       objective(m, observed_, arc_, s, &c2, terms);
       chi2 = c2.defined() ? c2.item() : objective(m, observed_, arc_, s, nullptr, terms).item();
     }
-    record(stage, chi2, 0);
+    record(stage, chi2);
     if (progress_) bar.update(it + 1, chi2);
     if (stop_) break;
   }
