@@ -115,7 +115,9 @@ void convert_in_place(const Tensor& t, Dtype dtype) {
   impl.storage = converted.impl()->storage;
   impl.storage->version = version + 1;
   impl.dtype = dtype;
-  if (impl.grad) impl.grad = Tensor(impl.grad).detach().to(dtype).impl();
+  // .grad through its locked accessors (Note [Leaf accumulation] in core/autograd.hpp), as a
+  // thread reading grad() meanwhile does; set_grad's dtype check sees the new dtype set above.
+  if (const Tensor g = t.grad(); g.defined()) t.set_grad(g.detach().to(dtype));
 }
 }  // namespace
 
