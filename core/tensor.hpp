@@ -6,6 +6,7 @@
 // kernel sees a plain pointer and a shape; xtensor is the interchange type at the API boundary
 // (`from_xarray`, `to_xarray`, `as_xtensor`). Storage carries a version counter, bumped by every
 // in-place op, so that backward can refuse a saved tensor that was modified after it was saved.
+#include <concepts>
 #include <cstdint>
 #include <initializer_list>
 #include <iosfwd>
@@ -58,7 +59,13 @@ using Tensors = std::vector<Tensor>;
 class Tensor {
  public:
   Tensor() = default;  // undefined tensor (no data); defined() is false
-  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  /// A handle to `impl`. A template taking exactly std::shared_ptr<TensorImpl>, not a plain
+  /// parameter of that type: a braced list cannot deduce P, so `{0}` never converts to a Tensor
+  /// (through shared_ptr's null-pointer constructor), and calls such as sum(x, {0}) or
+  /// index_select(x, 0, {0}) pick their std::vector overload instead of being ambiguous ("explicit"
+  /// alone does not prevent that: copy-list-initialization still considers explicit constructors).
+  template <std::same_as<std::shared_ptr<TensorImpl>> P>
+  explicit Tensor(P impl) : impl_(std::move(impl)) {}
 
   // ---- creation -------------------------------------------------------------------------
   // Every creation function takes any dtype (Note [Dtypes] in core/dtype.hpp) except linspace, rand

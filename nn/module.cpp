@@ -115,7 +115,10 @@ void convert_in_place(const Tensor& t, Dtype dtype) {
   impl.storage = converted.impl()->storage;
   impl.storage->version = version + 1;
   impl.dtype = dtype;
-  if (impl.grad) impl.grad = Tensor(impl.grad).detach().to(dtype).impl();
+  // .grad through the accessors behind grad()/set_grad, under the leaf's lock (Note [Leaf
+  // accumulation] in core/autograd.hpp), so that a thread reading grad() meanwhile does not race.
+  if (const std::shared_ptr<TensorImpl> g = detail::load_grad(impl))
+    detail::store_grad(impl, Tensor(g).detach().to(dtype).impl());
 }
 }  // namespace
 

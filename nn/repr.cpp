@@ -202,7 +202,7 @@ std::string BlockSparseLinear::extra_repr() const {
 std::string ResampleConv::extra_repr() const {
   return fmt::format("rows={}, coarse_points={}, fine_points={}, fine_grid={}, response={}, learn_shift={}",
                      coarse_.size(0), coarse_.size(1), grid_.size(), grid_.is_uniform() ? "uniform" : "points",
-                     response_.is_sampled() ? "sampled" : "callable", py_bool(shift_.defined()));
+                     response_.spec(), py_bool(shift_.defined()));
 }
 
 // torch's RNNCellBase and RNNBase extra_repr: the sizes, then only the settings off their defaults.

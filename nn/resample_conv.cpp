@@ -33,11 +33,12 @@ ResampleConv::ResampleConv(const Tensor& coarse, FineGrid grid, const Response& 
   } else {
     response_ = response;
   }
-  // The precomputation: the response tables for this grid and dtype (and the derivative table
-  // when the coarse points learn).
-  info_ = resample_conv_prepare(grid_, response_, dt, config_.op);
+  // The precomputation, each table built once: when the coarse points learn, prepare(derivative =
+  // true) builds the forward and the derivative table; the forward table's description (table_info)
+  // is then a cache hit. A sampled response's per-forward table is built here once, to describe it.
   if ((config.learn_coarse || config.learn_shift) && !response_.is_sampled())
-    resample_conv_prepare(grid_, response_, dt, config_.op, true);
+    (void)resample_conv_prepare(grid_, response_, dt, config_.op, /*derivative=*/true);
+  info_ = resample_conv_prepare(grid_, response_, dt, config_.op);
 }
 
 Tensor ResampleConv::forward(const Tensor& f) {

@@ -41,9 +41,9 @@ namespace detail {
 Tensor index_select_tensor(const Tensor& x, std::int64_t dim, const Tensor& index);
 }
 /// x taken at the positions of the 1-d (or 0-d) int64/int32 `index` along dim (torch::index_select);
-/// the gradient goes through the std::vector overload's (ops/shape_ops.hpp). A template only so that
-/// index_select(x, 0, {0}) keeps calling the std::vector overload (a braced 0 would otherwise also
-/// convert to a Tensor, and the call would be ambiguous).
+/// the gradient goes through the std::vector overload's (ops/shape_ops.hpp). A template since a
+/// braced 0 once converted to a Tensor and made index_select(x, 0, {0}) ambiguous; it no longer
+/// does (Tensor's constructor from an impl takes no braced list), and the template stays as it is.
 template <std::same_as<Tensor> T>
 inline Tensor index_select(const Tensor& x, std::int64_t dim, const T& index) {
   return detail::index_select_tensor(x, dim, index);

@@ -187,22 +187,27 @@ Response Response::gaussian(double sigma, double truncate) {
   check_positive("Response::gaussian", "truncate", truncate);
   const double half = truncate * sigma;
   const double norm = 1 / (sigma * std::sqrt(2 * M_PI) * std::erf(truncate / std::sqrt(2.0)));
-  return named(
+  Response r = named(
       "gaussian", [=](double d) { return norm * std::exp(-0.5 * (d / sigma) * (d / sigma)); }, -half, half,
       [=](double d) { return -d / (sigma * sigma) * norm * std::exp(-0.5 * (d / sigma) * (d / sigma)); }, {});
+  r.state()->spec = fmt::format("gaussian(sigma={}, truncate={})", sigma, truncate);
+  return r;
 }
 
 Response Response::hann(double width) {
   check_positive("Response::hann", "width", width);
-  return named(
+  Response r = named(
       "hann", [=](double d) { return 2 / width * std::pow(std::cos(M_PI * d / width), 2); }, -width / 2, width / 2,
       [=](double d) { return -2 * M_PI / (width * width) * std::sin(2 * M_PI * d / width); }, {});
+  r.state()->spec = fmt::format("hann(width={})", width);
+  return r;
 }
 
 Response Response::box(double width) {
   check_positive("Response::box", "width", width);
   Response r = bspline(1, width);
   r.state_->name = "box";
+  r.state_->spec = fmt::format("box(width={})", width);
   return r;
 }
 
@@ -210,6 +215,7 @@ Response Response::triangle(double width) {
   check_positive("Response::triangle", "width", width);
   Response r = bspline(2, width / 2);
   r.state_->name = "triangle";
+  r.state_->spec = fmt::format("triangle(width={})", width);
   return r;
 }
 
@@ -219,16 +225,18 @@ Response Response::bspline(int order, double h) {
   const double half = 0.5 * order * h;
   std::vector<double> knots;  // interior knots (k - n/2) h, k = 1 .. n-1
   for (int k = 1; k < order; ++k) knots.push_back((k - 0.5 * order) * h);
-  return named(
+  Response r = named(
       "bspline" + std::to_string(order), [=](double d) { return bspline_value(order, d / h) / h; }, -half, half,
       [=](double d) { return bspline_slope(order, d / h) / (h * h); }, std::move(knots));
+  r.state()->spec = fmt::format("bspline(order={}, h={})", order, h);
+  return r;
 }
 
 Response Response::lanczos(int a, double scale) {
   XGRAD_CHECK(a >= 1, "Response::lanczos: argument 'a' must be >= 1, got {}", a);
   check_positive("Response::lanczos", "scale", scale);
   const double ad = a;
-  return named(
+  Response r = named(
       "lanczos" + std::to_string(a), [=](double d) { return sinc(d / scale) * sinc(d / scale / ad); }, -ad * scale,
       ad * scale,
       [=](double d) {
@@ -236,6 +244,8 @@ Response Response::lanczos(int a, double scale) {
         return (dsinc(x) * sinc(x / ad) + sinc(x) * dsinc(x / ad) / ad) / scale;
       },
       {});
+  r.state()->spec = fmt::format("lanczos(a={}, scale={})", a, scale);
+  return r;
 }
 
 Response Response::sampled(const Tensor& values, double lo, double hi, Interp interp) {
@@ -267,6 +277,11 @@ const std::vector<double>& Response::breakpoints() const { return state_->breakp
 const std::string& Response::name() const {
   static const std::string kSampled = "sampled";
   return state_->sampled ? kSampled : state_->name;
+}
+
+const std::string& Response::spec() const {
+  XGRAD_CHECK(state_ != nullptr, "Response::spec: the response is empty");
+  return state_->spec.empty() ? name() : state_->spec;
 }
 const Tensor& Response::values() const { return state_->values; }
 

@@ -145,6 +145,10 @@ class Response {
   const std::vector<double>& breakpoints() const;
   /// "callable", "sampled", or the named response's name ("gaussian", "bspline3", ...).
   const std::string& name() const;
+  /// A named response as a user writes it, with its parameters: "gaussian(sigma=0.5, truncate=4)",
+  /// "hann(width=0.3)", "box(width=0.2)", "triangle(width=0.2)", "bspline(order=3, h=0.1)",
+  /// "lanczos(a=3, scale=1)"; name() for a callable or sampled response.
+  const std::string& spec() const;
   /// The sampled values (undefined for a callable).
   const Tensor& values() const;
   /// r(d) evaluated exactly (the callable, or the interpolation of the current values).

@@ -122,6 +122,7 @@ struct ResponseState {
   Response::Fn fn, dfn;
   std::vector<double> breakpoints;  // sorted, inside (lo, hi)
   std::string name = "callable";
+  std::string spec;  // a named response as its constructor is written, "gaussian(sigma=0.5, truncate=4)"
   Tensor values;
   Interp interp = Interp::cubic;
   struct Entry {

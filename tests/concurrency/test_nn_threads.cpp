@@ -134,3 +134,44 @@ TEST_CASE("checkpoints: concurrent saves of different files and loads of one fil
     CHECK(dir.entries() == std::vector<std::string>{"race.safetensors"});  // no temporary left behind
   }
 }
+
+TEST_CASE("Module::to while other threads read the parameters' grad()", "[concurrency]") {
+  // Module::to replaces each parameter's .grad under the gradient lock (Note [Leaf accumulation]),
+  // so readers of grad() see the gradient before or after its conversion, never a torn handle (under
+  // TSan an unlocked write is reported here).
+  auto net = small_mlp(7);
+  sum((*net)(Tensor::ones({2, 8}, kFloat64))).backward();
+  const Tensors params = net->parameters();
+  std::vector<std::vector<double>> expected;
+  for (const auto& p : params) expected.push_back(p.grad().to_vector());
+  std::atomic<bool> done{false};
+  std::atomic<int> failures{0};
+  std::atomic<long> reads{0};
+  run_threads(kThreads, [&](int t) {
+    if (t == 0) {
+      for (int i = 0; i < 40; ++i) net->to(i % 2 == 0 ? kFloat32 : kFloat64);
+      done = true;
+      return;
+    }
+    do {  // at least one pass, however fast thread 0 is
+      for (std::size_t k = 0; k < params.size(); ++k) {
+        const Tensor g = params[k].grad();
+        if (!g.defined() || g.numel() != static_cast<std::int64_t>(expected[k].size()) ||
+            (g.dtype() != kFloat32 && g.dtype() != kFloat64))
+          ++failures;
+        else if (g.dtype() == kFloat32 && g.to_vector()[0] != static_cast<double>(static_cast<float>(expected[k][0])))
+          ++failures;
+        ++reads;
+      }
+    } while (!done);
+  });
+  CHECK(failures == 0);
+  CHECK(reads > 0);
+  // 40 conversions end in float64; the values went through float32 once (rounded).
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    const Tensor g = params[k].grad();
+    REQUIRE(g.dtype() == kFloat64);
+    const std::vector<double> v = g.to_vector();
+    for (std::size_t i = 0; i < v.size(); ++i) CHECK(v[i] == static_cast<double>(static_cast<float>(expected[k][i])));
+  }
+}

@@ -15,6 +15,9 @@
 #include "support.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/indexing.hpp"
+#include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/shape_ops.hpp"
 
 using namespace xgrad;
 using xgrad::test::require_error;
@@ -590,4 +593,28 @@ TEST_CASE("zero-size tensors: creation, copies and conversions", "[tensor][sizes
     }
   CHECK(Tensor::arange(3, 3).numel() == 0);
   CHECK(Tensor::linspace(0, 1, 0).numel() == 0);
+}
+
+namespace {
+// An overload pair like the ops' (a Tensor or a list of axes/indices in the same position).
+int braced_pick(const Tensor&) { return 1; }
+int braced_pick(const std::vector<std::int64_t>&) { return 2; }
+}  // namespace
+
+TEST_CASE("a braced list never converts to a Tensor: overloads taking a vector are not ambiguous", "[tensor]") {
+  // Compile-level: each call below was ambiguous while Tensor(std::shared_ptr<TensorImpl>) was a
+  // plain (explicit) constructor, since {0} initialises a shared_ptr (a null pointer constant).
+  static_assert(!std::is_convertible_v<std::shared_ptr<TensorImpl>, Tensor>);
+  static_assert(std::is_constructible_v<Tensor, std::shared_ptr<TensorImpl>>);
+  CHECK(braced_pick({0}) == 2);
+  CHECK(braced_pick({0, 1}) == 2);
+  const Tensor x = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, kFloat64);
+  CHECK(braced_pick(x) == 1);
+  CHECK(sum(x, {0}).to_vector() == std::vector<double>{5, 7, 9});
+  CHECK(sum(x, {0, 1}).to_vector() == std::vector<double>{21});
+  CHECK(index_select(x, 0, {0}).to_vector() == std::vector<double>{1, 2, 3});
+  CHECK(index_select(x, 1, {2, 0}).to_vector() == std::vector<double>{3, 1, 6, 4});
+  // A handle from an impl still works (the constructor takes exactly std::shared_ptr<TensorImpl>).
+  const Tensor alias(x.impl());
+  CHECK(alias.is_same(x));
 }

@@ -1,6 +1,7 @@
 // Tests for nn::ResampleConv: it matches the op, registers the right parameters and buffers, owns
 // copies of its geometry, precomputes its tables once, trains a sampled response, and checks its
 // arguments.
+#include <atomic>
 #include <cmath>
 
 #include "support.hpp"
@@ -152,4 +153,79 @@ TEST_CASE("nn::ResampleConv: a learnable per-row shift", "[nn][resample_conv]") 
         nn::ResampleConv(coarse, grid, Response::callable([](double d) { return 1 - std::abs(d); }, -1.0, 1.0), c);
       },
       {"nn::ResampleConv", "learn_shift", "derivative"});
+}
+
+TEST_CASE("nn::ResampleConv: its repr names a named response with its parameters", "[nn][resample_conv][repr]") {
+  const Tensor coarse = Tensor::from_vector({0.2, 0.4, 0.6}, {1, 3}, kFloat64);
+  const FineGrid grid = FineGrid::uniform(0.0, 0.01, 100);
+  const std::vector<std::pair<Response, std::string>> cases = {
+      {Response::gaussian(0.05), "gaussian(sigma=0.05, truncate=4)"},
+      {Response::gaussian(0.05, 3.5), "gaussian(sigma=0.05, truncate=3.5)"},
+      {Response::hann(0.3), "hann(width=0.3)"},
+      {Response::box(0.2), "box(width=0.2)"},
+      {Response::triangle(0.25), "triangle(width=0.25)"},
+      {Response::bspline(3, 0.1), "bspline(order=3, h=0.1)"},
+      {Response::lanczos(3), "lanczos(a=3, scale=1)"},
+      {Response::lanczos(2, 0.02), "lanczos(a=2, scale=0.02)"},
+      {cos2(0.2), "callable"},
+      {Response::sampled(Tensor::ones({5}, kFloat64), -0.1, 0.1), "sampled"},
+  };
+  for (const auto& [r, want] : cases) {
+    INFO(want);
+    CHECK(r.spec() == want);
+    const nn::ResampleConv conv(coarse, grid, r);
+    const std::string repr = conv.extra_repr();
+    CHECK(repr.find("response=" + want + ", ") != std::string::npos);
+  }
+  // The name keeps its short form (it is used in messages).
+  CHECK(Response::gaussian(0.05).name() == "gaussian");
+  CHECK(Response::bspline(3, 0.1).name() == "bspline3");
+  test::require_error([] { (void)Response().spec(); }, {"Response::spec", "empty"});
+}
+
+TEST_CASE("nn::ResampleConv: construction builds each table once, forward and backward build none",
+          "[nn][resample_conv]") {
+  // Counts the evaluations of a callable response and of its derivative: building a table calls
+  // them, a cache hit does not.
+  struct Counts {
+    std::atomic<long> fn{0}, dfn{0};
+  };
+  const auto counted = [](double w, Counts& n) {
+    return Response::callable(
+        [w, &n](double d) {
+          ++n.fn;
+          return std::pow(std::cos(M_PI * d / w), 2);
+        },
+        -w / 2, w / 2,
+        [w, &n](double d) {
+          ++n.dfn;
+          return -M_PI / w * std::sin(2 * M_PI * d / w);
+        });
+  };
+  Generator gen(5);
+  const FineGrid grid = FineGrid::uniform(0.0, 1.0 / 199, 200);
+  const Tensor coarse = sorted_coarse(3, 12, gen, kFloat64);
+  for (const bool learn : {false, true}) {
+    INFO("learn_coarse=" << learn);
+    // The reference: the tables the layer needs, each built by one call of the op's prepare.
+    Counts ref;
+    const Response r_ref = counted(0.1, ref);
+    (void)resample_conv_prepare(grid, r_ref, kFloat64, {}, learn);
+    REQUIRE(ref.fn > 0);
+    CHECK((ref.dfn > 0) == learn);
+
+    Counts n;
+    nn::ResampleConv conv(coarse, grid, counted(0.1, n), nn::ResampleConvConfig{learn, {}});
+    CHECK(n.fn == ref.fn);
+    CHECK(n.dfn == ref.dfn);
+    CHECK(conv.bytes_held() == resample_conv_cached_bytes(r_ref));
+    CHECK(std::string(conv.table_info().method) == resample_conv_prepare(grid, r_ref, kFloat64).method);
+    // Forward and backward use the tables built at construction.
+    const long fn_built = n.fn, dfn_built = n.dfn;
+    Tensor f = test::randn_leaf({2, 3, 200}, gen);
+    sum(conv(f)).backward();
+    CHECK(f.grad().defined());
+    CHECK(n.fn == fn_built);
+    CHECK(n.dfn == dfn_built);
+  }
 }

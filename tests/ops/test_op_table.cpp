@@ -101,7 +101,7 @@ std::string known(const OpInfo& op, const SampleSpec& s) { return op.known_failu
 }  // namespace
 
 TEST_CASE("op table: every public op in ops/*.hpp has an entry, and entries are well formed", "[op_table]") {
-  const std::vector<std::string> decls = public_op_signatures(std::string(XGRAD_SOURCE_DIR) + "/ops");
+  const std::vector<std::string> decls = public_op_signatures(XGRAD_SOURCE_DIR "/ops");
   REQUIRE(decls.size() >= 50);  // the parser found the headers
   std::set<std::string> declared(decls.begin(), decls.end()), covered, names;
   for (const auto& op : op_table()) {
@@ -353,7 +353,7 @@ std::vector<std::string> documented_names(const std::string& span) {
 }  // namespace
 
 TEST_CASE("docs/ops.md lists every public op of ops/*.hpp under its header, and nothing else", "[op_table][docs]") {
-  const std::vector<OpDeclaration> decls = public_op_declarations(std::string(XGRAD_SOURCE_DIR) + "/ops");
+  const std::vector<OpDeclaration> decls = public_op_declarations(XGRAD_SOURCE_DIR "/ops");
   REQUIRE(decls.size() >= 50);
   std::map<std::string, std::set<std::string>> headers_of;  // op name -> headers declaring it
   for (const auto& d : decls) {
@@ -363,14 +363,14 @@ TEST_CASE("docs/ops.md lists every public op of ops/*.hpp under its header, and 
   }
   std::set<std::string> aliases;  // inline forms such as broadcast_to: may be documented, need not be
   static const std::regex inline_re("^inline Tensor ([A-Za-z_][A-Za-z0-9_]*)\\(");
-  for (const auto& e : std::filesystem::directory_iterator(std::string(XGRAD_SOURCE_DIR) + "/ops")) {
+  for (const auto& e : std::filesystem::directory_iterator(XGRAD_SOURCE_DIR "/ops")) {
     std::ifstream h(e.path());
     for (std::string l; std::getline(h, l);) {
       std::smatch m;
       if (std::regex_search(l, m, inline_re)) aliases.insert(m[1].str());
     }
   }
-  std::ifstream in(std::string(XGRAD_SOURCE_DIR) + "/docs/ops.md");
+  std::ifstream in(XGRAD_SOURCE_DIR "/docs/ops.md");
   REQUIRE(in.good());
   std::map<std::string, std::set<std::string>> documented;  // op name -> the file column of its rows
   std::string line;
