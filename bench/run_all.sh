@@ -8,9 +8,9 @@
 # Runs, each at 1 and 2 threads, ours and the peer in the same run: the resampling convolution
 # against PyTorch's einsum and sparse bmm, block-sparse linear layers against OpenBLAS dense GEMM
 # and PyTorch (masked dense, ModuleList, grouped bmm), the autograd overhead (small graphs and an
-# MLP training step) and the fashion_cnn training step (conv, batch norm, pooling) against libtorch.
-# REPS (default 3) sets the repetitions behind each median; the whole run took about 10 minutes on
-# the 2-core project machine before the fashion_cnn step was added (not timed since).
+# MLP training step), the fashion_cnn training step (conv, batch norm, pooling), GRU/LSTM training
+# steps and Hessian-vector products (MLP) against libtorch. REPS (default 3) sets the repetitions
+# behind each median (the short rnn and hvp steps use 3 * REPS).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 reps=${REPS:-3}
@@ -19,7 +19,8 @@ mkdir -p "$out"
 cmake --preset release -DXGRAD_REQUIRE_ALL=OFF >/dev/null
 cmake --build --preset release --target resample_conv_bench block_sparse_linear_bench autograd_overhead \
   conv_step_bench $(grep -q torch_autograd_overhead build/release/build.ninja && echo torch_autograd_overhead) \
-  $(grep -q torch_conv_step build/release/build.ninja && echo torch_conv_step)
+  rnn_step_bench hvp_bench \
+  $(grep -q torch_conv_step build/release/build.ninja && echo torch_conv_step torch_rnn_step torch_hvp)
 dir=build/release/bench
 start=$(date +%s)
 {
@@ -30,6 +31,8 @@ bash bench/run_resample_conv.sh "$dir" "$reps" "$out/resample_conv.csv" >"$out/r
 bash bench/run_block_sparse.sh "$dir" "$reps" "$out/block_sparse.csv" >"$out/block_sparse.txt"
 ROUNDS=1 bash bench/run_overhead.sh "$dir" --reps "$reps" --iters 5000 --mlp-iters 300 >"$out/overhead.txt"
 ROUNDS=1 bash bench/run_conv_step.sh "$dir" --reps "$reps" --iters 10 >"$out/conv_step.txt"
+bash bench/run_rnn_step.sh "$dir" --reps $((reps * 3)) >"$out/rnn_step.txt"
+bash bench/run_hvp.sh "$dir" --reps $((reps * 3)) >"$out/hvp.txt"
 # The tables (the drivers print raw rows first, then tables from their first '## ' line on).
 for f in resample_conv block_sparse; do
   echo
@@ -42,5 +45,11 @@ sed -n '/^# ours\/libtorch/,$p' "$out/overhead.txt"
 echo
 echo "================ fashion_cnn training step ================"
 sed -n '/^# ours\/libtorch/,$p' "$out/conv_step.txt"
+echo
+echo "================ GRU/LSTM training step ================"
+sed -n '/^# ours\/libtorch/,$p' "$out/rnn_step.txt"
+echo
+echo "================ Hessian-vector products ================"
+sed -n '/^## /,$p' "$out/hvp.txt"
 echo
 echo "run_all: $(($(date +%s) - start)) s; raw rows and tables in $out/"
