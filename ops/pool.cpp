@@ -16,7 +16,9 @@ namespace xgrad {
 
 namespace {
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+// ceil(a / b) for a >= 0, b > 0, without forming a + b - 1 (which overflows for b near 2^63, e.g. a
+// stride of 2^63 - 1: UBSan's signed-overflow report in the asan preset).
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
 // torch's div_rtn: division rounding towards negative infinity.
 std::int64_t floor_div(std::int64_t a, std::int64_t b) {
