@@ -11,7 +11,8 @@
 //            derivatives with respect to f (the op supports create_graph in f).
 //
 // Rows: `case,impl,threads,metric,value`, metrics grad_ms, vhp_ms, hvp_ms (medians over --reps after
-// one warm-up) and the ratios vhp_over_grad, hvp_over_grad (target <= 4).
+// one warm-up) hvp_minflt (minor page faults per hvp) and the ratios vhp_over_grad, hvp_over_grad
+// (target <= 4).
 //
 // usage: hvp_bench [--threads N] [--reps N] [--case mlp|resample]
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "overhead_harness.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/functional.hpp"
 #include "xgrad/core/parallel.hpp"
@@ -37,19 +39,12 @@
 namespace {
 
 using namespace xgrad;
-using Clock = std::chrono::steady_clock;
 
+// One warm-up step, then the median over reps single steps, in ms (bench/overhead_harness.hpp's
+// timer, which also counts minor page faults per step: overhead::last_minflt).
 template <class Fn>
 double median_ms(int reps, Fn&& fn) {
-  fn();  // warm-up
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return overhead::median_us(1, reps, fn) / 1000.0;
 }
 
 double g_sink = 0;
@@ -65,8 +60,10 @@ void report(const char* name, int threads, const std::function<Tensor(const Tens
   const double g_ms = median_ms(reps, [&] { consume(grad({loss(params)}, params)); });
   const double vhp_ms = median_ms(reps, [&] { consume(vhp(loss, params, v).second); });
   const double hvp_ms = median_ms(reps, [&] { consume(hvp(loss, params, v).second); });
+  const double hvp_minflt = overhead::last_minflt;
   std::printf("%s,xgrad,%d,grad_ms,%.4f\n%s,xgrad,%d,vhp_ms,%.4f\n%s,xgrad,%d,hvp_ms,%.4f\n", name, threads, g_ms, name,
               threads, vhp_ms, name, threads, hvp_ms);
+  std::printf("%s,xgrad,%d,hvp_minflt,%.1f\n", name, threads, hvp_minflt);
   std::printf("%s,xgrad,%d,vhp_over_grad,%.3f\n%s,xgrad,%d,hvp_over_grad,%.3f\n", name, threads, vhp_ms / g_ms, name,
               threads, hvp_ms / g_ms);
   std::fflush(stdout);

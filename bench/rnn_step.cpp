@@ -3,7 +3,7 @@
 // loss sum(output^2), the backward to every parameter and zero_grad. torch_rnn_step.cpp is the
 // libtorch peer (torch::nn::GRU / LSTM, the same shapes and rows); bench/run_rnn_step.sh runs both
 // with 1 and 2 threads and prints the ratios. Rows: `case,impl,threads,metric,value`, metric ms
-// (median over --reps steps, after one warm-up step). No numbers are recorded yet.
+// (median over --reps steps, after one warm-up step) and minflt (minor page faults per step). No numbers are recorded yet.
 //
 // usage: rnn_step_bench [--threads N] [--reps N]
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "overhead_harness.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/random.hpp"
@@ -24,21 +25,14 @@
 namespace {
 
 using namespace xgrad;
-using Clock = std::chrono::steady_clock;
 
 constexpr std::int64_t kBatch = 64, kSteps = 32, kInput = 128, kHidden = 128;
 
+// One warm-up step, then the median over reps single steps, in ms (bench/overhead_harness.hpp's
+// timer, which also counts minor page faults per step: overhead::last_minflt).
 template <class Fn>
 double median_ms(int reps, Fn&& fn) {
-  fn();  // warm-up
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return overhead::median_us(1, reps, fn) / 1000.0;
 }
 
 }  // namespace
@@ -72,6 +66,9 @@ int main(int argc, char** argv) {
       std::printf("%s_%lldl_b%lld_t%lld_h%lld,xgrad,%d,ms,%.4f\n", lstm ? "lstm" : "gru",
                   static_cast<long long>(layers), static_cast<long long>(kBatch), static_cast<long long>(kSteps),
                   static_cast<long long>(kHidden), threads, ms);
+      std::printf("%s_%lldl_b%lld_t%lld_h%lld,xgrad,%d,minflt,%.1f\n", lstm ? "lstm" : "gru",
+                  static_cast<long long>(layers), static_cast<long long>(kBatch), static_cast<long long>(kSteps),
+                  static_cast<long long>(kHidden), threads, overhead::last_minflt);
       std::fflush(stdout);
     }
   return 0;

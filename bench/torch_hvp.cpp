@@ -14,22 +14,17 @@
 #include <cstring>
 #include <vector>
 
+#include "overhead_harness.hpp"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using torch::autograd::grad;
 
+// One warm-up step, then the median over reps single steps, in ms (bench/overhead_harness.hpp's
+// timer, which also counts minor page faults per step: overhead::last_minflt).
 template <class Fn>
 double median_ms(int reps, Fn&& fn) {
-  fn();  // warm-up
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return overhead::median_us(1, reps, fn) / 1000.0;
 }
 
 double g_sink = 0;
@@ -92,6 +87,7 @@ int main(int argc, char** argv) {
   std::printf("mlp_784_256_10_b64,libtorch,%d,grad_ms,%.4f\nmlp_784_256_10_b64,libtorch,%d,vhp_ms,%.4f\n", threads,
               g_ms, threads, vhp_ms);
   std::printf("mlp_784_256_10_b64,libtorch,%d,hvp_ms,%.4f\n", threads, hvp_ms);
+  std::printf("mlp_784_256_10_b64,libtorch,%d,hvp_minflt,%.1f\n", threads, overhead::last_minflt);
   std::printf("mlp_784_256_10_b64,libtorch,%d,vhp_over_grad,%.3f\nmlp_784_256_10_b64,libtorch,%d,hvp_over_grad,%.3f\n",
               threads, vhp_ms / g_ms, threads, hvp_ms / g_ms);
   if (g_sink == 12345.678) std::puts("");

@@ -12,22 +12,17 @@
 #include <cstring>
 #include <vector>
 
+#include "overhead_harness.hpp"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr std::int64_t kBatch = 64, kSteps = 32, kInput = 128, kHidden = 128;
 
+// One warm-up step, then the median over reps single steps, in ms (bench/overhead_harness.hpp's
+// timer, which also counts minor page faults per step: overhead::last_minflt).
 template <class Fn>
 double median_ms(int reps, Fn&& fn) {
-  fn();  // warm-up
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return overhead::median_us(1, reps, fn) / 1000.0;
 }
 
 }  // namespace
@@ -65,6 +60,9 @@ int main(int argc, char** argv) {
       std::printf("%s_%lldl_b%lld_t%lld_h%lld,libtorch,%d,ms,%.4f\n", lstm ? "lstm" : "gru",
                   static_cast<long long>(layers), static_cast<long long>(kBatch), static_cast<long long>(kSteps),
                   static_cast<long long>(kHidden), threads, ms);
+      std::printf("%s_%lldl_b%lld_t%lld_h%lld,libtorch,%d,minflt,%.1f\n", lstm ? "lstm" : "gru",
+                  static_cast<long long>(layers), static_cast<long long>(kBatch), static_cast<long long>(kSteps),
+                  static_cast<long long>(kHidden), threads, overhead::last_minflt);
       std::fflush(stdout);
     }
   return 0;
