@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "detail/ceil_div.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
@@ -41,9 +42,7 @@ constexpr std::int64_t kMinChunks = 8;
 // chunk buffer), and the im2col buffer (krows x positions) stays small enough for the caches.
 constexpr std::int64_t kSampleCols = 64;
 
-// ceil(a / b) for a >= 0, b > 0, without forming a + b - 1 (which overflows for b near 2^63, e.g. a
-// stride of 2^63 - 1: UBSan's signed-overflow report in the asan preset).
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+using detail::ceil_div;  // ops/detail/ceil_div.hpp
 
 struct Plan {
   std::int64_t n = 0, groups = 1;

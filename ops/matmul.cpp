@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "detail/ceil_div.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
@@ -38,8 +39,6 @@ constexpr std::int64_t kMinBlockWork = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxTiles = 16;
 constexpr std::int64_t kMinTileWidth = 128;
 constexpr std::int64_t kTileAlign = 16;  // tile sizes are multiples of this (micro-kernel friendly)
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 // One single-threaded BLAS call (ops/detail/blas.hpp) with alpha = 1.
 template <class T>
