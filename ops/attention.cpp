@@ -8,8 +8,11 @@
 #include "detail/blas.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/matmul.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
+#include "xgrad/ops/softmax.hpp"
 
 namespace xgrad {
 
@@ -90,6 +93,7 @@ Geometry check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const T
 
 struct AttentionOp : Function<AttentionOp> {
   static constexpr const char* kName = kOp;
+  static constexpr bool kDifferentiableBackward = true;  // recorded_backward (Note [Create graph])
   Geometry geo;
   double scale = 1, dropout_p = 0;
   bool causal = false, with_weights = false;
@@ -208,13 +212,75 @@ struct AttentionOp : Function<AttentionOp> {
       });
     });
     if (needs_input_grad(0) || needs_input_grad(1) || needs_input_grad(2) || needs_input_grad(3))
-      save_for_backward({q, k, v, p});
+      save_for_backward({q, k, v, p, mask});
     if (with_weights) return {out, pd};
     return {out};
   }
 
+  // The float mask's gradient: dA summed over the dims the mask was broadcast along (in
+  // xgrad::sum's fixed order), in the mask's shape.
+  Tensor mask_grad(const Tensor& da_full) const {
+    Shape p_shape = geo.batch;
+    p_shape.insert(p_shape.end(), {geo.l, geo.s});
+    const auto rank = static_cast<std::int64_t>(p_shape.size()),
+               off = rank - static_cast<std::int64_t>(mask_shape.size());
+    std::vector<std::int64_t> axes;
+    for (std::int64_t d = 0; d < rank; ++d)
+      if (d < off || (mask_shape[static_cast<std::size_t>(d - off)] == 1 && p_shape[static_cast<std::size_t>(d)] != 1))
+        axes.push_back(d);
+    return reshape(axes.empty() ? da_full : sum(da_full, axes, true), mask_shape);
+  }
+
+  // Note [Create graph]: the backward of a create_graph run, written with public differentiable
+  // ops. P is recomputed from the saved q, k and mask (the saved P has no history, and P depends
+  // on q, k and the float mask), and the dropout keep mask is reused as a constant:
+  //   P = softmax(scale q k^T + M), P' = P * D / (1 - p), dV = P'^T dO, dP' = dO V^T (+ dW),
+  //   dP = dP' * D / (1 - p), dA = P * (dP - sum(dP * P, -1)), dQ = scale dA K, dK = scale dA^T Q,
+  //   dM = dA summed over the mask's broadcast dims.
+  Tensors recorded_backward(const Tensors& grads, const Tensors& sv) const {
+    const Tensor &q = sv[0], &k = sv[1], &v = sv[2], &mask = sv[4];
+    const Tensor& g = grads[0];
+    const Tensor gw = with_weights && grads.size() > 1 ? grads[1] : Tensor();
+    const std::int64_t L = geo.l, S = geo.s;
+    const double ninf = -std::numeric_limits<double>::infinity();
+    Tensor a = mul(matmul(q, transpose(k, -2, -1)), scale);
+    if (mask.defined() && mask.dtype() == kBool) a = masked_fill(a, logical_not(mask), ninf);
+    if (mask.defined() && mask.dtype() != kBool) a = add(a, mask);
+    if (causal) {
+      Tensor upper = Tensor::empty({L, S}, kBool);
+      bool* u = upper.data<bool>();
+      for (std::int64_t l = 0; l < L; ++l)
+        for (std::int64_t s = 0; s < S; ++s) u[l * S + s] = s > l;
+      a = masked_fill(a, upper, ninf);
+    }
+    const Tensor p = softmax(a, -1);
+    Tensor drop;  // D / (1 - p), a constant
+    if (!keep.empty()) {
+      drop = Tensor::empty(p.shape(), p.dtype());
+      dispatch(p.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T keep_scale = dropout_p < 1.0 ? static_cast<T>(1.0 / (1.0 - dropout_p)) : T(0);
+        T* dp = drop.data<T>();
+        for (std::size_t i = 0; i < keep.size(); ++i) dp[i] = keep[i] ? keep_scale : T(0);
+      });
+    }
+    Tensor dq, dk, dv, dm;
+    if (needs_input_grad(2)) dv = matmul(transpose(drop.defined() ? mul(p, drop) : p, -2, -1), g);
+    if (needs_input_grad(0) || needs_input_grad(1) || needs_input_grad(3)) {
+      Tensor dp = matmul(g, transpose(v, -2, -1));
+      if (gw.defined()) dp = add(dp, gw);
+      if (drop.defined()) dp = mul(dp, drop);
+      const Tensor da = mul(p, sub(dp, sum(mul(dp, p), {p.dim() - 1}, /*keepdim=*/true)));
+      if (needs_input_grad(0)) dq = mul(matmul(da, k), scale);
+      if (needs_input_grad(1)) dk = mul(matmul(transpose(da, -2, -1), q), scale);
+      if (needs_input_grad(3)) dm = mask_grad(da);
+    }
+    return {dq, dk, dv, dm};
+  }
+
   Tensors backward(const Tensors& grads) {
     const Tensors sv = saved();
+    if (GradMode::is_enabled()) return recorded_backward(grads, sv);
     const Tensor &q = sv[0], &k = sv[1], &v = sv[2], &p = sv[3];
     const Tensor& g = grads[0];
     const Tensor gw = with_weights && grads.size() > 1 ? grads[1] : Tensor();
@@ -277,20 +343,7 @@ struct AttentionOp : Function<AttentionOp> {
         }
       });
     });
-    Tensor dm;
-    if (need_m) {
-      // Sum dA over the dims the mask was broadcast along, in xgrad::sum's fixed order.
-      const auto rank = static_cast<std::int64_t>(p_shape.size()),
-                 off = rank - static_cast<std::int64_t>(mask_shape.size());
-      std::vector<std::int64_t> axes;
-      for (std::int64_t d = 0; d < rank; ++d)
-        if (d < off ||
-            (mask_shape[static_cast<std::size_t>(d - off)] == 1 && p_shape[static_cast<std::size_t>(d)] != 1))
-          axes.push_back(d);
-      dm = axes.empty() ? da_full : sum(da_full, axes, true);
-      dm = reshape(dm, mask_shape);
-    }
-    return {dq, dk, dv, dm};
+    return {dq, dk, dv, need_m ? mask_grad(da_full) : Tensor()};
   }
 };
 

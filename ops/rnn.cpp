@@ -9,7 +9,9 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/vec_kernel.hpp"
+#include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/matmul.hpp"
+#include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 
 namespace xgrad {
@@ -92,8 +94,14 @@ struct Dims {
   std::int64_t time(std::int64_t s) const { return reverse ? steps - 1 - s : s; }
 };
 
+// The backwards of a create_graph run (Note [Recorded recurrence], at the end of this file). `s`
+// holds the saved tensors in save order: x, w_ih, w_hh, h0, (c0,) b_ih, b_hh.
+Tensors lstm_recorded_backward(const Dims& d, const Tensors& s, const Tensors& grads, const Node& op);
+Tensors gru_recorded_backward(const Dims& d, const Tensors& s, const Tensors& grads, const Node& op);
+
 struct LstmLayerOp : Function<LstmLayerOp> {
   static constexpr const char* kName = "lstm";
+  static constexpr bool kDifferentiableBackward = true;  // lstm_recorded_backward
   Dims d;
   Tensor gates, h_prev, c_prev, tanh_c;  // (T, B, 4H) activated i f g o; (T, B, H) each, by time index
 
@@ -154,13 +162,14 @@ struct LstmLayerOp : Function<LstmLayerOp> {
       std::copy(h_cur, h_cur + BH, hn.data<T>());
       std::copy(c_cur, c_cur + BH, cn.data<T>());
     });
-    save_for_backward({x, w_ih, w_hh});
+    save_for_backward({x, w_ih, w_hh, h0, c0, b_ih, b_hh});
     return {out, hn, cn};
   }
 
   Tensors backward(const Tensors& grads) {
     const std::int64_t T_ = d.steps, B = d.batch, I = d.in, H = d.hidden, BH = B * H, G = 4 * H;
     const Tensors s = saved();
+    if (GradMode::is_enabled()) return lstm_recorded_backward(d, s, grads, *this);
     const Tensor &x = s[0], &w_ih = s[1], &w_hh = s[2];
     const Dtype dt = x.dtype();
     Tensor dA = Tensor::empty({T_, B, G}, dt);
@@ -221,6 +230,7 @@ struct LstmLayerOp : Function<LstmLayerOp> {
 
 struct GruLayerOp : Function<GruLayerOp> {
   static constexpr const char* kName = "gru";
+  static constexpr bool kDifferentiableBackward = true;  // gru_recorded_backward
   Dims d;
   Tensor saved_gates, h_prev;  // (T, B, 4H): r, z, n and gh_n (hidden part of n with b_hh); (T, B, H)
 
@@ -269,13 +279,14 @@ struct GruLayerOp : Function<GruLayerOp> {
       }
       std::copy(h_cur, h_cur + BH, hn.data<T>());
     });
-    save_for_backward({x, w_ih, w_hh});
+    save_for_backward({x, w_ih, w_hh, h0, b_ih, b_hh});
     return {out, hn};
   }
 
   Tensors backward(const Tensors& grads) {
     const std::int64_t T_ = d.steps, B = d.batch, I = d.in, H = d.hidden, BH = B * H, G = 3 * H;
     const Tensors s = saved();
+    if (GradMode::is_enabled()) return gru_recorded_backward(d, s, grads, *this);
     const Tensor &x = s[0], &w_ih = s[1], &w_hh = s[2];
     const Dtype dt = x.dtype();
     Tensor dgi = Tensor::empty({T_, B, G}, dt), dgh = Tensor::empty({T_, B, G}, dt);
@@ -437,5 +448,150 @@ Tensors gru_layer(const Tensor& input, const Tensor& h0, const Tensor& w_ih, con
   const Dims d{input.size(0), input.size(1), input.size(2), H, reverse};
   return apply<GruLayerOp>(input, h0, w_ih, w_hh, b_ih, b_hh, d);
 }
+
+// ---- create_graph: the backward with public ops ------------------------------------------------
+
+namespace {
+
+// Note [Recorded recurrence]: under create_graph (Note [Create graph] in core/autograd.hpp) the
+// layers' backward is written with public differentiable ops, so that it records its own graph. The
+// gates saved by the forward have no history, so the forward is first run again with public ops
+// from the saved x, h0, c0, weights and biases (the gates then carry their dependence on every
+// input), and back-propagation through time follows with the formulas of ops/rnn.hpp, the steps
+// from last to first; the weight gradients are one product over all the steps, as in the fused
+// kernel. This path records some 30 nodes per step: it is for higher-order derivatives (gradient
+// penalties, Hessian-vector products), not for training speed. The first-order kernel above is
+// untouched.
+struct NeedGrad {
+  const Node& op;
+  bool operator[](std::size_t i) const { return op.needs_input_grad(i); }
+};
+
+// Columns [k H, (k + 1) H) of a (B, G H) tensor: gate k.
+Tensor gate(const Tensor& a, std::int64_t k, std::int64_t h) { return slice(a, 1, k * h, (k + 1) * h); }
+// Rows [t B, (t + 1) B) of a (T B, N) tensor: step t.
+Tensor rows(const Tensor& a, std::int64_t t, std::int64_t b) { return slice(a, 0, t * b, (t + 1) * b); }
+// s * (1 - s), the derivative of a sigmoid from its value; 1 - y^2 that of a tanh.
+Tensor dsigmoid(const Tensor& s) { return s * (1.0 - s); }
+Tensor dtanh(const Tensor& y) { return 1.0 - y * y; }
+
+// x (T, B, I) as (T B, I) times w^T (G, I) -> (T B, G), plus the biases.
+Tensor input_part(const Tensor& x, const Tensor& w, const Tensor& b1, const Tensor& b2) {
+  Tensor a = matmul(reshape(x, {x.size(0) * x.size(1), x.size(2)}), transpose(w, 0, 1));
+  if (b1.defined()) a = a + b1;
+  if (b2.defined()) a = a + b2;
+  return a;
+}
+
+// The gradients shared by both cells once the per-step gate gradients are known: dX = dA W_ih,
+// dW = dA^T X (over all steps), db = column sums. `dgi` and `dgh` are (T B, G) in time order.
+void weight_grads(const Tensor& x, const Tensor& w_ih, const Tensor& dgi, const Tensor& dgh, const Tensor& h_prev,
+                  const NeedGrad& need, std::size_t ix, std::size_t iw_ih, Tensors& out) {
+  const std::int64_t TB = x.size(0) * x.size(1);
+  if (need[ix]) out[ix] = reshape(matmul(dgi, w_ih), x.shape());
+  if (need[iw_ih]) out[iw_ih] = matmul(transpose(dgi, 0, 1), reshape(x, {TB, x.size(2)}));
+  if (need[iw_ih + 1]) out[iw_ih + 1] = matmul(transpose(dgh, 0, 1), h_prev);
+  if (need[iw_ih + 2]) out[iw_ih + 2] = sum(dgi, {0});
+  if (need[iw_ih + 3]) out[iw_ih + 3] = sum(dgh, {0});
+}
+
+Tensors lstm_recorded_backward(const Dims& d, const Tensors& s, const Tensors& grads, const Node& op) {
+  const NeedGrad need{op};
+  const Tensor &x = s[0], &w_ih = s[1], &w_hh = s[2], &h0 = s[3], &c0 = s[4], &b_ih = s[5], &b_hh = s[6];
+  const std::int64_t T_ = d.steps, B = d.batch, H = d.hidden;
+  Tensors out(7);
+  if (T_ == 0) {  // no step: the states pass through; the rest get zeros (with history, for shape)
+    out = {mul(x, 0.0), grads[1], grads[2], mul(w_ih, 0.0), mul(w_hh, 0.0), Tensor(), Tensor()};
+    if (need[5]) out[5] = mul(b_ih, 0.0);
+    if (need[6]) out[6] = mul(b_hh, 0.0);
+    for (std::size_t i = 0; i < 5; ++i)
+      if (!need[i]) out[i] = Tensor();
+    return out;
+  }
+  // The forward again, recorded: per time index, the activated gates, tanh(c) and the states before.
+  const Tensor ax = input_part(x, w_ih, b_ih, b_hh), w_hh_t = transpose(w_hh, 0, 1);
+  const auto n = static_cast<std::size_t>(T_);
+  Tensors gi(n), gf(n), gg(n), go(n), tc(n), hp(n), cp(n);
+  Tensor h = h0, c = c0;
+  for (std::int64_t st = 0; st < T_; ++st) {
+    const auto t = static_cast<std::size_t>(d.time(st));
+    hp[t] = h;
+    cp[t] = c;
+    const Tensor a = rows(ax, d.time(st), B) + matmul(h, w_hh_t);
+    gi[t] = sigmoid(gate(a, 0, H));
+    gf[t] = sigmoid(gate(a, 1, H));
+    gg[t] = tanh(gate(a, 2, H));
+    go[t] = sigmoid(gate(a, 3, H));
+    c = gf[t] * c + gi[t] * gg[t];
+    tc[t] = tanh(c);
+    h = go[t] * tc[t];
+  }
+  // Back-propagation through time, last step first.
+  Tensor dh = grads[1], dc = grads[2];
+  Tensors da(n);
+  for (std::int64_t st = T_ - 1; st >= 0; --st) {
+    const auto t = static_cast<std::size_t>(d.time(st));
+    const Tensor dht = dh + squeeze(slice(grads[0], 0, d.time(st), d.time(st) + 1), 0);
+    const Tensor dct = dc + dht * go[t] * dtanh(tc[t]);
+    da[t] = concat({dct * gg[t] * dsigmoid(gi[t]), dct * cp[t] * dsigmoid(gf[t]), dct * gi[t] * dtanh(gg[t]),
+                    dht * tc[t] * dsigmoid(go[t])},
+                   1);
+    dc = dct * gf[t];
+    dh = matmul(da[t], w_hh);
+  }
+  const Tensor dA = concat(da, 0);
+  out[1] = need[1] ? dh : Tensor();
+  out[2] = need[2] ? dc : Tensor();
+  weight_grads(x, w_ih, dA, dA, concat(hp, 0), need, 0, 3, out);
+  return out;
+}
+
+Tensors gru_recorded_backward(const Dims& d, const Tensors& s, const Tensors& grads, const Node& op) {
+  const NeedGrad need{op};
+  const Tensor &x = s[0], &w_ih = s[1], &w_hh = s[2], &h0 = s[3], &b_ih = s[4], &b_hh = s[5];
+  const std::int64_t T_ = d.steps, B = d.batch, H = d.hidden;
+  Tensors out(6);
+  if (T_ == 0) {
+    out = {mul(x, 0.0), grads[1], mul(w_ih, 0.0), mul(w_hh, 0.0), Tensor(), Tensor()};
+    if (need[4]) out[4] = mul(b_ih, 0.0);
+    if (need[5]) out[5] = mul(b_hh, 0.0);
+    for (std::size_t i = 0; i < 4; ++i)
+      if (!need[i]) out[i] = Tensor();
+    return out;
+  }
+  const Tensor xi = input_part(x, w_ih, b_ih, Tensor()), w_hh_t = transpose(w_hh, 0, 1);
+  const auto n = static_cast<std::size_t>(T_);
+  Tensors gr(n), gz(n), gn(n), ghn(n), hp(n);
+  Tensor h = h0;
+  for (std::int64_t st = 0; st < T_; ++st) {
+    const auto t = static_cast<std::size_t>(d.time(st));
+    hp[t] = h;
+    Tensor gh = matmul(h, w_hh_t);
+    if (b_hh.defined()) gh = gh + b_hh;
+    const Tensor a = rows(xi, d.time(st), B);
+    gr[t] = sigmoid(gate(a, 0, H) + gate(gh, 0, H));
+    gz[t] = sigmoid(gate(a, 1, H) + gate(gh, 1, H));
+    ghn[t] = gate(gh, 2, H);
+    gn[t] = tanh(gate(a, 2, H) + gr[t] * ghn[t]);
+    h = (1.0 - gz[t]) * gn[t] + gz[t] * h;
+  }
+  Tensor dh = grads[1];
+  Tensors dgi(n), dgh(n);
+  for (std::int64_t st = T_ - 1; st >= 0; --st) {
+    const auto t = static_cast<std::size_t>(d.time(st));
+    const Tensor dht = dh + squeeze(slice(grads[0], 0, d.time(st), d.time(st) + 1), 0);
+    const Tensor dan = dht * (1.0 - gz[t]) * dtanh(gn[t]);
+    const Tensor daz = dht * (hp[t] - gn[t]) * dsigmoid(gz[t]);
+    const Tensor dar = dan * ghn[t] * dsigmoid(gr[t]);
+    dgi[t] = concat({dar, daz, dan}, 1);
+    dgh[t] = concat({dar, daz, dan * gr[t]}, 1);
+    dh = dht * gz[t] + matmul(dgh[t], w_hh);
+  }
+  out[1] = need[1] ? dh : Tensor();
+  weight_grads(x, w_ih, concat(dgi, 0), concat(dgh, 0), concat(hp, 0), need, 0, 2, out);
+  return out;
+}
+
+}  // namespace
 
 }  // namespace xgrad

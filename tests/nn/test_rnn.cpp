@@ -295,3 +295,97 @@ TEST_CASE("LSTM, GRU and the cells refuse bad inputs naming the module, the argu
   test::require_error([] { nn::LSTM(3, 4, 2, true, false, 1.5); }, {"LSTM", "dropout", "1.5"});
   test::require_error([] { nn::LSTMCell(-1, 4); }, {"LSTMCell", "input_size", "-1"});
 }
+
+TEST_CASE("lstm_layer and gru_layer: second derivatives (create_graph) match torch.autograd.grad",
+          "[rnn][create_graph][parity]") {
+  // The output is the first gradient with respect to every input (recorded, seeded by w); the
+  // harness backpropagates into it, so the compared gradients are second derivatives.
+  test::ParityBatch batch("rnn_create_graph");
+  Generator gen(59);
+  const std::int64_t T = 3, B = 2, I = 3, H = 4;
+  for (const bool lstm : {true, false}) {
+    const std::int64_t G = (lstm ? 4 : 3) * H;
+    std::vector<test::ParityBatch::Input> in = {{"x", test::randn_leaf({T, B, I}, gen)},
+                                                {"h", test::randn_leaf({B, H}, gen)}};
+    if (lstm) in.push_back({"c", test::randn_leaf({B, H}, gen)});
+    for (const char* name : {"w_ih", "w_hh", "b_ih", "b_hh"}) {
+      const Shape shape = name[0] == 'w' ? Shape{G, name[2] == 'i' ? I : H} : Shape{G};
+      in.push_back({name, test::randn_leaf(shape, gen) * 0.5});
+    }
+    in.push_back({"w", test::randn_leaf({T * B * H + (lstm ? 2 : 1) * B * H}, gen)});
+    const std::string inputs = lstm ? "(x, h, c, w_ih, w_hh, b_ih, b_hh)" : "(x, h, w_ih, w_hh, b_ih, b_hh)";
+    const std::string code = fmt::format(
+        "hh = h\n{}outs = []\n"
+        "for t in range(x.shape[0] - 1, -1, -1):\n"
+        "    {}\n"
+        "    outs.insert(0, hh)\n"
+        "y = torch.cat([torch.stack(outs).flatten(), hh.flatten(){}])\n"
+        "out = torch.cat([g.flatten() for g in torch.autograd.grad(y, {}, w, create_graph=True)])",
+        lstm ? "cc = c\n" : "",
+        lstm ? "hh, cc = torch.lstm_cell(x[t], (hh, cc), w_ih, w_hh, b_ih, b_hh)"
+             : "hh = torch.gru_cell(x[t], hh, w_ih, w_hh, b_ih, b_hh)",
+        lstm ? ", cc.flatten()" : "", inputs);
+    const std::size_t n = in.size() - 1;
+    batch.add(lstm ? "lstm_layer_reverse" : "gru_layer_reverse", code, in, [lstm, n](const Tensors& t) {
+      const Tensors xs(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(n));
+      Tensors r = lstm ? lstm_layer(t[0], t[1], t[2], t[3], t[4], t[5], t[6], /*reverse=*/true)
+                       : gru_layer(t[0], t[1], t[2], t[3], t[4], t[5], /*reverse=*/true);
+      for (auto& ri : r) ri = flatten(ri);
+      Tensors g = xgrad::grad({concat(r)}, xs, {t[n]}, std::nullopt, false, /*create_graph=*/true);
+      for (auto& gi : g) gi = flatten(gi);
+      return concat(g);
+    });
+  }
+  batch.run();
+}
+
+TEST_CASE("LSTM: a gradient penalty (create_graph through nn::LSTM) has the finite-difference gradient",
+          "[rnn][create_graph]") {
+  // total(theta) = loss + |d loss / d x|^2, as in WGAN-GP or a Jacobian regulariser. Its gradient
+  // with respect to the parameters (one backward through the recorded first backward) must match
+  // central differences of total, computed with first-order gradients only.
+  nn::LSTM lstm(3, 4, /*num_layers=*/2, true, false, 0.0, /*bidirectional=*/true, kFloat64, 7);
+  Generator gen(13);
+  Tensor x = test::randn_leaf({4, 2, 3}, gen);
+  const auto total = [&](bool create_graph) {
+    const nn::LSTMOutput r = lstm.forward(x);
+    const Tensor loss = sum(tanh(r.output) * r.output) + sum(r.c_n * r.h_n);
+    const Tensor gx = xgrad::grad({loss}, {x}, {}, std::nullopt, false, create_graph)[0];
+    return loss + sum(gx * gx);
+  };
+  const Tensor t = total(true);
+  t.backward();
+  const double h = 1e-6;
+  int checked = 0;
+  for (auto [name, p] : lstm.named_parameters()) {
+    REQUIRE(p.grad().defined());
+    double* data = p.data<double>();
+    const std::vector<double> g = p.grad().to_vector();
+    for (std::int64_t i = 0; i < p.numel(); i += 7) {  // a spread of entries of every parameter
+      const double keep = data[i];
+      data[i] = keep + h;
+      const double up = total(false).item<double>();
+      data[i] = keep - h;
+      const double down = total(false).item<double>();
+      data[i] = keep;
+      const double fd = (up - down) / (2 * h);
+      INFO(name << "[" << i << "]: backward " << g[static_cast<std::size_t>(i)] << ", finite differences " << fd);
+      CHECK(std::abs(g[static_cast<std::size_t>(i)] - fd) < 1e-6 * (1 + std::abs(fd)));
+      ++checked;
+    }
+  }
+  CHECK(checked > 20);
+  // and the input's own gradient of total (second derivatives with respect to x)
+  const std::vector<double> gx = x.grad().to_vector();
+  double* xd = x.data<double>();
+  for (std::int64_t i = 0; i < x.numel(); i += 5) {
+    const double keep = xd[i];
+    xd[i] = keep + h;
+    const double up = total(false).item<double>();
+    xd[i] = keep - h;
+    const double down = total(false).item<double>();
+    xd[i] = keep;
+    CHECK(std::abs(gx[static_cast<std::size_t>(i)] - (up - down) / (2 * h)) <
+          1e-6 * (1 + std::abs(gx[static_cast<std::size_t>(i)])));
+  }
+}

@@ -3456,6 +3456,11 @@ std::vector<OpInfo> build() {
       "log_softmax_last", "log_softmax_first", "log_softmax_middle", "sum_outer_axes", "mean_outer_axes", "matmul_mm",
       "matmul_broadcast_a", "matmul_bmm", "matmul_dot", "matmul_mv", "matmul_vm", "concat_first", "stack_first",
       "index_select_tensor", "masked_fill",
+      // hggc: attention and the recurrent ops
+      "scaled_dot_product_attention", "scaled_dot_product_attention_causal", "scaled_dot_product_attention_float_mask",
+      "scaled_dot_product_attention_bool_mask", "lstm_cell", "lstm_cell_nobias", "gru_cell", "gru_cell_nobias",
+      "lstm_layer", "lstm_layer_reverse", "gru_layer", "gru_layer_reverse",
+      // end hggc
   };
   // clang-format on
   // ... and every entry whose name starts with one of these

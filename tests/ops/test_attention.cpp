@@ -274,3 +274,61 @@ TEST_CASE("scaled_dot_product_attention: bad inputs name the op, the argument an
   require_error([&] { scaled_dot_product_attention(q.to(kInt64), k, v); },
                 {"scaled_dot_product_attention", "'query'", "int64"});
 }
+
+TEST_CASE("scaled_dot_product_attention: second derivatives (create_graph, causal) match torch.autograd.grad",
+          "[attention][create_graph][parity]") {
+  // The output is the first gradient with respect to q, k and v (recorded, seeded by w); the
+  // harness backpropagates into it, so the compared gradients are second derivatives.
+  ParityBatch batch("attention_create_graph");
+  Generator gen(47);
+  const Tensor q = test::randn_leaf({2, 4, 3}, gen), k = test::randn_leaf({2, 5, 3}, gen),
+               v = test::randn_leaf({2, 5, 2}, gen), w = test::randn_leaf({2, 4, 2}, gen);
+  batch.add("causal",
+            torch_sdpa("", true, "") +
+                "out = torch.cat([g.flatten() for g in torch.autograd.grad(out, (q, k, v), w, create_graph=True)])",
+            {{"q", q}, {"k", k}, {"v", v}, {"w", w}}, [](const Tensors& t) {
+              const Tensors qkv(t.begin(), t.begin() + 3);
+              const Tensor y = scaled_dot_product_attention(t[0], t[1], t[2], Tensor(), 0.0, /*is_causal=*/true);
+              Tensors g = xgrad::grad({y}, qkv, {t[3]}, std::nullopt, false, /*create_graph=*/true);
+              for (auto& gi : g) gi = flatten(gi);
+              return concat(g);
+            });
+  batch.run();
+}
+
+TEST_CASE("scaled_dot_product_attention: create_graph with dropout reuses the forward's mask",
+          "[attention][create_graph]") {
+  // With dropout the op is not a fixed function of its inputs, so gradgradcheck cannot run it; the
+  // first gradient computed with create_graph must equal the first-order one (same mask), and its
+  // own gradient must match the explicit formula built from the weights output's mask.
+  Generator gen(5);
+  const Tensor q = test::randn_leaf({2, 3, 4}, gen), k = test::randn_leaf({2, 5, 4}, gen),
+               v = test::randn_leaf({2, 5, 3}, gen), w = Tensor::randn({2, 3, 3}, gen, kFloat64);
+  Generator drop(11);
+  const Tensors yw = detail::scaled_dot_product_attention_with_weights(q, k, v, Tensor(), 0.4, false, {}, &drop);
+  const Tensors first = xgrad::grad({yw[0]}, {q, k, v}, {w}, true, false, false);
+  const Tensors graph = xgrad::grad({yw[0]}, {q, k, v}, {w}, true, false, /*create_graph=*/true);
+  for (std::size_t i = 0; i < 3; ++i) {
+    REQUIRE(graph[i].requires_grad());
+    const auto [abs_err, rel_err] = test::max_error(graph[i].to_vector(), first[i].to_vector());
+    CHECK(abs_err < 1e-12);
+  }
+  // The same computation written with the kept mask D (from the weights output, P' = 0 exactly where
+  // dropped) as a composite: its second derivatives are the reference.
+  const Tensor keep = ne(yw[1].detach(), Tensor::zeros({}, kFloat64));
+  const auto composite = [&](const Tensors& in) {
+    const Tensor p = softmax(mul(matmul(in[0], transpose(in[1], -2, -1)), 0.5), -1);
+    return matmul(div(where(keep, p, Tensor::zeros({}, kFloat64)), 0.6), in[2]);
+  };
+  const Tensors ref = xgrad::grad({composite({q, k, v})}, {q, k, v}, {w}, true, false, true);
+  const Tensor s_ours = sum(mul(concat({flatten(graph[0]), flatten(graph[1]), flatten(graph[2])}),
+                                concat({flatten(graph[0]), flatten(graph[1]), flatten(graph[2])})));
+  const Tensor s_ref = sum(mul(concat({flatten(ref[0]), flatten(ref[1]), flatten(ref[2])}),
+                               concat({flatten(ref[0]), flatten(ref[1]), flatten(ref[2])})));
+  const Tensors g_ours = xgrad::grad({s_ours}, {q, k, v}), g_ref = xgrad::grad({s_ref}, {q, k, v});
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto [abs_err, rel_err] = test::max_error(g_ours[i].to_vector(), g_ref[i].to_vector());
+    INFO("input " << i);
+    CHECK(abs_err < 1e-10);
+  }
+}
