@@ -13,6 +13,9 @@
 // The backward is hand-written (Note [Attention kernel] in attention.cpp): one task per batch index,
 // its two forward and four backward products through the project's BLAS entry; the softmax
 // weights P are saved, not recomputed. Results are bit-identical whatever the thread count.
+// Under create_graph (higher-order gradients) the backward is the same formulas written with public
+// ops, P recomputed from the saved query, key and mask (the dropout keep mask reused), so the
+// gradients can be differentiated again; the first-order backward is unchanged.
 //
 // A row whose every key is masked (all -inf) gives NaN in that row of the output and of its
 // gradients, what torch 2.x's reference (math) implementation and softmax give; we keep it rather

@@ -5,6 +5,9 @@
 // (Note [Fused recurrence] in ops/rnn.cpp): the input part of every time step is ONE GEMM
 // (T*B rows), the hidden part one GEMM per step, the gate math one pass per step, and the backward
 // is hand-written (back-propagation through time in one loop); bit-identical whatever the thread count.
+// Under create_graph (higher-order gradients) the backward is instead written with public ops (the
+// gates recomputed from the saved inputs, then the same formulas, last step first), so the
+// gradients can be differentiated again; the first-order backward keeps the fused kernel.
 //
 // Shapes: input (B, I) or unbatched (I) for the cells, (T, B, I) for the layers; states (B, H) (or
 // (H) with an unbatched input); w_ih (G H, I), w_hh (G H, H), b_ih and b_hh (G H) or undefined (no

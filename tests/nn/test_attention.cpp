@@ -11,11 +11,13 @@
 
 #include "support.hpp"
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/gradcheck.hpp"
 #include "xgrad/core/npy.hpp"
 #include "xgrad/nn/attention.hpp"
 #include "xgrad/ops/attention.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/shape_ops.hpp"
 
 using namespace xgrad;
 
@@ -390,4 +392,23 @@ TEST_CASE("TransformerEncoderLayer: forward and backward are bit-identical with 
     for (const auto& p : layer.parameters()) out.push_back(p.grad());
     return out;
   });
+}
+
+TEST_CASE("MultiheadAttention: second derivatives (create_graph) pass gradgradcheck, causal mask and weights",
+          "[nn][attention][create_graph]") {
+  // The module's ops all record their backwards (scaled_dot_product_attention included), so the
+  // gradient with respect to the input can be differentiated again: gradgradcheck in float64, with
+  // torch's float causal mask (-inf above the diagonal) and the averaged weights in the output.
+  nn::MultiheadAttention mha(nn::MultiheadAttentionOptions(4, 2).batch_first(true).dtype(kFloat64), 3);
+  mha.eval();
+  Generator gen(8);
+  const Tensor x = test::randn_leaf({2, 3, 4}, gen), mask = nn::generate_square_subsequent_mask(3, kFloat64);
+  const GradcheckReport rep = gradgradcheck(
+      [&](const Tensors& in) {
+        const auto [y, w] = mha.forward(in[0], in[0], in[0], Tensor(), true, mask);
+        return concat({flatten(y), flatten(w)});
+      },
+      {x});
+  INFO(rep.message);
+  CHECK(rep.ok);
 }
