@@ -11,10 +11,13 @@
 #include <vector>
 
 #include "support.hpp"
+#include "xgrad/core/autograd.hpp"
 #include "xgrad/core/npy.hpp"
 #include "xgrad/nn/rnn.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/rnn.hpp"
+#include "xgrad/ops/shape_ops.hpp"
 
 using namespace xgrad;
 
@@ -388,4 +391,37 @@ TEST_CASE("LSTM: a gradient penalty (create_graph through nn::LSTM) has the fini
     CHECK(std::abs(gx[static_cast<std::size_t>(i)] - (up - down) / (2 * h)) <
           1e-6 * (1 + std::abs(gx[static_cast<std::size_t>(i)])));
   }
+}
+
+TEST_CASE("lstm_layer and gru_layer: create_graph at degenerate sizes gives the first-order gradients",
+          "[rnn][create_graph]") {
+  // (seq, batch): no step, no batch row, one of each; the recorded backward must give the first-order
+  // kernel's values (the states passing through when there is no step), and a second backward must run.
+  const std::int64_t I = 3, H = 2;
+  for (const auto& [T, B] : std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 2}, {3, 0}, {1, 1}})
+    for (const bool lstm : {true, false}) {
+      INFO((lstm ? "lstm" : "gru") << " seq=" << T << " batch=" << B);
+      Generator gen(4);
+      const std::int64_t G = (lstm ? 4 : 3) * H;
+      Tensors in = {test::randn_leaf({T, B, I}, gen), test::randn_leaf({B, H}, gen)};
+      if (lstm) in.push_back(test::randn_leaf({B, H}, gen));
+      for (const Shape& s : {Shape{G, I}, Shape{G, H}, Shape{G}, Shape{G}}) in.push_back(test::randn_leaf(s, gen));
+      const Tensors r = lstm ? lstm_layer(in[0], in[1], in[2], in[3], in[4], in[5], in[6])
+                             : gru_layer(in[0], in[1], in[2], in[3], in[4], in[5]);
+      Tensors seeds;
+      for (const auto& t : r) seeds.push_back(Tensor::randn(t.shape(), gen, kFloat64));
+      const Tensors first = xgrad::grad(r, in, seeds, true);
+      const Tensors graph = xgrad::grad(r, in, seeds, true, false, /*create_graph=*/true);
+      Tensor total = Tensor::zeros({}, kFloat64);
+      for (std::size_t i = 0; i < in.size(); ++i) {
+        REQUIRE(graph[i].shape() == in[i].shape());
+        const auto [abs_err, ref] = test::max_error(graph[i].to_vector(), first[i].to_vector());
+        CHECK(abs_err <= 1e-12 * (1 + ref));
+        total = total + sum(graph[i] * graph[i] * graph[i]);
+      }
+      if (total.requires_grad()) {
+        const Tensors second = xgrad::grad({total}, in, {}, std::nullopt, true);
+        for (std::size_t i = 0; i < in.size(); ++i) CHECK((!second[i].defined() || second[i].shape() == in[i].shape()));
+      }
+    }
 }

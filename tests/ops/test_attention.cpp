@@ -3,6 +3,7 @@
 // statistics, and the same mask reused in backward), 1-vs-2 threads on a large case, bad inputs.
 // PyTorch 1.13 has no scaled_dot_product_attention: parity is against the explicit formula
 // softmax(q k^T * scale + mask) v written in torch.
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -330,5 +331,33 @@ TEST_CASE("scaled_dot_product_attention: create_graph with dropout reuses the fo
     const auto [abs_err, rel_err] = test::max_error(g_ours[i].to_vector(), g_ref[i].to_vector());
     INFO("input " << i);
     CHECK(abs_err < 1e-10);
+  }
+}
+
+TEST_CASE("scaled_dot_product_attention: create_graph at degenerate sizes gives the first-order gradients",
+          "[attention][create_graph]") {
+  // (l, s, e, ev): no queries, no keys, empty features, one of each; the recorded backward must give
+  // the first-order kernel's values, and a second backward through them must run.
+  for (const auto& [l, s, e, ev] :
+       std::vector<std::array<std::int64_t, 4>>{{0, 3, 2, 2}, {3, 0, 2, 2}, {3, 4, 0, 2}, {3, 4, 2, 0}, {1, 1, 1, 1}}) {
+    INFO("l=" << l << " s=" << s << " e=" << e << " ev=" << ev);
+    Generator gen(3);
+    const Tensor q = test::randn_leaf({2, l, e}, gen), k = test::randn_leaf({2, s, e}, gen),
+                 v = test::randn_leaf({2, s, ev}, gen), w = Tensor::randn({2, l, ev}, gen, kFloat64);
+    const Tensor y = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, /*is_causal=*/l > 0 && s > 0);
+    const Tensors first = xgrad::grad({y}, {q, k, v}, {w}, true);
+    const Tensors graph = xgrad::grad({y}, {q, k, v}, {w}, true, false, /*create_graph=*/true);
+    Tensor total = Tensor::zeros({}, kFloat64);
+    for (std::size_t i = 0; i < 3; ++i) {
+      REQUIRE(graph[i].shape() == first[i].shape());
+      const auto [abs_err, ref] = test::max_error(graph[i].to_vector(), first[i].to_vector());
+      CHECK(abs_err <= 1e-12 * (1 + ref));
+      total = total + sum(graph[i] * graph[i]);
+    }
+    if (total.requires_grad()) {
+      const Tensors second = xgrad::grad({total}, {q, k, v}, {}, std::nullopt, true);
+      for (std::size_t i = 0; i < 3; ++i)
+        CHECK((!second[i].defined() || second[i].shape() == std::vector<Tensor>{q, k, v}[i].shape()));
+    }
   }
 }
