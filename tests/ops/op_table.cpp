@@ -3456,6 +3456,16 @@ std::vector<OpInfo> build() {
       "log_softmax_last", "log_softmax_first", "log_softmax_middle", "sum_outer_axes", "mean_outer_axes", "matmul_mm",
       "matmul_broadcast_a", "matmul_bmm", "matmul_dot", "matmul_mv", "matmul_vm", "concat_first", "stack_first",
       "index_select_tensor", "masked_fill",
+      // hgga: binary math, one-sided clamps, split/flip/roll/repeat/pad, cumsum, the gather/scatter
+      // ops, max/min, sort/topk values
+      "atan2", "fmod", "remainder", "clamp_min", "clamp_max", "chunk", "split_size", "split_sizes", "flip",
+      "flip_scalar", "roll", "roll_flat", "repeat", "pad_constant", "pad_reflect", "pad_replicate", "cumsum_first",
+      "cumsum_last", "gather", "scatter_add", "index_add", "index_int", "index_mask_elements", "index_mask_rows",
+      "masked_select", "take_along_dim", "take_along_dim_flat", "max_all", "max_dim_values", "max_last",
+      "max_outer_axes", "max_rows_keepdim", "min_all", "min_dim_values", "min_last", "min_outer_axes",
+      "min_rows_keepdim", "sort_ascending_values", "sort_descending_values", "topk_largest_values",
+      "topk_smallest_values",
+      // hgga end
   };
   // clang-format on
   // ... and every entry whose name starts with one of these
