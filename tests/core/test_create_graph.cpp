@@ -120,6 +120,52 @@ TEST_CASE("create_graph: an op without a differentiable backward refuses, naming
   CHECK(vec(xgrad::grad({y}, {x})[0]) == std::vector<double>{2.0, 4.0});
 }
 
+TEST_CASE("create_graph: third derivatives through the gather-type ops and their recorded scatters", "[create_graph]") {
+  // Each P rearranges x (a permutation, or a round trip such as cumsum then differences), so
+  // f = sum(P(x)^4) has the derivatives 4x^3, 12x^2 and 24x: the third one runs through the first
+  // backward's scatter recorded as an op, its backward (the gather) recorded in turn, and back.
+  const Tensor x = Tensor::of({0.5, -1.5, 2.0, 0.25, -0.75}, kFloat64).set_requires_grad();
+  const Tensor perm = Tensor::of({3, 0, 4, 1, 2}, kFloat64).to(kInt64);
+  const Tensor all = Tensor::ones({5}, kBool), z = Tensor::zeros({5}, kFloat64);
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> cases = {
+      {"flip", [](const Tensor& t) { return flip(t, {0}); }},
+      {"roll", [](const Tensor& t) { return roll(t, {2}, {0}); }},
+      {"sort", [](const Tensor& t) { return std::get<0>(sort(t, 0, true)); }},
+      {"topk", [](const Tensor& t) { return std::get<0>(topk(t, 5, 0, false)); }},
+      {"gather", [&](const Tensor& t) { return gather(t, 0, perm); }},
+      {"index", [&](const Tensor& t) { return index(t, perm); }},
+      {"take_along_dim", [&](const Tensor& t) { return take_along_dim(t, perm); }},
+      {"masked_select", [&](const Tensor& t) { return masked_select(t, all); }},
+      {"scatter_add", [&](const Tensor& t) { return scatter_add(z, 0, perm, t); }},
+      {"index_add", [&](const Tensor& t) { return index_add(z, 0, perm, t); }},
+      {"repeat_slice", [](const Tensor& t) { return slice(repeat(t, {2}), 0, 3, 8); }},
+      {"split_concat",
+       [](const Tensor& t) {
+         const Tensors ps = split(t, std::vector<std::int64_t>{2, 3}, 0);
+         return concat({ps[1], ps[0]}, 0);
+       }},
+      {"cumsum_pad",
+       [](const Tensor& t) {
+         const Tensor c = cumsum(t, 0);
+         return c - pad(slice(c, 0, 0, 4), {1, 0});
+       }},
+  };
+  const std::vector<double> xv = vec(x);
+  for (const auto& [name, P] : cases) {
+    INFO(name);
+    const Tensor g1 = xgrad::grad({sum(pow(P(x), 4.0))}, {x}, {}, std::nullopt, false, true)[0];
+    const Tensor g2 = xgrad::grad({sum(g1)}, {x}, {}, std::nullopt, false, true)[0];
+    const Tensor g3 = xgrad::grad({sum(g2)}, {x})[0];
+    const auto v1 = vec(g1), v2 = vec(g2), v3 = vec(g3);
+    REQUIRE(v3.size() == xv.size());
+    for (std::size_t i = 0; i < xv.size(); ++i) {
+      CHECK(v1[i] == Approx(4 * std::pow(xv[i], 3)).epsilon(1e-13));
+      CHECK(v2[i] == Approx(12 * xv[i] * xv[i]).epsilon(1e-13));
+      CHECK(v3[i] == Approx(24 * xv[i]).epsilon(1e-13));
+    }
+  }
+}
+
 TEST_CASE("gradgradcheck passes on correct second derivatives and catches a wrong one", "[create_graph]") {
   Generator gen(11);
   const Tensor W = test::randn_leaf({3, 4}, gen), x = test::randn_leaf({4, 2}, gen), b = test::randn_leaf({3}, gen);
