@@ -126,9 +126,20 @@ struct ScatterAdd : Function<ScatterAdd> {
     }
     return y;
   }
+  // Note [Create graph]: dx = g and dsrc = g gathered through the map, recorded in grad mode.
+  static constexpr bool kDifferentiableBackward = true;
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
     Tensors out(2);
+    if (GradMode::is_enabled()) {
+      if (needs_input_grad(0)) out[0] = g;
+      if (needs_input_grad(1)) {
+        std::vector<std::int64_t> back(static_cast<std::size_t>(shape_numel(src_shape)), -1);
+        for (std::size_t k = 0; k < map.size(); ++k) back[static_cast<std::size_t>(srcoff[k])] = map[k];
+        out[1] = detail::gather_map(op, g, src_shape, std::move(back), false);
+      }
+      return out;
+    }
     if (needs_input_grad(0)) out[0] = g.clone_data();
     if (needs_input_grad(1)) {
       out[1] = Tensor::zeros(src_shape, g.dtype());

@@ -10,6 +10,7 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/broadcast_kernel.hpp"
+#include "xgrad/ops/detail/gather_map.hpp"
 #include "xgrad/ops/detail/reduce_kernel.hpp"
 #include "xgrad/ops/detail/vec_kernel.hpp"
 #include "xgrad/ops/elementwise.hpp"
@@ -368,8 +369,12 @@ struct Max : Function<Max> {
     });
     return y;
   }
+  // Note [Create graph]: the scatter to the arg-max recorded in grad mode (its backward is the
+  // gather at the same positions; the positions are constant, so d(dx)/dx = 0 off ties).
+  static constexpr bool kDifferentiableBackward = true;
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
+    if (GradMode::is_enabled()) return {detail::scatter_map(kName, g, in_shape, argmax, true)};
     Tensor gx = Tensor::zeros(in_shape, g.dtype());
     dispatch(g.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -864,6 +869,83 @@ struct RowReduction : Function<RowReduction<kOp>> {
   }
 };
 
+// y = the minimum over the plan's axes (the first one in row-major order of the reduced elements;
+// NaN propagates), computed as a row reduction (Note [Reductions by rows]); dx = g at that position.
+// Its own Function rather than RowReduction<RowOp::kMin> so that its backward alone is declared
+// differentiable: under create_graph it is the scatter to the arg-min, recorded.
+struct Min : Function<Min> {
+  static constexpr const char* kName = "min";
+  static constexpr bool kDifferentiableBackward = true;
+  Shape x_shape, keep_shape;
+  std::vector<std::int64_t> axes;
+  std::int64_t count = 0;
+  Tensor forward(const Tensor& x, const std::vector<std::int64_t>& axes_, bool keepdim) {
+    const RowReduce r{RowOp::kMin};
+    const Plan p = make_plan(kName, x, axes_, keepdim);
+    axes = p.axes;
+    check_nonempty_axes(kName, x, p);
+    x_shape = x.shape();
+    keep_shape = p.keep_shape;
+    count = p.count;
+    Tensor y = Tensor::empty(p.keep_shape, x.dtype());
+    if (y.numel() > 0) {
+      const RowView v = row_view(x, p);
+      const Tensor rows = to_rows(x, v);
+      dispatch(x.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* xp = rows.data<T>();
+        T* yp = y.data<T>();
+        parallel_for(0, v.rows, grain_for(v.k), [&](std::int64_t b, std::int64_t e) {
+          for (std::int64_t o = b; o < e; ++o) yp[o] = row_forward<T>(r, xp + o * v.k, v.k);
+        });
+      });
+    }
+    if (needs_input_grad(0)) save_for_backward({x, y});
+    return y.shape() == p.out_shape ? y : alias_with_shape(y, p.out_shape);
+  }
+  Tensors backward(const Tensors& grads) {
+    const Tensor x = saved(0), y = saved(1);
+    if (x.numel() == 0 || count == 0) return {Tensor::zeros(x_shape, x.dtype())};
+    Plan p;  // the forward's plan (its axes, normalised)
+    p.axes = axes;
+    p.keep_shape = keep_shape;
+    p.count = count;
+    const RowView v = row_view(x, p);
+    const Tensor rows = to_rows(x, v);
+    const Tensor& g = grads[0];
+    if (GradMode::is_enabled()) {  // Note [Create graph]: the scatter to the arg-min, recorded
+      std::vector<std::int64_t> at(static_cast<std::size_t>(v.rows));
+      dispatch(x.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* xp = rows.data<T>();
+        parallel_for(0, v.rows, grain_for(v.k), [&](std::int64_t b, std::int64_t e) {
+          for (std::int64_t o = b; o < e; ++o) {
+            const T* row = xp + o * v.k;
+            std::int64_t j = 0;
+            for (std::int64_t q = 1; q < v.k; ++q)
+              if (beats_min(row[q], row[j])) j = q;
+            at[static_cast<std::size_t>(o)] = v.off(v.base(o), j);
+          }
+        });
+      });
+      return {detail::scatter_map(kName, g, x_shape, std::move(at), true)};
+    }
+    Tensor drows = Tensor::empty({v.rows, v.k}, x.dtype());
+    const RowReduce r{RowOp::kMin};
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* xp = rows.data<T>();
+      const T* gp = g.data<T>();
+      const T* yp = y.data<T>();
+      T* dp = drows.data<T>();
+      parallel_for(0, v.rows, grain_for(v.k), [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t o = b; o < e; ++o) row_backward<T>(r, xp + o * v.k, v.k, gp[o], yp[o], dp + o * v.k, nullptr);
+      });
+    });
+    return {from_rows(drows, v, x_shape)};
+  }
+};
+
 // y_j = sum_{i <= j} x_i along the axis (reverse = true: sum_{i >= j}, the gradient).
 Tensor cumsum_along(const Tensor& x, std::int64_t axis, bool reverse) {
   Tensor y = Tensor::empty(x.shape(), x.dtype());
@@ -904,21 +986,29 @@ Tensor cumsum_along(const Tensor& x, std::int64_t axis, bool reverse) {
   return y;
 }
 
+// y = cumsum along the axis (reverse: from the end, the gradient's direction); dx = the cumsum of
+// g in the other direction, recorded as this op in grad mode (Note [Create graph]).
 struct Cumsum : Function<Cumsum> {
   static constexpr const char* kName = "cumsum";
+  static constexpr bool kDifferentiableBackward = true;
   std::int64_t axis = 0;
-  Tensor forward(const Tensor& x, std::int64_t axis_) {
+  bool reverse = false;
+  Tensor forward(const Tensor& x, std::int64_t axis_, bool reverse_) {
     axis = axis_;
-    return cumsum_along(x, axis, false);
+    reverse = reverse_;
+    return cumsum_along(x, axis, reverse);
   }
-  Tensors backward(const Tensors& grads) { return {cumsum_along(grads[0], axis, true)}; }
+  Tensors backward(const Tensors& grads) {
+    if (GradMode::is_enabled()) return {xgrad::apply<Cumsum>(grads[0], axis, !reverse)};
+    return {cumsum_along(grads[0], axis, !reverse)};
+  }
 };
 
 }  // namespace
 
 Tensor min(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
   check_floating("min", "x", x);
-  return apply<RowReduction<RowOp::kMin>>(x, axes, keepdim, RowReduce{RowOp::kMin});
+  return apply<Min>(x, axes, keepdim);
 }
 Tensor prod(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
   check_floating("prod", "x", x);
@@ -949,7 +1039,7 @@ Tensor cumsum(const Tensor& x, std::int64_t dim) {
   const Shape& s = x.shape();
   const std::int64_t a =
       normalize_axis(dim, std::max<std::int64_t>(1, static_cast<std::int64_t>(s.size())), "cumsum", s);
-  return apply<Cumsum>(x, s.empty() ? std::int64_t{0} : a);
+  return apply<Cumsum>(x, s.empty() ? std::int64_t{0} : a, false);
 }
 
 }  // namespace xgrad

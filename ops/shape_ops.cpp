@@ -700,10 +700,13 @@ namespace {
 // joined back (the engine gives zeros for the pieces that were not used).
 struct Split : Function<Split> {
   static constexpr const char* kName = "split";
+  static constexpr bool kDifferentiableBackward = true;  // a recorded concat in grad mode
   Shape x_shape;
+  std::int64_t axis = 0;
   std::int64_t outer = 0;
   std::vector<std::int64_t> lens;
-  Tensors forward(const Tensor& x, std::int64_t axis, const std::vector<std::int64_t>& sizes) {
+  Tensors forward(const Tensor& x, std::int64_t axis_, const std::vector<std::int64_t>& sizes) {
+    axis = axis_;
     x_shape = x.shape();
     const AxisGeometry g = geometry(x_shape, axis);
     outer = g.outer;
@@ -738,6 +741,7 @@ struct Split : Function<Split> {
     return ys;
   }
   Tensors backward(const Tensors& grads) {
+    if (GradMode::is_enabled()) return {concat(grads, axis)};  // Note [Create graph]
     Tensor dx = Tensor::empty(x_shape, grads[0].dtype());
     join_rows(grads, dx, outer, lens);
     return {dx};

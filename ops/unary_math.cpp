@@ -128,6 +128,13 @@ struct ClampMinOp {
   static B vdf(const B& g, const B& x, const Params& p) {
     return xsimd::select(x >= B(static_cast<elem_t<B>>(p.v)), g, B(elem_t<B>(0)));
   }
+  // Note [Create graph]: g times the constant 0/1 mask, recorded
+  static Tensor recorded_df(const Tensor& g, const Tensor& x, const Params& p) {
+    return mul(g, detail::ew::map1(x.detach(), [&](auto v) {
+                 using T = decltype(v);
+                 return v >= static_cast<T>(p.v) ? T(1) : T(0);
+               }));
+  }
 };
 struct ClampMaxOp {
   static constexpr const char* kName = "clamp_max";
@@ -141,6 +148,12 @@ struct ClampMaxOp {
   template <class B>
   static B vdf(const B& g, const B& x, const Params& p) {
     return xsimd::select(x <= B(static_cast<elem_t<B>>(p.v)), g, B(elem_t<B>(0)));
+  }
+  static Tensor recorded_df(const Tensor& g, const Tensor& x, const Params& p) {
+    return mul(g, detail::ew::map1(x.detach(), [&](auto v) {
+                 using T = decltype(v);
+                 return v <= static_cast<T>(p.v) ? T(1) : T(0);
+               }));
   }
 };
 
@@ -193,6 +206,11 @@ struct Atan2Op {
   static T db(T g, T a, T b, T) {
     return g * -a * (T(1) / (a * a + b * b));
   }
+  // Note [Create graph]: the same formulas, recorded (Binary's HasRecordedPartial)
+  static Tensor recorded_partial(const Tensor& g, const Tensor& a, const Tensor& b, bool wrt_a) {
+    const Tensor r = reciprocal(add(mul(a, a), mul(b, b)));
+    return wrt_a ? mul(mul(g, b), r) : mul(mul(g, neg(a)), r);
+  }
 };
 struct FmodOp {
   static constexpr const char* kName = "fmod";
@@ -209,6 +227,10 @@ struct FmodOp {
   static T db(T g, T a, T b, T) {
     return -g * std::trunc(a / b);
   }
+  // the quotient is piecewise constant: a constant factor of g
+  static Tensor recorded_partial(const Tensor& g, const Tensor& a, const Tensor& b, bool wrt_a) {
+    return wrt_a ? g : mul(g, neg(trunc(div(a.detach(), b.detach()))));
+  }
 };
 struct RemainderOp {
   static constexpr const char* kName = "remainder";
@@ -224,6 +246,9 @@ struct RemainderOp {
   template <class T>
   static T db(T g, T a, T b, T) {
     return -g * std::floor(a / b);
+  }
+  static Tensor recorded_partial(const Tensor& g, const Tensor& a, const Tensor& b, bool wrt_a) {
+    return wrt_a ? g : mul(g, neg(floor(div(a.detach(), b.detach()))));
   }
 };
 

@@ -12,6 +12,7 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/ops/detail/broadcast_kernel.hpp"
+#include "xgrad/ops/detail/gather_map.hpp"
 #include "xgrad/ops/detail/reduce_kernel.hpp"
 #include "xgrad/ops/detail/vec_kernel.hpp"
 #include "xgrad/ops/elementwise.hpp"
@@ -228,11 +229,22 @@ Tensor pick_a_mask(const Tensor& g, const Tensor& a, const Tensor& b) {
   });
 }
 
+// An Op defined elsewhere (atan2, fmod, remainder in ops/unary_math.cpp) may give its partial
+// derivatives with public ops itself, as
+//   static Tensor recorded_partial(const Tensor& g, const Tensor& a, const Tensor& b, bool wrt_a);
+template <class Op>
+concept HasRecordedPartial = requires(const Tensor& t) {
+  Op::recorded_partial(t, t, t, true);
+};
+
 // Note [Create graph]: in grad mode (a create_graph backward) the partial derivatives are recorded
 // with the public ops: the same formulas as da/db.
 template <class Op>
 Tensor recorded_partial(const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y, bool wrt_a) {
-  if constexpr (std::is_same_v<Op, MulOp>) {
+  if constexpr (HasRecordedPartial<Op>) {
+    (void)y;
+    return Op::recorded_partial(g, a, b, wrt_a);
+  } else if constexpr (std::is_same_v<Op, MulOp>) {
     return xgrad::mul(g, wrt_a ? b : a);
   } else if constexpr (std::is_same_v<Op, DivOp>) {
     return wrt_a ? xgrad::div(g, b) : xgrad::div(xgrad::neg(xgrad::mul(g, a)), xgrad::mul(b, b));
@@ -252,11 +264,12 @@ Tensor recorded_partial(const Tensor& g, const Tensor& a, const Tensor& b, const
 template <class Op>
 struct Binary : Function<Binary<Op>> {
   static constexpr const char* kName = Op::kName;
-  // Note [Create graph]: the ops of this file; others built on Binary (atan2, fmod, remainder of two
-  // tensors) have no recorded partials and are refused.
-  static constexpr bool kDifferentiableBackward =
-      std::is_same_v<Op, AddOp> || std::is_same_v<Op, SubOp> || std::is_same_v<Op, MulOp> ||
-      std::is_same_v<Op, DivOp> || std::is_same_v<Op, PowOp> || std::is_same_v<Op, MaxOp> || std::is_same_v<Op, MinOp>;
+  // Note [Create graph]: the ops of this file, and an Op built on Binary elsewhere when it gives
+  // its recorded partials (HasRecordedPartial).
+  static constexpr bool kDifferentiableBackward = std::is_same_v<Op, AddOp> || std::is_same_v<Op, SubOp> ||
+                                                  std::is_same_v<Op, MulOp> || std::is_same_v<Op, DivOp> ||
+                                                  std::is_same_v<Op, PowOp> || std::is_same_v<Op, MaxOp> ||
+                                                  std::is_same_v<Op, MinOp> || HasRecordedPartial<Op>;
   Tensor forward(const Tensor& a, const Tensor& b) {
     check_binary(Op::kName, a, b);
     const auto op = [](auto x, auto z) { return Op::f(x, z); };
@@ -686,7 +699,10 @@ struct MaskedSelect : Function<MaskedSelect> {
     });
     return out;
   }
+  // Note [Create graph]: the scatter recorded in grad mode (its backward is the gather again).
+  static constexpr bool kDifferentiableBackward = true;
   Tensors backward(const Tensors& grads) {
+    if (GradMode::is_enabled()) return {detail::scatter_map(kName, grads[0], x_shape, positions, true), Tensor()};
     Tensor gx = Tensor::zeros(x_shape, grads[0].dtype());
     dispatch(gx.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;

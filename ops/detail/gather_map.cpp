@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <string>
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
@@ -47,34 +49,79 @@ void scatter_kernel(const T* g, T* dx, std::int64_t nx, const std::vector<std::i
   });
 }
 
+// y[o] = x[map[o]] (or fill); the map is shared with the backward ops a create_graph backward records.
+using SharedMap = std::shared_ptr<const std::vector<std::int64_t>>;
+
+template <class T>
+void gather_kernel(const T* xp, T* yp, std::int64_t n, const std::int64_t* mp, T f) {
+  parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t o = b; o < e; ++o) yp[o] = mp[o] >= 0 ? xp[mp[o]] : f;
+  });
+}
+
+Tensor gather_raw(const Tensor& x, const Shape& out_shape, const std::vector<std::int64_t>& map, double fill) {
+  Tensor y = Tensor::empty(out_shape, x.dtype());
+  dispatch_all(x.dtype(), [&](auto tag) {  // any dtype: a copy (only float inputs get gradients)
+    using T = typename decltype(tag)::type;
+    gather_kernel<T>(x.data<T>(), y.data<T>(), y.numel(), map.data(), convert_value<T>(fill));
+  });
+  return y;
+}
+
+struct ScatterMap;
+
 struct GatherMap : Function<GatherMap> {
   static constexpr const char* kName = "gather_map";
+  // Note [Create graph]: the transpose (ScatterMap) recorded in grad mode, whose backward is this.
+  static constexpr bool kDifferentiableBackward = true;
   const char* op = kName;  // the public op's name (a string literal), for messages and the tape
   Shape x_shape;
-  std::vector<std::int64_t> map;
+  SharedMap map;
   bool injective = false;
   const char* name() const override { return op; }
-  Tensor forward(const Tensor& x, const char* op_, const Shape& out_shape, std::vector<std::int64_t> map_,
-                 bool injective_, double fill) {
+  Tensor forward(const Tensor& x, const char* op_, const Shape& out_shape, SharedMap map_, bool injective_,
+                 double fill) {
     op = op_;
     x_shape = x.shape();
     injective = injective_;
-    Tensor y = Tensor::empty(out_shape, x.dtype());
-    dispatch_all(x.dtype(), [&](auto tag) {  // any dtype: a copy (only float inputs get gradients)
-      using T = typename decltype(tag)::type;
-      const T* xp = x.data<T>();
-      T* yp = y.data<T>();
-      const T f = convert_value<T>(fill);
-      const std::int64_t* mp = map_.data();
-      parallel_for(0, y.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t o = b; o < e; ++o) yp[o] = mp[o] >= 0 ? xp[mp[o]] : f;
-      });
-    });
+    Tensor y = gather_raw(x, out_shape, *map_, fill);
     if (needs_input_grad(0)) map = std::move(map_);
     return y;
   }
-  Tensors backward(const Tensors& grads) { return {scatter_add_map(grads[0], x_shape, map, injective)}; }
+  Tensors backward(const Tensors& grads);
 };
+
+// The backward of gather_map as an op of its own, so that a create_graph backward records it:
+// y = zeros(x_shape) with g[o] added at map[o] (Note [Deterministic scatter]); its backward is the
+// gather through the same map. Named after the public op, "<op>_backward".
+struct ScatterMap : Function<ScatterMap> {
+  static constexpr const char* kName = "gather_map_backward";
+  static constexpr bool kDifferentiableBackward = true;
+  std::string op_name;
+  const char* op = kName;
+  Shape g_shape;
+  SharedMap map;
+  bool injective = false;
+  const char* name() const override { return op_name.c_str(); }
+  Tensor forward(const Tensor& g, const char* op_, const Shape& x_shape, SharedMap map_, bool injective_) {
+    op = op_;
+    op_name = std::string(op_) + "_backward";
+    injective = injective_;
+    g_shape = g.shape();
+    Tensor dx = scatter_add_map(g, x_shape, *map_, injective);
+    if (needs_input_grad(0)) map = std::move(map_);
+    return dx;
+  }
+  Tensors backward(const Tensors& grads) {
+    if (GradMode::is_enabled()) return {xgrad::apply<GatherMap>(grads[0], op, g_shape, map, injective, 0.0)};
+    return {gather_raw(grads[0], g_shape, *map, 0.0)};
+  }
+};
+
+Tensors GatherMap::backward(const Tensors& grads) {
+  if (GradMode::is_enabled()) return {xgrad::apply<ScatterMap>(grads[0], op, x_shape, map, injective)};
+  return {scatter_add_map(grads[0], x_shape, *map, injective)};
+}
 
 }  // namespace
 
@@ -90,7 +137,14 @@ Tensor scatter_add_map(const Tensor& g, const Shape& x_shape, const std::vector<
 
 Tensor gather_map(const char* op, const Tensor& x, const Shape& out_shape, std::vector<std::int64_t> map,
                   bool injective, double fill) {
-  return apply<GatherMap>(x, op, out_shape, std::move(map), injective, fill);
+  return apply<GatherMap>(x, op, out_shape, std::make_shared<const std::vector<std::int64_t>>(std::move(map)),
+                          injective, fill);
+}
+
+Tensor scatter_map(const char* op, const Tensor& g, const Shape& x_shape, std::vector<std::int64_t> map,
+                   bool injective) {
+  return apply<ScatterMap>(g, op, x_shape, std::make_shared<const std::vector<std::int64_t>>(std::move(map)),
+                           injective);
 }
 
 std::vector<std::int64_t> separable_map(const Shape& in_shape, const Shape& out_shape,

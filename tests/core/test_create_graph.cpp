@@ -8,6 +8,7 @@
 #include "xgrad/core/functional.hpp"
 #include "xgrad/ops/block_sparse_linear.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/indexing.hpp"
 #include "xgrad/ops/linear.hpp"
 #include "xgrad/ops/loss.hpp"
 #include "xgrad/ops/matmul.hpp"
@@ -113,10 +114,56 @@ TEST_CASE("create_graph: an op without a differentiable backward refuses, naming
   const Tensor y = sum(apply<PlainSquare>(x));
   require_error([&] { (void)xgrad::grad({y}, {x}, {}, std::nullopt, false, true); },
                 {"plain_square", "create_graph", "not supported"});
-  require_error([&] { sum(cumsum(x, 0)).backward(Tensor(), std::nullopt, true); },
-                {"cumsum", "create_graph", "not supported"});
+  require_error([&] { sum(apply<PlainSquare>(x)).backward(Tensor(), std::nullopt, true); },
+                {"plain_square", "create_graph", "not supported"});
   // first order still works on the same graph
   CHECK(vec(xgrad::grad({y}, {x})[0]) == std::vector<double>{2.0, 4.0});
+}
+
+TEST_CASE("create_graph: third derivatives through the gather-type ops and their recorded scatters", "[create_graph]") {
+  // Each P rearranges x (a permutation, or a round trip such as cumsum then differences), so
+  // f = sum(P(x)^4) has the derivatives 4x^3, 12x^2 and 24x: the third one runs through the first
+  // backward's scatter recorded as an op, its backward (the gather) recorded in turn, and back.
+  const Tensor x = Tensor::of({0.5, -1.5, 2.0, 0.25, -0.75}, kFloat64).set_requires_grad();
+  const Tensor perm = Tensor::of({3, 0, 4, 1, 2}, kFloat64).to(kInt64);
+  const Tensor all = Tensor::ones({5}, kBool), z = Tensor::zeros({5}, kFloat64);
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> cases = {
+      {"flip", [](const Tensor& t) { return flip(t, {0}); }},
+      {"roll", [](const Tensor& t) { return roll(t, {2}, {0}); }},
+      {"sort", [](const Tensor& t) { return std::get<0>(sort(t, 0, true)); }},
+      {"topk", [](const Tensor& t) { return std::get<0>(topk(t, 5, 0, false)); }},
+      {"gather", [&](const Tensor& t) { return gather(t, 0, perm); }},
+      {"index", [&](const Tensor& t) { return index(t, perm); }},
+      {"take_along_dim", [&](const Tensor& t) { return take_along_dim(t, perm); }},
+      {"masked_select", [&](const Tensor& t) { return masked_select(t, all); }},
+      {"scatter_add", [&](const Tensor& t) { return scatter_add(z, 0, perm, t); }},
+      {"index_add", [&](const Tensor& t) { return index_add(z, 0, perm, t); }},
+      {"repeat_slice", [](const Tensor& t) { return slice(repeat(t, {2}), 0, 3, 8); }},
+      {"split_concat",
+       [](const Tensor& t) {
+         const Tensors ps = split(t, std::vector<std::int64_t>{2, 3}, 0);
+         return concat({ps[1], ps[0]}, 0);
+       }},
+      {"cumsum_pad",
+       [](const Tensor& t) {
+         const Tensor c = cumsum(t, 0);
+         return c - pad(slice(c, 0, 0, 4), {1, 0});
+       }},
+  };
+  const std::vector<double> xv = vec(x);
+  for (const auto& [name, P] : cases) {
+    INFO(name);
+    const Tensor g1 = xgrad::grad({sum(pow(P(x), 4.0))}, {x}, {}, std::nullopt, false, true)[0];
+    const Tensor g2 = xgrad::grad({sum(g1)}, {x}, {}, std::nullopt, false, true)[0];
+    const Tensor g3 = xgrad::grad({sum(g2)}, {x})[0];
+    const auto v1 = vec(g1), v2 = vec(g2), v3 = vec(g3);
+    REQUIRE(v3.size() == xv.size());
+    for (std::size_t i = 0; i < xv.size(); ++i) {
+      CHECK(v1[i] == Approx(4 * std::pow(xv[i], 3)).epsilon(1e-13));
+      CHECK(v2[i] == Approx(12 * xv[i] * xv[i]).epsilon(1e-13));
+      CHECK(v3[i] == Approx(24 * xv[i]).epsilon(1e-13));
+    }
+  }
 }
 
 TEST_CASE("gradgradcheck passes on correct second derivatives and catches a wrong one", "[create_graph]") {
@@ -194,8 +241,8 @@ TEST_CASE("hessian, hvp, vhp and jvp against closed forms", "[create_graph][func
   require_error([&] { (void)vhp(f, {x, y}, {vx, vx}); }, {"vhp", "'v'", "(1,)", "(2,)"});
   require_error([&] { (void)hessian(g, {W, xx}); }, {"hessian", "one-element", "(3,)"});
   require_error([&] { (void)jvp(g, {W, xx}, {vW}); }, {"jvp", "'v'"});
-  require_error([&] { (void)hvp([](const Tensors& in) { return sum(cumsum(in[0], 0)); }, {xx}, {vxx}); },
-                {"cumsum", "create_graph"});
+  require_error([&] { (void)hvp([](const Tensors& in) { return sum(apply<PlainSquare>(in[0])); }, {xx}, {vxx}); },
+                {"plain_square", "create_graph"});
 }
 
 TEST_CASE("second derivatives match torch.autograd.grad(..., create_graph=True)", "[create_graph][parity]") {
@@ -249,6 +296,93 @@ TEST_CASE("second derivatives match torch.autograd.grad(..., create_graph=True)"
               return pow(concat({slice(t, 1, 0, 1) * slice(t, 1, 1, 2), expand(sum(t, {1}, true), {3, 1})}, 1), 2.0);
             },
             1));
+  }
+  {
+    // binary math with piecewise-constant partials, and the one-sided clamps
+    const Tensor a = Tensor::randn({3, 4}, gen, kFloat64), b = Tensor::randn({3, 4}, gen, kFloat64) * 0.7 + 1.5,
+                 v = Tensor::randn({3, 4}, gen, kFloat64);
+    batch.add("atan2_fmod_remainder_clamps",
+              "y = torch.atan2(a, b) ** 2 + torch.remainder(a * 3, b) * b + torch.fmod(a * 3, b) * a"
+              " + torch.clamp_min(a, 0.1) * torch.clamp_max(b, 1.4)\n" +
+                  G,
+              {{"a", a}, {"b", b}, {"v", v}},
+              first(
+                  [](const Tensors& in) {
+                    const Tensor &x = in[0], &z = in[1];
+                    return pow(atan2(x, z), 2.0) + remainder(x * 3.0, z) * z + fmod(x * 3.0, z) * x +
+                           clamp_min(x, 0.1) * clamp_max(z, 1.4);
+                  },
+                  2));
+  }
+  {
+    // the gather family: scatter-type first backwards recorded as ops whose backward is the gather
+    const Tensor a = Tensor::randn({3, 5}, gen, kFloat64), src = Tensor::randn({2, 5}, gen, kFloat64),
+                 src2 = Tensor::randn({2, 5}, gen, kFloat64), v = Tensor::randn({26}, gen, kFloat64);
+    const auto longs = [](std::vector<double> vals, const Shape& shape) {
+      return Tensor::from_vector(vals, shape, kFloat64).to(kInt64);
+    };
+    const Tensor i0 = longs({2, 0}, {2}), i1 = longs({0, 4, 4, 1, 2, 2, 3, 0, 1, 0, 4, 4}, {3, 4}),
+                 i2 = longs({14, 0, 3, 3, 7}, {5}), i3 = longs({1, 0, 1, 2, 0, 0, 2, 2, 1, 1}, {2, 5}),
+                 mask = Tensor::from_vector({1, 0, 0, 1, 1, 0, 1, 1, 0, 0, 0, 0, 1, 1, 0}, {3, 5}, kFloat64).to(kBool);
+    batch.add("gather_scatter_index_masked",
+              "i0 = torch.tensor([2, 0]); i1 = torch.tensor([[0, 4, 4, 1], [2, 2, 3, 0], [1, 0, 4, 4]])\n"
+              "i2 = torch.tensor([14, 0, 3, 3, 7]); i3 = torch.tensor([[1, 0, 1, 2, 0], [0, 2, 2, 1, 1]])\n"
+              "m = torch.tensor([[1, 0, 0, 1, 1], [0, 1, 1, 0, 0], [0, 0, 1, 1, 0]]).bool()\n"
+              "t = a.index_add(0, i0, src).scatter_add(0, i3, src2)\n"
+              "y = torch.cat([torch.gather(t, 1, i1).flatten() ** 3, torch.masked_select(t, m) ** 2,"
+              " torch.take_along_dim(t, i2) ** 2, t[i0].flatten()[:2] ** 3])\n" +
+                  G,
+              {{"a", a}, {"src", src}, {"src2", src2}, {"v", v}},
+              first(
+                  [=](const Tensors& in) {
+                    const Tensor t = scatter_add(index_add(in[0], 0, i0, in[1]), 0, i3, in[2]);
+                    return concat(
+                        {pow(reshape(gather(t, 1, i1), {-1}), 3.0), pow(masked_select(t, mask), 2.0),
+                         pow(take_along_dim(t, i2), 2.0), pow(slice(reshape(index(t, i0), {-1}), 0, 0, 2), 3.0)},
+                        0);
+                  },
+                  3));
+  }
+  {
+    // copies through index maps (pad in every mode, flip, roll, repeat), cumsum, split
+    const Tensor a = Tensor::randn({2, 5}, gen, kFloat64), v = Tensor::randn({2, 8}, gen, kFloat64);
+    batch.add(
+        "pad_flip_roll_cumsum_repeat_split",
+        "c = torch.cumsum(torch.roll(torch.flip(torch.nn.functional.pad(a, (2, 1), mode='reflect'), (-1,)), 3,"
+        " 1), 1)\n"
+        "p = torch.split(a.repeat(1, 2), [3, 7], 1)\n"
+        "y = c ** 2 * torch.nn.functional.pad(a, (1, 2), value=0.5)"
+        " + torch.nn.functional.pad(a, (3, 0), mode='replicate') ** 3 + torch.cat([p[1], p[0][:, :1]], 1) ** 2\n" +
+            G,
+        {{"a", a}, {"v", v}},
+        first(
+            [](const Tensors& in) {
+              const Tensor& x = in[0];
+              const Tensor c = cumsum(roll(flip(pad(x, {2, 1}, "reflect"), {-1}), {3}, {1}), 1);
+              const Tensors p = split(repeat(x, {1, 2}), std::vector<std::int64_t>{3, 7}, 1);
+              return pow(c, 2.0) * pad(x, {1, 2}, "constant", 0.5) + pow(pad(x, {3, 0}, "replicate"), 3.0) +
+                     pow(concat({p[1], slice(p[0], 1, 0, 1)}, 1), 2.0);
+            },
+            1));
+  }
+  {
+    // max, min and the values of sort and topk: the scatter to the chosen positions, recorded
+    const Tensor a = Tensor::randn({3, 5}, gen, kFloat64), v = Tensor::randn({8}, gen, kFloat64);
+    batch.add("max_min_sort_topk",
+              "y = torch.cat([torch.amax(a, 1) * torch.topk(a, 2, 1)[0][:, 1],"
+              " torch.amin(a, 0) ** 2 * torch.sort(a, 0, descending=True)[0][0]])\n" +
+                  G,
+              {{"a", a}, {"v", v}},
+              first(
+                  [](const Tensors& in) {
+                    const Tensor& x = in[0];
+                    const Tensor top = std::get<0>(topk(x, 2, 1)), sorted = std::get<0>(sort(x, 0, true));
+                    return concat(
+                        {max(x, std::vector<std::int64_t>{1}) * reshape(slice(top, 1, 1, 2), {3}),
+                         pow(min(x, std::vector<std::int64_t>{0}), 2.0) * reshape(slice(sorted, 0, 0, 1), {5})},
+                        0);
+                  },
+                  1));
   }
   {
     // torch.autograd.functional: hvp, vhp, hessian and jvp of the same functions (values only)

@@ -3461,6 +3461,16 @@ std::vector<OpInfo> build() {
       "scaled_dot_product_attention_bool_mask", "lstm_cell", "lstm_cell_nobias", "gru_cell", "gru_cell_nobias",
       "lstm_layer", "lstm_layer_reverse", "gru_layer", "gru_layer_reverse",
       // end hggc
+      // hgga: binary math, one-sided clamps, split/flip/roll/repeat/pad, cumsum, the gather/scatter
+      // ops, max/min, sort/topk values
+      "atan2", "fmod", "remainder", "clamp_min", "clamp_max", "chunk", "split_size", "split_sizes", "flip",
+      "flip_scalar", "roll", "roll_flat", "repeat", "pad_constant", "pad_reflect", "pad_replicate", "cumsum_first",
+      "cumsum_last", "gather", "scatter_add", "index_add", "index_int", "index_mask_elements", "index_mask_rows",
+      "masked_select", "take_along_dim", "take_along_dim_flat", "max_all", "max_dim_values", "max_last",
+      "max_outer_axes", "max_rows_keepdim", "min_all", "min_dim_values", "min_last", "min_outer_axes",
+      "min_rows_keepdim", "sort_ascending_values", "sort_descending_values", "topk_largest_values",
+      "topk_smallest_values",
+      // hgga end
   };
   // clang-format on
   // ... and every entry whose name starts with one of these
