@@ -5,11 +5,14 @@
 // every input, v included). The op table's gradgradcheck covers every entry against finite
 // differences; these check the same recorded backwards against the peer.
 #include "support.hpp"
+#include "xgrad/core/gradcheck.hpp"
 #include "xgrad/ops/conv.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/loss.hpp"
 #include "xgrad/ops/normalization.hpp"
 #include "xgrad/ops/pool.hpp"
+#include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/shape_ops.hpp"
 #include "xgrad/ops/unary_math.hpp"
 
 using namespace xgrad;
@@ -92,4 +95,67 @@ TEST_CASE("second derivatives of conv, batch_norm, cross_entropy and max_pool ma
               first([](const Tensors& in) { return pow(max_pool2d(in[0], {3}, {2}, {1}), 2.0); }, 1, 0));
   }
   batch.run();
+}
+
+TEST_CASE("third derivatives: gradgradcheck of recorded first gradients", "[create_graph]") {
+  // fn returns the recorded gradient of a scalar loss with respect to every input; gradgradcheck of
+  // fn checks the loss's third derivatives, through the ops a recorded backward records (conv's
+  // ConvWeightOp and conv_transpose, pooling's scatter/gather and adjoint, NllScatter).
+  Generator gen(43);
+  // (gradcheck's numeric pass calls fn in no-grad mode on plain tensors: fn turns grad mode on and
+  // makes leaves of them itself, and returns values without history there.)
+  const auto grads_of = [](std::function<Tensor(const Tensors&)> loss) {
+    return [loss = std::move(loss)](const Tensors& in) {
+      struct Restore {
+        bool prev = GradMode::is_enabled();
+        ~Restore() { GradMode::set_enabled(prev); }
+      } restore;
+      GradMode::set_enabled(true);
+      Tensors leaves;
+      for (const Tensor& t : in) leaves.push_back(t.requires_grad() ? t : t.detach().set_requires_grad());
+      Tensors flat;
+      for (const Tensor& g : xgrad::grad({loss(leaves)}, leaves, {}, std::nullopt, false, true))
+        flat.push_back(reshape(g, {-1}));
+      const Tensor out = concat(flat, 0);
+      return restore.prev ? out : out.detach();
+    };
+  };
+  const auto check = [](const char* what, const std::function<Tensor(const Tensors&)>& fn, const Tensors& in) {
+    INFO(what);
+    const GradcheckReport rep = gradgradcheck(fn, in);
+    INFO(rep.message);
+    CHECK(rep.ok);
+  };
+  const Tensor x = test::randn_leaf({2, 4, 5, 5}, gen), w = test::randn_leaf({4, 2, 2, 3}, gen);
+  check("conv2d", grads_of([](const Tensors& in) {
+          return sum(pow(tanh(conv2d(in[0], in[1], Tensor(), {2, 1}, 1, {1}, 2)), 2.0));
+        }),
+        {x, w});
+  const Tensor xt = test::randn_leaf({2, 4, 3}, gen), wt = test::randn_leaf({4, 3, 2}, gen);
+  check("conv_transpose1d",
+        grads_of([](const Tensors& in) { return sum(pow(sin(conv_transpose1d(in[0], in[1], Tensor(), {2})), 2.0)); }),
+        {xt, wt});
+  const Tensor xp = test::randn_leaf({2, 3, 6, 5}, gen);
+  check("max_pool2d and avg_pool2d", grads_of([](const Tensors& in) {
+          return sum(pow(max_pool2d(in[0], {3}, {2}, {1}), 3.0)) +
+                 sum(pow(avg_pool2d(in[0], {2}, {1}, {1}, false, false), 3.0));
+        }),
+        {xp});
+  const Tensor z = test::randn_leaf({4, 5}, gen);
+  check("cross_entropy and nll_loss", grads_of([](const Tensors& in) {
+          return cross_entropy(in[0], std::vector<std::int64_t>{1, 4, 0, 2}, Reduction::Mean, 0.1) +
+                 nll_loss(pow(in[0], 3.0), std::vector<std::int64_t>{0, 1, 2, 3});
+        }),
+        {z});
+  const Tensor xb = test::randn_leaf({4, 3, 2}, gen), wb = test::randn_leaf({3}, gen);
+  check("batch_norm and group_norm", grads_of([](const Tensors& in) {
+          return sum(pow(batch_norm(in[0], Tensor(), Tensor(), in[1], Tensor(), true), 3.0)) +
+                 sum(pow(group_norm(in[0], 3, in[1]), 3.0));
+        }),
+        {xb, wb});
+  const Tensor xr = test::randn_leaf({3, 4}, gen);
+  check("prod, var, std, norm", grads_of([](const Tensors& in) {
+          return sum(prod(in[0], {1})) + sum(var(in[0], {0})) + sum(xgrad::std(in[0], {1})) + norm(in[0], 3.0);
+        }),
+        {xr});
 }
