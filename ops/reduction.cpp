@@ -815,9 +815,10 @@ struct RowReduction : Function<RowReduction<kOp>> {
 
   // Note [Create graph]: row_backward's formulas with public ops, the reduction recomputed (kept
   // dims) so that it carries x's history; zero denominators give 0 as in row_backward. prod uses
-  // y / x where x != 0 and the product of the row's other (nonzero) elements at its zero (exact to
-  // any order with at most one zero per row, or three or more); when some row has exactly two
-  // zeros, prod_of_others.
+  // y / x where x != 0; at a zero, the product of the row's other elements when it is the row's
+  // only zero, else 0 (exact to any order with at most one zero per row, or three or more, where
+  // every derivative of the others' product is 0); when some row has exactly two zeros,
+  // prod_of_others.
   Tensor recorded_backward(const Tensor& g, const Tensor& x) {
     const Tensor gk = reshape(g, keep_shape);
     const Tensor zero = Tensor::scalar(0, x.dtype());
@@ -843,9 +844,12 @@ struct RowReduction : Function<RowReduction<kOp>> {
     } else {
       static_assert(kOp == RowOp::kProd);
       const Tensor x0 = eq(x, zero);
-      if (any_equal(sum(x0.to(x.dtype()), axes, true), 2.0)) return mul(gk, prod_of_others(x));
+      const Tensor zeros_per_row = sum(x0.to(x.dtype()), axes, true);
+      if (any_equal(zeros_per_row, 2.0)) return mul(gk, prod_of_others(x));
       const Tensor xs = masked_fill(x, x0, 1.0);
-      const Tensor others = where(x0, prod(xs, axes, true), div(prod(x, axes, true), xs));
+      // at a zero: the product of the nonzero others when it is the row's only zero, else 0
+      const Tensor at_zero = masked_fill(prod(xs, axes, true), ne(zeros_per_row, Tensor::scalar(1, x.dtype())), 0.0);
+      const Tensor others = where(x0, at_zero, div(prod(x, axes, true), xs));
       return mul(gk, others);
     }
   }

@@ -159,3 +159,25 @@ TEST_CASE("third derivatives: gradgradcheck of recorded first gradients", "[crea
         }),
         {xr});
 }
+
+TEST_CASE("prod's recorded backward is exact with zeros: rows with 0, 1, 2 and 3 of them", "[create_graph]") {
+  // second and third derivatives of a product are polynomials: finite differences check them at
+  // the zeros too. Exactly two zeros in a row take prod_of_others (reduction.cpp), the rest y / x.
+  const Tensor x = Tensor::from_vector({0.7, -1.3, 0.9, 1.1,  //
+                                        0.0, 0.8, -1.2, 1.4,  //
+                                        0.0, 1.5, 0.0, -0.6,  //
+                                        0.0, 0.0, 1.2, 0.0},
+                                       {4, 4}, kFloat64)
+                       .set_requires_grad();
+  for (const std::vector<std::int64_t>& axes : {std::vector<std::int64_t>{1}, std::vector<std::int64_t>{0}}) {
+    INFO("axes " << axes[0]);
+    const GradcheckReport rep = gradgradcheck([&](const Tensors& in) { return prod(in[0], axes); }, {x});
+    INFO(rep.message);
+    CHECK(rep.ok);
+    // the first-order values agree with the raw kernel's (Note [Product gradient])
+    const Tensor v = Tensor::from_vector({0.5, -2.0, 1.5, 3.0}, {4}, kFloat64);
+    const Tensor raw = xgrad::grad({prod(x, axes)}, {x}, {v})[0];
+    const Tensor rec = xgrad::grad({prod(x, axes)}, {x}, {v}, std::nullopt, false, true)[0];
+    CHECK(allclose(raw, rec.detach(), 1e-13, 1e-13));  // y / x rounds otherwise than prefix * suffix
+  }
+}
