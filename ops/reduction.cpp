@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/broadcast_kernel.hpp"
 #include "xgrad/ops/detail/reduce_kernel.hpp"
@@ -864,6 +865,7 @@ struct RowReduction : Function<RowReduction<kOp>> {
     perm.insert(perm.end(), axes.begin(), axes.end());
     const Tensor xp = permute(x, perm);
     const std::int64_t K = count, R = x.numel() / count;
+    checked_numel({R, K, K}, "prod", "x (create_graph: the rows' copies for rows with two zeros)");
     Tensor eye = Tensor::zeros({R, K, K}, kBool);
     for (std::int64_t r0 = 0; r0 < R; ++r0)
       for (std::int64_t j = 0; j < K; ++j) eye.data<bool>()[(r0 * K + j) * K + j] = true;
