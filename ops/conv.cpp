@@ -10,6 +10,7 @@
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/matmul.hpp"
+#include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 
 namespace xgrad {
@@ -281,10 +282,73 @@ struct ConvTranspose2dName {
   static constexpr const char* kName = "conv_transpose2d";
 };
 
+// Note [Create graph]: the three kernels are closed under differentiation with one Plan. conv's
+// input gradient K2(g, w) is conv_transpose's forward and its weight gradient K3(x, g) is
+// ConvWeightOp; conv_transpose's input gradient K1(g, w) is conv's forward; and ConvWeightOp's
+// gradients are again K2 (image side) and K1 (grid side). So in a create_graph backward each op
+// returns its gradients through the other two ops with the same Plan, and every order records
+// itself (as torch's convolution_backward is written with convolutions).
+template <class Name>
+struct Family;
+template <>
+struct Family<Conv1dName> {
+  using Conv = Conv1dName;
+  using Transpose = ConvTranspose1dName;
+};
+template <>
+struct Family<ConvTranspose1dName> : Family<Conv1dName> {};
+template <>
+struct Family<Conv2dName> {
+  using Conv = Conv2dName;
+  using Transpose = ConvTranspose2dName;
+};
+template <>
+struct Family<ConvTranspose2dName> : Family<Conv2dName> {};
+
+template <class Name>
+struct ConvOp;
+template <class Name>
+struct ConvTransposeOp;
+
+// dW = K3(image, grid): the weight gradient of conv (image x, grid g) and conv_transpose (image g,
+// grid x), as an op so that a create_graph backward records it. d image = K2(grid, G) (a
+// conv_transpose of the grid with G as weight), d grid = K1(image, G) (a conv of the image with G).
+template <class Name>
+struct ConvWeightOp : Function<ConvWeightOp<Name>> {
+  static constexpr const char* kName = Name::kName;
+  static constexpr bool kDifferentiableBackward = true;
+  using Function<ConvWeightOp<Name>>::needs_input_grad;
+  using Function<ConvWeightOp<Name>>::save_for_backward;
+  using Function<ConvWeightOp<Name>>::saved;
+  Plan p;
+
+  Tensor forward(const Tensor& image, const Tensor& grid, const Plan& plan) {
+    p = plan;
+    Tensor dw = Tensor::empty({p.groups * p.co, p.ci, p.kh, p.kw}, image.dtype());
+    dispatch(image.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      k3_weight<T>(p, image.data<T>(), grid.data<T>(), dw.data<T>());
+    });
+    if (needs_input_grad(0) || needs_input_grad(1))
+      save_for_backward({needs_input_grad(1) ? image : Tensor(), needs_input_grad(0) ? grid : Tensor()});
+    return dw;
+  }
+
+  Tensors backward(const Tensors& grads) {
+    using F = Family<Name>;
+    const Tensors s = saved();
+    Tensor di, dg;
+    if (needs_input_grad(0)) di = xgrad::apply<ConvTransposeOp<typename F::Transpose>>(s[1], grads[0], Tensor(), p);
+    if (needs_input_grad(1)) dg = xgrad::apply<ConvOp<typename F::Conv>>(s[0], grads[0], Tensor(), p);
+    return {di, dg};
+  }
+};
+
 // conv1d/conv2d on (N, C, H, W) (a height of 1 for conv1d): image = x, grid = y.
 template <class Name>
 struct ConvOp : Function<ConvOp<Name>> {
   static constexpr const char* kName = Name::kName;
+  static constexpr bool kDifferentiableBackward = true;  // through the other two ops (Family) in grad mode
   using Function<ConvOp<Name>>::needs_input_grad;
   using Function<ConvOp<Name>>::save_for_backward;
   using Function<ConvOp<Name>>::saved;
@@ -306,6 +370,13 @@ struct ConvOp : Function<ConvOp<Name>> {
     const Tensor& g = grads[0];
     Tensor dx, dw, db;
     const Tensors s = (needs_input_grad(0) || needs_input_grad(1)) ? saved() : Tensors();
+    if (GradMode::is_enabled()) {  // Note [Create graph]: dx = K2(g, w), dw = K3(x, g), recorded
+      using F = Family<Name>;
+      if (needs_input_grad(0)) dx = xgrad::apply<ConvTransposeOp<typename F::Transpose>>(g, s[1], Tensor(), p);
+      if (needs_input_grad(1)) dw = xgrad::apply<ConvWeightOp<Name>>(s[0], g, p);
+      if (needs_input_grad(2)) db = sum(g, {0, 2, 3});
+      return {dx, dw, db};
+    }
     dispatch(g.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if (needs_input_grad(0)) {
@@ -329,6 +400,7 @@ struct ConvOp : Function<ConvOp<Name>> {
 template <class Name>
 struct ConvTransposeOp : Function<ConvTransposeOp<Name>> {
   static constexpr const char* kName = Name::kName;
+  static constexpr bool kDifferentiableBackward = true;  // through the other two ops (Family) in grad mode
   using Function<ConvTransposeOp<Name>>::needs_input_grad;
   using Function<ConvTransposeOp<Name>>::save_for_backward;
   using Function<ConvTransposeOp<Name>>::saved;
@@ -351,6 +423,13 @@ struct ConvTransposeOp : Function<ConvTransposeOp<Name>> {
     const Tensor& g = grads[0];
     Tensor dx, dw, db;
     const Tensors s = (needs_input_grad(0) || needs_input_grad(1)) ? saved() : Tensors();
+    if (GradMode::is_enabled()) {  // Note [Create graph]: dx = K1(g, w), dw = K3(g, x), recorded
+      using F = Family<Name>;
+      if (needs_input_grad(0)) dx = xgrad::apply<ConvOp<typename F::Conv>>(g, s[1], Tensor(), p);
+      if (needs_input_grad(1)) dw = xgrad::apply<ConvWeightOp<Name>>(g, s[0], p);
+      if (needs_input_grad(2)) db = sum(g, {0, 2, 3});
+      return {dx, dw, db};
+    }
     dispatch(g.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if (needs_input_grad(0)) {

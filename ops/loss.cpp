@@ -13,6 +13,9 @@
 #include "xgrad/ops/detail/reduce_kernel.hpp"
 #include "xgrad/ops/detail/vec_kernel.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/shape_ops.hpp"
+#include "xgrad/ops/softmax.hpp"
 #include "xgrad/ops/unary_math.hpp"
 
 namespace xgrad {
@@ -302,10 +305,76 @@ std::int64_t sample_chunk(const ClassGeometry& g) {
   return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, g.classes));
 }
 
-struct CrossEntropy : Function<CrossEntropy> {
-  static constexpr const char* kName = "cross_entropy";
+// Note [Create graph]: nll_loss's backward puts -w_s at (s, y_s) (a scatter). In a create_graph
+// backward it runs as NllScatter, whose gradient is the gather -G[s, y_s] (nll_loss's own forward
+// with Reduction::None), whose gradient is the scatter again. cross_entropy's recorded backward
+// uses the same scatter for its one-hot term.
+struct NllScatter : Function<NllScatter> {
+  static constexpr const char* kName = "nll_loss_backward";
+  static constexpr bool kDifferentiableBackward = true;
   std::vector<std::int64_t> target;
   ClassGeometry geo;
+  Shape w_shape, sample_shape;
+  std::int64_t ignore = -100;
+
+  // w: one weight per sample (shape sample_shape) or one for all (a single element).
+  Tensor forward(const Tensor& w, const std::vector<std::int64_t>& t, const ClassGeometry& g, std::int64_t ignore_index,
+                 const Shape& shape, const Shape& samples) {
+    target = t;
+    geo = g;
+    ignore = ignore_index;
+    w_shape = w.shape();
+    sample_shape = samples;
+    Tensor gp = Tensor::zeros(shape, w.dtype());
+    const bool per_sample = w.numel() == geo.samples() && w.shape() == samples;
+    dispatch(gp.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* dp = gp.data<T>();
+      const T* wp = w.data<T>();
+      for (std::int64_t s = 0; s < geo.samples(); ++s) {
+        const std::int64_t cls = target[static_cast<std::size_t>(s)];
+        if (cls != ignore) dp[geo.offset(s) + cls * geo.inner] = -(per_sample ? wp[s] : wp[0]);
+      }
+    });
+    return gp;
+  }
+  Tensors backward(const Tensors& grads);
+};
+
+struct CrossEntropy : Function<CrossEntropy> {
+  static constexpr const char* kName = "cross_entropy";
+  static constexpr bool kDifferentiableBackward = true;
+  std::vector<std::int64_t> target;
+  ClassGeometry geo;
+  Shape sample_shape;
+
+  // Note [Create graph]: the backward below with public ops,
+  //   dz = w_s m_s (softmax(z) - eps / C) + (1 - eps) NllScatter(w)   (m_s = 0 for ignored samples)
+  // with the class axis 0 for (C) scores and 1 otherwise.
+  Tensor recorded_backward(const Tensor& g, const Tensor& logits) {
+    const std::int64_t axis = logits.dim() == 1 ? 0 : 1;
+    const Tensor w = red == Reduction::Mean ? div(g, static_cast<double>(count)) : g;
+    Shape bshape = sample_shape;  // the samples' shape with the class axis as 1, for broadcasting
+    bshape.insert(bshape.begin() + axis, 1);
+    Tensor wb = w.dim() == 0 ? w : reshape(w, bshape);
+    if (count != geo.samples()) {  // ignored samples: a constant 0/1 mask
+      Tensor mask = Tensor::empty(bshape, logits.dtype());
+      dispatch(mask.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        T* mp = mask.data<T>();
+        for (std::int64_t s = 0; s < geo.samples(); ++s) mp[s] = target[static_cast<std::size_t>(s)] == ignore ? 0 : 1;
+      });
+      wb = mul(wb, mask);
+    }
+    Tensor p = softmax(logits, axis);
+    if (smoothing != 0) p = sub(p, smoothing / static_cast<double>(geo.classes));
+    Tensor dz = mul(p, wb);
+    if (smoothing != 1) {
+      Tensor hot = xgrad::apply<NllScatter>(w, target, geo, ignore, logits.shape(), sample_shape);
+      dz = add(dz, smoothing == 0 ? hot : mul(hot, 1 - smoothing));
+    }
+    return dz;
+  }
   Reduction red = Reduction::Mean;
   std::int64_t count = 0, ignore = -100;
   double smoothing = 0;
@@ -315,6 +384,7 @@ struct CrossEntropy : Function<CrossEntropy> {
   // torch's log_softmax is: (z - m) is exact there, m + log_se would round to 6e-5.
   Tensor forward(const Tensor& logits, const ClassArgs& a, double eps, std::int64_t ignore_index) {
     geo = a.geo;
+    sample_shape = a.out_shape;
     red = a.red;
     count = a.count;
     ignore = ignore_index;
@@ -383,6 +453,7 @@ struct CrossEntropy : Function<CrossEntropy> {
   // dz_c = w_s (exp(z_c - m_s - log_se_s) - eps / C - (1 - eps) [c = y_s]); 0 for ignored samples.
   Tensors backward(const Tensors& grads) {
     const Tensor logits = this->saved(0), stats_t = this->saved(1);
+    if (GradMode::is_enabled()) return {recorded_backward(grads[0], logits)};
     Tensor gz = Tensor::empty(logits.shape(), logits.dtype());
     const std::int64_t ns = geo.samples(), C = geo.classes, inner = geo.inner;
     dispatch(logits.dtype(), [&](auto tag) {
@@ -421,9 +492,10 @@ struct CrossEntropy : Function<CrossEntropy> {
 
 struct NllLoss : Function<NllLoss> {
   static constexpr const char* kName = "nll_loss";
+  static constexpr bool kDifferentiableBackward = true;  // through NllScatter in grad mode
   std::vector<std::int64_t> target;
   ClassGeometry geo;
-  Shape shape;
+  Shape shape, sample_shape;
   Reduction red = Reduction::Mean;
   std::int64_t count = 0, ignore = -100;
 
@@ -434,6 +506,7 @@ struct NllLoss : Function<NllLoss> {
     count = a.count;
     ignore = ignore_index;
     shape = log_probs.shape();
+    sample_shape = a.out_shape;
     Tensor out = a.red == Reduction::None ? Tensor::empty(a.out_shape, log_probs.dtype()) : Tensor();
     dispatch(log_probs.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -454,6 +527,10 @@ struct NllLoss : Function<NllLoss> {
 
   // dp = -w_s at (s, y_s), 0 elsewhere.
   Tensors backward(const Tensors& grads) {
+    if (GradMode::is_enabled()) {
+      const Tensor w = red == Reduction::Mean ? div(grads[0], static_cast<double>(count)) : grads[0];
+      return {xgrad::apply<NllScatter>(w, target, geo, ignore, shape, sample_shape)};
+    }
     Tensor gp = Tensor::zeros(shape, grads[0].dtype());
     dispatch(gp.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -467,6 +544,18 @@ struct NllLoss : Function<NllLoss> {
     return {gp};
   }
 };
+
+Tensors NllScatter::backward(const Tensors& grads) {
+  ClassArgs a;
+  a.target = target;
+  a.geo = geo;
+  a.out_shape = sample_shape;
+  a.red = Reduction::None;
+  // -G[s, y_s] per sample (0 where ignored): the gather, recorded as an nll_loss.
+  Tensor gw = xgrad::apply<NllLoss>(grads[0], a, ignore);
+  if (gw.shape() != w_shape) gw = reshape(sum(gw), w_shape);  // one weight for every sample
+  return {gw};
+}
 
 // Shared argument handling of the two class-index losses.
 template <class Target>

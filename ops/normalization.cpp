@@ -6,6 +6,10 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/shape_ops.hpp"
+#include "xgrad/ops/unary_math.hpp"
 
 namespace xgrad {
 
@@ -112,16 +116,56 @@ struct RunningStats {
   Tensor mean, var;
 };
 
+// Note [Create graph]: in a create_graph backward both ops run the closed forms of their backward
+// below with public ops (recomputing the statistics from x, so that they carry x's history):
+// with xh = (x - mu) r over each normalized block of M elements and gh = g w,
+//   dx = r (gh - mean(gh) - xh mean(gh xh)),   dw = sum(g xh),   db = sum(g)
+// (batch_norm in evaluation: dx = gh r with the running statistics, constants).
+Tensors norm_recorded_backward(const Tensor& g, const Tensor& x, const Tensor& w, const Shape& blocks,
+                               const std::vector<std::int64_t>& axes, const Tensor& fixed_mean, const Tensor& fixed_r,
+                               double eps, bool need_x, bool need_w, bool need_b) {
+  const std::int64_t N = x.size(0), C = x.size(1);
+  const Shape ncs{N, C, C == 0 || N == 0 ? 0 : x.numel() / (N * C)};
+  const Tensor gy = reshape(g, ncs);
+  Tensor xh, r;
+  if (need_x || need_w) {
+    const Tensor xb = reshape(x, blocks);
+    if (fixed_r.defined()) {
+      r = fixed_r;
+      xh = mul(sub(xb, fixed_mean), r);
+    } else {
+      const Tensor d = sub(xb, mean(xb, axes, true));
+      r = rsqrt(add(mean(mul(d, d), axes, true), eps));
+      xh = mul(d, r);
+    }
+  }
+  Tensor dx, dw, db;
+  if (need_w) dw = sum(mul(gy, reshape(xh, ncs)), {0, 2});
+  if (need_b) db = sum(gy, {0, 2});
+  if (need_x) {
+    const Tensor gh = reshape(w.defined() ? mul(gy, reshape(w, {1, C, 1})) : gy, blocks);
+    if (fixed_r.defined())
+      dx = mul(gh, r);
+    else
+      dx = mul(r, sub(sub(gh, mean(gh, axes, true)), mul(xh, mean(mul(gh, xh), axes, true))));
+    dx = reshape(dx, x.shape());
+  }
+  return {dx, dw, db};
+}
+
 struct BatchNormOp : Function<BatchNormOp> {
   static constexpr const char* kName = "batch_norm";
+  static constexpr bool kDifferentiableBackward = true;  // norm_recorded_backward in grad mode
   Geometry geo;
   bool training = false;
+  double eps_ = 0;
   std::vector<double> mean, invstd;  // per channel: the statistics used (batch or running)
 
   Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, RunningStats running, bool training_,
                  double momentum, double eps) {
     geo = geometry(kName, x);
     training = training_;
+    eps_ = eps;
     const std::int64_t C = geo.c, S = geo.s, M = geo.n * geo.s;
     mean.assign(static_cast<std::size_t>(C), 0.0);
     invstd.assign(static_cast<std::size_t>(C), 0.0);
@@ -187,6 +231,15 @@ struct BatchNormOp : Function<BatchNormOp> {
     const bool need_x = needs_input_grad(0), need_w = needs_input_grad(1), need_b = needs_input_grad(2);
     const Tensors s = (need_x || need_w) ? saved() : Tensors();
     const std::int64_t C = geo.c, S = geo.s, M = geo.n * geo.s;
+    if (GradMode::is_enabled()) {
+      Tensor fm, fr;  // evaluation: the running statistics, as constants
+      if (!training) {
+        fm = Tensor::from_vector(mean, {1, C, 1}, g.dtype());
+        fr = Tensor::from_vector(invstd, {1, C, 1}, g.dtype());
+      }
+      return norm_recorded_backward(g, s.empty() ? g : s[0], need_x ? s[1] : Tensor(), {geo.n, C, S}, {0, 2}, fm, fr,
+                                    eps_, need_x, need_w, need_b);
+    }
     Tensor dx = need_x ? Tensor::empty(g.shape(), g.dtype()) : Tensor();
     Tensor dw = need_w ? Tensor::empty({C}, g.dtype()) : Tensor();
     Tensor db = need_b ? Tensor::empty({C}, g.dtype()) : Tensor();
@@ -236,13 +289,16 @@ struct BatchNormOp : Function<BatchNormOp> {
 
 struct GroupNormOp : Function<GroupNormOp> {
   static constexpr const char* kName = "group_norm";
+  static constexpr bool kDifferentiableBackward = true;  // norm_recorded_backward in grad mode
   Geometry geo;
   std::int64_t groups = 1;
+  double eps_ = 0;
   std::vector<double> mean, rstd;  // per (sample, group)
 
   Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, std::int64_t num_groups, double eps) {
     geo = geometry(kName, x);
     groups = num_groups;
+    eps_ = eps;
     const std::int64_t C = geo.c, S = geo.s, K = C / groups, M = K * S, blocks = geo.n * groups;
     mean.assign(static_cast<std::size_t>(blocks), 0.0);
     rstd.assign(static_cast<std::size_t>(blocks), 0.0);
@@ -290,6 +346,9 @@ struct GroupNormOp : Function<GroupNormOp> {
     const bool need_x = needs_input_grad(0), need_w = needs_input_grad(1), need_b = needs_input_grad(2);
     const Tensors s = (need_x || need_w) ? saved() : Tensors();
     const std::int64_t N = geo.n, C = geo.c, S = geo.s, K = C / groups, M = K * S, blocks = N * groups;
+    if (GradMode::is_enabled())
+      return norm_recorded_backward(g, s.empty() ? g : s[0], need_x ? s[1] : Tensor(), {N, groups, M}, {2}, Tensor(),
+                                    Tensor(), eps_, need_x, need_w, need_b);
     Tensor dx = need_x ? Tensor::empty(g.shape(), g.dtype()) : Tensor();
     Tensor dw = need_w ? Tensor::empty({C}, g.dtype()) : Tensor();
     Tensor db = need_b ? Tensor::empty({C}, g.dtype()) : Tensor();

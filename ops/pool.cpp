@@ -135,11 +135,87 @@ void pool_two_by_two(const Geometry& g, const T* src, T* out, std::int64_t* argm
   }
 }
 
+// dx = scatter-add of g at the saved arg-maxes (an empty window, -1, gets nothing). Serial within a
+// plane (windows may overlap), planes in parallel: deterministic.
+Tensor max_pool_scatter(const Tensor& g, const Geometry& geo, const std::int64_t* argmax, const Shape& in_shape) {
+  Tensor dx = Tensor::zeros(in_shape, g.dtype());
+  dispatch(g.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* gp = g.data<T>();
+    T* dp = dx.data<T>();
+    parallel_for(0, geo.planes, geo.grain(1), [&](std::int64_t p0, std::int64_t p1) {
+      for (std::int64_t pl = p0; pl < p1; ++pl)
+        for (std::int64_t o = pl * geo.out_len(); o < (pl + 1) * geo.out_len(); ++o) {
+          const std::int64_t at = argmax[o];
+          if (at >= 0) dp[pl * geo.in_len() + at] += gp[o];
+        }
+    });
+  });
+  return dx;
+}
+
+// Note [Create graph]: max pooling's backward is a scatter by the saved arg-maxes. In a create_graph
+// backward it runs as MaxPoolScatter, whose gradient is the gather MaxPoolGather (g at the
+// arg-maxes), whose gradient is the scatter again: both linear in their input, with the arg-maxes
+// (shared, read-only) fixed.
+using ArgMax = std::shared_ptr<const std::int64_t[]>;
+struct MaxPoolScatter;
+
+struct MaxPoolGather : Function<MaxPoolGather> {
+  static constexpr const char* kName = "max_pool_backward";
+  static constexpr bool kDifferentiableBackward = true;
+  Geometry geo;
+  ArgMax argmax;
+  Shape in_shape;
+
+  Tensor forward(const Tensor& x, const Geometry& g, const ArgMax& am, const Shape& out_shape) {
+    geo = g;
+    argmax = am;
+    in_shape = x.shape();
+    Tensor y = Tensor::empty(out_shape, x.dtype());
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* xp = x.data<T>();
+      T* yp = y.data<T>();
+      parallel_for(0, geo.planes, geo.grain(1), [&](std::int64_t p0, std::int64_t p1) {
+        for (std::int64_t pl = p0; pl < p1; ++pl)
+          for (std::int64_t o = pl * geo.out_len(); o < (pl + 1) * geo.out_len(); ++o) {
+            const std::int64_t at = argmax[o];
+            yp[o] = at >= 0 ? xp[pl * geo.in_len() + at] : T(0);
+          }
+      });
+    });
+    return y;
+  }
+  Tensors backward(const Tensors& grads);
+};
+
+struct MaxPoolScatter : Function<MaxPoolScatter> {
+  static constexpr const char* kName = "max_pool_backward";
+  static constexpr bool kDifferentiableBackward = true;
+  Geometry geo;
+  ArgMax argmax;
+  Shape out_shape;
+
+  Tensor forward(const Tensor& g, const Geometry& gm, const ArgMax& am, const Shape& in_shape) {
+    geo = gm;
+    argmax = am;
+    out_shape = g.shape();
+    return max_pool_scatter(g, geo, argmax.get(), in_shape);
+  }
+  Tensors backward(const Tensors& grads) { return {xgrad::apply<MaxPoolGather>(grads[0], geo, argmax, out_shape)}; }
+};
+
+Tensors MaxPoolGather::backward(const Tensors& grads) {
+  return {xgrad::apply<MaxPoolScatter>(grads[0], geo, argmax, in_shape)};
+}
+
 struct MaxPoolOp : Function<MaxPoolOp> {
   static constexpr const char* kName = "max_pool";
+  static constexpr bool kDifferentiableBackward = true;  // through MaxPoolScatter in grad mode
   Geometry geo;
   Shape in_shape;
-  std::unique_ptr<std::int64_t[]> argmax;
+  std::shared_ptr<std::int64_t[]> argmax;
   std::size_t argmax_size = 0;
 
   Tensor forward(const Tensor& x, const Geometry& g, const Shape& out_shape, Tensor* indices) {
@@ -195,30 +271,15 @@ struct MaxPoolOp : Function<MaxPoolOp> {
   }
 
   Tensors backward(const Tensors& grads) {
-    const Tensor& g = grads[0];
-    Tensor dx = Tensor::zeros(in_shape, g.dtype());
-    dispatch(g.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* gp = g.data<T>();
-      T* dp = dx.data<T>();
-      parallel_for(0, geo.planes, geo.grain(1), [&](std::int64_t p0, std::int64_t p1) {
-        for (std::int64_t pl = p0; pl < p1; ++pl)
-          for (std::int64_t o = pl * geo.out_len(); o < (pl + 1) * geo.out_len(); ++o) {
-            const std::int64_t at = argmax[static_cast<std::size_t>(o)];
-            if (at >= 0) dp[pl * geo.in_len() + at] += gp[o];
-          }
-      });
-    });
-    return {dx};
+    if (GradMode::is_enabled()) return {xgrad::apply<MaxPoolScatter>(grads[0], geo, ArgMax(argmax), in_shape)};
+    return {max_pool_scatter(grads[0], geo, argmax.get(), in_shape)};
   }
 };
 
 // Average pooling: divisor per output = override, or the product of the axes' padded sizes
 // (count_include_pad) or of their in-range counts.
-struct AvgPoolOp : Function<AvgPoolOp> {
-  static constexpr const char* kName = "avg_pool";
+struct AvgSpec {
   Geometry geo;
-  Shape in_shape;
   bool include_pad = true;
   std::int64_t override_div = 0;  // 0: none
 
@@ -227,66 +288,105 @@ struct AvgPoolOp : Function<AvgPoolOp> {
     return include_pad ? static_cast<double>(geo.h.padded[oh] * geo.w.padded[ow])
                        : static_cast<double>(geo.h.count[oh] * geo.w.count[ow]);
   }
+};
+
+Tensor avg_pool_kernel(const Tensor& x, const AvgSpec& a, const Shape& out_shape) {
+  const Geometry& geo = a.geo;
+  Tensor y = Tensor::empty(out_shape, x.dtype());
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    parallel_for(0, geo.planes, geo.grain(4), [&](std::int64_t p0, std::int64_t p1) {
+      for (std::int64_t pl = p0; pl < p1; ++pl) {
+        const T* src = xp + pl * geo.in_len();
+        for (std::int64_t oh = 0; oh < geo.h.out; ++oh)
+          for (std::int64_t ow = 0; ow < geo.w.out; ++ow) {
+            T* out = yp + pl * geo.out_len() + oh * geo.w.out + ow;
+            if (geo.h.count[oh] == 0 || geo.w.count[ow] == 0) {
+              *out = T(0);
+              continue;
+            }
+            T sum = 0;
+            for (std::int64_t i = 0; i < geo.h.count[oh]; ++i) {
+              const T* row = src + (geo.h.first[oh] + i) * geo.w.in + geo.w.first[ow];
+              for (std::int64_t j = 0; j < geo.w.count[ow]; ++j) sum += row[j];
+            }
+            *out = sum / static_cast<T>(a.divisor(oh, ow));
+          }
+      }
+    });
+  });
+  return y;
+}
+
+// The adjoint of avg_pool_kernel: every window gets its output's gradient over its divisor.
+Tensor avg_pool_adjoint(const Tensor& g, const AvgSpec& a, const Shape& in_shape) {
+  const Geometry& geo = a.geo;
+  Tensor dx = Tensor::zeros(in_shape, g.dtype());
+  dispatch(g.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* gp = g.data<T>();
+    T* dp = dx.data<T>();
+    parallel_for(0, geo.planes, geo.grain(4), [&](std::int64_t p0, std::int64_t p1) {
+      for (std::int64_t pl = p0; pl < p1; ++pl) {
+        T* dst = dp + pl * geo.in_len();
+        for (std::int64_t oh = 0; oh < geo.h.out; ++oh)
+          for (std::int64_t ow = 0; ow < geo.w.out; ++ow) {
+            if (geo.h.count[oh] == 0 || geo.w.count[ow] == 0) continue;
+            const T d = gp[pl * geo.out_len() + oh * geo.w.out + ow] / static_cast<T>(a.divisor(oh, ow));
+            for (std::int64_t i = 0; i < geo.h.count[oh]; ++i) {
+              T* row = dst + (geo.h.first[oh] + i) * geo.w.in + geo.w.first[ow];
+              for (std::int64_t j = 0; j < geo.w.count[ow]; ++j) row[j] += d;
+            }
+          }
+      }
+    });
+  });
+  return dx;
+}
+
+// Note [Create graph]: average pooling is linear; its backward (the adjoint) runs in a create_graph
+// backward as AvgPoolAdjoint, whose gradient is the pooling again.
+struct AvgPoolAdjoint;
+
+struct AvgPoolOp : Function<AvgPoolOp> {
+  static constexpr const char* kName = "avg_pool";
+  static constexpr bool kDifferentiableBackward = true;  // through AvgPoolAdjoint in grad mode
+  AvgSpec spec;
+  Shape in_shape;
 
   Tensor forward(const Tensor& x, const Geometry& g, const Shape& out_shape, bool count_include_pad,
                  std::int64_t divisor_override) {
-    geo = g;
+    spec.geo = g;
+    spec.include_pad = count_include_pad;
+    spec.override_div = divisor_override;
     in_shape = x.shape();
-    include_pad = count_include_pad;
-    override_div = divisor_override;
-    Tensor y = Tensor::empty(out_shape, x.dtype());
-    dispatch(x.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* xp = x.data<T>();
-      T* yp = y.data<T>();
-      parallel_for(0, geo.planes, geo.grain(4), [&](std::int64_t p0, std::int64_t p1) {
-        for (std::int64_t pl = p0; pl < p1; ++pl) {
-          const T* src = xp + pl * geo.in_len();
-          for (std::int64_t oh = 0; oh < geo.h.out; ++oh)
-            for (std::int64_t ow = 0; ow < geo.w.out; ++ow) {
-              T* out = yp + pl * geo.out_len() + oh * geo.w.out + ow;
-              if (geo.h.count[oh] == 0 || geo.w.count[ow] == 0) {
-                *out = T(0);
-                continue;
-              }
-              T sum = 0;
-              for (std::int64_t i = 0; i < geo.h.count[oh]; ++i) {
-                const T* row = src + (geo.h.first[oh] + i) * geo.w.in + geo.w.first[ow];
-                for (std::int64_t j = 0; j < geo.w.count[ow]; ++j) sum += row[j];
-              }
-              *out = sum / static_cast<T>(divisor(oh, ow));
-            }
-        }
-      });
-    });
-    return y;
+    return avg_pool_kernel(x, spec, out_shape);
   }
+  Tensors backward(const Tensors& grads);
+};
 
+struct AvgPoolAdjoint : Function<AvgPoolAdjoint> {
+  static constexpr const char* kName = "avg_pool_backward";
+  static constexpr bool kDifferentiableBackward = true;
+  AvgSpec spec;
+  Shape out_shape;
+
+  Tensor forward(const Tensor& g, const AvgSpec& a, const Shape& in_shape) {
+    spec = a;
+    out_shape = g.shape();
+    return avg_pool_adjoint(g, spec, in_shape);
+  }
   Tensors backward(const Tensors& grads) {
-    const Tensor& g = grads[0];
-    Tensor dx = Tensor::zeros(in_shape, g.dtype());
-    dispatch(g.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* gp = g.data<T>();
-      T* dp = dx.data<T>();
-      parallel_for(0, geo.planes, geo.grain(4), [&](std::int64_t p0, std::int64_t p1) {
-        for (std::int64_t pl = p0; pl < p1; ++pl) {
-          T* dst = dp + pl * geo.in_len();
-          for (std::int64_t oh = 0; oh < geo.h.out; ++oh)
-            for (std::int64_t ow = 0; ow < geo.w.out; ++ow) {
-              if (geo.h.count[oh] == 0 || geo.w.count[ow] == 0) continue;
-              const T d = gp[pl * geo.out_len() + oh * geo.w.out + ow] / static_cast<T>(divisor(oh, ow));
-              for (std::int64_t i = 0; i < geo.h.count[oh]; ++i) {
-                T* row = dst + (geo.h.first[oh] + i) * geo.w.in + geo.w.first[ow];
-                for (std::int64_t j = 0; j < geo.w.count[ow]; ++j) row[j] += d;
-              }
-            }
-        }
-      });
-    });
-    return {dx};
+    return {xgrad::apply<AvgPoolOp>(grads[0], spec.geo, out_shape, spec.include_pad, spec.override_div)};
   }
 };
+
+Tensors AvgPoolOp::backward(const Tensors& grads) {
+  if (GradMode::is_enabled()) return {xgrad::apply<AvgPoolAdjoint>(grads[0], spec, in_shape)};
+  return {avg_pool_adjoint(grads[0], spec, in_shape)};
+}
 
 std::string vec_str(const std::vector<std::int64_t>& v) {
   std::string s = "(";

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/broadcast_kernel.hpp"
 #include "xgrad/ops/detail/gather_map.hpp"
@@ -15,6 +16,7 @@
 #include "xgrad/ops/detail/vec_kernel.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/shape_ops.hpp"
+#include "xgrad/ops/unary_math.hpp"
 
 namespace xgrad {
 
@@ -810,10 +812,80 @@ void row_backward(const RowReduce& r, const T* x, std::int64_t k, T g, T y, T* d
 template <RowOp kOp>
 struct RowReduction : Function<RowReduction<kOp>> {
   static constexpr const char* kName = row_op_name(kOp);
+  // prod, var, std, norm: recorded_backward in grad mode (min's arg-min backward is not recorded yet)
+  static constexpr bool kDifferentiableBackward = kOp != RowOp::kMin;
   RowReduce r;
   Shape x_shape, keep_shape;
   std::vector<std::int64_t> axes;
   std::int64_t count = 0;
+
+  // Note [Create graph]: row_backward's formulas with public ops, the reduction recomputed (kept
+  // dims) so that it carries x's history; zero denominators give 0 as in row_backward. prod uses
+  // y / x where x != 0; at a zero, the product of the row's other elements when it is the row's
+  // only zero, else 0 (exact to any order with at most one zero per row, or three or more, where
+  // every derivative of the others' product is 0); when some row has exactly two zeros,
+  // prod_of_others.
+  Tensor recorded_backward(const Tensor& g, const Tensor& x) {
+    const Tensor gk = reshape(g, keep_shape);
+    const Tensor zero = Tensor::scalar(0, x.dtype());
+    const double d = static_cast<double>(std::max<std::int64_t>(0, count - r.correction));
+    if constexpr (kOp == RowOp::kVar) {
+      return mul(gk, mul(sub(x, mean(x, axes, true)), 2.0 / d));
+    } else if constexpr (kOp == RowOp::kStd) {
+      const Tensor yk = xgrad::std(x, axes, r.correction, true);
+      const Tensor y0 = eq(yk, zero);
+      const Tensor c = div(masked_fill(gk, y0, 0.0), mul(masked_fill(yk, y0, 1.0), d));
+      return mul(c, sub(x, mean(x, axes, true)));
+    } else if constexpr (kOp == RowOp::kNorm) {
+      if (r.p == 1) return mul(gk, sign(x));
+      const Tensor yk = norm(x, r.p, axes, true);
+      if (std::isinf(r.p)) {  // shared among the ties, with their signs
+        const Tensor ties = eq(abs(x), yk).to(x.dtype());
+        return mul(mul(sign(x), div(ties, sum(ties, axes, true))), gk);
+      }
+      const Tensor y0 = eq(yk, zero);
+      const Tensor gz = masked_fill(gk, y0, 0.0), ys = masked_fill(yk, y0, 1.0);
+      if (r.p == 2) return mul(x, div(gz, ys));
+      return mul(mul(sign(x), pow(abs(x), r.p - 1)), div(gz, pow(ys, r.p - 1)));
+    } else {
+      static_assert(kOp == RowOp::kProd);
+      const Tensor x0 = eq(x, zero);
+      const Tensor zeros_per_row = sum(x0.to(x.dtype()), axes, true);
+      if (any_equal(zeros_per_row, 2.0)) return mul(gk, prod_of_others(x));
+      const Tensor xs = masked_fill(x, x0, 1.0);
+      // at a zero: the product of the nonzero others when it is the row's only zero, else 0
+      const Tensor at_zero = masked_fill(prod(xs, axes, true), ne(zeros_per_row, Tensor::scalar(1, x.dtype())), 0.0);
+      const Tensor others = where(x0, at_zero, div(prod(x, axes, true), xs));
+      return mul(gk, others);
+    }
+  }
+
+  // prod: each element's product of the row's other elements, as (rows, K, K) copies of the rows
+  // with the diagonal set to 1, multiplied along the last axis. Exact with any zeros (its own
+  // derivatives again), but K times the memory: used only for rows with exactly two zeros.
+  Tensor prod_of_others(const Tensor& x) const {
+    std::vector<std::int64_t> perm;  // the kept axes, then the reduced ones
+    for (std::int64_t d = 0; d < x.dim(); ++d)
+      if (std::find(axes.begin(), axes.end(), d) == axes.end()) perm.push_back(d);
+    perm.insert(perm.end(), axes.begin(), axes.end());
+    const Tensor xp = permute(x, perm);
+    const std::int64_t K = count, R = x.numel() / count;
+    checked_numel({R, K, K}, "prod", "x (create_graph: the rows' copies for rows with two zeros)");
+    Tensor eye = Tensor::zeros({R, K, K}, kBool);
+    for (std::int64_t r0 = 0; r0 < R; ++r0)
+      for (std::int64_t j = 0; j < K; ++j) eye.data<bool>()[(r0 * K + j) * K + j] = true;
+    const Tensor rows = expand(reshape(xp, {R, 1, K}), {R, K, K});
+    const Tensor others = reshape(prod(masked_fill(rows, eye, 1.0), {2}), xp.shape());
+    std::vector<std::int64_t> inv(perm.size());
+    for (std::size_t i = 0; i < perm.size(); ++i) inv[static_cast<std::size_t>(perm[i])] = static_cast<std::int64_t>(i);
+    return permute(others, inv);
+  }
+
+  static bool any_equal(const Tensor& t, double v) {
+    for (double e : t.to_vector())
+      if (e == v) return true;
+    return false;
+  }
   Tensor forward(const Tensor& x, const std::vector<std::int64_t>& axes_, bool keepdim, RowReduce r_) {
     r = r_;
     const Plan p = make_plan(kName, x, axes_, keepdim);
@@ -845,6 +917,8 @@ struct RowReduction : Function<RowReduction<kOp>> {
   Tensors backward(const Tensors& grads) {
     const Tensor x = this->saved(0), y = this->saved(1);
     if (x.numel() == 0 || count == 0) return {Tensor::zeros(x_shape, x.dtype())};
+    if constexpr (kOp != RowOp::kMin)
+      if (GradMode::is_enabled()) return {recorded_backward(grads[0], x)};
     Plan p;  // the forward's plan (its axes, normalised)
     p.axes = axes;
     p.keep_shape = keep_shape;

@@ -85,6 +85,9 @@ struct OpInfo {
   /// for a new op) = a backward with create_graph=true must be refused with an xgrad::Error saying
   /// create_graph is not supported. Set true by name in build() (the create_graph block).
   bool create_graph = false;
+  /// gradgradcheck's sample when `sample` puts inputs on a kink of the gradient (e.g. norm's zeros,
+  /// where no second derivative exists for finite differences to check); default: `sample`.
+  SampleFn gradgrad_sample;
   GradcheckOptions gradcheck;                                 // float64 central differences
   double rtol32 = -1, atol32 = -1, rtol64 = -1, atol64 = -1;  // parity tolerances (-1: ParityBatch's)
 
