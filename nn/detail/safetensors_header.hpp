@@ -50,12 +50,14 @@ namespace xgrad::detail {
 /// One tensor's entry, as written in the header (values unescaped, types checked). Its name, dtype
 /// and shape live in the SafetensorsHeader's arenas (one allocation for all entries, not three per
 /// entry): read them with SafetensorsHeader::name / dtype / shape.
+/// Offsets and sizes are 32-bit: the scanner refuses headers of 4 GiB or more, and neither arena is
+/// longer than the header (48 bytes an entry: a header of 950k entries writes 46 MB of them, not 61).
 struct SafetensorsHeaderEntry {
-  std::size_t name_offset = 0, name_size = 0;    // in SafetensorsHeader::text
-  std::size_t dtype_offset = 0, dtype_size = 0;  // in SafetensorsHeader::text; the tag as written, e.g. "F32"
-  std::size_t dims_offset = 0, dims_size = 0;    // in SafetensorsHeader::dims
-  std::uint64_t begin = 0, end = 0;              // data_offsets as written (not checked against each other)
-  std::uint64_t at = 0;                          // byte offset in the file of the entry's name (for messages)
+  std::uint64_t begin = 0, end = 0;                // data_offsets as written (not checked against each other)
+  std::uint64_t at = 0;                            // byte offset in the file of the entry's name (for messages)
+  std::uint32_t name_offset = 0, name_size = 0;    // in SafetensorsHeader::text
+  std::uint32_t dtype_offset = 0, dtype_size = 0;  // in SafetensorsHeader::text; the tag as written, e.g. "F32"
+  std::uint32_t dims_offset = 0, dims_size = 0;    // in SafetensorsHeader::dims
 };
 
 /// One "__metadata__" key and its value, in SafetensorsHeader::metadata_text (offsets fit in 32 bits:
