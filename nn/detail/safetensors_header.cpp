@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 
 #include "xgrad/core/error.hpp"
@@ -110,13 +111,14 @@ const std::array<std::uint64_t, 2>& process_hash_key() {
 // are checked for duplicates once the object has been scanned, from their hashes in header order. A
 // hash table of millions of keys does not fit in the cache, and inserting into it costs a cache (and
 // TLB) miss per key: that made the checks of a 4.5M-key "__metadata__" 3/4 of the scanner's time.
-// Instead the (hash, index) pairs are split by the hash's top bits into parts of at most
-// kPartKeys keys (a counting pass and a scatter pass, both sequential), and each part is checked with
-// a table of at most 2 * kPartKeys slots (64 KB, in the cache). Within a part the keys go in in
-// header order, so the first duplicate found for key j is the first earlier key equal to it; over all
-// parts the smallest such j is reported. Work: two passes over the hashes, an expected O(1) probes
-// per key (the tables are at most half full), and one string comparison per pair of equal 64-bit
-// hashes (a true duplicate, or a 2^-64 collision).
+// Instead the keys (a 32-bit tag from the hash and the key's index, 8 bytes) are split by the hash's
+// top bits into parts of kPartKeys keys on average (a counting pass and a scatter pass, both
+// sequential), and each part is checked with a table of at least twice its keys (64 KB for an average
+// part, in the cache; a slot holds the tag, so a probe needs no second load). Within a part the keys
+// go in in header order, so the first duplicate found for key j is the first earlier key equal to it;
+// over all parts the smallest such j is reported. Work: two passes over the hashes, an expected O(1)
+// probes per key (the tables are at most half full), and one string comparison per pair of equal
+// tags met in a probe (a true duplicate, or a chance collision: see below).
 constexpr std::size_t kPartKeys = 4096;
 
 struct Duplicate {
@@ -147,7 +149,8 @@ Duplicate first_duplicate(const std::vector<std::uint64_t>& hashes, KeyAt&& key_
   std::vector<std::uint32_t> start(parts + 1, 0);
   for (const std::uint64_t h : hashes) ++start[part_of(h) + 1];
   for (std::size_t q = 0; q < parts; ++q) start[q + 1] += start[q];
-  std::vector<std::uint64_t> keys(n);
+  // Default-initialised (not zeroed: every element is written by the scatter below).
+  const std::unique_ptr<std::uint64_t[]> keys(new std::uint64_t[n]);
   {
     std::vector<std::uint32_t> next(start.begin(), start.end() - 1);
     for (std::size_t i = 0; i < n; ++i) {

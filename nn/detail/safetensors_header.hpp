@@ -9,9 +9,12 @@
 //    "__metadata__": {"<key>": "<value>", ...}}
 //
 // not by a general JSON parser. Each byte is looked at a bounded number of times, so the time is
-// linear in the header's length and close to the time it takes to read it (bench/safetensors_header
-// measures the ratio for a header at the 100 MB cap): the general parser used before (nlohmann's SAX
-// parser building each entry as a JSON value) took 12x the read time. Everything that is not the
+// linear in the header's length: for a header at the 100 MB cap, 2-2.5x the time it takes to read the
+// file for 950k entries and 5x for 4.5M "__metadata__" keys, where writing the output (keys, values,
+// their offsets and hashes: about twice the header's bytes, in fresh pages) is most of it
+// (bench/safetensors_header and bench/README.md); the general parser used before (nlohmann's SAX
+// parser building each entry as a JSON value) took 12x the read time for 950k entries. The output
+// arrays are reserved once from a count of the header's ':' bytes (Note [Reserved output]). Everything that is not the
 // schema is refused at the first byte where it departs from it, with the byte offset in the file and
 // what was expected there: JSON syntax (strict RFC 8259: whitespace only where JSON allows it, no
 // trailing commas, no leading zeros, only whitespace after the closing brace), strings (every
@@ -26,10 +29,10 @@
 // writes the file cannot aim keys at one bucket) into a list in header order; at the end of its object
 // the list is split by the hashes' top bits into parts of a few thousand keys (one sequential pass),
 // and each part is checked in a small table that stays in the cache. A key is compared with another
-// only when their 64-bit hashes are equal. The error names the first key, in header order, that
-// repeats an earlier one (and where that earlier one is). Duplicates are therefore reported after the
-// syntax of their object: a header with a duplicate name and a syntax error further on is refused for
-// the syntax error.
+// only when the 32-bit tags (the low half of their hashes) of the two are equal. The error names the first key, in
+// header order, that repeats an earlier one (and where that earlier one is). Duplicates are therefore reported after
+// the syntax of their object: a header with a duplicate name and a syntax error further on is refused for the syntax
+// error.
 //
 // The output keeps names, dtypes, metadata keys and values in two text arenas and the shapes in one
 // array: a header of a million entries costs a few vectors, not a few million strings.
