@@ -208,9 +208,11 @@ bool is_digit(int c) { return c >= '0' && c <= '9'; }
 // (a key is followed by one, so there are at most that many keys; an entry has four, its name's and
 // its fields'), instead of grown by doubling. Growth copies each array about once more and
 // page-faults the copies into fresh memory: a fifth of the scan of a 4.5M-key "__metadata__". The
-// count is one vectorised pass over the header (a few ms for 100 MB); a reservation only takes
-// address space, and pages are touched as they are written. A reservation the system refuses is
-// skipped (the arrays then grow as before).
+// count is one vectorised pass over the header (a few ms for 100 MB), made when the first entry or
+// the metadata begins. The bound is also capped by the bytes left (a metadata key and value take at
+// least 5, an entry 45), so ':' inside strings cannot inflate it. A reservation only takes address
+// space, and pages are touched as they are written; one the system refuses is skipped (the arrays
+// then grow as before).
 template <class Container>
 void try_reserve(Container& c, std::size_t n) {
   try {
@@ -245,7 +247,6 @@ class Scanner {
     // Offsets in the metadata arena are 32-bit (decoded text is never longer than its JSON).
     if (end_ - begin_ >= (std::ptrdiff_t{1} << 32))
       fail_at(begin_, fmt::format("the header has {} bytes (at most 4 GiB are supported)", end_ - begin_));
-    keys_bound_ = count_colons();
     ws();
     if (peek() != '{') fail(p_, "the header does not start with '{'", "'{'");
     ++p_;
@@ -301,6 +302,13 @@ class Scanner {
  private:
   const std::uint64_t* key_or_random() const {
     return (hash_key_[0] | hash_key_[1]) ? hash_key_ : process_hash_key().data();
+  }
+
+  // The header's ':' bytes, at least its keys (Note [Reserved output]); counted when first asked for,
+  // so that a header refused at its first bytes is not read to its end.
+  std::size_t keys_bound() {
+    if (keys_bound_ == static_cast<std::size_t>(-1)) keys_bound_ = count_colons();
+    return keys_bound_;
   }
 
   // The ':' bytes of the header (Note [Reserved output]): blocks of 4 KB counted into 32-bit lanes, a
@@ -579,9 +587,11 @@ class Scanner {
     std::vector<std::uint64_t> hashes;
     std::vector<std::uint32_t> key_at;  // each key's offset in the header, for the message of a duplicate
     // Note [Reserved output]. Decoded text is never longer than its JSON.
-    try_reserve(meta, keys_bound_);
-    try_reserve(hashes, keys_bound_);
-    try_reserve(key_at, keys_bound_);
+    // A key and its value take at least 5 bytes ("":""), whatever ':' the strings hold.
+    const std::size_t most = std::min(keys_bound(), static_cast<std::size_t>(end_ - p_) / 5 + 1);
+    try_reserve(meta, most);
+    try_reserve(hashes, most);
+    try_reserve(key_at, most);
     try_reserve(text, static_cast<std::size_t>(end_ - p_));
     for (;;) {
       if (peek() != '"') fail(p_, kNotJson, "a key of '__metadata__' in double quotes");
@@ -624,9 +634,11 @@ class Scanner {
   void entry(const char* name_at, std::size_t name_offset) {
     auto& entries = out_.entries;
     if (entries.empty()) {  // Note [Reserved output]: four ':' an entry; names and dtypes are text of the header
-      try_reserve(entries, keys_bound_ / 4 + 1);
-      try_reserve(name_hashes_, keys_bound_ / 4 + 1);
-      try_reserve(out_.dims, keys_bound_ / 4 + 1);
+      // An entry takes at least 45 bytes ("":{"dtype":"","shape":[],"data_offsets":[0,0]}).
+      const std::size_t most = std::min(keys_bound() / 4, static_cast<std::size_t>(end_ - p_) / 45) + 1;
+      try_reserve(entries, most);
+      try_reserve(name_hashes_, most);
+      try_reserve(out_.dims, most);
       try_reserve(out_.text, static_cast<std::size_t>(end_ - begin_));
     }
     const std::string_view name = std::string_view(out_.text).substr(name_offset);
@@ -797,9 +809,9 @@ class Scanner {
   const std::uint64_t hash_key_[2];
   SafetensorsScanCounters own_counters_;
   SafetensorsScanCounters& counters_;
-  const std::uint64_t key_[2];              // the SipHash key
-  std::vector<std::uint64_t> name_hashes_;  // of the entries' names, in header order
-  std::size_t keys_bound_ = 0;              // the header's ':' bytes: at least its keys
+  const std::uint64_t key_[2];                             // the SipHash key
+  std::vector<std::uint64_t> name_hashes_;                 // of the entries' names, in header order
+  std::size_t keys_bound_ = static_cast<std::size_t>(-1);  // see keys_bound()
   bool seen_metadata_ = false;
   const char* metadata_at_ = nullptr;
   std::string field_;  // a reused buffer
