@@ -470,6 +470,15 @@ TEST_CASE("load_safetensors refuses malformed files with the reason", "[serializ
                        "b": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})",
                    f32x2),
            "overlap");
+    // Entries out of buffer order are sorted by offset first (the message names them in that order).
+    expect(st_file(R"({"b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]},
+                       "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})",
+                   std::string(12, '\0')),
+           "tensors 'a' [0, 8] and 'b' [4, 12] overlap");
+    expect(st_file(R"({"c": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]},
+                       "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})",
+                   std::string(12, '\0')),
+           "bytes [4, 8) before tensor 'c'");
     expect(st_file(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})", f32x2), "gap");
     expect(st_file(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", f32x2), "trailing bytes");
   }
