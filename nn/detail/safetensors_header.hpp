@@ -10,7 +10,7 @@
 //
 // not by a general JSON parser. Each byte is looked at a bounded number of times, so the time is
 // linear in the header's length: for a header at the 100 MB cap, 2-2.5x the time it takes to read
-// the file for 950k entries and 5x for 4.5M "__metadata__" keys, where writing the output (keys,
+// the file for 950k entries and 5-6x for 4.5M "__metadata__" keys, where writing the output (keys,
 // values, their offsets and hashes: about twice the header's bytes, in fresh pages) is most of it
 // (bench/safetensors_header and bench/README.md); the general parser used before (nlohmann's SAX
 // parser building each entry as a JSON value) took 12x the read time for 950k entries. The output
