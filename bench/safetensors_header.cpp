@@ -12,7 +12,7 @@
 // Cases (--case NAME runs one):
 //   entries          ~950k entries "model.layers.<i>.mlp.weight_<j>" of dtype F32 and shape [1]
 //   entries_refused  the same with a duplicate of the first name appended: refused at the end
-//   metadata         ~4.5M short "__metadata__" keys (every key checked for duplicates and sorted)
+//   metadata         ~4.5M short "__metadata__" keys (every key checked for duplicates)
 //
 // usage: safetensors_header_bench [--reps N] [--mb M] [--case NAME] [--dir D]
 #include "xgrad/nn/detail/safetensors_header.hpp"

@@ -59,10 +59,19 @@ const char* dtype_tag(Dtype d) {
 
 // At most 64 bytes of a name or a JSON excerpt in an error message (a hostile header may hold
 // names or arrays of megabytes).
+// Control characters are written as \xNN (a NUL byte would end the message for what()'s reader).
 std::string shown(std::string_view text) {
   constexpr std::size_t kMax = 64;
-  if (text.size() <= kMax) return std::string(text);
-  return std::string(text.substr(0, kMax)) + fmt::format("...({} bytes)", text.size());
+  std::string out;
+  for (const char ch : text.substr(0, kMax)) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += ch;
+  }
+  if (text.size() > kMax) out += fmt::format("...({} bytes)", text.size());
+  return out;
 }
 
 // An entry checked by read_entry: its name and shape stay in the scanner's arenas until the tensors
@@ -105,12 +114,12 @@ Entry read_entry(const std::string& src, const detail::SafetensorsHeader& header
         "BOOL", "U8",  "I8",      "U16",     "I16",     "F16", "BF16",    "U32",     "I32",
         "U64",  "I64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64"};
     const std::string name = name_shown();
-    const std::string shown = tag.size() > 32 ? std::string(tag.substr(0, 32)) + "..." : std::string(tag);
+    const std::string tag_shown = shown(tag);
     if (known.count(tag))
       bad(src, fmt::format("dtype '{}' of tensor '{}': {} not supported (only F32, F64, I64, I32, U8 and BOOL are)",
-                           shown, name, shown));
+                           tag_shown, name, tag_shown));
     bad(src, fmt::format("unknown dtype '{}' of tensor '{}' (only F32, F64, I64, I32, U8 and BOOL are supported)",
-                         shown, name));
+                         tag_shown, name));
   }
 
   e.dims = header.dims.data() + raw.dims_offset;
@@ -280,15 +289,17 @@ SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, co
   detail::SafetensorsScanOptions scan;
   scan.max_dims = kMaxDims;
   auto header = detail::scan_safetensors_header(std::string_view(hbegin, hlen), src, scan);
-  std::vector<Entry> entries;
-  entries.reserve(header.entries.size());
-  for (const auto& raw : header.entries) {
+  // Each entry is checked from the scanner's arrays; only its dtype is kept (one byte an entry, not a
+  // second copy of the entries: a header of 950k entries would write 50 MB more).
+  const auto& raws = header.entries;
+  std::vector<Dtype> dtypes;
+  dtypes.reserve(raws.size());
+  for (const auto& raw : raws) {
     try {
-      entries.push_back(read_entry(src, header, raw, buffer_size));
+      dtypes.push_back(read_entry(src, header, raw, buffer_size).dtype);
     } catch (const Error& e) {  // the message names the entry; add where it is
       detail::throw_error(fmt::format("{} (the entry at byte {})", e.what(), raw.at));
     }
-    entries.back().at = raw.at;
   }
   // The metadata as scanned: in header order, in one buffer (no sort, no string per key).
   out.metadata.text_ = std::move(header.metadata_text);
@@ -298,23 +309,34 @@ SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, co
   // ended, and the last ends at the end of the file. A gap hides bytes; an overlap aliases data.
   // Ties (empty tensors at one offset) are broken by name, so the order does not depend on the
   // order of the header's keys.
-  const auto by_offset = [](const Entry& a, const Entry& b) {
+  const auto before = [&](const detail::SafetensorsHeaderEntry& a, const detail::SafetensorsHeaderEntry& b) {
     if (a.begin != b.begin) return a.begin < b.begin;
     if (a.end != b.end) return a.end < b.end;
-    return a.name < b.name;
+    return header.name(a) < header.name(b);
   };
-  if (!std::is_sorted(entries.begin(), entries.end(), by_offset))  // headers in buffer order: no sort
-    std::sort(entries.begin(), entries.end(), by_offset);
+  // Entry k in buffer order is raws[order[k]], or raws[k] when the header is in buffer order (files
+  // written by save_safetensors and most others: then no sort and no index array).
+  std::vector<std::uint32_t> order;
+  for (std::size_t k = 1; k < raws.size(); ++k)
+    if (before(raws[k], raws[k - 1])) {
+      order.resize(raws.size());
+      for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint32_t>(i);
+      std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return before(raws[a], raws[b]); });
+      break;
+    }
+  const auto index = [&](std::size_t k) -> std::size_t { return order.empty() ? k : order[k]; };
   std::uint64_t pos = 0;
-  const Entry* prev = nullptr;
-  for (const Entry& e : entries) {
+  const detail::SafetensorsHeaderEntry* prev = nullptr;
+  for (std::size_t k = 0; k < raws.size(); ++k) {
+    const auto& e = raws[index(k)];
     if (e.begin < pos)
       bad(src, fmt::format("tensors '{}' [{}, {}] and '{}' [{}, {}] overlap (the entries at bytes {} and {})",
-                           shown(prev->name), prev->begin, prev->end, shown(e.name), e.begin, e.end, prev->at, e.at));
+                           shown(header.name(*prev)), prev->begin, prev->end, shown(header.name(e)), e.begin, e.end,
+                           prev->at, e.at));
     if (e.begin > pos)
       bad(src, fmt::format("gap in the data buffer: bytes [{}, {}) before tensor '{}' belong to no tensor (the entry "
                            "at byte {})",
-                           pos, e.begin, shown(e.name), e.at));
+                           pos, e.begin, shown(header.name(e)), e.at));
     pos = e.end;
     prev = &e;
   }
@@ -323,16 +345,20 @@ SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, co
         fmt::format("the tensors cover {} bytes of the data buffer but it has {} (trailing bytes)", pos, buffer_size));
 
   const std::uint8_t* buffer = data + 8 + hlen;
-  out.tensors.reserve(entries.size());
-  for (Entry& e : entries) {
-    if (e.dtype == kBool)
-      for (std::uint64_t i = e.begin; i < e.end; ++i)
-        if (buffer[i] > 1)
-          bad(src, fmt::format("tensor '{}' of dtype BOOL holds the byte {} (only 0 and 1 are booleans)", shown(e.name),
-                               buffer[i]));
-    Tensor t = Tensor::empty(Shape(e.dims, e.dims + e.ndim), e.dtype);
+  out.tensors.reserve(raws.size());
+  for (std::size_t k = 0; k < raws.size(); ++k) {
+    const std::size_t i = index(k);
+    const auto& e = raws[i];
+    const Dtype dtype = dtypes[i];
+    if (dtype == kBool)
+      for (std::uint64_t b = e.begin; b < e.end; ++b)
+        if (buffer[b] > 1)
+          bad(src, fmt::format("tensor '{}' of dtype BOOL holds the byte {} (only 0 and 1 are booleans)",
+                               shown(header.name(e)), buffer[b]));
+    const std::int64_t* dims = header.dims.data() + e.dims_offset;
+    Tensor t = Tensor::empty(Shape(dims, dims + e.dims_size), dtype);
     if (e.end > e.begin) std::memcpy(t.raw_data(), buffer + e.begin, e.end - e.begin);
-    out.tensors.emplace_back(std::string(e.name), std::move(t));
+    out.tensors.emplace_back(std::string(header.name(e)), std::move(t));
   }
   return out;
 }

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 
 #include "xgrad/core/error.hpp"
@@ -21,11 +23,20 @@ namespace {
 constexpr std::string_view kMetadataKey = "__metadata__";
 constexpr std::string_view kNotJson = "the header is not valid JSON";
 
-// At most 64 bytes of a name or token in a message (a hostile header may hold names of megabytes).
+// At most 64 bytes of a name or token in a message (a hostile header may hold names of megabytes),
+// control characters written as \xNN (a NUL byte would end the message for what()'s reader).
 std::string shown(std::string_view text) {
   constexpr std::size_t kMax = 64;
-  if (text.size() <= kMax) return std::string(text);
-  return fmt::format("{}...({} bytes)", text.substr(0, kMax), text.size());
+  std::string out;
+  for (const char ch : text.substr(0, kMax)) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += ch;
+  }
+  if (text.size() > kMax) out += fmt::format("...({} bytes)", text.size());
+  return out;
 }
 
 // ---- SipHash-1-3 (Aumasson and Bernstein; the variant Rust's HashMap uses) -----------------------
@@ -100,14 +111,15 @@ const std::array<std::uint64_t, 2>& process_hash_key() {
 // are checked for duplicates once the object has been scanned, from their hashes in header order. A
 // hash table of millions of keys does not fit in the cache, and inserting into it costs a cache (and
 // TLB) miss per key: that made the checks of a 4.5M-key "__metadata__" 3/4 of the scanner's time.
-// Instead the (hash, index) pairs are split by the hash's top bits into parts of at most
-// kPartKeys keys (a counting pass and a scatter pass, both sequential), and each part is checked with
-// a table of at most 2 * kPartKeys slots (64 KB, in the cache). Within a part the keys go in in
-// header order, so the first duplicate found for key j is the first earlier key equal to it; over all
-// parts the smallest such j is reported. Work: two passes over the hashes, an expected O(1) probes
-// per key (the tables are at most half full), and one string comparison per pair of equal 64-bit
-// hashes (a true duplicate, or a 2^-64 collision).
-constexpr std::size_t kPartKeys = 8192;
+// Instead the keys (a 32-bit tag from the hash and the key's index, 8 bytes) are split by the hash's
+// top bits into parts of kPartKeys keys on average (a counting pass and a scatter pass, both
+// sequential), and each part is checked with a table of at least twice its keys (64 KB for an average
+// part, in the cache; a slot holds the tag, so a probe needs no second load). Within a part the keys
+// go in in header order, so the first duplicate found for key j is the first earlier key equal to it;
+// over all parts the smallest such j is reported. Work: two passes over the hashes, an expected O(1)
+// probes per key (the tables are at most half full), and one string comparison per pair of equal
+// tags met in a probe (a true duplicate, or a chance collision: see below).
+constexpr std::size_t kPartKeys = 4096;
 
 struct Duplicate {
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
@@ -129,21 +141,28 @@ Duplicate first_duplicate(const std::vector<std::uint64_t>& hashes, KeyAt&& key_
     return bits == 0 ? std::size_t{0} : static_cast<std::size_t>(h >> (64 - bits));
   };
 
-  struct Key {
-    std::uint64_t hash;
-    std::size_t index;
-  };
-  std::vector<std::size_t> start(parts + 1, 0);
+  // A key in its part: the hash's low 32 bits (the tag) above the key's index (below 2^32: the header
+  // is shorter than 4 GiB). 8 bytes a key, not 16: the scatter writes half as much fresh memory. Two
+  // keys are compared as strings when their tags are equal. The table's slot is the tag's low bits, so
+  // two distinct keys met in a probe have equal tags with a chance of about 2^-18 (the tag's other
+  // bits): for 4.5M keys, a handful of short string comparisons in all, against a secret hash key.
+  std::vector<std::uint32_t> start(parts + 1, 0);
   for (const std::uint64_t h : hashes) ++start[part_of(h) + 1];
   for (std::size_t q = 0; q < parts; ++q) start[q + 1] += start[q];
-  std::vector<Key> keys(n);
+  // Default-initialised (not zeroed: every element is written by the scatter below).
+  const std::unique_ptr<std::uint64_t[]> keys(new std::uint64_t[n]);
   {
-    std::vector<std::size_t> next(start.begin(), start.end() - 1);
-    for (std::size_t i = 0; i < n; ++i) keys[next[part_of(hashes[i])]++] = Key{hashes[i], i};
+    std::vector<std::uint32_t> next(start.begin(), start.end() - 1);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint64_t h = hashes[i];
+      keys[next[part_of(h)]++] = (h << 32) | i;
+    }
   }
   counters.rehashed += n;
 
-  std::vector<std::uint32_t> table;  // slot: position in the part + 1, 0 for empty
+  // A slot holds a key as in `keys` (tag and index) plus one, 0 for empty: a probe compares tags
+  // without a second load.
+  std::vector<std::uint64_t> table;
   for (std::size_t q = 0; q < parts; ++q) {
     const std::size_t b = start[q], m = start[q + 1] - b;
     if (m < 2) continue;
@@ -152,20 +171,22 @@ Duplicate first_duplicate(const std::vector<std::uint64_t>& hashes, KeyAt&& key_
     table.assign(size, 0);
     const std::size_t mask = size - 1;
     for (std::size_t k = 0; k < m; ++k) {
-      const Key& key = keys[b + k];
-      for (std::size_t pos = key.hash & mask;; pos = (pos + 1) & mask) {
+      const std::uint64_t key = keys[b + k];
+      const std::uint32_t tag = static_cast<std::uint32_t>(key >> 32);
+      for (std::size_t pos = tag & mask;; pos = (pos + 1) & mask) {
         ++counters.probes;
-        const std::uint32_t s = table[pos];
+        const std::uint64_t s = table[pos];
         if (s == 0) {
-          table[pos] = static_cast<std::uint32_t>(k + 1);
+          table[pos] = key + 1;  // the index is below 2^32 - 1: no carry into the tag
           break;
         }
-        const Key& other = keys[b + s - 1];
-        if (other.hash != key.hash) continue;
-        const std::string_view x = key_at(other.index), y = key_at(key.index);
+        const std::uint64_t other = s - 1;
+        if ((other >> 32) != tag) continue;
+        const std::size_t key_index = static_cast<std::uint32_t>(key), other_index = static_cast<std::uint32_t>(other);
+        const std::string_view x = key_at(other_index), y = key_at(key_index);
         counters.bytes_compared += std::min(x.size(), y.size());
         if (x == y) {  // a duplicate: not inserted, the earlier key stays the one found
-          if (key.index < dup.later) dup = Duplicate{key.index, other.index};
+          if (key_index < dup.later) dup = Duplicate{key_index, other_index};
           break;
         }
       }
@@ -182,6 +203,23 @@ constexpr std::array<bool, 256> kPlain = [] {
 }();
 
 bool is_digit(int c) { return c >= '0' && c <= '9'; }
+
+// Note [Reserved output]: the output arrays are reserved once, from a count of the header's ':' bytes
+// (a key is followed by one, so there are at most that many keys; an entry has four, its name's and
+// its fields'), instead of grown by doubling. Growth copies each array about once more and
+// page-faults the copies into fresh memory: a fifth of the scan of a 4.5M-key "__metadata__". The
+// count is one vectorised pass over the header (a few ms for 100 MB), made when the first entry or
+// the metadata begins. The bound is also capped by the bytes left (a metadata key and value take at
+// least 5, an entry 45), so ':' inside strings cannot inflate it. A reservation only takes address
+// space, and pages are touched as they are written; one the system refuses is skipped (the arrays
+// then grow as before).
+template <class Container>
+void try_reserve(Container& c, std::size_t n) {
+  try {
+    c.reserve(n);
+  } catch (const std::exception&) {  // std::bad_alloc, std::length_error: grow instead
+  }
+}
 
 struct Number {
   const char* begin = nullptr;
@@ -266,6 +304,28 @@ class Scanner {
     return (hash_key_[0] | hash_key_[1]) ? hash_key_ : process_hash_key().data();
   }
 
+  // The header's ':' bytes, at least its keys (Note [Reserved output]); counted when first asked for,
+  // so that a header refused at its first bytes is not read to its end.
+  std::size_t keys_bound() {
+    if (keys_bound_ == static_cast<std::size_t>(-1)) keys_bound_ = count_colons();
+    return keys_bound_;
+  }
+
+  // The ':' bytes of the header (Note [Reserved output]): blocks of 4 KB counted into 32-bit lanes, a
+  // loop the compiler vectorises (a 64-bit count would halve its width).
+  std::size_t count_colons() const {
+    std::size_t n = 0;
+    const auto* b = reinterpret_cast<const unsigned char*>(begin_);
+    const std::size_t size = static_cast<std::size_t>(end_ - begin_);
+    for (std::size_t i = 0; i < size;) {
+      const std::size_t stop = std::min(size, i + 4096);
+      std::uint32_t block = 0;
+      for (; i < stop; ++i) block += b[i] == ':';
+      n += block;
+    }
+    return n;
+  }
+
   int peek() const { return p_ < end_ ? static_cast<unsigned char>(*p_) : -1; }
   std::uint64_t offset(const char* at) const { return options_.file_offset + static_cast<std::uint64_t>(at - begin_); }
   void ws() {
@@ -336,7 +396,12 @@ class Scanner {
       std::memcpy(&v, p_, 8);
       const std::uint64_t special =
           has_zero(v ^ (kOnes * '"')) | has_zero(v ^ (kOnes * '\\')) | ((v - kOnes * 0x20) & ~v & kHigh) | (v & kHigh);
-      if (special) return;
+      if (special) {
+        // The lowest flagged byte is exact (a borrow only runs upwards, from a flagged byte): the
+        // first byte that needs a look, so the byte loop after this does not re-read the word.
+        p_ += std::countr_zero(special) >> 3;
+        return;
+      }
       p_ += 8;
     }
   }
@@ -521,6 +586,13 @@ class Scanner {
     std::string& text = out_.metadata_text;
     std::vector<std::uint64_t> hashes;
     std::vector<std::uint32_t> key_at;  // each key's offset in the header, for the message of a duplicate
+    // Note [Reserved output]. Decoded text is never longer than its JSON.
+    // A key and its value take at least 5 bytes ("":""), whatever ':' the strings hold.
+    const std::size_t most = std::min(keys_bound(), static_cast<std::size_t>(end_ - p_) / 5 + 1);
+    try_reserve(meta, most);
+    try_reserve(hashes, most);
+    try_reserve(key_at, most);
+    try_reserve(text, static_cast<std::size_t>(end_ - p_));
     for (;;) {
       if (peek() != '"') fail(p_, kNotJson, "a key of '__metadata__' in double quotes");
       key_at.push_back(static_cast<std::uint32_t>(p_ - begin_));
@@ -561,6 +633,14 @@ class Scanner {
   // The tensor's name is out_.text[name_offset:], p_ is at its value.
   void entry(const char* name_at, std::size_t name_offset) {
     auto& entries = out_.entries;
+    if (entries.empty()) {  // Note [Reserved output]: four ':' an entry; names and dtypes are text of the header
+      // An entry takes at least 45 bytes ("":{"dtype":"","shape":[],"data_offsets":[0,0]}).
+      const std::size_t most = std::min(keys_bound() / 4, static_cast<std::size_t>(end_ - p_) / 45) + 1;
+      try_reserve(entries, most);
+      try_reserve(name_hashes_, most);
+      try_reserve(out_.dims, most);
+      try_reserve(out_.text, static_cast<std::size_t>(end_ - begin_));
+    }
     const std::string_view name = std::string_view(out_.text).substr(name_offset);
     counters_.bytes_hashed += name.size();
     name_hashes_.push_back(siphash13(key_, name));
@@ -571,8 +651,8 @@ class Scanner {
            "'{'");
     entries.emplace_back();
     SafetensorsHeaderEntry& e = entries.back();
-    e.name_offset = name_offset;
-    e.name_size = out_.text.size() - name_offset;
+    e.name_offset = static_cast<std::uint32_t>(name_offset);
+    e.name_size = static_cast<std::uint32_t>(out_.text.size() - name_offset);
     e.at = offset(name_at);
     ++p_;
     ws();
@@ -603,9 +683,9 @@ class Scanner {
         if (f == kDtype) {
           if (peek() != '"')
             fail(p_, fmt::format("the 'dtype' of tensor '{}' is not a string", shown(out_.name(e))), "'\"'");
-          e.dtype_offset = out_.text.size();
+          e.dtype_offset = static_cast<std::uint32_t>(out_.text.size());
           string(out_.text, "a dtype");
-          e.dtype_size = out_.text.size() - e.dtype_offset;
+          e.dtype_size = static_cast<std::uint32_t>(out_.text.size() - e.dtype_offset);
         } else if (f == kShape) {
           shape(e);
         } else {
@@ -631,7 +711,7 @@ class Scanner {
   void shape(SafetensorsHeaderEntry& e) {
     if (peek() != '[') fail(p_, fmt::format("the 'shape' of tensor '{}' is not an array", shown(out_.name(e))), "'['");
     ++p_;
-    e.dims_offset = out_.dims.size();
+    e.dims_offset = static_cast<std::uint32_t>(out_.dims.size());
     ws();
     if (peek() == ']') {
       ++p_;
@@ -729,8 +809,9 @@ class Scanner {
   const std::uint64_t hash_key_[2];
   SafetensorsScanCounters own_counters_;
   SafetensorsScanCounters& counters_;
-  const std::uint64_t key_[2];              // the SipHash key
-  std::vector<std::uint64_t> name_hashes_;  // of the entries' names, in header order
+  const std::uint64_t key_[2];                             // the SipHash key
+  std::vector<std::uint64_t> name_hashes_;                 // of the entries' names, in header order
+  std::size_t keys_bound_ = static_cast<std::size_t>(-1);  // see keys_bound()
   bool seen_metadata_ = false;
   const char* metadata_at_ = nullptr;
   std::string field_;  // a reused buffer

@@ -9,34 +9,38 @@
 //    "__metadata__": {"<key>": "<value>", ...}}
 //
 // not by a general JSON parser. Each byte is looked at a bounded number of times, so the time is
-// linear in the header's length and close to the time it takes to read it (bench/safetensors_header
-// measures the ratio for a header at the 100 MB cap): the general parser used before (nlohmann's SAX
-// parser building each entry as a JSON value) took 12x the read time. Everything that is not the
-// schema is refused at the first byte where it departs from it, with the byte offset in the file and
-// what was expected there: JSON syntax (strict RFC 8259: whitespace only where JSON allows it, no
-// trailing commas, no leading zeros, only whitespace after the closing brace), strings (every
-// escape of JSON, \uXXXX with surrogate pairs decoded to UTF-8; unpaired surrogates, unknown escapes,
-// raw control characters and invalid UTF-8 refused), numbers (integers that do not fit in 64 bits
-// refused as "number overflow"; fractions and exponents are not dimensions or offsets), values of the
-// wrong type, unknown or missing fields, nesting deeper than the schema, more than `max_dims`
-// dimensions. Duplicate keys are refused at every level (tensor names, "__metadata__", the fields of
-// an entry, metadata keys), after unescaping: JSON allows them and a reader that kept one would hide
-// data. Duplicates are found without a hash table that outgrows the cache (Note [Linear duplicate
-// check]): each key is hashed once (SipHash-1-3 under a per-process random key, so an attacker who
-// writes the file cannot aim keys at one bucket) into a list in header order; at the end of its object
-// the list is split by the hashes' top bits into parts of a few thousand keys (one sequential pass),
-// and each part is checked in a small table that stays in the cache. A key is compared with another
-// only when their 64-bit hashes are equal. The error names the first key, in header order, that
-// repeats an earlier one (and where that earlier one is). Duplicates are therefore reported after the
-// syntax of their object: a header with a duplicate name and a syntax error further on is refused for
-// the syntax error.
+// linear in the header's length: for a header at the 100 MB cap, 2-2.5x the time it takes to read
+// the file for 950k entries and 5-6x for 4.5M "__metadata__" keys, where writing the output (keys,
+// values, their offsets and hashes: about twice the header's bytes, in fresh pages) is most of it
+// (bench/safetensors_header and bench/README.md); the general parser used before (nlohmann's SAX
+// parser building each entry as a JSON value) took 12x the read time for 950k entries. The output
+// arrays are reserved once from a count of the header's ':' bytes (Note [Reserved output]).
+// Everything that is not the schema is refused at the first byte where it departs from it, with the
+// byte offset in the file and what was expected there: JSON syntax (strict RFC 8259: whitespace
+// only where JSON allows it, no trailing commas, no leading zeros, only whitespace after the
+// closing brace), strings (every escape of JSON, \uXXXX with surrogate pairs decoded to UTF-8;
+// unpaired surrogates, unknown escapes, raw control characters and invalid UTF-8 refused), numbers
+// (integers that do not fit in 64 bits refused as "number overflow"; fractions and exponents are
+// not dimensions or offsets), values of the wrong type, unknown or missing fields, nesting deeper
+// than the schema, more than `max_dims` dimensions. Duplicate keys are refused at every level
+// (tensor names, "__metadata__", the fields of an entry, metadata keys), after unescaping: JSON
+// allows them and a reader that kept one would hide data. Duplicates are found without a hash table
+// that outgrows the cache (Note [Linear duplicate check]): each key is hashed once (SipHash-1-3
+// under a per-process random key, so an attacker who writes the file cannot aim keys at one bucket)
+// into a list in header order; at the end of its object the list is split by the hashes' top bits
+// into parts of a few thousand keys (one sequential pass), and each part is checked in a small
+// table that stays in the cache. A key is compared with another only when the 32-bit tags (the low
+// half of their hashes) of the two are equal. The error names the first key, in header order, that
+// repeats an earlier one (and where that earlier one is). Duplicates are therefore reported after
+// the syntax of their object: a header with a duplicate name and a syntax error further on is
+// refused for the syntax error.
 //
 // The output keeps names, dtypes, metadata keys and values in two text arenas and the shapes in one
 // array: a header of a million entries costs a few vectors, not a few million strings.
 //
 // What the scanner does not check, the caller does (nn/serialize.cpp): which dtype tags are
-// supported, that the shape's element count and byte size fit, that data_offsets match the shape and
-// tile the data buffer.
+// supported, that the shape's element count and byte size fit, that data_offsets match the shape
+// and tile the data buffer.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -50,12 +54,14 @@ namespace xgrad::detail {
 /// One tensor's entry, as written in the header (values unescaped, types checked). Its name, dtype
 /// and shape live in the SafetensorsHeader's arenas (one allocation for all entries, not three per
 /// entry): read them with SafetensorsHeader::name / dtype / shape.
+/// Offsets and sizes are 32-bit: the scanner refuses headers of 4 GiB or more, and neither arena is
+/// longer than the header (48 bytes an entry: a header of 950k entries writes 46 MB of them, not 61).
 struct SafetensorsHeaderEntry {
-  std::size_t name_offset = 0, name_size = 0;    // in SafetensorsHeader::text
-  std::size_t dtype_offset = 0, dtype_size = 0;  // in SafetensorsHeader::text; the tag as written, e.g. "F32"
-  std::size_t dims_offset = 0, dims_size = 0;    // in SafetensorsHeader::dims
-  std::uint64_t begin = 0, end = 0;              // data_offsets as written (not checked against each other)
-  std::uint64_t at = 0;                          // byte offset in the file of the entry's name (for messages)
+  std::uint64_t begin = 0, end = 0;                // data_offsets as written (not checked against each other)
+  std::uint64_t at = 0;                            // byte offset in the file of the entry's name (for messages)
+  std::uint32_t name_offset = 0, name_size = 0;    // in SafetensorsHeader::text
+  std::uint32_t dtype_offset = 0, dtype_size = 0;  // in SafetensorsHeader::text; the tag as written, e.g. "F32"
+  std::uint32_t dims_offset = 0, dims_size = 0;    // in SafetensorsHeader::dims
 };
 
 /// One "__metadata__" key and its value, in SafetensorsHeader::metadata_text (offsets fit in 32 bits:

@@ -2,7 +2,13 @@
 // scanner]): JSON strings (escapes, surrogate pairs, UTF-8), numbers, whitespace, the schema, and
 // the messages (file, byte offset, what was expected). The files built from these headers are
 // tested end to end in test_serialize.cpp.
+#include <algorithm>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "support.hpp"
 #include "xgrad/nn/detail/safetensors_header.hpp"
@@ -248,4 +254,254 @@ TEST_CASE("safetensors header: parse_safetensors keeps unescaped names, and they
   const auto back = nn::parse_safetensors(nn::to_safetensors_bytes(f.tensors, f.metadata), "mem");
   CHECK(back.tensors[0].first == f.tensors[0].first);
   CHECK(back.metadata == f.metadata);
+}
+
+namespace {
+
+// ---- differential test against nlohmann/json (an independent strict JSON parser) -----------------
+
+using Json = nlohmann::json;
+
+// A JSON number that is a non-negative integer of at most `max` (nlohmann keeps -0 as a signed 0).
+bool non_negative(const Json& v, std::uint64_t max) {
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>() <= max;
+  return v.is_number_integer() && v.get<std::int64_t>() == 0;
+}
+
+// The safetensors schema on nlohmann's DOM (as fuzz/fuzz_safetensors_header.cpp).
+bool matches_schema(const Json& h) {
+  if (!h.is_object()) return false;
+  for (const auto& [name, v] : h.items()) {
+    if (name == "__metadata__") {
+      if (!v.is_object()) return false;
+      for (const auto& [k, s] : v.items())
+        if (!s.is_string()) return false;
+      continue;
+    }
+    if (!v.is_object() || v.size() != 3 || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+      return false;
+    if (!v["dtype"].is_string()) return false;
+    const Json& shape = v["shape"];
+    if (!shape.is_array() || shape.size() > 64) return false;
+    for (const auto& d : shape)
+      if (!non_negative(d, static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))) return false;
+    const Json& off = v["data_offsets"];
+    if (!off.is_array() || off.size() != 2) return false;
+    for (const auto& o : off)
+      if (!non_negative(o, std::numeric_limits<std::uint64_t>::max())) return false;
+  }
+  return true;
+}
+
+std::uint64_t as_u64(const Json& v) { return v.is_number_unsigned() ? v.get<std::uint64_t>() : 0; }
+
+// A random JSON string literal (with its quotes) over plain ASCII, every escape, \u escapes (BMP and
+// surrogate pairs) and raw UTF-8; `pool` > 0 draws from few distinct texts (so that duplicates occur).
+std::string random_string(std::mt19937_64& rng, int pool) {
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };
+  if (pool > 0) return "\"k" + std::to_string(pick(pool)) + (pick(4) == 0 ? "\\u0041" : "A") + "\"";
+  static const char* const pieces[] = {"a",
+                                       "Z",
+                                       "0",
+                                       ".",
+                                       "_",
+                                       "\\\"",
+                                       "\\\\",
+                                       "\\/",
+                                       "\\b",
+                                       "\\f",
+                                       "\\n",
+                                       "\\r",
+                                       "\\t",
+                                       "\\u0041",
+                                       "\\u00e9",
+                                       "\\u20AC",
+                                       "\\ud83d\\ude00",
+                                       "\xc3\xa9",
+                                       "\xe2\x82\xac",
+                                       "\xf0\x9f\x98\x80",
+                                       " ",
+                                       "\\u0000"};
+  std::string s = "\"";
+  const int n = pick(8);
+  for (int i = 0; i < n; ++i) s += pieces[pick(static_cast<int>(std::size(pieces)))];
+  return s + "\"";
+}
+
+std::string random_ws(std::mt19937_64& rng) {
+  static const char* const ws[] = {"", "", "", " ", "\n", "\t", "\r\n  "};
+  return ws[rng() % std::size(ws)];
+}
+
+std::string random_number(std::mt19937_64& rng) {
+  switch (rng() % 10) {
+    case 0:
+      return "-0";
+    case 1:
+      return "18446744073709551615";
+    case 2:
+      return "9223372036854775807";
+    case 3:
+      return std::to_string(rng() % 100) + "0000000000000000000000";  // overflows 64 bits
+    default:
+      return std::to_string(rng() % 1000);
+  }
+}
+
+// A random header close to the schema (valid most of the time before mutation).
+std::string random_header(std::mt19937_64& rng, int pool) {
+  auto W = [&] { return random_ws(rng); };
+  std::string h = W() + "{" + W();
+  const int n = static_cast<int>(rng() % 6);
+  for (int i = 0; i < n; ++i) {
+    if (i) h += "," + W();
+    if (rng() % 6 == 0) {
+      h += "\"__metadata__\"" + W() + ":" + W() + "{" + W();
+      const int m = static_cast<int>(rng() % 4);
+      for (int j = 0; j < m; ++j)
+        h += (j ? "," + W() : "") + random_string(rng, pool) + W() + ":" + W() + random_string(rng, 0) + W();
+      h += "}" + W();
+      continue;
+    }
+    h += random_string(rng, pool) + W() + ":" + W() + "{" + W();
+    std::vector<std::string> fields = {"\"dtype\"" + W() + ":" + W() + (rng() % 2 ? "\"F32\"" : random_string(rng, 0)),
+                                       "\"shape\"" + W() + ":" + W() + "[" + W(),
+                                       "\"data_offsets\"" + W() + ":" + W() + "[" + W() + random_number(rng) + W() +
+                                           "," + W() + random_number(rng) + W() + "]"};
+    const int dims = static_cast<int>(rng() % 4);
+    for (int d = 0; d < dims; ++d) fields[1] += (d ? "," + W() : "") + random_number(rng) + W();
+    fields[1] += "]";
+    std::shuffle(fields.begin(), fields.end(), rng);
+    for (std::size_t f = 0; f < fields.size(); ++f) h += (f ? "," + W() : "") + fields[f] + W();
+    h += "}" + W();
+  }
+  return h + "}" + W();
+}
+
+// A byte-level mutation: delete, insert or replace a byte, or duplicate a span.
+void mutate(std::mt19937_64& rng, std::string& h) {
+  if (h.empty()) return;
+  static const char bytes[] = "{}[],:\"\\ -0123456789eE.aunr\x01\x7f\x80\xc3\xed";
+  const std::size_t at = rng() % h.size();
+  const char b = bytes[rng() % (sizeof bytes - 1)];
+  switch (rng() % 4) {
+    case 0:
+      h.erase(at, 1);
+      break;
+    case 1:
+      h.insert(h.begin() + static_cast<std::ptrdiff_t>(at), b);
+      break;
+    case 2:
+      h[at] = b;
+      break;
+    default: {
+      const std::size_t len = std::min<std::size_t>(rng() % 40, h.size() - at);
+      h.insert(at, h.substr(at, len));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("safetensors header: differential against nlohmann/json on random valid and invalid headers",
+          "[serialize][safetensors_header]") {
+  std::mt19937_64 rng(20261202);
+  int accepted = 0, refused = 0, valid = 0;
+  for (int iter = 0; iter < 20000; ++iter) {
+    std::string text = random_header(rng, iter % 3 == 0 ? 3 : 0);
+    const int mutations = static_cast<int>(rng() % 3);
+    for (int m = 0; m < mutations; ++m) mutate(rng, text);
+    INFO("header: " << text);
+
+    detail::SafetensorsHeader header;
+    bool ok = true;
+    try {
+      header = detail::scan_safetensors_header(text, "d.safetensors");
+    } catch (const Error& e) {
+      ok = false;
+      const std::string_view msg = e.what();
+      REQUIRE(msg.find("'d.safetensors'") != std::string_view::npos);
+      REQUIRE(msg.find("at byte ") != std::string_view::npos);
+    }
+    // nlohmann: a DOM and a duplicate detector (a set of keys per open object).
+    bool duplicate = false;
+    std::vector<std::set<std::string>> open;
+    const Json::parser_callback_t cb = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
+      if (event == Json::parse_event_t::object_start) open.emplace_back();
+      if (event == Json::parse_event_t::object_end && !open.empty()) open.pop_back();
+      if (event == Json::parse_event_t::key && !open.empty() && !open.back().insert(parsed.get<std::string>()).second)
+        duplicate = true;
+      return true;
+    };
+    const Json j = Json::parse(text.begin(), text.end(), cb, /*allow_exceptions=*/false);
+    // (nlohmann takes a raw NUL byte for the end of its input; JSON does not.)
+    const bool schema_ok = !j.is_discarded() && !duplicate && matches_schema(j) && text.find('\0') == std::string::npos;
+    valid += schema_ok;
+    if (!ok) {
+      ++refused;
+      REQUIRE_FALSE(schema_ok);  // every header nlohmann reads as a valid safetensors header is accepted
+      continue;
+    }
+    ++accepted;
+    REQUIRE(schema_ok);  // everything accepted is one
+    const bool has_meta = j.contains("__metadata__");
+    REQUIRE(j.size() == header.entries.size() + (has_meta ? 1 : 0));
+    for (const auto& e : header.entries) {
+      const std::string name(header.name(e));
+      REQUIRE(j.contains(name));
+      const Json& v = j[name];
+      CHECK(v["dtype"].get<std::string>() == header.dtype(e));
+      const std::vector<std::int64_t> dims = header.shape(e);
+      REQUIRE(v["shape"].size() == dims.size());
+      for (std::size_t i = 0; i < dims.size(); ++i) CHECK(as_u64(v["shape"][i]) == static_cast<std::uint64_t>(dims[i]));
+      CHECK(as_u64(v["data_offsets"][0]) == e.begin);
+      CHECK(as_u64(v["data_offsets"][1]) == e.end);
+    }
+    REQUIRE((has_meta ? j["__metadata__"].size() : 0) == header.metadata.size());
+    for (const auto& m : header.metadata) {
+      const std::string k(header.key(m));
+      REQUIRE(j["__metadata__"].contains(k));
+      CHECK(j["__metadata__"][k].get<std::string>() == header.value(m));
+    }
+  }
+  // Both sides of the comparison were exercised.
+  CHECK(accepted > 1000);
+  CHECK(refused > 1000);
+  CHECK(valid == accepted);
+}
+
+TEST_CASE("safetensors header: the first duplicate in header order is found among many keys",
+          "[serialize][safetensors_header]") {
+  // Enough keys for the duplicate check to split them into several parts (Note [Linear duplicate
+  // check]); a duplicate planted at random places, in odd trials a second one further on: the key
+  // named is the first, in header order, that repeats an earlier one, with the earlier one's byte.
+  std::mt19937_64 rng(7);
+  const auto entry = [](const std::string& name) {
+    return "\"" + name + R"(":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})";
+  };
+  for (int trial = 0; trial < 6; ++trial) {
+    const std::size_t n = 30000 + rng() % 20000;
+    std::vector<std::string> names(n);
+    for (std::size_t i = 0; i < n; ++i) names[i] = "t" + std::to_string(i);
+    const std::size_t first = rng() % (n - 2);
+    const std::size_t later = first + 1 + rng() % (n - first - 1);
+    names[later] = names[first];
+    if (trial % 2 && later + 1 < n) names[later + 1 + rng() % (n - later - 1)] = names[rng() % later];
+    std::string h = "{", meta = R"({"__metadata__":{)";
+    std::size_t first_at = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i) h += ',', meta += ',';
+      if (i == first) first_at = 8 + h.size();
+      h += entry(names[i]);
+      meta += "\"" + names[i] + "\":\"v\"";
+    }
+    INFO("n " << n << ", key " << first << " repeated at " << later);
+    require_refused(h + "}", {"duplicate name '" + names[later] + "' in the header",
+                              "(the first is at byte " + std::to_string(first_at) + ")"});
+    require_refused(meta + "}}", {"duplicate key '" + names[later] + "' in '__metadata__'"});
+  }
+  // Distinct keys that share long prefixes and hash parts: accepted.
+  std::string h = "{";
+  for (std::size_t i = 0; i < 40000; ++i) h += (i ? "," : "") + entry(std::string(40, 'p') + std::to_string(i));
+  CHECK(scan(h + "}").entries.size() == 40000);
 }
