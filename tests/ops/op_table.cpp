@@ -272,9 +272,11 @@ const char* kTorchSampled =
     "T = torch.where((d >= lo) & (d <= hi), r, torch.zeros((), dtype=d.dtype))\n"
     "out = torch.einsum('nab,...nb->...na', T, f)\n";
 
-Response cos2(double w) {
-  return Response::callable([w](double d) { return std::pow(std::cos(M_PI * d / w), 2); }, -w / 2, w / 2,
-                            [w](double d) { return -M_PI / w * std::sin(2 * M_PI * d / w); });
+Response cos2(double w) {  // with r' and r'' (second derivatives in the coarse points: create_graph)
+  return Response::callable(
+      [w](double d) { return std::pow(std::cos(M_PI * d / w), 2); }, -w / 2, w / 2,
+      [w](double d) { return -M_PI / w * std::sin(2 * M_PI * d / w); }, {},
+      [w](double d) { return -2 * M_PI * M_PI / (w * w) * std::cos(2 * M_PI * d / w); });
 }
 
 // A (R*bo, C*bi) pattern of 2x3 blocks, each stored with probability 1/2.
@@ -3456,6 +3458,8 @@ std::vector<OpInfo> build() {
       "log_softmax_last", "log_softmax_first", "log_softmax_middle", "sum_outer_axes", "mean_outer_axes", "matmul_mm",
       "matmul_broadcast_a", "matmul_bmm", "matmul_dot", "matmul_mv", "matmul_vm", "concat_first", "stack_first",
       "index_select_tensor", "masked_fill",
+      // hggr
+      "resample_conv_cos2_uniform", "resample_conv_sampled_points",
   };
   // clang-format on
   // ... and every entry whose name starts with one of these
