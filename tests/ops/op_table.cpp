@@ -273,10 +273,9 @@ const char* kTorchSampled =
     "out = torch.einsum('nab,...nb->...na', T, f)\n";
 
 Response cos2(double w) {  // with r' and r'' (second derivatives in the coarse points: create_graph)
-  return Response::callable(
-      [w](double d) { return std::pow(std::cos(M_PI * d / w), 2); }, -w / 2, w / 2,
-      [w](double d) { return -M_PI / w * std::sin(2 * M_PI * d / w); }, {},
-      [w](double d) { return -2 * M_PI * M_PI / (w * w) * std::cos(2 * M_PI * d / w); });
+  return Response::callable([w](double d) { return std::pow(std::cos(M_PI * d / w), 2); }, -w / 2, w / 2,
+                            [w](double d) { return -M_PI / w * std::sin(2 * M_PI * d / w); }, {},
+                            [w](double d) { return -2 * M_PI * M_PI / (w * w) * std::cos(2 * M_PI * d / w); });
 }
 
 // A (R*bo, C*bi) pattern of 2x3 blocks, each stored with probability 1/2.
