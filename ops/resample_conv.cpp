@@ -12,6 +12,9 @@
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/resample_kernels.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/shape_ops.hpp"
 
 namespace xgrad {
 
@@ -89,8 +92,11 @@ void check_support(const char* fn, double lo, double hi) {
 }
 }  // namespace
 
-Response Response::callable(Fn fn, double lo, double hi, Fn derivative, std::vector<double> breakpoints) {
+Response Response::callable(Fn fn, double lo, double hi, Fn derivative, std::vector<double> breakpoints,
+                            Fn second_derivative) {
   XGRAD_CHECK(static_cast<bool>(fn), "Response::callable: argument 'fn' is empty");
+  XGRAD_CHECK(!second_derivative || derivative,
+              "Response::callable: argument 'second_derivative' is given without argument 'derivative'");
   check_support("Response::callable", lo, hi);
   // Note [Breakpoints] (resample_kernels.hpp): inside the support, and apart by more than the
   // rounding of its coordinates (the table nodes next to a breakpoint are evaluated a few units of
@@ -115,6 +121,7 @@ Response Response::callable(Fn fn, double lo, double hi, Fn derivative, std::vec
   r.state_->hi = hi;
   r.state_->fn = std::move(fn);
   r.state_->dfn = std::move(derivative);
+  if (second_derivative) r.state_->higher.push_back(std::move(second_derivative));
   r.state_->breakpoints = std::move(breakpoints);
   return r;
 }
@@ -124,9 +131,20 @@ namespace {
 void check_positive(const char* fn, const char* arg, double v) {
   XGRAD_CHECK(std::isfinite(v) && v > 0, "{}: argument '{}' must be finite and > 0, got {}", fn, arg, v);
 }
-Response named(std::string name, Response::Fn fn, double lo, double hi, Response::Fn dfn, std::vector<double> bps) {
+// Note [Response derivatives]: the gradient of resample_conv with respect to the coarse points is
+// the same resampling with r' (d out / d coarse = sum_b r'(coarse - fine[b]) f[b]), so a derivative
+// of order k with respect to them is a resampling with r^(k). A callable carries fn, its derivative
+// and optionally its second; the named responses carry theirs analytically up to order
+// kNamedOrders (lanczos: 2); a sampled response has every order (its interpolant's piecewise
+// polynomial, differentiated cell by cell). The op convolves the derivative of the order it was
+// built with (order 0 for resample_conv itself; the recorded backward builds higher ones).
+constexpr int kNamedOrders = 4;
+// `nth(k, d)` is r^(k)(d), k = 2 .. orders.
+Response named(std::string name, Response::Fn fn, double lo, double hi, Response::Fn dfn, std::vector<double> bps,
+               const std::function<double(int, double)>& nth, int orders) {
   Response r = Response::callable(std::move(fn), lo, hi, std::move(dfn), std::move(bps));
   r.state()->name = std::move(name);
+  for (int k = 2; k <= orders; ++k) r.state()->higher.push_back([nth, k](double d) { return nth(k, d); });
   return r;
 }
 // sinc(x) = sin(pi x)/(pi x) and its derivative; Taylor series near 0, where the closed forms cancel.
@@ -151,6 +169,21 @@ double dsinc(double x) {
     term *= -y2 / static_cast<double>((2 * k + 2) * (2 * k + 3));
   }
   return M_PI * s;
+}
+// sinc''(x), with the Taylor series near 0.
+double d2sinc(double x) {
+  const double y = M_PI * x;
+  if (std::abs(x) >= 0.1) {
+    const double s = std::sin(y), c = std::cos(y);
+    return M_PI * M_PI * (-s / y - 2 * c / (y * y) + 2 * s / (y * y * y));
+  }
+  const double y2 = y * y;        // pi^2 * sum_{k>=1} (-1)^k 2k (2k-1) y^(2k-2) / (2k+1)!
+  double s = 0, term = -1.0 / 6;  // k = 1: -1 / 3!
+  for (int k = 1; k <= 8; ++k) {
+    s += 2 * k * (2 * k - 1) * term;
+    term *= -y2 / static_cast<double>((2 * k + 2) * (2 * k + 3));
+  }
+  return M_PI * M_PI * s;
 }
 // Centred cardinal B-spline M_n(x) of order n <= 4 and its derivative, piece by piece (no
 // truncated-power cancellation). Only called on [-n/2, n/2].
@@ -180,6 +213,14 @@ double bspline_slope(int n, double x) {
       return a <= 1 ? -2 * x + 1.5 * x * a : -sg * 0.5 * (2 - a) * (2 - a);
   }
 }
+// Its derivative of order k >= 2 (0 from k = n on: the jumps at the knots are not differentiated).
+double bspline_nth(int n, int k, double x) {
+  const double a = std::abs(x), sg = std::signbit(x) ? -1.0 : 1.0;
+  if (k >= n) return 0.0;
+  if (n == 3) return a <= 0.5 ? -2.0 : 1.0;  // k = 2
+  if (k == 2) return a <= 1 ? -2 + 3 * a : 2 - a;
+  return a <= 1 ? 3 * sg : -sg;  // n = 4, k = 3
+}
 }  // namespace
 
 Response Response::gaussian(double sigma, double truncate) {
@@ -189,7 +230,19 @@ Response Response::gaussian(double sigma, double truncate) {
   const double norm = 1 / (sigma * std::sqrt(2 * M_PI) * std::erf(truncate / std::sqrt(2.0)));
   Response r = named(
       "gaussian", [=](double d) { return norm * std::exp(-0.5 * (d / sigma) * (d / sigma)); }, -half, half,
-      [=](double d) { return -d / (sigma * sigma) * norm * std::exp(-0.5 * (d / sigma) * (d / sigma)); }, {});
+      [=](double d) { return -d / (sigma * sigma) * norm * std::exp(-0.5 * (d / sigma) * (d / sigma)); }, {},
+      [=](int k, double d) {
+        // (-1/sigma)^k He_k(x) times the gaussian, x = d/sigma (probabilists' Hermite polynomials)
+        const double x = d / sigma;
+        double h0 = 1, h1 = x;
+        for (int j = 1; j < k; ++j) {
+          const double h2 = x * h1 - j * h0;
+          h0 = h1;
+          h1 = h2;
+        }
+        return (k % 2 == 0 ? 1.0 : -1.0) * h1 / std::pow(sigma, k) * norm * std::exp(-0.5 * x * x);
+      },
+      kNamedOrders);
   r.state()->spec = fmt::format("gaussian(sigma={}, truncate={})", sigma, truncate);
   return r;
 }
@@ -198,7 +251,21 @@ Response Response::hann(double width) {
   check_positive("Response::hann", "width", width);
   Response r = named(
       "hann", [=](double d) { return 2 / width * std::pow(std::cos(M_PI * d / width), 2); }, -width / 2, width / 2,
-      [=](double d) { return -2 * M_PI / (width * width) * std::sin(2 * M_PI * d / width); }, {});
+      [=](double d) { return -2 * M_PI / (width * width) * std::sin(2 * M_PI * d / width); }, {},
+      [=](int k, double d) {  // r = (1 + cos(t)) / width, t = 2 pi d / width
+        const double t = 2 * M_PI * d / width, sc = std::pow(2 * M_PI / width, k) / width;
+        switch (k % 4) {
+          case 0:
+            return sc * std::cos(t);
+          case 1:
+            return -sc * std::sin(t);
+          case 2:
+            return -sc * std::cos(t);
+          default:
+            return sc * std::sin(t);
+        }
+      },
+      kNamedOrders);
   r.state()->spec = fmt::format("hann(width={})", width);
   return r;
 }
@@ -227,7 +294,8 @@ Response Response::bspline(int order, double h) {
   for (int k = 1; k < order; ++k) knots.push_back((k - 0.5 * order) * h);
   Response r = named(
       "bspline" + std::to_string(order), [=](double d) { return bspline_value(order, d / h) / h; }, -half, half,
-      [=](double d) { return bspline_slope(order, d / h) / (h * h); }, std::move(knots));
+      [=](double d) { return bspline_slope(order, d / h) / (h * h); }, std::move(knots),
+      [=](int k, double d) { return bspline_nth(order, k, d / h) / std::pow(h, k + 1); }, kNamedOrders);
   r.state()->spec = fmt::format("bspline(order={}, h={})", order, h);
   return r;
 }
@@ -243,7 +311,13 @@ Response Response::lanczos(int a, double scale) {
         const double x = d / scale;
         return (dsinc(x) * sinc(x / ad) + sinc(x) * dsinc(x / ad) / ad) / scale;
       },
-      {});
+      {},
+      [=](int, double d) {  // k = 2
+        const double x = d / scale;
+        return (d2sinc(x) * sinc(x / ad) + 2 * dsinc(x) * dsinc(x / ad) / ad + sinc(x) * d2sinc(x / ad) / (ad * ad)) /
+               (scale * scale);
+      },
+      2);
   r.state()->spec = fmt::format("lanczos(a={}, scale={})", a, scale);
   return r;
 }
@@ -270,6 +344,7 @@ Response Response::sampled(const Tensor& values, double lo, double hi, Interp in
 
 bool Response::is_sampled() const { return state_->sampled; }
 bool Response::has_derivative() const { return state_->sampled || static_cast<bool>(state_->dfn); }
+int Response::max_derivative_order() const { return state_->max_order(); }
 double Response::lo() const { return state_->lo; }
 double Response::hi() const { return state_->hi; }
 Interp Response::interp() const { return state_->interp; }
@@ -286,12 +361,12 @@ const std::string& Response::spec() const {
 const Tensor& Response::values() const { return state_->values; }
 
 namespace {
-double eval_sampled(const rs::ResponseState& s, double d, bool derivative) {
+double eval_sampled(const rs::ResponseState& s, double d, int order) {
   if (d < s.lo || d > s.hi) return 0;
   const std::vector<double> v = s.values.to_vector();
   const std::int64_t K = static_cast<std::int64_t>(v.size());
   const double delta = (s.hi - s.lo) / static_cast<double>(K - 1);
-  const std::vector<double> cells = rs::sampled_cells(v, s.interp, delta, derivative);
+  const std::vector<double> cells = rs::sampled_cells(v, s.interp, delta, order);
   const double u = (d - s.lo) / delta;
   const std::int64_t i = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, K - 2);
   const double t = u - static_cast<double>(i);
@@ -301,14 +376,24 @@ double eval_sampled(const rs::ResponseState& s, double d, bool derivative) {
 }  // namespace
 
 double Response::operator()(double d) const {
-  if (state_->sampled) return eval_sampled(*state_, d, false);
+  if (state_->sampled) return eval_sampled(*state_, d, 0);
   return d < state_->lo || d > state_->hi ? 0.0 : state_->fn(d);
 }
 
 double Response::derivative(double d) const {
   XGRAD_CHECK(has_derivative(), "Response::derivative: this callable response was built without a derivative");
-  if (state_->sampled) return eval_sampled(*state_, d, true);
+  if (state_->sampled) return eval_sampled(*state_, d, 1);
   return d < state_->lo || d > state_->hi ? 0.0 : state_->dfn(d);
+}
+
+double Response::nth_derivative(double d, int order) const {
+  XGRAD_CHECK(order >= 0 && order <= max_derivative_order(),
+              "Response::nth_derivative: argument 'order' = {} is not available: the {} response has derivatives up "
+              "to order {}",
+              order, spec(), max_derivative_order());
+  if (state_->sampled) return eval_sampled(*state_, d, order);
+  const Fn* fn = state_->nth(order);
+  return fn == nullptr || d < state_->lo || d > state_->hi ? 0.0 : (*fn)(d);
 }
 
 // ---- the op ---------------------------------------------------------------------------------------
@@ -327,14 +412,14 @@ struct EvalHolder {
 };
 
 EvalHolder make_evaluator(const FineGrid& grid, const Response& r, const Tensor& values, Dtype dtype,
-                          const ResampleConvOptions& o, bool derivative) {
+                          const ResampleConvOptions& o, int order) {
   EvalHolder h;
   const rs::ResponseState& s = *r.state();
   if (s.sampled) {
     const std::int64_t K = values.numel();
     h.ev.kind = rs::Evaluator::sampled;
     h.ev.delta = (s.hi - s.lo) / static_cast<double>(K - 1);
-    h.cells = rs::sampled_cells(values.to_vector(), s.interp, h.ev.delta, derivative);
+    h.cells = rs::sampled_cells(values.to_vector(), s.interp, h.ev.delta, order);
     h.ev.cells = h.cells.data();
     h.ev.ncells = K - 1;
     // Note [Sampled responses on a uniform grid]: with a tolerance a float32 result can use (the
@@ -343,8 +428,8 @@ EvalHolder make_evaluator(const FineGrid& grid, const Response& r, const Tensor&
     // the interpolation at every tap. Float64 keeps the exact per-tap evaluation. The gradient
     // with respect to the values is always that of the exact interpolation (within the tolerance).
     const double tol = default_tolerance(dtype, o);
-    if (grid.is_uniform() && !o.exact && tol >= 1e-9) {
-      const int smoothness = (s.interp == Interp::cubic ? 2 : 1) - (derivative ? 1 : 0);
+    const int smoothness = (s.interp == Interp::cubic ? 2 : 1) - order;  // < 0: piecewise constant or zero
+    if (grid.is_uniform() && !o.exact && tol >= 1e-9 && smoothness >= 0) {
       h.table = rs::build_polyphase_sampled(h.cells, h.ev.delta, s.lo, s.hi, grid.dx(), tol, smoothness);
       if (h.table) {
         h.ev.kind = rs::Evaluator::polyphase;
@@ -354,14 +439,14 @@ EvalHolder make_evaluator(const FineGrid& grid, const Response& r, const Tensor&
     return h;
   }
   std::string why;
-  if (!o.exact) h.table = r.state()->get(grid.is_uniform(), derivative, grid.dx(), default_tolerance(dtype, o), &why);
+  if (!o.exact) h.table = r.state()->get(grid.is_uniform(), order, grid.dx(), default_tolerance(dtype, o), &why);
   XGRAD_CHECK(o.exact || h.table || !o.strict, "{} (refused: ResampleConvOptions::strict is set)", why);
   if (h.table) {
     h.ev.kind = h.table->polyphase ? rs::Evaluator::polyphase : rs::Evaluator::lattice;
     h.ev.table = h.table.get();
   } else {
     h.ev.kind = rs::Evaluator::exact;
-    h.ev.fn = derivative ? &s.dfn : &s.fn;
+    h.ev.fn = s.nth(order);
   }
   return h;
 }
@@ -421,36 +506,127 @@ void check_args(const Tensor& f, const Tensor& coarse, const FineGrid& grid, con
               op, response.lo(), response.hi(), width, scale, need);
 }
 
-// Note [Create graph] for resample_conv: the f gradient as an op of its own, the transposed
-// resampling (a scatter: gf[..., n, b] = sum_a g[..., n, a] r(coarse[n, a] - fine[b])), so that a
-// create_graph backward records it. It is linear in g, and its own backward with respect to g is
-// resample_conv's forward, so derivatives of any order with respect to f work. The coarse points
-// and the response values enter as constants: a gradient with respect to them through this op
-// (which would need r'' and the values' second derivative tables) is refused with an error.
-struct ResampleConvFn;
-struct ResampleConvTransposeFn : Function<ResampleConvTransposeFn> {
-  static constexpr const char* kName = "resample_conv_backward";
-  static constexpr bool kDifferentiableBackward = true;
+// Note [Create graph] for resample_conv: with r^(m) the response's derivative of order m (Note
+// [Response derivatives]) and
+//   S_m(f)[..., n, a] = sum_b r^(m)(coarse[n, a] - fine[b]) f[..., n, b],
+// the op is S_0, and the first derivatives of <g, S_m(f)> are products of the same family:
+//   d/df      = S_m^T(g)[..., n, b] = sum_a g[..., n, a] r^(m)(coarse[n, a] - fine[b])  (a scatter)
+//   d/dcoarse = sum_batch g * S_(m+1)(f)                   (the response's next derivative)
+//   d/dvalues = V_m(g, f)[k] = sum g[..., n, a] f[..., n, b] phi_k^(m)(coarse[n, a] - fine[b])
+// with phi_k the interpolation's weight of value k (a sampled r is linear in its values: r =
+// sum_k v_k phi_k). Three ops make the family, each built with its order m: ResampleConvFn (S_m),
+// ResampleConvTransposeFn (S_m^T, linear in g) and ResampleConvValuesFn (V_m, bilinear in g and f,
+// independent of the values). Each one's backward is written with the three of them (and mul, sum),
+// so each is differentiable again, to any order, in f, the coarse points and the values:
+//   S_m^T(g) with upstream h: d/dg = S_m(h), d/dcoarse = sum_batch g * S_(m+1)(h), d/dvalues = V_m(g, h)
+//   V_m(g, f) with upstream u: the products of the values u in their place, S_m(f; u) for g,
+//   S_m^T(g; u) for f, sum_batch g * S_(m+1)(f; u) for the coarse points, and nothing for the values
+//   (S is bilinear in f and the values: the second derivative in the values alone is 0).
+// A derivative of order k in the coarse points needs r^(k); when the response lacks it the gradient
+// is refused, when it is asked, with an error naming the op and the order. ResampleConvFn's backward
+// outside create_graph (grad mode off) runs the first-order kernels unchanged; the recorded path and
+// the other two ops' backwards call the ops above (slower: one tensor op per product; the same TBB
+// kernels, so deterministic too). V_m evaluates the interpolation exactly (never a float32 table).
+struct Family {  // what the three ops share
   FineGrid grid;
   Response response;
   ResampleConvOptions options;
+  int order = 0;  // the derivative of the response that the op convolves
+  // The op resample_conv itself (not one recorded by a backward): only its values gradient may go
+  // through a float32 sampled table (Note [Values gradient through the table]), a table fitted to
+  // the response's own values. A recorded product's values are often a gradient or a dummy seed
+  // (zeros, in the double-vjp construction), whose table can be trivial (one phase of degree 1 fits
+  // zero): the adjoint of that table is no values gradient at all, so those take the exact one.
+  bool top = false;
+  Family inner() const {
+    Family n = *this;
+    n.top = false;
+    return n;
+  }
+  Family next() const {
+    Family n = inner();
+    ++n.order;
+    return n;
+  }
+};
 
-  Tensor forward(const Tensor& g, const Tensor& coarse, const Tensor& values, const FineGrid& gr, const Response& r,
-                 const ResampleConvOptions& o, const Shape& f_shape) {
-    grid = gr;
-    response = r;
-    options = o;
-    save_for_backward({coarse, values});
+rs::Problem make_problem(const Shape& fs, const std::vector<double>& coarse, std::int64_t A) {
+  rs::Problem pr;
+  pr.N = fs[fs.size() - 2];
+  pr.A = A;
+  pr.P = 1;
+  for (std::size_t i = 0; i + 2 < fs.size(); ++i) pr.P *= fs[i];
+  pr.coarse = coarse.data();
+  return pr;
+}
+
+// Zero-length sizes (batch 0, N = 0, A = 0 or B = 0): every output is an empty sum, every gradient
+// is zero; the kernels and tables are not run at all.
+bool degenerate(const rs::Problem& pr, const FineGrid& grid) {
+  return pr.P == 0 || pr.N == 0 || pr.A == 0 || grid.size() == 0;
+}
+
+// A derivative of this order with respect to the coarse points needs r^(order).
+void check_coarse_order(const Response& r, int order) {
+  XGRAD_CHECK(order > 1 || r.has_derivative(),
+              "resample_conv: the gradient with respect to argument 'coarse' needs the response's derivative: "
+              "pass it as Response::callable(fn, lo, hi, dfn)");
+  XGRAD_CHECK(order <= r.max_derivative_order(),
+              "resample_conv: a derivative of order {} with respect to argument 'coarse' (through create_graph) needs "
+              "the response's derivative of order {}, but the {} response has derivatives up to order {}{}",
+              order, order, r.spec(), r.max_derivative_order(),
+              r.name() != "callable" ? ""
+              : order == 2           ? ": pass r'' as Response::callable(fn, lo, hi, dfn, breakpoints, d2fn)"
+                                     : " (a callable response carries at most its second derivative)");
+}
+
+struct ResampleConvFn : Function<ResampleConvFn> {
+  static constexpr const char* kName = "resample_conv";
+  static constexpr bool kDifferentiableBackward = true;  // Note [Create graph] above
+  Family fam;
+  Shape f_shape;
+  EvalHolder fwd_eval;  // reused by the f gradient (a sampled response's table is built per forward)
+  // Every output's taps under fwd_eval (polyphase tables only): located once in the forward and
+  // reused by the f and values gradients (N*A * 40 bytes, held with the graph like the table).
+  std::vector<rs::Taps> taps;
+
+  Tensor forward(const Tensor& f, const Tensor& coarse, const Tensor& values, const Family& fm) {
+    fam = fm;
+    f_shape = f.shape();
     const std::vector<double> c = coarse.to_vector();
-    rs::Problem pr;
-    pr.N = f_shape[f_shape.size() - 2];
-    pr.A = coarse.size(1);
-    pr.P = 1;
-    for (std::size_t i = 0; i + 2 < f_shape.size(); ++i) pr.P *= f_shape[i];
-    pr.coarse = c.data();
-    if (pr.P == 0 || pr.N == 0 || pr.A == 0 || grid.size() == 0) return Tensor::zeros(f_shape, g.dtype());
-    const EvalHolder eh = make_evaluator(grid, response, values, g.dtype(), options, false);
-    const rs::Geometry geo = make_geometry(grid, response);
+    rs::Problem pr = make_problem(f_shape, c, coarse.size(1));
+    Shape out_shape = f_shape;
+    out_shape.back() = coarse.size(1);
+    save_for_backward({f, coarse, values});
+    if (degenerate(pr, fam.grid)) return Tensor::zeros(out_shape, f.dtype());  // no output, or no fine point
+    Tensor out = Tensor::empty(out_shape, f.dtype());
+    fwd_eval = make_evaluator(fam.grid, fam.response, values, f.dtype(), fam.options, fam.order);
+    const rs::Geometry geo = make_geometry(fam.grid, fam.response);
+    taps = rs::plan_taps(geo, fwd_eval.ev, pr);
+    pr.taps = taps.empty() ? nullptr : taps.data();
+    dispatch(f.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      rs::forward<T>(geo, fwd_eval.ev, pr, f.data<T>(), out.data<T>());
+    });
+    return out;
+  }
+
+  Tensors backward(const Tensors& grads);
+};
+
+struct ResampleConvTransposeFn : Function<ResampleConvTransposeFn> {
+  static constexpr const char* kName = "resample_conv_backward";
+  static constexpr bool kDifferentiableBackward = true;
+  Family fam;
+
+  Tensor forward(const Tensor& g, const Tensor& coarse, const Tensor& values, const Family& fm, const Shape& f_shape) {
+    fam = fm;
+    save_for_backward({g, coarse, values});
+    const std::vector<double> c = coarse.to_vector();
+    rs::Problem pr = make_problem(f_shape, c, coarse.size(1));
+    if (degenerate(pr, fam.grid)) return Tensor::zeros(f_shape, g.dtype());
+    const EvalHolder eh = make_evaluator(fam.grid, fam.response, values, g.dtype(), fam.options, fam.order);
+    const rs::Geometry geo = make_geometry(fam.grid, fam.response);
     const std::vector<rs::Taps> taps = rs::plan_taps(geo, eh.ev, pr);
     pr.taps = taps.empty() ? nullptr : taps.data();
     Tensor gf = Tensor::empty(f_shape, g.dtype());
@@ -463,141 +639,139 @@ struct ResampleConvTransposeFn : Function<ResampleConvTransposeFn> {
   Tensors backward(const Tensors& grads);
 };
 
-struct ResampleConvFn : Function<ResampleConvFn> {
-  static constexpr const char* kName = "resample_conv";
-  // Note [Create graph]: with respect to f (see ResampleConvTransposeFn); refused with respect to
-  // the coarse points and the response values.
+struct ResampleConvValuesFn : Function<ResampleConvValuesFn> {
+  static constexpr const char* kName = "resample_conv_values_backward";
   static constexpr bool kDifferentiableBackward = true;
-  FineGrid grid;
-  Response response;
-  ResampleConvOptions options;
-  Shape f_shape;
-  EvalHolder fwd_eval;  // reused by the f gradient (a sampled response's table is built per forward)
-  // Every output's taps under fwd_eval (polyphase tables only): located once in the forward and
-  // reused by the f and values gradients (N*A * 40 bytes, held with the graph like the table).
-  std::vector<rs::Taps> taps;
+  Family fam;
 
-  static rs::Problem problem(const Shape& fs, const std::vector<double>& coarse, std::int64_t A) {
-    rs::Problem pr;
-    pr.N = fs[fs.size() - 2];
-    pr.A = A;
-    pr.P = 1;
-    for (std::size_t i = 0; i + 2 < fs.size(); ++i) pr.P *= fs[i];
-    pr.coarse = coarse.data();
-    return pr;
-  }
-  // Zero-length sizes (batch 0, N = 0, A = 0 or B = 0): every output is an empty sum, every gradient
-  // is zero; the kernels and tables are not run at all.
-  bool degenerate(const rs::Problem& pr) const { return pr.P == 0 || pr.N == 0 || pr.A == 0 || grid.size() == 0; }
-
-  Tensor forward(const Tensor& f, const Tensor& coarse, const Tensor& values, const FineGrid& g, const Response& r,
-                 const ResampleConvOptions& o) {
-    grid = g;
-    response = r;
-    options = o;
-    f_shape = f.shape();
+  // V_m(g, f), a (K,) tensor: the exact interpolation's values gradient (backward_cells).
+  Tensor forward(const Tensor& g, const Tensor& f, const Tensor& coarse, const Family& fm, std::int64_t K) {
+    fam = fm;
+    save_for_backward({g, f, coarse});
     const std::vector<double> c = coarse.to_vector();
-    rs::Problem pr = problem(f_shape, c, coarse.size(1));
-    Shape out_shape = f_shape;
-    out_shape.back() = coarse.size(1);
-    save_for_backward({f, coarse, values});
-    if (degenerate(pr)) return Tensor::zeros(out_shape, f.dtype());  // no output, or no fine point
-    Tensor out = Tensor::empty(out_shape, f.dtype());
-    fwd_eval = make_evaluator(grid, response, values, f.dtype(), options, false);
-    const rs::Geometry geo = make_geometry(grid, response);
-    taps = rs::plan_taps(geo, fwd_eval.ev, pr);
-    pr.taps = taps.empty() ? nullptr : taps.data();
+    const rs::Problem pr = make_problem(f.shape(), c, coarse.size(1));
+    if (degenerate(pr, fam.grid)) return Tensor::zeros({K}, f.dtype());
+    const double delta = (fam.response.hi() - fam.response.lo()) / static_cast<double>(K - 1);
+    const rs::Geometry geo = make_geometry(fam.grid, fam.response);
+    std::vector<double> gcells;
     dispatch(f.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      rs::forward<T>(geo, fwd_eval.ev, pr, f.data<T>(), out.data<T>());
+      gcells = rs::backward_cells<T>(geo, K - 1, delta, pr, f.data<T>(), g.data<T>());
     });
-    return out;
+    return Tensor::from_vector(rs::sampled_cells_adjoint(gcells, K, fam.response.interp(), delta, fam.order), {K},
+                               f.dtype());
   }
-
-  Tensors backward(const Tensors& grads) {
-    const Tensors s = saved();
-    const Tensor& f = s[0];
-    const Tensor& coarse = s[1];
-    const Tensor& values = s[2];
-    const Tensor& g = grads[0];
-    if (GradMode::is_enabled()) {
-      XGRAD_CHECK(!needs_input_grad(1) && !needs_input_grad(2),
-                  "resample_conv: create_graph=true (a differentiable backward) is supported with respect to f only; "
-                  "it is not supported when the gradient with respect to the {} is asked (detach them, or use "
-                  "create_graph=false)",
-                  needs_input_grad(1) ? "coarse points" : "sampled response values");
-      return {needs_input_grad(0)
-                  ? xgrad::apply<ResampleConvTransposeFn>(g, coarse, values, grid, response, options, f_shape)
-                  : Tensor(),
-              Tensor(), Tensor()};
-    }
-    const std::vector<double> c = coarse.to_vector();
-    rs::Problem pr = problem(f_shape, c, coarse.size(1));
-    pr.taps = taps.empty() ? nullptr : taps.data();  // only with fwd_eval's table
-    rs::Problem pr_other = pr;
-    pr_other.taps = nullptr;
-    const rs::Geometry geo = make_geometry(grid, response);
-    Tensor gf, gc, gv;
-    if (degenerate(pr)) {
-      if (needs_input_grad(0)) gf = Tensor::zeros(f_shape, f.dtype());
-      if (needs_input_grad(1)) gc = Tensor::zeros(coarse.shape(), coarse.dtype());
-      if (values.defined() && needs_input_grad(2)) gv = Tensor::zeros(values.shape(), values.dtype());
-      return {gf, gc, gv};
-    }
-    dispatch(f.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      // The f and values gradients are independent: with two or more threads they run concurrently,
-      // so neither pass's tail (its last, unevenly sized tasks) leaves a thread idle.
-      std::vector<double> gcells;
-      auto grad_f = [&] {
-        if (!needs_input_grad(0)) return;
-        gf = Tensor::empty(f_shape, f.dtype());
-        rs::backward_f<T>(geo, fwd_eval.ev, pr, g.data<T>(), gf.data<T>());
-      };
-      auto grad_cells = [&] {
-        if (!values.defined() || !needs_input_grad(2)) return;
-        const std::int64_t K = values.numel();
-        const double delta = (response.hi() - response.lo()) / static_cast<double>(K - 1);
-        // Through the table when the forward used one (Note [Values gradient through the table]).
-        gcells = fwd_eval.ev.kind == rs::Evaluator::polyphase
-                     ? rs::backward_cells_polyphase<T>(geo, *fwd_eval.table, K - 1, delta, pr, f.data<T>(), g.data<T>())
-                     : rs::backward_cells<T>(geo, K - 1, delta, pr, f.data<T>(), g.data<T>());
-      };
-      parallel_invoke(grad_f, grad_cells);
-      if (needs_input_grad(1)) {
-        XGRAD_CHECK(response.has_derivative(),
-                    "resample_conv: the gradient with respect to argument 'coarse' needs the response's derivative: "
-                    "pass it as Response::callable(fn, lo, hi, dfn)");
-        const EvalHolder eh = make_evaluator(grid, response, values, f.dtype(), options, true);
-        Tensor d = Tensor::empty(g.shape(), f.dtype());
-        rs::forward<T>(geo, eh.ev, pr_other, f.data<T>(), d.data<T>());
-        gc = Tensor::empty(coarse.shape(), coarse.dtype());
-        const T* dp = d.data<T>();
-        const T* gp = g.data<T>();
-        T* out = gc.data<T>();
-        const std::int64_t NA = pr.N * pr.A;
-        for (std::int64_t i = 0; i < NA; ++i) {
-          double acc = 0;
-          for (std::int64_t p = 0; p < pr.P; ++p)
-            acc += static_cast<double>(gp[p * NA + i]) * static_cast<double>(dp[p * NA + i]);
-          out[i] = static_cast<T>(acc);
-        }
-      }
-      if (values.defined() && needs_input_grad(2))
-        gv = Tensor::from_vector(rs::sampled_cells_adjoint(gcells, values.numel(), response.interp()), values.shape(),
-                                 values.dtype());
-    });
-    return {gf, gc, gv};
-  }
+  Tensors backward(const Tensors& grads);
 };
 
+// d/dcoarse <g, S_m(f)> = sum over the batch dimensions of g * S_(m+1)(f), recorded.
+Tensor coarse_grad(const Tensor& g, const Tensor& f, const Tensor& coarse, const Tensor& values, const Family& fam) {
+  check_coarse_order(fam.response, fam.order + 1);
+  const Tensor prod = mul(g, xgrad::apply<ResampleConvFn>(f, coarse, values, fam.next()));
+  if (prod.dim() == 2) return prod;
+  const std::int64_t N = coarse.size(0), A = coarse.size(1);
+  std::int64_t P = 1;
+  for (std::int64_t i = 0; i + 2 < prod.dim(); ++i) P *= prod.size(i);
+  return sum(reshape(prod, {P, N, A}), {0});
+}
+
+Tensors ResampleConvFn::backward(const Tensors& grads) {
+  const Tensors s = saved();
+  const Tensor& f = s[0];
+  const Tensor& coarse = s[1];
+  const Tensor& values = s[2];
+  const Tensor& g = grads[0];
+  const bool want_v = values.defined() && needs_input_grad(2);
+  if (GradMode::is_enabled()) {  // create_graph: the recorded products (Note [Create graph] above)
+    Tensor gf, gc, gv;
+    if (needs_input_grad(0)) gf = xgrad::apply<ResampleConvTransposeFn>(g, coarse, values, fam.inner(), f_shape);
+    if (needs_input_grad(1)) gc = coarse_grad(g, f, coarse, values, fam);
+    if (want_v) gv = xgrad::apply<ResampleConvValuesFn>(g, f, coarse, fam.inner(), values.numel());
+    return {gf, gc, gv};
+  }
+  const FineGrid& grid = fam.grid;
+  const Response& response = fam.response;
+  const std::vector<double> c = coarse.to_vector();
+  rs::Problem pr = make_problem(f_shape, c, coarse.size(1));
+  pr.taps = taps.empty() ? nullptr : taps.data();  // only with fwd_eval's table
+  rs::Problem pr_other = pr;
+  pr_other.taps = nullptr;
+  const rs::Geometry geo = make_geometry(grid, response);
+  Tensor gf, gc, gv;
+  if (needs_input_grad(1)) check_coarse_order(response, fam.order + 1);
+  if (degenerate(pr, grid)) {
+    if (needs_input_grad(0)) gf = Tensor::zeros(f_shape, f.dtype());
+    if (needs_input_grad(1)) gc = Tensor::zeros(coarse.shape(), coarse.dtype());
+    if (want_v) gv = Tensor::zeros(values.shape(), values.dtype());
+    return {gf, gc, gv};
+  }
+  dispatch(f.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // The f and values gradients are independent: with two or more threads they run concurrently,
+    // so neither pass's tail (its last, unevenly sized tasks) leaves a thread idle.
+    std::vector<double> gcells;
+    auto grad_f = [&] {
+      if (!needs_input_grad(0)) return;
+      gf = Tensor::empty(f_shape, f.dtype());
+      rs::backward_f<T>(geo, fwd_eval.ev, pr, g.data<T>(), gf.data<T>());
+    };
+    auto grad_cells = [&] {
+      if (!want_v) return;
+      const std::int64_t K = values.numel();
+      const double delta = (response.hi() - response.lo()) / static_cast<double>(K - 1);
+      // Through the table when the forward used one (Note [Values gradient through the table]).
+      gcells = fwd_eval.ev.kind == rs::Evaluator::polyphase && fam.top
+                   ? rs::backward_cells_polyphase<T>(geo, *fwd_eval.table, K - 1, delta, pr, f.data<T>(), g.data<T>())
+                   : rs::backward_cells<T>(geo, K - 1, delta, pr, f.data<T>(), g.data<T>());
+    };
+    parallel_invoke(grad_f, grad_cells);
+    if (needs_input_grad(1)) {
+      const EvalHolder eh = make_evaluator(grid, response, values, f.dtype(), fam.options, fam.order + 1);
+      Tensor d = Tensor::empty(g.shape(), f.dtype());
+      rs::forward<T>(geo, eh.ev, pr_other, f.data<T>(), d.data<T>());
+      gc = Tensor::empty(coarse.shape(), coarse.dtype());
+      const T* dp = d.data<T>();
+      const T* gp = g.data<T>();
+      T* out = gc.data<T>();
+      const std::int64_t NA = pr.N * pr.A;
+      for (std::int64_t i = 0; i < NA; ++i) {
+        double acc = 0;
+        for (std::int64_t p = 0; p < pr.P; ++p)
+          acc += static_cast<double>(gp[p * NA + i]) * static_cast<double>(dp[p * NA + i]);
+        out[i] = static_cast<T>(acc);
+      }
+    }
+    if (want_v) {
+      const std::int64_t K = values.numel();
+      const double delta = (response.hi() - response.lo()) / static_cast<double>(K - 1);
+      gv = Tensor::from_vector(rs::sampled_cells_adjoint(gcells, K, response.interp(), delta, fam.order),
+                               values.shape(), values.dtype());
+    }
+  });
+  return {gf, gc, gv};
+}
+
+// S_m^T(g) with upstream h (in or outside create_graph: the same recorded products).
 Tensors ResampleConvTransposeFn::backward(const Tensors& grads) {
-  XGRAD_CHECK(!needs_input_grad(1) && !needs_input_grad(2),
-              "resample_conv: a derivative of its f gradient with respect to the {} (a second derivative with respect "
-              "to them) is not supported",
-              needs_input_grad(1) ? "coarse points" : "sampled response values");
-  const Tensor coarse = saved(0), values = saved(1);
-  return {xgrad::apply<ResampleConvFn>(grads[0], coarse, values, grid, response, options), Tensor(), Tensor()};
+  const Tensors s = saved();
+  const Tensor &g = s[0], &coarse = s[1], &values = s[2], &h = grads[0];
+  Tensor gg, gc, gv;
+  if (needs_input_grad(0)) gg = xgrad::apply<ResampleConvFn>(h, coarse, values, fam.inner());
+  if (needs_input_grad(1)) gc = coarse_grad(g, h, coarse, values, fam);
+  if (values.defined() && needs_input_grad(2))
+    gv = xgrad::apply<ResampleConvValuesFn>(g, h, coarse, fam, values.numel());
+  return {gg, gc, gv};
+}
+
+// V_m(g, f) with upstream u: the products with the values u in place of the response's values.
+Tensors ResampleConvValuesFn::backward(const Tensors& grads) {
+  const Tensors s = saved();
+  const Tensor &g = s[0], &f = s[1], &coarse = s[2], &u = grads[0];
+  Tensor gg, gf, gc;
+  if (needs_input_grad(0)) gg = xgrad::apply<ResampleConvFn>(f, coarse, u, fam.inner());
+  if (needs_input_grad(1)) gf = xgrad::apply<ResampleConvTransposeFn>(g, coarse, u, fam, f.shape());
+  if (needs_input_grad(2)) gc = coarse_grad(g, f, coarse, u, fam);
+  return {gg, gf, gc};
 }
 
 }  // namespace
@@ -612,13 +786,13 @@ Tensor resample_conv(const Tensor& f, const Tensor& coarse, const FineGrid& grid
   // is cached in the response, so the backward does not build it again).
   if (options.strict && !response.is_sampled() && !options.exact && GradMode::is_enabled() && coarse.requires_grad() &&
       f.numel() > 0 && coarse.numel() > 0)
-    make_evaluator(grid, response, Tensor(), f.dtype(), options, true);
+    make_evaluator(grid, response, Tensor(), f.dtype(), options, 1);
   const Tensor values = response.is_sampled() ? response.values() : Tensor();
   // The located taps kept with the graph (N*A of them): a size no buffer can have is an error
   // stating the bytes, as is running out of memory in the op's own buffers.
   const std::size_t graph_bytes = resample_conv_graph_bytes(checked_numel(coarse.shape(), "resample_conv", "coarse"));
   try {
-    return apply<ResampleConvFn>(f, coarse, values, grid, response, options);
+    return apply<ResampleConvFn>(f, coarse, values, Family{grid, response, options, 0, true});
   } catch (const std::bad_alloc&) {
     detail::throw_error(
         fmt::format("resample_conv: out of memory for f {} and coarse {} (the op's buffers "
@@ -637,8 +811,8 @@ ResampleConvTableInfo resample_conv_prepare(const FineGrid& grid, const Response
   const Tensor values = response.is_sampled() ? response.values() : Tensor();
   // With `derivative`, the forward table first (cached in the response like the derivative one):
   // a layer whose coarse points learn needs both (the header's contract).
-  if (derivative) (void)make_evaluator(grid, response, values, dtype, options, false);
-  const EvalHolder eh = make_evaluator(grid, response, values, dtype, options, derivative);
+  if (derivative) (void)make_evaluator(grid, response, values, dtype, options, 0);
+  const EvalHolder eh = make_evaluator(grid, response, values, dtype, options, derivative ? 1 : 0);
   if (response.is_sampled() && !eh.table) {
     info.method = "sampled";
     info.degree = response.interp() == Interp::cubic ? 3 : 1;

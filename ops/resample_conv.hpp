@@ -17,17 +17,27 @@
 //                       (callable responses need their derivative; sampled ones always have it;
 //                       the jumps of r at lo/hi, if r is not zero there, are not differentiated)
 //   d values[k]       = sum g[..., n, a] * sum_b (d r(coarse[n, a] - fine[b]) / d values[k]) * f[..., n, b]
-// Higher order (create_graph, Note [Create graph] in core/autograd.hpp): with respect to f only. The
-// f gradient is then recorded as the transposed resampling, an op whose own backward is resample_conv;
-// asking for a recorded gradient with respect to coarse or values, or differentiating the recorded f
-// gradient with respect to them, is an xgrad::Error.
+// Higher order (create_graph, Note [Create graph] in core/autograd.hpp), in f, coarse and values, to
+// any order: each gradient above is recorded as a product of the same family, itself differentiable
+// (Note [Create graph] for resample_conv in resample_conv.cpp). With r^(m) the response's m-th
+// derivative and S_m(f) = sum_b r^(m)(coarse - fine[b]) f[b] (resample_conv is S_0):
+//   d f of <g, S_m(f)>      = S_m^T(g), the transposed resampling (linear in g)
+//   d coarse of <g, S_m(f)> = sum_batch g * S_(m+1)(f)   (so r^(k) for the k-th coarse derivative)
+//   d values of <g, S_m(f)> = sum g[..., n, a] f[..., n, b] phi_k^(m)(coarse[n, a] - fine[b]), with
+//                             r = sum_k values[k] phi_k (bilinear in f and values: d2/dvalues2 = 0)
+// A derivative of order k with respect to the coarse points needs r^(k): a callable carries r' and
+// optionally r'' (so second order), the named responses carry theirs up to order 4 (lanczos: 2), a
+// sampled response has every order (its interpolant's, piecewise polynomial: r'' of a cubic one is
+// piecewise linear). Asking for a coarse derivative beyond what the response carries is an
+// xgrad::Error naming the op and the order. The recorded products are slower than the first-order
+// kernels (which a backward without create_graph still runs), and as deterministic.
 //
 // Responses:
-// - Response::callable(fn, lo, hi, dfn): a fixed double(double) function (and optionally its
-//   derivative). On a uniform grid it is tabulated once per (grid spacing, tolerance) as a
-//   polyphase table of piecewise polynomials (see Note [Polyphase table] in resample_kernels.hpp):
-//   the degree and the number of phases are chosen automatically by measuring the table against
-//   fn. On a non-uniform grid it is tabulated on a fine lattice over [lo, hi] the same way.
+// - Response::callable(fn, lo, hi, dfn, breakpoints, d2fn): a fixed double(double) function (and
+//   optionally its first and second derivatives). On a uniform grid it is tabulated once per (grid spacing, tolerance)
+//   as a polyphase table of piecewise polynomials (see Note [Polyphase table] in resample_kernels.hpp): the degree and
+//   the number of phases are chosen automatically by measuring the table against fn. On a non-uniform grid it is
+//   tabulated on a fine lattice over [lo, hi] the same way.
 // - Response::sampled(values, lo, hi, interp): a learnable response given by K >= 2 values on the
 //   uniform lattice lo + k*(hi-lo)/(K-1), interpolated linearly or with Catmull-Rom cubics (Keys,
 //   a = -1/2; the two missing end neighbours are linearly extrapolated: v[-1] = 2v[0] - v[1],
@@ -114,9 +124,15 @@ class Response {
   /// by piece between them (Note [Breakpoints] in resample_kernels.hpp). Without them a kink inside
   /// the support can defeat every table, and fn is called at every tap (slow: see
   /// ResampleConvOptions::strict and set_resample_conv_fallback_handler).
-  static Response callable(Fn fn, double lo, double hi, Fn derivative = {}, std::vector<double> breakpoints = {});
-  /// Named responses, centred on 0, with their derivatives and breakpoints. All but lanczos have
-  /// unit area (their integral over the support is 1).
+  /// `second_derivative` (optional, needs `derivative`): d2r/dd2, for second derivatives with respect to
+  /// the coarse points (create_graph); without it they are an error. Its jumps must be among the
+  /// breakpoints too for its tables (they are built only when a second derivative is asked).
+  static Response callable(Fn fn, double lo, double hi, Fn derivative = {}, std::vector<double> breakpoints = {},
+                           Fn second_derivative = {});
+  /// Named responses, centred on 0, with their derivatives (up to order 4; lanczos up to 2) and
+  /// breakpoints. All but lanczos have unit area (their integral over the support is 1). The
+  /// derivatives of a B-spline beyond its degree are 0 (the jumps at its knots, like those at the
+  /// support's ends, are not differentiated).
   /// gaussian: exp(-d^2 / (2 sigma^2)) on [-truncate*sigma, truncate*sigma], normalised over that
   /// support (sigma > 0, truncate > 0; scipy.ndimage's default truncate is 4).
   static Response gaussian(double sigma, double truncate = 4.0);
@@ -138,6 +154,9 @@ class Response {
 
   bool is_sampled() const;
   bool has_derivative() const;  // always true for sampled responses
+  /// The highest order of derivative the response carries: 0 (a callable without derivative), 1 or
+  /// 2 for a callable, 4 for the named responses (lanczos: 2), INT_MAX for a sampled response.
+  int max_derivative_order() const;
   double lo() const;
   double hi() const;
   Interp interp() const;
@@ -155,6 +174,8 @@ class Response {
   double operator()(double d) const;
   /// r'(d) (error for a callable without derivative).
   double derivative(double d) const;
+  /// r^(order)(d), order >= 0 (error beyond max_derivative_order()).
+  double nth_derivative(double d, int order) const;
 
   const std::shared_ptr<detail::resample::ResponseState>& state() const { return state_; }
 

@@ -120,14 +120,27 @@ struct ResponseState {
   bool sampled = false;
   double lo = 0, hi = 0;
   Response::Fn fn, dfn;
+  // Derivatives of order 2, 3, ...: higher[k - 2] = r^(k) (Note [Response derivatives] in
+  // resample_conv.cpp). Empty for a sampled response, whose derivatives of every order are its
+  // interpolant's (sampled_cells).
+  std::vector<Response::Fn> higher;
   std::vector<double> breakpoints;  // sorted, inside (lo, hi)
   std::string name = "callable";
   std::string spec;  // a named response as its constructor is written, "gaussian(sigma=0.5, truncate=4)"
   Tensor values;
   Interp interp = Interp::cubic;
+  /// The derivative of this order of a callable (0: fn), or null when the response lacks it.
+  const Response::Fn* nth(int order) const {
+    if (order == 0) return &fn;
+    if (order == 1) return dfn ? &dfn : nullptr;
+    const std::size_t k = static_cast<std::size_t>(order - 2);
+    return order > 1 && k < higher.size() && higher[k] ? &higher[k] : nullptr;
+  }
+  /// The highest derivative order available (INT_MAX for a sampled response).
+  int max_order() const;
   struct Entry {
     bool polyphase;
-    bool derivative;
+    int order;  // of the derivative tabulated (0: the response itself)
     double dx;
     double tol;
     std::shared_ptr<const Table> table;  // null: no table meets tol (exact evaluation)
@@ -135,17 +148,19 @@ struct ResponseState {
   };
   std::mutex mutex;
   std::vector<Entry> cache;  // tables are functions of the key: a hit returns what a build would
-  /// The table for the key (built on the first call). A null table (per-tap evaluation) sets `why`
-  /// and, the first time, calls the fallback handler (Note [Fallback handler] in resample_conv.hpp).
-  std::shared_ptr<const Table> get(bool polyphase, bool derivative, double dx, double tol, std::string* why = nullptr);
+  /// The table of the derivative of this order (0: the response) for the key (built on the first
+  /// call; the order must be available). A null table (per-tap evaluation) sets `why` and, the first
+  /// time, calls the fallback handler (Note [Fallback handler] in resample_conv.hpp).
+  std::shared_ptr<const Table> get(bool polyphase, int order, double dx, double tol, std::string* why = nullptr);
 };
 
 /// Per-cell coefficients a_k(i), k < 4, of a sampled response in the local s in [0, 1) of cell
-/// i < K-1, so that r(lo + (i + s)*delta) = sum_k a_k(i) s^k. With derivative: the coefficients of
-/// r'(d) = (1/delta) sum_k k a_k s^(k-1).
-std::vector<double> sampled_cells(const std::vector<double>& v, Interp interp, double delta, bool derivative);
-/// Adjoint of sampled_cells (without derivative): d loss / d v from d loss / d a.
-std::vector<double> sampled_cells_adjoint(const std::vector<double>& grad_cells, std::int64_t K, Interp interp);
+/// i < K-1, so that r(lo + (i + s)*delta) = sum_k a_k(i) s^k. With order m > 0: the coefficients of
+/// its m-th derivative, differentiated m times (each time a'_k = (k+1) a_(k+1) / delta, a'_3 = 0).
+std::vector<double> sampled_cells(const std::vector<double>& v, Interp interp, double delta, int order);
+/// Adjoint of sampled_cells: d loss / d v from d loss / d a (the cells of the given order).
+std::vector<double> sampled_cells_adjoint(const std::vector<double>& grad_cells, std::int64_t K, Interp interp,
+                                          double delta = 1, int order = 0);
 
 /// How the kernels evaluate r (or r') at taps.
 struct Evaluator {

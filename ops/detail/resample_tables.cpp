@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "xgrad/core/parallel.hpp"
@@ -469,18 +470,28 @@ ResampleConvFallbackHandler exchange_fallback_handler(ResampleConvFallbackHandle
   return h;
 }
 
-std::shared_ptr<const Table> ResponseState::get(bool polyphase, bool derivative, double dx, double tol,
-                                                std::string* why) {
+int ResponseState::max_order() const {
+  if (sampled) return std::numeric_limits<int>::max();
+  int k = 0;
+  while (nth(k + 1) != nullptr) ++k;
+  return k;
+}
+
+std::shared_ptr<const Table> ResponseState::get(bool polyphase, int order, double dx, double tol, std::string* why) {
   std::string message;
   std::shared_ptr<const Table> t;
   {
     std::lock_guard<std::mutex> lock(mutex);
     for (const auto& e : cache)
-      if (e.polyphase == polyphase && e.derivative == derivative && e.tol == tol && (!polyphase || e.dx == dx)) {
+      if (e.polyphase == polyphase && e.order == order && e.tol == tol && (!polyphase || e.dx == dx)) {
         if (why && !e.table) *why = e.why;
         return e.table;
       }
-    const auto& g = derivative ? dfn : fn;
+    const auto& g = *nth(order);
+    const bool derivative = order > 0;
+    const std::string what = order == 0   ? std::string("forward")
+                             : order == 1 ? std::string("derivative")
+                                          : fmt::format("derivative of order {}", order);
     std::string reason;
     t = polyphase ? build_polyphase(g, lo, hi, dx, tol, breakpoints, &reason)
                   : build_lattice(g, lo, hi, tol, breakpoints, &reason);
@@ -492,12 +503,12 @@ std::shared_ptr<const Table> ResponseState::get(bool polyphase, bool derivative,
       message = fmt::format(
           "resample_conv: the {} response (support [{}, {}]) has no {} table for {}: {}; its {} is evaluated at "
           "every tap (slow)",
-          name, lo, hi, derivative ? "derivative" : "forward",
+          name, lo, hi, what,
           polyphase ? fmt::format("a uniform grid of spacing {}", dx) : std::string("a non-uniform grid"), reason,
-          derivative ? "derivative" : "callable");
+          derivative ? what : std::string("callable"));
       if (why) *why = message;
     }
-    cache.push_back({polyphase, derivative, dx, tol, t, message});
+    cache.push_back({polyphase, order, dx, tol, t, message});
   }
   if (!message.empty()) {  // the first time only; outside the table mutex (the handler may call the op)
     ResampleConvFallbackHandler h;
@@ -516,7 +527,7 @@ namespace {
 constexpr double kCubic[4][4] = {{0, -0.5, 1, -0.5}, {1, 0, -2.5, 1.5}, {0, 0.5, 2, -1.5}, {0, 0, -0.5, 0.5}};
 }  // namespace
 
-std::vector<double> sampled_cells(const std::vector<double>& v, Interp interp, double delta, bool derivative) {
+std::vector<double> sampled_cells(const std::vector<double>& v, Interp interp, double delta, int order) {
   const std::int64_t K = static_cast<std::int64_t>(v.size());
   std::vector<double> a(static_cast<std::size_t>((K - 1) * 4), 0.0);
   auto vx = [&](std::int64_t i) {
@@ -533,18 +544,26 @@ std::vector<double> sampled_cells(const std::vector<double>& v, Interp interp, d
       for (int q = 0; q < 4; ++q)
         for (int k = 0; k < 4; ++k) c[k] += kCubic[q][k] * vx(i + q - 1);
     }
-    double* out = &a[static_cast<std::size_t>(i * 4)];
-    if (derivative) {
-      for (int k = 0; k < 3; ++k) out[k] = (k + 1) * c[k + 1] / delta;
-      out[3] = 0;
-    } else {
-      for (int k = 0; k < 4; ++k) out[k] = c[k];
+    for (int m = 0; m < order; ++m) {  // differentiate in d = lo + (i + s) delta
+      for (int k = 0; k < 3; ++k) c[k] = (k + 1) * c[k + 1] / delta;
+      c[3] = 0;
     }
+    double* out = &a[static_cast<std::size_t>(i * 4)];
+    for (int k = 0; k < 4; ++k) out[k] = c[k];
   }
   return a;
 }
 
-std::vector<double> sampled_cells_adjoint(const std::vector<double>& ga, std::int64_t K, Interp interp) {
+std::vector<double> sampled_cells_adjoint(const std::vector<double>& grad_cells, std::int64_t K, Interp interp,
+                                          double delta, int order) {
+  // Back through the `order` differentiations first (the adjoint of c[k] = (k+1) c[k+1] / delta).
+  std::vector<double> ga = grad_cells;
+  for (int m = 0; m < order; ++m)
+    for (std::size_t i = 0; i + 4 <= ga.size(); i += 4) {
+      double* g = &ga[i];
+      for (int k = 3; k >= 1; --k) g[k] = k * g[k - 1] / delta;
+      g[0] = 0;
+    }
   std::vector<double> gv(static_cast<std::size_t>(K), 0.0);
   auto add = [&](std::int64_t i, double w) {
     if (i < 0) {

@@ -272,9 +272,10 @@ const char* kTorchSampled =
     "T = torch.where((d >= lo) & (d <= hi), r, torch.zeros((), dtype=d.dtype))\n"
     "out = torch.einsum('nab,...nb->...na', T, f)\n";
 
-Response cos2(double w) {
+Response cos2(double w) {  // with r' and r'' (second derivatives in the coarse points: create_graph)
   return Response::callable([w](double d) { return std::pow(std::cos(M_PI * d / w), 2); }, -w / 2, w / 2,
-                            [w](double d) { return -M_PI / w * std::sin(2 * M_PI * d / w); });
+                            [w](double d) { return -M_PI / w * std::sin(2 * M_PI * d / w); }, {},
+                            [w](double d) { return -2 * M_PI * M_PI / (w * w) * std::cos(2 * M_PI * d / w); });
 }
 
 // A (R*bo, C*bi) pattern of 2x3 blocks, each stored with probability 1/2.
@@ -3479,6 +3480,8 @@ std::vector<OpInfo> build() {
       "adaptive_max_pool2d", "batch_norm_train", "batch_norm_eval", "batch_norm_running_stats",
       "batch_norm_running_stats_cumulative", "group_norm",
       // hggb end
+      // hggr
+      "resample_conv_cos2_uniform", "resample_conv_sampled_points",
   };
   // clang-format on
   // ... and every entry whose name starts with one of these
