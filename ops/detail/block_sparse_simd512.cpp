@@ -213,10 +213,18 @@ constexpr RowTileFn kRowTiles[3][kMaxRows] = XGRAD_TILES(row_tile);
 constexpr OuterTileFn kOuterTiles[3][kMaxRows] = XGRAD_TILES(outer_tile);
 #undef XGRAD_TILES
 
+// Batch rows per forward / input-gradient tile: at most 7. The tile broadcasts from rows of x or G
+// that are a multiple of 4 KB apart when the layer has 1024 * n features (4096 here), so their lines
+// share one L1 set (8 ways on Zen 4, 12 on Intel); 12 rows x 2 vectors (32-wide groups) evicted each
+// line before its next use. Measured, 32x32 blocks at density 1/16, 1 thread: forward 8.5-9.8 instead
+// of 13-15 ms, input gradient 9.4-10.4 instead of 10.5-12.6 ms. Rows are independent: the tiling does
+// not change any sum.
+constexpr std::int64_t kRowTileMaxRows = 7;
+
 void tile_group(const float* a, std::int64_t lda, std::int64_t mt, const TileSeg* segs, std::int64_t nseg,
                 std::int64_t width, float* d, std::int64_t ldd, const float* bias, std::int64_t chunk_k) {
   const int nv = tile_vecs(width);
-  const std::int64_t tw = nv * L, rmax = kAcc / nv;
+  const std::int64_t tw = nv * L, rmax = imin(kAcc / nv, kRowTileMaxRows);
   for (std::int64_t c0 = 0; c0 < nseg;) {
     std::int64_t c1 = c0, kk = 0;
     while (c1 < nseg && (c1 == c0 || kk + segs[c1].len <= chunk_k)) kk += segs[c1++].len;
