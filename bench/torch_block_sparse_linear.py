@@ -1,7 +1,8 @@
 """PyTorch peers for bench/block_sparse_linear.cpp (seed 004), CPU, float32, Debian python3-torch.
 
 Same shapes as ours: in = out = 4096, batch 256. Prints CSV rows `case,impl,threads,metric,value`
-(fwd_ms / fwdbwd_ms: median of --reps runs after a warm-up of at least 1 s; a training step is fn().sum().backward()
+(fwd_ms / fwdbwd_ms: median of --reps runs after a warm-up of at least 1 s; *_cpu_ms: median process CPU
+time, all threads, which a busy machine disturbs less; a training step is fn().sum().backward()
 with x requiring grad, like /work/shared/reference/torch_seed_workloads.py).
   diag_g64x64, diag_g16x256: torch_modulelist (loop of nn.Linear), torch_bmm (grouped bmm),
                              torch_masked_dense (nn.Linear weight * block-diagonal mask)
@@ -19,23 +20,28 @@ BATCH = 256
 
 
 last_minflt = 0.0  # minor page faults per call of the last median_ms (mean over the timed repetitions)
+last_cpu_ms = 0.0  # median process CPU time (all threads) per call of the last median_ms, as the C++ side's *_cpu_ms
 
 
 def median_ms(fn, reps):
-    global last_minflt
+    global last_minflt, last_cpu_ms
     # Warm up for at least 1 s (and twice), like the C++ side: shorter warm-ups were not enough there.
     t0 = time.perf_counter()
     n = 0
     while n < 2 or time.perf_counter() - t0 < 1.0:
         fn()
         n += 1
-    ts = []
+    ts, cs = [], []
     f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for _ in range(reps):
         t = time.perf_counter()
+        c = time.process_time()
         fn()
+        cs.append(time.process_time() - c)
         ts.append(time.perf_counter() - t)
     last_minflt = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / reps
+    cs.sort()
+    last_cpu_ms = cs[len(cs) // 2] * 1e3
     ts.sort()
     return ts[len(ts) // 2] * 1e3
 
@@ -117,8 +123,10 @@ def main():
                 x.grad = None
             row(case, impl, threads, "param_bytes", nbytes)
             row(case, impl, threads, "fwd_ms", median_ms(fn, reps))
+            row(case, impl, threads, "fwd_cpu_ms", last_cpu_ms)
             row(case, impl, threads, "fwd_minflt", last_minflt)
             row(case, impl, threads, "fwdbwd_ms", median_ms(fb, reps))
+            row(case, impl, threads, "fwdbwd_cpu_ms", last_cpu_ms)
             row(case, impl, threads, "fwdbwd_minflt", last_minflt)
 
 

@@ -484,10 +484,15 @@ void lane_weight_grad(const BlockSparsePattern& p, const T* g, const T* x, std::
 // stays in L1 for every row tile, the partial sums going through the output (the same additions in
 // the same order as one sweep).
 // Weight gradient: dW_B[o, c] = sum_i g[i, row_B + o] x[i, col_B + c]. Here the sum runs down the batch,
-// which in x and g is a 16 KB stride (4096 features): every step a new page and the same L1 sets. So
-// both are first copied once per call into group-blocked panels, xc[group][i][c] and gc[group][i][o]
-// (only groups that have blocks), then tiles of R block rows x NV vectors of block columns accumulate
-// over batch chunks of kTileChunkBytes (both panels' chunks in L1).
+// which in x and g is a 16 KB stride (4096 features): every step a new page and the same L1 sets. The
+// 8-lane tiles first copy both once per call into group-blocked panels, xc[group][i][c] and
+// gc[group][i][o] (only groups that have blocks), then tiles of R block rows x NV vectors of block
+// columns accumulate over batch chunks of kTileChunkBytes (both panels' chunks in L1). The AVX-512
+// tiles (every block a multiple of 32 wide) read g and x in place instead, in batch chunks of
+// kWeightBatchChunk rows: measured on Zen 4 (1 thread, batch 256, CPU time), 64 groups of 64 took
+// 1.5-1.9 ms instead of 2.7-3.4 ms with the panel copy (8 MB written and read back per call), as fast
+// as libxsmm's JIT kernel on the same operands; 32x32 and 128x128 blocks at density 1/16 also gained
+// (8-20%); 16 groups of 256 unchanged. The sums are the same either way.
 // Every output is summed in an order fixed by the pattern and M (blocks in order, inner index
 // ascending; batch ascending), independent of the thread count.
 constexpr int kTileRows = 6, kTileVecs = 2;
@@ -781,6 +786,21 @@ template <class T>
 void tile_weight_grad(const BlockSparsePattern& p, const T* g, const T* x, std::int64_t m, T* dw) {
   const std::int64_t in = p.in_features(), out = p.out_features(), tw = tile_width<T>();
   const auto& blocks = p.blocks();
+  // AVX-512 tiles on every block: read g and x in place (Note [Tile kernels], weight gradient).
+  if constexpr (std::is_same_v<T, float>)
+    if (const bsl512::Kernels* k512 = simd512<T>();
+        k512 &&
+        std::all_of(blocks.begin(), blocks.end(), [](const auto& bl) { return bsl512::tile_width_ok(bl.cols); })) {
+      constexpr std::int64_t kRun = 4;  // blocks per task, as below
+      const std::int64_t nb = p.num_blocks(), ntasks = (nb + kRun - 1) / kRun;
+      run_tasks(ntasks, double(m) * double(p.stored_elements()), [&](std::int64_t t) {
+        for (std::int64_t k = t * kRun; k < std::min(nb, (t + 1) * kRun); ++k) {
+          const auto& bl = blocks[static_cast<std::size_t>(k)];
+          k512->outer_block(g + bl.row, out, x + bl.col, in, m, bl.rows, bl.cols, kWeightBatchChunk, dw + bl.offset);
+        }
+      });
+      return;
+    }
   std::vector<char> row_used(p.row_groups().size(), 0), col_used(p.col_groups().size(), 0);
   for (const auto& bl : blocks) {
     row_used[static_cast<std::size_t>(bl.row_group)] = 1;
@@ -805,7 +825,7 @@ void tile_weight_grad(const BlockSparsePattern& p, const T* g, const T* x, std::
           std::max<std::int64_t>(8, kTileChunkBytes / (static_cast<std::int64_t>(sizeof(T)) * (bl.rows + bl.cols)));
       if constexpr (std::is_same_v<T, float>)
         if (k512 && bsl512::tile_width_ok(bl.cols)) {
-          k512->outer_block(gb, xb, m, bl.rows, bl.cols, chunk, d);
+          k512->outer_block(gb, bl.rows, xb, bl.cols, m, bl.rows, bl.cols, chunk, d);
           continue;
         }
       for (std::int64_t m0 = 0; m0 < m; m0 += chunk) {

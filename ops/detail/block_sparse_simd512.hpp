@@ -47,10 +47,10 @@ struct Kernels {
   /// i < mt, c < width (width a multiple of 32; bias may be null: zero); chunks of about chunk_k.
   void (*tile_group)(const float* a, std::int64_t lda, std::int64_t mt, const TileSeg* segs, std::int64_t nseg,
                      std::int64_t width, float* d, std::int64_t ldd, const float* bias, std::int64_t chunk_k);
-  /// d[o * cols + c] = sum_{i < m} gb[i * rows + o] * xb[i * cols + c] (cols a multiple of 32), summed
+  /// d[o * cols + c] = sum_{i < m} gb[i * ldg + o] * xb[i * ldx + c] (cols a multiple of 32), summed
   /// down the batch in chunks of `chunk` rows.
-  void (*outer_block)(const float* gb, const float* xb, std::int64_t m, std::int64_t rows, std::int64_t cols,
-                      std::int64_t chunk, float* d);
+  void (*outer_block)(const float* gb, std::int64_t ldg, const float* xb, std::int64_t ldx, std::int64_t m,
+                      std::int64_t rows, std::int64_t cols, std::int64_t chunk, float* d);
 };
 
 /// The AVX-512 kernels, or null when the library was built without them (non-x86 compilers).
