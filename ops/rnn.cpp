@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "xgrad/core/autograd.hpp"
@@ -27,52 +28,68 @@ namespace {
 //   backward  per step, last to first: the gate gradients dA_t (one pass), then
 //             dh_{t-1} = dA_t W_hh               one GEMM
 //             dX = dA W_ih, dW_ih = dA^T X, dW_hh = dA^T H_prev   ONE GEMM each, over all steps
-//             db = column sums of dA             fixed row order, accumulated in double
+//             db = column sums of dA             added up step by step in the loop above (rows of
+//                                                each step in order), accumulated in double
 // (for the GRU the hidden part dA^h differs from the input part dA^x in the n gate: dA^h_n = r dA_n).
 // The cells are the same ops with T = 1. The GEMMs go through detail::gemm (Note [Deterministic
 // GEMM], ops/matmul.cpp); the gate passes give each batch row to one task and do the same arithmetic
 // per element whatever the chunking (the activations on xsimd batches along each row); so results
 // are bit-identical whatever the thread count.
 // Memory: the op keeps the activated gates, the h (and for the LSTM c and tanh c) before every step:
-// (G + 3) T B H values, as cuDNN's reserve space.
+// (G + 3) T B H values, as cuDNN's reserve space. Without a graph (no grad mode, or no input
+// requires grad) it keeps nothing: the states are read where they lie and the per-step values go
+// to one-step workspaces. Every buffer is a tensor, so the caching allocator (core/allocator.hpp)
+// serves it again in the next training step without fresh pages.
 
-// The gate activations on xsimd batches (detail::vec_map runs them over a row of H values, its tail
-// through the same vector code: an element's value depends on H only, never on the thread count).
-struct VSigmoid {
-  template <class B>
-  B operator()(const B& v) const {
-    return B(1) / (B(1) + xsimd::exp(-v));
-  }
-};
-struct VTanh {
-  template <class B>
-  B operator()(const B& v) const {
-    return xsimd::tanh(v);
-  }
-};
+// The gate math on xsimd batches: row_pass runs body(k, V{}) for k = 0, W, 2W, ... with V the
+// xsimd batch of W lanes while a whole batch fits in the row of n values, then body(k, T{}) on the
+// scalar tail (xsimd's scalar overloads of exp and tanh). Where the vector part ends depends on n
+// (= H) only, never on the thread count; every gate pass is one fused pass per row (loads, the
+// activations, every output stored once).
+template <class T, class Body>
+inline void row_pass(std::int64_t n, Body&& body) {
+  using V = xsimd::batch<T>;
+  constexpr std::int64_t W = V::size;
+  std::int64_t k = 0;
+  for (; k + W <= n; k += W) body(k, V());
+  for (; k < n; ++k) body(k, T());
+}
+template <class V, class T>
+inline V ld(const T* p) {
+  if constexpr (std::is_same_v<V, T>)
+    return *p;
+  else
+    return V::load_unaligned(p);
+}
+template <class T, class V>
+inline void st(T* p, const V& v) {
+  if constexpr (std::is_same_v<V, T>)
+    *p = v;
+  else
+    v.store_unaligned(p);
+}
+template <class V>
+inline V vsigmoid(const V& v) {
+  return V(1) / (V(1) + xsimd::exp(-v));
+}
+template <class V>
+inline V vtanh(const V& v) {
+  return xsimd::tanh(v);
+}
 
 // Rows of a pointwise pass per task: enough elements that a task pays for itself.
 std::int64_t row_grain(std::int64_t cols) {
   return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, 8 * cols));
 }
 
-// out[j] = sum over rows of g[r, j], r in increasing order, accumulated in double.
+// acc[j] += g[r, j] for r = 0 .. rows - 1 in increasing order (one thread: the bias gradients are
+// accumulated step by step in the backward loop while the step's gate gradients are in cache).
 template <class T>
-void column_sums(const T* g, std::int64_t rows, std::int64_t cols, T* out) {
-  constexpr std::int64_t kCols = 256;
-  const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, rows * kCols));
-  parallel_for(0, (cols + kCols - 1) / kCols, grain, [&](std::int64_t c0, std::int64_t c1) {
-    double acc[kCols];
-    for (std::int64_t c = c0; c < c1; ++c) {
-      const std::int64_t j0 = c * kCols, width = std::min(kCols, cols - j0);
-      std::fill(acc, acc + width, 0.0);
-      for (std::int64_t r = 0; r < rows; ++r) {
-        const T* row = g + r * cols + j0;
-        for (std::int64_t j = 0; j < width; ++j) acc[j] += static_cast<double>(row[j]);
-      }
-      for (std::int64_t j = 0; j < width; ++j) out[j0 + j] = static_cast<T>(acc[j]);
-    }
-  });
+void add_rows(const T* g, std::int64_t rows, std::int64_t cols, double* acc) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* row = g + r * cols;
+    for (std::int64_t j = 0; j < cols; ++j) acc[j] += static_cast<double>(row[j]);
+  }
 }
 
 // Each of `rows` rows of `a` (width cols) = bias (or the sum of two biases), before a GEMM with beta 1.
@@ -86,6 +103,14 @@ void fill_rows(T* a, std::int64_t rows, std::int64_t cols, const Tensor& b1, con
   parallel_for(0, rows, row_grain(cols), [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t r = r0; r < r1; ++r) std::copy(row.begin(), row.end(), a + r * cols);
   });
+}
+
+// A (cols) tensor of dtype T from double accumulators.
+template <class T>
+Tensor to_tensor(const std::vector<double>& acc, Dtype dt) {
+  Tensor t = Tensor::empty({static_cast<std::int64_t>(acc.size())}, dt);
+  std::transform(acc.begin(), acc.end(), t.data<T>(), [](double v) { return static_cast<T>(v); });
+  return t;
 }
 
 struct Dims {
@@ -110,59 +135,79 @@ struct LstmLayerOp : Function<LstmLayerOp> {
     d = dims;
     const std::int64_t T_ = d.steps, B = d.batch, I = d.in, H = d.hidden, BH = B * H, G = 4 * H;
     const Dtype dt = x.dtype();
+    // Without a graph (no grad mode, or no input requires grad) nothing is kept for a backward:
+    // the states are read where they lie and tanh(c) goes to a one-step workspace.
+    bool record = false;
+    for (std::size_t i = 0; i < 7; ++i) record = record || needs_input_grad(i);
     Tensor out = Tensor::empty({T_, B, H}, dt), hn = Tensor::empty({B, H}, dt), cn = Tensor::empty({B, H}, dt);
-    gates = Tensor::empty({T_, B, G}, dt);
-    h_prev = Tensor::empty({T_, B, H}, dt);
-    c_prev = Tensor::empty({T_, B, H}, dt);
-    tanh_c = Tensor::empty({T_, B, H}, dt);
+    Tensor A_t = Tensor::empty({T_, B, G}, dt);
+    Tensor tc_t = Tensor::empty({record ? T_ : 1, B, H}, dt);
+    Tensor c_ws = record ? Tensor() : Tensor::empty({B, H}, dt);
+    if (record) {
+      h_prev = Tensor::empty({T_, B, H}, dt);
+      c_prev = Tensor::empty({T_, B, H}, dt);
+    }
     dispatch(dt, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      T* A = gates.data<T>();
+      T* A = A_t.data<T>();
       const bool bias = b_ih.defined() || b_hh.defined();
       if (bias) fill_rows<T>(A, T_ * B, G, b_ih, b_hh);
       detail::gemm<T>(false, true, T_ * B, G, I, x.data<T>(), I, w_ih.data<T>(), I, bias ? T(1) : T(0), A, G);
-      std::vector<T> c_buf(static_cast<std::size_t>(BH));
       const T* h_cur = h0.data<T>();
       const T* c_cur = c0.data<T>();
+      if (record && T_ > 0) std::copy(c_cur, c_cur + BH, c_prev.data<T>() + d.time(0) * BH);
       for (std::int64_t s = 0; s < T_; ++s) {
         const std::int64_t t = d.time(s);
-        T* hp = h_prev.data<T>() + t * BH;
-        T* cp = c_prev.data<T>() + t * BH;
-        std::copy(h_cur, h_cur + BH, hp);
-        std::copy(c_cur, c_cur + BH, cp);
+        const T* hp = h_cur;
+        const T* cp = c_cur;
+        T* c_next = cn.data<T>();  // c after this step: the next step's c_prev, or c_n
+        if (record) {
+          T* hs = h_prev.data<T>() + t * BH;
+          std::copy(h_cur, h_cur + BH, hs);
+          hp = hs;
+          cp = c_prev.data<T>() + t * BH;
+          if (s + 1 < T_) c_next = c_prev.data<T>() + d.time(s + 1) * BH;
+        } else if (s + 1 < T_) {
+          c_next = c_ws.data<T>();  // in place from the second step on (each element read, then written)
+        }
         T* At = A + t * B * G;
         detail::gemm<T>(false, true, B, G, H, hp, H, w_hh.data<T>(), H, T(1), At, G);
         T* ht = out.data<T>() + t * BH;
-        T* tc = tanh_c.data<T>() + t * BH;
+        T* tc = tc_t.data<T>() + (record ? t * BH : 0);
         parallel_for(0, B, row_grain(G), [&](std::int64_t b0, std::int64_t b1) {
           for (std::int64_t b = b0; b < b1; ++b) {
             T* a = At + b * G;
-            T* i = a;
-            T* f = a + H;
-            T* g = a + 2 * H;
-            T* o = a + 3 * H;
-            T* c = c_buf.data() + b * H;
-            detail::vec_map(H, i, VSigmoid{}, static_cast<const T*>(i));
-            detail::vec_map(H, f, VSigmoid{}, static_cast<const T*>(f));
-            detail::vec_map(H, g, VTanh{}, static_cast<const T*>(g));
-            detail::vec_map(H, o, VSigmoid{}, static_cast<const T*>(o));
-            detail::vec_map(
-                H, c, [](const auto& vi, const auto& vf, const auto& vg, const auto& vc) { return vf * vc + vi * vg; },
-                static_cast<const T*>(i), static_cast<const T*>(f), static_cast<const T*>(g),
-                static_cast<const T*>(cp + b * H));
-            detail::vec_map(H, tc + b * H, VTanh{}, static_cast<const T*>(c));
-            detail::vec_map(
-                H, ht + b * H, [](const auto& vo, const auto& vt) { return vo * vt; }, static_cast<const T*>(o),
-                static_cast<const T*>(tc + b * H));
+            const T* cpb = cp + b * H;
+            T* cb = c_next + b * H;
+            T* tcb = tc + b * H;
+            T* hb = ht + b * H;
+            row_pass<T>(H, [&](std::int64_t k, auto vtag) {
+              using V = decltype(vtag);
+              const V i = vsigmoid(ld<V>(a + k)), f = vsigmoid(ld<V>(a + H + k));
+              const V g = vtanh(ld<V>(a + 2 * H + k)), o = vsigmoid(ld<V>(a + 3 * H + k));
+              const V c = f * ld<V>(cpb + k) + i * g;
+              const V th = vtanh(c);
+              st(a + k, i);
+              st(a + H + k, f);
+              st(a + 2 * H + k, g);
+              st(a + 3 * H + k, o);
+              st(cb + k, c);
+              st(tcb + k, th);
+              st(hb + k, o * th);
+            });
           }
         });
         h_cur = ht;
-        c_cur = c_buf.data();
+        c_cur = c_next;
       }
       std::copy(h_cur, h_cur + BH, hn.data<T>());
-      std::copy(c_cur, c_cur + BH, cn.data<T>());
+      if (c_cur != cn.data<T>()) std::copy(c_cur, c_cur + BH, cn.data<T>());
     });
-    save_for_backward({x, w_ih, w_hh, h0, c0, b_ih, b_hh});
+    if (record) {
+      gates = A_t;
+      tanh_c = tc_t;
+      save_for_backward({x, w_ih, w_hh, h0, c0, b_ih, b_hh});
+    }
     return {out, hn, cn};
   }
 
@@ -175,34 +220,41 @@ struct LstmLayerOp : Function<LstmLayerOp> {
     Tensor dA = Tensor::empty({T_, B, G}, dt);
     Tensor dh = grads[1].clone_data(), dc = grads[2].clone_data();
     Tensor dx, dw_ih, dw_hh, db_ih, db_hh;
+    const bool want_db = needs_input_grad(5) || needs_input_grad(6);
+    std::vector<double> db_acc(want_db ? static_cast<std::size_t>(G) : 0, 0.0);
     dispatch(dt, [&](auto tag) {
       using T = typename decltype(tag)::type;
       T* dAp = dA.data<T>();
       T* dhp = dh.data<T>();
       T* dcp = dc.data<T>();
       const T* gout = grads[0].data<T>();
-      for (std::int64_t st = T_ - 1; st >= 0; --st) {
-        const std::int64_t t = d.time(st);
+      for (std::int64_t st_ = T_ - 1; st_ >= 0; --st_) {
+        const std::int64_t t = d.time(st_);
         const T* a = gates.data<T>() + t * B * G;
         const T* tc = tanh_c.data<T>() + t * BH;
         const T* cp = c_prev.data<T>() + t * BH;
         const T* go = gout + t * BH;
         T* da = dAp + t * B * G;
         parallel_for(0, B, row_grain(G), [&](std::int64_t b0, std::int64_t b1) {
-          for (std::int64_t b = b0; b < b1; ++b)
-            for (std::int64_t j = 0; j < H; ++j) {
-              const std::int64_t e = b * H + j, r = b * G;
-              const T i = a[r + j], f = a[r + H + j], g = a[r + 2 * H + j], o = a[r + 3 * H + j];
-              const T dht = dhp[e] + go[e];
-              const T th = tc[e];
-              const T dct = dcp[e] + dht * o * (T(1) - th * th);
-              da[r + j] = dct * g * i * (T(1) - i);
-              da[r + H + j] = dct * cp[e] * f * (T(1) - f);
-              da[r + 2 * H + j] = dct * i * (T(1) - g * g);
-              da[r + 3 * H + j] = dht * th * o * (T(1) - o);
-              dcp[e] = dct * f;
-            }
+          for (std::int64_t b = b0; b < b1; ++b) {
+            const T* ar = a + b * G;
+            T* dar = da + b * G;
+            const std::int64_t e = b * H;
+            row_pass<T>(H, [&](std::int64_t k, auto vtag) {
+              using V = decltype(vtag);
+              const V i = ld<V>(ar + k), f = ld<V>(ar + H + k), g = ld<V>(ar + 2 * H + k), o = ld<V>(ar + 3 * H + k);
+              const V dht = ld<V>(dhp + e + k) + ld<V>(go + e + k);
+              const V th = ld<V>(tc + e + k);
+              const V dct = ld<V>(dcp + e + k) + dht * o * (V(1) - th * th);
+              st(dar + k, dct * g * i * (V(1) - i));
+              st(dar + H + k, dct * ld<V>(cp + e + k) * f * (V(1) - f));
+              st(dar + 2 * H + k, dct * i * (V(1) - g * g));
+              st(dar + 3 * H + k, dht * th * o * (V(1) - o));
+              st(dcp + e + k, dct * f);
+            });
+          }
         });
+        if (want_db) add_rows<T>(da, B, G, db_acc.data());
         detail::gemm<T>(false, false, B, H, G, da, G, w_hh.data<T>(), H, T(0), dhp, H);
       }
       if (needs_input_grad(0)) {
@@ -217,11 +269,9 @@ struct LstmLayerOp : Function<LstmLayerOp> {
         dw_hh = Tensor::empty({G, H}, dt);
         detail::gemm<T>(true, false, G, H, T_ * B, dAp, G, h_prev.data<T>(), H, T(0), dw_hh.data<T>(), H);
       }
-      if (needs_input_grad(5) || needs_input_grad(6)) {
-        Tensor db = Tensor::empty({G}, dt);
-        column_sums<T>(dAp, T_ * B, G, db.data<T>());
-        if (needs_input_grad(5)) db_ih = db;
-        if (needs_input_grad(6)) db_hh = needs_input_grad(5) ? db.clone_data() : db;
+      if (want_db) {
+        if (needs_input_grad(5)) db_ih = to_tensor<T>(db_acc, dt);
+        if (needs_input_grad(6)) db_hh = to_tensor<T>(db_acc, dt);
       }
     });
     return {dx, needs_input_grad(1) ? dh : Tensor(), needs_input_grad(2) ? dc : Tensor(), dw_ih, dw_hh, db_ih, db_hh};
@@ -239,47 +289,64 @@ struct GruLayerOp : Function<GruLayerOp> {
     d = dims;
     const std::int64_t T_ = d.steps, B = d.batch, I = d.in, H = d.hidden, BH = B * H, G = 3 * H;
     const Dtype dt = x.dtype();
+    // Without a graph nothing is kept for a backward (the gates of one step go to a workspace).
+    bool record = false;
+    for (std::size_t i = 0; i < 6; ++i) record = record || needs_input_grad(i);
     Tensor out = Tensor::empty({T_, B, H}, dt), hn = Tensor::empty({B, H}, dt);
-    saved_gates = Tensor::empty({T_, B, 4 * H}, dt);
-    h_prev = Tensor::empty({T_, B, H}, dt);
+    // Workspaces from the caching allocator (core/allocator.hpp): no fresh pages every step.
+    Tensor xi_t = Tensor::empty({T_, B, G}, dt), gh_t = Tensor::empty({B, G}, dt);
+    Tensor sg_t = Tensor::empty({record ? T_ : 1, B, 4 * H}, dt);
+    if (record) h_prev = Tensor::empty({T_, B, H}, dt);
     dispatch(dt, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      std::vector<T> xi(static_cast<std::size_t>(T_ * B * G)), gh(static_cast<std::size_t>(B * G));
-      if (b_ih.defined()) fill_rows<T>(xi.data(), T_ * B, G, b_ih, Tensor());
-      detail::gemm<T>(false, true, T_ * B, G, I, x.data<T>(), I, w_ih.data<T>(), I, b_ih.defined() ? T(1) : T(0),
-                      xi.data(), G);
+      T* xi = xi_t.data<T>();
+      T* gh = gh_t.data<T>();
+      if (b_ih.defined()) fill_rows<T>(xi, T_ * B, G, b_ih, Tensor());
+      detail::gemm<T>(false, true, T_ * B, G, I, x.data<T>(), I, w_ih.data<T>(), I, b_ih.defined() ? T(1) : T(0), xi,
+                      G);
       const T* h_cur = h0.data<T>();
       for (std::int64_t s = 0; s < T_; ++s) {
         const std::int64_t t = d.time(s);
-        T* hp = h_prev.data<T>() + t * BH;
-        std::copy(h_cur, h_cur + BH, hp);
-        if (b_hh.defined()) fill_rows<T>(gh.data(), B, G, b_hh, Tensor());
-        detail::gemm<T>(false, true, B, G, H, hp, H, w_hh.data<T>(), H, b_hh.defined() ? T(1) : T(0), gh.data(), G);
-        const T* xt = xi.data() + t * B * G;
-        T* sg = saved_gates.data<T>() + t * B * 4 * H;
+        const T* hp = h_cur;
+        if (record) {
+          T* hs = h_prev.data<T>() + t * BH;
+          std::copy(h_cur, h_cur + BH, hs);
+          hp = hs;
+        }
+        if (b_hh.defined()) fill_rows<T>(gh, B, G, b_hh, Tensor());
+        detail::gemm<T>(false, true, B, G, H, hp, H, w_hh.data<T>(), H, b_hh.defined() ? T(1) : T(0), gh, G);
+        const T* xt = xi + t * B * G;
+        T* sg = sg_t.data<T>() + (record ? t * B * 4 * H : 0);
         T* ht = out.data<T>() + t * BH;
         parallel_for(0, B, row_grain(G), [&](std::int64_t b0, std::int64_t b1) {
           for (std::int64_t b = b0; b < b1; ++b) {
             const T* xa = xt + b * G;
-            const T* ha = gh.data() + b * G;
+            const T* ha = gh + b * G;
+            const T* hpb = hp + b * H;
             T* sv = sg + b * 4 * H;
-            const auto sig_sum = [](const auto& u, const auto& v) { return VSigmoid{}(u + v); };
-            detail::vec_map(H, sv, sig_sum, ha, xa);              // r
-            detail::vec_map(H, sv + H, sig_sum, ha + H, xa + H);  // z
-            std::copy(ha + 2 * H, ha + 3 * H, sv + 3 * H);        // gh_n
-            detail::vec_map(                                      // n
-                H, sv + 2 * H, [](const auto& vx, const auto& vh, const auto& vr) { return xsimd::tanh(vx + vh * vr); },
-                xa + 2 * H, ha + 2 * H, static_cast<const T*>(sv));
-            detail::vec_map(  // h'
-                H, ht + b * H, [](const auto& vh, const auto& vn, const auto& vz) { return (vh - vn) * vz + vn; },
-                static_cast<const T*>(hp + b * H), static_cast<const T*>(sv + 2 * H), static_cast<const T*>(sv + H));
+            T* hb = ht + b * H;
+            row_pass<T>(H, [&](std::int64_t k, auto vtag) {
+              using V = decltype(vtag);
+              const V r = vsigmoid(ld<V>(ha + k) + ld<V>(xa + k));
+              const V z = vsigmoid(ld<V>(ha + H + k) + ld<V>(xa + H + k));
+              const V hn_ = ld<V>(ha + 2 * H + k);
+              const V n = vtanh(ld<V>(xa + 2 * H + k) + hn_ * r);
+              st(sv + k, r);
+              st(sv + H + k, z);
+              st(sv + 2 * H + k, n);
+              st(sv + 3 * H + k, hn_);
+              st(hb + k, (ld<V>(hpb + k) - n) * z + n);
+            });
           }
         });
         h_cur = ht;
       }
       std::copy(h_cur, h_cur + BH, hn.data<T>());
     });
-    save_for_backward({x, w_ih, w_hh, h0, b_ih, b_hh});
+    if (record) {
+      saved_gates = sg_t;
+      save_for_backward({x, w_ih, w_hh, h0, b_ih, b_hh});
+    }
     return {out, hn};
   }
 
@@ -292,35 +359,45 @@ struct GruLayerOp : Function<GruLayerOp> {
     Tensor dgi = Tensor::empty({T_, B, G}, dt), dgh = Tensor::empty({T_, B, G}, dt);
     Tensor dh = grads[1].clone_data();
     Tensor dx, dw_ih, dw_hh, db_ih, db_hh;
+    std::vector<double> dbi_acc(needs_input_grad(4) ? static_cast<std::size_t>(G) : 0, 0.0);
+    std::vector<double> dbh_acc(needs_input_grad(5) ? static_cast<std::size_t>(G) : 0, 0.0);
     dispatch(dt, [&](auto tag) {
       using T = typename decltype(tag)::type;
       T* dhp = dh.data<T>();
       const T* gout = grads[0].data<T>();
-      for (std::int64_t st = T_ - 1; st >= 0; --st) {
-        const std::int64_t t = d.time(st);
+      for (std::int64_t st_ = T_ - 1; st_ >= 0; --st_) {
+        const std::int64_t t = d.time(st_);
         const T* sg = saved_gates.data<T>() + t * B * 4 * H;
         const T* hp = h_prev.data<T>() + t * BH;
         const T* go = gout + t * BH;
         T* di = dgi.data<T>() + t * B * G;
         T* dhh = dgh.data<T>() + t * B * G;
         parallel_for(0, B, row_grain(G), [&](std::int64_t b0, std::int64_t b1) {
-          for (std::int64_t b = b0; b < b1; ++b)
-            for (std::int64_t j = 0; j < H; ++j) {
-              const std::int64_t e = b * H + j, r4 = b * 4 * H, r3 = b * G;
-              const T r = sg[r4 + j], z = sg[r4 + H + j], n = sg[r4 + 2 * H + j], hn_ = sg[r4 + 3 * H + j];
-              const T dht = dhp[e] + go[e];
-              const T dan = dht * (T(1) - z) * (T(1) - n * n);
-              const T daz = dht * (hp[e] - n) * z * (T(1) - z);
-              const T dar = dan * hn_ * r * (T(1) - r);
-              di[r3 + j] = dar;
-              di[r3 + H + j] = daz;
-              di[r3 + 2 * H + j] = dan;
-              dhh[r3 + j] = dar;
-              dhh[r3 + H + j] = daz;
-              dhh[r3 + 2 * H + j] = dan * r;
-              dhp[e] = dht * z;
-            }
+          for (std::int64_t b = b0; b < b1; ++b) {
+            const T* sv = sg + b * 4 * H;
+            T* dib = di + b * G;
+            T* dhb = dhh + b * G;
+            const std::int64_t e = b * H;
+            row_pass<T>(H, [&](std::int64_t k, auto vtag) {
+              using V = decltype(vtag);
+              const V r = ld<V>(sv + k), z = ld<V>(sv + H + k), n = ld<V>(sv + 2 * H + k);
+              const V hn_ = ld<V>(sv + 3 * H + k);
+              const V dht = ld<V>(dhp + e + k) + ld<V>(go + e + k);
+              const V dan = dht * (V(1) - z) * (V(1) - n * n);
+              const V daz = dht * (ld<V>(hp + e + k) - n) * z * (V(1) - z);
+              const V dar = dan * hn_ * r * (V(1) - r);
+              st(dib + k, dar);
+              st(dib + H + k, daz);
+              st(dib + 2 * H + k, dan);
+              st(dhb + k, dar);
+              st(dhb + H + k, daz);
+              st(dhb + 2 * H + k, dan * r);
+              st(dhp + e + k, dht * z);
+            });
+          }
         });
+        if (!dbi_acc.empty()) add_rows<T>(di, B, G, dbi_acc.data());
+        if (!dbh_acc.empty()) add_rows<T>(dhh, B, G, dbh_acc.data());
         detail::gemm<T>(false, false, B, H, G, dhh, G, w_hh.data<T>(), H, T(1), dhp, H);
       }
       if (needs_input_grad(0)) {
@@ -335,14 +412,8 @@ struct GruLayerOp : Function<GruLayerOp> {
         dw_hh = Tensor::empty({G, H}, dt);
         detail::gemm<T>(true, false, G, H, T_ * B, dgh.data<T>(), G, h_prev.data<T>(), H, T(0), dw_hh.data<T>(), H);
       }
-      if (needs_input_grad(4)) {
-        db_ih = Tensor::empty({G}, dt);
-        column_sums<T>(dgi.data<T>(), T_ * B, G, db_ih.data<T>());
-      }
-      if (needs_input_grad(5)) {
-        db_hh = Tensor::empty({G}, dt);
-        column_sums<T>(dgh.data<T>(), T_ * B, G, db_hh.data<T>());
-      }
+      if (needs_input_grad(4)) db_ih = to_tensor<T>(dbi_acc, dt);
+      if (needs_input_grad(5)) db_hh = to_tensor<T>(dbh_acc, dt);
     });
     return {dx, needs_input_grad(1) ? dh : Tensor(), dw_ih, dw_hh, db_ih, db_hh};
   }
