@@ -3,7 +3,6 @@
 // split batch against single-process training on the whole batch, the bucketed gradient average
 // (bucket sizes, modes, dtypes, undefined gradients), the cross-rank parameter check, checkpoints
 // written by rank 0, and local argument errors.
-#define CATCH_CONFIG_RUNNER
 #include <mpi.h>
 #include <unistd.h>
 

@@ -276,3 +276,7 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 }
 
 }  // namespace xgrad::test
+
+// The runner of the test programs: Catch2's default main (Catch2's implementation is compiled once,
+// in tests/catch_impl.cpp; the MPI test has its own main).
+int main(int argc, char* argv[]) { return Catch::Session().run(argc, argv); }
