@@ -33,10 +33,12 @@ endfunction()
 # Note [Library PCH]: the standard and core headers that nearly every library file includes are parsed
 # once, into a precompiled header of xgrad_core that xgrad_ops and xgrad_nn reuse (same flags), instead
 # of in each of the ~80 files: about a third of a library file's compile time was that parse. The
-# header only adds declarations in front of each file: the code generated is the same. Files compiled
-# with other code-generation flags (the AVX-512 kernels, -fno-math-errno in nn/optim/) skip it (GCC
-# would refuse it); XGRAD_PCH=OFF parses the headers in every file again (and checks that each file
-# includes what it uses). ccache caches PCH builds only with sloppiness=pch_defines,time_macros.
+# header only adds declarations in front of each file, but GCC's inlining can still depend on them: the
+# objects were compared (objdump -d, function by function) with and without it, and the files whose
+# code differed (the unary kernels of ops/detail/vec_unary_impl.hpp, two nn files) skip it, as do the
+# files compiled with other code-generation flags (the AVX-512 kernels, -fno-math-errno in nn/optim/:
+# GCC would refuse it). Compare again after adding a file (docs/design.md, Compile time). XGRAD_PCH=OFF
+# parses the headers in every file again (and checks that each file includes what it uses). ccache caches PCH builds only with sloppiness=pch_defines,time_macros.
 option(XGRAD_PCH "Compile the library's common headers once (precompiled header)" ON)
 set(XGRAD_PCH_HEADERS
     <algorithm> <array> <atomic> <cmath> <cstdint> <cstring> <functional> <limits> <memory> <mutex> <numeric>
