@@ -3,7 +3,6 @@
 // split batch against single-process training on the whole batch, the bucketed gradient average
 // (bucket sizes, modes, dtypes, undefined gradients), the cross-rank parameter check, checkpoints
 // written by rank 0, and local argument errors.
-#define CATCH_CONFIG_RUNNER
 #include <mpi.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../catch_impl.hpp"
 #include "xgrad/core/core.hpp"
 #include "xgrad/distributed/distributed.hpp"
 #include "xgrad/nn/data.hpp"
@@ -298,9 +298,7 @@ TEST_CASE("save_on_rank0 writes once, and the file is there when every rank retu
 int main(int argc, char** argv) {
   dist::MpiContext mpi(argc, argv);
   // Ranks other than 0 report failures only, so the log is readable.
-  Catch::Session session;
-  if (dist::rank() != 0) session.configData().reporterName = "compact";
-  const int failed = session.run(argc, argv);
+  const int failed = xgrad::test::run_catch_session(argc, argv, dist::rank() != 0 ? "compact" : nullptr);
   // Every rank's verdict: mpirun exits non-zero if any rank returns non-zero.
   return failed == 0 ? 0 : 1;
 }

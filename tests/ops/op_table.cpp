@@ -1138,11 +1138,10 @@ void add_attention_entries(std::vector<OpInfo>& t) {
 
 // ---- the table ----------------------------------------------------------------------------------
 
-std::vector<OpInfo> build() {
-  std::vector<OpInfo> t;
+// The entries of elementwise.hpp: binary, scalar, unary, comparison ops.
+void add_elementwise_entries(std::vector<OpInfo>& t) {
   using D = Domain;
   const std::string TT = "Tensor,Tensor";
-
   // elementwise.hpp: binary ops (a (batch..., n, m) op b (m))
   t.push_back(binary("add", "add(" + TT + ")", "out = a + b", [](auto& a, auto& b) { return add(a, b); }));
   t.push_back(binary("sub", "sub(" + TT + ")", "out = a - b", [](auto& a, auto& b) { return sub(a, b); }));
@@ -1282,7 +1281,12 @@ std::vector<OpInfo> build() {
     op.supports_scalar = false;
     t.push_back(op);
   }
+}
 
+// The entries of unary_math.hpp and activation.hpp.
+void add_unary_math_activation_entries(std::vector<OpInfo>& t) {
+  using D = Domain;
+  const std::string TT = "Tensor,Tensor";
   // unary_math.hpp and activation.hpp (one block). Samples stay inside each op's domain and away from
   // its poles, kinks and jumps: uniform on [lo, hi) where the domain is bounded.
   {
@@ -1439,7 +1443,11 @@ std::vector<OpInfo> build() {
       }
     }
   }
+}
 
+// The entries of reduction.hpp, softmax.hpp, loss.hpp.
+void add_reduction_softmax_loss_entries(std::vector<OpInfo>& t) {
+  using D = Domain;
   // reduction.hpp
   for (auto [opname, fn] :
        std::vector<std::pair<std::string, Tensor (*)(const Tensor&, const std::vector<std::int64_t>&, bool)>>{
@@ -1697,7 +1705,10 @@ std::vector<OpInfo> build() {
       t.push_back(op);
     }
   }
+}
 
+// The entries of matmul.hpp, linear.hpp.
+void add_matmul_linear_entries(std::vector<OpInfo>& t) {
   // matmul.hpp
   {
     auto mm = [](std::string name, std::vector<std::string> sizes, bool batch,
@@ -1826,7 +1837,10 @@ std::vector<OpInfo> build() {
            {"linear", "'weight'"}}};
     t.push_back(op);
   }
+}
 
+// The entries of shape_ops.hpp.
+void add_shape_entries(std::vector<OpInfo>& t) {
   // shape_ops.hpp
   auto shape_op = [](std::string name, std::string sig, std::string torch, Call call, std::vector<std::string> sizes,
                      bool batch, std::function<Shape(const SampleSpec&)> shape) {
@@ -2098,7 +2112,11 @@ std::vector<OpInfo> build() {
                   {"expand", "(2, 3)", "(3,)"}}};
     t.push_back(op);
   }
+}
 
+// The entries of block_sparse_linear.hpp, resample_conv.hpp, normalization.hpp.
+void add_block_sparse_resample_normalization_entries(std::vector<OpInfo>& t) {
+  using D = Domain;
   // block_sparse_linear.hpp: x (batch..., M, C*3) through a random pattern of 2x3 blocks (R x C grid)
   // 0: with bias, 1: no bias, 2: block-diagonal groups, 3: no stored block at all
   for (int variant : {0, 1, 2, 3}) {
@@ -2416,7 +2434,10 @@ std::vector<OpInfo> build() {
     };
     t.push_back(gn);
   }
+}
 
+// The entries of conv.hpp, pool.hpp.
+void add_conv_pool_entries(std::vector<OpInfo>& t) {
   // conv.hpp and pool.hpp: x (n, cg * groups, [h,] w); conv weight (og * groups, cg, k...), transposed
   // weight (cg * groups, og, k...); one entry per public function and a few per mode.
   {
@@ -3036,6 +3057,20 @@ std::vector<OpInfo> build() {
       t.push_back(op);
     }
   }
+}
+
+// Parts (one function each: a single function of ~1900 lines was most of this file's compile time).
+std::vector<OpInfo> build() {
+  std::vector<OpInfo> t;
+  using D = Domain;
+  const std::string TT = "Tensor,Tensor";
+  add_elementwise_entries(t);
+  add_unary_math_activation_entries(t);
+  add_reduction_softmax_loss_entries(t);
+  add_matmul_linear_entries(t);
+  add_shape_entries(t);
+  add_block_sparse_resample_normalization_entries(t);
+  add_conv_pool_entries(t);
   add_issue16_entries(t);        // shape ops and reductions of issue 16
   add_issue16_index_entries(t);  // index ops of issue 16
   add_attention_entries(t);      // scaled_dot_product_attention (issue 17)

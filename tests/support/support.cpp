@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include "../catch_impl.hpp"
+
 #ifndef XGRAD_SOURCE_DIR
 #error "XGRAD_SOURCE_DIR must be defined by the build"
 #endif
@@ -276,3 +278,7 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 }
 
 }  // namespace xgrad::test
+
+// The runner of the test programs: Catch2's default main (Catch2's implementation is compiled once,
+// in tests/catch_impl.cpp; the MPI test has its own main).
+int main(int argc, char* argv[]) { return xgrad::test::run_catch_session(argc, argv); }
