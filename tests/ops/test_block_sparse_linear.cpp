@@ -1,6 +1,7 @@
 // Tests for ops/block_sparse_linear.*: the pattern constructors, float64 gradcheck of all three
 // gradients, PyTorch parity against a masked dense linear, empty block rows/columns, 1-vs-2-thread
-// bit equality, the AVX-512 kernels against the AVX2 ones, and every bad input.
+// bit equality, the AVX-512 kernels against the AVX2 ones, every bad input, and create_graph
+// (second derivatives against torch, third by gradgradcheck, no dense weight for a 2^16 layer).
 #include <algorithm>
 #include <limits>
 #include <type_traits>
