@@ -11,7 +11,6 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/ops/detail/block_sparse_kernels.hpp"
-#include "xgrad/ops/matmul.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 
@@ -309,6 +308,88 @@ void check_inputs(const Tensor& x, const Tensor& weight, const Tensor& bias, con
               "{}: argument 'x' of shape {} is too large for 32-bit BLAS indices", kOp, shape_str(x.shape()));
 }
 
+// Note [Create graph] (block-sparse): the backward of block_sparse_linear is made of block-sparse
+// products only, recorded as three ops that are each other's gradients (a closed family, like conv's):
+//   F(x, w)  = x W^T (+ b)                   block_sparse_linear        (M, in)  -> (M, out)
+//   I(g, w)  = g W                           BlockSparseInputGradFn     (M, out) -> (M, in)
+//   Wg(g, x) = the stored blocks of g^T x    BlockSparseWeightGradFn    (M, out), (M, in) -> packed
+// with, for an upstream gradient u of the op's output,
+//   F:  dx = I(u, w),  dw = Wg(u, x),  db = sum over rows of u
+//   I:  dg = F(u, w) (no bias),  dw = Wg(g, u)     (d<u, g W>/dW = g^T u, restricted to the blocks)
+//   Wg: dg = F(x, u) (no bias),  dx = I(g, u)      (<U, g^T x> = tr(x U^T g^T): d/dg = x U^T, d/dx = g U)
+// where U is the block-sparse matrix whose stored blocks are u. Memory stays O(stored + M (in + out))
+// to any order: the dense (out x in) weight is never formed. Outside a create_graph backward every op
+// calls the raw kernels of block_sparse_kernels.cpp directly.
+struct BlockSparseLinearFn;
+struct BlockSparseInputGradFn;
+struct BlockSparseWeightGradFn;
+
+// Shape of a (batch..., n) tensor with its last dimension replaced by n.
+Shape with_last(Shape s, std::int64_t n) {
+  s.back() = n;
+  return s;
+}
+
+Tensor apply_forward(const Tensor& x, const Tensor& w, const BlockSparsePattern& p);
+Tensor apply_input_grad(const Tensor& g, const Tensor& w, const BlockSparsePattern& p);
+Tensor apply_weight_grad(const Tensor& g, const Tensor& x, const BlockSparsePattern& p);
+
+// I(g, w) = g W: (batch..., out) -> (batch..., in); zero columns with no block.
+struct BlockSparseInputGradFn : Function<BlockSparseInputGradFn> {
+  static constexpr const char* kName = "block_sparse_linear_input_grad";
+  static constexpr bool kDifferentiableBackward = true;  // through F and Wg (Note [Create graph] (block-sparse))
+  BlockSparsePattern pattern = BlockSparsePattern::block_diagonal({{InFeatures{1}, OutFeatures{1}}});
+
+  Tensor forward(const Tensor& g, const Tensor& weight, const BlockSparsePattern& p) {
+    pattern = p;
+    save_for_backward({needs_input_grad(1) ? g : Tensor(), needs_input_grad(0) ? weight : Tensor()});
+    const std::int64_t m = batch_rows(g.shape());
+    if (m == 0 || p.num_blocks() == 0) return Tensor::zeros(with_last(g.shape(), p.in_features()), g.dtype());
+    Tensor dx = Tensor::empty(with_last(g.shape(), p.in_features()), g.dtype());
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::bsl_input_grad<T>(p, g.data<T>(), m, weight.data<T>(), dx.data<T>());
+    });
+    return dx;
+  }
+
+  Tensors backward(const Tensors& grads) {
+    const Tensors s = saved();
+    Tensors res(2);
+    if (needs_input_grad(0)) res[0] = apply_forward(grads[0], s[1], pattern);
+    if (needs_input_grad(1)) res[1] = apply_weight_grad(s[0], grads[0], pattern);
+    return res;
+  }
+};
+
+// Wg(g, x) = the stored blocks of g^T x (packed, pattern.weight_shape()).
+struct BlockSparseWeightGradFn : Function<BlockSparseWeightGradFn> {
+  static constexpr const char* kName = "block_sparse_linear_weight_grad";
+  static constexpr bool kDifferentiableBackward = true;  // through F and I (Note [Create graph] (block-sparse))
+  BlockSparsePattern pattern = BlockSparsePattern::block_diagonal({{InFeatures{1}, OutFeatures{1}}});
+
+  Tensor forward(const Tensor& g, const Tensor& x, const BlockSparsePattern& p) {
+    pattern = p;
+    save_for_backward({needs_input_grad(1) ? g : Tensor(), needs_input_grad(0) ? x : Tensor()});
+    const std::int64_t m = batch_rows(g.shape());
+    if (m == 0 || p.num_blocks() == 0) return Tensor::zeros(p.weight_shape(), g.dtype());
+    Tensor dw = Tensor::empty(p.weight_shape(), g.dtype());
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::bsl_weight_grad<T>(p, g.data<T>(), x.data<T>(), m, dw.data<T>());
+    });
+    return dw;
+  }
+
+  Tensors backward(const Tensors& grads) {
+    const Tensors s = saved();
+    Tensors res(2);
+    if (needs_input_grad(0)) res[0] = apply_forward(s[1], grads[0], pattern);
+    if (needs_input_grad(1)) res[1] = apply_input_grad(s[0], grads[0], pattern);
+    return res;
+  }
+};
+
 struct BlockSparseLinearFn : Function<BlockSparseLinearFn> {
   static constexpr const char* kName = kOp;
   BlockSparsePattern pattern = BlockSparsePattern::block_diagonal({{InFeatures{1}, OutFeatures{1}}});
@@ -342,35 +423,13 @@ struct BlockSparseLinearFn : Function<BlockSparseLinearFn> {
     return y;
   }
 
-  static constexpr bool kDifferentiableBackward = true;
+  static constexpr bool kDifferentiableBackward = true;  // through I and Wg (Note [Create graph] (block-sparse))
 
-  // Note [Create graph]: the three products recorded with differentiable ops, through the dense W:
-  // W = the packed values gathered (index_select, with a zero appended for the entries outside the
-  // pattern), dx = g W, dW = the stored entries of g^T x gathered back into the packed layout,
-  // db = column sums of g. O(out * in) memory: this path is for second derivatives, not speed.
   Tensors recorded_backward(const Tensor& g, const Tensors& s) {
-    const std::int64_t m = batch_rows(x_shape), in = pattern.in_features(), out = pattern.out_features();
-    const std::int64_t packed = shape_numel(pattern.weight_shape());
-    std::vector<std::int64_t> dense_src(static_cast<std::size_t>(out * in), packed),
-        packed_pos(static_cast<std::size_t>(packed));
-    for (const auto& b : pattern.blocks())
-      for (std::int64_t i = 0; i < b.rows; ++i)
-        for (std::int64_t j = 0; j < b.cols; ++j) {
-          const std::int64_t k = b.offset + i * b.cols + j, d = (b.row + i) * in + b.col + j;
-          dense_src[static_cast<std::size_t>(d)] = k;
-          packed_pos[static_cast<std::size_t>(k)] = d;
-        }
-    const Tensor g2 = reshape(g, {m, out});
     Tensors res(3);
-    if (needs_input_grad(0)) {
-      const Tensor wz = concat({reshape(s[1], {packed}), Tensor::zeros({1}, g.dtype())}, 0);
-      res[0] = reshape(matmul(g2, reshape(index_select(wz, 0, dense_src), {out, in})), x_shape);
-    }
-    if (needs_input_grad(1)) {
-      const Tensor dw = reshape(matmul(transpose(g2, 0, 1), reshape(s[0], {m, in})), {out * in});
-      res[1] = reshape(index_select(dw, 0, packed_pos), pattern.weight_shape());
-    }
-    if (needs_input_grad(2)) res[2] = sum(g2, {0});
+    if (needs_input_grad(0)) res[0] = apply_input_grad(g, s[1], pattern);
+    if (needs_input_grad(1)) res[1] = apply_weight_grad(g, s[0], pattern);
+    if (needs_input_grad(2)) res[2] = sum(reshape(g, {batch_rows(x_shape), pattern.out_features()}), {0});
     return res;
   }
 
@@ -411,6 +470,16 @@ struct BlockSparseLinearFn : Function<BlockSparseLinearFn> {
     return out;
   }
 };
+
+Tensor apply_forward(const Tensor& x, const Tensor& w, const BlockSparsePattern& p) {
+  return apply<BlockSparseLinearFn>(x, w, Tensor(), p);
+}
+Tensor apply_input_grad(const Tensor& g, const Tensor& w, const BlockSparsePattern& p) {
+  return apply<BlockSparseInputGradFn>(g, w, p);
+}
+Tensor apply_weight_grad(const Tensor& g, const Tensor& x, const BlockSparsePattern& p) {
+  return apply<BlockSparseWeightGradFn>(g, x, p);
+}
 
 }  // namespace
 

@@ -8,6 +8,9 @@
 //   dL/dW_B         = G[:, rows(B)]^T x[:, cols(B)]                  (stored blocks only, nothing else)
 //   dL/db           = sum over m of G[m, :]                           (column sums of G)
 // Rows of W with no block give y = b there; columns with no block get a zero input gradient.
+// Under create_graph these are recorded as ops of one closed family (Note [Create graph] (block-sparse)
+// in block_sparse_linear.cpp): I(G, w) = G W and Wg(G, x) = the stored blocks of G^T x, whose own
+// gradients are again F (this op without bias), I and Wg; the dense W is never formed, at any order.
 //
 // Note [Block-sparse storage]: the pattern is a partition of the output rows into row groups and of the
 // input columns into column groups (a uniform grid of bo x bi blocks, or the groups of a block-diagonal
@@ -137,7 +140,8 @@ class BlockSparsePattern {
 /// y = x W^T + b with W block-sparse (see the notes above). x: (in) or (batch..., in), float32 or float64;
 /// weight: the packed blocks, shape pattern.weight_shape(), same dtype; bias: (out) or undefined (no bias).
 /// Returns (out) or (batch..., out). Differentiable with respect to x, weight and bias, to any order:
-/// under create_graph the backward is recorded through the dense weight (O(out x in) memory).
+/// under create_graph the backward is recorded with block-sparse ops (O(stored + batch x (in + out))
+/// memory, never the dense weight).
 Tensor block_sparse_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
                            const BlockSparsePattern& pattern);
 

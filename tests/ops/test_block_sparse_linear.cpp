@@ -1,6 +1,7 @@
 // Tests for ops/block_sparse_linear.*: the pattern constructors, float64 gradcheck of all three
 // gradients, PyTorch parity against a masked dense linear, empty block rows/columns, 1-vs-2-thread
-// bit equality, the AVX-512 kernels against the AVX2 ones, and every bad input.
+// bit equality, the AVX-512 kernels against the AVX2 ones, every bad input, and create_graph
+// (second derivatives against torch, third by gradgradcheck, no dense weight for a 2^16 layer).
 #include <algorithm>
 #include <limits>
 #include <type_traits>
@@ -795,4 +796,132 @@ TEST_CASE("block_sparse_linear: results do not depend on what ran before (kept s
       for (std::size_t k = 0; k < first.size(); ++k) CHECK(bit_equal(first[k], again[k]));
     }
   }
+}
+
+// ---- create_graph: the backward recorded through the block-sparse family ------------------------
+// (Note [Create graph] (block-sparse) in block_sparse_linear.cpp: F, I = g W and Wg = stored blocks of g^T x.)
+
+namespace {
+
+// The first gradients of tanh(block_sparse_linear(x, w, b)) seeded by v, recorded (create_graph), flattened
+// and concatenated: every second-order path of F, I and Wg is in their Jacobian, and every third-order
+// path in the Jacobian of their gradient.
+Tensor first_gradients(const Tensors& in, const Pattern& p) {
+  AutoGradMode grad_mode(true);  // gradcheck evaluates fn under NoGradGuard too
+  const Tensor y = tanh(block_sparse_linear(in[0], in[1], in[2], p));
+  const Tensors g = xgrad::grad({y}, {in[0], in[1], in[2]}, {in[3]}, std::nullopt, false, true);
+  return concat({reshape(g[0], {-1}), reshape(g[1], {-1}), reshape(g[2], {-1})}, 0);
+}
+
+}  // namespace
+
+TEST_CASE("block_sparse_linear: third derivatives (gradgradcheck of the recorded first gradient)",
+          "[block_sparse_linear][create_graph]") {
+  Generator gen(31);
+  std::vector<PatternCase> cases = small_patterns(gen);
+  for (const auto& pc : cases)
+    for (const Shape& lead : {Shape{}, Shape{3}}) {
+      const Pattern& p = pc.pattern;
+      INFO(pc.name << " x lead dims " << shape_str(lead));
+      Shape xs = lead;
+      xs.push_back(p.in_features());
+      Shape ys = lead;
+      ys.push_back(p.out_features());
+      const Tensor x = test::randn_leaf(xs, gen), w = packed_leaf(p, gen, kFloat64),
+                   b = test::randn_leaf({p.out_features()}, gen), v = test::randn_leaf(ys, gen);
+      const auto f = [&](const Tensors& in) { return first_gradients(in, p); };
+      test::require_gradcheck(f, {x, w, b, v});                  // second derivatives
+      const GradcheckReport r = gradgradcheck(f, {x, w, b, v});  // third derivatives
+      INFO(r.message);
+      REQUIRE(r.ok);
+    }
+}
+
+TEST_CASE("block_sparse_linear: second derivatives match torch.autograd.grad(..., create_graph=True)",
+          "[block_sparse_linear][create_graph][parity]") {
+  ParityBatch batch("block_sparse_linear_create_graph");
+  Generator gen(32);
+  std::vector<PatternCase> cases = small_patterns(gen);
+  cases.push_back(
+      {"rand_8x16_d4", Pattern::from_block_mask(InFeatures{128}, OutFeatures{64}, {InFeatures{16}, OutFeatures{8}},
+                                                random_block_mask(8, 8, 0.25, gen, 3, 5))});
+  cases.push_back(
+      {"grid_32x32", Pattern::from_block_mask(InFeatures{96}, OutFeatures{64}, {InFeatures{32}, OutFeatures{32}},
+                                              random_block_mask(2, 3, 0.5, gen, 1, -1))});
+  const std::string code =
+      "Wd = torch.zeros(O * I, dtype=w.dtype).index_put((idx.long(),), w.reshape(-1)).reshape(O, I)\n"
+      "y = torch.tanh(torch.nn.functional.linear(x, Wd * mask, b))\n"
+      "out = torch.autograd.grad(y, {}, v, create_graph=True)[0]";
+  int k = 0;
+  for (const auto& pc : cases)
+    for (const Shape& lead : {Shape{}, Shape{5}, Shape{2, 3}}) {
+      const Pattern& p = pc.pattern;
+      Shape xs = lead;
+      xs.push_back(p.in_features());
+      Shape ys = lead;
+      ys.push_back(p.out_features());
+      const std::string prefix = fmt::format("O = {}\nI = {}\n", p.out_features(), p.in_features());
+      const Tensor x = test::randn_leaf(xs, gen), w = packed_leaf(p, gen, kFloat64),
+                   b = test::randn_leaf({p.out_features()}, gen), v = test::randn_leaf(ys, gen);
+      const Tensor idx = dense_index(p), mask = p.element_mask(kFloat64);
+      // The harness backpropagates into the recorded first gradient: second derivatives w.r.t. x, w, b, v.
+      for (int wrt = 0; wrt < 3; ++wrt)
+        batch.add(fmt::format("{}_{}", pc.name, k++),
+                  prefix + fmt::format(fmt::runtime(code), std::array{"x", "w", "b"}[static_cast<std::size_t>(wrt)]),
+                  {{"x", x}, {"w", w}, {"b", b}, {"v", v}, {"idx", idx, false}, {"mask", mask, false}},
+                  [&p, wrt](const Tensors& in) {
+                    const Tensor y = tanh(block_sparse_linear(in[0], in[1], in[2], p));
+                    return xgrad::grad({y}, {in[static_cast<std::size_t>(wrt)]}, {in[3]}, std::nullopt, false, true)[0];
+                  });
+    }
+  batch.run();
+}
+
+TEST_CASE("block_sparse_linear: create_graph second derivatives are bit-identical with 1 and 2 threads",
+          "[block_sparse_linear][create_graph][threads]") {
+  Generator gen(33);
+  const Pattern p = Pattern::from_block_mask(InFeatures{256}, OutFeatures{192}, {InFeatures{32}, OutFeatures{16}},
+                                             random_block_mask(12, 8, 0.4, gen, 2, 3));
+  const Tensor x = test::randn_leaf({300, 256}, gen, kFloat32), w = packed_leaf(p, gen, kFloat32),
+               b = test::randn_leaf({192}, gen, kFloat32), v = test::randn_leaf({300, 192}, gen, kFloat32);
+  const Tensor u = Tensor::randn({256 * 300 + p.stored_elements() + 192}, gen, kFloat32);
+  test::require_thread_deterministic([&] {
+    const Tensor g1 = first_gradients({x, w, b, v}, p);
+    Tensors r = xgrad::grad({g1}, {x, w, b, v}, {u});
+    r.push_back(g1.detach());
+    return r;
+  });
+}
+
+TEST_CASE("block_sparse_linear: the create_graph backward never forms the dense weight",
+          "[block_sparse_linear][create_graph]") {
+  // in = out = 2^16, 4096 diagonal 16x16 blocks: the dense float32 weight would be 16 GiB (and its int64
+  // index maps 32 GiB each); the packed weight is 4 MiB.
+  constexpr std::int64_t kGroups = 4096, kSize = 16, kN = kGroups * kSize, kM = 3;
+  const Pattern p =
+      Pattern::block_diagonal(std::vector<Pattern::DiagonalGroup>(kGroups, {InFeatures{kSize}, OutFeatures{kSize}}));
+  REQUIRE(p.in_features() == kN);
+  Generator gen(34);
+  const Tensor x = test::randn_leaf({kM, kN}, gen, kFloat32), w = packed_leaf(p, gen, kFloat32),
+               v = test::randn_leaf({kM, kN}, gen, kFloat32);
+  const Tensor u = Tensor::randn({kM, kN}, gen, kFloat32);
+  const std::size_t before = memory_stats().allocated_bytes;
+  reset_peak_memory_stats();
+  const Tensor y = block_sparse_linear(x, w, Tensor(), p);
+  const Tensor gx = xgrad::grad({y}, {x}, {v}, std::nullopt, false, true)[0];  // I(v, w), recorded
+  const Tensors gg = xgrad::grad({gx}, {w, v}, {u});                           // Wg(v, u), F(u, w)
+  const std::size_t peak = memory_stats().peak_allocated_bytes - before;
+  const std::size_t dense = static_cast<std::size_t>(kN) * kN * sizeof(float);
+  INFO("peak " << peak << " bytes, dense weight " << dense << " bytes");
+  CHECK(peak < std::size_t{64} << 20);
+  // The values: d<u, v W>/dv = u W^T = F(u, w) and d/dw = the stored blocks of v^T u (a first-order
+  // weight gradient of F(u, w) seeded by v), the same kernels bit for bit.
+  CHECK(gg[1].to_vector() == block_sparse_linear(u, w, Tensor(), p).to_vector());
+  const Tensor w2 = w.detach().set_requires_grad(true);
+  const Tensor u2 = u.detach();
+  const Tensor dw = xgrad::grad({block_sparse_linear(u2, w2, Tensor(), p)}, {w2}, {v.detach()})[0];
+  CHECK(gg[0].to_vector() == dw.to_vector());
+  // And the recorded first gradient is the first-order one (same kernel, same bits).
+  const Tensor x2 = x.detach().set_requires_grad(true);
+  CHECK(gx.to_vector() == xgrad::grad({block_sparse_linear(x2, w2, Tensor(), p)}, {x2}, {v.detach()})[0].to_vector());
 }
