@@ -36,4 +36,4 @@ awk -F, '$4 == "ms" { v[$1 "," $3, $2] = $5; keys[$1 "," $3] = 1 }
   END { for (k in keys) if (v[k, "xgrad"] > 0 && v[k, "libtorch"] > 0) {
           b = v[k, "libtorch_blas_t"]
           printf "%s,%.4f,%.4f,%.3f,%.4f,%.3f\n", k, v[k, "xgrad"], v[k, "libtorch"], v[k, "xgrad"] / v[k, "libtorch"],
-                 b, b > 0 ? v[k, "xgrad"] / b : 0 } }' "$rows" | sort
+                 b, (b > 0 ? v[k, "xgrad"] / b : 0) } }' "$rows" | sort
