@@ -436,7 +436,15 @@ TEST_CASE("block_sparse_linear: the AVX-512 and the AVX2 float32 kernels agree",
         INFO("output " << i << " (y, dx, dw)");
         const std::vector<double> a = wide[i].to_vector(), b = narrow[i].to_vector();
         REQUIRE(a.size() == b.size());
-        if (i < 2 ? wc.same_y_dx : wc.same_dw) {
+        // The asan preset builds at -O1, where GCC contracts the AVX2 kernels' multiply-adds differently
+        // from the AVX-512 kernels' explicit FMAs (seen since the embedded-broadcast tiles): the two
+        // widths then agree to float32 rounding only, so bit equality is checked in optimized builds.
+#if defined(__SANITIZE_ADDRESS__)
+        constexpr bool kBitEqualWidths = false;
+#else
+        constexpr bool kBitEqualWidths = true;
+#endif
+        if (kBitEqualWidths && (i < 2 ? wc.same_y_dx : wc.same_dw)) {
           // Report the first differing element, not both vectors (printing 10^5 doubles takes minutes
           // under the sanitizers).
           std::size_t first = 0;
