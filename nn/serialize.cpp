@@ -57,22 +57,7 @@ const char* dtype_tag(Dtype d) {
   return "?";
 }
 
-// At most 64 bytes of a name or a JSON excerpt in an error message (a hostile header may hold
-// names or arrays of megabytes).
-// Control characters are written as \xNN (a NUL byte would end the message for what()'s reader).
-std::string shown(std::string_view text) {
-  constexpr std::size_t kMax = 64;
-  std::string out;
-  for (const char ch : text.substr(0, kMax)) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f)
-      out += fmt::format("\\x{:02x}", c);
-    else
-      out += ch;
-  }
-  if (text.size() > kMax) out += fmt::format("...({} bytes)", text.size());
-  return out;
-}
+using detail::shown;  // nn/detail/safetensors_header.hpp
 
 // An entry checked by read_entry: its name and shape stay in the scanner's arenas until the tensors
 // are built (no string or vector per entry before then).

@@ -18,13 +18,6 @@
 
 namespace xgrad::detail {
 
-namespace {
-
-constexpr std::string_view kMetadataKey = "__metadata__";
-constexpr std::string_view kNotJson = "the header is not valid JSON";
-
-// At most 64 bytes of a name or token in a message (a hostile header may hold names of megabytes),
-// control characters written as \xNN (a NUL byte would end the message for what()'s reader).
 std::string shown(std::string_view text) {
   constexpr std::size_t kMax = 64;
   std::string out;
@@ -38,6 +31,11 @@ std::string shown(std::string_view text) {
   if (text.size() > kMax) out += fmt::format("...({} bytes)", text.size());
   return out;
 }
+
+namespace {
+
+constexpr std::string_view kMetadataKey = "__metadata__";
+constexpr std::string_view kNotJson = "the header is not valid JSON";
 
 // ---- SipHash-1-3 (Aumasson and Bernstein; the variant Rust's HashMap uses) -----------------------
 

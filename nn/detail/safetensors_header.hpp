@@ -51,6 +51,11 @@
 
 namespace xgrad::detail {
 
+/// A name, token or JSON excerpt as an error message shows it: at most 64 bytes (a hostile header may
+/// hold names of megabytes, the rest is counted), control characters written as \xNN (a NUL byte
+/// would end the message for what()'s reader). Used by the scanner and by parse_safetensors.
+std::string shown(std::string_view text);
+
 /// One tensor's entry, as written in the header (values unescaped, types checked). Its name, dtype
 /// and shape live in the SafetensorsHeader's arenas (one allocation for all entries, not three per
 /// entry): read them with SafetensorsHeader::name / dtype / shape.

@@ -3520,13 +3520,10 @@ std::vector<OpInfo> build() {
   };
   // clang-format on
   // ... and every entry whose name starts with one of these
-  static const std::vector<std::string> kCreateGraphPrefixes = {"mse_loss_",          "l1_loss_",        "huber_loss_",
-                                                                "smooth_l1_loss_",    "bce_with_logits", "logsumexp_",
-                                                                "block_sparse_linear",
-                                                                // hggb
-                                                                "cross_entropy_",     "nll_loss_",
-                                                                "prod_",              "var_",
-                                                                "std_",               "norm_"};
+  static const std::vector<std::string> kCreateGraphPrefixes = {
+      "mse_loss_", "l1_loss_", "huber_loss_", "smooth_l1_loss_", "bce_with_logits", "logsumexp_", "block_sparse_linear",
+      // hggb
+      "cross_entropy_", "nll_loss_", "prod_", "var_", "std_", "norm_"};
   for (auto& op : t) {
     // hggb: norm's samples sit on its kinks (zeros, a zero row); gradgradcheck takes values away from them
     if ((op.name == "norm_last_p1" || op.name == "norm_last_p3") && !op.gradgrad_sample)
