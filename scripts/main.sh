@@ -12,7 +12,9 @@ examples=(spectral_fit block_sparse_mlp fashion_cnn char_model)
 declare -A example_args=([fashion_cnn]="--quick" [char_model]="--quick")
 
 bash scripts/install-deps.sh --main  # the test-only packages (PyTorch, Catch2, MPI) are not needed here
-cmake --preset release -DXGRAD_REQUIRE_ALL=OFF  # the examples need neither MPI nor Catch2
+# The library and the examples only (no search for the test, MPI or PyTorch packages); not kept in the
+# cache: scripts/test.sh, run next in the same folder, builds the rest and reuses every object built here.
+cmake --preset release -DXGRAD_REQUIRE_ALL=OFF -DXGRAD_EXAMPLES_ONLY=ON
 targets=()
 for name in "${examples[@]}"; do targets+=("example_${name}"); done
 # One compile per core: ninja's default (cores + 2) runs four heavy -O3 compiles on two cores; in a
