@@ -1,0 +1,629 @@
+// The op table's entries for convolution and pooling (op_table_common.hpp, op_table.cpp).
+#include "op_table_common.hpp"
+
+namespace xgrad::test::table {
+
+// The entries of conv.hpp, pool.hpp.
+void add_conv_pool_entries(std::vector<OpInfo>& t) {
+  // conv.hpp and pool.hpp: x (n, cg * groups, [h,] w); conv weight (og * groups, cg, k...), transposed
+  // weight (cg * groups, og, k...); one entry per public function and a few per mode.
+  {
+    struct ConvCase {
+      std::string name, fn;
+      int dims;
+      bool transposed, bias, unbatched;
+      std::int64_t groups;
+      std::vector<std::int64_t> k, stride, dilation, output_padding;
+      std::vector<std::int64_t> padv;  // numeric padding (one per dim)
+      std::string pad_mode;            // "same" / "valid", else numeric
+      std::string torch_args;          // Python keyword arguments after (x, w, b)
+    };
+    const std::vector<ConvCase> cases = {
+        {"conv1d", "conv1d", 1, false, true, false, 1, {3}, {2}, {1}, {}, {1}, "", "stride=2, padding=1"},
+        {"conv1d_same_groups_dilated",
+         "conv1d",
+         1,
+         false,
+         false,
+         false,
+         2,
+         {4},
+         {1},
+         {2},
+         {},
+         {},
+         "same",
+         "padding='same', dilation=2, groups=2"},
+        {"conv2d",
+         "conv2d",
+         2,
+         false,
+         true,
+         false,
+         1,
+         {3, 2},
+         {2, 1},
+         {1, 1},
+         {},
+         {1, 0},
+         "",
+         "stride=(2, 1), padding=(1, 0)"},
+        {"conv2d_same_groups",
+         "conv2d",
+         2,
+         false,
+         false,
+         false,
+         2,
+         {3, 4},
+         {1, 1},
+         {1, 1},
+         {},
+         {},
+         "same",
+         "padding='same', groups=2"},
+        {"conv2d_valid_dilated_unbatched",
+         "conv2d",
+         2,
+         false,
+         true,
+         true,
+         1,
+         {2, 3},
+         {1, 2},
+         {2, 1},
+         {},
+         {},
+         "valid",
+         "stride=(1, 2), padding='valid', dilation=(2, 1)"},
+        {"conv_transpose1d",
+         "conv_transpose1d",
+         1,
+         true,
+         true,
+         false,
+         1,
+         {3},
+         {2},
+         {1},
+         {1},
+         {1},
+         "",
+         "stride=2, padding=1, output_padding=1"},
+        {"conv_transpose2d",
+         "conv_transpose2d",
+         2,
+         true,
+         true,
+         false,
+         2,
+         {3, 2},
+         {2, 1},
+         {1, 2},
+         {1, 0},
+         {1, 0},
+         "",
+         "stride=(2, 1), padding=(1, 0), output_padding=(1, 0), groups=2, dilation=(1, 2)"},
+        {"conv_transpose2d_unbatched",
+         "conv_transpose2d",
+         2,
+         true,
+         false,
+         true,
+         1,
+         {2, 2},
+         {1, 1},
+         {1, 1},
+         {0, 0},
+         {0, 0},
+         "",
+         ""},
+    };
+    for (const ConvCase& cc : cases) {
+      OpInfo op;
+      op.name = cc.name;
+      op.signature = cc.transposed
+                         ? cc.fn +
+                               "(Tensor,Tensor,Tensor,vector<int64_t>,vector<int64_t>,vector<int64_t>,int64_t,"
+                               "vector<int64_t>)"
+                         : cc.fn + "(Tensor,Tensor,Tensor,vector<int64_t>,ConvPadding,vector<int64_t>,int64_t)";
+      op.torch = fmt::format("out = torch.nn.functional.{}(x, w, {}{}{})", cc.fn, cc.bias ? "b" : "None",
+                             cc.torch_args.empty() ? "" : ", ", cc.torch_args);
+      op.call = [cc](const Tensors& in) {
+        const Tensor b = cc.bias ? in[2] : Tensor();
+        if (cc.transposed) {
+          const auto f = cc.dims == 1 ? conv_transpose1d : conv_transpose2d;
+          return f(in[0], in[1], b, cc.stride, cc.padv, cc.output_padding, cc.groups, cc.dilation);
+        }
+        const ConvPadding pad = cc.pad_mode.empty() ? ConvPadding(cc.padv) : ConvPadding(cc.pad_mode);
+        const auto f = cc.dims == 1 ? conv1d : conv2d;
+        return f(in[0], in[1], b, cc.stride, pad, cc.dilation, cc.groups);
+      };
+      op.sample = [cc](Dtype dt, const SampleSpec& s, Generator& g) {
+        const std::int64_t n = s.sizes[0], cg = s.sizes[1], og = s.sizes[2];
+        Shape xs = {n, cg * cc.groups};
+        if (cc.unbatched) xs.erase(xs.begin());
+        Shape ws = cc.transposed ? Shape{cg * cc.groups, og} : Shape{og * cc.groups, cg};
+        for (int d = 0; d < cc.dims; ++d) {
+          xs.push_back(s.sizes[static_cast<std::size_t>(3 + d)]);
+          ws.push_back(cc.k[static_cast<std::size_t>(d)]);
+        }
+        SampleInput si{{{"x", values(xs, g, dt)}, {"w", values(ws, g, dt)}}, {}, {}};
+        if (cc.bias) si.inputs.push_back({"b", values({og * cc.groups}, g, dt)});
+        return si;
+      };
+      op.size_names = {"n", "cg", "og"};
+      op.small = {2, 2, 3};
+      op.threads = {16, 4, 8};
+      op.large = {40, 24, 24};
+      for (int d = 0; d < cc.dims; ++d) {
+        op.size_names.push_back(d == cc.dims - 1 ? "w" : "h");
+        op.small.push_back(cc.dims == 1 ? 7 : 5 + d);
+        op.threads.push_back(cc.dims == 1 ? 1000 : 28);
+        op.large.push_back(cc.dims == 1 ? 300 : 40);
+      }
+      if (cc.unbatched) op.threads = {1, 16, 16, 64, 64};  // no batch: more channels and pixels instead
+      op.refuses = [cc](const SampleSpec& s) -> std::string {
+        const std::int64_t cg = s.sizes[1], og = s.sizes[2];
+        for (int d = 0; d < cc.dims; ++d)
+          if (s.sizes[static_cast<std::size_t>(3 + d)] == 0) return "only the batch and channel dimensions";
+        if (cc.transposed) {
+          if (cg == 0 || og == 0) return "must be non-empty";
+          return "";
+        }
+        if (og == 0) return "at least 1 at dimension 0";
+        for (int d = 0; d < cc.dims; ++d) {
+          const auto i = static_cast<std::size_t>(d);
+          const std::int64_t span = cc.dilation[i] * (cc.k[i] - 1) + 1;
+          const std::int64_t padded = s.sizes[3 + i] + (cc.pad_mode == "same" ? span - 1
+                                                        : cc.pad_mode.empty() ? 2 * cc.padv[i]
+                                                                              : 0);
+          if (padded < span) return "smaller than the (dilated) kernel";
+        }
+        return "";
+      };
+      const Tensor x4 = Tensor::zeros({2, 4, 6, 6}, kFloat64), w4 = Tensor::zeros({4, 4, 3, 3}, kFloat64);
+      const Tensor x3 = Tensor::zeros({2, 4, 6}, kFloat64), w3 = Tensor::zeros({4, 4, 3}, kFloat64);
+      const std::string opname = cc.fn;
+      if (cc.name == "conv2d")
+        op.errors = {
+            {"channel mismatch",
+             [] {
+               conv2d(Tensor::zeros({2, 3, 6, 6}, kFloat64), Tensor::zeros({4, 2, 3, 3}, kFloat64));
+             },
+             {"conv2d", "(4, 2, 3, 3)", "(2, 3, 6, 6)", "channels"}},
+            {"groups not dividing out channels",
+             [x4] {
+               conv2d(x4, Tensor::zeros({3, 2, 3, 3}, kFloat64), Tensor(), {1}, 0, {1}, 2);
+             },
+             {"conv2d", "groups=2", "(3, 2, 3, 3)"}},
+            {"groups 0", [x4, w4] { conv2d(x4, w4, Tensor(), {1}, 0, {1}, 0); }, {"conv2d", "'groups'", "0"}},
+            {"kernel larger than the padded input",
+             [] {
+               conv2d(Tensor::zeros({1, 1, 2, 6}, kFloat64), Tensor::zeros({1, 1, 5, 3}, kFloat64), Tensor(), {1}, 1);
+             },
+             {"conv2d", "(1, 1, 2, 6)", "(1, 1, 5, 3)", "kernel"}},
+            {"zero stride", [x4, w4] { conv2d(x4, w4, Tensor(), {0}); }, {"conv2d", "'stride'", "(0,)"}},
+            {"negative stride",
+             [x4, w4] {
+               conv2d(x4, w4, Tensor(), {1, -2});
+             },
+             {"conv2d", "'stride'", "(1, -2)"}},
+            {"three strides",
+             [x4, w4] {
+               conv2d(x4, w4, Tensor(), {1, 1, 1});
+             },
+             {"conv2d", "'stride'", "3"}},
+            {"zero dilation", [x4, w4] { conv2d(x4, w4, Tensor(), {1}, 0, {0}); }, {"conv2d", "'dilation'"}},
+            {"negative padding", [x4, w4] { conv2d(x4, w4, Tensor(), {1}, -1); }, {"conv2d", "'padding'", "(-1,)"}},
+            {"unknown padding mode",
+             [x4, w4] { conv2d(x4, w4, Tensor(), {1}, "full"); },
+             {"conv2d", "'padding'", "full"}},
+            {"same with stride 2",
+             [x4, w4] { conv2d(x4, w4, Tensor(), {2}, "same"); },
+             {"conv2d", "\"same\"", "strided"}},
+            {"bias of the wrong size",
+             [x4, w4] { conv2d(x4, w4, Tensor::zeros({3}, kFloat64)); },
+             {"conv2d", "'bias'", "(3,)", "(4,)"}},
+            {"x 2-d",
+             [w4] {
+               conv2d(Tensor::zeros({6, 6}, kFloat64), w4);
+             },
+             {"conv2d", "'x'", "(6, 6)"}},
+            {"weight 3-d", [x4, w3] { conv2d(x4, w3); }, {"conv2d", "'weight'", "(4, 4, 3)"}},
+            {"empty spatial dim",
+             [w4] {
+               conv2d(Tensor::zeros({2, 4, 0, 6}, kFloat64), w4, Tensor(), {1}, 2);
+             },
+             {"conv2d", "(2, 4, 0, 6)"}},
+            {"dtype mix",
+             [w4] {
+               conv2d(Tensor::zeros({2, 4, 6, 6}, kFloat32), w4);
+             },
+             {"conv2d", "float32", "float64"}},
+            {"undefined x", [w4] { conv2d(Tensor(), w4); }, {"conv2d", "'x'"}},
+            {"undefined weight", [x4] { conv2d(x4, Tensor()); }, {"conv2d", "'weight'"}},
+            {"integer x",
+             [w4] {
+               conv2d(Tensor::zeros({2, 4, 6, 6}, kInt64), w4);
+             },
+             {"conv2d", "'x'", "int64"}}};
+      if (cc.name == "conv1d")
+        op.errors = {{"channel mismatch",
+                      [] {
+                        conv1d(Tensor::zeros({2, 3, 6}, kFloat64), Tensor::zeros({4, 2, 3}, kFloat64));
+                      },
+                      {"conv1d", "(4, 2, 3)", "(2, 3, 6)", "channels"}},
+                     {"two strides for 1-d",
+                      [x3, w3] {
+                        conv1d(x3, w3, Tensor(), {1, 1});
+                      },
+                      {"conv1d", "'stride'", "2"}},
+                     {"kernel larger than the input",
+                      [x3] {
+                        conv1d(x3, Tensor::zeros({4, 4, 7}, kFloat64));
+                      },
+                      {"conv1d", "(2, 4, 6)", "(4, 4, 7)", "kernel"}},
+                     {"x 4-d", [x4, w3] { conv1d(x4, w3); }, {"conv1d", "'x'", "(2, 4, 6, 6)"}}};
+      if (cc.name == "conv_transpose2d")
+        op.errors = {
+            {"channel mismatch",
+             [] {
+               conv_transpose2d(Tensor::zeros({2, 3, 6, 6}, kFloat64), Tensor::zeros({4, 2, 3, 3}, kFloat64));
+             },
+             {"conv_transpose2d", "(4, 2, 3, 3)", "(2, 3, 6, 6)", "channels"}},
+            {"groups not dividing in channels",
+             [] {
+               conv_transpose2d(Tensor::zeros({2, 3, 6, 6}, kFloat64), Tensor::zeros({3, 2, 3, 3}, kFloat64), Tensor(),
+                                {1}, {0}, {0}, 2);
+             },
+             {"conv_transpose2d", "groups=2", "3"}},
+            {"output_padding too large",
+             [x4, w4] { conv_transpose2d(x4, w4, Tensor(), {2}, {0}, {2}); },
+             {"conv_transpose2d", "'output_padding'", "(2,)"}},
+            {"output too small",
+             [] {
+               conv_transpose2d(Tensor::zeros({1, 1, 1, 1}, kFloat64), Tensor::zeros({1, 1, 1, 1}, kFloat64), Tensor(),
+                                {1}, {1});
+             },
+             {"conv_transpose2d", "(1, 1, 1, 1)", "too small"}},
+            {"zero stride", [x4, w4] { conv_transpose2d(x4, w4, Tensor(), {0}); }, {"conv_transpose2d", "'stride'"}},
+            {"bias of the wrong size",
+             [x4, w4] { conv_transpose2d(x4, w4, Tensor::zeros({5}, kFloat64)); },
+             {"conv_transpose2d", "'bias'", "(5,)"}},
+            {"undefined x", [w4] { conv_transpose2d(Tensor(), w4); }, {"conv_transpose2d", "'x'"}}};
+      if (cc.name == "conv_transpose1d")
+        op.errors = {
+            {"weight 4-d", [x3, w4] { conv_transpose1d(x3, w4); }, {"conv_transpose1d", "'weight'", "(4, 4, 3, 3)"}},
+            {"negative padding",
+             [x3, w3] { conv_transpose1d(x3, w3, Tensor(), {1}, {-1}); },
+             {"conv_transpose1d", "'padding'", "(-1,)"}}};
+      if (!cc.transposed)
+        op.torch_skip = [](const SampleSpec& s) -> std::string {
+          return s.sizes[1] == 0 ? "torch 1.13 gives (N, 0, ...) for an input with 0 channels; ours gives the bias"
+                                 : "";
+        };
+      op.check_undefined = false;  // an undefined bias means no bias; undefined x and weight: errors above
+      t.push_back(op);
+    }
+
+    // pooling: x (n, c, [h,] w)
+    struct PoolCase {
+      std::string name, fn, torch;
+      int dims;
+      bool max, adaptive, unbatched;
+      std::vector<std::int64_t> k, stride, padding, dilation;  // adaptive: k = output size
+      bool ceil, include_pad;
+      std::optional<std::int64_t> divisor;
+    };
+    const std::vector<PoolCase> pools = {
+        {"max_pool1d",
+         "max_pool1d",
+         "max_pool1d(x, 3, 2, 1, 2, ceil_mode=True)",
+         1,
+         true,
+         false,
+         false,
+         {3},
+         {2},
+         {1},
+         {2},
+         true,
+         true,
+         {}},
+        {"max_pool2d",
+         "max_pool2d",
+         "max_pool2d(x, (3, 2), (2, 1), (1, 0), (1, 2))",
+         2,
+         true,
+         false,
+         false,
+         {3, 2},
+         {2, 1},
+         {1, 0},
+         {1, 2},
+         false,
+         true,
+         {}},
+        {"max_pool2d_default_stride_unbatched",
+         "max_pool2d",
+         "max_pool2d(x, 2, ceil_mode=True)",
+         2,
+         true,
+         false,
+         true,
+         {2},
+         {},
+         {0},
+         {1},
+         true,
+         true,
+         {}},
+        {"avg_pool1d",
+         "avg_pool1d",
+         "avg_pool1d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False)",
+         1,
+         false,
+         false,
+         false,
+         {3},
+         {2},
+         {1},
+         {1},
+         true,
+         false,
+         {}},
+        {"avg_pool2d",
+         "avg_pool2d",
+         "avg_pool2d(x, 3, 2, 1, ceil_mode=True)",
+         2,
+         false,
+         false,
+         false,
+         {3},
+         {2},
+         {1},
+         {1},
+         true,
+         true,
+         {}},
+        {"avg_pool2d_divisor_override",
+         "avg_pool2d",
+         "avg_pool2d(x, (2, 3), (1, 2), (1, 1), divisor_override=5)",
+         2,
+         false,
+         false,
+         false,
+         {2, 3},
+         {1, 2},
+         {1, 1},
+         {1},
+         false,
+         true,
+         5},
+        {"adaptive_avg_pool1d",
+         "adaptive_avg_pool1d",
+         "adaptive_avg_pool1d(x, 3)",
+         1,
+         false,
+         true,
+         false,
+         {3},
+         {},
+         {},
+         {},
+         false,
+         false,
+         {}},
+        {"adaptive_avg_pool2d",
+         "adaptive_avg_pool2d",
+         "adaptive_avg_pool2d(x, (3, 2))",
+         2,
+         false,
+         true,
+         false,
+         {3, 2},
+         {},
+         {},
+         {},
+         false,
+         false,
+         {}},
+        {"adaptive_max_pool2d",
+         "adaptive_max_pool2d",
+         "adaptive_max_pool2d(x, (2, 4))",
+         2,
+         true,
+         true,
+         true,
+         {2, 4},
+         {},
+         {},
+         {},
+         false,
+         false,
+         {}},
+    };
+    for (const PoolCase& pc : pools) {
+      OpInfo op;
+      op.name = pc.name;
+      const std::string V = "vector<int64_t>";
+      op.signature = pc.adaptive    ? pc.fn + "(Tensor," + V + ")"
+                     : pc.max       ? pc.fn + "(Tensor," + V + "," + V + "," + V + "," + V + ",bool)"
+                     : pc.dims == 1 ? pc.fn + "(Tensor," + V + "," + V + "," + V + ",bool,bool)"
+                                    : pc.fn + "(Tensor," + V + "," + V + "," + V + ",bool,bool,optional<int64_t>)";
+      op.torch = "out = torch.nn.functional." + pc.torch;
+      op.call = [pc](const Tensors& in) -> Tensor {
+        if (pc.adaptive)
+          return pc.fn == "adaptive_avg_pool1d"   ? adaptive_avg_pool1d(in[0], pc.k)
+                 : pc.fn == "adaptive_avg_pool2d" ? adaptive_avg_pool2d(in[0], pc.k)
+                                                  : adaptive_max_pool2d(in[0], pc.k);
+        if (pc.max)
+          return (pc.dims == 1 ? max_pool1d : max_pool2d)(in[0], pc.k, pc.stride, pc.padding, pc.dilation, pc.ceil);
+        if (pc.dims == 1) return avg_pool1d(in[0], pc.k, pc.stride, pc.padding, pc.ceil, pc.include_pad);
+        return avg_pool2d(in[0], pc.k, pc.stride, pc.padding, pc.ceil, pc.include_pad, pc.divisor);
+      };
+      op.sample = [pc](Dtype dt, const SampleSpec& s, Generator& g) {
+        Shape xs = {s.sizes[0], s.sizes[1]};
+        if (pc.unbatched) xs.erase(xs.begin());
+        for (int d = 0; d < pc.dims; ++d) xs.push_back(s.sizes[static_cast<std::size_t>(2 + d)]);
+        return SampleInput{{{"x", values(xs, g, dt)}}, {}, {}};
+      };
+      op.size_names = {"n", "c"};
+      op.small = {2, 3};
+      op.threads = {8, 8};
+      op.large = {40, 40};
+      for (int d = 0; d < pc.dims; ++d) {
+        op.size_names.push_back(d == pc.dims - 1 ? "w" : "h");
+        op.small.push_back(7 - d);
+        op.threads.push_back(pc.dims == 1 ? 600 : 32);
+        op.large.push_back(pc.dims == 1 ? 300 : 60);
+      }
+      if (pc.unbatched) op.threads[1] = 64;
+      op.refuses = [pc](const SampleSpec& s) -> std::string {
+        for (std::size_t i = pc.unbatched ? 1 : 1; i < s.sizes.size(); ++i)
+          if (s.sizes[i] == 0) return "empty non-batch dimension";
+        if (pc.adaptive) return "";
+        for (int d = 0; d < pc.dims; ++d) {
+          const auto i = static_cast<std::size_t>(d);
+          auto pick = [&](const std::vector<std::int64_t>& v, std::int64_t dflt) {
+            return v.empty() ? dflt : v.size() == 1 ? v[0] : v[i];
+          };
+          const std::int64_t k = pick(pc.k, 1), st = pick(pc.stride, k), p = pick(pc.padding, 0),
+                             dl = pick(pc.dilation, 1), L = s.sizes[2 + i];
+          const std::int64_t num = L + 2 * p - dl * (k - 1) - 1 + (pc.ceil ? st - 1 : 0);
+          std::int64_t o = (num >= 0 ? num / st : -((-num + st - 1) / st)) + 1;
+          if (pc.ceil && (o - 1) * st >= L + p) --o;
+          if (o < 1) return "too small";
+        }
+        return "";
+      };
+      op.check_undefined = true;
+      const std::string f = pc.fn;
+      const Tensor x4 = Tensor::zeros({2, 3, 6, 6}, kFloat64), x3 = Tensor::zeros({2, 3, 6}, kFloat64);
+      if (pc.name == "max_pool2d")
+        op.errors = {{"kernel 0",
+                      [x4] {
+                        max_pool2d(x4, {0, 2});
+                      },
+                      {"max_pool2d", "'kernel_size'", "(0, 2)"}},
+                     {"stride 0", [x4] { max_pool2d(x4, {2}, {0}); }, {"max_pool2d", "'stride'", "(0,)"}},
+                     {"dilation 0", [x4] { max_pool2d(x4, {2}, {}, {0}, {0}); }, {"max_pool2d", "'dilation'", "(0,)"}},
+                     {"padding over half the kernel",
+                      [x4] { max_pool2d(x4, {2}, {}, {2}); },
+                      {"max_pool2d", "'padding'", "(2,)"}},
+                     {"kernel larger than the input",
+                      [] {
+                        max_pool2d(Tensor::zeros({1, 1, 2, 8}, kFloat64), {3});
+                      },
+                      {"max_pool2d", "(1, 1, 2, 8)", "too small"}},
+                     {"empty channels",
+                      [] {
+                        max_pool2d(Tensor::zeros({2, 0, 4, 4}, kFloat64), {2});
+                      },
+                      {"max_pool2d", "(2, 0, 4, 4)"}},
+                     {"x 2-d",
+                      [] {
+                        max_pool2d(Tensor::zeros({4, 4}, kFloat64), {2});
+                      },
+                      {"max_pool2d", "'x'", "(4, 4)"}},
+                     {"three kernel sizes",
+                      [x4] {
+                        max_pool2d(x4, {2, 2, 2});
+                      },
+                      {"max_pool2d", "'kernel_size'", "(2, 2, 2)"}}};
+      if (pc.name == "max_pool1d")
+        op.errors = {
+            {"x 4-d", [x4] { max_pool1d(x4, {2}); }, {"max_pool1d", "'x'", "(2, 3, 6, 6)"}},
+            {"kernel larger than the input", [x3] { max_pool1d(x3, {7}); }, {"max_pool1d", "(2, 3, 6)", "too small"}}};
+      if (pc.name == "avg_pool2d")
+        op.errors = {
+            {"divisor_override 0",
+             [x4] { avg_pool2d(x4, {2}, {}, {0}, false, true, 0); },
+             {"avg_pool2d", "'divisor_override'"}},
+            {"negative padding", [x4] { avg_pool2d(x4, {2}, {}, {-1}); }, {"avg_pool2d", "'padding'", "(-1,)"}}};
+      if (pc.name == "avg_pool1d")
+        op.errors = {{"stride 0", [x3] { avg_pool1d(x3, {2}, {0}); }, {"avg_pool1d", "'stride'"}}};
+      if (pc.name == "adaptive_avg_pool2d")
+        op.errors = {{"negative output size",
+                      [x4] {
+                        adaptive_avg_pool2d(x4, {2, -1});
+                      },
+                      {"adaptive_avg_pool2d", "'output_size'", "(2, -1)"}},
+                     {"empty height",
+                      [] {
+                        adaptive_avg_pool2d(Tensor::zeros({1, 2, 0, 3}, kFloat64), {2});
+                      },
+                      {"adaptive_avg_pool2d", "(1, 2, 0, 3)"}}};
+      if (pc.name == "adaptive_avg_pool1d")
+        op.errors = {{"x 1-d",
+                      [] { adaptive_avg_pool1d(Tensor::zeros({5}, kFloat64), {2}); },
+                      {"adaptive_avg_pool1d", "'x'", "(5,)"}}};
+      if (pc.name == "adaptive_max_pool2d")
+        op.errors = {{"three output sizes",
+                      [x4] {
+                        adaptive_max_pool2d(x4, {1, 2, 3});
+                      },
+                      {"adaptive_max_pool2d", "'output_size'"}}};
+      t.push_back(op);
+    }
+    // max_pool*_with_indices: values and indices (as the input's dtype) in one flat output, so that
+    // parity checks both and the gradient of the values.
+    for (const int dims : {1, 2}) {
+      OpInfo op;
+      op.name = dims == 1 ? "max_pool1d_with_indices" : "max_pool2d_with_indices";
+      const std::string V = "vector<int64_t>";
+      op.signature = op.name + "(Tensor," + V + "," + V + "," + V + "," + V + ",bool)";
+      op.torch =
+          dims == 1 ? "v, i = torch.nn.functional.max_pool1d(x, 3, 2, 1, 1, ceil_mode=True, return_indices=True)\n"
+                    : "v, i = torch.nn.functional.max_pool2d(x, (2, 3), (2, 1), (1, 1), (2, 1), return_indices=True)\n";
+      op.torch += "out = torch.cat([v.flatten(), i.flatten().to(v.dtype)])";
+      op.call = [dims](const Tensors& in) {
+        const Tensors r = dims == 1 ? max_pool1d_with_indices(in[0], {3}, {2}, {1}, {1}, true)
+                                    : max_pool2d_with_indices(in[0], {2, 3}, {2, 1}, {1, 1}, {2, 1});
+        return concat({flatten(r[0]), flatten(r[1].to(in[0].dtype()))}, 0);
+      };
+      op.sample = [dims](Dtype dt, const SampleSpec& s, Generator& g) {
+        Shape xs = {s.sizes[0], s.sizes[1]};
+        for (int d = 0; d < dims; ++d) xs.push_back(s.sizes[static_cast<std::size_t>(2 + d)]);
+        return SampleInput{{{"x", values(xs, g, dt)}}, {}, {}};
+      };
+      op.size_names = {"n", "c"};
+      op.small = {2, 3};
+      op.threads = {8, 8};
+      op.large = {40, 40};
+      for (int d = 0; d < dims; ++d) {
+        op.size_names.push_back(d == dims - 1 ? "w" : "h");
+        op.small.push_back(7 - d);
+        op.threads.push_back(dims == 1 ? 600 : 32);
+        op.large.push_back(dims == 1 ? 300 : 60);
+      }
+      op.refuses = [dims](const SampleSpec& s) -> std::string {
+        for (std::size_t i = 1; i < s.sizes.size(); ++i)
+          if (s.sizes[i] == 0) return "empty non-batch dimension";
+        // 2-d: height kernel 2, dilation 2 (span 3) with padding 1: any H >= 1 fits
+        return "";
+      };
+      if (dims == 2)
+        op.torch_skip = [](const SampleSpec& s) -> std::string {
+          // H = 1: the window's rows -1 and 1 both lie outside; torch 1.13 returns index H * W (out of
+          // its plane) and its backward writes there (heap corruption, the Python process aborts).
+          // Ours: -inf, index -1, no gradient (ops/pool.hpp).
+          return s.sizes[2] == 1 ? "torch 1.13 indexes out of bounds for a window with no element in range" : "";
+        };
+      const std::string name = op.name;
+      op.errors = {{"integer x",
+                    [dims] {
+                      const Tensor x = Tensor::zeros(dims == 1 ? Shape{2, 3, 6} : Shape{2, 3, 6, 6}, kInt64);
+                      if (dims == 1)
+                        max_pool1d_with_indices(x, {2});
+                      else
+                        max_pool2d_with_indices(x, {2});
+                    },
+                    {name, "'x'", "int64"}}};
+      t.push_back(op);
+    }
+  }
+}
+
+}  // namespace xgrad::test::table
