@@ -808,12 +808,14 @@ void row_backward(const RowReduce& r, const T* x, std::int64_t k, T g, T y, T* d
   }
 }
 
-// y = a row reduction of x over the plan's axes (see the header's table).
+// y = a row reduction of x over the plan's axes (see the header's table). min: the first minimum in
+// row-major order of the reduced elements (NaN propagates), dx = g at that position.
 template <RowOp kOp>
 struct RowReduction : Function<RowReduction<kOp>> {
   static constexpr const char* kName = row_op_name(kOp);
-  // prod, var, std, norm: recorded_backward in grad mode (min's arg-min backward is not recorded yet)
-  static constexpr bool kDifferentiableBackward = kOp != RowOp::kMin;
+  // In grad mode (Note [Create graph]): prod, var, std, norm through recorded_backward; min through
+  // the scatter of g to each row's arg-min, recorded (min_at_argmin).
+  static constexpr bool kDifferentiableBackward = true;
   RowReduce r;
   Shape x_shape, keep_shape;
   std::vector<std::int64_t> axes;
@@ -881,6 +883,26 @@ struct RowReduction : Function<RowReduction<kOp>> {
     return permute(others, inv);
   }
 
+  // min under create_graph: g scattered to each row's arg-min (the first minimum; NaN wins), a
+  // recorded scatter_map whose backward is the gather from the same positions.
+  Tensor min_at_argmin(const Tensor& g, const Tensor& rows, const RowView& v) const {
+    std::vector<std::int64_t> at(static_cast<std::size_t>(v.rows));
+    dispatch(rows.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* xp = rows.data<T>();
+      parallel_for(0, v.rows, grain_for(v.k), [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t o = b; o < e; ++o) {
+          const T* row = xp + o * v.k;
+          std::int64_t j = 0;
+          for (std::int64_t q = 1; q < v.k; ++q)
+            if (beats_min(row[q], row[j])) j = q;
+          at[static_cast<std::size_t>(o)] = v.off(v.base(o), j);
+        }
+      });
+    });
+    return detail::scatter_map(kName, g, x_shape, std::move(at), true);
+  }
+
   static bool any_equal(const Tensor& t, double v) {
     for (double e : t.to_vector())
       if (e == v) return true;
@@ -925,6 +947,8 @@ struct RowReduction : Function<RowReduction<kOp>> {
     p.count = count;
     const RowView v = row_view(x, p);
     const Tensor rows = to_rows(x, v);
+    if constexpr (kOp == RowOp::kMin)
+      if (GradMode::is_enabled()) return {min_at_argmin(grads[0], rows, v)};
     Tensor drows = Tensor::empty({v.rows, v.k}, x.dtype());
     const Tensor& g = grads[0];
     dispatch(x.dtype(), [&](auto tag) {
@@ -937,83 +961,6 @@ struct RowReduction : Function<RowReduction<kOp>> {
         std::vector<T> tmp(kOp == RowOp::kProd ? static_cast<std::size_t>(v.k) : 0);
         for (std::int64_t o = b; o < e; ++o)
           row_backward<T>(r, xp + o * v.k, v.k, gp[o], yp[o], dp + o * v.k, tmp.data());
-      });
-    });
-    return {from_rows(drows, v, x_shape)};
-  }
-};
-
-// y = the minimum over the plan's axes (the first one in row-major order of the reduced elements;
-// NaN propagates), computed as a row reduction (Note [Reductions by rows]); dx = g at that position.
-// Its own Function rather than RowReduction<RowOp::kMin> so that its backward alone is declared
-// differentiable: under create_graph it is the scatter to the arg-min, recorded.
-struct Min : Function<Min> {
-  static constexpr const char* kName = "min";
-  static constexpr bool kDifferentiableBackward = true;
-  Shape x_shape, keep_shape;
-  std::vector<std::int64_t> axes;
-  std::int64_t count = 0;
-  Tensor forward(const Tensor& x, const std::vector<std::int64_t>& axes_, bool keepdim) {
-    const RowReduce r{RowOp::kMin};
-    const Plan p = make_plan(kName, x, axes_, keepdim);
-    axes = p.axes;
-    check_nonempty_axes(kName, x, p);
-    x_shape = x.shape();
-    keep_shape = p.keep_shape;
-    count = p.count;
-    Tensor y = Tensor::empty(p.keep_shape, x.dtype());
-    if (y.numel() > 0) {
-      const RowView v = row_view(x, p);
-      const Tensor rows = to_rows(x, v);
-      dispatch(x.dtype(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T* xp = rows.data<T>();
-        T* yp = y.data<T>();
-        parallel_for(0, v.rows, grain_for(v.k), [&](std::int64_t b, std::int64_t e) {
-          for (std::int64_t o = b; o < e; ++o) yp[o] = row_forward<T>(r, xp + o * v.k, v.k);
-        });
-      });
-    }
-    if (needs_input_grad(0)) save_for_backward({x, y});
-    return y.shape() == p.out_shape ? y : alias_with_shape(y, p.out_shape);
-  }
-  Tensors backward(const Tensors& grads) {
-    const Tensor x = saved(0), y = saved(1);
-    if (x.numel() == 0 || count == 0) return {Tensor::zeros(x_shape, x.dtype())};
-    Plan p;  // the forward's plan (its axes, normalised)
-    p.axes = axes;
-    p.keep_shape = keep_shape;
-    p.count = count;
-    const RowView v = row_view(x, p);
-    const Tensor rows = to_rows(x, v);
-    const Tensor& g = grads[0];
-    if (GradMode::is_enabled()) {  // Note [Create graph]: the scatter to the arg-min, recorded
-      std::vector<std::int64_t> at(static_cast<std::size_t>(v.rows));
-      dispatch(x.dtype(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T* xp = rows.data<T>();
-        parallel_for(0, v.rows, grain_for(v.k), [&](std::int64_t b, std::int64_t e) {
-          for (std::int64_t o = b; o < e; ++o) {
-            const T* row = xp + o * v.k;
-            std::int64_t j = 0;
-            for (std::int64_t q = 1; q < v.k; ++q)
-              if (beats_min(row[q], row[j])) j = q;
-            at[static_cast<std::size_t>(o)] = v.off(v.base(o), j);
-          }
-        });
-      });
-      return {detail::scatter_map(kName, g, x_shape, std::move(at), true)};
-    }
-    Tensor drows = Tensor::empty({v.rows, v.k}, x.dtype());
-    const RowReduce r{RowOp::kMin};
-    dispatch(x.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* xp = rows.data<T>();
-      const T* gp = g.data<T>();
-      const T* yp = y.data<T>();
-      T* dp = drows.data<T>();
-      parallel_for(0, v.rows, grain_for(v.k), [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t o = b; o < e; ++o) row_backward<T>(r, xp + o * v.k, v.k, gp[o], yp[o], dp + o * v.k, nullptr);
       });
     });
     return {from_rows(drows, v, x_shape)};
@@ -1082,7 +1029,7 @@ struct Cumsum : Function<Cumsum> {
 
 Tensor min(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
   check_floating("min", "x", x);
-  return apply<Min>(x, axes, keepdim);
+  return apply<RowReduction<RowOp::kMin>>(x, axes, keepdim, RowReduce{RowOp::kMin});
 }
 Tensor prod(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
   check_floating("prod", "x", x);
