@@ -426,11 +426,20 @@ EvalHolder make_evaluator(const FineGrid& grid, const Response& r, const Tensor&
     // float32 default, or a coarser one asked for), the interpolated response is tabulated per
     // forward as a polyphase table, like a callable: far fewer operations per tap than evaluating
     // the interpolation at every tap. Float64 keeps the exact per-tap evaluation. The gradient
-    // with respect to the values is always that of the exact interpolation (within the tolerance).
+    // with respect to the values is that of the exact interpolation within the tolerance: the table
+    // also fits a generic response on the same lattice (Note [Values gradient through the table]).
     const double tol = default_tolerance(dtype, o);
     const int smoothness = (s.interp == Interp::cubic ? 2 : 1) - order;  // < 0: piecewise constant or zero
     if (grid.is_uniform() && !o.exact && tol >= 1e-9 && smoothness >= 0) {
-      h.table = rs::build_polyphase_sampled(h.cells, h.ev.delta, s.lo, s.hi, grid.dx(), tol, smoothness);
+      // The probe (Note [Values gradient through the table]): sin^2(pi k / (K - 1)), a smooth bump
+      // from 0 to 1 and back over the lattice, with the same interpolation (K = 2: the ramp 0, 1).
+      std::vector<double> bump(static_cast<std::size_t>(K));
+      for (std::int64_t k = 0; k < K; ++k) {
+        const double sk = std::sin(M_PI * static_cast<double>(k) / static_cast<double>(K - 1));
+        bump[static_cast<std::size_t>(k)] = K == 2 ? static_cast<double>(k) : sk * sk;
+      }
+      const std::vector<double> probe = rs::sampled_cells(bump, s.interp, h.ev.delta, order);
+      h.table = rs::build_polyphase_sampled(h.cells, probe, h.ev.delta, s.lo, s.hi, grid.dx(), tol, smoothness);
       if (h.table) {
         h.ev.kind = rs::Evaluator::polyphase;
         h.ev.table = h.table.get();

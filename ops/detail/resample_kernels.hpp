@@ -106,8 +106,11 @@ std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>
 /// tol with degree <= 3 and <= 64 phases, or null. Built per forward: the values change. The result
 /// is a function of the arguments only (Note [Deterministic table search] in resample_tables.cpp).
 /// `smoothness`: 2 when the interpolated function is C1 (cubic values), 1 when C0 (linear values, a
-/// cubic one's derivative), 0 when it jumps (a linear one's derivative).
-std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells, double delta, double lo,
+/// cubic one's derivative), 0 when it jumps (a linear one's derivative). `probe_cells`: the cells of a
+/// generic response on the same lattice (same interpolation and order); the table must meet tol on
+/// it too, with the same degree and phases (Note [Values gradient through the table]).
+std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells,
+                                                     const std::vector<double>& probe_cells, double delta, double lo,
                                                      double hi, double dx, double tol, int smoothness);
 std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& fn, double lo, double hi, double tol,
                                            const std::vector<double>& breakpoints = {}, std::string* why = nullptr);

@@ -401,17 +401,31 @@ std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>
 // are only C0 (phases^-1: degree 1 only), a linear one's derivative jumps (no table can fit it
 // unless one phase does). A search that cannot succeed is then abandoned after its first, cheapest
 // trial instead of trying every degree up to the phase cap on every call.
-std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells, double delta, double lo,
+std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells,
+                                                     const std::vector<double>& probe_cells, double delta, double lo,
                                                      double hi, double dx, double tol, int smoothness) {
   if ((hi - lo) / dx > 1e5 || (hi - lo) / dx < 1e-6) return nullptr;  // as in build_polyphase
-  const std::int64_t ncells = static_cast<std::int64_t>(cells.size() / 4);
-  const auto fn = [&](double d) {
-    const double u = (d - lo) / delta;
-    const std::int64_t i = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, ncells - 1);
-    return horner_cell(&cells[static_cast<std::size_t>(i * 4)], u - static_cast<double>(i));
+  const auto interpolant = [&](const std::vector<double>& c) {
+    const std::int64_t ncells = static_cast<std::int64_t>(c.size() / 4);
+    return [&c, ncells, lo, delta](double d) {
+      const double u = (d - lo) / delta;
+      const std::int64_t i = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, ncells - 1);
+      return horner_cell(&c[static_cast<std::size_t>(i * 4)], u - static_cast<double>(i));
+    };
   };
+  const auto fn = interpolant(cells), probe = interpolant(probe_cells);
+  // Each trial degree and phase count must fit the probe as well (Note [Values gradient through the
+  // table]): the table is the actual response's, its error the larger of the two.
   return search(
-      tol, 1, 64, [&](int D, std::int64_t m) { return try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m)); },
+      tol, 1, 64,
+      [&](int D, std::int64_t m) {
+        auto t = try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m));
+        if (t && t->measured_error <= tol) {
+          const auto tp = try_polyphase(probe, lo, hi, dx, D, static_cast<int>(m));
+          t->measured_error = tp ? std::max(t->measured_error, tp->measured_error) : HUGE_VAL;
+        }
+        return t;
+      },
       smoothness >= 2 ? 3 : 1, smoothness);
 }
 
