@@ -42,8 +42,10 @@
 //   uniform lattice lo + k*(hi-lo)/(K-1), interpolated linearly or with Catmull-Rom cubics (Keys,
 //   a = -1/2; the two missing end neighbours are linearly extrapolated: v[-1] = 2v[0] - v[1],
 //   v[K] = 2v[K-1] - v[K-2]). Float64 evaluates the interpolation exactly at every tap; float32 on a
-//   uniform grid tabulates it per forward as a polyphase table within the float32 tolerance (the
-//   values gradient is always that of the exact interpolation).
+//   uniform grid tabulates it per forward as a polyphase table within the float32 tolerance, of a
+//   degree and phase count that also fit a generic response on the same lattice, so that the values
+//   gradient (the adjoint of the tabulated forward) is that of the exact interpolation within the
+//   tolerance whatever the values, degenerate ones (zeros, a constant) included.
 //
 // Accuracy contract (callable responses): against the exact dense sum in float64, the max abs error
 // is <= 1e-5 * max over outputs of sum_b |r||f| for float32 and <= 1e-12 * that for float64, with
