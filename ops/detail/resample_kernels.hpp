@@ -112,6 +112,9 @@ std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>
 std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells,
                                                      const std::vector<double>& probe_cells, double delta, double lo,
                                                      double hi, double dx, double tol, int smoothness);
+/// Forgets the probe errors build_polyphase_sampled remembers (Note [Probe memo]; for tests that
+/// check that results do not depend on it).
+void clear_probe_memo();
 std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& fn, double lo, double hi, double tol,
                                            const std::vector<double>& breakpoints = {}, std::string* why = nullptr);
 

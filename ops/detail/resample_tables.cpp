@@ -12,6 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <type_traits>
 
 #include "xgrad/core/parallel.hpp"
@@ -401,6 +404,37 @@ std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>
 // are only C0 (phases^-1: degree 1 only), a linear one's derivative jumps (no table can fit it
 // unless one phase does). A search that cannot succeed is then abandoned after its first, cheapest
 // trial instead of trying every degree up to the phase cap on every call.
+namespace {
+// Note [Probe memo]: the probe's error at a trial degree and phase count is a function of the probe's
+// cells, the support, the grid step and the trial only, and the probe is the same on every forward
+// of a learnable response: it is fitted once and remembered (a bounded map under a mutex; the fit
+// runs outside the lock, and two threads fitting the same key store the same number). A memo of a
+// pure function: calls get faster, never different (Note [Deterministic table search]).
+using ProbeKey = std::tuple<std::vector<double>, double, double, double, int, std::int64_t>;
+std::mutex g_probe_mutex;
+std::map<ProbeKey, double>& probe_errors() {
+  static std::map<ProbeKey, double> m;
+  return m;
+}
+bool probe_error_memo(const ProbeKey& key, double& e) {
+  std::lock_guard<std::mutex> lock(g_probe_mutex);
+  const auto it = probe_errors().find(key);
+  if (it == probe_errors().end()) return false;
+  e = it->second;
+  return true;
+}
+void remember_probe_error(const ProbeKey& key, double e) {
+  std::lock_guard<std::mutex> lock(g_probe_mutex);
+  if (probe_errors().size() >= 4096) probe_errors().clear();  // bounded: a few MB at most
+  probe_errors().emplace(key, e);
+}
+}  // namespace
+
+void clear_probe_memo() {
+  std::lock_guard<std::mutex> lock(g_probe_mutex);
+  probe_errors().clear();
+}
+
 std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells,
                                                      const std::vector<double>& probe_cells, double delta, double lo,
                                                      double hi, double dx, double tol, int smoothness) {
@@ -421,8 +455,14 @@ std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& 
       [&](int D, std::int64_t m) {
         auto t = try_polyphase(fn, lo, hi, dx, D, static_cast<int>(m));
         if (t && t->measured_error <= tol) {
-          const auto tp = try_polyphase(probe, lo, hi, dx, D, static_cast<int>(m));
-          t->measured_error = tp ? std::max(t->measured_error, tp->measured_error) : HUGE_VAL;
+          const ProbeKey key{probe_cells, lo, hi, dx, D, m};
+          double e = 0;
+          if (!probe_error_memo(key, e)) {
+            const auto tp = try_polyphase(probe, lo, hi, dx, D, static_cast<int>(m));
+            e = tp ? tp->measured_error : HUGE_VAL;
+            remember_probe_error(key, e);
+          }
+          t->measured_error = std::max(t->measured_error, e);
         }
         return t;
       },
