@@ -70,8 +70,10 @@ struct SafetensorsHeaderEntry {
 };
 
 /// One "__metadata__" key and its value, in SafetensorsHeader::metadata_text (offsets fit in 32 bits:
-/// the scanner refuses headers of 4 GiB or more). The public SafetensorsMetadata's entry, so that
-/// parse_safetensors moves the scanned vector into the result.
+/// the scanner refuses headers of 4 GiB or more): the public SafetensorsMetadata's entry, so that
+/// parse_safetensors moves the scanned vector into the result. Only offsets: a key ends where its
+/// value begins and a value where the next key begins (SafetensorsMetadata::Item), so read them with
+/// SafetensorsHeader::key / value, which look at the next entry.
 using SafetensorsMetadataEntry = nn::SafetensorsMetadata::Item;
 
 struct SafetensorsHeader {
@@ -88,11 +90,14 @@ struct SafetensorsHeader {
     return {dims.begin() + static_cast<std::ptrdiff_t>(e.dims_offset),
             dims.begin() + static_cast<std::ptrdiff_t>(e.dims_offset + e.dims_size)};
   }
+  // `m` must be an element of `metadata` (its value ends where the next element's key begins).
   std::string_view key(const SafetensorsMetadataEntry& m) const {
-    return {metadata_text.data() + m.key_offset, m.key_size};
+    return {metadata_text.data() + m.key_offset, m.value_offset - m.key_offset};
   }
   std::string_view value(const SafetensorsMetadataEntry& m) const {
-    return {metadata_text.data() + m.value_offset, m.value_size};
+    const std::size_t i = static_cast<std::size_t>(&m - metadata.data());
+    const std::size_t end = i + 1 < metadata.size() ? metadata[i + 1].key_offset : metadata_text.size();
+    return {metadata_text.data() + m.value_offset, end - m.value_offset};
   }
 };
 
