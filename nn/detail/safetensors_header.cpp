@@ -475,7 +475,7 @@ class Scanner {
       const char* run = p_;
       skip_plain_words();
       while (p_ < end_ && kPlain[static_cast<unsigned char>(*p_)]) ++p_;
-      out.append(run, p_);
+      out.append(run, static_cast<std::size_t>(p_ - run));  // (pointer, size): no aliasing checks
       if (p_ == end_) fail(p_, kNotJson, fmt::format("'\"' closing {} that starts at byte {}", what, offset(open)));
       const auto c = static_cast<unsigned char>(*p_);
       if (c == '"') {
@@ -635,7 +635,7 @@ class Scanner {
         fail(p_ + i, fmt::format("{}: invalid UTF-8 (sequence starting at byte {})", kNotJson, offset(p_)),
              "a continuation byte of a UTF-8 sequence");
     }
-    out.append(p_, p_ + n + 1);
+    out.append(p_, static_cast<std::size_t>(n + 1));
     p_ += n + 1;
   }
 
