@@ -154,7 +154,10 @@ struct Duplicate {
 
 class DuplicateCheck {
  public:
-  // Makes room for at least `most` keys (fewer is fine: the rest spills).
+  // Makes room for at least `most` keys (fewer is fine: the rest spills). The places take 8 bytes a
+  // key of the bound plus the slack, and only the pages written to are faulted in (2 MB ones when the
+  // array is advised for huge pages, advise_huge): at most about 2x the header's bytes even when the
+  // bound is far above the keys there are (a metadata key takes at least 5 bytes of the header).
   void start(std::size_t most) {
     while ((most >> bits_) > kPartKeys && bits_ < 16) ++bits_;
     parts_ = std::size_t{1} << bits_;
