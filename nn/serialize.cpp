@@ -148,10 +148,8 @@ SafetensorsMetadata::SafetensorsMetadata(const std::map<std::string, std::string
                 "SafetensorsMetadata: the keys and values hold more than 4 GiB");
     Item it{};
     it.key_offset = static_cast<std::uint32_t>(text_.size());
-    it.key_size = static_cast<std::uint32_t>(k.size());
     text_ += k;
     it.value_offset = static_cast<std::uint32_t>(text_.size());
-    it.value_size = static_cast<std::uint32_t>(v.size());
     text_ += v;
     items_.push_back(it);
   }
@@ -159,7 +157,7 @@ SafetensorsMetadata::SafetensorsMetadata(const std::map<std::string, std::string
 
 SafetensorsMetadata::const_iterator SafetensorsMetadata::find(std::string_view key) const {
   for (std::size_t i = 0; i < items_.size(); ++i)
-    if (items_[i].key_size == key.size() && item(i).first == key) return {this, i};
+    if (items_[i].value_offset - items_[i].key_offset == key.size() && item(i).first == key) return {this, i};
   return end();
 }
 

@@ -56,9 +56,12 @@ class SafetensorsMetadata {
   /// A key and its value (views into the metadata: valid while it lives).
   using value_type = std::pair<std::string_view, std::string_view>;
   /// Where an entry's key and value are in the buffer (the layout the header scanner produces, so
-  /// that a parsed file hands its entries over without a copy).
+  /// that a parsed file hands its entries over without a copy). The buffer holds each key, then its
+  /// value, entry after entry with nothing between: a key ends where its value begins, and a value
+  /// where the next key begins (the last where the buffer ends). 8 bytes an entry, not 16: a header
+  /// of 4.5M keys writes 36 MB less.
   struct Item {
-    std::uint32_t key_offset = 0, key_size = 0, value_offset = 0, value_size = 0;
+    std::uint32_t key_offset = 0, value_offset = 0;
   };
 
   class const_iterator {
@@ -122,10 +125,11 @@ class SafetensorsMetadata {
   friend SafetensorsFile parse_safetensors(const std::uint8_t* data, std::size_t size, const std::string& source_name);
   value_type item(std::size_t i) const {
     const Item& it = items_[i];
-    return {std::string_view(text_.data() + it.key_offset, it.key_size),
-            std::string_view(text_.data() + it.value_offset, it.value_size)};
+    const std::size_t value_end = i + 1 < items_.size() ? items_[i + 1].key_offset : text_.size();
+    return {std::string_view(text_.data() + it.key_offset, it.value_offset - it.key_offset),
+            std::string_view(text_.data() + it.value_offset, value_end - it.value_offset)};
   }
-  std::string text_;         // keys and values back to back
+  std::string text_;         // keys and values back to back (see Item)
   std::vector<Item> items_;  // in header order
 };
 

@@ -9,12 +9,20 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
 
 #include "xgrad/core/error.hpp"
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 namespace xgrad::detail {
 
@@ -103,20 +111,38 @@ const std::array<std::uint64_t, 2>& process_hash_key() {
   return key;
 }
 
+// The whole 2 MB pages inside [p, p + bytes), if they are 8 MB or more, offered to the kernel for
+// transparent huge pages (Note [Reserved output]).
+void advise_huge(const void* p, std::size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
+  if (bytes < 4 * kHuge) return;
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t b = (at + kHuge - 1) & ~(kHuge - 1), e = (at + bytes) & ~(kHuge - 1);
+  if (e > b) (void)madvise(reinterpret_cast<void*>(b), e - b, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 // ---- duplicate keys ------------------------------------------------------------------------------
 
 // Note [Linear duplicate check]: the keys of one JSON object (the tensor names, or the metadata keys)
-// are checked for duplicates once the object has been scanned, from their hashes in header order. A
-// hash table of millions of keys does not fit in the cache, and inserting into it costs a cache (and
-// TLB) miss per key: that made the checks of a 4.5M-key "__metadata__" 3/4 of the scanner's time.
-// Instead the keys (a 32-bit tag from the hash and the key's index, 8 bytes) are split by the hash's
-// top bits into parts of kPartKeys keys on average (a counting pass and a scatter pass, both
-// sequential), and each part is checked with a table of at least twice its keys (64 KB for an average
-// part, in the cache; a slot holds the tag, so a probe needs no second load). Within a part the keys
-// go in in header order, so the first duplicate found for key j is the first earlier key equal to it;
-// over all parts the smallest such j is reported. Work: two passes over the hashes, an expected O(1)
-// probes per key (the tables are at most half full), and one string comparison per pair of equal
-// tags met in a probe (a true duplicate, or a chance collision: see below).
+// are checked for duplicates once the object has been scanned. A hash table of millions of keys does
+// not fit in the cache, and inserting into it costs a cache (and TLB) miss per key: that made the
+// checks of a 4.5M-key "__metadata__" 3/4 of the scanner's time. Instead each key, as it is scanned,
+// writes one 8-byte element (the top 32 bits of its hash, the tag, above its index in header order)
+// and nothing else: no copy of the key, no offset; a key is read back from the output only when two
+// tags match. The element goes straight into its part, chosen by the tag's top bits: before the
+// object's first key the scanner knows a bound on its keys (Note [Reserved output]), so the parts,
+// about kPartKeys keys each, get fixed places in one array, each with room for its expected keys and
+// eight standard deviations more (a part that is full nonetheless spills into a list, checked with
+// it). No pass over all the keys moves them afterwards. At the end of the object each part is checked
+// with a table of at least twice its keys (64 KB for an average part, in the cache; a slot holds the
+// tag, so a probe needs no second load). Work: one pass over the parts, an expected O(1) probes per
+// key (the tables are at most half full), and one string comparison per pair of equal tags met in a
+// probe (a true duplicate, or a chance collision of about 2^-(32 - log2 parts) per pair met).
 constexpr std::size_t kPartKeys = 4096;
 
 struct Duplicate {
@@ -126,72 +152,153 @@ struct Duplicate {
   explicit operator bool() const { return later != npos; }
 };
 
-template <class KeyAt>
-Duplicate first_duplicate(const std::vector<std::uint64_t>& hashes, KeyAt&& key_at, SafetensorsScanCounters& counters) {
-  const std::size_t n = hashes.size();
-  counters.keys += n;
-  Duplicate dup;
-  if (n < 2) return dup;
-  int bits = 0;
-  while ((n >> bits) > kPartKeys && bits < 16) ++bits;
-  const std::size_t parts = std::size_t{1} << bits;
-  const auto part_of = [bits](std::uint64_t h) {
-    return bits == 0 ? std::size_t{0} : static_cast<std::size_t>(h >> (64 - bits));
-  };
-
-  // A key in its part: the hash's low 32 bits (the tag) above the key's index (below 2^32: the header
-  // is shorter than 4 GiB). 8 bytes a key, not 16: the scatter writes half as much fresh memory. Two
-  // keys are compared as strings when their tags are equal. The table's slot is the tag's low bits, so
-  // two distinct keys met in a probe have equal tags with a chance of about 2^-18 (the tag's other
-  // bits): for 4.5M keys, a handful of short string comparisons in all, against a secret hash key.
-  std::vector<std::uint32_t> start(parts + 1, 0);
-  for (const std::uint64_t h : hashes) ++start[part_of(h) + 1];
-  for (std::size_t q = 0; q < parts; ++q) start[q + 1] += start[q];
-  // Default-initialised (not zeroed: every element is written by the scatter below).
-  const std::unique_ptr<std::uint64_t[]> keys(new std::uint64_t[n]);
-  {
-    std::vector<std::uint32_t> next(start.begin(), start.end() - 1);
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::uint64_t h = hashes[i];
-      keys[next[part_of(h)]++] = (h << 32) | i;
+class DuplicateCheck {
+ public:
+  // Makes room for at least `most` keys (fewer is fine: the rest spills). The places take 8 bytes a
+  // key of the bound plus the slack, and only the pages written to are faulted in (2 MB ones when the
+  // array is advised for huge pages, advise_huge): at most about 2x the header's bytes even when the
+  // bound is far above the keys there are (a metadata key takes at least 5 bytes of the header).
+  void start(std::size_t most) {
+    while ((most >> bits_) > kPartKeys && bits_ < 16) ++bits_;
+    parts_ = std::size_t{1} << bits_;
+    const std::size_t mean = most / parts_ + 1;
+    cap_ = mean + 8 * static_cast<std::size_t>(std::sqrt(static_cast<double>(mean))) + 16;
+    cap_ = (cap_ + kLine - 1) / kLine * kLine;  // each part starts on a cache line
+    try {
+      // Default-initialised: only the places written are read (and only they are faulted in).
+      storage_.reset(new std::uint64_t[parts_ * cap_ + kLine]);
+      const auto at = reinterpret_cast<std::uintptr_t>(storage_.get());
+      elements_ = storage_.get() + ((64 - at % 64) % 64) / sizeof(std::uint64_t);
+      staging_.reset(new std::uint64_t[parts_ * kLine + kLine]);
+      const auto sat = reinterpret_cast<std::uintptr_t>(staging_.get());
+      staged_ = staging_.get() + ((64 - sat % 64) % 64) / sizeof(std::uint64_t);
+      fill_.assign(parts_, 0);
+      advise_huge(elements_, parts_ * cap_ * sizeof(std::uint64_t));
+    } catch (const std::bad_alloc&) {  // everything spills: one part, one table (still linear)
+      bits_ = 0;
+      parts_ = 1;
+      cap_ = 0;
+      storage_.reset();
+      staging_.reset();
+      elements_ = staged_ = nullptr;
+      fill_.assign(1, 0);
     }
   }
-  counters.rehashed += n;
 
-  // A slot holds a key as in `keys` (tag and index) plus one, 0 for empty: a probe compares tags
-  // without a second load.
-  std::vector<std::uint64_t> table;
-  for (std::size_t q = 0; q < parts; ++q) {
-    const std::size_t b = start[q], m = start[q + 1] - b;
-    if (m < 2) continue;
-    std::size_t size = 16;
-    while (size < 2 * m) size *= 2;
-    table.assign(size, 0);
-    const std::size_t mask = size - 1;
-    for (std::size_t k = 0; k < m; ++k) {
-      const std::uint64_t key = keys[b + k];
-      const std::uint32_t tag = static_cast<std::uint32_t>(key >> 32);
-      for (std::size_t pos = tag & mask;; pos = (pos + 1) & mask) {
-        ++counters.probes;
-        const std::uint64_t s = table[pos];
-        if (s == 0) {
-          table[pos] = key + 1;  // the index is below 2^32 - 1: no carry into the tag
-          break;
-        }
-        const std::uint64_t other = s - 1;
-        if ((other >> 32) != tag) continue;
-        const std::size_t key_index = static_cast<std::uint32_t>(key), other_index = static_cast<std::uint32_t>(other);
-        const std::string_view x = key_at(other_index), y = key_at(key_index);
-        counters.bytes_compared += std::min(x.size(), y.size());
-        if (x == y) {  // a duplicate: not inserted, the earlier key stays the one found
-          if (key_index < dup.later) dup = Duplicate{key_index, other_index};
-          break;
+  // The key with index `index` (in header order, below 2^32 - 1: the header is shorter than 4 GiB)
+  // and SipHash `hash`. A part's elements are gathered a cache line at a time in a small staging
+  // area (in the cache) and written to their place a whole line at once, past the cache: a store to
+  // one of thousands of places at random would wait for its line to be read first.
+  void add(std::uint64_t hash, std::size_t index) {
+    const std::uint64_t e = (hash & 0xffffffff00000000ull) | static_cast<std::uint64_t>(index);
+    const std::size_t q = part_of(e);
+    const std::size_t k = fill_[q];
+    ++n_;
+    if (k >= cap_) {
+      spilled_.push_back(e);
+      return;
+    }
+    staged_[q * kLine + k % kLine] = e;
+    fill_[q] = static_cast<std::uint32_t>(k + 1);
+    if (k % kLine == kLine - 1) write_line(elements_ + q * cap_ + (k + 1 - kLine), staged_ + q * kLine);
+  }
+
+  // The first key in header order equal to an earlier one, and the first key equal to it;
+  // key_at(i) is key i.
+  template <class KeyAt>
+  Duplicate first(KeyAt&& key_at, SafetensorsScanCounters& counters) {
+    counters.keys += n_;
+    counters.rehashed += n_;
+    Duplicate dup;
+    if (n_ < 2) return dup;
+    for (std::size_t q = 0; q < parts_ && cap_ > 0; ++q) {  // the lines not full yet
+      const std::size_t k = std::min<std::size_t>(fill_[q], cap_);
+      std::copy_n(staged_ + q * kLine, k % kLine, elements_ + q * cap_ + (k - k % kLine));
+    }
+#if defined(__AVX2__)
+    _mm_sfence();  // the streamed lines are visible to the loads below
+#endif
+    // The spilled keys by part (normally none; in header order within a part).
+    std::stable_sort(spilled_.begin(), spilled_.end(),
+                     [&](std::uint64_t a, std::uint64_t b) { return part_of(a) < part_of(b); });
+    std::size_t s = 0;
+    // A slot holds an element plus one, 0 for empty: a probe compares tags without a second load.
+    // Two keys are compared as strings when their tags are equal; the slot is the tag's low bits.
+    // A match of the key being inserted with a slot's key gives the pair (the later, the earlier) of
+    // the two, and the slot keeps the earlier. Whatever the order of insertion, the smallest `later`
+    // over all matches is then the second-smallest index of its group of equal keys, met with the
+    // smallest one (when the later of those two went in, the slot held the smallest index before it).
+    std::vector<std::uint64_t> table;
+    for (std::size_t q = 0; q < parts_; ++q) {
+      const std::uint64_t* const in_place = elements_ + q * cap_;
+      const std::size_t s_end =
+          static_cast<std::size_t>(std::find_if(spilled_.begin() + static_cast<std::ptrdiff_t>(s), spilled_.end(),
+                                                [&](std::uint64_t e) { return part_of(e) != q; }) -
+                                   spilled_.begin());
+      const std::size_t m = fill_[q] + (s_end - s);
+      if (m < 2) {
+        s = s_end;
+        continue;
+      }
+      std::size_t size = 16;
+      while (size < 2 * m) size *= 2;
+      table.assign(size, 0);
+      const std::size_t mask = size - 1;
+      for (std::size_t k = 0; k < m; ++k) {
+        const std::uint64_t key = k < fill_[q] ? in_place[k] : spilled_[s + (k - fill_[q])];
+        const std::uint32_t tag = static_cast<std::uint32_t>(key >> 32);
+        for (std::size_t pos = tag & mask;; pos = (pos + 1) & mask) {
+          ++counters.probes;
+          const std::uint64_t slot = table[pos];
+          if (slot == 0) {
+            table[pos] = key + 1;  // the index is below 2^32 - 1: no carry into the tag
+            break;
+          }
+          const std::uint64_t other = slot - 1;
+          if ((other >> 32) != tag) continue;
+          const std::size_t key_index = static_cast<std::uint32_t>(key),
+                            other_index = static_cast<std::uint32_t>(other);
+          const std::string_view x = key_at(other_index), y = key_at(key_index);
+          counters.bytes_compared += std::min(x.size(), y.size());
+          if (x == y) {
+            const std::size_t later = std::max(key_index, other_index), earlier = std::min(key_index, other_index);
+            if (later < dup.later) dup = Duplicate{later, earlier};
+            if (key_index < other_index) table[pos] = key + 1;
+            break;
+          }
         }
       }
+      s = s_end;
     }
+    return dup;
   }
-  return dup;
-}
+
+ private:
+  std::size_t part_of(std::uint64_t e) const {
+    return bits_ == 0 ? std::size_t{0} : static_cast<std::size_t>(e >> (64 - bits_));
+  }
+  static constexpr std::size_t kLine = 64 / sizeof(std::uint64_t);  // elements in a cache line
+
+  // 64 bytes from `from` to `to` (both 64-byte aligned), with streaming stores where there are.
+  static void write_line(std::uint64_t* to, const std::uint64_t* from) {
+#if defined(__AVX2__)
+    const auto* src = reinterpret_cast<const __m256i*>(from);
+    auto* dst = reinterpret_cast<__m256i*>(to);
+    _mm256_stream_si256(dst, _mm256_load_si256(src));
+    _mm256_stream_si256(dst + 1, _mm256_load_si256(src + 1));
+#else
+    std::copy_n(from, kLine, to);
+#endif
+  }
+
+  int bits_ = 0;
+  std::size_t parts_ = 1, cap_ = 0, n_ = 0;
+  std::unique_ptr<std::uint64_t[]> storage_, staging_;
+  std::uint64_t* elements_ = nullptr;  // part q at [q * cap_, q * cap_ + fill_[q]), 64-byte aligned
+  std::uint64_t* staged_ = nullptr;    // part q's line being filled at [q * kLine, (q + 1) * kLine)
+  std::vector<std::uint32_t> fill_ = std::vector<std::uint32_t>(1, 0);
+  std::vector<std::uint64_t> spilled_;  // keys whose part was full, in header order
+};
 
 // Bytes that stand for themselves in a JSON string: printable ASCII except '"' and '\'.
 constexpr std::array<bool, 256> kPlain = [] {
@@ -211,12 +318,18 @@ bool is_digit(int c) { return c >= '0' && c <= '9'; }
 // least 5, an entry 45), so ':' inside strings cannot inflate it. A reservation only takes address
 // space, and pages are touched as they are written; one the system refuses is skipped (the arrays
 // then grow as before).
+// A large reservation is also offered to the kernel for transparent huge pages (madvise, where the
+// system leaves it to the program): its pages are then faulted in 2 MB at a time, not 4 KB, and a
+// quarter of the scan of a 4.5M-key "__metadata__" was page faults. Only the address range is
+// advised: nothing is touched, and a refusal changes nothing.
 template <class Container>
 void try_reserve(Container& c, std::size_t n) {
   try {
     c.reserve(n);
   } catch (const std::exception&) {  // std::bad_alloc, std::length_error: grow instead
+    return;
   }
+  advise_huge(c.data(), c.capacity() * sizeof(*c.data()));
 }
 
 struct Number {
@@ -287,8 +400,7 @@ class Scanner {
       }
     }
     const auto& entries = out_.entries;
-    if (const Duplicate d = first_duplicate(
-            name_hashes_, [&](std::size_t i) { return out_.name(entries[i]); }, counters_))
+    if (const Duplicate d = names_.first([&](std::size_t i) { return out_.name(entries[i]); }, counters_))
       fail_at(begin_ + (entries[d.later].at - options_.file_offset),
               fmt::format("duplicate name '{}' in the header (the first is at byte {})",
                           shown(out_.name(entries[d.later])), entries[d.earlier].at));
@@ -366,7 +478,7 @@ class Scanner {
       const char* run = p_;
       skip_plain_words();
       while (p_ < end_ && kPlain[static_cast<unsigned char>(*p_)]) ++p_;
-      out.append(run, p_);
+      out.append(run, static_cast<std::size_t>(p_ - run));  // (pointer, size): no aliasing checks
       if (p_ == end_) fail(p_, kNotJson, fmt::format("'\"' closing {} that starts at byte {}", what, offset(open)));
       const auto c = static_cast<unsigned char>(*p_);
       if (c == '"') {
@@ -526,7 +638,7 @@ class Scanner {
         fail(p_ + i, fmt::format("{}: invalid UTF-8 (sequence starting at byte {})", kNotJson, offset(p_)),
              "a continuation byte of a UTF-8 sequence");
     }
-    out.append(p_, p_ + n + 1);
+    out.append(p_, static_cast<std::size_t>(n + 1));
     p_ += n + 1;
   }
 
@@ -582,32 +694,28 @@ class Scanner {
     }
     auto& meta = out_.metadata;
     std::string& text = out_.metadata_text;
-    std::vector<std::uint64_t> hashes;
-    std::vector<std::uint32_t> key_at;  // each key's offset in the header, for the message of a duplicate
+    const char* const first = p_;  // the first key's '"', to find a duplicate key again (key_position)
+    DuplicateCheck keys;
     // Note [Reserved output]. Decoded text is never longer than its JSON.
     // A key and its value take at least 5 bytes ("":""), whatever ':' the strings hold.
     const std::size_t most = std::min(keys_bound(), static_cast<std::size_t>(end_ - p_) / 5 + 1);
     try_reserve(meta, most);
-    try_reserve(hashes, most);
-    try_reserve(key_at, most);
+    keys.start(most);
     try_reserve(text, static_cast<std::size_t>(end_ - p_));
     for (;;) {
       if (peek() != '"') fail(p_, kNotJson, "a key of '__metadata__' in double quotes");
-      key_at.push_back(static_cast<std::uint32_t>(p_ - begin_));
       SafetensorsMetadataEntry m;
       m.key_offset = static_cast<std::uint32_t>(text.size());
       string(text, "a key of '__metadata__'");
-      m.key_size = static_cast<std::uint32_t>(text.size() - m.key_offset);
-      const std::string_view key(text.data() + m.key_offset, m.key_size);
+      m.value_offset = static_cast<std::uint32_t>(text.size());  // the value follows its key (Item)
+      const std::string_view key(text.data() + m.key_offset, m.value_offset - m.key_offset);
       counters_.bytes_hashed += key.size();
-      hashes.push_back(siphash13(key_, key));
+      keys.add(siphash13(key_, key), meta.size());
       ws();
       expect(':', "':' after a key of '__metadata__'");
       ws();
       if (peek() != '"') fail(p_, fmt::format("'__metadata__' value of '{}' is not a string", shown(key)), "'\"'");
-      m.value_offset = static_cast<std::uint32_t>(text.size());
       string(text, "a value of '__metadata__'");
-      m.value_size = static_cast<std::uint32_t>(text.size() - m.value_offset);
       meta.push_back(m);
       ws();
       const int c = peek();
@@ -622,10 +730,34 @@ class Scanner {
       }
       fail(p_, kNotJson, "',' or '}' after a value of '__metadata__'");
     }
-    if (const Duplicate d = first_duplicate(
-            hashes, [&](std::size_t i) { return out_.key(meta[i]); }, counters_))
-      fail_at(begin_ + key_at[d.later],
+    if (const Duplicate d = keys.first([&](std::size_t i) { return out_.key(meta[i]); }, counters_))
+      fail_at(key_position(first, d.later),
               fmt::format("duplicate key '{}' in '__metadata__'", shown(out_.key(meta[d.later]))));
+  }
+
+  // The opening quote of key `index` of the object whose first key's quote is at `first`, scanned
+  // before without an error (for the message of a duplicate: no offset is kept per key).
+  const char* key_position(const char* first, std::size_t index) const {
+    const char* q = first;
+    const auto skip_ws = [&] {
+      while (*q == ' ' || *q == '\n' || *q == '\r' || *q == '\t') ++q;
+    };
+    const auto skip_string = [&] {  // q at '"'; after it, q is past the closing '"'
+      for (++q; *q != '"'; ++q)
+        if (*q == '\\') ++q;
+      ++q;
+    };
+    for (std::size_t i = 0;; ++i) {
+      skip_ws();
+      if (i == index) return q;
+      skip_string();
+      skip_ws();
+      ++q;  // ':'
+      skip_ws();
+      skip_string();
+      skip_ws();
+      ++q;  // ','
+    }
   }
 
   // The tensor's name is out_.text[name_offset:], p_ is at its value.
@@ -635,13 +767,13 @@ class Scanner {
       // An entry takes at least 45 bytes ("":{"dtype":"","shape":[],"data_offsets":[0,0]}).
       const std::size_t most = std::min(keys_bound() / 4, static_cast<std::size_t>(end_ - p_) / 45) + 1;
       try_reserve(entries, most);
-      try_reserve(name_hashes_, most);
+      names_.start(most);
       try_reserve(out_.dims, most);
       try_reserve(out_.text, static_cast<std::size_t>(end_ - begin_));
     }
     const std::string_view name = std::string_view(out_.text).substr(name_offset);
     counters_.bytes_hashed += name.size();
-    name_hashes_.push_back(siphash13(key_, name));
+    names_.add(siphash13(key_, name), entries.size());
     if (peek() != '{')
       fail(p_,
            fmt::format("the header entry of tensor '{}' is not a JSON object",
@@ -808,7 +940,7 @@ class Scanner {
   SafetensorsScanCounters own_counters_;
   SafetensorsScanCounters& counters_;
   const std::uint64_t key_[2];                             // the SipHash key
-  std::vector<std::uint64_t> name_hashes_;                 // of the entries' names, in header order
+  DuplicateCheck names_;                                   // of the entries' names
   std::size_t keys_bound_ = static_cast<std::size_t>(-1);  // see keys_bound()
   bool seen_metadata_ = false;
   const char* metadata_at_ = nullptr;

@@ -9,12 +9,13 @@
 //    "__metadata__": {"<key>": "<value>", ...}}
 //
 // not by a general JSON parser. Each byte is looked at a bounded number of times, so the time is
-// linear in the header's length: for a header at the 100 MB cap, 2-2.5x the time it takes to read
-// the file for 950k entries and 5-6x for 4.5M "__metadata__" keys, where writing the output (keys,
-// values, their offsets and hashes: about twice the header's bytes, in fresh pages) is most of it
-// (bench/safetensors_header and bench/README.md); the general parser used before (nlohmann's SAX
-// parser building each entry as a JSON value) took 12x the read time for 950k entries. The output
-// arrays are reserved once from a count of the header's ':' bytes (Note [Reserved output]).
+// linear in the header's length: for a header at the 100 MB cap, 2-2.3x the time it takes to read
+// the file for 950k entries and 3.3-4.2x for 4.5M "__metadata__" keys (bench/safetensors_header and
+// bench/README.md), where the kernel's zeroing of the fresh pages the output is written to (keys and
+// values, 8 bytes of offsets and 8 of duplicate check per key), the hashing and the duplicate check
+// are most of it; the general parser used before (nlohmann's SAX parser building each entry as a
+// JSON value) took 12x the read time for 950k entries. The output arrays are reserved once from a
+// count of the header's ':' bytes (Note [Reserved output]).
 // Everything that is not the schema is refused at the first byte where it departs from it, with the
 // byte offset in the file and what was expected there: JSON syntax (strict RFC 8259: whitespace
 // only where JSON allows it, no trailing commas, no leading zeros, only whitespace after the
@@ -27,13 +28,13 @@
 // allows them and a reader that kept one would hide data. Duplicates are found without a hash table
 // that outgrows the cache (Note [Linear duplicate check]): each key is hashed once (SipHash-1-3
 // under a per-process random key, so an attacker who writes the file cannot aim keys at one bucket)
-// into a list in header order; at the end of its object the list is split by the hashes' top bits
-// into parts of a few thousand keys (one sequential pass), and each part is checked in a small
-// table that stays in the cache. A key is compared with another only when the 32-bit tags (the low
-// half of their hashes) of the two are equal. The error names the first key, in header order, that
-// repeats an earlier one (and where that earlier one is). Duplicates are therefore reported after
-// the syntax of their object: a header with a duplicate name and a syntax error further on is
-// refused for the syntax error.
+// and leaves one 8-byte element (the hash's top half and the key's index), written straight into
+// one of a few thousand parts chosen by the hash's top bits; at the end of its object each part is
+// checked in a small table that stays in the cache. A key is compared with another only when the
+// 32-bit tags (the top half of their hashes) of the two are equal. The error names the first key,
+// in header order, that repeats an earlier one (and where that earlier one is). Duplicates are
+// therefore reported after the syntax of their object: a header with a duplicate name and a syntax
+// error further on is refused for the syntax error.
 //
 // The output keeps names, dtypes, metadata keys and values in two text arenas and the shapes in one
 // array: a header of a million entries costs a few vectors, not a few million strings.
@@ -70,8 +71,10 @@ struct SafetensorsHeaderEntry {
 };
 
 /// One "__metadata__" key and its value, in SafetensorsHeader::metadata_text (offsets fit in 32 bits:
-/// the scanner refuses headers of 4 GiB or more). The public SafetensorsMetadata's entry, so that
-/// parse_safetensors moves the scanned vector into the result.
+/// the scanner refuses headers of 4 GiB or more): the public SafetensorsMetadata's entry, so that
+/// parse_safetensors moves the scanned vector into the result. Only offsets: a key ends where its
+/// value begins and a value where the next key begins (SafetensorsMetadata::Item), so read them with
+/// SafetensorsHeader::key / value, which look at the next entry.
 using SafetensorsMetadataEntry = nn::SafetensorsMetadata::Item;
 
 struct SafetensorsHeader {
@@ -88,11 +91,14 @@ struct SafetensorsHeader {
     return {dims.begin() + static_cast<std::ptrdiff_t>(e.dims_offset),
             dims.begin() + static_cast<std::ptrdiff_t>(e.dims_offset + e.dims_size)};
   }
+  // `m` must be an element of `metadata` (its value ends where the next element's key begins).
   std::string_view key(const SafetensorsMetadataEntry& m) const {
-    return {metadata_text.data() + m.key_offset, m.key_size};
+    return {metadata_text.data() + m.key_offset, m.value_offset - m.key_offset};
   }
   std::string_view value(const SafetensorsMetadataEntry& m) const {
-    return {metadata_text.data() + m.value_offset, m.value_size};
+    const std::size_t i = static_cast<std::size_t>(&m - metadata.data());
+    const std::size_t end = i + 1 < metadata.size() ? metadata[i + 1].key_offset : metadata_text.size();
+    return {metadata_text.data() + m.value_offset, end - m.value_offset};
   }
 };
 

@@ -613,6 +613,51 @@ TEST_CASE("duplicate keys are refused at every level of the header", "[serialize
   CHECK(ok.metadata.size() == 2);
 }
 
+TEST_CASE("SafetensorsMetadata: empty keys and values, escapes, and entries around them read back exactly",
+          "[serialize]") {
+  // A key ends where its value begins and a value where the next key begins (SafetensorsMetadata::Item):
+  // empty strings next to each other, first and last, must not run into their neighbours.
+  const std::string header = R"({"__metadata__": {"": "", "a": "", "": "x"}})";  // a duplicate empty key: refused
+  require_error([&] { (void)nn::parse_safetensors(st_file(header, ""), "mem"); },
+                {"duplicate key '' in '__metadata__'"});
+  const auto m =
+      nn::parse_safetensors(
+          st_file(R"({"__metadata__": {"": "", "a": "", "b\"\u00e4": "q\n", "c": "", "d": "e"}})", ""), "mem")
+          .metadata;
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"", ""}, {"a", ""}, {"b\"\xc3\xa4", "q\n"}, {"c", ""}, {"d", "e"}};
+  REQUIRE(m.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    CHECK(std::string(m.begin()[static_cast<std::ptrdiff_t>(i)].first) == want[i].first);
+    CHECK(std::string(m.begin()[static_cast<std::ptrdiff_t>(i)].second) == want[i].second);
+  }
+  CHECK(m.at("") == "");
+  CHECK(m.at("d") == "e");
+  const std::map<std::string, std::string> as_map(want.begin(), want.end());
+  CHECK(m == as_map);
+  CHECK(nn::SafetensorsMetadata(as_map).to_map() == as_map);
+  CHECK(nn::SafetensorsMetadata(std::map<std::string, std::string>{{"", ""}}).at("") == "");
+}
+
+TEST_CASE("a duplicate among many metadata keys: the first repeat in header order, at its byte",
+          "[serialize][hostile]") {
+  // 30000 keys (several parts of the duplicate check), escapes and whitespace before the duplicates, and
+  // three groups of equal keys: "k7" at 7, 20000 and 25000; "k9" at 9 and 15000 (the first repeat in
+  // header order: reported, with its byte); "k5" at 5 and 29999.
+  std::string h = R"({"__metadata__": { "e\"sc\\": "v\"\\" ,)";
+  std::size_t at_k9_repeat = 0;
+  for (int i = 0; i < 30000; ++i) {
+    const int k = i == 20000 || i == 25000 ? 7 : i == 15000 ? 9 : i == 29999 ? 5 : i + 100000;
+    if (i == 15000) at_k9_repeat = 8 + h.size() + 1;  // the key's opening quote, counted from the file's start
+    h += fmt::format(" \"k{}\" :\t\"{}\" ,", i < 10 ? i : k, i % 3 ? "x" : "y\\\"");
+  }
+  h.back() = '}';
+  h += "}";
+  require_error(
+      [&] { (void)nn::parse_safetensors(st_file(h, ""), "many.safetensors"); },
+      {"many.safetensors", "duplicate key 'k9' in '__metadata__'", fmt::format("(at byte {})", at_k9_repeat)});
+}
+
 namespace {
 
 // Seconds per header byte a pathological header may take to parse or refuse. The linear parser
