@@ -219,8 +219,9 @@ class DuplicateCheck {
     _mm_sfence();  // the streamed lines are visible to the loads below
 #endif
     // The spilled keys by part (normally none; in header order within a part).
-    std::stable_sort(spilled_.begin(), spilled_.end(),
-                     [&](std::uint64_t a, std::uint64_t b) { return part_of(a) < part_of(b); });
+    if (parts_ > 1)  // one part (the fallback without places): already in order, and linear
+      std::stable_sort(spilled_.begin(), spilled_.end(),
+                       [&](std::uint64_t a, std::uint64_t b) { return part_of(a) < part_of(b); });
     std::size_t s = 0;
     // A slot holds an element plus one, 0 for empty: a probe compares tags without a second load.
     // Two keys are compared as strings when their tags are equal; the slot is the tag's low bits.

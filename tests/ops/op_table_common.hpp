@@ -18,6 +18,7 @@
 #include <set>
 #include <sstream>
 
+#include "dense_index.hpp"
 #include "op_table.hpp"
 #include "xgrad/ops/activation.hpp"
 #include "xgrad/ops/attention.hpp"
@@ -283,17 +284,6 @@ inline Response cos2(double w) {  // with r' and r'' (second derivatives in the 
 inline BlockSparsePattern random_pattern(std::int64_t R, std::int64_t C, Generator& g) {
   return BlockSparsePattern::from_block_mask(InFeatures{C * 3}, OutFeatures{R * 2}, {InFeatures{3}, OutFeatures{2}},
                                              values({R, C}, g, kFloat32, Domain::mask));
-}
-
-// The flat dense position of every stored weight element.
-inline Tensor dense_index(const BlockSparsePattern& p) {
-  std::vector<double> idx(static_cast<std::size_t>(p.stored_elements()));
-  for (const auto& b : p.blocks())
-    for (std::int64_t i = 0; i < b.rows; ++i)
-      for (std::int64_t j = 0; j < b.cols; ++j)
-        idx[static_cast<std::size_t>(b.offset + i * b.cols + j)] =
-            static_cast<double>((b.row + i) * p.in_features() + b.col + j);
-  return Tensor::from_vector(idx, {p.stored_elements()}, kFloat64);
 }
 
 inline std::string dims_prelude(const BlockSparsePattern& p) {

@@ -6,12 +6,14 @@
 #include <limits>
 #include <type_traits>
 
+#include "dense_index.hpp"
 #include "support.hpp"
 #include "xgrad/core/cpu.hpp"
 #include "xgrad/ops/block_sparse_linear.hpp"
 #include "xgrad/ops/detail/block_sparse_simd512.hpp"
 
 using namespace xgrad;
+using xgrad::test::dense_index;
 using xgrad::test::ParityBatch;
 using Pattern = BlockSparsePattern;
 
@@ -26,17 +28,6 @@ Tensor random_block_mask(std::int64_t nr, std::int64_t nc, double density, Gener
     for (std::int64_t c = 0; c < nc; ++c)
       m[static_cast<std::size_t>(r * nc + c)] = (r != empty_row && c != empty_col && gen.uniform() < density) ? 1 : 0;
   return Tensor::from_vector(m, {nr, nc});
-}
-
-// Flat dense index (row * in + col) of every packed weight element, computed from the block list alone.
-Tensor dense_index(const Pattern& p) {
-  std::vector<double> idx(static_cast<std::size_t>(p.stored_elements()));
-  for (const auto& b : p.blocks())
-    for (std::int64_t i = 0; i < b.rows; ++i)
-      for (std::int64_t j = 0; j < b.cols; ++j)
-        idx[static_cast<std::size_t>(b.offset + i * b.cols + j)] =
-            static_cast<double>((b.row + i) * p.in_features() + b.col + j);
-  return Tensor::from_vector(idx, {p.stored_elements()}, kFloat64);
 }
 
 struct PatternCase {
