@@ -6,12 +6,21 @@ Seed 000 (resample_einsum.py / resample_xgrad.py): einsum over the dense T again
 Seed 004 (block_diagonal_torch.py / block_diagonal_xgrad.py): the ModuleList loop, the masked dense
 Linear and a grouped bmm (the fastest PyTorch formulation we know) against BlockSparseLinear.
 
-Threads: torch.set_num_threads(t); xgrad follows it (docs/python.md). xgrad_torch restores the
-process's OpenBLAS thread count after each call, so the PyTorch formulations' GEMMs keep theirs.
+Threads: torch.set_num_threads(t); xgrad follows it (docs/python.md). Debian's torch runs its CPU
+GEMMs (mm, bmm, the einsum's bmm, Linear) in OpenBLAS, and torch.set_num_threads does not reach
+OpenBLAS's own pool, which keeps one thread per core: without more, "1 thread" would time the
+PyTorch formulations' GEMMs on every core. So the OpenBLAS pool is set to t as well
+(openblas_set_num_threads, as OPENBLAS_NUM_THREADS=t would at start-up; the C++ drivers in bench/ do
+the same); --blas-default leaves it as torch has it, for a separately labelled run. xgrad_torch
+restores the process's OpenBLAS thread count after each call, so the PyTorch formulations' GEMMs keep
+theirs.
 
-usage: benchmark.py [--tiny] [--threads 1,2] [--reps 5]
-  --tiny: small sizes, a smoke test of the script (the suite runs it); no meaningful timing."""
+usage: benchmark.py [--tiny] [--threads 1,2] [--reps 5] [--blas-default]
+  --tiny: small sizes, a smoke test of the script (the suite runs it); no meaningful timing.
+  --blas-default: do not set OpenBLAS's thread count (PyTorch's GEMMs then use every core)."""
 import argparse
+import ctypes
+import ctypes.util
 import os
 import statistics
 import sys
@@ -25,7 +34,32 @@ import resample_einsum  # noqa: E402
 import resample_xgrad  # noqa: E402
 import xgrad_torch as xt  # noqa: E402
 
+def openblas():
+    """The OpenBLAS that torch's GEMMs run in (libblas.so.3 on Debian is OpenBLAS's, loaded with it),
+    or None when the process has none."""
+    for name in ("libopenblas.so.0", ctypes.util.find_library("openblas")):
+        if not name:
+            continue
+        try:
+            lib = ctypes.CDLL(name)
+            lib.openblas_set_num_threads.argtypes = [ctypes.c_int]
+            lib.openblas_get_num_threads.restype = ctypes.c_int
+            return lib
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+# Seconds of quiet before each formulation is timed. OpenBLAS's pthread workers spin for a while
+# after each GEMM (THREAD_TIMEOUT, about 0.1 s here) before they sleep, and TBB's workers do the same
+# for a shorter time: a formulation timed right after another on the same cores would share them
+# with the previous one's spinning workers (measured: xgrad's 2-thread resampling forward 0.7-2.2 ms
+# right after the einsum's reps, 0.7-1.1 ms after a pause). Every formulation gets the same pause.
+SETTLE_S = 0.5
+
+
 def bench(fn, reps, warm=1):
+    time.sleep(SETTLE_S)
     for _ in range(warm):
         fn()
     ts = []
@@ -105,11 +139,17 @@ def main():
     ap.add_argument("--tiny", action="store_true", help="small sizes: a smoke test, not a measurement")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--blas-default", action="store_true", help="leave OpenBLAS's thread count as torch has it")
     args = ap.parse_args()
     reps = 1 if args.tiny else args.reps
+    blas = None if args.blas_default else openblas()
     print("case,impl,threads,metric,value")
     for t in (int(v) for v in args.threads.split(",")):
         torch.set_num_threads(t)
+        if blas is not None:
+            blas.openblas_set_num_threads(t)
+        lib = blas or openblas()
+        row("threads", "openblas", t, "num_threads", lib.openblas_get_num_threads() if lib else float("nan"))
         if args.tiny:
             seed000(t, reps, N=3, A=20, B=400, width=0.05)
             seed004(t, reps, groups=4, fin=8, fout=8, batch=8)
