@@ -207,6 +207,11 @@ void* detail::storage_allocate(std::size_t bytes, const char* what) {
   return p;
 }
 
+void detail::throw_scratch_overflow(std::size_t n, std::size_t size) {
+  detail::throw_error(fmt::format(
+      "scratch buffer: {} elements of {} bytes each overflow the size type (more memory than can exist)", n, size));
+}
+
 void detail::storage_free(void* p, std::size_t bytes) noexcept {
   if (p == nullptr) return;
   g_allocated.fetch_sub(bytes, std::memory_order_relaxed);

@@ -19,8 +19,16 @@
 // - under AddressSanitizer cached buffers are poisoned, so a use after free is still reported.
 // Smaller buffers go straight to the system allocator, whose own free lists reuse them without
 // fresh pages. The cache changes where memory comes from, never a result.
+//
+// Ops' own large buffers that are rebuilt on every call (the resampling convolution's per-output tap
+// plan and its sampled response's tables) are std::vectors with detail::CachingAllocator, so they come
+// from the same cache: through malloc, each was a fresh mapping on every step (a learnable sampled
+// response's forward + backward took ~150 minor page faults a step). They count in the statistics
+// like tensor storage.
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <vector>
 
 namespace xgrad {
 
@@ -60,6 +68,33 @@ void* storage_allocate(std::size_t bytes, const char* what = "tensor");
 void storage_free(void* p, std::size_t bytes) noexcept;
 /// The size class a request of `bytes` is rounded up to (bytes itself below kCacheMinBytes).
 std::size_t storage_size_class(std::size_t bytes);
+/// Throws xgrad::Error: `n` elements of `size` bytes each overflow std::size_t (out of line).
+[[noreturn]] void throw_scratch_overflow(std::size_t n, std::size_t size);
+
+/// A standard allocator over storage_allocate / storage_free (64-byte aligned; buffers of at least
+/// kCacheMinBytes cached and reused, Note [Caching allocator]), for an op's large vectors that are
+/// rebuilt on every call. Stateless: every instance frees what any other allocated.
+template <class T>
+struct CachingAllocator {
+  static_assert(alignof(T) <= 64, "CachingAllocator: storage is 64-byte aligned");
+  using value_type = T;
+  CachingAllocator() noexcept = default;
+  template <class U>
+  CachingAllocator(const CachingAllocator<U>&) noexcept {}  // NOLINT(google-explicit-constructor)
+  T* allocate(std::size_t n) {
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw_scratch_overflow(n, sizeof(T));
+    return static_cast<T*>(storage_allocate(n * sizeof(T), "scratch buffer"));
+  }
+  void deallocate(T* p, std::size_t n) noexcept { storage_free(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const CachingAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+
+/// A std::vector whose buffer comes from the storage cache (CachingAllocator).
+template <class T>
+using CachedVector = std::vector<T, CachingAllocator<T>>;
 }  // namespace detail
 
 }  // namespace xgrad

@@ -597,7 +597,7 @@ struct ResampleConvFn : Function<ResampleConvFn> {
   EvalHolder fwd_eval;  // reused by the f gradient (a sampled response's table is built per forward)
   // Every output's taps under fwd_eval (polyphase tables only): located once in the forward and
   // reused by the f and values gradients (N*A * 40 bytes, held with the graph like the table).
-  std::vector<rs::Taps> taps;
+  rs::TapsVector taps;
 
   Tensor forward(const Tensor& f, const Tensor& coarse, const Tensor& values, const Family& fm) {
     fam = fm;
@@ -636,7 +636,7 @@ struct ResampleConvTransposeFn : Function<ResampleConvTransposeFn> {
     if (degenerate(pr, fam.grid)) return Tensor::zeros(f_shape, g.dtype());
     const EvalHolder eh = make_evaluator(fam.grid, fam.response, values, g.dtype(), fam.options, fam.order);
     const rs::Geometry geo = make_geometry(fam.grid, fam.response);
-    const std::vector<rs::Taps> taps = rs::plan_taps(geo, eh.ev, pr);
+    const rs::TapsVector taps = rs::plan_taps(geo, eh.ev, pr);
     pr.taps = taps.empty() ? nullptr : taps.data();
     Tensor gf = Tensor::empty(f_shape, g.dtype());
     dispatch(g.dtype(), [&](auto tag) {

@@ -462,8 +462,8 @@ void moments4(const T* f, std::int64_t n, double s0, double du, typename Vec<T>:
 
 }  // namespace
 
-std::vector<Taps> plan_taps(const Geometry& geo, const Evaluator& ev, const Problem& pr) {
-  std::vector<Taps> taps;
+TapsVector plan_taps(const Geometry& geo, const Evaluator& ev, const Problem& pr) {
+  TapsVector taps;
   if (ev.kind != Evaluator::polyphase) return taps;
   const std::int64_t n = pr.N * pr.A;
   taps.resize(static_cast<std::size_t>(n));
@@ -482,7 +482,7 @@ std::vector<Taps> plan_taps(const Geometry& geo, const Evaluator& ev, const Prob
 // data only, never on the thread count.
 template <class T>
 const Taps* phase_order(const Geometry& geo, const Evaluator& ev, const Problem& pr, std::int64_t i0, std::int64_t i1,
-                        std::vector<Taps>& scratch, std::vector<std::int64_t>& order, std::vector<T>& w) {
+                        TapsVector& scratch, std::vector<std::int64_t>& order, std::vector<T>& w) {
   const std::int64_t n = i1 - i0;
   order.resize(static_cast<std::size_t>(n));
   const Taps* taps = nullptr;
@@ -527,7 +527,7 @@ void forward(const Geometry& geo, const Evaluator& ev, const Problem& pr, const 
   const std::int64_t chunks = (N * A + grain - 1) / grain;
   parallel_for(0, chunks, 1, [&](std::int64_t c0, std::int64_t c1) {
     std::vector<T> w;
-    std::vector<Taps> taps;
+    TapsVector taps;
     std::vector<std::int64_t> order;
     const T* rows[kMaxDegree + 1];
     double res[kMaxDegree + 1];
@@ -635,7 +635,7 @@ void backward_f(const Geometry& geo, const Evaluator& ev, const Problem& pr, con
       return;
     }
     // Polyphase: phase order (Note [Phase-ordered traversal]), runs sharing the rows M at a time.
-    std::vector<Taps> taps;
+    TapsVector taps;
     std::vector<std::int64_t> order;
     const Taps* tps = phase_order<T>(geo, ev, pr, n * A + a0, n * A + a1, taps, order, w);
     const int nk = ev.table->degree + 1;
@@ -743,7 +743,7 @@ std::vector<double> backward_cells_polyphase(const Geometry& geo, const Table& t
   const int nk = t.degree + 1, PH = t.phases();
   const std::int64_t stride = t.stride;
   // Every output's taps, bucketed by phase (stable: index order within a phase).
-  std::vector<Taps> taps;
+  TapsVector taps;
   std::vector<std::int64_t> order;
   std::vector<T> w;
   Evaluator ev;

@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "xgrad/core/allocator.hpp"
 #include "xgrad/ops/resample_conv.hpp"
 
 namespace xgrad::detail::resample {
@@ -81,9 +82,10 @@ struct Table {
   // lattice geometry
   double lo = 0, h = 1;
   std::int64_t cells = 0;
-  // coefficients: polyphase [phase][k][j], lattice [cell][k]; in both precisions
-  std::vector<double> coef;
-  std::vector<float> coef_f;
+  // coefficients: polyphase [phase][k][j], lattice [cell][k]; in both precisions. A sampled
+  // response's table is rebuilt on every forward: from the storage cache (core/allocator.hpp).
+  CachedVector<double> coef;
+  CachedVector<float> coef_f;
   double measured_error = 0;
   std::size_t bytes() const { return coef.size() * (sizeof(double) + sizeof(float)); }
   int phases() const { return seg.empty() ? m1 + m2 : seg_phase.back(); }
@@ -194,6 +196,8 @@ struct Taps {
   double sigma = 0;
   std::int64_t n() const { return j1 - j0; }
 };
+// Every output's taps, rebuilt on every call (N*A of them): from the storage cache, not fresh pages.
+using TapsVector = CachedVector<Taps>;
 
 struct Problem {
   std::int64_t P = 1, N = 0, A = 0;  // f is (P, N, B), coarse (N, A), out (P, N, A)
@@ -204,7 +208,7 @@ struct Problem {
 };
 
 /// Every output's taps for a polyphase evaluator (empty for other kinds), computed in parallel.
-std::vector<Taps> plan_taps(const Geometry& geo, const Evaluator& ev, const Problem& pr);
+TapsVector plan_taps(const Geometry& geo, const Evaluator& ev, const Problem& pr);
 
 /// out[p, n, a] = sum_b r(coarse[n,a] - x_b) f[p, n, b].
 template <class T>

@@ -143,3 +143,31 @@ TEST_CASE("allocator: a request larger than the machine's memory is an xgrad::Er
       },
       {"cannot allocate", "bytes"});
 }
+
+TEST_CASE("allocator: CachedVector takes large buffers from the cache, small ones from the system") {
+  empty_cache();
+  const MemoryStats before = memory_stats();
+  const void* first = nullptr;
+  {
+    detail::CachedVector<double> a(1 << 17);  // 1 MiB
+    first = a.data();
+    CHECK(reinterpret_cast<std::uintptr_t>(a.data()) % 64 == 0);
+    CHECK(memory_stats().allocated_bytes == before.allocated_bytes + a.size() * sizeof(double));
+  }
+  CHECK(memory_stats().allocated_bytes == before.allocated_bytes);
+  {
+    detail::CachedVector<double> b(1 << 17);  // the same class: the same buffer, from the cache
+    CHECK(static_cast<const void*>(b.data()) == first);
+    detail::CachedVector<int> small(10, 7);  // below kCacheMinBytes: counted, not cached
+    CHECK(small[9] == 7);
+  }
+  const MemoryStats after = memory_stats();
+  CHECK(after.system_allocations == before.system_allocations + 1);
+  CHECK(after.cache_hits == before.cache_hits + 1);
+  CHECK(after.allocated_bytes == before.allocated_bytes);
+  // An element count whose byte size overflows is an error, not a tiny buffer.
+  detail::CachingAllocator<double> alloc;
+  test::require_error([&] { (void)alloc.allocate(std::numeric_limits<std::size_t>::max() / 4); },
+                      {"scratch buffer", "overflow"});
+  empty_cache();
+}

@@ -619,3 +619,33 @@ TEST_CASE("resample_conv: results do not depend on call history (caches make cal
     }
   }
 }
+
+TEST_CASE(
+    "resample_conv: a training step with a learnable sampled response takes no new system memory after "
+    "warm-up",
+    "[resample_conv][memory]") {
+  // Its per-output tap plan and its table are rebuilt on every forward (the values change between
+  // steps); they come from the storage cache (core/allocator.hpp), like the tensors, so from the
+  // second step on every large buffer is a cached one: no fresh mapping, no page faults.
+  Generator gen(41);
+  const std::int64_t N = 4, A = 500, B = 20000;
+  const FineGrid grid = FineGrid::uniform(0.0, 1.0 / (B - 1), B);
+  Tensor f = Tensor::rand({N, B}, gen).set_requires_grad();
+  const Tensor c = coarse_points(N, A, gen, 0.02).to(kFloat32);  // float32: the tabulated path
+  Tensor v = Tensor::rand({64}, gen).set_requires_grad();
+  auto train = [&](int k) {
+    v.data<float>()[k % 64] += 0.01f;  // new values every step, as an optimizer's update would give
+    const Tensor out = resample_conv(f, c, grid, Response::sampled(v, -0.015, 0.015, Interp::cubic));
+    sum(out * out).backward();
+    REQUIRE(v.grad().defined());  // the values are learned: their gradient is part of the step
+    f.zero_grad();
+    v.zero_grad();
+  };
+  train(0);
+  train(1);
+  const MemoryStats before = memory_stats();
+  for (int k = 2; k < 6; ++k) train(k);
+  const MemoryStats after = memory_stats();
+  CHECK(after.system_allocations == before.system_allocations);
+  CHECK(after.cache_hits - before.cache_hits >= 4 * 3);  // the plan, the table and the output gradient at least
+}
