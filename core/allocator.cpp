@@ -13,6 +13,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "xgrad/core/checked.hpp"
 #include "xgrad/core/error.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -207,9 +208,8 @@ void* detail::storage_allocate(std::size_t bytes, const char* what) {
   return p;
 }
 
-void detail::throw_scratch_overflow(std::size_t n, std::size_t size) {
-  detail::throw_error(fmt::format(
-      "scratch buffer: {} elements of {} bytes each overflow the size type (more memory than can exist)", n, size));
+void* detail::storage_allocate_array(std::size_t n, std::size_t size, const char* what) {
+  return storage_allocate(checked_nbytes(checked_size(n, what, "count"), size, what, "count"), what);
 }
 
 void detail::storage_free(void* p, std::size_t bytes) noexcept {

@@ -27,7 +27,6 @@
 // like tensor storage.
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <vector>
 
 namespace xgrad {
@@ -68,8 +67,9 @@ void* storage_allocate(std::size_t bytes, const char* what = "tensor");
 void storage_free(void* p, std::size_t bytes) noexcept;
 /// The size class a request of `bytes` is rounded up to (bytes itself below kCacheMinBytes).
 std::size_t storage_size_class(std::size_t bytes);
-/// Throws xgrad::Error: `n` elements of `size` bytes each overflow std::size_t (out of line).
-[[noreturn]] void throw_scratch_overflow(std::size_t n, std::size_t size);
+/// storage_allocate for `n` elements of `size` bytes, the byte count computed by checked_nbytes (Note
+/// [Checked sizes] in core/checked.hpp): a count whose bytes overflow is an xgrad::Error naming `what`.
+void* storage_allocate_array(std::size_t n, std::size_t size, const char* what);
 
 /// A standard allocator over storage_allocate / storage_free (64-byte aligned; buffers of at least
 /// kCacheMinBytes cached and reused, Note [Caching allocator]), for an op's large vectors that are
@@ -81,11 +81,8 @@ struct CachingAllocator {
   CachingAllocator() noexcept = default;
   template <class U>
   CachingAllocator(const CachingAllocator<U>&) noexcept {}  // NOLINT(google-explicit-constructor)
-  T* allocate(std::size_t n) {
-    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw_scratch_overflow(n, sizeof(T));
-    return static_cast<T*>(storage_allocate(n * sizeof(T), "scratch buffer"));
-  }
-  void deallocate(T* p, std::size_t n) noexcept { storage_free(p, n * sizeof(T)); }
+  T* allocate(std::size_t n) { return static_cast<T*>(storage_allocate_array(n, sizeof(T), "scratch buffer")); }
+  void deallocate(T* p, std::size_t n) noexcept { storage_free(p, n * sizeof(T)); }  // checked when allocated
   template <class U>
   bool operator==(const CachingAllocator<U>&) const noexcept {
     return true;

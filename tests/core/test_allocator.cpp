@@ -144,7 +144,7 @@ TEST_CASE("allocator: a request larger than the machine's memory is an xgrad::Er
       {"cannot allocate", "bytes"});
 }
 
-TEST_CASE("allocator: CachedVector takes large buffers from the cache, small ones from the system") {
+TEST_CASE("allocator: CachedVector takes large buffers from the cache and small ones from the system") {
   empty_cache();
   const MemoryStats before = memory_stats();
   const void* first = nullptr;
@@ -165,9 +165,11 @@ TEST_CASE("allocator: CachedVector takes large buffers from the cache, small one
   CHECK(after.system_allocations == before.system_allocations + 1);
   CHECK(after.cache_hits == before.cache_hits + 1);
   CHECK(after.allocated_bytes == before.allocated_bytes);
-  // An element count whose byte size overflows is an error, not a tiny buffer.
+  // An element count whose byte size overflows is an error (Note [Checked sizes]), not a tiny buffer.
   detail::CachingAllocator<double> alloc;
-  test::require_error([&] { (void)alloc.allocate(std::numeric_limits<std::size_t>::max() / 4); },
-                      {"scratch buffer", "overflow"});
+  test::require_error([&] { (void)alloc.allocate(std::size_t{1} << 62); },
+                      {"scratch buffer", "count", "more memory than can exist"});
+  test::require_error([&] { (void)alloc.allocate(std::numeric_limits<std::size_t>::max()); },
+                      {"scratch buffer", "count", "overflows int64"});
   empty_cache();
 }
