@@ -142,6 +142,9 @@ def main():
     ap.add_argument("--blas-default", action="store_true", help="leave OpenBLAS's thread count as torch has it")
     args = ap.parse_args()
     reps = 1 if args.tiny else args.reps
+    global SETTLE_S
+    if args.tiny:
+        SETTLE_S = 0.0  # a smoke test of the script: nothing is timed that the pause would protect
     blas = None if args.blas_default else openblas()
     print("case,impl,threads,metric,value")
     for t in (int(v) for v in args.threads.split(",")):
