@@ -209,6 +209,12 @@ std::shared_ptr<Table> try_polyphase(const Fn& fn, double lo, double hi, double 
               i <= D ? ip.nodes[static_cast<std::size_t>(i)] : ip.tests[static_cast<std::size_t>(i - D - 1)];
           const double tau = ta + (sg + 1) * 0.5 * (tb - ta);
           double* v = vals.data() + i * S;
+          if constexpr (requires { fn.row(lo, hi, tau, dx, cnt, v); }) {
+            if (!with_bps) {
+              fn.row(lo, hi, tau, dx, cnt, v);  // the same values, a cell at a time
+              continue;
+            }
+          }
           if (with_bps) {
             for (std::int64_t j = 0; j < cnt; ++j)
               v[j] = fn(std::clamp(hi - (static_cast<double>(j) + tau) * dx, ca[static_cast<std::size_t>(j)],
@@ -291,9 +297,14 @@ std::shared_ptr<Table> try_lattice(const std::function<double(double)>& fn, doub
 // The cheapest (lowest degree, then fewest pieces) table meeting tol. Errors fall like
 // pieces^-(D+1), or like pieces^-order for a function that is only C^(order-1) (order 0: it jumps,
 // more pieces do not help): a degree is abandoned when the predicted piece count passes the cap.
+// With `jump`, a failed trial is followed by the first doubling of m that reaches the predicted
+// count rather than by the next doubling: fewer trials (a sampled response's table is searched on
+// every forward), at the price of a table up to twice as large as the smallest that fits when the
+// prediction overshoots. Either way the result is a function of the arguments only.
 template <class Try>
 std::shared_ptr<const Table> search(double tol, std::int64_t first, std::int64_t cap, Try try_table,
-                                    int max_degree = kMaxDegree, int order = kMaxDegree + 1, double* best = nullptr) {
+                                    int max_degree = kMaxDegree, int order = kMaxDegree + 1, double* best = nullptr,
+                                    bool jump = false) {
   for (int D = 1; D <= max_degree; ++D) {
     for (std::int64_t m = D == 1 ? first : 1; m <= cap; m *= 2) {
       auto t = try_table(D, m);
@@ -304,6 +315,8 @@ std::shared_ptr<const Table> search(double tol, std::int64_t first, std::int64_t
       if (q <= 0) break;
       const double need = static_cast<double>(m) * std::pow(t->measured_error / tol, 1.0 / q);
       if (!std::isfinite(need) || need > 1.5 * static_cast<double>(cap)) break;
+      if (jump)  // the next trial at the first doubling that reaches the predicted count
+        while (static_cast<double>(2 * m) < need && 2 * m < cap) m *= 2;
     }
   }
   return nullptr;
@@ -435,17 +448,56 @@ void clear_probe_memo() {
   probe_errors().clear();
 }
 
+namespace {
+// A sampled response's interpolant: cubic cells (coefficients in s in [0, 1)) on a lattice of step
+// delta from lo.
+struct CellInterpolant {
+  const double* c;
+  std::int64_t ncells;
+  double lo, delta;
+  std::int64_t cell(double u) const {
+    return std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, ncells - 1);
+  }
+  double operator()(double d) const {
+    const double u = (d - lo) / delta;
+    const std::int64_t i = cell(u);
+    return horner_cell(c + i * 4, u - static_cast<double>(i));
+  }
+  // v[j] = (*this)(clamp(shi - (j + tau) dx, slo, shi)) for j < cnt, bit for bit, for try_polyphase:
+  // the arguments fall with j, so the taps of one cell are consecutive; each run is a loop with
+  // fixed coefficients the compiler vectorises instead of a floor and a dependent load per tap.
+  void row(double slo, double shi, double tau, double dx, std::int64_t cnt, double* v) const {
+    const auto u_at = [&](std::int64_t q) {
+      return (std::clamp(shi - (static_cast<double>(q) + tau) * dx, slo, shi) - lo) / delta;
+    };
+    const double per_cell = delta / dx;  // taps per cell
+    std::int64_t j = 0;
+    while (j < cnt) {
+      const double uj = u_at(j);
+      const std::int64_t i = cell(uj);
+      // The run's end: estimated, then corrected so that [j, je) are exactly the taps in cell i.
+      const double left = std::clamp((uj - static_cast<double>(i)) * per_cell, 0.0, static_cast<double>(cnt));
+      std::int64_t je = std::min(cnt, j + 1 + static_cast<std::int64_t>(left));
+      while (je > j + 1 && cell(u_at(je - 1)) != i) --je;
+      while (je < cnt && cell(u_at(je)) == i) ++je;
+      const double a0 = c[i * 4], a1 = c[i * 4 + 1], a2 = c[i * 4 + 2], a3 = c[i * 4 + 3];
+      const double fi = static_cast<double>(i);
+      for (std::int64_t q = j; q < je; ++q) {
+        const double s = u_at(q) - fi;
+        v[q] = ((a3 * s + a2) * s + a1) * s + a0;
+      }
+      j = je;
+    }
+  }
+};
+}  // namespace
+
 std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& cells,
                                                      const std::vector<double>& probe_cells, double delta, double lo,
                                                      double hi, double dx, double tol, int smoothness) {
   if ((hi - lo) / dx > 1e5 || (hi - lo) / dx < 1e-6) return nullptr;  // as in build_polyphase
   const auto interpolant = [&](const std::vector<double>& c) {
-    const std::int64_t ncells = static_cast<std::int64_t>(c.size() / 4);
-    return [&c, ncells, lo, delta](double d) {
-      const double u = (d - lo) / delta;
-      const std::int64_t i = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, ncells - 1);
-      return horner_cell(&c[static_cast<std::size_t>(i * 4)], u - static_cast<double>(i));
-    };
+    return CellInterpolant{c.data(), static_cast<std::int64_t>(c.size() / 4), lo, delta};
   };
   const auto fn = interpolant(cells), probe = interpolant(probe_cells);
   // Each trial degree and phase count must fit the probe as well (Note [Values gradient through the
@@ -466,7 +518,7 @@ std::shared_ptr<const Table> build_polyphase_sampled(const std::vector<double>& 
         }
         return t;
       },
-      smoothness >= 2 ? 3 : 1, smoothness);
+      smoothness >= 2 ? 3 : 1, smoothness, nullptr, /*jump=*/true);
 }
 
 std::shared_ptr<const Table> build_lattice(const std::function<double(double)>& fn, double lo, double hi, double tol,
