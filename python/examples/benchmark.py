@@ -19,8 +19,6 @@ usage: benchmark.py [--tiny] [--threads 1,2] [--reps 5] [--blas-default]
   --tiny: small sizes, a smoke test of the script (the suite runs it); no meaningful timing.
   --blas-default: do not set OpenBLAS's thread count (PyTorch's GEMMs then use every core)."""
 import argparse
-import ctypes
-import ctypes.util
 import os
 import statistics
 import sys
@@ -32,23 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import block_diagonal_torch  # noqa: E402
 import resample_einsum  # noqa: E402
 import resample_xgrad  # noqa: E402
+from blas_threads import openblas  # noqa: E402
 import xgrad_torch as xt  # noqa: E402
-
-def openblas():
-    """The OpenBLAS that torch's GEMMs run in (libblas.so.3 on Debian is OpenBLAS's, loaded with it),
-    or None when the process has none."""
-    for name in ("libopenblas.so.0", ctypes.util.find_library("openblas")):
-        if not name:
-            continue
-        try:
-            lib = ctypes.CDLL(name)
-            lib.openblas_set_num_threads.argtypes = [ctypes.c_int]
-            lib.openblas_get_num_threads.restype = ctypes.c_int
-            return lib
-        except (OSError, AttributeError):
-            continue
-    return None
-
 
 # Seconds of quiet before each formulation is timed. OpenBLAS's pthread workers spin for a while
 # after each GEMM (THREAD_TIMEOUT, about 0.1 s here) before they sleep, and TBB's workers do the same

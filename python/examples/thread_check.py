@@ -4,28 +4,43 @@ elementwise + matmul) with an xgrad op (block-sparse forward+backward, resample_
 compare the interleaved loop's time with the sum of each op's time alone, for torch at 1 and 2
 threads and xgrad following torch (the default) or fixed at 1 or 2 threads.
 A ratio interleaved / (torch alone + xgrad alone) near 1 means no contention between the pools.
-usage: thread_check.py [--reps 20]"""
+OpenBLAS's own pool (which runs torch's matmul on Debian, and which torch.set_num_threads does not
+reach) is set to torch's count, as in benchmark.py (blas_threads.py); --blas-default leaves it alone.
+Times are medians over --reps calls.
+usage: thread_check.py [--reps 20] [--blas-default]"""
 import argparse
+import os
+import statistics
+import sys
 import time
 
 import torch
 
 import xgrad_torch as xt
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from blas_threads import openblas  # noqa: E402
+
 
 def timed(fn, reps):
+    """Median wall and CPU milliseconds of one call over reps calls (after one warm-up call)."""
     fn()
-    t = time.perf_counter()
-    c = time.process_time()
+    wall, cpu = [], []
     for _ in range(reps):
+        t = time.perf_counter()
+        c = time.process_time()
         fn()
-    return (time.perf_counter() - t) / reps * 1e3, (time.process_time() - c) / reps * 1e3
+        wall.append((time.perf_counter() - t) * 1e3)
+        cpu.append((time.process_time() - c) * 1e3)
+    return statistics.median(wall), statistics.median(cpu)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--blas-default", action="store_true", help="leave OpenBLAS's thread count as torch has it")
     args = ap.parse_args()
+    blas = None if args.blas_default else openblas()
     torch.manual_seed(0)
     a = torch.randn(1 << 20)
     m = torch.randn(384, 384)
@@ -51,6 +66,8 @@ def main():
     for tt in (1, 2):
         for xg in (None, 1, 2):
             torch.set_num_threads(tt)
+            if blas is not None:
+                blas.openblas_set_num_threads(tt)
             xt.set_num_threads(xg)
             t_ms, _ = timed(torch_op, args.reps)
             x_ms, _ = timed(xgrad_op, args.reps)
