@@ -416,7 +416,10 @@ std::shared_ptr<const Table> build_polyphase(const std::function<double(double)>
 // phases^-2 at any degree, so degrees up to 3 are tried), a linear one and a cubic one's derivative
 // are only C0 (phases^-1: degree 1 only), a linear one's derivative jumps (no table can fit it
 // unless one phase does). A search that cannot succeed is then abandoned after its first, cheapest
-// trial instead of trying every degree up to the phase cap on every call.
+// trial instead of trying every degree up to the phase cap on every call. A failed trial is followed
+// by the first doubling of the phase count that reaches the predicted count (search's `jump`), and
+// each trial's rows are fitted a cell at a time (CellInterpolant::row): both keep the result a
+// function of the arguments, the second gives the very values of a per-tap evaluation.
 namespace {
 // Note [Probe memo]: the probe's error at a trial degree and phase count is a function of the probe's
 // cells, the support, the grid step and the trial only, and the probe is the same on every forward
@@ -480,6 +483,8 @@ struct CellInterpolant {
       std::int64_t je = std::min(cnt, j + 1 + static_cast<std::int64_t>(left));
       while (je > j + 1 && cell(u_at(je - 1)) != i) --je;
       while (je < cnt && cell(u_at(je)) == i) ++je;
+      // horner_cell's expression, its coefficients in locals: v may alias c as far as the compiler
+      // knows, and re-reading them after every store would stop the loop from vectorising.
       const double a0 = c[i * 4], a1 = c[i * 4 + 1], a2 = c[i * 4 + 2], a3 = c[i * 4 + 3];
       const double fi = static_cast<double>(i);
       for (std::int64_t q = j; q < je; ++q) {
