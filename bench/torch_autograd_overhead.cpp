@@ -2,7 +2,13 @@
 // repetitions and CSV rows (`case,impl,threads,metric,value`, impl = libtorch).
 //
 // usage: torch_autograd_overhead [--threads N] [--iters N] [--mlp-iters N] [--reps N] [--case NAME]
-#include <torch/torch.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>

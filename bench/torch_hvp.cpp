@@ -4,7 +4,10 @@
 // torch.autograd.functional.hvp). Threads: torch::set_num_threads (intra-op), one inter-op thread.
 //
 // usage: torch_hvp [--threads N] [--reps N]
-#include <torch/torch.h>
+#include <torch/autograd.h>
+#include <torch/nn/functional/linear.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>

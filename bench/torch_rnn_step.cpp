@@ -3,7 +3,9 @@
 // one inter-op thread.
 //
 // usage: torch_rnn_step [--threads N] [--reps N]
-#include <torch/torch.h>
+#include <torch/nn/modules/rnn.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>
