@@ -5,6 +5,10 @@
 //   load     load_safetensors(path): read + scan the header + check + build the tensors
 //   parse    parse_safetensors(bytes): the same from memory (no read)
 //   scan     the header scanner alone (nn/detail/safetensors_header.hpp)
+//   tensors  what any loader that returns tensors pays beyond the scan: building as many named
+//            tensors as the file holds (Tensor::empty of shape [1], a memcpy of its 4 bytes, its name
+//            as a std::string, into an nn::NamedTensors), then freeing them. No file is involved;
+//            `parse` is about `scan` + `tensors` (entries case only)
 // and prints `case,impl,threads,metric,value` rows: `<step>_cpu_ms` (median CPU time),
 // `<step>_wall_ms` (median wall time) and `<step>_over_read`, the ratio of a step's median CPU time
 // to the read's (the target: parse / read about 2 or less).
@@ -14,7 +18,7 @@
 //   entries_refused  the same with a duplicate of the first name appended: refused at the end
 //   metadata         ~4.5M short "__metadata__" keys (every key checked for duplicates)
 //
-// usage: safetensors_header_bench [--reps N] [--mb M] [--case NAME] [--dir D]
+// usage: safetensors_header_bench [--reps N] [--mb M] [--case NAME] [--step NAME] [--dir D]
 #include "xgrad/nn/detail/safetensors_header.hpp"
 
 #include <time.h>
@@ -42,6 +46,7 @@ using Clock = std::chrono::steady_clock;
 int g_reps = 5;
 double g_mb = 96;  // header size in MB (the cap is 100 MB)
 std::string g_only;
+std::string g_step;  // --step: only this step (and the read, for the ratio)
 
 void row(const std::string& c, const std::string& metric, double v) {
   std::printf("%s,xgrad,1,%s,%.6g\n", c.c_str(), metric.c_str(), v);
@@ -83,6 +88,7 @@ std::string u64_le(std::uint64_t n) {
 struct File {
   std::string bytes;
   bool refused = false;
+  std::size_t tensors = 0;  // entries the file holds (tensors a load builds)
 };
 
 File entries_file(bool duplicate) {
@@ -107,6 +113,7 @@ File entries_file(bool duplicate) {
   File f;
   f.bytes = u64_le(h.size()) + h + std::string(off, '\0');
   f.refused = duplicate;
+  f.tensors = n;
   return f;
 }
 
@@ -155,14 +162,31 @@ void run_case(const std::string& name, const File& f, const std::string& dir) {
     const char* name;
     std::function<void()> fn;
   };
+  // The tensors a load of this file returns, built and freed without the file (same names, shapes
+  // and bytes as the entries case): the cost of the result itself.
+  const auto build_tensors = [&f] {
+    nn::NamedTensors out;
+    out.reserve(f.tensors);
+    const char zeros[4] = {};
+    char nm[64];
+    for (std::size_t n = 0; n < f.tensors; ++n) {
+      const int len = std::snprintf(nm, sizeof nm, "model.layers.%zu.mlp.weight_%zu", n / 16, n % 16);
+      Tensor t = Tensor::empty({1}, kFloat32);
+      std::memcpy(t.raw_data(), zeros, sizeof zeros);
+      out.emplace_back(std::string(nm, static_cast<std::size_t>(len)), std::move(t));
+    }
+  };
   const Step steps[] = {
       {"read", [&] { (void)read_regular_file(path, "bench"); }},
       {"load", expect([&] { (void)nn::load_safetensors(path); })},
       {"parse", expect([&] { (void)nn::parse_safetensors(f.bytes, path); })},
       {"scan", expect([&] { (void)detail::scan_safetensors_header(std::string_view(f.bytes).substr(8, hlen), path); })},
+      {"tensors", build_tensors},
   };
   double read = 0;
   for (const Step& s : steps) {
+    if (s.name == std::string("tensors") && (f.tensors == 0 || f.refused)) continue;
+    if (!g_step.empty() && g_step != s.name && std::string(s.name) != "read") continue;
     const double ms = median_ms(s.fn);
     if (read == 0) read = ms;
     row(name, std::string(s.name) + "_cpu_ms", ms);
@@ -191,10 +215,12 @@ int main(int argc, char** argv) {
       g_mb = std::atof(next().c_str());
     } else if (a == "--case") {
       g_only = next();
+    } else if (a == "--step") {
+      g_step = next();
     } else if (a == "--dir") {
       dir = next();
     } else {
-      std::fprintf(stderr, "usage: %s [--reps N] [--mb M] [--case entries|entries_refused|metadata] [--dir D]\n",
+      std::fprintf(stderr, "usage: %s [--reps N] [--mb M] [--case entries|entries_refused|metadata]\n  [--step read|load|parse|scan|tensors] [--dir D]\n",
                    argv[0]);
       return a == "--help" || a == "-h" ? 0 : 2;
     }
