@@ -22,7 +22,8 @@
 //   auto r = nn::load(*model, "model.safetensors");   // strict: names must match exactly
 //
 // Supported dtypes: F32, F64, I64, I32, U8 and BOOL (xgrad's float32, float64, int64, int32, uint8 and
-// bool; a BOOL byte other than 0 is read as true). The host must be little-endian (checked at compile time).
+// bool; a BOOL byte other than 0 or 1 is refused). The host must be little-endian (checked at compile
+// time).
 #include <compare>
 #include <cstddef>
 #include <cstdint>
