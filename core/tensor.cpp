@@ -31,7 +31,7 @@ Storage::~Storage() {
 }
 
 namespace {
-std::shared_ptr<TensorImpl> make_impl(const Shape& shape, Dtype dtype) {
+std::shared_ptr<TensorImpl> make_impl_unnamed(const Shape& shape, Dtype dtype) {
   // Checked element and byte counts (Note [Checked sizes]): a shape whose size overflows would
   // otherwise get a tiny buffer, and a request no machine can serve is an error stating the bytes.
   const std::int64_t numel = checked_numel(shape, "tensor", "shape");
@@ -51,6 +51,19 @@ std::shared_ptr<TensorImpl> make_impl(const Shape& shape, Dtype dtype) {
                                     dtype_name(dtype)));
   }
   return impl;
+}
+
+// Inside an op's forward or backward (apply sets the name, Note [Op name in dtype errors]), a result
+// whose shape overflows or whose bytes cannot exist is that op's error: "sum: cannot make its result:
+// tensor: argument 'shape': shape (2^62, 2^62) is too large ...", not an anonymous tensor's.
+std::shared_ptr<TensorImpl> make_impl(const Shape& shape, Dtype dtype) {
+  const char* op = detail::current_op();
+  if (op == nullptr) return make_impl_unnamed(shape, dtype);
+  try {
+    return make_impl_unnamed(shape, dtype);
+  } catch (const Error& e) {
+    detail::throw_formatted("{}: cannot make its result: {}", op, e.what());
+  }
 }
 
 template <class T, class Fn>
