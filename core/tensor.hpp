@@ -162,7 +162,7 @@ class Tensor {
   void backward(const Tensor& grad = Tensor(), std::optional<bool> retain_graph = std::nullopt,
                 bool create_graph = false) const;
 
-  // ---- in-place (bump the version counter; refuse leaves that require grad in grad mode) ----
+  // ---- in-place (bump the version counter; refuse tensors that require grad in grad mode) ---
   /// Any dtype (value converted by convert_value).
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }
