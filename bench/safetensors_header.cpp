@@ -220,7 +220,9 @@ int main(int argc, char** argv) {
     } else if (a == "--dir") {
       dir = next();
     } else {
-      std::fprintf(stderr, "usage: %s [--reps N] [--mb M] [--case entries|entries_refused|metadata]\n  [--step read|load|parse|scan|tensors] [--dir D]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--reps N] [--mb M] [--case entries|entries_refused|metadata]\n  [--step "
+                   "read|load|parse|scan|tensors] [--dir D]\n",
                    argv[0]);
       return a == "--help" || a == "-h" ? 0 : 2;
     }

@@ -378,7 +378,8 @@ concept FunctionType = std::derived_from<F, Node> && std::default_initializable<
 
 namespace detail {
 /// Note [Op name in dtype errors]: the name of the Function whose forward runs in this thread (set by
-/// apply), so that `dispatch` refusing an integer dtype deep in a kernel names the op (null outside).
+/// apply), so that `dispatch` refusing an integer dtype deep in a kernel, or a result too large to
+/// allocate (make_impl in core/tensor.cpp), names the op (null outside).
 const char* current_op() noexcept;
 class CurrentOpGuard {
  public:

@@ -53,9 +53,10 @@ std::shared_ptr<TensorImpl> make_impl_unnamed(const Shape& shape, Dtype dtype) {
   return impl;
 }
 
-// Inside an op's forward or backward (apply sets the name, Note [Op name in dtype errors]), a result
-// whose shape overflows or whose bytes cannot exist is that op's error: "sum: cannot make its result:
-// tensor: argument 'shape': shape (2^62, 2^62) is too large ...", not an anonymous tensor's.
+// Inside an op's forward (apply sets its name, Note [Op name in dtype errors]), a result whose shape
+// overflows or whose bytes cannot exist is that op's error: "sum: cannot make its result: tensor:
+// argument 'shape': shape (2^62, 2^62) is too large ...", not an anonymous tensor's. Backward
+// passes run without a name and keep the tensor's own message.
 std::shared_ptr<TensorImpl> make_impl(const Shape& shape, Dtype dtype) {
   const char* op = detail::current_op();
   if (op == nullptr) return make_impl_unnamed(shape, dtype);

@@ -564,7 +564,8 @@ TEST_CASE("an op whose result's size overflows names the op and the shape", "[te
   // make a (2^62, 2^62) result, which no int64 can count.
   const Tensor z = Tensor::zeros({big, big, 0});
   CHECK(z.numel() == 0);
-  test::require_error([&] { (void)sum(z, {2}); }, {"sum: cannot make its result", "(4611686018427387904, 4611686018427387904", "too large"});
+  test::require_error([&] { (void)sum(z, {2}); },
+                      {"sum: cannot make its result", "(4611686018427387904, 4611686018427387904", "too large"});
   test::require_error([&] { (void)mean(z, {2}); }, {"mean", "too large"});
   // Outside an op the error is the tensor's own, as before.
   test::require_error([&] { (void)Tensor::empty({big, big}); }, {"tensor: argument 'shape'", "too large"});
