@@ -41,6 +41,9 @@ std::shared_ptr<tbb::task_arena> current_arena() {
   return s.arena;
 }
 
+// Note [Host thread pool] (parallel.hpp): the host pool's loop, or nullptr.
+std::atomic<HostParallelFor> g_host_parallel_for{nullptr};
+
 // > 0 while this thread runs xgrad work inside the arena (a task body): a parallel call from there
 // is nested and runs in the arena it is in.
 thread_local int t_in_arena = 0;
@@ -87,12 +90,16 @@ int get_num_threads() {
   return std::max(std::min(wanted, allowed), 1);
 }
 
+void set_host_parallel_for(HostParallelFor fn) { g_host_parallel_for.store(fn, std::memory_order_release); }
+
+HostParallelFor host_parallel_for() { return g_host_parallel_for.load(std::memory_order_acquire); }
+
 namespace detail {
 
 int requested_num_threads() { return state().requested.load(std::memory_order_relaxed); }
 
-void parallel_for_tbb(std::int64_t begin, std::int64_t end, std::int64_t grain,
-                      FunctionRef<void(std::int64_t, std::int64_t)> fn) {
+void parallel_for_threads(std::int64_t begin, std::int64_t end, std::int64_t grain,
+                          FunctionRef<void(std::int64_t, std::int64_t)> fn) {
   const auto run = [&] {
     tbb::parallel_for(tbb::blocked_range<std::int64_t>(begin, end, grain),
                       [&](const tbb::blocked_range<std::int64_t>& r) {
@@ -101,10 +108,11 @@ void parallel_for_tbb(std::int64_t begin, std::int64_t end, std::int64_t grain,
                       });
   };
   if (t_in_arena > 0) return run();  // a nested call, already inside the arena
+  if (const HostParallelFor host = host_parallel_for()) return host(begin, end, grain, fn);
   enter_arena(run);
 }
 
-void parallel_invoke_tbb(FunctionRef<void()> a, FunctionRef<void()> b) {
+void parallel_invoke_threads(FunctionRef<void()> a, FunctionRef<void()> b) {
   const auto run = [&] {
     tbb::parallel_invoke(
         [&] {
@@ -117,6 +125,11 @@ void parallel_invoke_tbb(FunctionRef<void()> a, FunctionRef<void()> b) {
         });
   };
   if (t_in_arena > 0) return run();
+  if (host_parallel_for()) {  // one after the other, each with the whole host pool
+    a();
+    b();
+    return;
+  }
   enter_arena(run);
 }
 

@@ -32,10 +32,6 @@ void set_num_threads(int n);
 /// application's tbb::global_control included).
 int get_num_threads();
 
-namespace detail {
-/// The limit last passed to set_num_threads (0 when it was never called or the default was restored).
-int requested_num_threads();
-
 /// A non-owning reference to a callable (like C++26 std::function_ref): two pointers, no allocation.
 /// The callable must outlive the FunctionRef.
 template <class Sig>
@@ -55,10 +51,36 @@ class FunctionRef<R(Args...)> {
   R (*call_)(void*, Args...);
 };
 
-/// The TBB paths (parallel.cpp): run inside xgrad's task arena.
-void parallel_for_tbb(std::int64_t begin, std::int64_t end, std::int64_t grain,
-                      FunctionRef<void(std::int64_t, std::int64_t)> fn);
-void parallel_invoke_tbb(FunctionRef<void()> a, FunctionRef<void()> b);
+/// A host thread pool's parallel loop (Note [Host thread pool]): runs fn over [begin, end) split into
+/// chunks of at least `grain` items, every item exactly once, returns when all are done and rethrows
+/// the first exception a chunk threw.
+using HostParallelFor = void (*)(std::int64_t begin, std::int64_t end, std::int64_t grain,
+                                 FunctionRef<void(std::int64_t, std::int64_t)> fn);
+
+/// Note [Host thread pool]: an application that runs its own thread pool (an OpenMP team, as
+/// PyTorch does) can have xgrad's parallel loops run in it instead of in xgrad's TBB arena, so that
+/// the two pools do not take turns on the same cores: an OpenMP team spin-waits for a while after
+/// each parallel region (libgomp's default wait policy), and TBB workers started in that time share
+/// the cores with the spinning threads. With a host pool set, parallel_for hands its multi-threaded
+/// case to `fn` and parallel_invoke runs a() then b() (each may use parallel_for). Results do not
+/// change (Note [Determinism]: no kernel depends on how a range is split). set_num_threads still
+/// decides when a loop runs serially (a limit of 1 never calls the host); the host decides how many
+/// threads run the rest, and how a call from inside one of its chunks runs (ATen's at::parallel_for
+/// runs it serially). A call already inside xgrad's arena stays there. nullptr restores the arena.
+/// The Python bridge (python/src/module.cpp) sets at::parallel_for while xgrad follows torch's
+/// thread count.
+void set_host_parallel_for(HostParallelFor fn);
+/// The host pool's loop set by set_host_parallel_for, or nullptr (xgrad's TBB arena).
+HostParallelFor host_parallel_for();
+
+namespace detail {
+/// The limit last passed to set_num_threads (0 when it was never called or the default was restored).
+int requested_num_threads();
+
+/// The multi-threaded paths (parallel.cpp): the host pool's loop when one is set, else xgrad's task arena.
+void parallel_for_threads(std::int64_t begin, std::int64_t end, std::int64_t grain,
+                          FunctionRef<void(std::int64_t, std::int64_t)> fn);
+void parallel_invoke_threads(FunctionRef<void()> a, FunctionRef<void()> b);
 }  // namespace detail
 
 /// Runs fn with the thread limit set to n, then restores the previous limit (also on an exception).
@@ -86,11 +108,12 @@ void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain, Fn&&
     fn(begin, end);
     return;
   }
-  detail::parallel_for_tbb(begin, end, grain, fn);
+  detail::parallel_for_threads(begin, end, grain, fn);
 }
 
 /// Runs a() and b(), concurrently when more than one thread is allowed (each may use parallel_for
-/// itself: TBB lets the idle thread of one join the other's tasks instead of waiting at a barrier).
+/// itself: TBB lets the idle thread of one join the other's tasks instead of waiting at a barrier);
+/// one after the other under a host pool (Note [Host thread pool]).
 /// a and b must write disjoint outputs; an exception from either is rethrown.
 template <class FnA, class FnB>
 void parallel_invoke(FnA&& a, FnB&& b) {
@@ -99,7 +122,7 @@ void parallel_invoke(FnA&& a, FnB&& b) {
     b();
     return;
   }
-  detail::parallel_invoke_tbb(a, b);
+  detail::parallel_invoke_threads(a, b);
 }
 
 /// Deterministic parallel sum: [begin, end) is cut into fixed chunks of `chunk` items (independent

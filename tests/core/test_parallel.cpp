@@ -9,15 +9,23 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <limits>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "support.hpp"
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/random.hpp"
+#include "xgrad/ops/block_sparse_linear.hpp"
 #include "xgrad/ops/detail/blas.hpp"
+#include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/matmul.hpp"
+#include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/resample_conv.hpp"
 
 // OpenBLAS's own C interface (the library is linked through xgrad::ops; its header is private to it).
 extern "C" int openblas_get_num_threads(void);
@@ -29,6 +37,33 @@ namespace {
 std::size_t tbb_limit() { return tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism); }
 int cores() { return std::min(static_cast<int>(tbb::info::default_concurrency()), static_cast<int>(tbb_limit())); }
 
+// A host pool for Note [Host thread pool], made to differ from TBB's splitting: chunks of exactly
+// `grain` items (the smallest allowed), handed out last to first to three std::threads, every call
+// counted; the first exception is rethrown.
+std::atomic<int> g_host_calls{0};
+void reverse_chunk_pool(std::int64_t begin, std::int64_t end, std::int64_t grain,
+                        FunctionRef<void(std::int64_t, std::int64_t)> fn) {
+  ++g_host_calls;
+  const std::int64_t chunks = (end - begin + grain - 1) / grain;
+  std::atomic<std::int64_t> next{chunks - 1};
+  std::exception_ptr error;
+  std::mutex mutex;
+  const auto work = [&] {
+    for (std::int64_t c; (c = next.fetch_sub(1)) >= 0;) {
+      try {
+        fn(begin + c * grain, std::min(end, begin + (c + 1) * grain));
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        if (!error) error = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) threads.emplace_back(work);
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
 // Sum of i over [0, n) computed through parallel_for into per-index slots, then added in order.
 std::int64_t slot_sum(std::int64_t n) {
   std::vector<std::int64_t> v(static_cast<std::size_t>(n), 0);
@@ -38,6 +73,19 @@ std::int64_t slot_sum(std::int64_t n) {
   std::int64_t s = 0;
   for (const auto x : v) s += x;
   return s;
+}
+// parallel_invoke runs both functions (each with nested parallel_for), and an exception thrown in a
+// task reaches the caller.
+void check_invoke_and_exception() {
+  std::int64_t a = 0, b = 0;
+  parallel_invoke([&] { a = slot_sum(70000); }, [&] { b = slot_sum(90000); });
+  CHECK(a == 70000LL * 69999 / 2);
+  CHECK(b == 90000LL * 89999 / 2);
+  CHECK_THROWS_AS(parallel_for(0, 1000, 1,
+                               [](std::int64_t lo, std::int64_t) {
+                                 if (lo == 0) throw std::runtime_error("task failed");
+                               }),
+                  std::runtime_error);
 }
 }  // namespace
 
@@ -87,16 +135,7 @@ TEST_CASE("parallel: nested calls, exceptions and deterministic_sum inside the a
     for (std::int64_t r = b; r < e; ++r) rows[static_cast<std::size_t>(r)] = slot_sum(5000 + r);
   });
   for (std::int64_t r = 0; r < 64; ++r) CHECK(rows[static_cast<std::size_t>(r)] == (5000 + r) * (4999 + r) / 2);
-  std::int64_t a = 0, b = 0;
-  parallel_invoke([&] { a = slot_sum(70000); }, [&] { b = slot_sum(90000); });
-  CHECK(a == 70000LL * 69999 / 2);
-  CHECK(b == 90000LL * 89999 / 2);
-  // An exception in a task reaches the caller.
-  CHECK_THROWS_AS(parallel_for(0, 1000, 1,
-                               [](std::int64_t lo, std::int64_t) {
-                                 if (lo == 0) throw std::runtime_error("task failed");
-                               }),
-                  std::runtime_error);
+  check_invoke_and_exception();
   // The fixed-chunk sum is the same with 1 and 2 threads, bit for bit.
   std::vector<double> x(200001);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = 1.0 / static_cast<double>(i + 1);
@@ -130,6 +169,54 @@ TEST_CASE("parallel: changing the limit while other threads run parallel work", 
   for (auto& w : workers) w.join();
   set_num_threads(0);
   CHECK(wrong.load() == 0);
+}
+
+TEST_CASE("parallel: a host pool runs the parallel loops, and results stay bit for bit", "[parallel]") {
+  // Forward and gradients of a few ops whose kernels split work in different ways: GEMM tiles,
+  // fixed-chunk reductions, elementwise loops, both flagship ops.
+  const auto run = [] {
+    Generator gen(7);
+    Tensor a = Tensor::randn({96, 300}, gen), b = Tensor::randn({300, 80}, gen);
+    const auto pattern = BlockSparsePattern::block_diagonal(
+        {{InFeatures{64}, OutFeatures{64}}, {InFeatures{128}, OutFeatures{128}}, {InFeatures{64}, OutFeatures{64}}});
+    Tensor x = Tensor::randn({64, 256}, gen), w = Tensor::randn(pattern.weight_shape(), gen);
+    Tensor bias = Tensor::randn({256}, gen);
+    Tensor f = Tensor::randn({3, 4000}, gen);
+    std::vector<double> c(3 * 50);
+    for (std::size_t i = 0; i < c.size(); ++i) c[i] = 0.1 + 0.8 * static_cast<double>(i % 50) / 50.0;
+    Tensor coarse = Tensor::from_vector(c, {3, 50}, kFloat32);
+    for (Tensor* t : {&a, &b, &x, &w, &bias, &f}) t->set_requires_grad();
+    Tensor y = block_sparse_linear(x, w, bias, pattern);
+    Tensor r = resample_conv(f, coarse, FineGrid::uniform(0.0, 1.0 / 3999, 4000), Response::hann(0.05));
+    Tensor loss = sum(exp(matmul(a, b) * 0.01)) + sum(tanh(y)) + sum(r * r);
+    Tensors out = grad({loss}, {a, b, x, w, bias, f});
+    out.insert(out.begin(), {loss, y, r});
+    return out;
+  };
+  set_num_threads(2);
+  const Tensors arena = run();
+  g_host_calls = 0;
+  set_host_parallel_for(&reverse_chunk_pool);
+  CHECK(host_parallel_for() == &reverse_chunk_pool);
+  const Tensors host = run();
+  const int calls = g_host_calls.load();
+  check_invoke_and_exception();  // under the host pool: parallel_invoke runs both, in turn
+  set_host_parallel_for(nullptr);
+  CHECK(host_parallel_for() == nullptr);
+  set_num_threads(0);
+  CHECK(calls > 0);  // the loops did go to the host
+  REQUIRE(arena.size() == host.size());
+  for (std::size_t i = 0; i < arena.size(); ++i) {
+    INFO("tensor " << i);
+    REQUIRE(arena[i].shape() == host[i].shape());
+    CHECK(std::memcmp(arena[i].raw_data(), host[i].raw_data(), arena[i].nbytes()) == 0);
+  }
+  // With a limit of 1 the host is never called.
+  set_host_parallel_for(&reverse_chunk_pool);
+  g_host_calls = 0;
+  with_num_threads(1, [&] { CHECK(slot_sum(200000) == 200000LL * 199999 / 2); });
+  set_host_parallel_for(nullptr);
+  CHECK(g_host_calls.load() == 0);
 }
 
 TEST_CASE("blas: one entry point, OpenBLAS single-threaded whenever xgrad runs a GEMM", "[parallel][blas]") {
