@@ -1,8 +1,10 @@
-"""Does xgrad's TBB pool, next to torch's OpenMP pool, oversubscribe the cores? A short check (the
+"""xgrad next to torch's OpenMP pool: do the two contend for the cores? A short check (the
 measurement behind the thread policy in docs/python.md): alternate a torch op (OpenMP-parallel
 elementwise + matmul) with an xgrad op (block-sparse forward+backward, resample_conv forward) and
 compare the interleaved loop's time with the sum of each op's time alone, for torch at 1 and 2
-threads and xgrad following torch (the default) or fixed at 1 or 2 threads.
+threads and xgrad following torch (the default: xgrad's loops run in torch's pool) or fixed at 1 or
+2 threads (xgrad's own TBB pool). The xgrad op's backward starts from torch's .sum(), so its time
+"alone" already includes one hand-over from torch's pool to xgrad's.
 A ratio interleaved / (torch alone + xgrad alone) near 1 means no contention between the pools.
 OpenBLAS's own pool (which runs torch's matmul on Debian, and which torch.set_num_threads does not
 reach) is set to torch's count, as in benchmark.py (blas_threads.py); --blas-default leaves it alone.

@@ -12,10 +12,16 @@
 // autograd.Function keeps it on its ctx; backward runs xgrad::grad on it with retain_graph, so
 // torch may call backward several times (gradcheck does); the graph dies with the ctx.
 //
-// Note [Threads next to torch]: before each call, xgrad's thread count is set to
-// torch.get_num_threads() when it differs from the last value set (following torch unless the
-// user fixed xgrad's count with set_num_threads). Both pools then use the same number of cores
-// one after the other: xgrad's TBB workers sleep while torch's OpenMP team runs and the reverse.
+// Note [Threads next to torch]: while xgrad follows torch's thread count (the default, until the
+// user fixes xgrad's count with set_num_threads), xgrad's parallel loops run in torch's own pool:
+// the module sets at::parallel_for as xgrad's host pool (Note [Host thread pool] in
+// core/parallel.hpp), and before each call xgrad's thread count is set to torch.get_num_threads()
+// when it differs from the last value set. One pool then runs both libraries' work. With two pools
+// taking turns, torch's OpenMP team spin-waits after each of its parallel regions (libgomp's default
+// wait policy) while xgrad's TBB workers start on the same cores: measured on a 2-core machine at 2
+// threads, a block-diagonal forward + backward (16 groups of 256) ending in a torch `.sum()` took
+// 15.8 ms with TBB and 10.4 ms without the torch op; in torch's pool, 11.5-12.9 ms (docs/python.md).
+// A count fixed with set_num_threads(n) runs in xgrad's TBB arena of n threads, as in C++.
 // xgrad holds OpenBLAS at one thread while its kernels run (Note [OpenBLAS threading] in
 // ops/detail/blas.cpp), process-wide; torch uses the same OpenBLAS for its dense GEMMs, and
 // torch.set_num_threads does not set it back. So every call here restores the OpenBLAS thread count
@@ -137,6 +143,21 @@ struct OpenBlasRestore {
   }
 };
 
+/// xgrad's host pool while it follows torch (Note [Threads next to torch]): ATen's parallel loop,
+/// which runs a call from inside one of its own chunks serially.
+[[maybe_unused]] void torch_parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain,
+                                         xgrad::FunctionRef<void(std::int64_t, std::int64_t)> fn) {
+  at::parallel_for(begin, end, grain, [&](std::int64_t lo, std::int64_t hi) { fn(lo, hi); });
+}
+
+// With torch's OpenMP backend, at::parallel_for is an inline OpenMP loop: without OpenMP in this
+// build it would run everything serially, so xgrad then keeps its TBB arena.
+#if AT_PARALLEL_OPENMP && !defined(_OPENMP)
+constexpr xgrad::HostParallelFor kTorchPool = nullptr;
+#else
+constexpr xgrad::HostParallelFor kTorchPool = &torch_parallel_for;
+#endif
+
 void sync_threads() {
   if (!g_follow_torch.load(std::memory_order_relaxed)) return;
   const int n = at::get_num_threads();
@@ -236,6 +257,7 @@ xgrad::Interp parse_interp(const std::string& s) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "xgrad's flagship ops for PyTorch (low-level bindings; use the xgrad_torch package)";
+  xgrad::set_host_parallel_for(kTorchPool);  // following torch (Note [Threads next to torch])
 
   // ---- threads ----
   m.def(
@@ -244,10 +266,12 @@ PYBIND11_MODULE(_C, m) {
         if (!n) {
           g_follow_torch = true;
           g_last_set = 0;
+          xgrad::set_host_parallel_for(kTorchPool);
           return;
         }
         if (*n < 1) throw py::value_error("set_num_threads: n = " + std::to_string(*n) + " must be >= 1");
         g_follow_torch = false;
+        xgrad::set_host_parallel_for(nullptr);
         xgrad::set_num_threads(*n);
       },
       py::arg("n"));
@@ -256,6 +280,7 @@ PYBIND11_MODULE(_C, m) {
     return xgrad::get_num_threads();
   });
   m.def("follows_torch_threads", [] { return g_follow_torch.load(); });
+  m.def("runs_in_torch_pool", [] { return xgrad::host_parallel_for() != nullptr; });
 
   // ---- zero-copy round trip (tests) ----
   m.def(

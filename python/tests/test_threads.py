@@ -1,6 +1,6 @@
-"""Thread policy (Note [Threads next to torch] in python/src/module.cpp): xgrad's TBB pool follows
-torch.get_num_threads() unless fixed with xgrad_torch.set_num_threads; results are bit-identical
-with 1 and 2 threads, forward and backward."""
+"""Thread policy (Note [Threads next to torch] in python/src/module.cpp): xgrad follows
+torch.get_num_threads() and runs in torch's pool unless fixed with xgrad_torch.set_num_threads (then
+its TBB arena); results are bit-identical with 1 and 2 threads in either pool, forward and backward."""
 import ctypes
 import unittest
 
@@ -34,12 +34,16 @@ class ThreadsTest(unittest.TestCase):
         for n in (1, 2):
             torch.set_num_threads(n)
             self.assertEqual(xt.get_num_threads(), n)
+        # Following torch, xgrad's loops run in torch's pool (Note [Threads next to torch]).
+        self.assertTrue(xt._C.runs_in_torch_pool())
         xt.set_num_threads(1)
         torch.set_num_threads(2)
         self.assertEqual(xt.get_num_threads(), 1)  # fixed by the user
         self.assertFalse(xt._C.follows_torch_threads())
+        self.assertFalse(xt._C.runs_in_torch_pool())  # xgrad's own TBB arena of the fixed size
         xt.set_num_threads(None)
         self.assertEqual(xt.get_num_threads(), 2)
+        self.assertTrue(xt._C.runs_in_torch_pool())
         with self.assertRaises(ValueError):
             xt.set_num_threads(0)
 
@@ -57,9 +61,13 @@ class ThreadsTest(unittest.TestCase):
         torch.set_num_threads(1)
         one = run_both()
         torch.set_num_threads(2)
-        two = run_both()
-        for a, b in zip(one, two):
+        two = run_both()  # in torch's pool
+        xt.set_num_threads(2)
+        arena = run_both()  # in xgrad's TBB arena
+        xt.set_num_threads(None)
+        for a, b, c in zip(one, two, arena):
             self.assertTrue(torch.equal(a, b))
+            self.assertTrue(torch.equal(a, c))
 
 
 if __name__ == "__main__":
