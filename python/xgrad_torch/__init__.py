@@ -26,8 +26,9 @@ __all__ = [
 # ---- threads ---------------------------------------------------------------------------------------
 
 def set_num_threads(n):
-    """Fix xgrad's thread count to n, or with None follow torch.get_num_threads() again (the default:
-    before each call xgrad uses as many threads as torch's intra-op pool; see docs/python.md)."""
+    """Fix xgrad's thread count to n (xgrad then runs in its own TBB pool of n threads), or with None
+    follow torch.get_num_threads() again (the default: xgrad's parallel loops run in torch's own
+    intra-op pool, with as many threads; see docs/python.md)."""
     _C.set_num_threads(n)
 
 
