@@ -52,8 +52,9 @@ class FunctionRef<R(Args...)> {
 };
 
 /// A host thread pool's parallel loop (Note [Host thread pool]): runs fn over [begin, end) split into
-/// chunks of at least `grain` items, every item exactly once, returns when all are done and rethrows
-/// the first exception a chunk threw.
+/// chunks, every item exactly once, returns when all are done and rethrows the first exception a
+/// chunk threw. `grain` is a hint: the size below which a chunk is not worth a thread of its own (as
+/// for TBB's blocked_range and ATen's at::parallel_for, which may cut chunks somewhat smaller).
 using HostParallelFor = void (*)(std::int64_t begin, std::int64_t end, std::int64_t grain,
                                  FunctionRef<void(std::int64_t, std::int64_t)> fn);
 
@@ -99,7 +100,8 @@ decltype(auto) with_num_threads(int n, Fn&& fn) {
 /// Elements below which elementwise kernels run serially (tasks cost more than they save).
 inline constexpr std::int64_t kParallelGrain = 32768;
 
-/// fn(begin, end) over [begin, end) in chunks of at least `grain` items; serial when the range is
+/// fn(begin, end) over [begin, end) in chunks of about `grain` items or more (TBB halves a range while
+/// it holds more than `grain`, so a chunk may hold as few as half of it); serial when the range is
 /// at most one grain or only one thread is allowed. fn must write disjoint outputs per index.
 template <class Fn>
 void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain, Fn&& fn) {
