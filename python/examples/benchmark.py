@@ -105,14 +105,18 @@ def report_times(case, threads, results):
             row(case, name, threads, f"{p}_ms", statistics.median(passes[p][1]) * 1e3)
 
 
-def report_ratio(case, label, threads, results, peer, p):
+def round_ratios(results, peer, p):
     """The peer's time over xgrad's, per round (the two timed within seconds of each other): the
     median over the rounds, and the smallest and largest round."""
     rs = [a / b for a, b in zip(results[peer][p][0], results["xgrad"][p][0])]
-    row(case, label, threads, f"{p}_ratio", statistics.median(rs))
-    row(case, label, threads, f"{p}_ratio_min", min(rs))
-    row(case, label, threads, f"{p}_ratio_max", max(rs))
     return statistics.median(rs), min(rs), max(rs)
+
+
+def report_ratio(case, label, threads, results, peer, p):
+    r, lo, hi = round_ratios(results, peer, p)
+    row(case, label, threads, f"{p}_ratio", r)
+    row(case, label, threads, f"{p}_ratio_min", lo)
+    row(case, label, threads, f"{p}_ratio_max", hi)
 
 
 SUMMARY = []  # (workload, threads, {pass: (peer, ratio, min, max, xgrad ms, peer ms)}), for print_summary
@@ -122,8 +126,7 @@ def summarize(workload, threads, results, peers):
     """peers: pass -> the peer it is compared with. Adds the workload's line to SUMMARY."""
     cells = {}
     for p, peer in peers.items():
-        rs = [a / b for a, b in zip(results[peer][p][0], results["xgrad"][p][0])]
-        cells[p] = (peer, statistics.median(rs), min(rs), max(rs), statistics.median(results["xgrad"][p][1]) * 1e3,
+        cells[p] = (peer, *round_ratios(results, peer, p), statistics.median(results["xgrad"][p][1]) * 1e3,
                     statistics.median(results[peer][p][1]) * 1e3)
     SUMMARY.append((workload, threads, cells))
 

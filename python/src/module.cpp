@@ -18,9 +18,9 @@
 // core/parallel.hpp), and before each call xgrad's thread count is set to torch.get_num_threads()
 // when it differs from the last value set. One pool then runs both libraries' work. With two pools
 // taking turns, torch's OpenMP team spin-waits after each of its parallel regions (libgomp's default
-// wait policy) while xgrad's TBB workers start on the same cores: measured on a 2-core machine at 2
-// threads, a block-diagonal forward + backward (16 groups of 256) ending in a torch `.sum()` took
-// 15.8 ms with TBB and 10.4 ms without the torch op; in torch's pool, 11.5-12.9 ms (docs/python.md).
+// wait policy) while xgrad's TBB workers start on the same cores: on a 2-core machine at 2 threads,
+// python/examples/thread_check.py's xgrad op (starting from torch's `.sum()`) took 1.99-2.35 ms
+// in xgrad's TBB pool and 1.30-1.33 ms in torch's pool (docs/python.md).
 // A count fixed with set_num_threads(n) runs in xgrad's TBB arena of n threads, as in C++.
 // xgrad holds OpenBLAS at one thread while its kernels run (Note [OpenBLAS threading] in
 // ops/detail/blas.cpp), process-wide; torch uses the same OpenBLAS for its dense GEMMs, and

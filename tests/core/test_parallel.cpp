@@ -1,7 +1,8 @@
-// Tests for core/parallel.* (Note [Thread arena]) and ops/detail/blas.* (Note [OpenBLAS threading]):
-// the thread limit is xgrad's own task arena and leaves TBB's process-wide limit alone, an
-// application's global_control still caps it, limits change safely while other threads run ops,
-// nested and throwing bodies work, and OpenBLAS is single-threaded whenever xgrad runs a GEMM.
+// Tests for core/parallel.* (Note [Thread arena], Note [Host thread pool]) and ops/detail/blas.*
+// (Note [OpenBLAS threading]): the thread limit is xgrad's own task arena and leaves TBB's
+// process-wide limit alone, an application's global_control still caps it, limits change safely while
+// other threads run ops, nested and throwing bodies work, a host pool runs the loops with the same
+// bits, and OpenBLAS is single-threaded whenever xgrad runs a GEMM.
 #include <tbb/global_control.h>
 #include <tbb/info.h>
 
@@ -38,8 +39,8 @@ std::size_t tbb_limit() { return tbb::global_control::active_value(tbb::global_c
 int cores() { return std::min(static_cast<int>(tbb::info::default_concurrency()), static_cast<int>(tbb_limit())); }
 
 // A host pool for Note [Host thread pool], made to differ from TBB's splitting: chunks of exactly
-// `grain` items (the smallest allowed), handed out last to first to three std::threads, every call
-// counted; the first exception is rethrown.
+// `grain` items (TBB's chunks hold grain/2 to grain and more), handed out last to first to three std::threads, every
+// call counted; the first exception is rethrown.
 std::atomic<int> g_host_calls{0};
 void reverse_chunk_pool(std::int64_t begin, std::int64_t end, std::int64_t grain,
                         FunctionRef<void(std::int64_t, std::int64_t)> fn) {
