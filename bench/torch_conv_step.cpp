@@ -1,20 +1,64 @@
-// The fashion_cnn training step, the libtorch peer of conv_step.cpp: the same layers (torch::nn,
-// Debian's libtorch: convolutions through oneDNN), the same batch, cases and CSV rows (impl =
-// libtorch). Dropout masks and init differ (their costs do not).
+// The fashion_cnn training step, the libtorch peer of conv_step.cpp: the same layers, batch, cases
+// and CSV rows (impl = libtorch), with Debian's libtorch (convolutions through oneDNN) and its Adam.
+// Dropout masks and init differ (their costs do not).
+//
+// The model is written with the functions torch::nn's modules call in their forward (conv2d,
+// batch_norm with running statistics, relu, max_pool2d, flatten, dropout, linear), on parameter
+// tensors held here, instead of a torch::nn::Sequential of those modules: torch/torch.h and the
+// modules' headers made this the slowest file of the build (20 s of compiler CPU, GCC 12 -O3, of
+// which 15 s parsing), and a module's forward adds only a call around the same function (docs/design.md, Compile time).
 //
 // usage: torch_conv_step [--threads N] [--iters N] [--reps N] [--case NAME]
-#include <torch/torch.h>
+#include <torch/optim/adam.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
+#include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "overhead_harness.hpp"
 
 namespace {
 
 using overhead::median_us;
-namespace tnn = torch::nn;
 
 void row(const char* name, int threads, double us) { overhead::row(name, "libtorch", threads, us); }
+
+/// A parameter drawn uniformly from [-1/sqrt(fan_in), 1/sqrt(fan_in)] (torch::nn's default bound).
+torch::Tensor param(at::IntArrayRef shape, int64_t fan_in) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+  return ((torch::rand(shape) * 2 - 1) * bound).requires_grad_();
+}
+
+/// Conv2d(cin, 32, 3, padding 1, no bias) -> BatchNorm2d(32) -> ReLU -> MaxPool2d(2), as torch::nn's
+/// modules compute it (BatchNorm2d: momentum 0.1, eps 1e-5, running statistics updated in training).
+struct ConvBlock {
+  torch::Tensor w, gamma, beta, running_mean, running_var;
+  explicit ConvBlock(int64_t cin)
+      : w(param({32, cin, 3, 3}, cin * 9)),
+        gamma(torch::ones({32}).requires_grad_()),
+        beta(torch::zeros({32}).requires_grad_()),
+        running_mean(torch::zeros({32})),
+        running_var(torch::ones({32})) {}
+  torch::Tensor forward(const torch::Tensor& x, bool training) const {
+    auto y = torch::conv2d(x, w, {}, 1, 1);
+    y = torch::batch_norm(y, gamma, beta, running_mean, running_var, training, 0.1, 1e-5, false);
+    return torch::max_pool2d(torch::relu(y), 2);
+  }
+};
+
+struct FashionCnn {
+  ConvBlock b1{1}, b2{32};
+  torch::Tensor w3 = param({128, 32 * 7 * 7}, 32 * 7 * 7), c3 = param({128}, 32 * 7 * 7);
+  torch::Tensor w4 = param({10, 128}, 128), c4 = param({10}, 128);
+  std::vector<torch::Tensor> parameters() const { return {b1.w, b1.gamma, b1.beta, b2.w, b2.gamma, b2.beta, w3, c3, w4, c4}; }
+  torch::Tensor forward(const torch::Tensor& x, bool training) const {
+    auto h = b2.forward(b1.forward(x, training), training).flatten(1);
+    h = torch::relu(torch::linear(torch::dropout(h, 0.25, training), w3, c3));
+    return torch::linear(torch::dropout(h, 0.25, training), w4, c4);
+  }
+};
 
 }  // namespace
 
@@ -25,19 +69,15 @@ int main(int argc, char** argv) {
   torch::manual_seed(0);
   auto x = torch::rand({64, 1, 28, 28});
   auto target = torch::arange(64, torch::kLong).remainder(10);
-  tnn::Sequential model(tnn::Conv2d(tnn::Conv2dOptions(1, 32, 3).padding(1).bias(false)), tnn::BatchNorm2d(32),
-                        tnn::ReLU(), tnn::MaxPool2d(tnn::MaxPool2dOptions(2)),
-                        tnn::Conv2d(tnn::Conv2dOptions(32, 32, 3).padding(1).bias(false)), tnn::BatchNorm2d(32),
-                        tnn::ReLU(), tnn::MaxPool2d(tnn::MaxPool2dOptions(2)), tnn::Flatten(), tnn::Dropout(0.25),
-                        tnn::Linear(32 * 7 * 7, 128), tnn::ReLU(), tnn::Dropout(0.25), tnn::Linear(128, 10));
-  torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(1e-3));
+  FashionCnn model;
+  const std::vector<torch::Tensor> params = model.parameters();
+  torch::optim::Adam opt(params, torch::optim::AdamOptions(1e-3));
   double sink = 0;
 
   if (o.only.empty() || o.only == "fashion_cnn_step_b64") {
-    model->train();
     const double us = median_us(o.iters, o.reps, [&] {
-      model->zero_grad(/*set_to_none=*/true);
-      auto loss = torch::nn::functional::cross_entropy(model->forward(x), target);
+      for (const auto& p : params) p.mutable_grad().reset();  // Module::zero_grad(set_to_none)
+      auto loss = torch::cross_entropy_loss(model.forward(x, /*training=*/true), target);
       loss.backward();
       opt.step();
       sink += loss.item<double>();
@@ -45,12 +85,10 @@ int main(int argc, char** argv) {
     row("fashion_cnn_step_b64", o.threads, us);
   }
   if (o.only.empty() || o.only == "fashion_cnn_eval_b64") {
-    model->eval();
     const double us = median_us(o.iters, o.reps, [&] {
       torch::NoGradGuard no_grad;
-      sink += model->forward(x).data_ptr<float>()[0];
+      sink += model.forward(x, /*training=*/false).data_ptr<float>()[0];
     });
-    model->train();
     row("fashion_cnn_eval_b64", o.threads, us);
   }
   if (o.only.empty() || o.only == "conv_block_fwdbwd_b64") {

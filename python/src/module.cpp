@@ -28,12 +28,17 @@
 // it found (OpenBlasRestore): torch's own GEMMs keep their threads next to xgrad_torch.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-// torch/python.h (pybind11's casters for at::Tensor) and ATen, not torch/extension.h: the latter also
-// parses the whole C++ frontend (torch/all.h: nn, optim, data), none of which is used here. The module
-// compiled in 36 s of CPU with it and 22 s without (GCC 12, -O3, one run each, the same hour).
-#include <ATen/ATen.h>
+// Only the torch headers the module uses: at::Tensor's class, the one ATen function called
+// (from_blob, a per-operator header), ATen's parallel_for, and pybind11's caster for at::Tensor
+// (torch/csrc/utils/pybind.h). Not torch/extension.h (the whole C++ frontend: nn, optim, data) nor
+// torch/python.h (torch::nn::Module's casters) nor ATen/ATen.h (every operator's declaration). Compiler
+// CPU seconds of this file, GCC 12 -O3: 36 with torch/extension.h; 18.8 with torch/python.h and
+// ATen/ATen.h, 11.6 of it parsing; with these headers the parse is 3.6 (docs/design.md, Compile time).
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/Parallel.h>
-#include <torch/python.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/from_blob.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <atomic>
 #include <memory>
