@@ -5,8 +5,9 @@
 // The model is written with the functions torch::nn's modules call in their forward (conv2d,
 // batch_norm with running statistics, relu, max_pool2d, flatten, dropout, linear), on parameter
 // tensors held here, instead of a torch::nn::Sequential of those modules: torch/torch.h and the
-// modules' headers made this the slowest file of the build (20 s of compiler CPU, GCC 12 -O3, of
-// which 15 s parsing), and a module's forward adds only a call around the same function (docs/design.md, Compile time).
+// modules' headers made this the slowest file of the build (20.5 s of compiler CPU, GCC 12 -O3, 14.8
+// of them parsing; now 12.6), and a module's forward adds only a call around the same function
+// (docs/design.md, Compile time, fifth round).
 //
 // usage: torch_conv_step [--threads N] [--iters N] [--reps N] [--case NAME]
 #include <torch/optim/adam.h>
@@ -52,7 +53,9 @@ struct FashionCnn {
   ConvBlock b1{1}, b2{32};
   torch::Tensor w3 = param({128, 32 * 7 * 7}, 32 * 7 * 7), c3 = param({128}, 32 * 7 * 7);
   torch::Tensor w4 = param({10, 128}, 128), c4 = param({10}, 128);
-  std::vector<torch::Tensor> parameters() const { return {b1.w, b1.gamma, b1.beta, b2.w, b2.gamma, b2.beta, w3, c3, w4, c4}; }
+  std::vector<torch::Tensor> parameters() const {
+    return {b1.w, b1.gamma, b1.beta, b2.w, b2.gamma, b2.beta, w3, c3, w4, c4};
+  }
   torch::Tensor forward(const torch::Tensor& x, bool training) const {
     auto h = b2.forward(b1.forward(x, training), training).flatten(1);
     h = torch::relu(torch::linear(torch::dropout(h, 0.25, training), w3, c3));

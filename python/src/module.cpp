@@ -31,9 +31,10 @@
 // Only the torch headers the module uses: at::Tensor's class, the one ATen function called
 // (from_blob, a per-operator header), ATen's parallel_for, and pybind11's caster for at::Tensor
 // (torch/csrc/utils/pybind.h). Not torch/extension.h (the whole C++ frontend: nn, optim, data) nor
-// torch/python.h (torch::nn::Module's casters) nor ATen/ATen.h (every operator's declaration). Compiler
-// CPU seconds of this file, GCC 12 -O3: 36 with torch/extension.h; 18.8 with torch/python.h and
-// ATen/ATen.h, 11.6 of it parsing; with these headers the parse is 3.6 (docs/design.md, Compile time).
+// torch/python.h (torch::nn::Module's casters) nor ATen/ATen.h (every operator's declaration).
+// Compiler CPU seconds of this file, GCC 12 -O3, one machine: 18.8 with torch/python.h and ATen/ATen.h
+// (11.6 of them parsing), 11.6 with these (5.2 parsing); docs/design.md, Compile time, fifth round.
+// TORCH_ASSERT_ONLY_METHOD_OPERATORS makes including every operator's declaration a compile error.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
