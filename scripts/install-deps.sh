@@ -5,7 +5,9 @@
 # apt-get (update + install) runs only for the missing ones. Needs root (or sudo) when it installs.
 set -euo pipefail
 
-# What the main job (scripts/main.sh: build and run the examples) needs ...
+# What the main job (scripts/main.sh: build and run the examples) needs, including the data package
+# of every nn::datasets loader its examples use (each loader names it: kPackage; the test "the main
+# job installs ..." in tests/nn/test_datasets.cpp fails when one is missing here) ...
 main_packages=(
   cmake ninja-build g++                  # toolchain (CMake 3.25, g++ 12)
   libxtensor-dev libxsimd-dev xtl-dev    # xtensor at the API boundary, SIMD
@@ -17,13 +19,13 @@ main_packages=(
   libcli11-dev                           # command lines of examples and benchmarks
   gnuplot-nox                            # the examples' PNG plots
   dataset-fashion-mnist                  # examples/fashion_cnn's data (nn::datasets::FashionMNIST)
+  wamerican                              # examples/char_model's word list (nn::datasets::WordList)
 )
 # ... and what the tests and benchmarks need on top (PyTorch alone is several hundred MB).
 test_packages=(
   catch2                                 # tests (Catch2 v2)
   libopenmpi-dev openmpi-bin             # optional MPI data parallelism (xgrad::distributed) and its tests
   python3-torch python3-numpy            # PyTorch parity tests and the benchmark peer
-  wamerican                              # the word list nn/datasets reads (tests read the real files)
   libtorch-dev                           # C++ PyTorch peer in bench/ (optional for the build)
   python3-dev pybind11-dev               # the PyTorch extension module xgrad_torch (python/, optional)
 )

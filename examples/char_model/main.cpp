@@ -39,7 +39,7 @@ struct Settings {
   double lr = 3e-3;
   std::uint64_t seed = 1;
   std::string out = "out/char_model";
-  std::string words = "/usr/share/dict/american-english";
+  std::string words = nn::datasets::WordList::kDefaultPath;
   int threads = 0;
   bool quick = false;
 };

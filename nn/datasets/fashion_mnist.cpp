@@ -24,9 +24,10 @@ std::string find_file(const std::string& root, const std::string& name) {
   if (exists(base)) return base;
   const bool packaged = root == FashionMNIST::kDefaultRoot;
   throw Error(fmt::format("FashionMNIST: '{}.gz' (or '{}') not found{}", base, base,
-                          packaged ? "; the Debian package dataset-fashion-mnist provides it, install it with: "
-                                     "apt-get install dataset-fashion-mnist"
-                                   : ""));
+                          packaged ? fmt::format("; the Debian package {} provides it, install it with: "
+                                                 "apt-get install {}",
+                                                 FashionMNIST::kPackage, FashionMNIST::kPackage)
+                                   : std::string()));
 }
 
 TensorDataset load(FashionMNIST::Split split, const std::string& root) {

@@ -22,8 +22,10 @@ namespace xgrad::nn::datasets {
 class FashionMNIST : public Dataset {
  public:
   enum class Split { train, test };
-  /// Where dataset-fashion-mnist installs its files.
+  /// Where the Debian package kPackage installs its files (see WordList::kPackage for the check that
+  /// the main job installs it).
   static constexpr const char* kDefaultRoot = "/usr/share/datasets/fashion-mnist";
+  static constexpr const char* kPackage = "dataset-fashion-mnist";
   /// The class names, by label (torchvision's FashionMNIST.classes).
   static constexpr std::array<const char*, 10> kClasses = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                                                            "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};

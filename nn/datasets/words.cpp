@@ -7,6 +7,7 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "xgrad/core/checked.hpp"
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/file_io.hpp"
 #include "xgrad/core/random.hpp"
@@ -14,8 +15,6 @@
 namespace xgrad::nn::datasets {
 
 namespace {
-constexpr const char* kDefaultPath = "/usr/share/dict/american-english";
-
 bool keep(const std::string& w, bool letters_only) {
   if (w.empty()) return false;
   for (unsigned char c : w) {
@@ -31,9 +30,9 @@ WordList::WordList(const WordListOptions& options) : id_of_(256, -1) {
   struct stat st {};
   if (::stat(options.path.c_str(), &st) != 0 && options.path == kDefaultPath)
     throw Error(
-        fmt::format("WordList: '{}' not found; the Debian package wamerican provides it, install it with: "
-                    "apt-get install wamerican",
-                    options.path));
+        fmt::format("WordList: '{}' not found; the Debian package {} provides it, install it with: "
+                    "apt-get install {}",
+                    options.path, kPackage, kPackage));
   const std::string text = read_regular_file(options.path, "WordList");
   std::vector<std::string> words;
   std::unordered_set<std::string> seen;
@@ -90,6 +89,10 @@ std::shared_ptr<TensorDataset> WordList::context_dataset(Split split, std::int64
   const auto& ws = words(split);
   std::int64_t rows = 0;
   for (const auto& w : ws) rows += static_cast<std::int64_t>(w.size()) + 1;
+  constexpr const char* kFn = "WordList::context_dataset";
+  check_host_memory(
+      checked_nbytes(checked_numel({rows, block_size}, kFn, "block_size"), sizeof(std::int64_t), kFn, "block_size"),
+      kFn, "block_size");
   Tensor data = Tensor::zeros({rows, block_size}, kInt64);
   Tensor target = Tensor::zeros({rows}, kInt64);
   auto* dp = data.data<std::int64_t>();

@@ -21,7 +21,7 @@
 namespace xgrad::nn::datasets {
 
 struct WordListOptions {
-  /// Where the Debian package wamerican installs its list.
+  /// Where the Debian package wamerican (WordList::kPackage) installs its list.
   std::string path = "/usr/share/dict/american-english";
   /// Keep only the words made of the letters a-z (drops names, possessives and accented words); when
   /// false, every word of printable ASCII characters other than '.' and space is kept.
@@ -36,6 +36,12 @@ struct WordListOptions {
 class WordList {
  public:
   enum class Split { train, val };
+  /// The default path (WordListOptions::path) and the Debian package that installs it. Every loader
+  /// of nn/datasets names its package this way: a test (tests/nn/test_datasets.cpp) checks that the
+  /// main job's install step (scripts/install-deps.sh --main) installs the package of each loader
+  /// that an example of scripts/main.sh uses.
+  static constexpr const char* kDefaultPath = "/usr/share/dict/american-english";
+  static constexpr const char* kPackage = "wamerican";
   /// Reads and filters the words (duplicates removed, first occurrence kept), builds the vocabulary
   /// and splits. Errors (xgrad::Error): the file missing (naming the file, and the package wamerican
   /// with "install it with: apt-get install wamerican" for the default path) or unreadable, no word

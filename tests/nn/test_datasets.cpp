@@ -9,10 +9,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -337,6 +340,10 @@ TEST_CASE("WordList: a small list: filtering, vocabulary, encoding and context e
     CHECK(e.target.item() == (i < word.size() ? static_cast<double>(ids[i]) : 0.0));
   }
   test::require_error([&] { (void)w.context_dataset(ds::WordList::Split::train, 0); }, {"block_size", "0"});
+  // a block too large for memory (or for int64) is refused naming the call and the argument
+  for (const std::int64_t huge : {std::int64_t{1} << 50, std::numeric_limits<std::int64_t>::max()})
+    test::require_error([&] { (void)w.context_dataset(ds::WordList::Split::train, huge); },
+                        {"WordList::context_dataset", "'block_size'"});
   // other options
   o.lowercase_letters_only = false;
   o.val_fraction = 0;
@@ -394,4 +401,118 @@ TEST_CASE("WordList: missing files and bad options are refused", "[datasets][wor
   });
   if (!exists(ds::WordListOptions().path))
     test::require_error([] { ds::WordList w; }, {"install it with: apt-get install wamerican"});
+}
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  REQUIRE(f.good());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+/// The words of the bash array `name=( ... )` in `script` (comments dropped; the array ends at the
+/// first ')' outside a comment).
+std::set<std::string> bash_array(const std::string& script, const std::string& name) {
+  const std::size_t start = script.find("\n" + name + "=(");
+  REQUIRE(start != std::string::npos);
+  std::set<std::string> words;
+  std::istringstream lines(script.substr(start + name.size() + 3));
+  for (std::string line; std::getline(lines, line);) {
+    std::string code = line.substr(0, line.find('#'));
+    const std::size_t close = code.find(')');
+    std::istringstream ws(code.substr(0, close));
+    for (std::string w; ws >> w;) words.insert(w);
+    if (close != std::string::npos) return words;
+  }
+  FAIL("bash array " << name << " is not closed");
+  return words;
+}
+
+/// The text of every source file of examples/<name>/ and of examples/common/ (headers they share).
+std::string example_sources(const std::string& name) {
+  std::string all;
+  for (const std::string dir : {"/examples/" + name, std::string("/examples/common")}) {
+    const std::filesystem::path root = std::string(XGRAD_SOURCE_DIR) + dir;
+    if (!std::filesystem::exists(root)) continue;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(root))
+      if (e.is_regular_file() && (e.path().extension() == ".cpp" || e.path().extension() == ".hpp"))
+        all += read_text(e.path().string());
+  }
+  return all;
+}
+
+/// The package dpkg says installs `path` ("" when dpkg does not know the file or is not there).
+std::string dpkg_owner(const std::string& path) {
+  const std::string cmd = "dpkg-query -S '" + path + "' 2>/dev/null";
+  std::string out;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    ::pclose(p);
+  }
+  const std::size_t colon = out.find(':');
+  return colon == std::string::npos ? "" : out.substr(0, colon);
+}
+
+}  // namespace
+
+// A fresh machine runs `bash scripts/main.sh`, which installs only install-deps.sh's main_packages
+// before running its examples: a dataset that only the test packages bring (once: wamerican) makes
+// the main job fail there while every machine with the test packages passes.
+TEST_CASE("the main job installs the package of every dataset and data file its examples read",
+          "[datasets][main_job]") {
+  struct Loader {
+    std::string name, package, default_path;
+  };
+  const std::vector<Loader> loaders = {
+      {"FashionMNIST", ds::FashionMNIST::kPackage, ds::FashionMNIST::kDefaultRoot},
+      {"WordList", ds::WordList::kPackage, ds::WordList::kDefaultPath},
+  };
+  // every loader of nn/datasets that names a package is in the list above
+  std::size_t declared = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(XGRAD_SOURCE_DIR) + "/nn/datasets"))
+    if (e.path().extension() == ".hpp") {
+      const std::string text = read_text(e.path().string());
+      for (std::size_t at = text.find("kPackage ="); at != std::string::npos; at = text.find("kPackage =", at + 1))
+        ++declared;
+    }
+  CHECK(declared == loaders.size());
+  CHECK(ds::WordListOptions().path == ds::WordList::kDefaultPath);
+
+  const std::set<std::string> main_packages =
+      bash_array(read_text(XGRAD_SOURCE_DIR "/scripts/install-deps.sh"), "main_packages");
+  const std::set<std::string> examples = bash_array(read_text(XGRAD_SOURCE_DIR "/scripts/main.sh"), "examples");
+  REQUIRE(main_packages.count("cmake") == 1);  // the parser found the list
+  REQUIRE(examples.size() >= 2);
+  int uses = 0;
+  for (const auto& example : examples) {
+    const std::string src = example_sources(example);
+    INFO("scripts/main.sh runs examples/" << example);
+    REQUIRE(!src.empty());
+    for (const auto& l : loaders)
+      if (src.find("datasets::" + l.name) != std::string::npos) {
+        ++uses;
+        INFO("it reads nn::datasets::" << l.name << ", whose files come with the Debian package " << l.package
+                                       << ": add it to main_packages in scripts/install-deps.sh");
+        CHECK(main_packages.count(l.package) == 1);
+      }
+    // a file path written into the example itself must come from a package the main job installs
+    for (std::size_t at = src.find("\"/usr/"); at != std::string::npos; at = src.find("\"/usr/", at + 1)) {
+      const std::string path = src.substr(at + 1, src.find('"', at + 1) - at - 1);
+      const std::string owner = dpkg_owner(path);
+      INFO("examples/" << example << " names '" << path << "', installed by '" << owner << "'");
+      CHECK(!owner.empty());
+      CHECK(main_packages.count(owner) == 1);
+    }
+  }
+  CHECK(uses >= 2);  // fashion_cnn and char_model: the scan sees the loaders
+  // each loader names the package that really installs its default path (when dpkg knows it)
+  for (const auto& l : loaders) {
+    if (!have_package(l.default_path, l.package)) continue;
+    INFO(l.name << "'s default path " << l.default_path);
+    CHECK(dpkg_owner(l.default_path) == l.package);
+  }
 }
