@@ -484,6 +484,22 @@ std::tuple<Tensor, Tensor> take_sorted(const char* op, const Tensor& x, std::int
   return {detail::gather_map(op, x, pos.shape(), std::move(map), true), pos};
 }
 
+// torch.max(x, dim) / torch.min(x, dim): the values are x taken at the indices (the first arg-max /
+// arg-min along dim), so the gradient goes to that one element, as torch's (Note [Tie rules] in
+// ops/reduction.cpp: max(x, axes), torch.amax, shares it among ties instead).
+template <bool kMax>
+std::tuple<Tensor, Tensor> extremum_with_indices(const char* op, const Tensor& x, std::int64_t dim, bool keepdim) {
+  check_defined(op, x, "x");
+  check_floating(op, "x", x);
+  const Tensor pos = arg_reduce<kMax>(op, x, dim, true);
+  const std::int64_t a = norm_dim(op, dim, x.shape());
+  auto [v, i] = take_sorted(op, x, a, pos);
+  if (keepdim || x.dim() == 0) return {v, i};
+  Shape out = x.shape();
+  out.erase(out.begin() + a);
+  return {reshape(v, out), reshape(i, out)};
+}
+
 }  // namespace
 
 Tensor argmax(const Tensor& x, std::optional<std::int64_t> dim, bool keepdim) {
@@ -494,14 +510,10 @@ Tensor argmin(const Tensor& x, std::optional<std::int64_t> dim, bool keepdim) {
 }
 
 std::tuple<Tensor, Tensor> max_with_indices(const Tensor& x, std::int64_t dim, bool keepdim) {
-  check_defined("max", x, "x");
-  check_floating("max", "x", x);
-  return {max(x, std::vector<std::int64_t>{dim}, keepdim), argmax(x, dim, keepdim)};
+  return extremum_with_indices<true>("max", x, dim, keepdim);
 }
 std::tuple<Tensor, Tensor> min_with_indices(const Tensor& x, std::int64_t dim, bool keepdim) {
-  check_defined("min", x, "x");
-  check_floating("min", "x", x);
-  return {min(x, std::vector<std::int64_t>{dim}, keepdim), argmin(x, dim, keepdim)};
+  return extremum_with_indices<false>("min", x, dim, keepdim);
 }
 
 std::tuple<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t dim, bool largest, bool sorted) {
@@ -585,7 +597,10 @@ Tensor one_hot(const Tensor& labels, std::int64_t num_classes) {
                 v[e], e, c);
   Shape out = labels.shape();
   out.push_back(c);
-  checked_numel(out, "one_hot", "num_classes");
+  // a num_classes too large for this machine is refused naming it, not by the anonymous allocation
+  check_host_memory(
+      checked_nbytes(checked_numel(out, "one_hot", "num_classes"), sizeof(std::int64_t), "one_hot", "num_classes"),
+      "one_hot", "num_classes");
   Tensor y = Tensor::zeros(out, kInt64);
   std::int64_t* yp = y.data<std::int64_t>();
   parallel_for(0, static_cast<std::int64_t>(v.size()), kParallelGrain, [&](std::int64_t b, std::int64_t e) {

@@ -345,49 +345,49 @@ using Sum = SumOrMean<false>;
 using Mean = SumOrMean<true>;
 
 // ---- max ----------------------------------------------------------------------------------------
+// Note [Tie rules] (max and min over axes, as torch.amax/amin): dx = g / K at each of the K elements
+// of a reduced row equal to its result, 0 elsewhere; when the result is NaN, the NaNs share it (as
+// torch.max() over everything; torch.amax over some axes gives NaN gradients there). The shares
+// are a constant of x, so the same public ops serve the first-order backward and create_graph.
+Tensor tie_share_backward(const Tensor& g, const Tensor& x, const Tensor& y_keep, const std::vector<std::int64_t>& axes,
+                          const Shape& keep_shape) {
+  const Tensor xd = x.detach(), yd = y_keep.detach();  // constants: no history
+  const Tensor ties = logical_or(eq(xd, yd), logical_and(ne(xd, xd), ne(yd, yd))).to(x.dtype());
+  const Tensor counts = sum(ties, axes, true);
+  return div(mul(reshape(g, keep_shape), ties), counts);
+}
+
 struct Max : Function<Max> {
   static constexpr const char* kName = "max";
-  Shape in_shape;
-  std::vector<std::int64_t> argmax;  // per output, flat index into x (only when x needs a gradient)
-  Tensor forward(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
-    const Plan p = make_plan(kName, x, axes, keepdim);
+  Shape in_shape, keep_shape;
+  std::vector<std::int64_t> axes;
+  bool identity = false;  // every reduced row has one element: y is x
+  Tensor forward(const Tensor& x, const std::vector<std::int64_t>& axes_, bool keepdim) {
+    const Plan p = make_plan(kName, x, axes_, keepdim);
     check_nonempty_axes(kName, x, p);
-    const bool want_idx = needs_input_grad(0);
-    if (want_idx) in_shape = x.shape();
-    if (p.count == 1) {  // every output is its own arg-max
-      if (want_idx) {
-        argmax.resize(static_cast<std::size_t>(x.numel()));
-        for (std::size_t i = 0; i < argmax.size(); ++i) argmax[i] = static_cast<std::int64_t>(i);
-      }
+    in_shape = x.shape();
+    keep_shape = p.keep_shape;
+    axes = p.axes;
+    if (p.count == 1) {  // every output is its own max
+      identity = true;
       return copy_as(x, p.out_shape);
     }
     Tensor y = Tensor::empty(p.out_shape, x.dtype());
     if (y.numel() == 0) return y;
-    if (want_idx) argmax.resize(static_cast<std::size_t>(y.numel()));
     const Layout l = make_layout(x.shape(), p.axes);
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      max_kernel<T>(x.data<T>(), y.data<T>(), want_idx ? argmax.data() : nullptr, l);
+      max_kernel<T>(x.data<T>(), y.data<T>(), nullptr, l);
     });
+    if (needs_input_grad(0)) save_for_backward({x, y});
     return y;
   }
-  // Note [Create graph]: the scatter to the arg-max recorded in grad mode (its backward is the
-  // gather at the same positions; the positions are constant, so d(dx)/dx = 0 off ties).
+  // Note [Create graph]: tie_share_backward's ops are recorded in grad mode (the shares constant).
   static constexpr bool kDifferentiableBackward = true;
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
-    if (GradMode::is_enabled()) return {detail::scatter_map(kName, g, in_shape, argmax, true)};
-    Tensor gx = Tensor::zeros(in_shape, g.dtype());
-    dispatch(g.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* gp = g.data<T>();
-      T* o = gx.data<T>();
-      // Each output scatters to its own arg-max: distinct destinations, so any split is deterministic.
-      parallel_for(0, g.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t i = b; i < e; ++i) o[argmax[static_cast<std::size_t>(i)]] = gp[i];
-      });
-    });
-    return {gx};
+    if (identity || g.numel() == 0) return {identity ? reshape(g, in_shape) : Tensor::zeros(in_shape, g.dtype())};
+    return {tie_share_backward(g, saved(0), reshape(saved(1), keep_shape), axes, keep_shape)};
   }
 };
 
@@ -737,14 +737,8 @@ inline T sign_of(T v) {
 template <class T>
 void row_backward(const RowReduce& r, const T* x, std::int64_t k, T g, T y, T* dx, T* tmp) {
   switch (r.op) {
-    case RowOp::kMin: {
-      std::int64_t at = 0;
-      for (std::int64_t j = 1; j < k; ++j)
-        if (beats_min(x[j], x[at])) at = j;
-      std::fill(dx, dx + k, T(0));
-      dx[at] = g;
+    case RowOp::kMin:  // tie_share_backward, not per row
       return;
-    }
     case RowOp::kProd: {
       // Note [Product gradient]: prod of the others = (prefix before j) * (suffix after j): exact
       // with zeros (one zero: only its own gradient is nonzero; two: all are 0), no division.
@@ -808,13 +802,13 @@ void row_backward(const RowReduce& r, const T* x, std::int64_t k, T g, T y, T* d
   }
 }
 
-// y = a row reduction of x over the plan's axes (see the header's table). min: the first minimum in
-// row-major order of the reduced elements (NaN propagates), dx = g at that position.
+// y = a row reduction of x over the plan's axes (see the header's table). min: NaN propagates; dx
+// shared among the ties (Note [Tie rules], tie_share_backward).
 template <RowOp kOp>
 struct RowReduction : Function<RowReduction<kOp>> {
   static constexpr const char* kName = row_op_name(kOp);
   // In grad mode (Note [Create graph]): prod, var, std, norm through recorded_backward; min through
-  // the scatter of g to each row's arg-min, recorded (min_at_argmin).
+  // tie_share_backward, recorded as max's.
   static constexpr bool kDifferentiableBackward = true;
   RowReduce r;
   Shape x_shape, keep_shape;
@@ -883,26 +877,6 @@ struct RowReduction : Function<RowReduction<kOp>> {
     return permute(others, inv);
   }
 
-  // min under create_graph: g scattered to each row's arg-min (the first minimum; NaN wins), a
-  // recorded scatter_map whose backward is the gather from the same positions.
-  Tensor min_at_argmin(const Tensor& g, const Tensor& rows, const RowView& v) const {
-    std::vector<std::int64_t> at(static_cast<std::size_t>(v.rows));
-    dispatch(rows.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* xp = rows.data<T>();
-      parallel_for(0, v.rows, grain_for(v.k), [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t o = b; o < e; ++o) {
-          const T* row = xp + o * v.k;
-          std::int64_t j = 0;
-          for (std::int64_t q = 1; q < v.k; ++q)
-            if (beats_min(row[q], row[j])) j = q;
-          at[static_cast<std::size_t>(o)] = v.off(v.base(o), j);
-        }
-      });
-    });
-    return detail::scatter_map(kName, g, x_shape, std::move(at), true);
-  }
-
   static bool any_equal(const Tensor& t, double v) {
     for (double e : t.to_vector())
       if (e == v) return true;
@@ -939,6 +913,7 @@ struct RowReduction : Function<RowReduction<kOp>> {
   Tensors backward(const Tensors& grads) {
     const Tensor x = this->saved(0), y = this->saved(1);
     if (x.numel() == 0 || count == 0) return {Tensor::zeros(x_shape, x.dtype())};
+    if constexpr (kOp == RowOp::kMin) return {tie_share_backward(grads[0], x, y, axes, keep_shape)};
     if constexpr (kOp != RowOp::kMin)
       if (GradMode::is_enabled()) return {recorded_backward(grads[0], x)};
     Plan p;  // the forward's plan (its axes, normalised)
@@ -947,8 +922,6 @@ struct RowReduction : Function<RowReduction<kOp>> {
     p.count = count;
     const RowView v = row_view(x, p);
     const Tensor rows = to_rows(x, v);
-    if constexpr (kOp == RowOp::kMin)
-      if (GradMode::is_enabled()) return {min_at_argmin(grads[0], rows, v)};
     Tensor drows = Tensor::empty({v.rows, v.k}, x.dtype());
     const Tensor& g = grads[0];
     dispatch(x.dtype(), [&](auto tag) {

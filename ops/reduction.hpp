@@ -7,7 +7,7 @@
 // |-------------------------|---------------------------------|-----------------------------------------------|
 // | sum(x, axes, keepdim)   | sum over axes                   | dx = g broadcast back to x's shape            |
 // | mean(x, axes, keepdim)  | sum / (number of reduced elems) | dx = g / count, broadcast                     |
-// | max(x, axes, keepdim)   | maximum over axes               | dx = g at the first arg-max (row-major), 0 else |
+// | max(x, axes, keepdim)   | maximum over axes (torch.amax)  | dx = g / K at the K elements equal to y, 0 else |
 // | logsumexp(x, axes, kd)  | m + log(sum exp(x - m)), stable | dx = g * exp(x - y)  (= softmax)              |
 //
 // Details:
@@ -17,10 +17,13 @@
 // - sum of an integer or bool tensor is int64 (as torch), exact and wrapping on overflow, with no
 //   gradient; mean, max and logsumexp take float32/float64 only.
 // - max returns the largest value, or NaN when a reduced element is NaN (like torch.amax). Its
-//   gradient goes entirely to ONE element: the first arg-max in row-major order of the reduced
-//   elements (the first NaN if there is one). torch.amax instead splits the gradient evenly among
-//   tied maxima, so the two agree only when there are no ties. max over an axis of size 0 is an
-//   error (there is no identity); reducing a non-empty axis of an empty tensor gives an empty result.
+//   gradient is split evenly among the tied maxima, as torch.amax's (Note [Tie rules] in
+//   ops/reduction.cpp): g / K to each of the K elements equal to the result. When the result is
+//   NaN the row's NaNs share it (as torch.max() over all elements; torch.amax over some axes gives
+//   NaN gradients there). The max with an integer dim, max(x, dim, keepdim) (values and indices,
+//   ops/indexing.hpp), gives the gradient to its index, the first arg-max, as torch.max(x, dim).
+//   max over an axis of size 0 is an error (there is no identity); reducing a non-empty axis of an
+//   empty tensor gives an empty result.
 // - logsumexp subtracts m = the maximum first, so inputs of 1e4 do not overflow. Like torch, an
 //   infinite m is replaced by 0: a row of all -inf gives -inf (and a NaN gradient, as torch does),
 //   a row holding +inf gives +inf, NaN propagates. logsumexp over an empty axis is -inf.
@@ -44,7 +47,7 @@ Tensor logsumexp(const Tensor& x, const std::vector<std::int64_t>& axes = {}, bo
 //
 // | op                                | forward                            | gradient                                |
 // |-----------------------------------|------------------------------------|-----------------------------------------|
-// | min(x, axes, keepdim)             | minimum over axes                  | dx = g at the first arg-min, 0 else      |
+// | min(x, axes, keepdim)             | minimum over axes (torch.amin)     | dx = g / K at the K ties of y, 0 else    |
 // | prod(x, axes, keepdim)            | product over axes (1 over nothing) | dx_k = g * prod of the others (exact     |
 // |                                   |                                    | with zeros: prefix * suffix products)   |
 // | var(x, axes, correction, keepdim) | sum (x - m)^2 / max(0, K - corr)   | dx = g * 2 (x - m) / max(0, K - corr)   |
@@ -56,8 +59,8 @@ Tensor logsumexp(const Tensor& x, const std::vector<std::int64_t>& axes = {}, bo
 // |                                   |                                    | the |x| equal to y (as torch)           |
 // | cumsum(x, dim)                    | y_j = x_0 + ... + x_j along dim    | dx_j = g_j + ... + g_(n-1)              |
 //
-// Details: min mirrors max (NaN propagates; the gradient goes to the first arg-min in row-major
-// order, where torch.amin splits it among ties; an empty reduced axis is an error). var/std of fewer
+// Details: min mirrors max (NaN propagates; the gradient is split evenly among the ties, as
+// torch.amin's; an empty reduced axis is an error). var/std of fewer
 // than correction + 1 elements divide by 0 and give NaN or inf, as torch does. norm with p = inf over
 // an empty axis is an error (no identity, as torch.linalg.vector_norm); p must be >= 1 or inf.
 // Each output's elements are reduced in a fixed order by one task (deterministic); cumsum runs

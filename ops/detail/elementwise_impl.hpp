@@ -174,7 +174,16 @@ struct PowOp {
   }
 };
 // maximum/minimum propagate NaN from either side, as torch does: `a` is chosen when it wins, ties,
-// or is NaN (a != a), and then takes the gradient; otherwise `b` (which may be NaN) is chosen.
+// or is NaN (a != a); otherwise `b` (which may be NaN) is chosen.
+// Note [Tie rules]: the gradient follows torch's derivatives.yaml, not the choice of the value: at a
+// tie (a == b) each side gets half of g; otherwise the side that lost gets 0 and the other g; when
+// either is NaN, no comparison holds and both get g. share_a is a's weight (1, 1/2 or 0), b's is
+// share_a(b, a) for maximum (and the same with the roles of < and > swapped for minimum). A weight of 0
+// gives 0 even where g is infinite or NaN (torch's masked_fill_).
+template <class T>
+inline T weigh(T g, T share) {
+  return share == T(0) ? T(0) : g * share;
+}
 struct MaxOp {
   static constexpr const char* kName = "maximum";
   static constexpr bool kSavesInputs = true, kSavesOutput = false;
@@ -183,16 +192,20 @@ struct MaxOp {
     return a >= b || a != a;  // NOLINT(misc-redundant-expression): a != a is the NaN test
   }
   template <class T>
+  static T share_a(T a, T b) {
+    return a == b ? T(0.5) : a < b ? T(0) : T(1);
+  }
+  template <class T>
   static T f(T a, T b) {
     return pick_a(a, b) ? a : b;
   }
   template <class T>
   static T da(T g, T a, T b, T) {
-    return pick_a(a, b) ? g : T(0);
+    return weigh(g, share_a(a, b));
   }
   template <class T>
   static T db(T g, T a, T b, T) {
-    return pick_a(a, b) ? T(0) : g;
+    return weigh(g, share_a(b, a));
   }
 };
 struct MinOp {
@@ -203,16 +216,20 @@ struct MinOp {
     return a <= b || a != a;  // NOLINT(misc-redundant-expression): a != a is the NaN test
   }
   template <class T>
+  static T share_a(T a, T b) {
+    return a == b ? T(0.5) : a > b ? T(0) : T(1);
+  }
+  template <class T>
   static T f(T a, T b) {
     return pick_a(a, b) ? a : b;
   }
   template <class T>
   static T da(T g, T a, T b, T) {
-    return pick_a(a, b) ? g : T(0);
+    return weigh(g, share_a(a, b));
   }
   template <class T>
   static T db(T g, T a, T b, T) {
-    return pick_a(a, b) ? T(0) : g;
+    return weigh(g, share_a(b, a));
   }
 };
 
@@ -220,13 +237,12 @@ struct MinOp {
 // (recorded by the engine anyway), the output shape is only computed when the inputs differ, and
 // inputs are saved only when a node is recorded: each avoids heap allocations that dominate ops on
 // tiny tensors.
-// A 0/1 tensor of g's shape: 1 where maximum/minimum picked a (a constant of the gradient).
+// The weights of g for maximum/minimum's a (wrt_a) or b, of g's shape: 1, 1/2 or 0 (Note [Tie rules]),
+// a constant of the gradient.
 template <class Op>
-Tensor pick_a_mask(const Tensor& g, const Tensor& a, const Tensor& b) {
-  return map3(g, a, b, g.shape(), [](auto, auto av, auto bv) {
-    using T = decltype(av);
-    return Op::pick_a(av, bv) ? T(1) : T(0);
-  });
+Tensor share_mask(const Tensor& g, const Tensor& a, const Tensor& b, bool wrt_a) {
+  return map3(g, a, b, g.shape(),
+              [wrt_a](auto, auto av, auto bv) { return wrt_a ? Op::share_a(av, bv) : Op::share_a(bv, av); });
 }
 
 // An Op defined elsewhere (atan2, fmod, remainder in ops/unary_math.cpp) may give its partial
@@ -256,8 +272,8 @@ Tensor recorded_partial(const Tensor& g, const Tensor& a, const Tensor& b, const
     return xgrad::mul(
         g, xgrad::masked_fill(xgrad::mul(y, xgrad::log(a)), xgrad::eq(a, Tensor::zeros({}, a.dtype())), 0.0));
   } else {  // maximum, minimum
-    const Tensor m = pick_a_mask<Op>(g, a.detach(), b.detach());
-    return xgrad::mul(g, wrt_a ? m : xgrad::add(xgrad::neg(m), 1.0));
+    const Tensor share = share_mask<Op>(g, a.detach(), b.detach(), wrt_a);
+    return xgrad::masked_fill(xgrad::mul(g, share), xgrad::eq(share, Tensor::zeros({}, share.dtype())), 0.0);
   }
 }
 

@@ -502,6 +502,45 @@ std::vector<OpInfo> build() {
       "mse_loss_", "l1_loss_", "huber_loss_", "smooth_l1_loss_", "bce_with_logits", "logsumexp_", "block_sparse_linear",
       // hggb
       "cross_entropy_", "nll_loss_", "prod_", "var_", "std_", "norm_"};
+  // Ties and kinks (docs/ops.md, "Ties and kinks"): entries whose op has a tie rule, with the values
+  // that make it meet its ties (equal operands or elements) and kinks (relu's 0, the clamp and
+  // hardtanh bounds); the test "at ties and kinks" compares them with torch there. topk is not
+  // here: which of several equal elements torch.topk returns is unspecified (ours: the lowest index).
+  const std::vector<double> kTies = {-1.0, 0.0, 1.0};
+  // clang-format off
+  static const std::map<std::string, std::vector<double>> kTieValues = {
+      {"maximum", kTies}, {"minimum", kTies}, {"maximum_outer", kTies}, {"abs", kTies}, {"relu", kTies},
+      {"clamp", {-0.5, 0.0, 0.75}},  // clamp(a, -0.5, 0.7): 0.75 is above, -0.5 on the bound
+      {"clamp_min", {-1.0, 0.3, 1.0}}, {"clamp_max", {-1.0, -0.2, 1.0}}, {"leaky_relu", kTies},
+      {"leaky_relu_slope", kTies}, {"elu", kTies}, {"elu_alpha", kTies}, {"selu", kTies},
+      {"hardtanh", {-2.0, -1.0, 0.0, 1.0, 2.0}}, {"hardtanh_bounds", {-1.0, -0.5, 0.0, 0.8, 1.0}},
+      {"softplus_beta_threshold", {0.0, 0.5, 1.0}},  // beta x = threshold at 0.5
+      {"max_all", kTies}, {"max_last", kTies}, {"max_rows_keepdim", kTies}, {"max_outer_axes", kTies},
+      {"min_all", kTies}, {"min_last", kTies}, {"min_rows_keepdim", kTies}, {"min_outer_axes", kTies},
+      {"norm_rows_inf_keepdim", kTies}, {"norm_last_p1", kTies},
+      {"max_pool1d", {0.0, 1.0}}, {"max_pool2d", {0.0, 1.0}}, {"max_pool2d_default_stride_unbatched", {0.0, 1.0}},
+      {"max_pool1d_with_indices", {0.0, 1.0}}, {"max_pool2d_with_indices", {0.0, 1.0}},
+      {"adaptive_max_pool2d", {0.0, 1.0}},
+      {"sort_ascending_values", kTies}, {"sort_descending_values", kTies},
+      {"sort_ascending_indices", kTies}, {"sort_descending_indices", kTies},
+  };
+  // ... and every entry whose name starts with one of these (max/min with a dim: values and indices;
+  // argmax/argmin; the losses with a kink at d = 0 or at |d| = delta or beta)
+  static const std::vector<std::pair<std::string, std::vector<double>>> kTiePrefixes = {
+      {"max_dim_", kTies}, {"min_dim_", kTies}, {"argmax_", kTies}, {"argmin_", kTies},
+      {"l1_loss_", kTies}, {"huber_loss_", {0.0, 0.7, 1.4}}, {"smooth_l1_loss_", {0.0, 0.7, 1.4}}};  // delta = beta = 0.7
+  // clang-format on
+  std::set<std::string> tie_names;
+  for (auto& op : t) {
+    if (const auto it = kTieValues.find(op.name); it != kTieValues.end()) {
+      op.tie_values = it->second;
+      tie_names.insert(op.name);
+    }
+    for (const auto& [prefix, v] : kTiePrefixes)
+      if (op.name.rfind(prefix, 0) == 0) op.tie_values = v;
+  }
+  for (const auto& [name, v] : kTieValues)
+    if (tie_names.count(name) == 0) throw std::logic_error("op table: the ties block names no entry '" + name + "'");
   for (auto& op : t) {
     // hggb: norm's samples sit on its kinks (zeros, a zero row); gradgradcheck takes values away from them
     if ((op.name == "norm_last_p1" || op.name == "norm_last_p3") && !op.gradgrad_sample)

@@ -92,6 +92,13 @@ struct OpInfo {
   double rtol32 = -1, atol32 = -1, rtol64 = -1, atol64 = -1;  // parity tolerances (-1: ParityBatch's)
 
   std::vector<ErrorCase> errors;  // bad inputs, each an xgrad::Error naming the op
+
+  /// Ops with a tie rule (docs/ops.md, "Ties and kinks"): a kink (relu's 0, clamp's bounds) or a
+  /// choice among equal values (maximum's operands, the elements of a max or of a pooling window).
+  /// The values at which the op meets them: the test "at ties and kinks" redraws every floating
+  /// input of the small sample from these values, so that ties and kinks occur, and compares the
+  /// values and gradients with PyTorch's. Set by name in build() (the ties block).
+  std::vector<double> tie_values;
 };
 
 /// The table (built once).

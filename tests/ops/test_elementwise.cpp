@@ -417,3 +417,28 @@ TEST_CASE("maximum and minimum propagate NaN from either operand, as PyTorch", "
     CHECK(minimum(a, b).to_vector()[2] == 2.0);
   }
 }
+
+TEST_CASE("maximum and minimum split the gradient evenly at ties, as PyTorch", "[elementwise][ties]") {
+  // torch: self gets g/2 where self == other, 0 where it lost, g elsewhere (also when NaN)
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (Dtype dt : {kFloat32, kFloat64}) {
+    for (const bool create_graph : {false, true}) {
+      INFO(dtype_name(dt) << " create_graph=" << create_graph);
+      const Tensor a = Tensor::of({0.0, 1.0, 2.0, nan, -0.0}, dt).set_requires_grad();
+      const Tensor b = Tensor::of({0.0, 2.0, 1.0, 1.0, 0.0}, dt).set_requires_grad();
+      const Tensor seed = Tensor::of({4.0, 4.0, 4.0, 4.0, 4.0}, dt);
+      const Tensors gmax =
+          grad({maximum(a, b)}, {a, b}, {seed}, std::nullopt, create_graph, create_graph);  // (allow_unused: either)
+      CHECK(gmax[0].detach().to_vector() == std::vector<double>{2, 0, 4, 4, 2});
+      CHECK(gmax[1].detach().to_vector() == std::vector<double>{2, 4, 0, 4, 2});
+      const Tensors gmin =
+          grad({minimum(a, b)}, {a, b}, {seed}, std::nullopt, create_graph, create_graph);  // (allow_unused: either)
+      CHECK(gmin[0].detach().to_vector() == std::vector<double>{2, 4, 0, 4, 2});
+      CHECK(gmin[1].detach().to_vector() == std::vector<double>{2, 0, 4, 4, 2});
+    }
+  }
+  // relu written as maximum(x, 0) at x = 0: half the gradient (torch), where relu gives 0
+  const Tensor x = Tensor::zeros({1}, kFloat64).set_requires_grad();
+  maximum(x, Tensor::zeros({}, kFloat64)).backward(Tensor::ones({1}, kFloat64));
+  CHECK(x.grad().item() == 0.5);
+}

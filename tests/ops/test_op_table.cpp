@@ -230,6 +230,43 @@ TEST_CASE("op table: values and gradients match PyTorch, at small and at degener
   batch.run();
 }
 
+TEST_CASE("op table: at ties and kinks, values and gradients match PyTorch", "[op_table][parity][ties]") {
+  ParityBatch batch("op_table_ties");
+  batch.set_equal_nonfinite();
+  int k = 0, entries = 0;
+  for (const auto& op : op_table()) {
+    if (op.tie_values.empty()) continue;
+    ++entries;
+    std::vector<SampleSpec> specs{{op.small, {}}};
+    if (op.supports_batch) specs.push_back({op.small, {2, 3}});  // more elements: more ties
+    for (Dtype dt : op.dtypes)
+      for (const auto& spec : specs) {
+        const std::string what = fmt::format("{} [{}] at {}", op.name, dtype_name(dt), spec_str(op, spec));
+        try {
+          SampleInput si = make_sample(op, dt, spec);
+          Generator gen(11);
+          const auto n = static_cast<double>(op.tie_values.size());
+          for (auto& in : si.inputs) {
+            if (!is_floating_point(in.value.dtype())) continue;
+            Tensor u = Tensor::rand(in.value.shape(), gen, kFloat64);
+            double* p = u.data<double>();
+            for (std::int64_t i = 0; i < u.numel(); ++i)
+              p[i] = op.tie_values[static_cast<std::size_t>(std::min(n - 1, std::floor(p[i] * n)))];
+            in.value = u.to(in.value.dtype());
+            in.requires_grad = in.requires_grad && op.differentiable;
+          }
+          const double rtol = dt == kFloat32 ? op.rtol32 : op.rtol64, atol = dt == kFloat32 ? op.atol32 : op.atol64;
+          batch.add(fmt::format("{}_ties_{}", op.name, k++), si.torch_prelude + op.torch, si.inputs, si.call, rtol,
+                    atol);
+        } catch (const std::exception& e) {
+          FAIL_CHECK(what << ": ours threw: " << e.what());
+        }
+      }
+  }
+  CHECK(entries >= 30);  // the ties block of build() found its entries
+  batch.run();
+}
+
 TEST_CASE("op table: bit-identical results with 1 and 2 threads", "[op_table][threads]") {
   for (const auto& op : op_table()) {
     if (!op.deterministic) continue;

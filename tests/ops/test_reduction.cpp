@@ -164,34 +164,34 @@ TEST_CASE("reductions: a large sum is accurate", "[reduction]") {
   CHECK(std::abs(mean(x).item() - ref / 1e6) <= 1e-5 * ref / 1e6);
 }
 
-TEST_CASE("max: the gradient goes to the first arg-max in row-major order", "[reduction]") {
+TEST_CASE("max: ties share the gradient evenly, as torch.amax (Note [Tie rules])", "[reduction][ties]") {
   SECTION("contiguous rows") {
     Tensor x = Tensor::of({{1, 3, 3, 2}, {5, 5, 5, 5}}, kFloat64).set_requires_grad();
     max(x, {1}).backward(Tensor::of({10, 20}, kFloat64));
-    CHECK(x.grad().to_vector() == std::vector<double>{0, 10, 0, 0, 20, 0, 0, 0});
+    CHECK(x.grad().to_vector() == std::vector<double>{0, 5, 5, 0, 5, 5, 5, 5});
   }
   SECTION("columns") {
     Tensor x = Tensor::of({{1, 4}, {2, 4}, {2, 0}}, kFloat64).set_requires_grad();
     max(x, {0}).backward(Tensor::of({10, 20}, kFloat64));
-    CHECK(x.grad().to_vector() == std::vector<double>{0, 20, 10, 0, 0, 0});
+    CHECK(x.grad().to_vector() == std::vector<double>{0, 10, 5, 10, 5, 0});
   }
   SECTION("gathered (axes 0 and 2 of a 3-d tensor)") {
-    // x[i][j][k]; for j = 0 the maximum 7 sits at (0,0,1) and (1,0,0): (0,0,1) comes first.
+    // x[i][j][k]; for j = 0 the maximum 7 sits at (0,0,1) and (1,0,0): each gets half.
     Tensor x = Tensor::from_vector({0, 7, 1, 1, 7, 0, 1, 2}, {2, 2, 2}, kFloat64).set_requires_grad();
     max(x, {0, 2}).backward(Tensor::of({1, 1}, kFloat64));
-    CHECK(x.grad().to_vector() == std::vector<double>{0, 1, 0, 0, 0, 0, 0, 1});
+    CHECK(x.grad().to_vector() == std::vector<double>{0, 0.5, 0, 0, 0.5, 0, 0, 1});
   }
-  SECTION("whole tensor") {
-    Tensor x = Tensor::of({{0, 9}, {9, 1}}, kFloat64).set_requires_grad();
-    max(x).backward();
-    CHECK(x.grad().to_vector() == std::vector<double>{0, 1, 0, 0});
+  SECTION("whole tensor, three ties: g / 3 each") {
+    Tensor x = Tensor::of({{0, 9}, {9, 9}}, kFloat64).set_requires_grad();
+    max(x).backward(Tensor::scalar(3.0, kFloat64));
+    CHECK(x.grad().to_vector() == std::vector<double>{0, 1, 1, 1});
   }
   SECTION("long rows (vectorised kernel): ties and NaN") {
     for (Dtype dt : {kFloat32, kFloat64}) {
       std::vector<double> v(2 * 37);
       for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i % 7);
       v[20] = std::nan("");  // row 0: the NaN wins, at column 20
-      v[37 + 10] = 100;      // row 1: a tie at columns 10 and 30; the first takes the gradient
+      v[37 + 10] = 100;      // row 1: a tie at columns 10 and 30: half each
       v[37 + 30] = 100;
       Tensor x = Tensor::from_vector(v, {2, 37}, dt).set_requires_grad();
       Tensor y = max(x, {1});
@@ -199,15 +199,22 @@ TEST_CASE("max: the gradient goes to the first arg-max in row-major order", "[re
       CHECK(y.to_vector()[1] == 100.0);
       y.backward(Tensor::ones({2}, dt));
       const auto g = x.grad().to_vector();
-      for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i] == ((i == 20 || i == 37 + 10) ? 1.0 : 0.0));
+      for (std::size_t i = 0; i < g.size(); ++i)
+        CHECK(g[i] == (i == 20 ? 1.0 : (i == 37 + 10 || i == 37 + 30) ? 0.5 : 0.0));
     }
   }
-  SECTION("NaN propagates and takes the gradient, like torch.amax") {
+  SECTION("NaN propagates; the NaNs share the gradient, as torch.max()") {
     Tensor x = Tensor::of({1, std::nan(""), 2, std::nan("")}, kFloat64).set_requires_grad();
     Tensor y = max(x);
     CHECK(std::isnan(y.item()));
     y.backward();
-    CHECK(x.grad().to_vector() == std::vector<double>{0, 1, 0, 0});
+    CHECK(x.grad().to_vector() == std::vector<double>{0, 0.5, 0, 0.5});
+  }
+  SECTION("create_graph: the same shares, recorded") {
+    Tensor x = Tensor::of({{1, 3, 3}}, kFloat64).set_requires_grad();
+    const Tensors g = grad({sum(mul(max(x, {1}), max(x, {1})))}, {x}, {}, std::nullopt, true, true);
+    CHECK(g[0].requires_grad());
+    CHECK(g[0].detach().to_vector() == std::vector<double>{0, 3, 3});  // d(y^2) = 2y = 6, half each
   }
 }
 
@@ -303,13 +310,12 @@ TEST_CASE("norm, std: the gradient at a zero result is 0, as torch", "[reduction
       {"norm", "size 0"});
 }
 
-TEST_CASE("min takes the first arg-min, var and std use the correction, cumsum runs along the dim",
-          "[reduction][min]") {
+TEST_CASE("min shares ties evenly, var and std use the correction, cumsum runs along the dim", "[reduction][min]") {
   using V = std::vector<double>;
   Tensor x = Tensor::from_vector({3, 1, 1, 2}, {4}, kFloat64);
   x.set_requires_grad();
   min(x).backward();
-  CHECK(x.grad().to_vector() == V{0, 1, 0, 0});
+  CHECK(x.grad().to_vector() == V{0, 0.5, 0.5, 0});
   const Tensor v = Tensor::from_vector({1, 2, 3, 4}, {4}, kFloat64);
   CHECK(var(v).item() == Approx(5.0 / 3));
   CHECK(var(v, {}, 0).item() == Approx(1.25));
