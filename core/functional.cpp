@@ -12,6 +12,10 @@ Tensors leaf_copies(const Tensors& inputs, const char* op) {
   Tensors out;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     XGRAD_CHECK(inputs[i].defined(), "{}: input {} is an undefined tensor", op, i);
+    XGRAD_CHECK(is_floating_point(inputs[i].dtype()),
+                "{}: argument 'inputs': input {} is {} of shape {}; only float32 and float64 tensors have "
+                "gradients (convert it with .to(kFloat64))",
+                op, i, dtype_name(inputs[i].dtype()), shape_str(inputs[i].shape()));
     out.push_back(inputs[i].clone_data().set_requires_grad());
   }
   return out;

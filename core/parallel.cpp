@@ -77,7 +77,11 @@ void set_num_threads(int n) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.arena && s.requested.load(std::memory_order_relaxed) == n) return;
   old = std::move(s.arena);
-  s.arena = make_arena(n);
+  // The arena is built for at most the cores TBB may use in this process (TBB never runs more
+  // threads in it), while the request is kept as asked (get_num_threads reports the effective
+  // value): an arena built for a huge n (10^7, INT_MAX as "use everything") crashed inside TBB.
+  const int allowed = static_cast<int>(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
+  s.arena = make_arena(n > 0 ? std::min(n, std::max(allowed, 1)) : 0);
   s.requested.store(n, std::memory_order_relaxed);
 }
 

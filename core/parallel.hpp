@@ -24,9 +24,11 @@
 namespace xgrad {
 
 /// Limits xgrad's parallel work to n threads (its task arena's concurrency); n <= 0 restores the
-/// default (all cores). Safe to call while other threads run xgrad ops (they finish with the limit
-/// they started with). OpenBLAS always runs single-threaded (GEMMs are parallelised over fixed
-/// blocks: Note [Deterministic GEMM]).
+/// default (all cores). Any n is accepted: above the cores TBB may use in this process (the
+/// machine's, or an application's tbb::global_control limit) the arena is clamped to that number
+/// (no more threads would run), and get_num_threads reports the clamped value. Safe to call while
+/// other threads run xgrad ops (they finish with the limit they started with). OpenBLAS always runs single-threaded
+/// (GEMMs are parallelised over fixed blocks: Note [Deterministic GEMM]).
 void set_num_threads(int n);
 /// The effective limit: the requested one, capped by the cores TBB may use in this process (an
 /// application's tbb::global_control included).

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/checked.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/ops/activation.hpp"
 #include "xgrad/ops/attention.hpp"
@@ -35,11 +36,19 @@ class ModuleList : public Module {
 };
 
 void check_options(const MultiheadAttentionOptions& o) {
-  XGRAD_CHECK(o.embed_dim() > 0, "{}: embed_dim must be positive, got {}", kMha, o.embed_dim());
-  XGRAD_CHECK(o.num_heads() > 0 && o.embed_dim() % o.num_heads() == 0,
-              "{}: embed_dim = {} must be divisible by num_heads = {}", kMha, o.embed_dim(), o.num_heads());
-  XGRAD_CHECK(o.kdim() >= 0 && o.vdim() >= 0, "{}: kdim = {} and vdim = {} must be >= 0 (0 = embed_dim)", kMha,
-              o.kdim(), o.vdim());
+  XGRAD_CHECK(o.embed_dim() > 0, "{}: option 'embed_dim' must be positive, got {}", kMha, o.embed_dim());
+  XGRAD_CHECK(o.num_heads() > 0, "{}: option 'num_heads' must be positive, got {}", kMha, o.num_heads());
+  XGRAD_CHECK(o.embed_dim() % o.num_heads() == 0, "{}: option 'embed_dim' = {} must be divisible by 'num_heads' = {}",
+              kMha, o.embed_dim(), o.num_heads());
+  XGRAD_CHECK(o.kdim() >= 0 && o.vdim() >= 0, "{}: options 'kdim' = {} and 'vdim' = {} must be >= 0 (0 = embed_dim)",
+              kMha, o.kdim(), o.vdim());
+  // the parameters' sizes, before any allocation: in_proj (3E, E) or q/k/v (E, E), (E, kdim), (E, vdim),
+  // out_proj (E, E): a size this machine cannot hold is refused naming the option
+  const std::int64_t E = o.embed_dim(), kd = o.kdim() > 0 ? o.kdim() : E, vd = o.vdim() > 0 ? o.vdim() : E;
+  const Shape shapes[] = {{checked_mul(3, E, kMha, "embed_dim"), E}, {E, kd}, {E, vd}};
+  for (const Shape& s : shapes)
+    check_host_memory(checked_nbytes(checked_numel(s, kMha, "embed_dim"), dtype_size(o.dtype()), kMha, "embed_dim"),
+                      kMha, "embed_dim");
   XGRAD_CHECK(o.dropout() >= 0 && o.dropout() <= 1, "{}: dropout must be in [0, 1], got {}", kMha, o.dropout());
   XGRAD_CHECK(!o.add_bias_kv() && !o.add_zero_attn(), "{}: add_bias_kv and add_zero_attn are not implemented", kMha);
   XGRAD_CHECK(is_floating_point(o.dtype()), "{}: dtype must be float32 or float64, got {}", kMha, o.dtype());

@@ -1,7 +1,9 @@
 #include "xgrad/nn/data.hpp"
 
 #include <charconv>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <utility>
 
@@ -114,7 +116,22 @@ Tensor read_csv(const std::string& path, const CsvOptions& options) {
               "read_csv: option 'delimiter' (character code {}) cannot separate numbers", static_cast<int>(d));
   const std::string text = read_regular_file(path, "read_csv");
 
+  // Integer dtypes: each field must be an integer in the dtype's range ("7", "-3", also "7.0" or
+  // "1e3"), read exactly (int64 values beyond 2^53 too); "1.5" is refused, not truncated.
+  const bool integral = !is_floating_point(options.dtype);
+  std::int64_t lo = std::numeric_limits<std::int64_t>::min(), hi = std::numeric_limits<std::int64_t>::max();
+  if (options.dtype == kInt32) {
+    lo = std::numeric_limits<std::int32_t>::min();
+    hi = std::numeric_limits<std::int32_t>::max();
+  } else if (options.dtype == kUInt8) {
+    lo = 0;
+    hi = 255;
+  } else if (options.dtype == kBool) {
+    lo = 0;
+    hi = 1;
+  }
   std::vector<double> values;
+  std::vector<std::int64_t> ints;
   std::size_t columns = 0, rows = 0, first_row_line = 0;
   bool header_pending = options.header;
   std::size_t line_no = 0, pos = 0;
@@ -146,12 +163,34 @@ Tensor read_csv(const std::string& path, const CsvOptions& options) {
       // from_chars rejects a leading '+', which CSV writers do emit.
       std::string_view digits = field;
       if (digits.size() > 1 && digits[0] == '+') digits.remove_prefix(1);
+      const auto quoted = [&] {
+        return field.size() <= 64 ? std::string(field)
+                                  : fmt::format("{}...({} bytes)", field.substr(0, 64), field.size());
+      };
+      if (integral) {
+        std::int64_t iv = 0;
+        const auto [iptr, iec] = std::from_chars(digits.data(), digits.data() + digits.size(), iv);
+        if (iec != std::errc() || iptr != digits.data() + digits.size()) {  // not a plain integer: "7.0", "1e3"?
+          double dv = 0.0;
+          const auto [dptr, dec] = std::from_chars(digits.data(), digits.data() + digits.size(), dv);
+          XGRAD_CHECK(dec == std::errc() && dptr == digits.data() + digits.size() && std::isfinite(dv) &&
+                          dv == std::trunc(dv) && std::abs(dv) <= 9007199254740992.0,  // 2^53: exact in a double
+                      "read_csv: {}:{}:{}: field {} '{}' is not an integer (option 'dtype' is {})", path, line_no,
+                      column, fields + 1, quoted(), dtype_name(options.dtype));
+          iv = static_cast<std::int64_t>(dv);
+        }
+        XGRAD_CHECK(iv >= lo && iv <= hi, "read_csv: {}:{}:{}: field {} '{}' is outside the range of {} [{}, {}]", path,
+                    line_no, column, fields + 1, quoted(), dtype_name(options.dtype), lo, hi);
+        ints.push_back(iv);
+        ++fields;
+        if (stop == line.size()) break;
+        start = stop + 1;
+        continue;
+      }
       double v = 0.0;
       const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
-      XGRAD_CHECK(
-          ec != std::errc::invalid_argument && ptr == digits.data() + digits.size(),
-          "read_csv: {}:{}:{}: field {} '{}' is not a number", path, line_no, column, fields + 1,
-          field.size() <= 64 ? std::string(field) : fmt::format("{}...({} bytes)", field.substr(0, 64), field.size()));
+      XGRAD_CHECK(ec != std::errc::invalid_argument && ptr == digits.data() + digits.size(),
+                  "read_csv: {}:{}:{}: field {} '{}' is not a number", path, line_no, column, fields + 1, quoted());
       // Out-of-range values: from_chars leaves v unchanged; keep the IEEE meaning (overflow -> inf).
       if (ec == std::errc::result_out_of_range) v = std::strtod(std::string(digits).c_str(), nullptr);
       values.push_back(v);
@@ -171,8 +210,15 @@ Tensor read_csv(const std::string& path, const CsvOptions& options) {
   XGRAD_CHECK(
       rows > 0, "read_csv: {}: no data rows ({})", path,
       text.empty() ? "the file is empty" : (options.header ? "only blank lines or a header" : "only blank lines"));
-  return Tensor::from_vector(values, {static_cast<std::int64_t>(rows), static_cast<std::int64_t>(columns)},
-                             options.dtype);
+  const Shape shape{static_cast<std::int64_t>(rows), static_cast<std::int64_t>(columns)};
+  if (!integral) return Tensor::from_vector(values, shape, options.dtype);
+  Tensor out = Tensor::empty(shape, options.dtype);
+  dispatch_all(options.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = out.data<T>();
+    for (std::size_t i = 0; i < ints.size(); ++i) p[i] = static_cast<T>(ints[i]);
+  });
+  return out;
 }
 
 std::shared_ptr<TensorDataset> npy_dataset(const std::string& data_path, const std::string& target_path) {

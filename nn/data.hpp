@@ -84,7 +84,9 @@ struct CsvOptions {
 /// opened (with the OS reason, e.g. "No such file or directory") or is not a regular file (a FIFO,
 /// directory or device is refused without blocking; read_regular_file, core/file_io.hpp); no data rows (empty file, or
 /// a header only); a field that is empty or not a number (the field is quoted in the message); a row whose field count
-/// differs from the first data row's.
+/// differs from the first data row's. With an integer or bool dtype every field must be an integer
+/// ("7", also "7.0" or "1e3") within the dtype's range, read exactly: "1.5", "nan" or 300 for uint8
+/// are errors naming the field, never truncated or wrapped.
 Tensor read_csv(const std::string& path, const CsvOptions& options = {});
 
 /// TensorDataset from two .npy files (see core/npy.hpp for the supported dtypes): examples are the

@@ -13,6 +13,15 @@ void check_defined(const Tensor& t, const char* op) {
   XGRAD_CHECK(t.defined(), "init::{}: argument 'tensor' is undefined", op);
 }
 
+// The random initialisers refuse integer and bool tensors, as torch's do: their draws would be
+// truncated (xavier's to all zeros) without a word.
+void check_random_target(const Tensor& t, const char* op) {
+  check_defined(t, op);
+  XGRAD_CHECK(is_floating_point(t.dtype()),
+              "init::{}: argument 'tensor' must be float32 or float64 to take random values, got {} of shape {}", op,
+              dtype_name(t.dtype()), shape_str(t.shape()));
+}
+
 // Draws every element from `draw` in row-major order (one fixed sequence per generator state, so the
 // result does not depend on the thread count) and writes them in place without recording.
 template <class Draw>
@@ -65,14 +74,14 @@ std::pair<std::int64_t, std::int64_t> calculate_fan_in_and_fan_out(const Tensor&
 }
 
 Tensor& uniform_(Tensor& t, Generator& gen, double a, double b) {
-  check_defined(t, "uniform_");
+  check_random_target(t, "uniform_");
   XGRAD_CHECK(std::isfinite(a) && std::isfinite(b) && a <= b,
               "init::uniform_: bounds must be finite with a <= b, got a = {}, b = {}", a, b);
   return fill_from(t, [&] { return gen.uniform(a, b); });
 }
 
 Tensor& normal_(Tensor& t, Generator& gen, double mean, double std) {
-  check_defined(t, "normal_");
+  check_random_target(t, "normal_");
   XGRAD_CHECK(std::isfinite(mean) && std::isfinite(std) && std >= 0,
               "init::normal_: mean must be finite and std finite and >= 0, got mean = {}, std = {}", mean, std);
   return fill_from(t, [&] { return mean + std * gen.normal(); });
@@ -89,6 +98,7 @@ Tensor& zeros_(Tensor& t) { return constant_(t, 0.0); }
 Tensor& ones_(Tensor& t) { return constant_(t, 1.0); }
 
 Tensor& xavier_uniform_(Tensor& t, Generator& gen, double gain) {
+  check_random_target(t, "xavier_uniform_");
   const auto [fan_in, fan_out] = calculate_fan_in_and_fan_out(t, "xavier_uniform_");
   if (t.numel() == 0) return t;
   const double bound = gain * std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
@@ -96,6 +106,7 @@ Tensor& xavier_uniform_(Tensor& t, Generator& gen, double gain) {
 }
 
 Tensor& xavier_normal_(Tensor& t, Generator& gen, double gain) {
+  check_random_target(t, "xavier_normal_");
   const auto [fan_in, fan_out] = calculate_fan_in_and_fan_out(t, "xavier_normal_");
   if (t.numel() == 0) return t;
   const double std = gain * std::sqrt(2.0 / static_cast<double>(fan_in + fan_out));
@@ -103,6 +114,7 @@ Tensor& xavier_normal_(Tensor& t, Generator& gen, double gain) {
 }
 
 Tensor& kaiming_uniform_(Tensor& t, Generator& gen, double a, FanMode mode, Nonlinearity nonlinearity) {
+  check_random_target(t, "kaiming_uniform_");
   const double fan = fan_for(t, mode, "kaiming_uniform_");
   if (t.numel() == 0) return t;
   const double bound = std::sqrt(3.0) * calculate_gain(nonlinearity, a) / std::sqrt(fan);
@@ -110,6 +122,7 @@ Tensor& kaiming_uniform_(Tensor& t, Generator& gen, double a, FanMode mode, Nonl
 }
 
 Tensor& kaiming_normal_(Tensor& t, Generator& gen, double a, FanMode mode, Nonlinearity nonlinearity) {
+  check_random_target(t, "kaiming_normal_");
   const double fan = fan_for(t, mode, "kaiming_normal_");
   if (t.numel() == 0) return t;
   const double std = calculate_gain(nonlinearity, a) / std::sqrt(fan);

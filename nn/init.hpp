@@ -3,7 +3,9 @@
 // overwrites the tensor's values under NoGradGuard (so it works on leaves that require grad, and
 // records nothing), keeps its shape and dtype, and returns the tensor. Random ones take an explicit
 // Generator, so the same seed gives the same values on every machine. A tensor with no elements is
-// left as it is (torch warns and does the same).
+// left as it is (torch warns and does the same). The random ones refuse an integer or bool tensor with
+// an xgrad::Error naming the initialiser (as torch does: the draws would be truncated, xavier's to
+// all zeros); constant_, zeros_ and ones_ take any dtype.
 //
 // Fans (torch's _calculate_fan_in_and_fan_out), for a tensor of shape (out, in, k...):
 //   fan_in = in * prod(k...), fan_out = out * prod(k...); tensors with fewer than 2 dims are an error.

@@ -70,8 +70,10 @@ void BatchNorm2d::check_input_dim(const Tensor& x) const {
 
 GroupNorm::GroupNorm(std::int64_t num_groups, std::int64_t num_channels, double eps, bool affine, Dtype dtype)
     : UnaryModule("GroupNorm"), num_groups_(num_groups), num_channels_(num_channels), eps_(eps) {
-  XGRAD_CHECK(num_groups > 0 && num_channels >= 0 && num_channels % num_groups == 0,
-              "GroupNorm: num_channels = {} must be divisible by num_groups = {} (both positive)", num_channels,
+  XGRAD_CHECK(num_groups > 0, "GroupNorm: argument 'num_groups' must be positive, got {}", num_groups);
+  XGRAD_CHECK(num_channels >= 0, "GroupNorm: argument 'num_channels' must be >= 0, got {}", num_channels);
+  XGRAD_CHECK(num_channels % num_groups == 0,
+              "GroupNorm: argument 'num_channels' = {} must be divisible by 'num_groups' = {}", num_channels,
               num_groups);
   XGRAD_CHECK(std::isfinite(eps) && eps >= 0, "GroupNorm: argument 'eps' must be finite and >= 0, got {}", eps);
   if (affine) {

@@ -7,6 +7,7 @@
 #include <cfloat>
 #include <cmath>
 #include <new>
+#include <stdexcept>
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
@@ -92,6 +93,24 @@ void check_support(const char* fn, double lo, double hi) {
 }
 }  // namespace
 
+namespace {
+// A user's callable as resample_conv runs it: an exception it throws (from the table building, or
+// from a TBB task of the per-tap path: TBB carries it to the caller) leaves resample_conv as an
+// xgrad::Error naming the op, which callable threw and where, and the callable's own message.
+Response::Fn named_callable(Response::Fn f, const char* which) {
+  if (!f) return f;
+  return [f = std::move(f), which](double d) -> double {
+    try {
+      return f(d);
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("resample_conv: the response's {} threw at d = {}: {}", which, d, e.what()));
+    } catch (...) {
+      throw Error(fmt::format("resample_conv: the response's {} threw a non-standard exception at d = {}", which, d));
+    }
+  };
+}
+}  // namespace
+
 Response Response::callable(Fn fn, double lo, double hi, Fn derivative, std::vector<double> breakpoints,
                             Fn second_derivative) {
   XGRAD_CHECK(static_cast<bool>(fn), "Response::callable: argument 'fn' is empty");
@@ -119,9 +138,10 @@ Response Response::callable(Fn fn, double lo, double hi, Fn derivative, std::vec
   r.state_->sampled = false;
   r.state_->lo = lo;
   r.state_->hi = hi;
-  r.state_->fn = std::move(fn);
-  r.state_->dfn = std::move(derivative);
-  if (second_derivative) r.state_->higher.push_back(std::move(second_derivative));
+  r.state_->fn = named_callable(std::move(fn), "callable 'fn'");
+  r.state_->dfn = named_callable(std::move(derivative), "callable 'derivative'");
+  if (second_derivative)
+    r.state_->higher.push_back(named_callable(std::move(second_derivative), "callable 'second_derivative'"));
   r.state_->breakpoints = std::move(breakpoints);
   return r;
 }
@@ -785,6 +805,17 @@ Tensors ResampleConvValuesFn::backward(const Tensors& grads) {
 
 }  // namespace
 
+namespace {
+[[noreturn]] void out_of_memory(const Tensor& f, const Tensor& coarse, std::size_t graph_bytes,
+                                const std::exception& e) {
+  detail::throw_error(fmt::format(
+      "resample_conv: out of memory for f {} and coarse {} (the op's buffers include {} bytes of located taps, {} "
+      "bytes of coarse points and, per thread, a weight per fine point of an output's support): {}",
+      shape_str(f.shape()), shape_str(coarse.shape()), graph_bytes,
+      static_cast<std::size_t>(coarse.numel()) * sizeof(double), e.what()));
+}
+}  // namespace
+
 Tensor resample_conv(const Tensor& f, const Tensor& coarse, const FineGrid& grid, const Response& response,
                      const ResampleConvOptions& options) {
   check_args(f, coarse, grid, response);
@@ -802,12 +833,10 @@ Tensor resample_conv(const Tensor& f, const Tensor& coarse, const FineGrid& grid
   const std::size_t graph_bytes = resample_conv_graph_bytes(checked_numel(coarse.shape(), "resample_conv", "coarse"));
   try {
     return apply<ResampleConvFn>(f, coarse, values, Family{grid, response, options, 0, true});
-  } catch (const std::bad_alloc&) {
-    detail::throw_error(
-        fmt::format("resample_conv: out of memory for f {} and coarse {} (the op's buffers "
-                    "include {} bytes of located taps and {} bytes of coarse points)",
-                    shape_str(f.shape()), shape_str(coarse.shape()), graph_bytes,
-                    static_cast<std::size_t>(coarse.numel()) * sizeof(double)));
+  } catch (const std::bad_alloc& e) {
+    out_of_memory(f, coarse, graph_bytes, e);
+  } catch (const std::length_error& e) {  // a scratch buffer (one output's taps) no vector can hold
+    out_of_memory(f, coarse, graph_bytes, e);
   }
 }
 

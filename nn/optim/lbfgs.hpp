@@ -2,6 +2,7 @@
 // L-BFGS (torch::optim::LBFGS), with PyTorch 1.13's strong-Wolfe line search.
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -47,8 +48,14 @@ class LBFGSOptions {
   }
   double lr() const { return lr_; }
   std::int64_t max_iter() const { return max_iter_; }
-  /// max_eval, or max_iter * 5 / 4 when unset (as torch).
-  std::int64_t max_eval() const { return max_eval_ ? *max_eval_ : max_iter_ * 5 / 4; }
+  /// max_eval, or max_iter * 5 / 4 when unset (as torch; computed without overflow, and the int64
+  /// maximum when the product does not fit).
+  std::int64_t max_eval() const {
+    if (max_eval_) return *max_eval_;
+    const std::int64_t q = max_iter_ / 4, r = max_iter_ % 4;  // max_iter * 5 / 4 = 5q + 5r / 4
+    if (q > (std::numeric_limits<std::int64_t>::max() - 4) / 5) return std::numeric_limits<std::int64_t>::max();
+    return q * 5 + r * 5 / 4;
+  }
   double tolerance_grad() const { return tolerance_grad_; }
   double tolerance_change() const { return tolerance_change_; }
   std::int64_t history_size() const { return history_size_; }

@@ -53,3 +53,10 @@ TEST_CASE("vjp equals grad with a seed, and agrees with the Jacobian", "[functio
   test::require_error([&] { (void)vjp(fn, {x}, Tensor::ones({4}, kFloat64)); }, {"vjp", "'v'", "(5,)", "(4,)"});
   test::require_error([&] { (void)jacobian(fn, {Tensor()}); }, {"jacobian", "input 0", "undefined"});
 }
+
+TEST_CASE("jacobian and vjp: an integer input is refused naming the call and the argument", "[functional][errors]") {
+  const auto f = [](const Tensors& in) { return in[0] * 2.0; };
+  const Tensor i = Tensor::zeros({2, 3}, kInt64);
+  test::require_error([&] { (void)jacobian(f, {i}); }, {"jacobian", "'inputs'", "input 0", "int64", "(2, 3)"});
+  test::require_error([&] { (void)vjp(f, {i}, Tensor::ones({2, 3}, kFloat64)); }, {"vjp", "'inputs'", "int64"});
+}

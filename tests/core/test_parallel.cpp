@@ -255,3 +255,18 @@ TEST_CASE("blas: one entry point, OpenBLAS single-threaded whenever xgrad runs a
   CHECK(openblas_get_num_threads() == 1);
   CHECK(std::string(detail::blas::core_name()).size() > 0);
 }
+
+TEST_CASE("parallel: any thread count is accepted, the arena clamped to the cores TBB may use", "[parallel]") {
+  // 10^7 or INT_MAX ("use everything") once crashed inside TBB at the first parallel op
+  for (const int n : {10000000, std::numeric_limits<int>::max()}) {
+    INFO("set_num_threads(" << n << ")");
+    set_num_threads(n);
+    CHECK(detail::requested_num_threads() == n);  // kept as asked
+    CHECK(get_num_threads() == cores());          // the effective value
+    CHECK(slot_sum(100000) == 100000LL * 99999 / 2);
+    const Tensor x = Tensor::ones({300000}, kFloat64);
+    CHECK(sum(x).item() == 300000.0);
+    CHECK(with_num_threads(n, [] { return slot_sum(100000); }) == 100000LL * 99999 / 2);
+  }
+  set_num_threads(0);
+}

@@ -345,7 +345,7 @@ TEST_CASE("MultiheadAttention and TransformerEncoderLayer: bad options and input
           "[nn][attention][errors]") {
   using test::require_error;
   require_error([] { nn::MultiheadAttention(nn::MultiheadAttentionOptions(10, 3)); },
-                {"MultiheadAttention", "embed_dim = 10", "num_heads = 3"});
+                {"MultiheadAttention", "'embed_dim' = 10", "'num_heads' = 3"});
   require_error([] { nn::MultiheadAttention(nn::MultiheadAttentionOptions(8, 2).add_bias_kv(true)); },
                 {"MultiheadAttention", "add_bias_kv"});
   require_error([] { nn::MultiheadAttention(nn::MultiheadAttentionOptions(8, 2).dropout(2)); },
@@ -411,4 +411,17 @@ TEST_CASE("MultiheadAttention: second derivatives (create_graph) pass gradgradch
       {x});
   INFO(rep.message);
   CHECK(rep.ok);
+}
+
+TEST_CASE("MultiheadAttention: options out of range name the option, before any allocation",
+          "[nn][attention][errors]") {
+  using test::require_error;
+  require_error([] { nn::MultiheadAttention(nn::MultiheadAttentionOptions(8, 0)); },
+                {"MultiheadAttention", "'num_heads'", "positive", "got 0"});
+  require_error([] { nn::MultiheadAttention(nn::MultiheadAttentionOptions(0, 1)); },
+                {"MultiheadAttention", "'embed_dim'", "positive", "got 0"});
+  // parameters no machine can hold: refused naming embed_dim (int64 overflow, then memory)
+  for (const std::int64_t e : {std::int64_t{1} << 40, std::int64_t{1} << 62})
+    require_error([e] { nn::MultiheadAttention(nn::MultiheadAttentionOptions(e, 1)); },
+                  {"MultiheadAttention", "'embed_dim'"});
 }

@@ -469,3 +469,34 @@ TEST_CASE("int64 labels travel through TensorDataset, DataLoader and npy_dataset
   CHECK(ds->target().dtype() == kInt64);
   CHECK(bit_equal(ds->target(), y));
 }
+
+TEST_CASE("read_csv: an integer dtype reads integers exactly and refuses the rest", "[data][csv]") {
+  TempDir tmp;
+  const auto ok = tmp.write("int.csv", "1,-2\n7.0,1e3\n9007199254740993,+4\n");
+  const Tensor t = read_csv(ok, CsvOptions{',', false, kInt64});
+  CHECK(t.dtype() == kInt64);
+  CHECK(t.shape() == Shape{3, 2});
+  const std::int64_t* p = t.data<std::int64_t>();
+  CHECK(std::vector<std::int64_t>(p, p + 6) == std::vector<std::int64_t>{1, -2, 7, 1000, 9007199254740993, 4});
+  const auto frac = tmp.write("frac.csv", "1,2\n3,1.5\n");
+  require_error(
+      [&] {
+        read_csv(frac, CsvOptions{',', false, kInt64});
+      },
+      {"read_csv", "frac.csv:2:3", "field 2", "'1.5'", "not an integer", "int64"});
+  const auto nan = tmp.write("nan.csv", "nan\n");
+  require_error([&] { read_csv(nan, CsvOptions{',', false, kInt32}); }, {"read_csv", "'nan'", "not an integer"});
+  const auto wide = tmp.write("wide.csv", "300\n");
+  require_error(
+      [&] {
+        read_csv(wide, CsvOptions{',', false, kUInt8});
+      },
+      {"read_csv", "'300'", "outside the range of uint8", "[0, 255]"});
+  const auto two = tmp.write("two.csv", "0\n1\n2\n");
+  require_error([&] { read_csv(two, CsvOptions{',', false, kBool}); }, {"read_csv", ":3:", "'2'", "bool"});
+  const Tensor b = read_csv(tmp.write("bool.csv", "0,1\n"), CsvOptions{',', false, kBool});
+  CHECK(b.dtype() == kBool);
+  CHECK(b.to_vector() == std::vector<double>{0, 1});
+  // a float dtype still reads 1.5 as 1.5
+  CHECK(read_csv(frac, CsvOptions{',', false, kFloat64}).to_vector() == std::vector<double>{1, 2, 3, 1.5});
+}

@@ -183,3 +183,25 @@ TEST_CASE("init: bad inputs raise xgrad::Error", "[init][errors]") {
   test::require_error([&] { init::uniform_(undefined, gen); }, {"uniform_", "undefined"});
   test::require_error([&] { init::xavier_uniform_(undefined, gen); }, {"xavier_uniform_", "undefined"});
 }
+
+TEST_CASE("init: the random initialisers refuse integer and bool tensors, as torch's do", "[init][errors]") {
+  Generator gen(0);
+  for (const Dtype dt : {kInt64, kInt32, kUInt8, kBool}) {
+    INFO(dtype_name(dt));
+    Tensor t = Tensor::zeros({3, 4}, dt);
+    test::require_error([&] { init::xavier_uniform_(t, gen); },
+                        {"init::xavier_uniform_", "'tensor'", std::string(dtype_name(dt)), "(3, 4)"});
+    test::require_error([&] { init::xavier_normal_(t, gen); }, {"init::xavier_normal_", "'tensor'"});
+    test::require_error([&] { init::kaiming_uniform_(t, gen); }, {"init::kaiming_uniform_", "'tensor'"});
+    test::require_error([&] { init::kaiming_normal_(t, gen); }, {"init::kaiming_normal_", "'tensor'"});
+    test::require_error([&] { init::uniform_(t, gen, 0, 1); }, {"init::uniform_", "'tensor'"});
+    test::require_error([&] { init::normal_(t, gen, 0, 1); }, {"init::normal_", "'tensor'"});
+    CHECK(t.to(kFloat64).to_vector() == std::vector<double>(12, 0.0));  // untouched
+  }
+  // the constant ones take any dtype, as torch's
+  Tensor i = Tensor::zeros({2, 2}, kInt64);
+  init::constant_(i, 3);
+  CHECK(i.to_vector() == std::vector<double>(4, 3.0));
+  init::ones_(i);
+  CHECK(i.to_vector() == std::vector<double>(4, 1.0));
+}

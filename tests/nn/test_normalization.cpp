@@ -210,8 +210,9 @@ TEST_CASE("BatchNorm, GroupNorm: bad inputs raise xgrad::Error", "[batch_norm][g
   test::require_error([&] { bn1(Tensor()); }, {"BatchNorm1d", "undefined"});
   test::require_error([&] { bn1(Tensor::zeros({2, 3}, kFloat64)); }, {"batch_norm", "float64"});
   test::require_error([] { nn::GroupNorm bad(3, 4); }, {"GroupNorm", "divisible", "4", "3"});
-  test::require_error([] { nn::GroupNorm bad(0, 4); }, {"GroupNorm", "num_groups = 0"});
+  test::require_error([] { nn::GroupNorm bad(0, 4); }, {"GroupNorm", "'num_groups'", "got 0"});
   test::require_error([] { nn::GroupNorm bad(2, 4, -1.0); }, {"GroupNorm", "eps"});
+  test::require_error([] { nn::GroupNorm bad(2, -4); }, {"GroupNorm", "'num_channels'", "got -4"});
   nn::GroupNorm gn(2, 4);
   test::require_error([&] { gn(Tensor::zeros({2, 6, 3})); }, {"GroupNorm", "num_channels = 4", "(2, 6, 3)"});
 }

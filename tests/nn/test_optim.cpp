@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -1027,4 +1028,17 @@ TEST_CASE("LBFGS: state_dict round trip continues identically, bad arguments", "
   auto bad = a.state_dict();
   bad.emplace_back("state.bogus", Tensor::scalar(0, kFloat64));
   test::require_error([&] { b.load_state_dict(bad); }, {"LBFGS", "unknown entry", "state.bogus"});
+}
+
+TEST_CASE("LBFGSOptions: max_eval defaults to max_iter * 5 / 4 without overflowing int64", "[optim][lbfgs]") {
+  CHECK(nn::LBFGSOptions().max_eval() == 25);
+  CHECK(nn::LBFGSOptions().max_iter(7).max_eval() == 8);
+  CHECK(nn::LBFGSOptions().max_iter(9).max_eval() == 11);
+  const std::int64_t big = std::int64_t{1} << 60;  // 5/4 of it still fits
+  CHECK(nn::LBFGSOptions().max_iter(big + 3).max_eval() == big / 4 * 5 + 3);
+  const std::int64_t top = std::numeric_limits<std::int64_t>::max();  // 5/4 of it does not: saturates
+  CHECK(nn::LBFGSOptions().max_iter(top).max_eval() == top);
+  const std::int64_t most = top / 4 * 3;  // 5/4 of it fits: floor(most * 5 / 4) exactly
+  CHECK(nn::LBFGSOptions().max_iter(most).max_eval() == static_cast<std::int64_t>(static_cast<__int128>(most) * 5 / 4));
+  CHECK(nn::LBFGSOptions().max_iter(top).max_eval(5).max_eval() == 5);
 }

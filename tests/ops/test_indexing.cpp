@@ -139,3 +139,9 @@ TEST_CASE("scatter-type sums are bit-identical with 1 and 2 threads", "[indexing
     return Tensors{y.detach(), x.grad(), src.grad()};
   });
 }
+
+TEST_CASE("one_hot: a num_classes too large for memory is refused naming it", "[indexing][errors]") {
+  const Tensor labels = Tensor::zeros({3}, kInt64);
+  for (const std::int64_t c : {std::int64_t{1} << 45, std::int64_t{1} << 62})
+    test::require_error([&] { (void)one_hot(labels, c); }, {"one_hot", "'num_classes'"});
+}

@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include "support.hpp"
 #include "xgrad/core/cpu.hpp"
@@ -648,4 +649,32 @@ TEST_CASE(
   const MemoryStats after = memory_stats();
   CHECK(after.system_allocations == before.system_allocations);
   CHECK(after.cache_hits - before.cache_hits >= 4 * 3);  // the plan, the table and the output gradient at least
+}
+
+TEST_CASE("resample_conv: an exception from a callable response leaves the op as an xgrad::Error naming it",
+          "[resample_conv][errors]") {
+  const FineGrid grid = FineGrid::uniform(0.0, 0.1, 60);
+  const Tensor f = Tensor::ones({2, 60}, kFloat64);
+  const Tensor coarse = Tensor::of({{1.0, 2.0, 3.0, 4.0}, {1.5, 2.5, 3.5, 4.5}}, kFloat64);
+  const auto boom = [](double d) -> double {
+    if (d > 0.25) throw std::runtime_error("boom: outside my model");
+    return 1.0 - std::abs(d);
+  };
+  for (const bool exact : {false, true}) {  // tables, and the per-tap path (TBB tasks)
+    INFO("exact = " << exact);
+    ResampleConvOptions o;
+    o.exact = exact;
+    test::require_error([&] { (void)resample_conv(f, coarse, grid, Response::callable(boom, -0.5, 0.5), o); },
+                        {"resample_conv", "callable 'fn'", "threw", "boom: outside my model"});
+  }
+  // the derivative too (for the coarse gradient)
+  const auto tri = [](double d) { return 1.0 - std::abs(d); };
+  const auto bad_d = [](double) -> double { throw std::logic_error("no slope"); };
+  const Tensor c = coarse.clone_data().set_requires_grad();
+  test::require_error(
+      [&] {
+        Tensor y = resample_conv(f, c, grid, Response::callable(tri, -0.5, 0.5, bad_d, {0.0}));
+        sum(y).backward();
+      },
+      {"resample_conv", "callable 'derivative'", "threw", "no slope"});
 }
