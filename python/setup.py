@@ -8,7 +8,8 @@ xgrad_torch/__init__.py in the wheel. The module is built for the interpreter th
 (sys.executable, passed as -DPython_EXECUTABLE) and against the torch it imports.
 
 Environment:
-  XGRAD_BUILD_DIR          build in this already configured CMake folder (e.g. build/release, configured
+  XGRAD_BUILD_DIR          build in this already configured CMake folder, an absolute path (e.g.
+                           $PWD/build/release, configured
                            with the module on for the same interpreter): no configure, only
                            `cmake --build <dir> --target xgrad_torch_C`; its cache is not changed.
                            Default: a folder of its own, <repository>/build/pip (kept between installs,
@@ -62,7 +63,9 @@ def build_folder():
     """(folder, reuse): XGRAD_BUILD_DIR (reused as configured) or <repository>/build/pip (ours)."""
     given = os.environ.get("XGRAD_BUILD_DIR")
     if given:
-        return os.path.abspath(given), True
+        if not os.path.isabs(given):  # pip runs setup.py in python/, not in the folder pip was run from
+            fail(f"XGRAD_BUILD_DIR={given} must be an absolute path, e.g. XGRAD_BUILD_DIR=$PWD/build/release")
+        return given, True
     return os.path.join(ROOT, "build", "pip"), False
 
 
