@@ -28,6 +28,8 @@ test_packages=(
   python3-torch python3-numpy            # PyTorch parity tests and the benchmark peer
   libtorch-dev                           # C++ PyTorch peer in bench/ (optional for the build)
   python3-dev pybind11-dev               # the PyTorch extension module xgrad_torch (python/, optional)
+  python3-venv python3-setuptools python3-wheel  # pip install --no-build-isolation ./python in a venv
+                                         # (docs/python.md; the test python_pip_install), offline
 )
 # usage: install-deps.sh [--main]   (--main: only what building and running the examples needs)
 packages=("${main_packages[@]}")
