@@ -11,7 +11,11 @@
   6. no file was added to or removed from python/ in the source tree (setuptools' build/ and egg-info
      go to the build folder).
 
-usage: pip_install_check.py <repository root> <build folder>
+usage: pip_install_check.py [--fresh] <repository root> <build folder>
+
+--fresh: the path a user takes, without XGRAD_BUILD_DIR: setup.py configures and builds the module
+in its own folder, <repository>/build/pip (removed first), compiling the library (minutes; .ci/run
+runs it once, the CTest test python_pip_install without it).
 """
 import os
 import shutil
@@ -79,9 +83,13 @@ def source_files(folder):
 
 
 def main():
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    fresh = bool(args) and args[0] == "--fresh"
+    if fresh:
+        args = args[1:]
+    if len(args) != 2:
         sys.exit(__doc__)
-    root, build = (os.path.abspath(a) for a in sys.argv[1:])
+    root, build = (os.path.abspath(a) for a in args)
     python_src = os.path.join(root, "python")
     work = os.path.join(build, "python", "pip_install_test")
     venv = os.path.join(work, "venv")
@@ -90,7 +98,14 @@ def main():
 
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME") and not k.startswith("PIP_")}
     # Not the machine's pip configuration (an index, find-links): the install must need nothing but the checkout.
-    env.update(XGRAD_BUILD_DIR=build, PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
+    env.pop("XGRAD_BUILD_DIR", None)
+    if fresh:
+        shutil.rmtree(os.path.join(root, "build", "pip"), ignore_errors=True)
+        work += "_fresh"
+        venv, vpython = os.path.join(work, "venv"), os.path.join(work, "venv", "bin", "python")
+    else:
+        env["XGRAD_BUILD_DIR"] = build
     start = time.monotonic()
 
     def step(what, cmd, cwd=None, expect_fail=False):
