@@ -601,7 +601,7 @@ void run_backward(const Tensors& roots, const Tensors& grad_roots, std::optional
 }
 
 Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_outputs,
-             std::optional<bool> retain_graph, bool allow_unused, bool create_graph) {
+             std::optional<bool> retain_graph, bool create_graph, bool allow_unused) {
   NoGradGuard no_grad;
   Engine eng;
   eng.create_graph = create_graph;

@@ -172,10 +172,10 @@ void run_backward(const Tensors& roots, const Tensors& grad_roots, std::optional
 /// Inputs that the outputs do not depend on get an undefined tensor unless allow_unused is false,
 /// in which case that is an error. With create_graph the returned gradients carry history and can
 /// be differentiated again (Note [Create graph]); grad_outputs may then require grad themselves.
-/// retain_graph defaults to create_graph. (Argument order: torch's is create_graph before
-/// allow_unused; here allow_unused came first and keeps its place.)
+/// retain_graph defaults to create_graph. The parameters are torch::autograd::grad's, in its order
+/// (create_graph before allow_unused; before issue 34 xgrad had them the other way round).
 Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_outputs = {},
-             std::optional<bool> retain_graph = std::nullopt, bool allow_unused = false, bool create_graph = false);
+             std::optional<bool> retain_graph = std::nullopt, bool create_graph = false, bool allow_unused = false);
 
 // ---- the extension API --------------------------------------------------------------------------
 /// Base of every differentiable op. A Function is a Node with typed state: write

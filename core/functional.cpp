@@ -31,7 +31,7 @@ std::pair<Tensor, Tensors> vjp(const std::function<Tensor(const Tensors&)>& fn, 
               "vjp: argument 'v' must have the output's shape {} and dtype {}, got {}", shape_str(out.shape()),
               out.dtype(), v.defined() ? shape_str(v.shape()) : std::string("undefined"));
   Tensors g(xs.size());
-  if (out.requires_grad()) g = grad({out}, xs, {v}, false, true);
+  if (out.requires_grad()) g = grad({out}, xs, {v}, false, /*create_graph=*/false, /*allow_unused=*/true);
   for (std::size_t i = 0; i < xs.size(); ++i)
     if (!g[i].defined()) g[i] = Tensor::zeros(xs[i].shape(), xs[i].dtype());
   return {out.detach(), g};
@@ -50,7 +50,8 @@ std::vector<double> jacobian_matrix(const Tensor& output, const Tensors& inputs)
   for (std::int64_t i = 0; i < m; ++i) {
     seed.fill_(0.0);
     dispatch(seed.dtype(), [&](auto tag) { seed.data<typename decltype(tag)::type>()[i] = 1; });
-    const Tensors g = grad({output}, inputs, {seed.clone_data()}, /*retain_graph=*/true, /*allow_unused=*/true);
+    const Tensors g = grad({output}, inputs, {seed.clone_data()}, /*retain_graph=*/true, /*create_graph=*/false,
+                           /*allow_unused=*/true);
     std::int64_t col = 0;
     for (std::size_t k = 0; k < inputs.size(); ++k) {
       if (g[k].defined()) {
@@ -115,7 +116,7 @@ Tensors grad_or_zeros(const Tensors& outputs, const Tensors& wrt, const Tensors&
       sds.push_back(seeds[i]);
     }
   Tensors g(wrt.size());
-  if (!outs.empty()) g = grad(outs, wrt, sds, /*retain_graph=*/true, /*allow_unused=*/true, create_graph);
+  if (!outs.empty()) g = grad(outs, wrt, sds, /*retain_graph=*/true, create_graph, /*allow_unused=*/true);
   for (std::size_t k = 0; k < wrt.size(); ++k)
     if (!g[k].defined()) g[k] = Tensor::zeros(wrt[k].shape(), wrt[k].dtype());
   return g;
@@ -176,7 +177,7 @@ std::vector<Tensors> hessian(const std::function<Tensor(const Tensors&)>& fn, co
   const Tensors xs = leaf_copies(inputs, "hessian");
   const Tensor out = scalar_output(fn, xs, "hessian");
   Tensors g(xs.size());
-  if (out.requires_grad()) g = grad({out}, xs, {}, /*retain_graph=*/true, /*allow_unused=*/true, /*create_graph=*/true);
+  if (out.requires_grad()) g = grad({out}, xs, {}, /*retain_graph=*/true, /*create_graph=*/true, /*allow_unused=*/true);
   std::int64_t n = 0;
   for (const auto& x : xs) n += x.numel();
   std::vector<Tensors> result(xs.size());

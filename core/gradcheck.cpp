@@ -34,7 +34,7 @@ GradcheckReport gradcheck(const std::function<Tensor(const Tensors&)>& fn, const
     seed.data<double>()[j] = 1.0;
     Tensor y = fn(inputs);
     XGRAD_CHECK(y.requires_grad(), "gradcheck: the output does not depend on any input that requires grad");
-    Tensors g = grad({y}, diff_inputs, {seed}, false, true);
+    Tensors g = grad({y}, diff_inputs, {seed}, false, /*create_graph=*/false, /*allow_unused=*/true);
     for (std::size_t k = 0; k < diff.size(); ++k) {
       if (!g[k].defined()) continue;
       const double* gp = g[k].data<double>();
@@ -168,7 +168,7 @@ GradcheckReport gradgradcheck(const std::function<Tensor(const Tensors&)>& fn, c
     for (auto i : diff) wrt.push_back(xs[i]);
     Tensors g(wrt.size());
     if (y.requires_grad())
-      g = grad({y}, wrt, {in.back()}, /*retain_graph=*/std::nullopt, /*allow_unused=*/true, /*create_graph=*/true);
+      g = grad({y}, wrt, {in.back()}, /*retain_graph=*/std::nullopt, /*create_graph=*/true, /*allow_unused=*/true);
     for (std::size_t k = 0; k < g.size(); ++k)
       if (!g[k].defined()) g[k] = Tensor::zeros(wrt[k].shape(), kFloat64);
     return apply<ConcatFlat>(g, in.back());

@@ -185,6 +185,15 @@ Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape
   return t;
 }
 
+Tensor Tensor::from_buffer(const void* data, std::size_t count, Dtype src, const Shape& shape, Dtype dtype) {
+  XGRAD_CHECK(static_cast<std::int64_t>(count) == checked_numel(shape, "from_vector", "shape"),
+              "from_vector: {} values do not fill shape {} ({} elements)", count, shape_str(shape),
+              checked_numel(shape, "from_vector", "shape"));
+  Tensor t = empty(shape, src);
+  if (count != 0) std::memcpy(t.raw_data(), data, count * dtype_size(src));
+  return t.to(dtype);
+}
+
 template <class T>
 Tensor Tensor::from_data(std::span<const T> values, const Shape& shape) {
   XGRAD_CHECK(static_cast<std::int64_t>(values.size()) == checked_numel(shape, "from_data", "shape"),

@@ -56,6 +56,11 @@ struct TensorImpl {
 class Tensor;
 using Tensors = std::vector<Tensor>;
 
+/// The element types of Tensor::from_vector's template form (besides its std::vector<double> form).
+template <class T>
+concept FromVectorElement = std::same_as<T, std::int64_t> || std::same_as<T, int> || std::same_as<T, float> ||
+    std::same_as<T, std::uint8_t> || std::same_as<T, bool>;
+
 class Tensor {
  public:
   Tensor() = default;  // undefined tensor (no data); defined() is false
@@ -88,6 +93,21 @@ class Tensor {
   static Tensor randn(const Shape& shape, Generator& gen, Dtype dtype = kFloat32);
   /// Copies `values` (row-major) into a tensor of `shape`; sizes must match.
   static Tensor from_vector(const std::vector<double>& values, const Shape& shape, Dtype dtype = kFloat32);
+  /// Copies the values of a std::vector of std::int64_t, int, float, std::uint8_t or bool exactly
+  /// into a tensor of `shape` (sizes must match), converted to `dtype`. The default dtype is the
+  /// one torch::tensor gives such a vector: int64 for std::int64_t and int, float32 for float, uint8
+  /// for std::uint8_t, bool for bool. A template over the element type, so that a braced list,
+  /// from_vector({1, 2}, {2}), still calls the std::vector<double> form above (float32).
+  template <FromVectorElement T>
+  static Tensor from_vector(const std::vector<T>& values, const Shape& shape, Dtype dtype = from_vector_dtype<T>()) {
+    if constexpr (std::same_as<T, bool>) {
+      const std::unique_ptr<bool[]> copy(new bool[values.size()]);  // std::vector<bool> stores bits
+      for (std::size_t i = 0; i < values.size(); ++i) copy[i] = values[i];
+      return from_buffer(copy.get(), values.size(), kBool, shape, dtype);
+    } else {
+      return from_buffer(values.data(), values.size(), dtype_of<T>(), shape, dtype);
+    }
+  }
   /// Copies `values` exactly into a tensor of `shape` and dtype dtype_of<T>() (float, double,
   /// std::int64_t, std::int32_t, std::uint8_t or bool).
   template <class T>
@@ -191,6 +211,13 @@ class Tensor {
       throw_undefined(what);
   }
   [[noreturn]] static void throw_undefined(const char* what);
+  template <class T>
+  static constexpr Dtype from_vector_dtype() {
+    return std::same_as<T, int> ? kInt64 : dtype_of<T>();
+  }
+  // `count` elements of dtype `src` at `data` into a tensor of `shape` converted to `dtype`
+  // (from_vector's check of the sizes, then to()).
+  static Tensor from_buffer(const void* data, std::size_t count, Dtype src, const Shape& shape, Dtype dtype);
   std::shared_ptr<TensorImpl> impl_;
 };
 

@@ -21,6 +21,14 @@
 // TensorImpl. Everything that changes a parameter after construction (to(dtype), optimizers, loading
 // a checkpoint) therefore changes that TensorImpl in place and never rebinds the registry entry:
 // rebinding would leave the layer's copy pointing at the old tensor. This is PyTorch's `set_data`.
+//
+// Note [Moved modules]: a module can be move-constructed (libtorch's modules are shared handles,
+// torch::nn::Linear a ModuleHolder of a LinearImpl; here the layer class is the module itself). The
+// new module takes over the registry and the layer's handles together, so they still refer to the
+// same TensorImpls and children (a module never points into itself); the moved-from module is left
+// empty, fit only to be destroyed. Move a module before it is shared: moving one that a parent has
+// registered, or that a std::shared_ptr owns, leaves the parent holding the empty shell. A derived
+// module is movable when its own members are (no user-declared destructor or copy operations).
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
@@ -38,6 +46,10 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual ~Module() = default;
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
+  /// Moving is how a module built as a temporary goes into its std::shared_ptr, as in
+  /// nn::Sequential(nn::Linear(4, 8), nn::ReLU()) (Note [Moved modules]). Not assignable.
+  Module(Module&&) = default;
+  Module& operator=(Module&&) = delete;
 
   const std::string& type_name() const { return type_name_; }
 

@@ -113,4 +113,54 @@ inline Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
 inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 Tensor operator/(double a, const Tensor& b);
 
+// Comparison and logical operators, as libtorch's (ATen/TensorOperators.h): a == b, x > 0 and the
+// like return bool tensors (eq, gt, ...), so `==` is not identity: Tensor::is_same is. A number is
+// compared in x's dtype when x is floating point (x == 0.1 converts 0.1 to float32 for a float32 x,
+// as torch); for an integer or bool x, a whole number is compared as int64 and any other number
+// (2.5, inf, NaN) in float32: the dtypes torch compares in. &, | and ^ are torch's bitwise ops,
+// given here on bool tensors only (logical_and, logical_or, logical_xor); ~ is bitwise_not on bool
+// tensors (logical_not); ! (not in libtorch) is logical_not on any dtype. Integer operands of &, |,
+// ^ and ~ are an xgrad::Error (bitwise ops on integers are not implemented).
+namespace detail {
+/// The 0-d tensor a comparison operator compares x with (the rule above); x undefined: float32.
+Tensor comparison_operand(const Tensor& x, double value);
+/// Refuses operands of a bitwise operator (`op`: "operator&", ...) that are not both bool.
+void check_bool_operands(const char* op, const Tensor& a, const Tensor& b);
+}  // namespace detail
+inline Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+inline Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+inline Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+inline Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+inline Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+inline Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+inline Tensor operator==(const Tensor& a, double b) { return eq(a, detail::comparison_operand(a, b)); }
+inline Tensor operator!=(const Tensor& a, double b) { return ne(a, detail::comparison_operand(a, b)); }
+inline Tensor operator<(const Tensor& a, double b) { return lt(a, detail::comparison_operand(a, b)); }
+inline Tensor operator<=(const Tensor& a, double b) { return le(a, detail::comparison_operand(a, b)); }
+inline Tensor operator>(const Tensor& a, double b) { return gt(a, detail::comparison_operand(a, b)); }
+inline Tensor operator>=(const Tensor& a, double b) { return ge(a, detail::comparison_operand(a, b)); }
+inline Tensor operator==(double a, const Tensor& b) { return eq(detail::comparison_operand(b, a), b); }
+inline Tensor operator!=(double a, const Tensor& b) { return ne(detail::comparison_operand(b, a), b); }
+inline Tensor operator<(double a, const Tensor& b) { return lt(detail::comparison_operand(b, a), b); }
+inline Tensor operator<=(double a, const Tensor& b) { return le(detail::comparison_operand(b, a), b); }
+inline Tensor operator>(double a, const Tensor& b) { return gt(detail::comparison_operand(b, a), b); }
+inline Tensor operator>=(double a, const Tensor& b) { return ge(detail::comparison_operand(b, a), b); }
+inline Tensor operator!(const Tensor& x) { return logical_not(x); }
+inline Tensor operator~(const Tensor& x) {
+  detail::check_bool_operands("operator~", x, x);
+  return logical_not(x);
+}
+inline Tensor operator&(const Tensor& a, const Tensor& b) {
+  detail::check_bool_operands("operator&", a, b);
+  return logical_and(a, b);
+}
+inline Tensor operator|(const Tensor& a, const Tensor& b) {
+  detail::check_bool_operands("operator|", a, b);
+  return logical_or(a, b);
+}
+inline Tensor operator^(const Tensor& a, const Tensor& b) {
+  detail::check_bool_operands("operator^", a, b);
+  return logical_xor(a, b);
+}
+
 }  // namespace xgrad

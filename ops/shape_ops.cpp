@@ -20,6 +20,24 @@ void check_defined(const char* op, const Tensor& x, const char* arg = "x") {
   XGRAD_CHECK(x.defined(), "{}: argument '{}' is an undefined tensor", op, arg);
 }
 
+// Calls fn(type_tag<U>{}) with U the unsigned integer type of d's element size. The kernels that only
+// move elements (permute, transpose, expand) copy bytes, so one instantiation per size serves every
+// dtype, integer and bool included, as torch's do.
+template <class Fn>
+void dispatch_bytes(Dtype d, Fn&& fn) {
+  switch (dtype_size(d)) {
+    case 1:
+      fn(type_tag<std::uint8_t>{});
+      return;
+    case 4:
+      fn(type_tag<std::uint32_t>{});
+      return;
+    default:
+      fn(type_tag<std::uint64_t>{});
+      return;
+  }
+}
+
 // Partial products of a tensor's shape: its strides fit (Note [Checked sizes]), but a leading
 // product of an empty shape such as (2^62, 2^62, 0) does not, hence the check.
 std::int64_t prod(const Shape& s, std::size_t begin, std::size_t end, const char* op = "shape op") {
@@ -188,9 +206,9 @@ Tensor permute_copy(const Tensor& x, const std::vector<std::int64_t>& dims) {
   Shape out_shape(dims.size());
   for (std::size_t d = 0; d < dims.size(); ++d) out_shape[d] = x.shape()[static_cast<std::size_t>(dims[d])];
   Tensor y = Tensor::empty(out_shape, x.dtype());
-  dispatch(x.dtype(), [&](auto tag) {
+  dispatch_bytes(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    permute_kernel<T>(x.data<T>(), y.data<T>(), x.shape(), dims);
+    permute_kernel<T>(static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()), x.shape(), dims);
   });
   return y;
 }
@@ -489,9 +507,10 @@ struct Expand : Function<Expand> {
   Tensor forward(const Tensor& x, const Shape& shape) {
     x_shape = x.shape();
     Tensor y = Tensor::empty(shape, x.dtype());
-    dispatch(x.dtype(), [&](auto tag) {
+    dispatch_bytes(x.dtype(), [&](auto tag) {  // any dtype: a copy
       using T = typename decltype(tag)::type;
-      detail::broadcast_map<T, 1>(y.data<T>(), shape, {x.data<T>()}, {&x.shape()}, [](T v) { return v; });
+      detail::broadcast_map<T, 1>(static_cast<T*>(y.raw_data()), shape, {static_cast<const T*>(x.raw_data())},
+                                  {&x.shape()}, [](T v) { return v; });
     });
     return y;
   }

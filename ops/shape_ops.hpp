@@ -14,6 +14,8 @@
 // | concat(xs, axis)               | dx_i = the i-th slice of g along axis                     |
 // | stack(xs, axis)                | dx_i = g selected at position i of the new axis           |
 // | expand(x, shape)               | dx = g summed over the expanded axes (broadcast_to alias) |
+// Every op of this table takes tensors of any dtype (integer and bool too, as torch's: they only
+// move elements); integer and bool tensors have no gradient. concat and stack need one dtype.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -242,4 +242,31 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   return where(mask, Tensor::scalar(value, x.dtype()), x);
 }
 
+namespace detail {
+
+Tensor comparison_operand(const Tensor& x, double value) {
+  if (x.defined() && is_floating_point(x.dtype())) return Tensor::scalar(value, x.dtype());
+  if (!x.defined()) return Tensor::scalar(value);  // the op then names the undefined argument
+  const bool whole = std::isfinite(value) && std::trunc(value) == value && std::abs(value) < 0x1p63;
+  return Tensor::scalar(value, whole ? kInt64 : kFloat32);
+}
+
+void check_bool_operands(const char* op, const Tensor& a, const Tensor& b) {
+  const bool unary = &a == &b;
+  const char* what = unary ? "its operand" : "both operands";
+  XGRAD_CHECK(a.defined() && b.defined(), "{}: {} must be defined bool tensors; got an undefined tensor", op, what);
+  if (unary) {
+    XGRAD_CHECK(a.dtype() == kBool,
+                "{}: its operand must be a bool tensor (bitwise not of {} is not implemented); got {} {}; use "
+                "logical_not for truth values",
+                op, a.dtype(), a.dtype(), shape_str(a.shape()));
+    return;
+  }
+  XGRAD_CHECK(a.dtype() == kBool && b.dtype() == kBool,
+              "{}: both operands must be bool tensors (bitwise ops on integers are not implemented); got a: {} {} and "
+              "b: {} {}; use logical_and/logical_or/logical_xor for truth values of any dtype",
+              op, a.dtype(), shape_str(a.shape()), b.dtype(), shape_str(b.shape()));
+}
+
+}  // namespace detail
 }  // namespace xgrad

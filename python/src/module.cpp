@@ -192,7 +192,7 @@ struct Graph {
       py::gil_scoped_release release;
       sync_threads();
       OpenBlasRestore blas;
-      grads = xgrad::grad({output}, wanted, {g}, /*retain_graph=*/true, /*allow_unused=*/true);
+      grads = xgrad::grad({output}, wanted, {g}, /*retain_graph=*/true, /*create_graph=*/false, /*allow_unused=*/true);
     }
     std::vector<std::optional<at::Tensor>> result;
     std::size_t k = 0;

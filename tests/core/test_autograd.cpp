@@ -234,7 +234,7 @@ TEST_CASE("xgrad::grad returns gradients without touching .grad", "[autograd]") 
   CHECK_FALSE(h.grad().defined());
 
   require_error([&] { xgrad::grad({y}, {unused}, {seed}, true); }, {"grad", "not used", "allow_unused"});
-  Tensors gu = xgrad::grad({y}, {x, unused}, {seed}, true, /*allow_unused=*/true);
+  Tensors gu = xgrad::grad({y}, {x, unused}, {seed}, true, /*create_graph=*/false, /*allow_unused=*/true);
   CHECK(gu[0].defined());
   CHECK_FALSE(gu[1].defined());
   require_error([&] { xgrad::grad({y}, {Tensor::ones({3})}, {seed}, true); }, {"grad", "does not require grad"});

@@ -47,14 +47,43 @@ struct PlainSquare : Function<PlainSquare> {
 };
 }  // namespace
 
+TEST_CASE("grad and backward take torch's parameters in torch's order", "[create_graph][grad]") {
+  // torch::autograd::grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused):
+  // create_graph is the 5th positional argument, allow_unused the 6th.
+  Tensor x = Tensor::of({0.5, 2.0}, kFloat64).set_requires_grad();
+  Tensor unused = Tensor::of({1.0}, kFloat64).set_requires_grad();
+  const Tensors g = xgrad::grad({sum(x * x * x)}, {x}, {}, std::nullopt, true);  // 3x^2, recorded
+  REQUIRE(g.size() == 1);
+  CHECK(g[0].grad_fn() != nullptr);
+  CHECK(vec(g[0]) == std::vector<double>{0.75, 12.0});
+  CHECK(vec(xgrad::grad({sum(g[0])}, {x})[0]) == std::vector<double>{3.0, 12.0});  // 6x
+
+  const Tensors gu = xgrad::grad({sum(x * x)}, {x, unused}, {}, std::nullopt, false, true);
+  CHECK(gu[0].grad_fn() == nullptr);  // create_graph false: no history
+  CHECK(vec(gu[0]) == std::vector<double>{1.0, 4.0});
+  CHECK_FALSE(gu[1].defined());
+  // A true 5th argument is create_graph, not allow_unused: the unused input is still an error.
+  require_error(
+      [&] {
+        (void)xgrad::grad({sum(x * x)}, {x, unused}, {}, std::nullopt, true);
+      },
+      {"grad", "not used", "allow_unused"});
+
+  // Tensor::backward(gradient, retain_graph, create_graph), as torch's.
+  Tensor y = sum(x * x * x);
+  y.backward(Tensor(), std::nullopt, true);
+  CHECK(x.grad().grad_fn() != nullptr);
+  CHECK(vec(x.grad()) == std::vector<double>{0.75, 12.0});
+}
+
 TEST_CASE("create_graph: derivatives of x^3 to third order, through grad()", "[create_graph]") {
   const Tensor x = Tensor::of({0.5, -1.5, 2.0}, kFloat64).set_requires_grad();
   const Tensor y = sum(pow(x, 3.0));
-  const Tensor g1 = xgrad::grad({y}, {x}, {}, std::nullopt, false, /*create_graph=*/true)[0];
+  const Tensor g1 = xgrad::grad({y}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
   REQUIRE(g1.requires_grad());
   REQUIRE(g1.grad_fn() != nullptr);
-  const Tensor g2 = xgrad::grad({sum(g1)}, {x}, {}, std::nullopt, false, true)[0];  // 6x
-  const Tensor g3 = xgrad::grad({sum(g2)}, {x}, {})[0];                             // 6
+  const Tensor g2 = xgrad::grad({sum(g1)}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];  // 6x
+  const Tensor g3 = xgrad::grad({sum(g2)}, {x}, {})[0];                                       // 6
   const auto xv = vec(x), v1 = vec(g1), v2 = vec(g2), v3 = vec(g3);
   for (int i = 0; i < 3; ++i) {
     CHECK(v1[i] == Approx(3 * xv[i] * xv[i]).epsilon(1e-14));
@@ -69,13 +98,13 @@ TEST_CASE("create_graph: derivatives of x^3 to third order, through grad()", "[c
 TEST_CASE("create_graph: ops that save their own output see it with its history", "[create_graph]") {
   const Tensor x = Tensor::of({0.3, -0.7, 1.1}, kFloat64).set_requires_grad();
   // exp saves its output: d2/dx2 exp = exp
-  const Tensor ge = xgrad::grad({sum(exp(x))}, {x}, {}, std::nullopt, false, true)[0];
+  const Tensor ge = xgrad::grad({sum(exp(x))}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
   const Tensor he = xgrad::grad({sum(ge)}, {x})[0];
   // tanh saves its output: d2/dx2 tanh = -2 tanh (1 - tanh^2)
-  const Tensor gt = xgrad::grad({sum(tanh(x))}, {x}, {}, std::nullopt, false, true)[0];
+  const Tensor gt = xgrad::grad({sum(tanh(x))}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
   const Tensor ht = xgrad::grad({sum(gt)}, {x})[0];
   // sigmoid: s (1 - s) (1 - 2 s); sqrt: -x^(-3/2) / 4 (on |x|)
-  const Tensor gs = xgrad::grad({sum(sigmoid(x))}, {x}, {}, std::nullopt, false, true)[0];
+  const Tensor gs = xgrad::grad({sum(sigmoid(x))}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
   const Tensor hs = xgrad::grad({sum(gs)}, {x})[0];
   const auto xv = vec(x);
   for (int i = 0; i < 3; ++i) {
@@ -105,14 +134,14 @@ TEST_CASE("create_graph in backward(): .grad carries history, retain_graph defau
   // retain_graph=false explicitly with create_graph frees the graph
   const Tensor z = Tensor::of({1.0}, kFloat64).set_requires_grad();
   const Tensor w = sum(exp(z));
-  (void)xgrad::grad({w}, {z}, {}, /*retain_graph=*/false, false, true);
+  (void)xgrad::grad({w}, {z}, {}, /*retain_graph=*/false, /*create_graph=*/true);
   require_error([&] { (void)xgrad::grad({w}, {z}); }, {"exp", "second time"});
 }
 
 TEST_CASE("create_graph: an op without a differentiable backward refuses, naming the op", "[create_graph]") {
   const Tensor x = Tensor::of({1.0, 2.0}, kFloat64).set_requires_grad();
   const Tensor y = sum(apply<PlainSquare>(x));
-  require_error([&] { (void)xgrad::grad({y}, {x}, {}, std::nullopt, false, true); },
+  require_error([&] { (void)xgrad::grad({y}, {x}, {}, std::nullopt, /*create_graph=*/true); },
                 {"plain_square", "create_graph", "not supported"});
   require_error([&] { sum(apply<PlainSquare>(x)).backward(Tensor(), std::nullopt, true); },
                 {"plain_square", "create_graph", "not supported"});
@@ -153,8 +182,8 @@ TEST_CASE("create_graph: third derivatives through the gather-type ops and their
   const std::vector<double> xv = vec(x);
   for (const auto& [name, P] : cases) {
     INFO(name);
-    const Tensor g1 = xgrad::grad({sum(pow(P(x), 4.0))}, {x}, {}, std::nullopt, false, true)[0];
-    const Tensor g2 = xgrad::grad({sum(g1)}, {x}, {}, std::nullopt, false, true)[0];
+    const Tensor g1 = xgrad::grad({sum(pow(P(x), 4.0))}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+    const Tensor g2 = xgrad::grad({sum(g1)}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
     const Tensor g3 = xgrad::grad({sum(g2)}, {x})[0];
     const auto v1 = vec(g1), v2 = vec(g2), v3 = vec(g3);
     REQUIRE(v3.size() == xv.size());
@@ -255,7 +284,7 @@ TEST_CASE("second derivatives match torch.autograd.grad(..., create_graph=True)"
     return [f, n](const Tensors& in) {
       const Tensors xs(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n));
       const Tensor y = f(xs);
-      return xgrad::grad({y}, xs, {in[n]}, std::nullopt, false, true)[0];
+      return xgrad::grad({y}, xs, {in[n]}, std::nullopt, /*create_graph=*/true)[0];
     };
   };
   const std::string G = "out = torch.autograd.grad(y, a, v, create_graph=True)[0]";
@@ -446,7 +475,7 @@ TEST_CASE("flagships: resample_conv (with respect to f) and block_sparse_linear 
   const Tensor f = test::randn_leaf({3, 30}, gen);
   const Tensor cg = c.clone_data().set_requires_grad();
   const Tensor y = sum(pow(resample_conv(f, cg, uni, r), 2.0));
-  const Tensors gfc = xgrad::grad({y}, {f, cg}, {}, std::nullopt, false, true);
+  const Tensors gfc = xgrad::grad({y}, {f, cg}, {}, std::nullopt, /*create_graph=*/true);
   CHECK(xgrad::grad({sum(gfc[0])}, {cg}, {}, true)[0].defined());
   require_error([&] { (void)xgrad::grad({sum(gfc[1])}, {cg}); }, {"resample_conv", "order 2", "'coarse'"});
 

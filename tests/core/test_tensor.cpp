@@ -97,6 +97,34 @@ TEST_CASE("from_vector, from_data and Tensor::of", "[tensor]") {
   require_error([] { Tensor::of({{1, 2}, {3}}); }, {"Tensor::of", "ragged"});
 }
 
+TEST_CASE("from_vector of integer, float and bool vectors: torch::tensor's dtypes, exact values", "[tensor]") {
+  // A braced list still picks the std::vector<double> form (float32, as before).
+  CHECK(Tensor::from_vector({1, 2}, {2}).dtype() == kFloat32);
+  CHECK(Tensor::from_vector({1.0, 2.0}, {2}).dtype() == kFloat32);
+
+  const std::vector<std::int64_t> big{(std::int64_t{1} << 53) + 1, -3, 0};  // not exact as a double
+  const Tensor i = Tensor::from_vector(big, {3});
+  CHECK(i.dtype() == kInt64);
+  CHECK(i.shape() == Shape{3});
+  CHECK(i.data<std::int64_t>()[0] == (std::int64_t{1} << 53) + 1);
+  CHECK(i.data<std::int64_t>()[1] == -3);
+  CHECK(Tensor::from_vector(big, {3, 1}, kFloat64).to_vector() == std::vector<double>{0x1p53, -3, 0});
+  require_error([&] { Tensor::from_vector(big, {2, 2}); }, {"from_vector", "3 values", "(2, 2)"});
+
+  const Tensor ints = Tensor::from_vector(std::vector<int>{4, -5}, {2});  // int gives int64, as torch::tensor
+  CHECK(ints.dtype() == kInt64);
+  CHECK(ints.to_vector() == std::vector<double>{4, -5});
+  const Tensor f = Tensor::from_vector(std::vector<float>{0.1f, 2.5f}, {1, 2});
+  CHECK(f.dtype() == kFloat32);
+  CHECK(f.data<float>()[0] == 0.1f);
+  CHECK(Tensor::from_vector(std::vector<std::uint8_t>{255, 1}, {2}).dtype() == kUInt8);
+  const Tensor b = Tensor::from_vector(std::vector<bool>{true, false, true}, {3});
+  CHECK(b.dtype() == kBool);
+  CHECK(b.to_vector() == std::vector<double>{1, 0, 1});
+  CHECK(Tensor::from_vector(std::vector<bool>{true, false}, {2}, kFloat32).to_vector() == std::vector<double>{1, 0});
+  CHECK(Tensor::from_vector(std::vector<std::int64_t>{}, {0, 3}).shape() == Shape{0, 3});
+}
+
 TEST_CASE("arange: counts and values like numpy.arange", "[tensor]") {
   struct Case {
     double start, stop, step;

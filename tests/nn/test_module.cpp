@@ -195,6 +195,57 @@ TEST_CASE("Sequential: chains modules, names them by position, indexes them", "[
   CHECK(count == 5);
 }
 
+TEST_CASE("Sequential: libtorch's spelling, module objects and shared_ptrs mixed", "[module][sequential]") {
+  // nn::Sequential(nn::Linear(4, 8), nn::ReLU()) as in libtorch: each temporary is moved into a
+  // std::shared_ptr of its own type.
+  nn::Sequential net(nn::Linear(4, 8, true, kFloat64, 1), nn::ReLU(), nn::Linear(8, 2, true, kFloat64, 2));
+  REQUIRE(net.size() == 3);
+  CHECK(net.at<nn::Linear>(0)->type_name() == "Linear");
+  CHECK(net[1]->type_name() == "ReLU");
+  CHECK(names(net.named_parameters()) == std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"});
+  CHECK(net.parameters().size() == 4);
+  CHECK(net.num_parameters() == 4 * 8 + 8 + 8 * 2 + 2);
+  // The moved layer's handles and the registry are still one TensorImpl (Note [Moved modules]).
+  const auto fc1 = net.at<nn::Linear>(0);
+  CHECK(fc1->weight().is_same(net.named_parameters()[0].second));
+  CHECK(fc1->bias().is_same(net.named_parameters()[1].second));
+
+  // The same values as the layers built in their shared_ptrs with the same seeds.
+  const auto ref1 = std::make_shared<nn::Linear>(4, 8, true, kFloat64, 1);
+  const auto ref2 = std::make_shared<nn::Linear>(8, 2, true, kFloat64, 2);
+  Generator gen(5);
+  const Tensor x = Tensor::randn({3, 4}, gen, kFloat64);
+  CHECK(bit_equal(net(x), (*ref2)(relu((*ref1)(x)))));
+  Tensor loss = sum(net(x));
+  loss.backward();
+  for (const Tensor& p : net.parameters()) CHECK(p.grad().defined());
+
+  // Mixed: a shared_ptr kept by the caller, a temporary, and a nested Sequential.
+  auto head = std::make_shared<nn::Linear>(8, 1, true, kFloat64, 3);
+  nn::Sequential mixed(nn::Sequential(nn::Linear(4, 8, true, kFloat64, 1), nn::Tanh()), head, nn::Sigmoid());
+  REQUIRE(mixed.size() == 3);
+  CHECK(mixed[1] == head);
+  CHECK(names(mixed.named_parameters()) == std::vector<std::string>{"0.0.weight", "0.0.bias", "1.weight", "1.bias"});
+  CHECK(mixed(x).shape() == Shape{3, 1});
+
+  // push_back by value, with or without a name.
+  nn::Sequential grown;
+  grown.push_back(nn::Linear(4, 8, true, kFloat64, 1));
+  grown.push_back(nn::ReLU());
+  grown.push_back("out", nn::Linear(8, 2, true, kFloat64, 2));
+  CHECK(names(grown.named_parameters()) == std::vector<std::string>{"0.weight", "0.bias", "out.weight", "out.bias"});
+  CHECK(bit_equal(grown(x), net(x)));
+  test::require_error([&] { grown.push_back("out", nn::ReLU()); }, {"out"});
+
+  // The braced list of shared_ptrs and a single shared_ptr still work.
+  nn::Sequential one(std::make_shared<nn::Tanh>());
+  CHECK(one.size() == 1);
+  nn::Sequential listed({std::make_shared<nn::Tanh>(), std::make_shared<nn::ReLU>()});
+  CHECK(listed.size() == 2);
+  static_assert(!std::is_constructible_v<nn::Sequential, nn::Linear&>, "an lvalue module cannot be shared");
+  static_assert(std::is_constructible_v<nn::Sequential, nn::Linear&&, std::shared_ptr<nn::ReLU>&>);
+}
+
 TEST_CASE("Sequential: forward and backward are bit-identical with 1 and 2 threads", "[module][threads]") {
   Generator gen(9);
   const Tensor x0 = Tensor::randn({256, 64}, gen);

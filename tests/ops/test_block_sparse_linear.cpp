@@ -814,7 +814,7 @@ namespace {
 Tensor first_gradients(const Tensors& in, const Pattern& p) {
   AutoGradMode grad_mode(true);  // gradcheck evaluates fn under NoGradGuard too
   const Tensor y = tanh(block_sparse_linear(in[0], in[1], in[2], p));
-  const Tensors g = xgrad::grad({y}, {in[0], in[1], in[2]}, {in[3]}, std::nullopt, false, true);
+  const Tensors g = xgrad::grad({y}, {in[0], in[1], in[2]}, {in[3]}, std::nullopt, /*create_graph=*/true);
   return concat({reshape(g[0], {-1}), reshape(g[1], {-1}), reshape(g[2], {-1})}, 0);
 }
 
@@ -876,7 +876,8 @@ TEST_CASE("block_sparse_linear: second derivatives match torch.autograd.grad(...
                   {{"x", x}, {"w", w}, {"b", b}, {"v", v}, {"idx", idx, false}, {"mask", mask, false}},
                   [&p, wrt](const Tensors& in) {
                     const Tensor y = tanh(block_sparse_linear(in[0], in[1], in[2], p));
-                    return xgrad::grad({y}, {in[static_cast<std::size_t>(wrt)]}, {in[3]}, std::nullopt, false, true)[0];
+                    return xgrad::grad({y}, {in[static_cast<std::size_t>(wrt)]}, {in[3]}, std::nullopt,
+                                       /*create_graph=*/true)[0];
                   });
     }
   batch.run();
@@ -913,8 +914,8 @@ TEST_CASE("block_sparse_linear: the create_graph backward never forms the dense 
   const std::size_t before = memory_stats().allocated_bytes;
   reset_peak_memory_stats();
   const Tensor y = block_sparse_linear(x, w, Tensor(), p);
-  const Tensor gx = xgrad::grad({y}, {x}, {v}, std::nullopt, false, true)[0];  // I(v, w), recorded
-  const Tensors gg = xgrad::grad({gx}, {w, v}, {u});                           // Wg(v, u), F(u, w)
+  const Tensor gx = xgrad::grad({y}, {x}, {v}, std::nullopt, /*create_graph=*/true)[0];  // I(v, w), recorded
+  const Tensors gg = xgrad::grad({gx}, {w, v}, {u});                                     // Wg(v, u), F(u, w)
   const std::size_t peak = memory_stats().peak_allocated_bytes - before;
   const std::size_t dense = static_cast<std::size_t>(kN) * kN * sizeof(float);
   INFO("peak " << peak << " bytes, dense weight " << dense << " bytes");

@@ -23,7 +23,7 @@ std::function<Tensor(const Tensors&)> first(std::function<Tensor(const Tensors&)
   return [f = std::move(f), n, wrt](const Tensors& in) {
     const Tensors xs(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n));
     const Tensor y = f(xs);
-    return xgrad::grad({y}, {xs[wrt]}, {in[n]}, std::nullopt, false, true)[0];
+    return xgrad::grad({y}, {xs[wrt]}, {in[n]}, std::nullopt, /*create_graph=*/true)[0];
   };
 }
 std::string grad_of(const std::string& x) { return "out = torch.autograd.grad(y, " + x + ", v, create_graph=True)[0]"; }
@@ -114,7 +114,7 @@ TEST_CASE("third derivatives: gradgradcheck of recorded first gradients", "[crea
       Tensors leaves;
       for (const Tensor& t : in) leaves.push_back(t.requires_grad() ? t : t.detach().set_requires_grad());
       Tensors flat;
-      for (const Tensor& g : xgrad::grad({loss(leaves)}, leaves, {}, std::nullopt, false, true))
+      for (const Tensor& g : xgrad::grad({loss(leaves)}, leaves, {}, std::nullopt, /*create_graph=*/true))
         flat.push_back(reshape(g, {-1}));
       const Tensor out = concat(flat, 0);
       return restore.prev ? out : out.detach();
@@ -177,7 +177,7 @@ TEST_CASE("prod's recorded backward is exact with zeros: rows with 0, 1, 2 and 3
     // the first-order values agree with the raw kernel's (Note [Product gradient])
     const Tensor v = Tensor::from_vector({0.5, -2.0, 1.5, 3.0}, {4}, kFloat64);
     const Tensor raw = xgrad::grad({prod(x, axes)}, {x}, {v})[0];
-    const Tensor rec = xgrad::grad({prod(x, axes)}, {x}, {v}, std::nullopt, false, true)[0];
+    const Tensor rec = xgrad::grad({prod(x, axes)}, {x}, {v}, std::nullopt, /*create_graph=*/true)[0];
     CHECK(allclose(raw, rec.detach(), 1e-13, 1e-13));  // y / x rounds otherwise than prefix * suffix
   }
 }

@@ -212,7 +212,7 @@ TEST_CASE("max: ties share the gradient evenly, as torch.amax (Note [Tie rules])
   }
   SECTION("create_graph: the same shares, recorded") {
     Tensor x = Tensor::of({{1, 3, 3}}, kFloat64).set_requires_grad();
-    const Tensors g = grad({sum(mul(max(x, {1}), max(x, {1})))}, {x}, {}, std::nullopt, true, true);
+    const Tensors g = grad({sum(mul(max(x, {1}), max(x, {1})))}, {x}, {}, std::nullopt, /*create_graph=*/true);
     CHECK(g[0].requires_grad());
     CHECK(g[0].detach().to_vector() == std::vector<double>{0, 3, 3});  // d(y^2) = 2y = 6, half each
   }

@@ -174,7 +174,7 @@ TEST_CASE("resample_conv create_graph: third order with responses that carry it"
       const auto fn = [&](const Tensors& in) {
         AutoGradMode on(true);  // gradgradcheck evaluates fn once without grad
         const Tensor y = resample_conv(in[0], in[1], gr, make(in[2]));
-        return xgrad::grad({sum(y * y)}, {in[1]}, {}, std::nullopt, false, /*create_graph=*/true)[0];
+        return xgrad::grad({sum(y * y)}, {in[1]}, {}, std::nullopt, /*create_graph=*/true)[0];
       };
       const GradcheckReport rep = gradgradcheck(fn, {f, c, v});
       INFO(rep.message);
@@ -192,30 +192,30 @@ TEST_CASE("resample_conv create_graph: coarse derivatives beyond the response's 
   // but no second order in coarse
   const Response r1 = cos2(0.2, false);
   const Tensor y = sum(pow(resample_conv(f, c, grid, r1), 2.0));
-  const Tensors g = xgrad::grad({y}, {f, c}, {}, std::nullopt, false, /*create_graph=*/true);
+  const Tensors g = xgrad::grad({y}, {f, c}, {}, std::nullopt, /*create_graph=*/true);
   REQUIRE(g[1].requires_grad());
   const Tensor mixed = xgrad::grad({sum(g[1])}, {f}, {}, /*retain_graph=*/true)[0];
   // the same mixed derivative with a response that has r'': r'' does not enter it
   const Tensor y2 = sum(pow(resample_conv(f, c, grid, cos2(0.2)), 2.0));
-  const Tensor gc2 = xgrad::grad({y2}, {c}, {}, std::nullopt, false, true)[0];
+  const Tensor gc2 = xgrad::grad({y2}, {c}, {}, std::nullopt, /*create_graph=*/true)[0];
   CHECK(allclose(mixed, xgrad::grad({sum(gc2)}, {f}, {}, true)[0], 1e-13, 1e-13));
   test::require_error([&] { (void)xgrad::grad({sum(g[1])}, {c}); },
                       {"resample_conv", "order 2", "'coarse'", "callable", "d2fn"});
   // with r'': second order in coarse works, the third is refused
-  const Tensor gcc = xgrad::grad({sum(gc2)}, {c}, {}, std::nullopt, false, true)[0];
+  const Tensor gcc = xgrad::grad({sum(gc2)}, {c}, {}, std::nullopt, /*create_graph=*/true)[0];
   test::require_error([&] { (void)xgrad::grad({sum(gcc)}, {c}); },
                       {"resample_conv", "order 3", "'coarse'", "at most its second derivative"});
   // lanczos carries r'' only; a gaussian carries up to r'''' (the fifth order is refused)
   Tensor t = resample_conv(f, c, grid, Response::lanczos(2, 0.04));
-  for (int k = 1; k <= 2; ++k) t = xgrad::grad({sum(t * t)}, {c}, {}, std::nullopt, false, true)[0];
+  for (int k = 1; k <= 2; ++k) t = xgrad::grad({sum(t * t)}, {c}, {}, std::nullopt, /*create_graph=*/true)[0];
   test::require_error([&] { (void)xgrad::grad({sum(t * t)}, {c}); }, {"resample_conv", "order 3", "lanczos"});
   t = resample_conv(f, c, grid, Response::gaussian(0.03));
-  for (int k = 1; k <= 4; ++k) t = xgrad::grad({sum(t * t)}, {c}, {}, std::nullopt, false, true)[0];
+  for (int k = 1; k <= 4; ++k) t = xgrad::grad({sum(t * t)}, {c}, {}, std::nullopt, /*create_graph=*/true)[0];
   test::require_error([&] { (void)xgrad::grad({sum(t * t)}, {c}); }, {"resample_conv", "order 5", "gaussian"});
   // a sampled response has every order: its r'''' is 0 (cubic), so the fifth derivative is too
   const Tensor v = test::randn_leaf({8}, gen);
   t = resample_conv(f, c, grid, Response::sampled(v, -0.1, 0.12));
-  for (int k = 1; k <= 4; ++k) t = xgrad::grad({sum(t)}, {c}, {}, std::nullopt, false, true)[0];
+  for (int k = 1; k <= 4; ++k) t = xgrad::grad({sum(t)}, {c}, {}, std::nullopt, /*create_graph=*/true)[0];
   const Tensor g5 = xgrad::grad({sum(t)}, {c})[0];
   CHECK(max(abs(g5)).item() == 0.0);
 }
@@ -265,7 +265,7 @@ out = torch.autograd.grad((y * s).sum(), wrt, create_graph=True)[0]
       batch.add(fmt::format("cos2_{}", k++), fmt::format("w = {:.17g}\n", w) + kCos2,
                 {{"f", f}, {"coarse", c}, {"x", x, false}, {"s", s, false}}, [gr, r = cos2(w)](const Tensors& in) {
                   const Tensor y = resample_conv(in[0], in[1], gr, r);
-                  return xgrad::grad({sum(y * in[3])}, {in[1]}, {}, std::nullopt, false, true)[0];
+                  return xgrad::grad({sum(y * in[3])}, {in[1]}, {}, std::nullopt, /*create_graph=*/true)[0];
                 });
       const Tensor v = test::randn_leaf({9}, gen);
       for (int wrt : {1, 3}) {  // d/dcoarse and d/dvalues
@@ -274,8 +274,8 @@ out = torch.autograd.grad((y * s).sum(), wrt, create_graph=True)[0]
                   {{"f", f}, {"coarse", c}, {"x", x, false}, {"v", v}, {"s", s, false}},
                   [gr, lo, hi, wrt](const Tensors& in) {
                     const Tensor y = resample_conv(in[0], in[1], gr, Response::sampled(in[3], lo, hi));
-                    return xgrad::grad({sum(y * in[4])}, {in[static_cast<std::size_t>(wrt)]}, {}, std::nullopt, false,
-                                       true)[0];
+                    return xgrad::grad({sum(y * in[4])}, {in[static_cast<std::size_t>(wrt)]}, {}, std::nullopt,
+                                       /*create_graph=*/true)[0];
                   });
       }
     }

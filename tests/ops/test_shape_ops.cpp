@@ -3,6 +3,7 @@
 
 #include "support.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 
 using namespace xgrad;
@@ -501,4 +502,32 @@ TEST_CASE("the copy-type shape ops take huge empty tensors without touching memo
   CHECK(pad(huge, {1, 1}).shape() == Shape{big, 0, big + 2});
   CHECK(split(huge, big / 2, 0).size() == 2);
   test::require_error([&] { repeat(huge, {4, 1, 1}); }, {"repeat"});  // 2^64 does not fit
+}
+
+TEST_CASE("expand, permute and transpose move int64 and bool elements, as torch's", "[shape_ops][dtype]") {
+  const Tensor a = Tensor::from_vector(std::vector<std::int64_t>{(std::int64_t{1} << 60) + 1, -7, 3}, {3, 1});
+  const Tensor e = expand(a, {2, -1, 2});
+  CHECK(e.dtype() == kInt64);
+  CHECK(e.shape() == Shape{2, 3, 2});
+  CHECK(e.data<std::int64_t>()[0] == (std::int64_t{1} << 60) + 1);  // bits moved, not rounded via double
+  CHECK(e.data<std::int64_t>()[1] == (std::int64_t{1} << 60) + 1);
+  CHECK(e.data<std::int64_t>()[11] == 3);
+  const Tensor m = Tensor::from_vector(std::vector<bool>{true, false}, {2});
+  CHECK(broadcast_to(m, {2, 2}).to_vector() == std::vector<double>{1, 0, 1, 0});
+  CHECK(broadcast_to(m, {2, 2}).dtype() == kBool);
+
+  const Tensor i = Tensor::from_vector(std::vector<int>{1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK(transpose(i, 0, 1).to_vector() == std::vector<double>{1, 4, 2, 5, 3, 6});
+  CHECK(transpose(i, 0, 1).dtype() == kInt64);
+  CHECK(permute(i.to(kInt32), {1, 0}).to_vector() == std::vector<double>{1, 4, 2, 5, 3, 6});
+  CHECK(permute(i.to(kUInt8), {1, 0}).dtype() == kUInt8);
+  CHECK(permute(i.to(kBool), {1, 0}).dtype() == kBool);
+
+  // Integer tensors cannot require grad; in a graph they are constants beside float inputs.
+  const Tensor x = Tensor::of({1.0, 2.0}, kFloat64).set_requires_grad();
+  const Tensor k = expand(Tensor::from_vector(std::vector<std::int64_t>{3}, {1}), {2});
+  CHECK_FALSE(k.requires_grad());
+  Tensor y = sum(x * k);
+  y.backward();
+  CHECK(x.grad().to_vector() == std::vector<double>{3, 3});
 }
