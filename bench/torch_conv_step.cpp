@@ -7,7 +7,7 @@
 // tensors held here, instead of a torch::nn::Sequential of those modules: torch/torch.h and the
 // modules' headers made this the slowest file of the build (20.5 s of compiler CPU, GCC 12 -O3, 14.8
 // of them parsing; now 12.6), and a module's forward adds only a call around the same function
-// (docs/design.md, Compile time, fifth round).
+// (docs/design.md, Compile time; figures in bench/results/compile_time.csv).
 //
 // usage: torch_conv_step [--threads N] [--iters N] [--reps N] [--case NAME]
 #include <torch/optim/adam.h>

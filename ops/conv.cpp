@@ -31,8 +31,8 @@ namespace xgrad {
 // tiles fixed by the shapes: Note [Deterministic GEMM]); K1 and K2 write disjoint samples, and K3 accumulates runs of
 // consecutive chunks into at most kWeightSlots partial weight gradients, added in slot order.
 // Nothing depends on the thread count.
-// oneDNN (libdnnl-dev) is the alternative the issue names; docs/design.md ("Convolution: im2col plus
-// the one BLAS entry") has the measurements so far and why im2col stays for now.
+// oneDNN (libdnnl-dev) is the alternative; docs/design.md ("Convolution: im2col plus the one BLAS
+// entry") says why im2col stays for now, bench/results/conv_step.csv has the measurements.
 namespace {
 
 constexpr std::int64_t kColElems = std::int64_t{1} << 20;

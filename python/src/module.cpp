@@ -33,7 +33,8 @@
 // (torch/csrc/utils/pybind.h). Not torch/extension.h (the whole C++ frontend: nn, optim, data) nor
 // torch/python.h (torch::nn::Module's casters) nor ATen/ATen.h (every operator's declaration).
 // Compiler CPU seconds of this file, GCC 12 -O3, one machine: 18.8 with torch/python.h and ATen/ATen.h
-// (11.6 of them parsing), 11.6 with these (5.2 parsing); docs/design.md, Compile time, fifth round.
+// (11.6 of them parsing), 11.6 with these (5.2 parsing); docs/design.md, Compile time, and
+// bench/results/compile_time.csv.
 // TORCH_ASSERT_ONLY_METHOD_OPERATORS makes including every operator's declaration a compile error.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/Parallel.h>

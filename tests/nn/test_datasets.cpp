@@ -434,7 +434,7 @@ std::set<std::string> bash_array(const std::string& script, const std::string& n
 /// The text of every source file of examples/<name>/ and of examples/common/ (headers they share).
 std::string example_sources(const std::string& name) {
   std::string all;
-  for (const std::string dir : {"/examples/" + name, std::string("/examples/common")}) {
+  for (const std::string& dir : {"/examples/" + name, std::string("/examples/common")}) {
     const std::filesystem::path root = std::string(XGRAD_SOURCE_DIR) + dir;
     if (!std::filesystem::exists(root)) continue;
     for (const auto& e : std::filesystem::recursive_directory_iterator(root))
