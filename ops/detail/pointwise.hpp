@@ -20,10 +20,12 @@
 // An Op supplies:
 //   kName                       the op's name (errors, node name)
 //   kSaves                      what backward reads: Saves::input (x), Saves::output (y) or
-//                               Saves::nothing (the gradient is 0, or g itself with kPassGrad)
+//                               Saves::nothing (the gradient is 0, g itself with kPassGrad, or df
+//                               of g alone)
 //   Params                      the op's numbers (NoParams when none), taken in the tensor's dtype
-//   f(x, p)                     y, V a batch (kScalarLoop: V the element type, a scalar loop)
-//   df(g, s, p)                 dx, V a batch or Tensor; s the saved x or y (absent for Saves::nothing)
+//   f(x, p)                     y, V a batch (kScalarLoop: V the element type, scalar loops forward
+//                               and backward, for fmod and remainder by a number)
+//   df(g, s, p)                 dx, V a batch (or element) or Tensor; s the saved x or y
 //   kPassGrad (optional)        dx = g (fmod and remainder by a number)
 // Note [Elementwise build time] (elementwise_impl.hpp) applies: every op instantiates xsimd's math
 // for two dtypes, so the ops are spread over a few files.
@@ -59,6 +61,21 @@ inline B lit(const B&, double c) {
   return B(static_cast<elem_t<B>>(c));
 }
 inline Tensor lit(const Tensor& like, double c) { return Tensor::full({}, c, like.dtype()); }
+template <std::floating_point T>
+inline T lit(T, double c) {
+  return static_cast<T>(c);
+}
+
+/// Zeros of g's kind and shape (a constant: no history).
+template <Batch B>
+inline B zeros_like(const B&) {
+  return B(elem_t<B>(0));
+}
+inline Tensor zeros_like(const Tensor& g) { return Tensor::zeros(g.shape(), g.dtype()); }
+template <std::floating_point T>
+inline T zeros_like(T) {
+  return T(0);
+}
 
 /// m ? a : b, elementwise (m from a comparison: a batch mask, or a bool tensor without history).
 template <class M, Batch B>
@@ -66,6 +83,10 @@ inline B select(const M& m, const B& a, const B& b) {
   return xsimd::select(m, a, b);
 }
 inline Tensor select(const Tensor& m, const Tensor& a, const Tensor& b) { return where(m, a, b); }
+template <std::floating_point T>
+inline T select(bool m, T a, T b) {
+  return m ? a : b;
+}
 
 /// f applied to each lane with the C library's scalar function, for the functions whose xsimd
 /// version is not accurate enough (measured in tests/ops/test_unary_math.cpp: xsimd 8's erf is off by
@@ -85,6 +106,7 @@ inline B lanewise(const B& x, F f) {
   }                                         \
   inline Tensor name(const Tensor& x) { return xgrad::name(x); }
 XGRAD_PW_FUNCTION(exp, xsimd::exp(x))
+XGRAD_PW_FUNCTION(log, xsimd::log(x))
 XGRAD_PW_FUNCTION(log1p, xsimd::log1p(x))
 XGRAD_PW_FUNCTION(expm1, xsimd::expm1(x))
 XGRAD_PW_FUNCTION(log2, xsimd::log2(x))
@@ -122,6 +144,17 @@ inline B erf(const B& x) {
 }
 inline Tensor erf(const Tensor& x) { return xgrad::erf(x); }
 
+/// x^k for a number k: the C library's pow, lane by lane (what pow by a number always computed).
+template <Batch B>
+inline B pow(const B& x, double k) {
+  return lanewise(x, [k](elem_t<B> v) { return std::pow(v, static_cast<elem_t<B>>(k)); });
+}
+template <std::floating_point T>
+inline T pow(T x, double k) {
+  return std::pow(x, static_cast<T>(k));
+}
+inline Tensor pow(const Tensor& x, double k) { return xgrad::pow(x, k); }
+
 /// min(x, c) and max(x, c) for a number c (NaN propagates from x, as xsimd's and torch's).
 template <Batch B>
 inline B min(const B& x, double c) {
@@ -151,11 +184,21 @@ constexpr bool pass_grad() {
     return false;
 }
 template <class Op>
+constexpr bool has_df() {
+  return requires(const Tensor& t, const typename Op::Params& q) { Op::df(t, t, q); };
+}
+template <class Op>
 constexpr bool scalar_loop() {
   if constexpr (requires { Op::kScalarLoop; })
     return Op::kScalarLoop;
   else
     return false;
+}
+// An op whose scalar loop is faster for some parameters (pow: the C library's pow one element at a
+// time beats it lane by lane) says so with `static bool scalar_loop(const Params&)`.
+template <class Op>
+constexpr bool may_scalar_loop() {
+  return requires(const typename Op::Params& q) { Op::scalar_loop(q); };
 }
 
 template <class Op>
@@ -165,14 +208,23 @@ Tensor forward_map(const Tensor& x, const typename Op::Params& p) {
     using T = typename decltype(tag)::type;
     const T* xp = x.data<T>();
     T* o = out.data<T>();
-    parallel_for(0, x.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-      if constexpr (scalar_loop<Op>()) {
-        for (std::int64_t i = b; i < e; ++i) o[i] = Op::f(xp[i], p);
-      } else {
-        detail::vec_map<T>(
-            e - b, o + b, [&](const auto& v) { return Op::f(v, p); }, xp + b);
-      }
-    });
+    const auto scalar = [&](auto b, auto e) {  // generic: instantiated only where called
+      for (std::int64_t i = b; i < e; ++i) o[i] = Op::f(xp[i], p);
+    };
+    const auto vector = [&](auto b, auto e) {
+      detail::vec_map<T>(
+          e - b, o + b, [&](const auto& v) { return Op::f(v, p); }, xp + b);
+    };
+    if constexpr (scalar_loop<Op>()) {
+      parallel_for(0, x.numel(), kParallelGrain, scalar);
+    } else if constexpr (may_scalar_loop<Op>()) {
+      if (Op::scalar_loop(p))
+        parallel_for(0, x.numel(), kParallelGrain, scalar);
+      else
+        parallel_for(0, x.numel(), kParallelGrain, vector);
+    } else {
+      parallel_for(0, x.numel(), kParallelGrain, vector);
+    }
   });
   return out;
 }
@@ -185,10 +237,23 @@ Tensor backward_map(const Tensor& g, const Tensor& s, const typename Op::Params&
     const T* gp = g.data<T>();
     const T* sp = s.data<T>();
     T* o = out.data<T>();
-    parallel_for(0, g.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+    const auto scalar = [&](auto b, auto e) {  // generic: instantiated only where called
+      for (std::int64_t i = b; i < e; ++i) o[i] = Op::df(gp[i], sp[i], p);
+    };
+    const auto vector = [&](auto b, auto e) {
       detail::vec_map<T>(
           e - b, o + b, [&](const auto& gv, const auto& sv) { return Op::df(gv, sv, p); }, gp + b, sp + b);
-    });
+    };
+    if constexpr (scalar_loop<Op>()) {
+      parallel_for(0, g.numel(), kParallelGrain, scalar);
+    } else if constexpr (may_scalar_loop<Op>()) {
+      if (Op::scalar_loop(p))
+        parallel_for(0, g.numel(), kParallelGrain, scalar);
+      else
+        parallel_for(0, g.numel(), kParallelGrain, vector);
+    } else {
+      parallel_for(0, g.numel(), kParallelGrain, vector);
+    }
   });
   return out;
 }
@@ -212,9 +277,13 @@ struct Pointwise : Function<Pointwise<Op>> {
   }
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
-    if constexpr (Op::kSaves == Saves::nothing) {
-      if constexpr (pass_grad<Op>()) return {g};
+    if constexpr (Op::kSaves == Saves::nothing && pass_grad<Op>()) {
+      return {g};
+    } else if constexpr (Op::kSaves == Saves::nothing && !has_df<Op>()) {
       return {Tensor::zeros(g.shape(), g.dtype())};
+    } else if constexpr (Op::kSaves == Saves::nothing) {  // df of g alone (neg): g stands in for s
+      if (GradMode::is_enabled()) return {Op::df(g, g, p)};
+      return {backward_map<Op>(g, g, p)};
     } else {
       // Note [One formula]: in grad mode (create_graph) the formula runs on tensors, recorded.
       if (GradMode::is_enabled()) return {Op::df(g, this->saved(0), p)};
