@@ -3,55 +3,49 @@
 // [Elementwise build time] in ops/detail/elementwise_impl.hpp).
 #include "xgrad/ops/activation.hpp"
 
-#include "xgrad/ops/detail/vec_unary_impl.hpp"
+#include "xgrad/ops/detail/pointwise.hpp"
 
 namespace xgrad {
 
 namespace {
 
-using detail::vu::elem_t;
-using detail::vu::NoParams;
-using detail::vu::Saves;
+using detail::pw::lit;
+using detail::pw::NoParams;
+using detail::pw::Saves;
+using detail::pw::select;
+namespace pw = detail::pw;
 
-// silu(x) = x/(1 + e^-x), as torch computes it; dx = g*s*(1 + x*(1 - s))
+// silu(x) = x/(1 + e^-x), as torch computes it; dx = g*s*(1 + x*(1 - s)), s = sigmoid(x)
 struct SiluOp {
   static constexpr const char* kName = "silu";
   static constexpr Saves kSaves = Saves::input;
   using Params = NoParams;
-  template <class B>
-  static B vf(const B& x, const Params&) {
-    return x / (B(elem_t<B>(1)) + xsimd::exp(-x));
+  template <class V>
+  static V f(const V& x, const Params&) {
+    return x / (lit(x, 1) + pw::exp(-x));
   }
-  static Tensor recorded_df(const Tensor& g, const Tensor& x, const Params&) {
-    const Tensor s = sigmoid(x);
-    return mul(g, mul(s, add(mul(x, add(neg(s), 1.0)), 1.0)));
-  }
-  template <class B>
-  static B vdf(const B& g, const B& x, const Params&) {
-    const B one(elem_t<B>(1));
-    const B s = detail::vu::vsigmoid(x);
-    return g * s * (one + x * (one - s));
+  template <class V>
+  static V df(const V& g, const V& x, const Params&) {
+    const V s = pw::sigmoid(x);
+    return g * s * (lit(x, 1) + x * (lit(x, 1) - s));
   }
 };
 
 struct Slope {
   double slope = 0;
 };
+// leaky_relu: x = 0 takes the slope (torch's leaky_relu_backward)
 struct LeakyReluOp {
   static constexpr const char* kName = "leaky_relu";
   static constexpr Saves kSaves = Saves::input;
   using Params = Slope;
-  template <class B>
-  static B vf(const B& x, const Params& p) {
-    return xsimd::select(x > B(elem_t<B>(0)), x, x * B(static_cast<elem_t<B>>(p.slope)));
+  template <class V>
+  static V f(const V& x, const Params& p) {
+    return select(x > lit(x, 0), x, x * lit(x, p.slope));
   }
-  static Tensor recorded_df(const Tensor& g, const Tensor& x, const Params& p) {
-    const Tensor m = gt(x.detach(), Tensor::zeros({}, x.dtype())).to(x.dtype());  // constant 0/1
-    return mul(g, add(mul(m, 1.0 - p.slope), p.slope));
-  }
-  template <class B>
-  static B vdf(const B& g, const B& x, const Params& p) {
-    return xsimd::select(x > B(elem_t<B>(0)), g, g * B(static_cast<elem_t<B>>(p.slope)));
+  template <class V>
+  static V df(const V& g, const V& x, const Params& p) {
+    return select(x > lit(x, 0), g, g * lit(x, p.slope));
   }
 };
 
@@ -60,50 +54,21 @@ struct LeakyReluOp {
 struct EluParams {
   double alpha = 1, scale = 1;
 };
-template <class B>
-B elu_forward(const B& x, const EluParams& p) {
-  using T = elem_t<B>;
-  const B neg = xsimd::expm1(x) * B(static_cast<T>(p.alpha * p.scale));
-  return xsimd::select(x <= B(T(0)), neg, x * B(static_cast<T>(p.scale)));
-}
-template <class B>
-B elu_backward(const B& g, const B& x, const EluParams& p) {
-  using T = elem_t<B>;
-  const B neg = g * B(static_cast<T>(p.alpha * p.scale)) * xsimd::exp(x);
-  return xsimd::select(x <= B(T(0)), neg, g * B(static_cast<T>(p.scale)));
-}
-// Note [Create graph]: the elu/selu derivative, recorded: g*alpha*scale*e^x where x <= 0, else g*scale.
-inline Tensor recorded_elu_df(const Tensor& g, const Tensor& x, const EluParams& p) {
-  const Tensor m = le(x.detach(), Tensor::zeros({}, x.dtype())).to(x.dtype());  // constant 0/1
-  return mul(g, add(mul(mul(m, exp(x)), p.alpha * p.scale), mul(add(neg(m), 1.0), p.scale)));
-}
 struct EluOp {
   static constexpr const char* kName = "elu";
   static constexpr Saves kSaves = Saves::input;
   using Params = EluParams;
-  template <class B>
-  static B vf(const B& x, const Params& p) {
-    return elu_forward(x, p);
+  template <class V>
+  static V f(const V& x, const Params& p) {
+    return select(x <= lit(x, 0), pw::expm1(x) * lit(x, p.alpha * p.scale), x * lit(x, p.scale));
   }
-  static Tensor recorded_df(const Tensor& g, const Tensor& x, const Params& p) { return recorded_elu_df(g, x, p); }
-  template <class B>
-  static B vdf(const B& g, const B& x, const Params& p) {
-    return elu_backward(g, x, p);
+  template <class V>
+  static V df(const V& g, const V& x, const Params& p) {
+    return select(x <= lit(x, 0), g * lit(x, p.alpha * p.scale) * pw::exp(x), g * lit(x, p.scale));
   }
 };
-struct SeluOp {
+struct SeluOp : EluOp {
   static constexpr const char* kName = "selu";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = EluParams;
-  template <class B>
-  static B vf(const B& x, const Params& p) {
-    return elu_forward(x, p);
-  }
-  static Tensor recorded_df(const Tensor& g, const Tensor& x, const Params& p) { return recorded_elu_df(g, x, p); }
-  template <class B>
-  static B vdf(const B& g, const B& x, const Params& p) {
-    return elu_backward(g, x, p);
-  }
 };
 constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
 constexpr double kSeluScale = 1.0507009873554804934193349852946;
@@ -116,23 +81,14 @@ struct HardtanhOp {
   static constexpr const char* kName = "hardtanh";
   static constexpr Saves kSaves = Saves::input;
   using Params = Bounds;
-  template <class B>
-  static B vf(const B& x, const Params& p) {
-    using T = elem_t<B>;
-    const B lo(static_cast<T>(p.lo)), hi(static_cast<T>(p.hi));
-    return xsimd::select(x < lo, lo, xsimd::select(x > hi, hi, x));  // NaN stays NaN
+  template <class V>
+  static V f(const V& x, const Params& p) {
+    const V lo = lit(x, p.lo), hi = lit(x, p.hi);
+    return select(x < lo, lo, select(x > hi, hi, x));  // NaN stays NaN
   }
-  static Tensor recorded_df(const Tensor& g, const Tensor& x, const Params& p) {
-    const Tensor xd = x.detach();
-    const Tensor m =
-        logical_or(le(xd, Tensor::full({}, p.lo, x.dtype())), ge(xd, Tensor::full({}, p.hi, x.dtype()))).to(x.dtype());
-    return mul(g, add(neg(m), 1.0));
-  }
-  template <class B>
-  static B vdf(const B& g, const B& x, const Params& p) {
-    using T = elem_t<B>;
-    const B lo(static_cast<T>(p.lo)), hi(static_cast<T>(p.hi));
-    return xsimd::select((x <= lo) | (x >= hi), B(T(0)), g);
+  template <class V>
+  static V df(const V& g, const V& x, const Params& p) {
+    return select((x <= lit(x, p.lo)) | (x >= lit(x, p.hi)), lit(g, 0), g);
   }
 };
 
@@ -142,21 +98,17 @@ struct LogsigmoidOp {
   static constexpr const char* kName = "logsigmoid";
   static constexpr Saves kSaves = Saves::input;
   using Params = NoParams;
-  template <class B>
-  static B vf(const B& x, const Params&) {
-    using T = elem_t<B>;
-    return xsimd::min(x, B(T(0))) - xsimd::log1p(xsimd::exp(-xsimd::abs(x)));
+  template <class V>
+  static V f(const V& x, const Params&) {
+    return pw::min(x, 0) - pw::log1p(pw::exp(-pw::abs(x)));
   }
-  static Tensor recorded_df(const Tensor& g, const Tensor& x, const Params&) { return mul(g, sigmoid(neg(x))); }
-  template <class B>
-  static B vdf(const B& g, const B& x, const Params&) {
-    using T = elem_t<B>;
-    const B zero(T(0)), one(T(1));
-    const B z = xsimd::exp(-xsimd::abs(x));
-    const auto neg = x < zero;
-    const B max_deriv = xsimd::select(neg, one, zero);
-    const B sgn = xsimd::select(neg, one, -one);
-    return g * (max_deriv - sgn * (z / (one + z)));
+  template <class V>
+  static V df(const V& g, const V& x, const Params&) {
+    const V z = pw::exp(-pw::abs(x));
+    const auto negative = x < lit(x, 0);
+    const V max_deriv = select(negative, lit(x, 1), lit(x, 0));
+    const V sgn = select(negative, lit(x, 1), lit(x, -1));
+    return g * (max_deriv - sgn * (z / (lit(x, 1) + z)));
   }
 };
 
@@ -167,28 +119,28 @@ void check_number(const char* op, const char* arg, const Tensor& x, double v) {
 
 }  // namespace
 
-Tensor silu(const Tensor& x) { return detail::vu::run<SiluOp>(x); }
+Tensor silu(const Tensor& x) { return detail::pw::run<SiluOp>(x); }
 
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
   check_number("leaky_relu", "negative_slope", x, negative_slope);
-  return detail::vu::run<LeakyReluOp>(x, Slope{negative_slope});
+  return detail::pw::run<LeakyReluOp>(x, Slope{negative_slope});
 }
 
 Tensor elu(const Tensor& x, double alpha) {
   check_number("elu", "alpha", x, alpha);
-  return detail::vu::run<EluOp>(x, EluParams{alpha, 1.0});
+  return detail::pw::run<EluOp>(x, EluParams{alpha, 1.0});
 }
 
-Tensor selu(const Tensor& x) { return detail::vu::run<SeluOp>(x, EluParams{kSeluAlpha, kSeluScale}); }
+Tensor selu(const Tensor& x) { return detail::pw::run<SeluOp>(x, EluParams{kSeluAlpha, kSeluScale}); }
 
 Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
   check_number("hardtanh", "min_val", x, min_val);
   check_number("hardtanh", "max_val", x, max_val);
   XGRAD_CHECK(min_val <= max_val, "hardtanh: argument 'min_val' ({}) must be <= 'max_val' ({}) (x has shape {})",
               min_val, max_val, x.defined() ? shape_str(x.shape()) : std::string("undefined"));
-  return detail::vu::run<HardtanhOp>(x, Bounds{min_val, max_val});
+  return detail::pw::run<HardtanhOp>(x, Bounds{min_val, max_val});
 }
 
-Tensor logsigmoid(const Tensor& x) { return detail::vu::run<LogsigmoidOp>(x); }
+Tensor logsigmoid(const Tensor& x) { return detail::pw::run<LogsigmoidOp>(x); }
 
 }  // namespace xgrad

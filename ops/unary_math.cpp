@@ -4,15 +4,17 @@
 #include "xgrad/ops/unary_math.hpp"
 
 #include "xgrad/ops/detail/elementwise_impl.hpp"
-#include "xgrad/ops/detail/vec_unary_impl.hpp"
+#include "xgrad/ops/detail/pointwise.hpp"
 
 namespace xgrad {
 
 namespace {
 
-using detail::vu::elem_t;
-using detail::vu::NoParams;
-using detail::vu::Saves;
+using detail::pw::lit;
+using detail::pw::NoParams;
+using detail::pw::Saves;
+using detail::pw::select;
+namespace pw = detail::pw;
 
 // ---- zero gradient ------------------------------------------------------------------------------
 struct SignOp {
@@ -20,19 +22,18 @@ struct SignOp {
   static constexpr Saves kSaves = Saves::nothing;
   using Params = NoParams;
   // (0 < x) - (x < 0): 0 for +-0 and NaN, as torch's sign.
-  template <class B>
-  static B vf(const B& x, const Params&) {
-    using T = elem_t<B>;
-    const B zero(T(0)), one(T(1));
-    return xsimd::select(x > zero, one, zero) - xsimd::select(x < zero, one, zero);
+  template <class V>
+  static V f(const V& x, const Params&) {
+    const V zero = lit(x, 0), one = lit(x, 1);
+    return select(x > zero, one, zero) - select(x < zero, one, zero);
   }
 };
 struct FloorOp {
   static constexpr const char* kName = "floor";
   static constexpr Saves kSaves = Saves::nothing;
   using Params = NoParams;
-  template <class B>
-  static B vf(const B& x, const Params&) {
+  template <class V>
+  static V f(const V& x, const Params&) {
     return xsimd::floor(x);
   }
 };
@@ -40,8 +41,8 @@ struct CeilOp {
   static constexpr const char* kName = "ceil";
   static constexpr Saves kSaves = Saves::nothing;
   using Params = NoParams;
-  template <class B>
-  static B vf(const B& x, const Params&) {
+  template <class V>
+  static V f(const V& x, const Params&) {
     return xsimd::ceil(x);
   }
 };
@@ -50,8 +51,8 @@ struct RoundOp {
   static constexpr Saves kSaves = Saves::nothing;
   using Params = NoParams;
   // the default rounding mode, to nearest with halves to even (torch's round)
-  template <class B>
-  static B vf(const B& x, const Params&) {
+  template <class V>
+  static V f(const V& x, const Params&) {
     return xsimd::nearbyint(x);
   }
 };
@@ -63,10 +64,9 @@ struct RoundDecimalsOp {
   static constexpr const char* kName = "round";
   static constexpr Saves kSaves = Saves::nothing;
   using Params = Decimals;
-  template <class B>
-  static B vf(const B& x, const Params& p) {
-    using T = elem_t<B>;
-    const B ten_pow(static_cast<T>(std::pow(10.0, static_cast<double>(p.d < 0 ? -p.d : p.d))));
+  template <class V>
+  static V f(const V& x, const Params& p) {
+    const V ten_pow = lit(x, std::pow(10.0, static_cast<double>(p.d < 0 ? -p.d : p.d)));
     return p.d < 0 ? xsimd::nearbyint(x / ten_pow) * ten_pow : xsimd::nearbyint(x * ten_pow) / ten_pow;
   }
 };
@@ -74,8 +74,8 @@ struct TruncOp {
   static constexpr const char* kName = "trunc";
   static constexpr Saves kSaves = Saves::nothing;
   using Params = NoParams;
-  template <class B>
-  static B vf(const B& x, const Params&) {
+  template <class V>
+  static V f(const V& x, const Params&) {
     return xsimd::trunc(x);
   }
 };
@@ -86,32 +86,31 @@ struct RsqrtOp {
   static constexpr const char* kName = "rsqrt";
   static constexpr Saves kSaves = Saves::output;
   using Params = NoParams;
-  template <class B>
-  static B vf(const B& x, const Params&) {
-    return B(elem_t<B>(1)) / xsimd::sqrt(x);
+  template <class V>
+  static V f(const V& x, const Params&) {
+    return lit(x, 1) / pw::sqrt(x);
   }
-  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) { return mul(g, mul(pow(s, 3.0), -0.5)); }
-  template <class B>
-  static B vdf(const B& g, const B& y, const Params&) {
-    return B(elem_t<B>(-0.5)) * g * (y * y * y);
+  template <class V>
+  static V df(const V& g, const V& y, const Params&) {
+    return lit(y, -0.5) * g * (y * y * y);
   }
 };
 struct ReciprocalOp {
   static constexpr const char* kName = "reciprocal";
   static constexpr Saves kSaves = Saves::output;
   using Params = NoParams;
-  template <class B>
-  static B vf(const B& x, const Params&) {
-    return B(elem_t<B>(1)) / x;
+  template <class V>
+  static V f(const V& x, const Params&) {
+    return lit(x, 1) / x;
   }
-  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) { return mul(g, neg(mul(s, s))); }
-  template <class B>
-  static B vdf(const B& g, const B& y, const Params&) {
+  template <class V>
+  static V df(const V& g, const V& y, const Params&) {
     return -g * (y * y);
   }
 };
 
 // ---- one-sided clamps -----------------------------------------------------------------------------
+// x on the bound takes the gradient (torch's clamp_backward): Note [Tie rules] in docs/ops.md.
 struct Bound {
   double v = 0;
 };
@@ -119,41 +118,28 @@ struct ClampMinOp {
   static constexpr const char* kName = "clamp_min";
   static constexpr Saves kSaves = Saves::input;
   using Params = Bound;
-  template <class B>
-  static B vf(const B& x, const Params& p) {
-    const B lo(static_cast<elem_t<B>>(p.v));
-    return xsimd::select(x < lo, lo, x);  // NaN < lo is false: NaN stays
+  template <class V>
+  static V f(const V& x, const Params& p) {
+    const V lo = lit(x, p.v);
+    return select(x < lo, lo, x);  // NaN < lo is false: NaN stays
   }
-  template <class B>
-  static B vdf(const B& g, const B& x, const Params& p) {
-    return xsimd::select(x >= B(static_cast<elem_t<B>>(p.v)), g, B(elem_t<B>(0)));
-  }
-  // Note [Create graph]: g times the constant 0/1 mask, recorded
-  static Tensor recorded_df(const Tensor& g, const Tensor& x, const Params& p) {
-    return mul(g, detail::ew::map1(x.detach(), [&](auto v) {
-                 using T = decltype(v);
-                 return v >= static_cast<T>(p.v) ? T(1) : T(0);
-               }));
+  template <class V>
+  static V df(const V& g, const V& x, const Params& p) {
+    return select(x >= lit(x, p.v), g, lit(g, 0));
   }
 };
 struct ClampMaxOp {
   static constexpr const char* kName = "clamp_max";
   static constexpr Saves kSaves = Saves::input;
   using Params = Bound;
-  template <class B>
-  static B vf(const B& x, const Params& p) {
-    const B hi(static_cast<elem_t<B>>(p.v));
-    return xsimd::select(x > hi, hi, x);
+  template <class V>
+  static V f(const V& x, const Params& p) {
+    const V hi = lit(x, p.v);
+    return select(x > hi, hi, x);
   }
-  template <class B>
-  static B vdf(const B& g, const B& x, const Params& p) {
-    return xsimd::select(x <= B(static_cast<elem_t<B>>(p.v)), g, B(elem_t<B>(0)));
-  }
-  static Tensor recorded_df(const Tensor& g, const Tensor& x, const Params& p) {
-    return mul(g, detail::ew::map1(x.detach(), [&](auto v) {
-                 using T = decltype(v);
-                 return v <= static_cast<T>(p.v) ? T(1) : T(0);
-               }));
+  template <class V>
+  static V df(const V& g, const V& x, const Params& p) {
+    return select(x <= lit(x, p.v), g, lit(g, 0));
   }
 };
 
@@ -172,7 +158,7 @@ T remainder_of(T a, T b) {
 struct FmodScalarOp {
   static constexpr const char* kName = "fmod";
   static constexpr Saves kSaves = Saves::nothing;
-  static constexpr bool kPassGrad = true;
+  static constexpr bool kPassGrad = true, kScalarLoop = true;
   using Params = Bound;
   template <class T>
   static T f(T a, const Params& p) {
@@ -182,7 +168,7 @@ struct FmodScalarOp {
 struct RemainderScalarOp {
   static constexpr const char* kName = "remainder";
   static constexpr Saves kSaves = Saves::nothing;
-  static constexpr bool kPassGrad = true;
+  static constexpr bool kPassGrad = true, kScalarLoop = true;
   using Params = Bound;
   template <class T>
   static T f(T a, const Params& p) {
@@ -259,26 +245,26 @@ void check_bound(const char* op, const char* arg, const Tensor& x, double v) {
 
 }  // namespace
 
-Tensor sign(const Tensor& x) { return detail::vu::run<SignOp>(x); }
-Tensor floor(const Tensor& x) { return detail::vu::run<FloorOp>(x); }
-Tensor ceil(const Tensor& x) { return detail::vu::run<CeilOp>(x); }
-Tensor round(const Tensor& x) { return detail::vu::run<RoundOp>(x); }
-Tensor round(const Tensor& x, std::int64_t decimals) { return detail::vu::run<RoundDecimalsOp>(x, Decimals{decimals}); }
-Tensor trunc(const Tensor& x) { return detail::vu::run<TruncOp>(x); }
-Tensor rsqrt(const Tensor& x) { return detail::vu::run<RsqrtOp>(x); }
-Tensor reciprocal(const Tensor& x) { return detail::vu::run<ReciprocalOp>(x); }
+Tensor sign(const Tensor& x) { return detail::pw::run<SignOp>(x); }
+Tensor floor(const Tensor& x) { return detail::pw::run<FloorOp>(x); }
+Tensor ceil(const Tensor& x) { return detail::pw::run<CeilOp>(x); }
+Tensor round(const Tensor& x) { return detail::pw::run<RoundOp>(x); }
+Tensor round(const Tensor& x, std::int64_t decimals) { return detail::pw::run<RoundDecimalsOp>(x, Decimals{decimals}); }
+Tensor trunc(const Tensor& x) { return detail::pw::run<TruncOp>(x); }
+Tensor rsqrt(const Tensor& x) { return detail::pw::run<RsqrtOp>(x); }
+Tensor reciprocal(const Tensor& x) { return detail::pw::run<ReciprocalOp>(x); }
 
 Tensor clamp_min(const Tensor& x, double min) {
   check_bound("clamp_min", "min", x, min);
-  return detail::vu::run<ClampMinOp>(x, Bound{min});
+  return detail::pw::run<ClampMinOp>(x, Bound{min});
 }
 Tensor clamp_max(const Tensor& x, double max) {
   check_bound("clamp_max", "max", x, max);
-  return detail::vu::run<ClampMaxOp>(x, Bound{max});
+  return detail::pw::run<ClampMaxOp>(x, Bound{max});
 }
 
-Tensor fmod(const Tensor& a, double b) { return detail::vu::run<FmodScalarOp>(a, Bound{b}); }
-Tensor remainder(const Tensor& a, double b) { return detail::vu::run<RemainderScalarOp>(a, Bound{b}); }
+Tensor fmod(const Tensor& a, double b) { return detail::pw::run<FmodScalarOp>(a, Bound{b}); }
+Tensor remainder(const Tensor& a, double b) { return detail::pw::run<RemainderScalarOp>(a, Bound{b}); }
 
 // Binary<Op> checks definedness, dtypes and shapes; the floating-point check comes first.
 template <class Op>

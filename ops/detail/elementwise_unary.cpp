@@ -1,5 +1,6 @@
 // neg, exp, log, sqrt and the forms with a number (ops/elementwise.hpp).
 #include "xgrad/ops/detail/elementwise_impl.hpp"
+#include "xgrad/ops/detail/pointwise.hpp"
 
 namespace xgrad {
 
@@ -7,6 +8,64 @@ using namespace detail::ew;  // NOLINT(google-build-using-namespace): the op str
 
 namespace {
 bool is_integer(const Tensor& t) { return t.defined() && !is_floating_point(t.dtype()); }
+
+using detail::pw::lit;
+using detail::pw::NoParams;
+using detail::pw::Saves;
+namespace pw = detail::pw;
+
+struct NegOp {
+  static constexpr const char* kName = "neg";
+  static constexpr Saves kSaves = Saves::nothing;
+  using Params = NoParams;
+  template <class V>
+  static V f(const V& x, const Params&) {
+    return -x;
+  }
+  template <class V>
+  static V df(const V& g, const V&, const Params&) {
+    return -g;
+  }
+};
+struct ExpOp {
+  static constexpr const char* kName = "exp";
+  static constexpr Saves kSaves = Saves::output;
+  using Params = NoParams;
+  template <class V>
+  static V f(const V& x, const Params&) {
+    return pw::exp(x);
+  }
+  template <class V>
+  static V df(const V& g, const V& y, const Params&) {
+    return g * y;
+  }
+};
+struct LogOp {
+  static constexpr const char* kName = "log";
+  static constexpr Saves kSaves = Saves::input;
+  using Params = NoParams;
+  template <class V>
+  static V f(const V& x, const Params&) {
+    return pw::log(x);
+  }
+  template <class V>
+  static V df(const V& g, const V& x, const Params&) {
+    return g / x;
+  }
+};
+struct SqrtOp {
+  static constexpr const char* kName = "sqrt";
+  static constexpr Saves kSaves = Saves::output;
+  using Params = NoParams;
+  template <class V>
+  static V f(const V& x, const Params&) {
+    return pw::sqrt(x);
+  }
+  template <class V>
+  static V df(const V& g, const V& y, const Params&) {
+    return g / (lit(y, 2) * y);
+  }
+};
 }  // namespace
 
 Tensor add(const Tensor& a, double b) {
@@ -34,10 +93,10 @@ Tensor operator/(double a, const Tensor& b) {
 Tensor neg(const Tensor& x) {
   if (is_integer(x)) [[unlikely]]
     return int_neg(x);
-  return apply<Unary<NegOp>>(x);
+  return pw::run<NegOp>(x);
 }
-Tensor exp(const Tensor& x) { return apply<Unary<ExpOp>>(x); }
-Tensor log(const Tensor& x) { return apply<Unary<LogOp>>(x); }
-Tensor sqrt(const Tensor& x) { return apply<Unary<SqrtOp>>(x); }
+Tensor exp(const Tensor& x) { return pw::run<ExpOp>(x); }
+Tensor log(const Tensor& x) { return pw::run<LogOp>(x); }
+Tensor sqrt(const Tensor& x) { return pw::run<SqrtOp>(x); }
 
 }  // namespace xgrad

@@ -2,75 +2,68 @@
 // log10, erf, erfc (Note [Elementwise build time] in elementwise_impl.hpp).
 #include <numbers>
 
-#include "xgrad/ops/detail/vec_unary_impl.hpp"
+#include "xgrad/ops/detail/pointwise.hpp"
 #include "xgrad/ops/unary_math.hpp"
 
 namespace xgrad {
 
 namespace {
 
-using detail::vu::elem_t;
-using detail::vu::NoParams;
-using detail::vu::Saves;
+using detail::pw::lit;
+using detail::pw::NoParams;
+using detail::pw::Saves;
+namespace pw = detail::pw;
 
 struct Log1pOp {
   static constexpr const char* kName = "log1p";
   static constexpr Saves kSaves = Saves::input;
   using Params = NoParams;
-  template <class B>
-  static B vf(const B& x, const Params&) {
-    return xsimd::log1p(x);
+  template <class V>
+  static V f(const V& x, const Params&) {
+    return pw::log1p(x);
   }
-  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) { return div(g, add(s, 1.0)); }
-  template <class B>
-  static B vdf(const B& g, const B& x, const Params&) {
-    return g / (x + B(elem_t<B>(1)));
+  template <class V>
+  static V df(const V& g, const V& x, const Params&) {
+    return g / (x + lit(x, 1));
   }
 };
 struct Expm1Op {
   static constexpr const char* kName = "expm1";
   static constexpr Saves kSaves = Saves::output;
   using Params = NoParams;
-  template <class B>
-  static B vf(const B& x, const Params&) {
-    return xsimd::expm1(x);
+  template <class V>
+  static V f(const V& x, const Params&) {
+    return pw::expm1(x);
   }
-  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) { return mul(g, add(s, 1.0)); }
-  template <class B>
-  static B vdf(const B& g, const B& y, const Params&) {
-    return g * (y + B(elem_t<B>(1)));
+  template <class V>
+  static V df(const V& g, const V& y, const Params&) {
+    return g * (y + lit(y, 1));
   }
 };
 struct Log2Op {
   static constexpr const char* kName = "log2";
   static constexpr Saves kSaves = Saves::input;
   using Params = NoParams;
-  template <class B>
-  static B vf(const B& x, const Params&) {
-    return xsimd::log2(x);
+  template <class V>
+  static V f(const V& x, const Params&) {
+    return pw::log2(x);
   }
-  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) {
-    return div(g, mul(s, std::numbers::ln2));
-  }
-  template <class B>
-  static B vdf(const B& g, const B& x, const Params&) {
-    return g / (x * B(static_cast<elem_t<B>>(std::numbers::ln2)));
+  template <class V>
+  static V df(const V& g, const V& x, const Params&) {
+    return g / (x * lit(x, std::numbers::ln2));
   }
 };
 struct Log10Op {
   static constexpr const char* kName = "log10";
   static constexpr Saves kSaves = Saves::input;
   using Params = NoParams;
-  template <class B>
-  static B vf(const B& x, const Params&) {
-    return xsimd::log10(x);
+  template <class V>
+  static V f(const V& x, const Params&) {
+    return pw::log10(x);
   }
-  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) {
-    return div(g, mul(s, std::numbers::ln10));
-  }
-  template <class B>
-  static B vdf(const B& g, const B& x, const Params&) {
-    return g / (x * B(static_cast<elem_t<B>>(std::numbers::ln10)));
+  template <class V>
+  static V df(const V& g, const V& x, const Params&) {
+    return g / (x * lit(x, std::numbers::ln10));
   }
 };
 // d erf = 2/sqrt(pi) * e^(-x^2)
@@ -78,42 +71,37 @@ struct ErfOp {
   static constexpr const char* kName = "erf";
   static constexpr Saves kSaves = Saves::input;
   using Params = NoParams;
-  template <class B>
-  static B vf(const B& x, const Params&) {
-    return detail::vu::verf(x);
+  template <class V>
+  static V f(const V& x, const Params&) {
+    return pw::erf(x);
   }
-  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) {
-    return mul(g, mul(exp(neg(mul(s, s))), 2.0 / std::sqrt(std::numbers::pi)));
-  }
-  template <class B>
-  static B vdf(const B& g, const B& x, const Params&) {
-    return B(static_cast<elem_t<B>>(std::numbers::inv_sqrtpi * 2)) * xsimd::exp(-(x * x)) * g;
+  template <class V>
+  static V df(const V& g, const V& x, const Params&) {
+    return lit(x, std::numbers::inv_sqrtpi * 2) * pw::exp(-(x * x)) * g;
   }
 };
+// d erfc = -2/sqrt(pi) * e^(-x^2); the C library's erfc (Note in pointwise.hpp, lanewise)
 struct ErfcOp {
   static constexpr const char* kName = "erfc";
   static constexpr Saves kSaves = Saves::input;
   using Params = NoParams;
-  template <class B>
-  static B vf(const B& x, const Params&) {
-    return detail::vu::lanewise(x, [](elem_t<B> v) { return std::erfc(v); });
+  template <class V>
+  static V f(const V& x, const Params&) {
+    return pw::lanewise(x, [](pw::elem_t<V> v) { return std::erfc(v); });
   }
-  static Tensor recorded_df(const Tensor& g, const Tensor& s, const Params&) {
-    return mul(g, mul(exp(neg(mul(s, s))), -2.0 / std::sqrt(std::numbers::pi)));
-  }
-  template <class B>
-  static B vdf(const B& g, const B& x, const Params&) {
-    return B(static_cast<elem_t<B>>(-std::numbers::inv_sqrtpi * 2)) * xsimd::exp(-(x * x)) * g;
+  template <class V>
+  static V df(const V& g, const V& x, const Params&) {
+    return lit(x, -std::numbers::inv_sqrtpi * 2) * pw::exp(-(x * x)) * g;
   }
 };
 
 }  // namespace
 
-Tensor log1p(const Tensor& x) { return detail::vu::run<Log1pOp>(x); }
-Tensor expm1(const Tensor& x) { return detail::vu::run<Expm1Op>(x); }
-Tensor log2(const Tensor& x) { return detail::vu::run<Log2Op>(x); }
-Tensor log10(const Tensor& x) { return detail::vu::run<Log10Op>(x); }
-Tensor erf(const Tensor& x) { return detail::vu::run<ErfOp>(x); }
-Tensor erfc(const Tensor& x) { return detail::vu::run<ErfcOp>(x); }
+Tensor log1p(const Tensor& x) { return detail::pw::run<Log1pOp>(x); }
+Tensor expm1(const Tensor& x) { return detail::pw::run<Expm1Op>(x); }
+Tensor log2(const Tensor& x) { return detail::pw::run<Log2Op>(x); }
+Tensor log10(const Tensor& x) { return detail::pw::run<Log10Op>(x); }
+Tensor erf(const Tensor& x) { return detail::pw::run<ErfOp>(x); }
+Tensor erfc(const Tensor& x) { return detail::pw::run<ErfcOp>(x); }
 
 }  // namespace xgrad

@@ -522,3 +522,17 @@ TEST_CASE("comparison and logical operators: bad operands raise xgrad::Error nam
   test::require_error([&] { (void)(Tensor() > 0); }, {"gt"});
   test::require_error([&] { (void)(1.0 <= Tensor()); }, {"le"});
 }
+
+TEST_CASE("relu keeps NaN and -0 and passes the gradient at a NaN, as torch", "[elementwise][ties]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (Dtype dt : {kFloat32, kFloat64}) {
+    const Tensor x = Tensor::of({nan, -0.0, 0.0, -1.0, 2.0}, dt).set_requires_grad();
+    const Tensor y = relu(x);
+    const std::vector<double> v = y.to_vector();
+    CHECK(std::isnan(v[0]));
+    CHECK((v[1] == 0.0 && std::signbit(v[1])));  // -0 stays -0 (torch: clamp_min(x, 0))
+    CHECK(v[3] == 0.0);
+    y.backward(Tensor::ones({5}, dt));
+    CHECK(x.grad().to_vector() == std::vector<double>{1, 0, 0, 0, 1});  // threshold_backward(g, y, 0)
+  }
+}

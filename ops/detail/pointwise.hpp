@@ -1,0 +1,300 @@
+#pragma once
+// Internal: Pointwise<Op>, the autograd Function of the unary pointwise ops of ops/unary_math.hpp and
+// ops/activation.hpp (sin, erf, gelu, softplus, ...), used by ops/unary_math.cpp, ops/activation.cpp
+// and ops/detail/unary_math_*.cpp.
+//
+// Note [One formula]: an op states its forward f and its derivative df once, as templates over a
+// value type V. The same df is instantiated with xsimd batches (the fused backward kernel of a
+// first-order backward) and with Tensor (a create_graph backward: the formula recorded with the
+// public ops, so the op is differentiable to any order by construction; Note [Create graph] in
+// core/autograd.hpp). The formulas are written in the vocabulary of namespace pw below (pw::exp,
+// pw::select, lit, ...), which has one overload per kind of V, and with + - * / and comparisons,
+// which both kinds have. f runs on batches only: a forward is never recorded (Pointwise records one
+// node for it).
+//
+// Forward and backward kernels run xsimd batches over fixed kParallelGrain chunks, the tail of each
+// chunk through the same vector code (Note [Vector tails] in vec_kernel.hpp), so every element's
+// value is the same whatever the thread count. The binary ops (atan2, fmod, remainder) reuse
+// Binary<Op> of elementwise_impl.hpp.
+//
+// An Op supplies:
+//   kName                       the op's name (errors, node name)
+//   kSaves                      what backward reads: Saves::input (x), Saves::output (y) or
+//                               Saves::nothing (the gradient is 0, g itself with kPassGrad, or df
+//                               of g alone)
+//   Params                      the op's numbers (NoParams when none), taken in the tensor's dtype
+//   f(x, p)                     y, V a batch (kScalarLoop: V the element type, scalar loops forward
+//                               and backward, for fmod and remainder by a number)
+//   df(g, s, p)                 dx, V a batch (or element) or Tensor; s the saved x or y
+//   kPassGrad (optional)        dx = g (fmod and remainder by a number)
+// Note [Elementwise build time] (elementwise_impl.hpp) applies: every op instantiates xsimd's math
+// for two dtypes, so the ops are spread over a few files.
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <type_traits>
+
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/activation.hpp"
+#include "xgrad/ops/detail/vec_kernel.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/unary_math.hpp"
+
+namespace xgrad::detail::pw {
+
+struct NoParams {};
+enum class Saves { nothing, input, output };
+
+// ---- the vocabulary: one overload for batches, one for tensors ----------------------------------
+template <class V>
+concept Batch = requires {
+  typename V::batch_bool_type;
+};
+
+template <Batch B>
+using elem_t = typename B::value_type;
+
+/// The number c as x's kind: a batch of c in x's element type, or a 0-d tensor of x's dtype.
+template <Batch B>
+inline B lit(const B&, double c) {
+  return B(static_cast<elem_t<B>>(c));
+}
+inline Tensor lit(const Tensor& like, double c) { return Tensor::full({}, c, like.dtype()); }
+template <std::floating_point T>
+inline T lit(T, double c) {
+  return static_cast<T>(c);
+}
+
+/// Zeros of g's kind and shape (a constant: no history).
+template <Batch B>
+inline B zeros_like(const B&) {
+  return B(elem_t<B>(0));
+}
+inline Tensor zeros_like(const Tensor& g) { return Tensor::zeros(g.shape(), g.dtype()); }
+template <std::floating_point T>
+inline T zeros_like(T) {
+  return T(0);
+}
+
+/// m ? a : b, elementwise (m from a comparison: a batch mask, or a bool tensor without history).
+template <class M, Batch B>
+inline B select(const M& m, const B& a, const B& b) {
+  return xsimd::select(m, a, b);
+}
+inline Tensor select(const Tensor& m, const Tensor& a, const Tensor& b) { return where(m, a, b); }
+template <std::floating_point T>
+inline T select(bool m, T a, T b) {
+  return m ? a : b;
+}
+
+/// f applied to each lane with the C library's scalar function, for the functions whose xsimd
+/// version is not accurate enough (measured in tests/ops/test_unary_math.cpp: xsimd 8's erf is off by
+/// up to 67 ulp in float64, its erfc by up to 71 ulp in float32 and 1e5 ulp in float64).
+template <Batch B, class F>
+inline B lanewise(const B& x, F f) {
+  alignas(64) elem_t<B> buf[B::size];
+  x.store_aligned(buf);
+  for (auto& v : buf) v = f(v);
+  return B::load_aligned(buf);
+}
+
+#define XGRAD_PW_FUNCTION(name, batch_expr) \
+  template <Batch B>                        \
+  inline B name(const B& x) {               \
+    return batch_expr;                      \
+  }                                         \
+  inline Tensor name(const Tensor& x) { return xgrad::name(x); }
+XGRAD_PW_FUNCTION(exp, xsimd::exp(x))
+XGRAD_PW_FUNCTION(log, xsimd::log(x))
+XGRAD_PW_FUNCTION(log1p, xsimd::log1p(x))
+XGRAD_PW_FUNCTION(expm1, xsimd::expm1(x))
+XGRAD_PW_FUNCTION(log2, xsimd::log2(x))
+XGRAD_PW_FUNCTION(log10, xsimd::log10(x))
+XGRAD_PW_FUNCTION(sqrt, xsimd::sqrt(x))
+XGRAD_PW_FUNCTION(tanh, xsimd::tanh(x))
+XGRAD_PW_FUNCTION(sin, xsimd::sin(x))
+XGRAD_PW_FUNCTION(cos, xsimd::cos(x))
+XGRAD_PW_FUNCTION(tan, xsimd::tan(x))
+XGRAD_PW_FUNCTION(asin, xsimd::asin(x))
+XGRAD_PW_FUNCTION(acos, xsimd::acos(x))
+XGRAD_PW_FUNCTION(atan, xsimd::atan(x))
+XGRAD_PW_FUNCTION(sinh, xsimd::sinh(x))
+XGRAD_PW_FUNCTION(cosh, xsimd::cosh(x))
+XGRAD_PW_FUNCTION(abs, xsimd::abs(x))
+XGRAD_PW_FUNCTION(sigmoid, B(elem_t<B>(1)) / (B(elem_t<B>(1)) + xsimd::exp(-x)))  // e^-z = inf gives 0
+#undef XGRAD_PW_FUNCTION
+
+/// ln(1 + e^z) = max(z, 0) + ln(1 + e^-|z|): no overflow (no threshold: the tensor form passes an
+/// infinite one to softplus).
+template <Batch B>
+inline B softplus(const B& x) {
+  return xsimd::max(x, B(elem_t<B>(0))) + xsimd::log1p(xsimd::exp(-xsimd::abs(x)));
+}
+inline Tensor softplus(const Tensor& x) { return xgrad::softplus(x, 1.0, INFINITY); }
+
+/// erf within a few ulp: xsimd's in float32 (2 ulp), the C library's in float64.
+template <Batch B>
+inline B erf(const B& x) {
+  if constexpr (std::is_same_v<elem_t<B>, float>) {
+    return xsimd::erf(x);
+  } else {
+    return lanewise(x, [](elem_t<B> v) { return std::erf(v); });
+  }
+}
+inline Tensor erf(const Tensor& x) { return xgrad::erf(x); }
+
+/// x^k for a number k: the C library's pow, lane by lane (what pow by a number always computed).
+template <Batch B>
+inline B pow(const B& x, double k) {
+  return lanewise(x, [k](elem_t<B> v) { return std::pow(v, static_cast<elem_t<B>>(k)); });
+}
+template <std::floating_point T>
+inline T pow(T x, double k) {
+  return std::pow(x, static_cast<T>(k));
+}
+inline Tensor pow(const Tensor& x, double k) { return xgrad::pow(x, k); }
+
+/// min(x, c) and max(x, c) for a number c (NaN propagates from x, as xsimd's and torch's).
+template <Batch B>
+inline B min(const B& x, double c) {
+  return xsimd::min(x, lit(x, c));
+}
+inline Tensor min(const Tensor& x, double c) { return minimum(x, lit(x, c)); }
+
+// ---- the Function -------------------------------------------------------------------------------
+
+/// Runs fn(type_tag<T>) for a floating dtype; any other dtype is an error naming the op.
+template <class Fn>
+void dispatch_floating(const char* op, const Tensor& x, Fn&& fn) {
+  if (x.dtype() == kFloat32) {
+    fn(type_tag<float>{});
+  } else {
+    XGRAD_CHECK(x.dtype() == kFloat64, "{}: x has dtype {} {}; only float32 and float64 are supported", op, x.dtype(),
+                shape_str(x.shape()));
+    fn(type_tag<double>{});
+  }
+}
+
+template <class Op>
+constexpr bool pass_grad() {
+  if constexpr (requires { Op::kPassGrad; })
+    return Op::kPassGrad;
+  else
+    return false;
+}
+template <class Op>
+constexpr bool has_df() {
+  return requires(const Tensor& t, const typename Op::Params& q) { Op::df(t, t, q); };
+}
+template <class Op>
+constexpr bool scalar_loop() {
+  if constexpr (requires { Op::kScalarLoop; })
+    return Op::kScalarLoop;
+  else
+    return false;
+}
+// An op whose scalar loop is faster for some parameters (pow: the C library's pow one element at a
+// time beats it lane by lane) says so with `static bool scalar_loop(const Params&)`.
+template <class Op>
+constexpr bool may_scalar_loop() {
+  return requires(const typename Op::Params& q) { Op::scalar_loop(q); };
+}
+
+template <class Op>
+Tensor forward_map(const Tensor& x, const typename Op::Params& p) {
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  dispatch_floating(Op::kName, x, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = x.data<T>();
+    T* o = out.data<T>();
+    const auto scalar = [&](auto b, auto e) {  // generic: instantiated only where called
+      for (std::int64_t i = b; i < e; ++i) o[i] = Op::f(xp[i], p);
+    };
+    const auto vector = [&](auto b, auto e) {
+      detail::vec_map<T>(
+          e - b, o + b, [&](const auto& v) { return Op::f(v, p); }, xp + b);
+    };
+    if constexpr (scalar_loop<Op>()) {
+      parallel_for(0, x.numel(), kParallelGrain, scalar);
+    } else if constexpr (may_scalar_loop<Op>()) {
+      if (Op::scalar_loop(p))
+        parallel_for(0, x.numel(), kParallelGrain, scalar);
+      else
+        parallel_for(0, x.numel(), kParallelGrain, vector);
+    } else {
+      parallel_for(0, x.numel(), kParallelGrain, vector);
+    }
+  });
+  return out;
+}
+
+template <class Op>
+Tensor backward_map(const Tensor& g, const Tensor& s, const typename Op::Params& p) {
+  Tensor out = Tensor::empty(g.shape(), g.dtype());
+  dispatch_floating(Op::kName, g, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* gp = g.data<T>();
+    const T* sp = s.data<T>();
+    T* o = out.data<T>();
+    const auto scalar = [&](auto b, auto e) {  // generic: instantiated only where called
+      for (std::int64_t i = b; i < e; ++i) o[i] = Op::df(gp[i], sp[i], p);
+    };
+    const auto vector = [&](auto b, auto e) {
+      detail::vec_map<T>(
+          e - b, o + b, [&](const auto& gv, const auto& sv) { return Op::df(gv, sv, p); }, gp + b, sp + b);
+    };
+    if constexpr (scalar_loop<Op>()) {
+      parallel_for(0, g.numel(), kParallelGrain, scalar);
+    } else if constexpr (may_scalar_loop<Op>()) {
+      if (Op::scalar_loop(p))
+        parallel_for(0, g.numel(), kParallelGrain, scalar);
+      else
+        parallel_for(0, g.numel(), kParallelGrain, vector);
+    } else {
+      parallel_for(0, g.numel(), kParallelGrain, vector);
+    }
+  });
+  return out;
+}
+
+/// y = Op::f(x; params); dx = Op::df(g, x or y; params) (or 0, or g). Note [One formula].
+template <class Op>
+struct Pointwise : Function<Pointwise<Op>> {
+  static constexpr const char* kName = Op::kName;
+  static constexpr bool kDifferentiableBackward = true;  // Note [One formula]: df with tensors
+  typename Op::Params p{};
+  Tensor forward(const Tensor& x, const typename Op::Params& params) {
+    XGRAD_CHECK(x.defined(), "{}: argument 'x' is an undefined tensor", Op::kName);
+    check_floating(Op::kName, "x", x);
+    p = params;
+    Tensor y = forward_map<Op>(x, p);
+    if (this->needs_input_grad(0)) {
+      if constexpr (Op::kSaves == Saves::input) this->save_for_backward({x});
+      if constexpr (Op::kSaves == Saves::output) this->save_for_backward({y});
+    }
+    return y;
+  }
+  Tensors backward(const Tensors& grads) {
+    const Tensor& g = grads[0];
+    if constexpr (Op::kSaves == Saves::nothing && pass_grad<Op>()) {
+      return {g};
+    } else if constexpr (Op::kSaves == Saves::nothing && !has_df<Op>()) {
+      return {Tensor::zeros(g.shape(), g.dtype())};
+    } else if constexpr (Op::kSaves == Saves::nothing) {  // df of g alone (neg): g stands in for s
+      if (GradMode::is_enabled()) return {Op::df(g, g, p)};
+      return {backward_map<Op>(g, g, p)};
+    } else {
+      // Note [One formula]: in grad mode (create_graph) the formula runs on tensors, recorded.
+      if (GradMode::is_enabled()) return {Op::df(g, this->saved(0), p)};
+      return {backward_map<Op>(g, this->saved(0), p)};
+    }
+  }
+};
+
+template <class Op>
+Tensor run(const Tensor& x, const typename Op::Params& p = {}) {
+  return apply<Pointwise<Op>>(x, p);
+}
+
+}  // namespace xgrad::detail::pw
