@@ -177,64 +177,55 @@ struct RemainderScalarOp {
 };
 
 // ---- binary, broadcasting (Binary<Op> of elementwise_impl.hpp) ------------------------------------
+// Binary<Op>'s contract (Note [One formula] in elementwise_impl.hpp): f on elements, the partials on
+// elements or tensors.
 struct Atan2Op {
   static constexpr const char* kName = "atan2";
-  static constexpr bool kSavesInputs = true, kSavesOutput = false;
+  static constexpr Saves kSaves = Saves::input;
   template <class T>
   static T f(T a, T b) {
     return std::atan2(a, b);
   }
-  template <class T>
-  static T da(T g, T a, T b, T) {
-    return g * b * (T(1) / (a * a + b * b));
+  template <class V>
+  static V da(const V& g, const V& a, const V& b, const V&) {
+    return g * b * (lit(a, 1) / (a * a + b * b));
   }
-  template <class T>
-  static T db(T g, T a, T b, T) {
-    return g * -a * (T(1) / (a * a + b * b));
-  }
-  // Note [Create graph]: the same formulas, recorded (Binary's HasRecordedPartial)
-  static Tensor recorded_partial(const Tensor& g, const Tensor& a, const Tensor& b, bool wrt_a) {
-    const Tensor r = reciprocal(add(mul(a, a), mul(b, b)));
-    return wrt_a ? mul(mul(g, b), r) : mul(mul(g, neg(a)), r);
+  template <class V>
+  static V db(const V& g, const V& a, const V& b, const V&) {
+    return g * -a * (lit(a, 1) / (a * a + b * b));
   }
 };
+// The quotients trunc(a/b) and floor(a/b) are piecewise constant: their derivative is 0.
 struct FmodOp {
   static constexpr const char* kName = "fmod";
-  static constexpr bool kSavesInputs = true, kSavesOutput = false;
+  static constexpr Saves kSaves = Saves::input;
   template <class T>
   static T f(T a, T b) {
     return fmod_of(a, b);
   }
-  template <class T>
-  static T da(T g, T, T, T) {
+  template <class V>
+  static V da(const V& g, const V&, const V&, const V&) {
     return g;
   }
-  template <class T>
-  static T db(T g, T a, T b, T) {
-    return -g * std::trunc(a / b);
-  }
-  // the quotient is piecewise constant: a constant factor of g
-  static Tensor recorded_partial(const Tensor& g, const Tensor& a, const Tensor& b, bool wrt_a) {
-    return wrt_a ? g : mul(g, neg(trunc(div(a.detach(), b.detach()))));
+  template <class V>
+  static V db(const V& g, const V& a, const V& b, const V&) {
+    return -g * pw::trunc(a / b);
   }
 };
 struct RemainderOp {
   static constexpr const char* kName = "remainder";
-  static constexpr bool kSavesInputs = true, kSavesOutput = false;
+  static constexpr Saves kSaves = Saves::input;
   template <class T>
   static T f(T a, T b) {
     return remainder_of(a, b);
   }
-  template <class T>
-  static T da(T g, T, T, T) {
+  template <class V>
+  static V da(const V& g, const V&, const V&, const V&) {
     return g;
   }
-  template <class T>
-  static T db(T g, T a, T b, T) {
-    return -g * std::floor(a / b);
-  }
-  static Tensor recorded_partial(const Tensor& g, const Tensor& a, const Tensor& b, bool wrt_a) {
-    return wrt_a ? g : mul(g, neg(floor(div(a.detach(), b.detach()))));
+  template <class V>
+  static V db(const V& g, const V& a, const V& b, const V&) {
+    return -g * pw::floor(a / b);
   }
 };
 

@@ -13,6 +13,7 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/ops/detail/broadcast_kernel.hpp"
 #include "xgrad/ops/detail/gather_map.hpp"
+#include "xgrad/ops/detail/pointwise.hpp"
 #include "xgrad/ops/detail/reduce_kernel.hpp"
 #include "xgrad/ops/detail/vec_kernel.hpp"
 #include "xgrad/ops/elementwise.hpp"
@@ -107,295 +108,193 @@ Tensor map1(const Tensor& x, F f) {
 }
 
 // ---- binary ops -------------------------------------------------------------------------------
-// Each Op supplies f(a, b), and the partial derivatives da(g, a, b, y) and db(g, a, b, y).
-// kSaves says whether backward needs a and b (and the output y).
+// Note [One formula] (ops/detail/pointwise.hpp), for the broadcasting binary ops: an Op states f(a, b)
+// and the partial derivatives da(g, a, b, y), db(g, a, b, y) once, as templates over a value type:
+// the element type in the broadcasting kernels of a first-order backward, Tensor under create_graph
+// (recorded, so differentiable again). kSaves says what the partials read: Saves::nothing (g alone:
+// they always run on tensors), Saves::input (a and b) or Saves::output (a, b and y). The ops defined
+// elsewhere (atan2, fmod, remainder in ops/unary_math.cpp) follow the same contract.
+using pw::lit;
+using pw::Saves;
+using pw::select;
+
 struct AddOp {
   static constexpr const char* kName = "add";
-  static constexpr bool kSavesInputs = false, kSavesOutput = false;
-  template <class T>
-  static T f(T a, T b) {
+  static constexpr Saves kSaves = Saves::nothing;
+  template <class V>
+  static V f(const V& a, const V& b) {
     return a + b;
+  }
+  template <class V>
+  static V da(const V& g, const V&, const V&, const V&) {
+    return g;
+  }
+  template <class V>
+  static V db(const V& g, const V&, const V&, const V&) {
+    return g;
   }
 };
 struct SubOp {
   static constexpr const char* kName = "sub";
-  static constexpr bool kSavesInputs = false, kSavesOutput = false;
-  template <class T>
-  static T f(T a, T b) {
+  static constexpr Saves kSaves = Saves::nothing;
+  template <class V>
+  static V f(const V& a, const V& b) {
     return a - b;
+  }
+  template <class V>
+  static V da(const V& g, const V&, const V&, const V&) {
+    return g;
+  }
+  template <class V>
+  static V db(const V& g, const V&, const V&, const V&) {
+    return -g;
   }
 };
 struct MulOp {
   static constexpr const char* kName = "mul";
-  static constexpr bool kSavesInputs = true, kSavesOutput = false;
-  template <class T>
-  static T f(T a, T b) {
+  static constexpr Saves kSaves = Saves::input;
+  template <class V>
+  static V f(const V& a, const V& b) {
     return a * b;
   }
-  template <class T>
-  static T da(T g, T, T b, T) {
+  template <class V>
+  static V da(const V& g, const V&, const V& b, const V&) {
     return g * b;
   }
-  template <class T>
-  static T db(T g, T a, T, T) {
+  template <class V>
+  static V db(const V& g, const V& a, const V&, const V&) {
     return g * a;
   }
 };
 struct DivOp {
   static constexpr const char* kName = "div";
-  static constexpr bool kSavesInputs = true, kSavesOutput = false;
-  template <class T>
-  static T f(T a, T b) {
+  static constexpr Saves kSaves = Saves::input;
+  template <class V>
+  static V f(const V& a, const V& b) {
     return a / b;
   }
-  template <class T>
-  static T da(T g, T, T b, T) {
+  template <class V>
+  static V da(const V& g, const V&, const V& b, const V&) {
     return g / b;
   }
-  template <class T>
-  static T db(T g, T a, T b, T) {
+  template <class V>
+  static V db(const V& g, const V& a, const V& b, const V&) {
     return -g * a / (b * b);
   }
 };
+// torch's pow_backward: 0 where the exponent is 0 (da) or the base is 0 (db)
 struct PowOp {
   static constexpr const char* kName = "pow";
-  static constexpr bool kSavesInputs = true, kSavesOutput = true;
-  template <class T>
-  static T f(T a, T b) {
-    return std::pow(a, b);
+  static constexpr Saves kSaves = Saves::output;
+  template <class V>
+  static V f(const V& a, const V& b) {
+    return pw::pow(a, b);
   }
-  template <class T>
-  static T da(T g, T a, T b, T) {
-    return b == T(0) ? T(0) : g * b * std::pow(a, b - T(1));
+  template <class V>
+  static V da(const V& g, const V& a, const V& b, const V&) {
+    return select(b == lit(b, 0), pw::zeros_like(g), g * b * pw::pow(a, b - lit(b, 1)));
   }
-  template <class T>
-  static T db(T g, T a, T, T y) {
-    return a == T(0) ? T(0) : g * y * std::log(a);
+  template <class V>
+  static V db(const V& g, const V& a, const V&, const V& y) {
+    return select(a == lit(a, 0), pw::zeros_like(g), g * y * pw::log(a));
   }
 };
 // maximum/minimum propagate NaN from either side, as torch does: `a` is chosen when it wins, ties,
 // or is NaN (a != a); otherwise `b` (which may be NaN) is chosen.
 // Note [Tie rules]: the gradient follows torch's derivatives.yaml, not the choice of the value: at a
 // tie (a == b) each side gets half of g; otherwise the side that lost gets 0 and the other g; when
-// either is NaN, no comparison holds and both get g. share_a is a's weight (1, 1/2 or 0), b's is
-// share_a(b, a) for maximum (and the same with the roles of < and > swapped for minimum). A weight of 0
+// either is NaN, no comparison holds and both get g. share(a, b) is a's weight (1, 1/2 or 0), b's is
+// share(b, a) for maximum (and the same with the roles of < and > swapped for minimum). A weight of 0
 // gives 0 even where g is infinite or NaN (torch's masked_fill_).
-template <class T>
-inline T weigh(T g, T share) {
-  return share == T(0) ? T(0) : g * share;
+template <class V>
+[[gnu::always_inline]] inline V weigh(const V& g, const V& share) {
+  return select(share == lit(share, 0), pw::zeros_like(g), g * share);
 }
-struct MaxOp {
-  static constexpr const char* kName = "maximum";
-  static constexpr bool kSavesInputs = true, kSavesOutput = false;
-  template <class T>
-  static bool pick_a(T a, T b) {
-    return a >= b || a != a;  // NOLINT(misc-redundant-expression): a != a is the NaN test
-  }
-  template <class T>
-  static T share_a(T a, T b) {
-    return a == b ? T(0.5) : a < b ? T(0) : T(1);
-  }
+template <bool kMax>
+struct ExtremumOp {
+  static constexpr const char* kName = kMax ? "maximum" : "minimum";
+  static constexpr Saves kSaves = Saves::input;
   template <class T>
   static T f(T a, T b) {
-    return pick_a(a, b) ? a : b;
+    return (kMax ? a >= b : a <= b) || a != a ? a : b;  // NOLINT(misc-redundant-expression): the NaN test
   }
-  template <class T>
-  static T da(T g, T a, T b, T) {
-    return weigh(g, share_a(a, b));
+  template <class V>
+  [[gnu::always_inline]] static V share(const V& a, const V& b) {
+    return select(a == b, lit(a, 0.5), select(kMax ? a < b : a > b, lit(a, 0), lit(a, 1)));
   }
-  template <class T>
-  static T db(T g, T a, T b, T) {
-    return weigh(g, share_a(b, a));
+  template <class V>
+  static V da(const V& g, const V& a, const V& b, const V&) {
+    return weigh(g, share(a, b));
   }
-};
-struct MinOp {
-  static constexpr const char* kName = "minimum";
-  static constexpr bool kSavesInputs = true, kSavesOutput = false;
-  template <class T>
-  static bool pick_a(T a, T b) {
-    return a <= b || a != a;  // NOLINT(misc-redundant-expression): a != a is the NaN test
-  }
-  template <class T>
-  static T share_a(T a, T b) {
-    return a == b ? T(0.5) : a > b ? T(0) : T(1);
-  }
-  template <class T>
-  static T f(T a, T b) {
-    return pick_a(a, b) ? a : b;
-  }
-  template <class T>
-  static T da(T g, T a, T b, T) {
-    return weigh(g, share_a(a, b));
-  }
-  template <class T>
-  static T db(T g, T a, T b, T) {
-    return weigh(g, share_a(b, a));
+  template <class V>
+  static V db(const V& g, const V& a, const V& b, const V&) {
+    return weigh(g, share(b, a));
   }
 };
+using MaxOp = ExtremumOp<true>;
+using MinOp = ExtremumOp<false>;
 
 // Note [Small-op overhead]: the input shapes needed by backward come from the node's input_meta()
 // (recorded by the engine anyway), the output shape is only computed when the inputs differ, and
 // inputs are saved only when a node is recorded: each avoids heap allocations that dominate ops on
 // tiny tensors.
-// The weights of g for maximum/minimum's a (wrt_a) or b, of g's shape: 1, 1/2 or 0 (Note [Tie rules]),
-// a constant of the gradient.
-template <class Op>
-Tensor share_mask(const Tensor& g, const Tensor& a, const Tensor& b, bool wrt_a) {
-  return map3(g, a, b, g.shape(),
-              [wrt_a](auto, auto av, auto bv) { return wrt_a ? Op::share_a(av, bv) : Op::share_a(bv, av); });
-}
-
-// An Op defined elsewhere (atan2, fmod, remainder in ops/unary_math.cpp) may give its partial
-// derivatives with public ops itself, as
-//   static Tensor recorded_partial(const Tensor& g, const Tensor& a, const Tensor& b, bool wrt_a);
-template <class Op>
-concept HasRecordedPartial = requires(const Tensor& t) {
-  Op::recorded_partial(t, t, t, true);
-};
-
-// Note [Create graph]: in grad mode (a create_graph backward) the partial derivatives are recorded
-// with the public ops: the same formulas as da/db.
-template <class Op>
-Tensor recorded_partial(const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y, bool wrt_a) {
-  if constexpr (HasRecordedPartial<Op>) {
-    (void)y;
-    return Op::recorded_partial(g, a, b, wrt_a);
-  } else if constexpr (std::is_same_v<Op, MulOp>) {
-    return xgrad::mul(g, wrt_a ? b : a);
-  } else if constexpr (std::is_same_v<Op, DivOp>) {
-    return wrt_a ? xgrad::div(g, b) : xgrad::div(xgrad::neg(xgrad::mul(g, a)), xgrad::mul(b, b));
-  } else if constexpr (std::is_same_v<Op, PowOp>) {
-    // torch's pow_backward: 0 where the exponent is 0 (da) or the base is 0 (db)
-    if (wrt_a)
-      return xgrad::mul(g, xgrad::masked_fill(xgrad::mul(b, xgrad::pow(a, xgrad::sub(b, 1.0))),
-                                              xgrad::eq(b, Tensor::zeros({}, b.dtype())), 0.0));
-    return xgrad::mul(
-        g, xgrad::masked_fill(xgrad::mul(y, xgrad::log(a)), xgrad::eq(a, Tensor::zeros({}, a.dtype())), 0.0));
-  } else {  // maximum, minimum
-    const Tensor share = share_mask<Op>(g, a.detach(), b.detach(), wrt_a);
-    return xgrad::masked_fill(xgrad::mul(g, share), xgrad::eq(share, Tensor::zeros({}, share.dtype())), 0.0);
-  }
-}
-
 template <class Op>
 struct Binary : Function<Binary<Op>> {
   static constexpr const char* kName = Op::kName;
-  // Note [Create graph]: the ops of this file, and an Op built on Binary elsewhere when it gives
-  // its recorded partials (HasRecordedPartial).
-  static constexpr bool kDifferentiableBackward = std::is_same_v<Op, AddOp> || std::is_same_v<Op, SubOp> ||
-                                                  std::is_same_v<Op, MulOp> || std::is_same_v<Op, DivOp> ||
-                                                  std::is_same_v<Op, PowOp> || std::is_same_v<Op, MaxOp> ||
-                                                  std::is_same_v<Op, MinOp> || HasRecordedPartial<Op>;
+  static constexpr bool kDifferentiableBackward = true;  // Note [One formula]: the partials on tensors
   Tensor forward(const Tensor& a, const Tensor& b) {
     check_binary(Op::kName, a, b);
     const auto op = [](auto x, auto z) { return Op::f(x, z); };
     Tensor y = a.shape() == b.shape() ? map2(a, b, a.shape(), op)
                                       : map2(a, b, broadcast_shapes(a.shape(), b.shape(), Op::kName), op);
     if (this->needs_input_grad(0) || this->needs_input_grad(1)) {
-      if constexpr (Op::kSavesInputs) this->save_for_backward({a, b});
-      if constexpr (Op::kSavesOutput) this->save_for_backward({y});
+      if constexpr (Op::kSaves != Saves::nothing) this->save_for_backward({a, b});
+      if constexpr (Op::kSaves == Saves::output) this->save_for_backward({y});
     }
     return y;
+  }
+  // The partial of a (wrt_a) or b over g's shape, in the broadcasting kernel (first order).
+  template <bool kWrtA>
+  static Tensor partial(const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
+    const auto fn = [](auto gv, auto av, auto bv, auto yv) {
+      if constexpr (kWrtA)
+        return Op::da(gv, av, bv, yv);
+      else
+        return Op::db(gv, av, bv, yv);
+    };
+    if constexpr (Op::kSaves == Saves::output) {
+      Tensor out = Tensor::empty(g.shape(), g.dtype());
+      dispatch(g.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        detail::broadcast_map<T, 4>(out.data<T>(), g.shape(), {g.data<T>(), a.data<T>(), b.data<T>(), y.data<T>()},
+                                    {&g.shape(), &a.shape(), &b.shape(), &y.shape()},
+                                    [&](T gv, T av, T bv, T yv) { return fn(gv, av, bv, yv); });
+      });
+      return out;
+    } else {
+      return map3(g, a, b, g.shape(), [fn](auto gv, auto av, auto bv) { return fn(gv, av, bv, decltype(gv)(0)); });
+    }
   }
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
     const Shape& a_shape = this->input_meta()[0].shape;
     const Shape& b_shape = this->input_meta()[1].shape;
     Tensor ga, gb;
-    if constexpr (kDifferentiableBackward && !std::is_same_v<Op, AddOp> && !std::is_same_v<Op, SubOp>) {
-      if (GradMode::is_enabled()) {
-        const Tensor a = this->saved(0);
-        const Tensor b = this->saved(1);
-        const Tensor y = Op::kSavesOutput ? this->saved(2) : Tensor();
-        if (this->needs_input_grad(0)) ga = detail::sum_to(recorded_partial<Op>(g, a, b, y, true), a_shape);
-        if (this->needs_input_grad(1)) gb = detail::sum_to(recorded_partial<Op>(g, a, b, y, false), b_shape);
+    if constexpr (Op::kSaves == Saves::nothing) {  // g alone: on tensors (recorded under create_graph)
+      if (this->needs_input_grad(0)) ga = detail::sum_to(Op::da(g, g, g, g), a_shape);
+      if (this->needs_input_grad(1)) gb = detail::sum_to(Op::db(g, g, g, g), b_shape);
+      return {ga, gb};
+    } else {
+      const Tensor a = this->saved(0), b = this->saved(1);
+      const Tensor y = Op::kSaves == Saves::output ? this->saved(2) : Tensor();
+      if (GradMode::is_enabled()) {  // Note [One formula]: the partials on tensors, recorded
+        if (this->needs_input_grad(0)) ga = detail::sum_to(Op::da(g, a, b, y), a_shape);
+        if (this->needs_input_grad(1)) gb = detail::sum_to(Op::db(g, a, b, y), b_shape);
         return {ga, gb};
       }
-    }
-    if constexpr (std::is_same_v<Op, AddOp>) {
-      if (this->needs_input_grad(0)) ga = detail::sum_to(g, a_shape);
-      if (this->needs_input_grad(1)) gb = detail::sum_to(g, b_shape);
-    } else if constexpr (std::is_same_v<Op, SubOp>) {
-      if (this->needs_input_grad(0)) ga = detail::sum_to(g, a_shape);
-      if (this->needs_input_grad(1))
-        gb = detail::sum_to(GradMode::is_enabled() ? xgrad::neg(g) : map1(g, [](auto v) { return -v; }), b_shape);
-    } else {
-      const Tensor a = this->saved(0);
-      const Tensor b = this->saved(1);
-      if (this->needs_input_grad(0))
-        ga = detail::sum_to(
-            map3(g, a, b, g.shape(), [&](auto gv, auto av, auto bv) { return Op::da(gv, av, bv, decltype(gv)(0)); }),
-            a_shape);
-      if (this->needs_input_grad(1)) {
-        if constexpr (Op::kSavesOutput) {
-          // db needs y: map over (g, a, y) with b read through a second pass.
-          const Tensor y = this->saved(2);
-          Tensor t =
-              map3(g, a, y, g.shape(), [](auto gv, auto av, auto yv) { return Op::db(gv, av, decltype(gv)(0), yv); });
-          gb = detail::sum_to(t, b_shape);
-        } else {
-          gb = detail::sum_to(
-              map3(g, a, b, g.shape(), [&](auto gv, auto av, auto bv) { return Op::db(gv, av, bv, decltype(gv)(0)); }),
-              b_shape);
-        }
-      }
-    }
-    return {ga, gb};
-  }
-};
-
-// y = a (op) s for a number s (taken in a's dtype), with no 0-d tensor for s: the scalar forms
-// add/sub/mul/div(a, double) and s / b. Values and gradients are bit-identical to the broadcast
-// tensor form (same float operations in the same order).
-enum class ScalarKind { add, sub, mul, div, rdiv };
-template <ScalarKind K>
-struct ScalarOp : Function<ScalarOp<K>> {
-  static constexpr const char* kName = K == ScalarKind::add   ? "add"
-                                       : K == ScalarKind::sub ? "sub"
-                                       : K == ScalarKind::mul ? "mul"
-                                                              : "div";
-  static constexpr bool kDifferentiableBackward = true;
-  double s = 0;
-  template <class T>
-  static T f(T a, T sv) {
-    if constexpr (K == ScalarKind::add) return a + sv;
-    if constexpr (K == ScalarKind::sub) return a - sv;
-    if constexpr (K == ScalarKind::mul) return a * sv;
-    if constexpr (K == ScalarKind::div) return a / sv;
-    if constexpr (K == ScalarKind::rdiv) return sv / a;
-  }
-  Tensor forward(const Tensor& a, double scalar) {
-    XGRAD_CHECK(a.defined(), "{}: tensor argument is undefined", kName);
-    s = scalar;
-    if constexpr (K == ScalarKind::rdiv)
-      if (this->needs_input_grad(0)) this->save_for_backward({a});
-    return map1(a, [&](auto v) { return f(v, static_cast<decltype(v)>(s)); });
-  }
-  Tensors backward(const Tensors& grads) {
-    const Tensor& g = grads[0];
-    if constexpr (K != ScalarKind::add && K != ScalarKind::sub) {
-      if (GradMode::is_enabled()) {  // Note [Create graph]: recorded
-        if constexpr (K == ScalarKind::mul) return {xgrad::mul(g, s)};
-        if constexpr (K == ScalarKind::div) return {xgrad::div(g, s)};
-        if constexpr (K == ScalarKind::rdiv) {
-          const Tensor b = this->saved(0);
-          return {xgrad::mul(xgrad::div(g, xgrad::mul(b, b)), -s)};
-        }
-      }
-    }
-    if constexpr (K == ScalarKind::add || K == ScalarKind::sub) {
-      return {g};
-    } else if constexpr (K == ScalarKind::mul) {
-      return {map1(g, [&](auto gv) { return gv * static_cast<decltype(gv)>(s); })};
-    } else if constexpr (K == ScalarKind::div) {
-      return {map1(g, [&](auto gv) { return gv / static_cast<decltype(gv)>(s); })};
-    } else {
-      // d(s/b)/db = -g * s / (b * b), as DivOp::db with a = s.
-      const Tensor b = this->saved(0);
-      return {map2(g, b, g.shape(), [&](auto gv, auto bv) {
-        using T = decltype(gv);
-        return DivOp::db(gv, static_cast<T>(s), bv, T(0));
-      })};
+      if (this->needs_input_grad(0)) ga = detail::sum_to(partial<true>(g, a, b, y), a_shape);
+      if (this->needs_input_grad(1)) gb = detail::sum_to(partial<false>(g, a, b, y), b_shape);
+      return {ga, gb};
     }
   }
 };

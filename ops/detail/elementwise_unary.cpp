@@ -66,29 +66,92 @@ struct SqrtOp {
     return g / (lit(y, 2) * y);
   }
 };
+// a (op) s for a number s, taken in a's dtype (no 0-d tensor for s): the same float operations as
+// the broadcasting tensor form, so the same bits.
+struct Number {
+  double s = 0;
+};
+struct AddNumberOp {
+  static constexpr const char* kName = "add";
+  static constexpr Saves kSaves = Saves::nothing;
+  static constexpr bool kPassGrad = true;
+  using Params = Number;
+  template <class V>
+  static V f(const V& x, const Params& p) {
+    return x + lit(x, p.s);
+  }
+};
+struct SubNumberOp {
+  static constexpr const char* kName = "sub";
+  static constexpr Saves kSaves = Saves::nothing;
+  static constexpr bool kPassGrad = true;
+  using Params = Number;
+  template <class V>
+  static V f(const V& x, const Params& p) {
+    return x - lit(x, p.s);
+  }
+};
+struct MulNumberOp {
+  static constexpr const char* kName = "mul";
+  static constexpr Saves kSaves = Saves::nothing;
+  using Params = Number;
+  template <class V>
+  static V f(const V& x, const Params& p) {
+    return x * lit(x, p.s);
+  }
+  template <class V>
+  static V df(const V& g, const V&, const Params& p) {
+    return g * lit(g, p.s);
+  }
+};
+struct DivNumberOp {
+  static constexpr const char* kName = "div";
+  static constexpr Saves kSaves = Saves::nothing;
+  using Params = Number;
+  template <class V>
+  static V f(const V& x, const Params& p) {
+    return x / lit(x, p.s);
+  }
+  template <class V>
+  static V df(const V& g, const V&, const Params& p) {
+    return g / lit(g, p.s);
+  }
+};
+// s / x: dx = -g*s/x^2, as DivOp::db with a = s
+struct NumberDivOp {
+  static constexpr const char* kName = "div";
+  static constexpr Saves kSaves = Saves::input;
+  using Params = Number;
+  template <class V>
+  static V f(const V& x, const Params& p) {
+    return lit(x, p.s) / x;
+  }
+  template <class V>
+  static V df(const V& g, const V& x, const Params& p) {
+    return -g * lit(x, p.s) / (x * x);
+  }
+};
 }  // namespace
 
 Tensor add(const Tensor& a, double b) {
   if (is_integer(a)) [[unlikely]]
     return int_scalar(IntKind::add, "add", a, b, static_cast<Tensor (*)(const Tensor&, double)>(&add));
-  return apply<ScalarOp<ScalarKind::add>>(a, b);
+  return pw::run<AddNumberOp>(a, Number{b});
 }
 Tensor sub(const Tensor& a, double b) {
   if (is_integer(a)) [[unlikely]]
     return int_scalar(IntKind::sub, "sub", a, b, static_cast<Tensor (*)(const Tensor&, double)>(&sub));
-  return apply<ScalarOp<ScalarKind::sub>>(a, b);
+  return pw::run<SubNumberOp>(a, Number{b});
 }
 Tensor mul(const Tensor& a, double b) {
   if (is_integer(a)) [[unlikely]]
     return int_scalar(IntKind::mul, "mul", a, b, static_cast<Tensor (*)(const Tensor&, double)>(&mul));
-  return apply<ScalarOp<ScalarKind::mul>>(a, b);
+  return pw::run<MulNumberOp>(a, Number{b});
 }
 // Division of an integer tensor is true division in float32.
-Tensor div(const Tensor& a, double b) {
-  return apply<ScalarOp<ScalarKind::div>>(is_integer(a) ? a.to(kFloat32) : a, b);
-}
+Tensor div(const Tensor& a, double b) { return pw::run<DivNumberOp>(is_integer(a) ? a.to(kFloat32) : a, Number{b}); }
 Tensor operator/(double a, const Tensor& b) {
-  return apply<ScalarOp<ScalarKind::rdiv>>(is_integer(b) ? b.to(kFloat32) : b, a);
+  return pw::run<NumberDivOp>(is_integer(b) ? b.to(kFloat32) : b, Number{a});
 }
 Tensor neg(const Tensor& x) {
   if (is_integer(x)) [[unlikely]]
