@@ -65,5 +65,7 @@ Hardtanh::Hardtanh(double min_val, double max_val) : UnaryModule("Hardtanh"), mi
 Tensor Hardtanh::forward(const Tensor& x) { return hardtanh(x, min_val_, max_val_); }
 
 Tensor LogSigmoid::forward(const Tensor& x) { return logsigmoid(x); }
+Tensor Hardswish::forward(const Tensor& x) { return hardswish(x); }
+Tensor Hardsigmoid::forward(const Tensor& x) { return hardsigmoid(x); }
 
 }  // namespace xgrad::nn

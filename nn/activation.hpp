@@ -23,6 +23,8 @@
 //   SELU                                    selu(x)                 SELU()
 //   Hardtanh(min_val = -1, max_val = 1)     hardtanh(x, lo, hi)     Hardtanh(min_val=-1.0, max_val=1.0)
 //   LogSigmoid                              logsigmoid(x)           LogSigmoid()
+//   Hardswish                               hardswish(x)            Hardswish()
+//   Hardsigmoid                             hardsigmoid(x)          Hardsigmoid()
 //
 // Their constructors refuse what the op refuses (an unknown approximate, beta = 0, NaN numbers,
 // min_val > max_val). torch's `inplace` option has no counterpart (xgrad's ops never write their
@@ -193,6 +195,18 @@ class Hardtanh : public UnaryModule {
 class LogSigmoid : public UnaryModule {
  public:
   LogSigmoid() : UnaryModule("LogSigmoid") {}
+  Tensor forward(const Tensor& x) override;
+};
+
+class Hardswish : public UnaryModule {
+ public:
+  Hardswish() : UnaryModule("Hardswish") {}
+  Tensor forward(const Tensor& x) override;
+};
+
+class Hardsigmoid : public UnaryModule {
+ public:
+  Hardsigmoid() : UnaryModule("Hardsigmoid") {}
   Tensor forward(const Tensor& x) override;
 };
 

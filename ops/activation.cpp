@@ -112,6 +112,43 @@ struct LogsigmoidOp {
   }
 };
 
+// hardswish and hardsigmoid (torch's kernels): x at -3 takes the middle branch of hardswish's
+// gradient, x at 3 the right one (as torch's vectorised kernel; its scalar loop gives 1.5 g there);
+// hardsigmoid's gradient is 0 at both bounds. relu6(x + 3) keeps a
+// NaN (std::min(std::max(...)) in torch's).
+template <class V>
+V relu6_shifted(const V& x) {
+  const V v = x + lit(x, 3);
+  return select(v < lit(x, 0), lit(x, 0), select(v > lit(x, 6), lit(x, 6), v));
+}
+struct HardswishOp {
+  static constexpr const char* kName = "hardswish";
+  static constexpr Saves kSaves = Saves::input;
+  using Params = NoParams;
+  template <class V>
+  static V f(const V& x, const Params&) {
+    return x * relu6_shifted(x) / lit(x, 6);
+  }
+  template <class V>
+  static V df(const V& g, const V& x, const Params&) {
+    return select(x < lit(x, -3), pw::zeros_like(g), select(x >= lit(x, 3), g, g * (x / lit(x, 3) + lit(x, 0.5))));
+  }
+};
+struct HardsigmoidOp {
+  static constexpr const char* kName = "hardsigmoid";
+  static constexpr Saves kSaves = Saves::input;
+  using Params = NoParams;
+  template <class V>
+  static V f(const V& x, const Params&) {
+    return relu6_shifted(x) / lit(x, 6);
+  }
+  template <class V>
+  static V df(const V& g, const V& x, const Params&) {
+    // torch multiplies by 1/6 rounded to float (1.0f / 6.0f, also for float64): the same factor
+    return select((x > lit(x, -3)) & (x < lit(x, 3)), g * lit(g, 1.0f / 6.0f), pw::zeros_like(g));
+  }
+};
+
 void check_number(const char* op, const char* arg, const Tensor& x, double v) {
   XGRAD_CHECK(!std::isnan(v), "{}: argument '{}' is NaN (x has shape {})", op, arg,
               x.defined() ? shape_str(x.shape()) : std::string("undefined"));
@@ -142,5 +179,7 @@ Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
 }
 
 Tensor logsigmoid(const Tensor& x) { return detail::pw::run<LogsigmoidOp>(x); }
+Tensor hardswish(const Tensor& x) { return detail::pw::run<HardswishOp>(x); }
+Tensor hardsigmoid(const Tensor& x) { return detail::pw::run<HardsigmoidOp>(x); }
 
 }  // namespace xgrad

@@ -18,6 +18,9 @@
 //   hardtanh(x, min_val, max_val)  min(max(x, min_val), max_val)            g where min_val < x < max_val, else 0
 //                                  (NaN stays NaN)                          (0 at the bounds, unlike clamp)
 //   logsigmoid(x)                  ln sigmoid(x) = min(x, 0) - ln(1 + e^-|x|)   g*sigmoid(-x)
+//   hardswish(x)                   x*min(max(x + 3, 0), 6)/6                0 if x < -3, g if x >= 3,
+//                                                                           else g*(x/3 + 1/2)
+//   hardsigmoid(x)                 min(max(x + 3, 0), 6)/6                  g/6 where -3 < x < 3, else 0
 //
 // softplus and logsigmoid are computed in the overflow-free forms max(z, 0) + ln(1 + e^-|z|) and
 // sigmoid = 1/(1 + e^-z), so softplus stays finite for any threshold. selu's constants are
@@ -39,5 +42,7 @@ Tensor elu(const Tensor& x, double alpha = 1.0);
 Tensor selu(const Tensor& x);
 Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0);
 Tensor logsigmoid(const Tensor& x);
+Tensor hardswish(const Tensor& x);
+Tensor hardsigmoid(const Tensor& x);
 
 }  // namespace xgrad

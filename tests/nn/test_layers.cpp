@@ -374,7 +374,9 @@ TEST_CASE("Activation modules match torch.nn", "[activation][parity]") {
       {"selu", std::make_shared<nn::SELU>(), "torch.nn.SELU()"},
       {"hardtanh", std::make_shared<nn::Hardtanh>(), "torch.nn.Hardtanh()"},
       {"hardtanh_bounds", std::make_shared<nn::Hardtanh>(-0.5, 0.8), "torch.nn.Hardtanh(-0.5, 0.8)"},
-      {"logsigmoid", std::make_shared<nn::LogSigmoid>(), "torch.nn.LogSigmoid()"}};
+      {"logsigmoid", std::make_shared<nn::LogSigmoid>(), "torch.nn.LogSigmoid()"},
+      {"hardswish", std::make_shared<nn::Hardswish>(), "torch.nn.Hardswish()"},
+      {"hardsigmoid", std::make_shared<nn::Hardsigmoid>(), "torch.nn.Hardsigmoid()"}};
   for (const auto& m : mods)
     batch.add(m.name, fmt::format("out = {}(x)", m.torch), {{"x", x}},
               [mod = m.module](const Tensors& in) { return (*mod)(in[0]); });

@@ -468,7 +468,7 @@ std::vector<OpInfo> build() {
       "fmod_scalar", "remainder_scalar", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "log1p",
       "expm1", "log2", "log10", "erf", "erfc", "rsqrt", "reciprocal", "gelu", "gelu_tanh", "silu", "softplus",
       "softplus_beta_threshold", "mish", "leaky_relu", "leaky_relu_slope", "elu", "elu_alpha", "selu", "hardtanh",
-      "hardtanh_bounds", "logsigmoid", "concat", "stack", "expand", "linear", "linear_nobias",
+      "hardtanh_bounds", "logsigmoid", "hardswish", "hardsigmoid", "concat", "stack", "expand", "linear", "linear_nobias",
       "add_outer", "mul_outer", "maximum_outer", "softmax_last", "softmax_first", "softmax_middle",
       "log_softmax_last", "log_softmax_first", "log_softmax_middle", "sum_outer_axes", "mean_outer_axes", "matmul_mm",
       "matmul_broadcast_a", "matmul_bmm", "matmul_dot", "matmul_mv", "matmul_vm", "concat_first", "stack_first",
@@ -518,6 +518,9 @@ std::vector<OpInfo> build() {
       {"leaky_relu_slope", kTies}, {"elu", kTies}, {"elu_alpha", kTies}, {"selu", kTies},
       {"hardtanh", {-2.0, -1.0, 0.0, 1.0, 2.0}}, {"hardtanh_bounds", {-1.0, -0.5, 0.0, 0.8, 1.0}},
       {"softplus_beta_threshold", {0.0, 0.5, 1.0}},  // beta x = threshold at 0.5
+      // hardswish at 3: torch's vectorised kernel gives g, its scalar loop (small tensors, tails) 1.5 g;
+      // ours is the vectorised one's, so 3 is left out (docs/ops.md, "Ties and kinks")
+      {"hardswish", {-4.0, -3.0, 0.0, 2.5, 4.0}}, {"hardsigmoid", {-4.0, -3.0, 0.0, 3.0, 4.0}},
       {"max_all", kTies}, {"max_last", kTies}, {"max_rows_keepdim", kTies}, {"max_outer_axes", kTies},
       {"min_all", kTies}, {"min_last", kTies}, {"min_rows_keepdim", kTies}, {"min_outer_axes", kTies},
       {"norm_rows_inf_keepdim", kTies}, {"norm_last_p1", kTies},

@@ -296,6 +296,9 @@ void add_unary_math_activation_entries(std::vector<OpInfo>& t) {
                         [](auto& x) { return hardtanh(x, -0.5, 0.8); }));
     }
     t.push_back(unary("logsigmoid", "logsigmoid(Tensor)", F + "logsigmoid(a)", [](auto& x) { return logsigmoid(x); }));
+    t.push_back(unary("hardswish", "hardswish(Tensor)", F + "hardswish(a)", [](auto& x) { return hardswish(x); }));
+    t.push_back(
+        unary("hardsigmoid", "hardsigmoid(Tensor)", F + "hardsigmoid(a)", [](auto& x) { return hardsigmoid(x); }));
     // every input in turn as an integer tensor: refused, naming the op, the argument and the dtype
     for (std::size_t k = first; k < t.size(); ++k) {
       OpInfo& op = t[k];
