@@ -83,7 +83,8 @@ struct OpInfo {
   /// Second order (Note [Create graph] in core/autograd.hpp): true = the op's backward is
   /// differentiable and gradgradcheck runs (float64, small sizes); false (the default, the safe one
   /// for a new op) = a backward with create_graph=true must be refused with an xgrad::Error saying
-  /// create_graph is not supported. Set true by name in build() (the create_graph block).
+  /// create_graph is not supported. Not set by hand: build() reads it from the op (its nodes'
+  /// kDifferentiableBackward on the small sample).
   bool create_graph = false;
   /// gradgradcheck's sample when `sample` puts inputs on a kink of the gradient (e.g. norm's zeros,
   /// where no second derivative exists for finite differences to check); default: `sample`.
