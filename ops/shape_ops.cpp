@@ -11,6 +11,7 @@
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/broadcast_kernel.hpp"
 #include "xgrad/ops/detail/reduce_kernel.hpp"
+#include "xgrad/ops/detail/scatter_rows.hpp"
 
 namespace xgrad {
 
@@ -247,8 +248,9 @@ Tensor gather_rows(const Tensor& x, std::int64_t axis, const std::vector<std::in
   return y;
 }
 
-// dx = zeros(x_shape) with dx[o, pos(j)] += g[o, j]. Tasks own (outer, inner chunk) pieces of dx
-// and add the j in increasing order, so repeated positions sum the same way for any thread count.
+// dx = zeros(x_shape) with dx[o, pos(j)] += g[o, j]: a copy for distinct positions (slice), else
+// the row scatter of Note [Row scatter] (ops/detail/scatter_rows.cpp): repeated positions sum in
+// increasing j for any thread count, with one index per row and the inverse built in parallel.
 Tensor scatter_add_rows(const Tensor& g, const Shape& x_shape, std::int64_t axis, const std::vector<std::int64_t>& pos,
                         bool distinct) {
   const AxisGeometry geo = geometry(x_shape, axis);
@@ -261,26 +263,7 @@ Tensor scatter_add_rows(const Tensor& g, const Shape& x_shape, std::int64_t axis
         [&](std::int64_t r) { return (r / len) * geo.n + pos[static_cast<std::size_t>(r % len)]; });
     return dx;
   }
-  constexpr std::int64_t kChunk = 4096;
-  const std::int64_t chunks = (geo.inner + kChunk - 1) / kChunk;
-  dispatch(g.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* gp = g.data<T>();
-    T* dp = dx.data<T>();
-    const std::int64_t work = std::max<std::int64_t>(1, len * std::min(geo.inner, kChunk));
-    parallel_for(0, geo.outer * chunks, std::max<std::int64_t>(1, kParallelGrain / work),
-                 [&](std::int64_t t0, std::int64_t t1) {
-                   for (std::int64_t t = t0; t < t1; ++t) {
-                     const std::int64_t o = t / chunks;
-                     const std::int64_t i0 = (t % chunks) * kChunk, i1 = std::min(geo.inner, i0 + kChunk);
-                     for (std::int64_t j = 0; j < len; ++j) {
-                       T* drow = dp + (o * geo.n + pos[static_cast<std::size_t>(j)]) * geo.inner;
-                       const T* grow = gp + (o * len + j) * geo.inner;
-                       for (std::int64_t i = i0; i < i1; ++i) drow[i] += grow[i];
-                     }
-                   }
-                 });
-  });
+  detail::add_rows_at(g, dx, geo.outer, geo.n, geo.inner, pos);
   return dx;
 }
 
@@ -296,8 +279,8 @@ struct ScatterRows : Function<ScatterRows> {
   Tensor forward(const Tensor& g, const Shape& x_shape, std::int64_t axis_, const std::vector<std::int64_t>& pos_,
                  bool distinct) {
     axis = axis_;
-    pos = pos_;
-    return scatter_add_rows(g, x_shape, axis, pos, distinct);
+    if (needs_input_grad(0)) pos = pos_;  // only a create_graph backward's own backward reads them
+    return scatter_add_rows(g, x_shape, axis, pos_, distinct);
   }
   Tensors backward(const Tensors& grads);
 };
@@ -327,20 +310,18 @@ struct IndexSelect : Function<IndexSelect> {
   Shape x_shape;
   std::int64_t axis = 0;
   std::vector<std::int64_t> pos;
-  bool distinct = true;
   Tensor forward(const Tensor& x, std::int64_t axis_, std::vector<std::int64_t> pos_) {
     x_shape = x.shape();
     axis = axis_;
     pos = std::move(pos_);
-    std::vector<std::int64_t> sorted = pos;
-    std::sort(sorted.begin(), sorted.end());
-    distinct = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
     return gather_rows(x, axis, pos, static_cast<std::int64_t>(pos.size()));
   }
   static constexpr bool kDifferentiableBackward = true;  // through ScatterRows in grad mode
+  // Positions may repeat: the row scatter (no sort to find out whether they do; distinct positions
+  // cost the same there, one row added into zeros each).
   Tensors backward(const Tensors& grads) {
-    if (GradMode::is_enabled()) return {xgrad::apply<ScatterRows>(grads[0], x_shape, axis, pos, distinct)};
-    return {scatter_add_rows(grads[0], x_shape, axis, pos, distinct)};
+    if (GradMode::is_enabled()) return {xgrad::apply<ScatterRows>(grads[0], x_shape, axis, pos, false)};
+    return {scatter_add_rows(grads[0], x_shape, axis, pos, false)};
   }
 };
 
