@@ -391,7 +391,7 @@ Tensor detail::index_select_tensor(const Tensor& x, std::int64_t dim, const Tens
                               std::vector<std::int64_t>(idx.size(), 0), false);
   }
   check_range("index_select", "index", idx, s[static_cast<std::size_t>(a)], a, s, false);
-  return xgrad::index_select(x, a, idx);
+  return xgrad::index_select(x, a, std::move(idx));
 }
 
 Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index) {

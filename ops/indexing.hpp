@@ -30,7 +30,7 @@
 // - index_add, the backward of index_select (and so of nn::Embedding) and a 1-d scatter_add add
 //   whole rows chosen by one index per row (Note [Row scatter], ops/detail/scatter_rows.cpp): the
 //   serial loop at 1 thread; with more, tasks own destination rows and walk the inverse of the
-//   row indices (or, for wide rows, scan them for the rows they own), adding rows with SIMD.
+//   row indices (CSR, a counting sort built in parallel, O(E) ints), adding rows with SIMD.
 // - gather, take_along_dim and scatter_add (and their backward, each other's) read their full
 //   index tensor in place (Note [Index along a dim], indexing.cpp): a scatter splits the work by
 //   the positions off the dim, which never meet, so it needs no inverse at all.

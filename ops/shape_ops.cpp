@@ -594,22 +594,21 @@ Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_
   return apply<Slice>(x, a, std::move(pos), count);
 }
 
-Tensor index_select(const Tensor& x, std::int64_t axis, const std::vector<std::int64_t>& index) {
+Tensor index_select(const Tensor& x, std::int64_t axis, std::vector<std::int64_t> index) {
   check_defined("index_select", x);
   const Shape& s = x.shape();
   const std::int64_t a = normalize_axis(axis, static_cast<std::int64_t>(s.size()), "index_select", s);
   const std::int64_t n = s[static_cast<std::size_t>(a)];
-  std::vector<std::int64_t> pos(index.size());
-  for (std::size_t j = 0; j < index.size(); ++j) {
+  for (std::size_t j = 0; j < index.size(); ++j) {  // checked and wrapped in place (taken by value)
     XGRAD_CHECK(index[j] >= -n && index[j] < n,
                 "index_select: index {} (entry {} of 'index') is out of range for axis {} of size {} (x has shape {})",
                 index[j], j, axis, n, shape_str(s));
-    pos[j] = index[j] < 0 ? index[j] + n : index[j];
+    if (index[j] < 0) index[j] += n;
   }
   Shape out = s;
   out[static_cast<std::size_t>(a)] = checked_size(index.size(), "index_select", "index");
   checked_numel(out, "index_select", "index");
-  return apply<IndexSelect>(x, a, std::move(pos));
+  return apply<IndexSelect>(x, a, std::move(index));
 }
 
 Tensor concat(const Tensors& xs, std::int64_t axis) {

@@ -11,15 +11,16 @@ namespace xgrad::detail {
 // index per element. Note [Determinism] asks that every destination row receive its contributions
 // in one fixed order; ours is increasing source position j, the order of the plain serial loop
 // `for j: dst[idx[j]] += src[j]` (torch's index_add_ order too). That loop is the 1-thread path
-// and the path of small sizes. With more threads each task owns destination rows, so the sums
-// are the serial loop's, bit for bit, whatever the split:
-// - wide rows (at least 8 elements per task, with 4 tasks per thread): each task owns a range of
-//   destination rows and scans all of idx for its rows (reading src forward, writing only its
-//   rows); the tasks read idx again and again, which costs little next to the row adds;
-// - narrow rows: the inverse of idx (CSR: the sources of each destination row in increasing j),
-//   a stable counting sort by destination built in parallel (per-chunk histograms, one prefix sum
-//   over (row, chunk) in parallel blocks, then each chunk places its sources; O(E + chunks * n)
-//   ints), and each task adds the sources of its destination rows (column chunks of long rows).
+// and the path of small sizes. With more threads each task owns a range of destination rows (and
+// a column chunk of very long rows) and walks the inverse of idx (CSR: the sources of each
+// destination row in increasing j), so the sums are the serial loop's, bit for bit, whatever the
+// split. The inverse is a stable counting sort by destination built in parallel: per-chunk
+// histograms, one prefix sum over (row, chunk) in parallel blocks, then each chunk places its
+// sources; O(E + chunks * n) ints. Source rows are then read in a random order: they are
+// prefetched a few entries ahead. (Measured on the GCN case of bench/index_ops.cpp, 2 cores: the
+// serial loop, this path and a scan of all of idx by each task for the rows it owns are within
+// noise of each other, all bound by reading src; a column split of rows, or the scan with 4 tasks
+// per thread, were slower. Each src row is read once here, which is what bandwidth asks.)
 // When x has several outer slabs (dim > 0) they are independent, and the tasks split them instead.
 
 namespace {
@@ -27,6 +28,7 @@ namespace {
 constexpr std::int64_t kMinCountChunk = 16384;  // indices per counting chunk, at least
 constexpr std::int64_t kRowBlock = 8192;        // rows per block of the parallel prefix sum
 constexpr std::int64_t kColumnChunk = 4096;     // elements of a row one task adds at most
+constexpr std::int64_t kPrefetchRows = 8;       // how far ahead in a CSR list source rows are prefetched
 
 template <class T>
 inline void add_row(T* __restrict d, const T* __restrict s, std::int64_t len) {
@@ -55,25 +57,10 @@ void add_rows_kernel(const T* s, T* d, std::int64_t outer, std::int64_t n, std::
                  });
     return;
   }
-  // Wide rows: each task owns a range of destination rows and scans all of idx for them, reading
-  // src forward (the prefetchers follow) and writing its own rows; parts * e index reads cost
-  // little next to e * inner adds. Narrow rows: the inverse, each task walking its rows' sources.
-  const std::int64_t parts = std::min<std::int64_t>(n, 4 * static_cast<std::int64_t>(threads));
-  if (parts * 8 <= inner) {
-    parallel_for(0, outer * parts, 1, [&](std::int64_t t0, std::int64_t t1) {
-      for (std::int64_t t = t0; t < t1; ++t) {
-        const std::int64_t o = t / parts, p = t % parts, lo = n * p / parts, hi = n * (p + 1) / parts;
-        const T* so = s + o * e * inner;
-        T* dd = d + o * n * inner;
-        for (std::int64_t j = 0; j < e; ++j)
-          if (ip[j] >= lo && ip[j] < hi) add_row(dd + ip[j] * inner, so + j * inner, inner);
-      }
-    });
-    return;
-  }
   const RowInverse inv = invert_rows(ip, e, n);
   const std::int64_t cw = std::min(inner, kColumnChunk);
   const std::int64_t nc = (inner + cw - 1) / cw;
+  const std::int64_t prefetch_bytes = std::min<std::int64_t>(256, cw * static_cast<std::int64_t>(sizeof(T)));
   const std::int64_t per_row = (e + n - 1) / std::max<std::int64_t>(1, n) + 1;  // contributions, about
   parallel_for(0, outer * n * nc, std::max<std::int64_t>(1, kParallelGrain / (per_row * cw)),
                [&](std::int64_t t0, std::int64_t t1) {
@@ -84,8 +71,14 @@ void add_rows_kernel(const T* s, T* d, std::int64_t outer, std::int64_t n, std::
                    const T* so = s + o * e * inner + i0;
                    const auto k0 = inv.start[static_cast<std::size_t>(r)];
                    const auto k1 = inv.start[static_cast<std::size_t>(r) + 1];
-                   for (std::int64_t k = k0; k < k1; ++k)
+                   for (std::int64_t k = k0; k < k1; ++k) {
+                     if (k + kPrefetchRows < e) {  // a source row ahead: random rows, which no prefetcher guesses
+                       const char* p = reinterpret_cast<const char*>(
+                           so + inv.src[static_cast<std::size_t>(k + kPrefetchRows)] * inner);
+                       for (std::int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(p + b);
+                     }
                      add_row(drow, so + inv.src[static_cast<std::size_t>(k)] * inner, len);
+                   }
                  }
                });
 }
