@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -138,34 +139,48 @@ DimOffsets dim_offsets(const Shape& s, const Shape& is, std::size_t a) {
 }
 
 // y = x taken at `index` along a (y's shape >= index's at every dim; y is zero where the index does
-// not reach, the caller's zeros).
+// not reach, the caller's zeros). Indices outside [0, n) are skipped; returns false if there were
+// any (the caller reports the first: a check fused into the kernel instead of a pass of its own over
+// an index as large as the output).
 template <class T>
-void gather_along_kernel(const T* x, T* y, const std::int64_t* ip, std::int64_t lead, std::int64_t m,
-                         std::int64_t trail, const DimOffsets& xo, const DimOffsets& yo) {
+bool gather_along_kernel(const T* x, T* y, const std::int64_t* ip, std::int64_t lead, std::int64_t m,
+                         std::int64_t trail, std::int64_t n, const DimOffsets& xo, const DimOffsets& yo) {
   const bool id = xo.trail_identity && yo.trail_identity;
+  const auto un = static_cast<std::uint64_t>(n);
+  std::atomic<bool> bad{false};  // a flag, set at most once per task (no float atomics)
   parallel_for(0, lead * m, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, trail)),
                [&](std::int64_t r0, std::int64_t r1) {
+                 bool task_bad = false;
                  for (std::int64_t r = r0; r < r1; ++r) {
                    const auto o = static_cast<std::size_t>(r / m);
                    const std::int64_t* ir = ip + r * trail;
                    const T* xb = x + xo.lead[o];
                    T* yb = y + yo.lead[o] + (r % m) * yo.stride;
-                   if (id) {
-                     for (std::int64_t i = 0; i < trail; ++i) yb[i] = xb[ir[i] * xo.stride + i];
-                   } else {
-                     for (std::int64_t i = 0; i < trail; ++i)
+                   for (std::int64_t i = 0; i < trail; ++i) {
+                     if (static_cast<std::uint64_t>(ir[i]) >= un) {
+                       task_bad = true;
+                       continue;
+                     }
+                     if (id)
+                       yb[i] = xb[ir[i] * xo.stride + i];
+                     else
                        yb[yo.trail[static_cast<std::size_t>(i)]] =
                            xb[ir[i] * xo.stride + xo.trail[static_cast<std::size_t>(i)]];
                    }
                  }
+                 if (task_bad) bad.store(true, std::memory_order_relaxed);
                });
+  return !bad.load();
 }
 
-// d[(o, index[p], i)] += s[p] for every position p of the index, in increasing m per element.
+// d[(o, index[p], i)] += s[p] for every position p of the index, in increasing m per element;
+// indices outside [0, n) are skipped and make it return false (as gather_along_kernel).
 template <class T>
-void scatter_along_kernel(const T* s, T* d, const std::int64_t* ip, std::int64_t lead, std::int64_t m,
-                          std::int64_t trail, const DimOffsets& xo, const DimOffsets& so) {
+bool scatter_along_kernel(const T* s, T* d, const std::int64_t* ip, std::int64_t lead, std::int64_t m,
+                          std::int64_t trail, std::int64_t n, const DimOffsets& xo, const DimOffsets& so) {
   const bool id = xo.trail_identity && so.trail_identity;
+  const auto un = static_cast<std::uint64_t>(n);
+  std::atomic<bool> bad{false};
   // Column ranges only split the work (any split gives the same sums), and only long ones: two
   // threads on the two halves of 64-float rows (the row-broadcast scatter of bench/index_ops.cpp)
   // ran 2.5x slower than one thread alone, each core streaming the whole index and src through
@@ -175,6 +190,7 @@ void scatter_along_kernel(const T* s, T* d, const std::int64_t* ip, std::int64_t
   const std::int64_t nc = (trail + cw - 1) / cw;
   parallel_for(0, lead * nc, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, m * cw)),
                [&](std::int64_t t0, std::int64_t t1) {
+                 bool task_bad = false;
                  for (std::int64_t t = t0; t < t1; ++t) {
                    const std::int64_t o = t / nc, i0 = (t % nc) * cw, i1 = std::min(trail, i0 + cw);
                    T* db = d + xo.lead[static_cast<std::size_t>(o)];
@@ -182,16 +198,22 @@ void scatter_along_kernel(const T* s, T* d, const std::int64_t* ip, std::int64_t
                    for (std::int64_t k = 0; k < m; ++k) {
                      const std::int64_t* ir = ip + (o * m + k) * trail;
                      const T* sr = sb + k * so.stride;
-                     if (id) {
-                       for (std::int64_t i = i0; i < i1; ++i) db[ir[i] * xo.stride + i] += sr[i];
-                     } else {
-                       for (std::int64_t i = i0; i < i1; ++i)
+                     for (std::int64_t i = i0; i < i1; ++i) {
+                       if (static_cast<std::uint64_t>(ir[i]) >= un) {
+                         task_bad = true;
+                         continue;
+                       }
+                       if (id)
+                         db[ir[i] * xo.stride + i] += sr[i];
+                       else
                          db[ir[i] * xo.stride + xo.trail[static_cast<std::size_t>(i)]] +=
                              sr[so.trail[static_cast<std::size_t>(i)]];
                      }
                    }
                  }
+                 if (task_bad) bad.store(true, std::memory_order_relaxed);
                });
+  return !bad.load();
 }
 
 // The index viewed as (lead, m, trail) around dim a.
@@ -206,37 +228,48 @@ IndexLines index_lines(const Shape& is, std::size_t a) {
 
 // y of shape y_shape (>= the index's at every dim, x's dtype) = x gathered at `index` along a, 0
 // where the index does not reach.
-Tensor gather_along(const Tensor& x, std::int64_t a, const Tensor& index, const Shape& y_shape) {
+// `op` names the public op in the error for an index out of range (which it reports like
+// check_range_tensor: the first one, with x's shape).
+Tensor gather_along(const char* op, const Tensor& x, std::int64_t a, const Tensor& index, const Shape& y_shape) {
   const Shape& is = index.shape();
   Tensor y = y_shape == is ? Tensor::empty(y_shape, x.dtype()) : Tensor::zeros(y_shape, x.dtype());
   if (index.numel() == 0) return y;
   const auto ad = static_cast<std::size_t>(a);
   const IndexLines l = index_lines(is, ad);
   const DimOffsets xo = dim_offsets(x.shape(), is, ad), yo = dim_offsets(y_shape, is, ad);
+  const std::int64_t n = x.shape()[ad];
+  bool ok = true;
   dispatch_all(x.dtype(), [&](auto tag) {  // any dtype: a copy (only float inputs get gradients)
     using T = typename decltype(tag)::type;
-    gather_along_kernel<T>(x.data<T>(), y.data<T>(), index.data<std::int64_t>(), l.lead, l.m, l.trail, xo, yo);
+    ok = gather_along_kernel<T>(x.data<T>(), y.data<T>(), index.data<std::int64_t>(), l.lead, l.m, l.trail, n, xo, yo);
   });
+  if (!ok) check_range_tensor(op, "index", index, n, a, x.shape());
   return y;
 }
 
 // dst += src scattered at `index` along a (src's shape >= the index's at every dim).
-void scatter_along(const Tensor& src, Tensor& dst, std::int64_t a, const Tensor& index) {
+void scatter_along(const char* op, const Tensor& src, Tensor& dst, std::int64_t a, const Tensor& index) {
   const Shape& is = index.shape();
   if (index.numel() == 0) return;
-  if (is.size() == 1) {  // one line: a row scatter of single elements, parallel over destinations
+  const auto ad = static_cast<std::size_t>(a);
+  const std::int64_t n = dst.shape()[ad];
+  if (is.size() == 1) {
+    check_range_tensor(op, "index", index, n, a,
+                       dst.shape());  // one line: a row scatter of single elements, parallel over destinations
     std::vector<std::int64_t> idx(static_cast<std::size_t>(index.numel()));
     std::memcpy(idx.data(), index.data<std::int64_t>(), idx.size() * sizeof(std::int64_t));
     detail::add_rows_at(src, dst, 1, dst.numel(), 1, idx);
     return;
   }
-  const auto ad = static_cast<std::size_t>(a);
   const IndexLines l = index_lines(is, ad);
   const DimOffsets xo = dim_offsets(dst.shape(), is, ad), so = dim_offsets(src.shape(), is, ad);
+  bool ok = true;
   dispatch(dst.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    scatter_along_kernel<T>(src.data<T>(), dst.data<T>(), index.data<std::int64_t>(), l.lead, l.m, l.trail, xo, so);
+    ok = scatter_along_kernel<T>(src.data<T>(), dst.data<T>(), index.data<std::int64_t>(), l.lead, l.m, l.trail, n, xo,
+                                 so);
   });
+  if (!ok) check_range_tensor(op, "index", index, n, a, dst.shape());
 }
 
 // An index passed to the ops below: not a Tensor argument, so `apply` does not count it as an input.
@@ -260,7 +293,7 @@ struct IndexGather : Function<IndexGather> {
     a = a_;
     x_shape = x.shape();
     if (needs_input_grad(0)) save_for_backward({index.t});
-    return gather_along(x, a, index.t, y_shape);
+    return gather_along(op, x, a, index.t, y_shape);
   }
   Tensors backward(const Tensors& grads);
 };
@@ -282,7 +315,7 @@ struct IndexScatter : Function<IndexScatter> {
     g_shape = g.shape();
     if (needs_input_grad(0)) save_for_backward({index.t});
     Tensor dx = Tensor::zeros(x_shape, g.dtype());
-    scatter_along(g, dx, a, index.t);
+    scatter_along(op, g, dx, a, index.t);
     return dx;
   }
   Tensors backward(const Tensors& grads) {
@@ -306,7 +339,7 @@ struct ScatterAdd : Function<ScatterAdd> {
     src_shape = src.shape();
     if (needs_input_grad(1)) save_for_backward({index.t});
     Tensor y = x.clone_data();
-    scatter_along(src, y, a, index.t);
+    scatter_along("scatter_add", src, y, a, index.t);
     return y;
   }
   Tensors backward(const Tensors& grads) {
@@ -406,9 +439,8 @@ Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index) {
     XGRAD_CHECK(static_cast<std::int64_t>(d) == a || is[d] <= s[d],
                 "gather: index of shape {} is larger than x of shape {} at dim {} (only dim {} may be larger)",
                 shape_str(is), shape_str(s), d, a);
-  const std::int64_t n = s.empty() ? 1 : s[static_cast<std::size_t>(a)];
-  check_range_tensor("gather", "index", index, n, a, s);
   if (is.size() != s.size() || s.empty()) {  // a 0-d / 1-element pairing: one position along the only dim
+    check_range_tensor("gather", "index", index, s.empty() ? 1 : s[0], a, s);
     const Tensor flat_index = reshape(index, {index.numel()});
     return reshape(apply<IndexGather>(reshape(x, {x.numel()}), "gather", 0, IndexArg{flat_index}, flat_index.shape()),
                    is);
@@ -465,11 +497,12 @@ Tensor scatter_add(const Tensor& x, std::int64_t dim, const Tensor& index, const
         is[d] <= ss[d] && (static_cast<std::int64_t>(d) == a || is[d] <= s[d]),
         "scatter_add: index of shape {} must be no larger than src {} at every dim and than x {} except at dim {}",
         shape_str(is), shape_str(ss), shape_str(s), a);
-  const std::int64_t n = s.empty() ? 1 : s[static_cast<std::size_t>(a)];
-  check_range_tensor("scatter_add", "index", index, n, a, s);
-  if (s.empty())  // all three 0-d: one element
+  // the indices are checked in the kernel (scatter_along), before y is returned
+  if (s.empty()) {  // all three 0-d: one element
+    check_range_tensor("scatter_add", "index", index, 1, a, s);
     return reshape(
         apply<ScatterAdd>(reshape(x, {1}), reshape(src, {1}), std::int64_t{0}, IndexArg{reshape(index, {1})}), s);
+  }
   return apply<ScatterAdd>(x, src, a, IndexArg{index});
 }
 

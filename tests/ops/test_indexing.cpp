@@ -192,6 +192,21 @@ TEST_CASE("index ops add repeated rows in source order, bit for bit, on their pa
   });
 }
 
+TEST_CASE("gather and scatter_add check their indices in the kernel and name the first bad one", "[indexing][errors]") {
+  const std::int64_t e = 30000, f = 8, n = 50;
+  Tensor idx = Tensor::zeros({e, f}, kInt64);
+  idx.data<std::int64_t>()[e * f - 3] = -1;  // two bad indices: the first in position order is named
+  idx.data<std::int64_t>()[12345] = n;
+  const Tensor x = Tensor::zeros({n, f}, kFloat64), src = Tensor::zeros({e, f}, kFloat64);
+  for (const int threads : {1, 2}) {
+    with_num_threads(threads, [&] {
+      test::require_error([&] { gather(x, 0, idx); }, {"gather", "index 50", "element 12345", "size 50", "(50, 8)"});
+      test::require_error([&] { scatter_add(x, 0, idx, src); },
+                          {"scatter_add", "index 50", "element 12345", "size 50", "(50, 8)"});
+    });
+  }
+}
+
 TEST_CASE("index_add, scatter_add and gather on 0-d tensors", "[indexing][scatter]") {
   Tensor x = Tensor::scalar(1.0, kFloat64).set_requires_grad();
   Tensor src = Tensor::of({2, 3}, kFloat64).set_requires_grad();
