@@ -90,7 +90,9 @@ std::int64_t norm_dim(const char* op, std::int64_t dim, const Shape& s) {
 // one entry per element, as torch's. The index is read in place (saved, not copied or expanded into
 // a map): position p = (o, m, i) of the index (o: the dims before `dim`, m: dim, i: the dims after)
 // reads or writes element (o, index[p], i) of x. Offsets of o and i in each tensor come from two
-// small tables (one entry per leading position, one per trailing position). A gather is parallel
+// small tables (one entry per leading position, one per trailing position). The kernels check the
+// indices as they go (one out of range is skipped, and then the first in position order reported:
+// no pass of its own over an index as large as the output). A gather is parallel
 // over (o, m) rows. A scatter is parallel over (o, range of at least 2048 columns) pieces, each
 // task walking m in increasing order: two positions that differ in o or i never reach the same
 // element, so every element is summed by one task in increasing m (Note [Determinism]), the serial
