@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>  // fmt::join
 
+#if defined(__AVX2__)
+#include <immintrin.h>  // Note [Streaming row copies]
+#endif
+
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -41,6 +45,24 @@ void copy_rows(const Tensor& src, Tensor& dst, std::int64_t rows, std::int64_t l
   char* d = static_cast<char*>(dst.raw_data());
   const std::size_t bytes = static_cast<std::size_t>(len) * esize;
   if (bytes == 0) return;
+#if defined(__AVX2__)
+  // Note [Streaming row copies]: a destination much larger than the caches (an embedding lookup or
+  // a graph's gathered rows: tens of MB written once) is written with streaming stores, which skip
+  // reading each destination line before writing it: half the memory traffic of memcpy's stores.
+  constexpr std::size_t kStreamMinBytes = std::size_t{8} << 20;
+  if (bytes % 32 == 0 && static_cast<std::size_t>(rows) * bytes >= kStreamMinBytes &&
+      reinterpret_cast<std::uintptr_t>(d) % 32 == 0) {
+    parallel_for(0, rows, row_grain(len), [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r) {
+        auto* dp = reinterpret_cast<__m256i*>(d + static_cast<std::size_t>(dst_row(r)) * bytes);
+        const auto* sp = reinterpret_cast<const __m256i*>(s + static_cast<std::size_t>(src_row(r)) * bytes);
+        for (std::size_t k = 0; k < bytes / 32; ++k) _mm256_stream_si256(dp + k, _mm256_loadu_si256(sp + k));
+      }
+      _mm_sfence();  // the streamed lines are visible before the task reports done
+    });
+    return;
+  }
+#endif
   parallel_for(0, rows, row_grain(len), [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t r = r0; r < r1; ++r)
       std::memcpy(d + static_cast<std::size_t>(dst_row(r)) * bytes, s + static_cast<std::size_t>(src_row(r)) * bytes,
@@ -241,6 +263,12 @@ Tensor gather_rows(const Tensor& x, std::int64_t axis, const std::vector<std::in
   out_shape[static_cast<std::size_t>(axis)] = len;
   Tensor y = Tensor::empty(out_shape, x.dtype());
   if (y.numel() == 0) return y;
+  if (g.outer == 1) {  // dim 0 (embeddings, graph features): no division per row
+    copy_rows(
+        x, y, len, g.inner, [&](std::int64_t r) { return pos[static_cast<std::size_t>(r)]; },
+        [](std::int64_t r) { return r; });
+    return y;
+  }
   copy_rows(
       x, y, g.outer * len, g.inner,
       [&](std::int64_t r) { return (r / len) * g.n + pos[static_cast<std::size_t>(r % len)]; },

@@ -2,6 +2,7 @@
 // max(x, dim), a src larger than its index, negative indices, masks, messages). Gradcheck, PyTorch
 // parity, thread equality, degenerate sizes and bad inputs of every op are in the op table.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "support.hpp"
@@ -203,6 +204,24 @@ TEST_CASE("gather and scatter_add check their indices in the kernel and name the
       test::require_error([&] { gather(x, 0, idx); }, {"gather", "index 50", "element 12345", "size 50", "(50, 8)"});
       test::require_error([&] { scatter_add(x, 0, idx, src); },
                           {"scatter_add", "index 50", "element 12345", "size 50", "(50, 8)"});
+    });
+  }
+}
+
+TEST_CASE("index_select copies the rows of an output larger than the caches (streaming stores)", "[indexing]") {
+  const std::int64_t n = 1000, f = 36, e = 40000;  // 11.5 MB of float64 output, rows of 288 bytes
+  Generator gen(3);
+  const Tensor x = Tensor::randn({n, f}, gen, kFloat64);
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(e));
+  for (std::int64_t j = 0; j < e; ++j) rows[static_cast<std::size_t>(j)] = (j * 7919 + 13) % n;
+  for (const int threads : {1, 2}) {
+    with_num_threads(threads, [&] {
+      const Tensor y = index_select(x, 0, rows);
+      bool same = true;
+      for (std::int64_t j = 0; j < e; ++j)
+        same = same && std::memcmp(y.data<double>() + j * f, x.data<double>() + rows[static_cast<std::size_t>(j)] * f,
+                                   static_cast<std::size_t>(f) * sizeof(double)) == 0;
+      CHECK(same);
     });
   }
 }
