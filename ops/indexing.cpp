@@ -91,15 +91,15 @@ std::int64_t norm_dim(const char* op, std::int64_t dim, const Shape& s) {
 // a map): position p = (o, m, i) of the index (o: the dims before `dim`, m: dim, i: the dims after)
 // reads or writes element (o, index[p], i) of x. Offsets of o and i in each tensor come from two
 // small tables (one entry per leading position, one per trailing position). The kernels check the
-// indices as they go (one out of range is skipped, and then the first in position order reported:
-// no pass of its own over an index as large as the output). A gather is parallel
-// over (o, m) rows. A scatter is parallel over (o, range of at least 2048 columns) pieces, each
-// task walking m in increasing order: two positions that differ in o or i never reach the same
-// element, so every element is summed by one task in increasing m (Note [Determinism]), the serial
-// loop's order, with no inverse at all. A scatter along dim 0 of rows narrower than that (the
-// row-broadcast scatter of bench/index_ops.cpp) runs serially at any thread count: splitting its
-// columns among threads made it slower (see scatter_along_kernel). A 1-d scatter (one o, one i) is
-// a row scatter instead (Note [Row scatter], ops/detail/scatter_rows.cpp).
+// indices as they go (one out of range is skipped, then the first in position order is reported):
+// no pass of its own over an index as large as the output. A gather is parallel over (o, m) rows.
+// A scatter is parallel over (o, range of at least 2048 columns) pieces, each task walking m in
+// increasing order: two positions that differ in o or i never reach the same element, so every
+// element is summed by one task in increasing m (Note [Determinism]), the serial loop's order,
+// with no inverse at all. A scatter along dim 0 of rows narrower than that (the row-broadcast
+// scatter of bench/index_ops.cpp) runs serially at any thread count: splitting its columns among
+// threads made it slower (see scatter_along_kernel). A 1-d scatter (one o, one i) is a row scatter
+// instead (Note [Row scatter], ops/detail/scatter_rows.cpp).
 
 // The offsets, in a contiguous tensor of shape s, of the positions of an index of shape `is` along
 // dim a (is[d] <= s[d] for d != a).
