@@ -9,8 +9,10 @@
 # against PyTorch's einsum and sparse bmm, block-sparse linear layers against OpenBLAS dense GEMM
 # and PyTorch (masked dense, ModuleList, grouped bmm), the autograd overhead (small graphs and an
 # MLP training step), the fashion_cnn training step (conv, batch norm, pooling), GRU/LSTM training
-# steps and Hessian-vector products (MLP) against libtorch. REPS (default 3) sets the repetitions
-# behind each median (the short rnn and hvp steps use 3 * REPS).
+# steps and Hessian-vector products (MLP) against libtorch, and the index ops (index_select,
+# index_add, gather, scatter_add, embedding, a GCN aggregation) against PyTorch. REPS (default 3)
+# sets the repetitions behind each median (the short rnn and hvp steps use 3 * REPS, the index ops
+# 5 * REPS).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 reps=${REPS:-3}
@@ -19,7 +21,7 @@ mkdir -p "$out"
 cmake --preset release -DXGRAD_REQUIRE_ALL=OFF >/dev/null
 cmake --build --preset release --target resample_conv_bench block_sparse_linear_bench autograd_overhead \
   conv_step_bench $(grep -q torch_autograd_overhead build/release/build.ninja && echo torch_autograd_overhead) \
-  rnn_step_bench hvp_bench \
+  rnn_step_bench hvp_bench index_ops_bench \
   $(grep -q torch_conv_step build/release/build.ninja && echo torch_conv_step torch_rnn_step torch_hvp)
 dir=build/release/bench
 start=$(date +%s)
@@ -33,6 +35,7 @@ ROUNDS=1 bash bench/run_overhead.sh "$dir" --reps "$reps" --iters 5000 --mlp-ite
 ROUNDS=1 bash bench/run_conv_step.sh "$dir" --reps "$reps" --iters 10 >"$out/conv_step.txt"
 bash bench/run_rnn_step.sh "$dir" --reps $((reps * 3)) >"$out/rnn_step.txt"
 bash bench/run_hvp.sh "$dir" --reps $((reps * 3)) >"$out/hvp.txt"
+ROUNDS=1 bash bench/run_index_ops.sh "$dir" $((reps * 5)) "$out/index_ops.csv" >"$out/index_ops.txt"
 # The tables (the drivers print raw rows first, then tables from their first '## ' line on).
 for f in resample_conv block_sparse; do
   echo
@@ -51,5 +54,8 @@ sed -n '/^# ours\/libtorch/,$p' "$out/rnn_step.txt"
 echo
 echo "================ Hessian-vector products ================"
 sed -n '/^## /,$p' "$out/hvp.txt"
+echo
+echo "================ index ops ================"
+sed -n '/^## /,$p' "$out/index_ops.txt"
 echo
 echo "run_all: $(($(date +%s) - start)) s; raw rows and tables in $out/"

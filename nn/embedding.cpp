@@ -56,11 +56,12 @@ std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings, 
   return std::shared_ptr<Embedding>(new Embedding(embeddings.detach(), !freeze));
 }
 
-Tensor Embedding::lookup(const std::vector<std::int64_t>& indices, const Shape& out_batch_shape) {
+Tensor Embedding::lookup(std::vector<std::int64_t> indices, const Shape& out_batch_shape) {
   for (std::size_t i = 0; i < indices.size(); ++i)
     XGRAD_CHECK(indices[i] >= 0 && indices[i] < num_embeddings_,
                 "Embedding: index {} at position {} is out of range for {} embeddings", indices[i], i, num_embeddings_);
-  Tensor rows = index_select(weight_, 0, indices);
+  // index_select's backward is the row scatter (Note [Row scatter]): one index per looked-up row
+  Tensor rows = index_select(weight_, 0, std::move(indices));
   Shape out = out_batch_shape;
   out.push_back(embedding_dim_);
   return out == rows.shape() ? rows : reshape(rows, out);
@@ -84,7 +85,7 @@ Tensor Embedding::forward(const Tensor& indices) {
     const std::int32_t* p = indices.data<std::int32_t>();
     std::copy(p, p + idx.size(), idx.begin());
   }
-  return lookup(idx, indices.shape());
+  return lookup(std::move(idx), indices.shape());
 }
 
 }  // namespace xgrad::nn

@@ -42,7 +42,7 @@ class Embedding : public UnaryModule {
 
  private:
   Embedding(Tensor weight, bool requires_grad);
-  Tensor lookup(const std::vector<std::int64_t>& indices, const Shape& out_batch_shape);
+  Tensor lookup(std::vector<std::int64_t> indices, const Shape& out_batch_shape);
   std::int64_t num_embeddings_, embedding_dim_;
   Tensor weight_;
 };

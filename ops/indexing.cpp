@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -11,6 +12,7 @@
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/gather_map.hpp"
+#include "xgrad/ops/detail/scatter_rows.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 
@@ -22,12 +24,16 @@ void check_defined(const char* op, const Tensor& t, const char* arg) {
   XGRAD_CHECK(t.defined(), "{}: argument '{}' is an undefined tensor", op, arg);
 }
 
-// The values of an index tensor (int64, or int32 when `int32_ok`), as int64.
-std::vector<std::int64_t> index_values(const char* op, const char* arg, const Tensor& t, bool int32_ok) {
+void check_index_dtype(const char* op, const char* arg, const Tensor& t, bool int32_ok) {
   check_defined(op, t, arg);
   const bool ok = t.dtype() == kInt64 || (int32_ok && t.dtype() == kInt32);
   XGRAD_CHECK(ok, "{}: argument '{}' must be an int64{} tensor, got {} of shape {} (convert with .to(kInt64))", op, arg,
               int32_ok ? " or int32" : "", t.dtype(), shape_str(t.shape()));
+}
+
+// The values of an index tensor (int64, or int32 when `int32_ok`), as int64.
+std::vector<std::int64_t> index_values(const char* op, const char* arg, const Tensor& t, bool int32_ok) {
+  check_index_dtype(op, arg, t, int32_ok);
   std::vector<std::int64_t> v(static_cast<std::size_t>(t.numel()));
   if (t.dtype() == kInt64) {
     if (!v.empty()) std::memcpy(v.data(), t.data<std::int64_t>(), v.size() * sizeof(std::int64_t));
@@ -51,29 +57,26 @@ void check_range(const char* op, const char* arg, std::vector<std::int64_t>& v, 
   }
 }
 
-// Multi-index of flat position e in `shape` applied to `strides` (a dot product), skipping dim `skip`.
-std::int64_t offset_of(std::int64_t e, const Shape& shape, const Shape& strides, std::size_t skip) {
-  std::int64_t off = 0;
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    const std::int64_t i = e % shape[d];
-    e /= shape[d];
-    if (d != skip) off += i * strides[d];
-  }
-  return off;
-}
-
-// The flat x position of every element of an index of shape `ishape` along dim (gather's map).
-std::vector<std::int64_t> gather_positions(const Shape& x_shape, std::int64_t dim, const Shape& ishape,
-                                           const std::vector<std::int64_t>& idx) {
-  std::vector<std::int64_t> map(idx.size());
-  const Shape xs = contiguous_strides(x_shape);
-  const auto a = static_cast<std::size_t>(dim);
-  parallel_for(0, static_cast<std::int64_t>(idx.size()), kParallelGrain / 8, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t k = b; k < e; ++k)
-      map[static_cast<std::size_t>(k)] =
-          offset_of(k, ishape, xs, a) + idx[static_cast<std::size_t>(k)] * (x_shape.empty() ? 1 : xs[a]);
+// Checks every element of an int64 index tensor against [0, n) in parallel chunks; the first bad
+// one in position order (whatever the split) is reported as check_range does.
+void check_range_tensor(const char* op, const char* arg, const Tensor& t, std::int64_t n, std::int64_t dim,
+                        const Shape& x_shape) {
+  const std::int64_t* p = t.data<std::int64_t>();
+  const std::int64_t count = t.numel();
+  constexpr std::int64_t kChunk = 65536;
+  const std::int64_t chunks = (count + kChunk - 1) / kChunk;
+  std::vector<std::int64_t> bad(static_cast<std::size_t>(chunks), -1);
+  parallel_for(0, chunks, 1, [&](std::int64_t c0, std::int64_t c1) {
+    for (std::int64_t c = c0; c < c1; ++c)
+      for (std::int64_t k = c * kChunk; k < std::min(count, (c + 1) * kChunk); ++k)
+        if (p[k] < 0 || p[k] >= n) {
+          bad[static_cast<std::size_t>(c)] = k;
+          break;
+        }
   });
-  return map;
+  for (const std::int64_t k : bad)
+    XGRAD_CHECK(k < 0, "{}: index {} (element {} of '{}') is out of range for dim {} of size {} (x has shape {})", op,
+                p[k], k, arg, dim, n, shape_str(x_shape));
 }
 
 std::int64_t norm_dim(const char* op, std::int64_t dim, const Shape& s) {
@@ -82,80 +85,309 @@ std::int64_t norm_dim(const char* op, std::int64_t dim, const Shape& s) {
   return s.empty() ? 0 : a;
 }
 
+// ---- gather / scatter along a dim with a full index tensor --------------------------------------
+// Note [Index along a dim]: gather, scatter_add (and their backward, each other) take an index with
+// one entry per element, as torch's. The index is read in place (saved, not copied or expanded into
+// a map): position p = (o, m, i) of the index (o: the dims before `dim`, m: dim, i: the dims after)
+// reads or writes element (o, index[p], i) of x. Offsets of o and i in each tensor come from two
+// small tables (one entry per leading position, one per trailing position). The kernels check the
+// indices as they go (one out of range is skipped, then the first in position order is reported):
+// no pass of its own over an index as large as the output. A gather is parallel over (o, m) rows.
+// A scatter is parallel over (o, range of at least 2048 columns) pieces, each task walking m in
+// increasing order: two positions that differ in o or i never reach the same element, so every
+// element is summed by one task in increasing m (Note [Determinism]), the serial loop's order,
+// with no inverse at all. A scatter along dim 0 of rows narrower than that (the row-broadcast
+// scatter of bench/index_ops.cpp) runs serially at any thread count: splitting its columns among
+// threads made it slower (see scatter_along_kernel). A 1-d scatter (one o, one i) is a row scatter
+// instead (Note [Row scatter], ops/detail/scatter_rows.cpp).
+
+// The offsets, in a contiguous tensor of shape s, of the positions of an index of shape `is` along
+// dim a (is[d] <= s[d] for d != a).
+struct DimOffsets {
+  std::vector<std::int64_t> lead, trail;
+  std::int64_t stride = 1;      // s's stride along a
+  bool trail_identity = false;  // trail[i] == i (the trailing dims of s and is agree)
+};
+
+DimOffsets dim_offsets(const Shape& s, const Shape& is, std::size_t a) {
+  const Shape st = contiguous_strides(s);
+  DimOffsets off;
+  off.stride = st[a];
+  std::int64_t lead = 1, trail = 1;
+  for (std::size_t d = 0; d < is.size(); ++d) (d < a ? lead : trail) *= d == a ? 1 : is[d];
+  off.lead.resize(static_cast<std::size_t>(lead));
+  off.trail.resize(static_cast<std::size_t>(trail));
+  parallel_for(0, lead, kParallelGrain / 8, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t o = b; o < e; ++o) {
+      std::int64_t rem = o, v = 0;
+      for (std::size_t d = a; d-- > 0;) {
+        v += (rem % is[d]) * st[d];
+        rem /= is[d];
+      }
+      off.lead[static_cast<std::size_t>(o)] = v;
+    }
+  });
+  off.trail_identity = true;
+  for (std::size_t d = a + 1; d < is.size(); ++d) off.trail_identity = off.trail_identity && is[d] == s[d];
+  for (std::int64_t i = 0; i < trail; ++i) {
+    std::int64_t rem = i, v = 0;
+    for (std::size_t d = is.size(); d-- > a + 1;) {
+      v += (rem % is[d]) * st[d];
+      rem /= is[d];
+    }
+    off.trail[static_cast<std::size_t>(i)] = v;
+  }
+  return off;
+}
+
+// y = x taken at `index` along a (y's shape >= index's at every dim; y is zero where the index does
+// not reach, the caller's zeros). Indices outside [0, n) are skipped; returns false if there were
+// any (the caller reports the first: a check fused into the kernel instead of a pass of its own over
+// an index as large as the output).
+template <class T>
+bool gather_along_kernel(const T* x, T* y, const std::int64_t* ip, std::int64_t lead, std::int64_t m,
+                         std::int64_t trail, std::int64_t n, const DimOffsets& xo, const DimOffsets& yo) {
+  const bool id = xo.trail_identity && yo.trail_identity;
+  const auto un = static_cast<std::uint64_t>(n);
+  std::atomic<bool> bad{false};  // a flag, set at most once per task (no float atomics)
+  parallel_for(0, lead * m, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, trail)),
+               [&](std::int64_t r0, std::int64_t r1) {
+                 bool task_bad = false;
+                 for (std::int64_t r = r0; r < r1; ++r) {
+                   const auto o = static_cast<std::size_t>(r / m);
+                   const std::int64_t* ir = ip + r * trail;
+                   const T* xb = x + xo.lead[o];
+                   T* yb = y + yo.lead[o] + (r % m) * yo.stride;
+                   for (std::int64_t i = 0; i < trail; ++i) {
+                     if (static_cast<std::uint64_t>(ir[i]) >= un) {
+                       task_bad = true;
+                       continue;
+                     }
+                     if (id)
+                       yb[i] = xb[ir[i] * xo.stride + i];
+                     else
+                       yb[yo.trail[static_cast<std::size_t>(i)]] =
+                           xb[ir[i] * xo.stride + xo.trail[static_cast<std::size_t>(i)]];
+                   }
+                 }
+                 if (task_bad) bad.store(true, std::memory_order_relaxed);
+               });
+  return !bad.load();
+}
+
+// d[(o, index[p], i)] += s[p] for every position p of the index, in increasing m per element;
+// indices outside [0, n) are skipped and make it return false (as gather_along_kernel).
+template <class T>
+bool scatter_along_kernel(const T* s, T* d, const std::int64_t* ip, std::int64_t lead, std::int64_t m,
+                          std::int64_t trail, std::int64_t n, const DimOffsets& xo, const DimOffsets& so) {
+  const bool id = xo.trail_identity && so.trail_identity;
+  const auto un = static_cast<std::uint64_t>(n);
+  std::atomic<bool> bad{false};
+  // Column ranges only split the work (any split gives the same sums), and only long ones: two
+  // threads on the two halves of 64-float rows (the row-broadcast scatter of bench/index_ops.cpp)
+  // ran 2.5x slower than one thread alone, each core streaming the whole index and src through
+  // its prefetchers. Below kMinCols columns a scatter is parallel over its leading positions only.
+  constexpr std::int64_t kMinCols = 2048;
+  const std::int64_t cw = std::min(trail, kMinCols);
+  const std::int64_t nc = (trail + cw - 1) / cw;
+  parallel_for(0, lead * nc, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, m * cw)),
+               [&](std::int64_t t0, std::int64_t t1) {
+                 bool task_bad = false;
+                 for (std::int64_t t = t0; t < t1; ++t) {
+                   const std::int64_t o = t / nc, i0 = (t % nc) * cw, i1 = std::min(trail, i0 + cw);
+                   T* db = d + xo.lead[static_cast<std::size_t>(o)];
+                   const T* sb = s + so.lead[static_cast<std::size_t>(o)];
+                   for (std::int64_t k = 0; k < m; ++k) {
+                     const std::int64_t* ir = ip + (o * m + k) * trail;
+                     const T* sr = sb + k * so.stride;
+                     for (std::int64_t i = i0; i < i1; ++i) {
+                       if (static_cast<std::uint64_t>(ir[i]) >= un) {
+                         task_bad = true;
+                         continue;
+                       }
+                       if (id)
+                         db[ir[i] * xo.stride + i] += sr[i];
+                       else
+                         db[ir[i] * xo.stride + xo.trail[static_cast<std::size_t>(i)]] +=
+                             sr[so.trail[static_cast<std::size_t>(i)]];
+                     }
+                   }
+                 }
+                 if (task_bad) bad.store(true, std::memory_order_relaxed);
+               });
+  return !bad.load();
+}
+
+// The index viewed as (lead, m, trail) around dim a.
+struct IndexLines {
+  std::int64_t lead = 1, m = 1, trail = 1;
+};
+IndexLines index_lines(const Shape& is, std::size_t a) {
+  IndexLines l;
+  for (std::size_t d = 0; d < is.size(); ++d) (d < a ? l.lead : d == a ? l.m : l.trail) *= is[d];
+  return l;
+}
+
+// y of shape y_shape (>= the index's at every dim, x's dtype) = x gathered at `index` along a, 0
+// where the index does not reach.
+// `op` names the public op in the error for an index out of range (which it reports like
+// check_range_tensor: the first one, with x's shape).
+Tensor gather_along(const char* op, const Tensor& x, std::int64_t a, const Tensor& index, const Shape& y_shape) {
+  const Shape& is = index.shape();
+  Tensor y = y_shape == is ? Tensor::empty(y_shape, x.dtype()) : Tensor::zeros(y_shape, x.dtype());
+  if (index.numel() == 0) return y;
+  const auto ad = static_cast<std::size_t>(a);
+  const IndexLines l = index_lines(is, ad);
+  const DimOffsets xo = dim_offsets(x.shape(), is, ad), yo = dim_offsets(y_shape, is, ad);
+  const std::int64_t n = x.shape()[ad];
+  bool ok = true;
+  dispatch_all(x.dtype(), [&](auto tag) {  // any dtype: a copy (only float inputs get gradients)
+    using T = typename decltype(tag)::type;
+    ok = gather_along_kernel<T>(x.data<T>(), y.data<T>(), index.data<std::int64_t>(), l.lead, l.m, l.trail, n, xo, yo);
+  });
+  if (!ok) check_range_tensor(op, "index", index, n, a, x.shape());
+  return y;
+}
+
+// dst += src scattered at `index` along a (src's shape >= the index's at every dim).
+void scatter_along(const char* op, const Tensor& src, Tensor& dst, std::int64_t a, const Tensor& index) {
+  const Shape& is = index.shape();
+  if (index.numel() == 0) return;
+  const auto ad = static_cast<std::size_t>(a);
+  const std::int64_t n = dst.shape()[ad];
+  if (is.size() == 1) {
+    check_range_tensor(op, "index", index, n, a,
+                       dst.shape());  // one line: a row scatter of single elements, parallel over destinations
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(index.numel()));
+    std::memcpy(idx.data(), index.data<std::int64_t>(), idx.size() * sizeof(std::int64_t));
+    detail::add_rows_at(src, dst, 1, dst.numel(), 1, idx);
+    return;
+  }
+  const IndexLines l = index_lines(is, ad);
+  const DimOffsets xo = dim_offsets(dst.shape(), is, ad), so = dim_offsets(src.shape(), is, ad);
+  bool ok = true;
+  dispatch(dst.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ok = scatter_along_kernel<T>(src.data<T>(), dst.data<T>(), index.data<std::int64_t>(), l.lead, l.m, l.trail, n, xo,
+                                 so);
+  });
+  if (!ok) check_range_tensor(op, "index", index, n, a, dst.shape());
+}
+
+// An index passed to the ops below: not a Tensor argument, so `apply` does not count it as an input.
+struct IndexArg {
+  Tensor t;
+};
+
+struct IndexScatter;
+
+// y (of shape y_shape) = x gathered at the int64 `index` along a, 0 where the index does not reach
+// (Note [Index along a dim]); dx = the scatter of g (IndexScatter). Named after the public op.
+struct IndexGather : Function<IndexGather> {
+  static constexpr const char* kName = "gather";
+  static constexpr bool kDifferentiableBackward = true;  // Note [Create graph]: through IndexScatter
+  const char* op = kName;
+  std::int64_t a = 0;
+  Shape x_shape;
+  const char* name() const override { return op; }
+  Tensor forward(const Tensor& x, const char* op_, std::int64_t a_, const IndexArg& index, const Shape& y_shape) {
+    op = op_;
+    a = a_;
+    x_shape = x.shape();
+    if (needs_input_grad(0)) save_for_backward({index.t});
+    return gather_along(op, x, a, index.t, y_shape);
+  }
+  Tensors backward(const Tensors& grads);
+};
+
+// The backward of IndexGather as an op of its own, "<op>_backward": zeros(x_shape) with g added at
+// the index along a; its backward is the gather again.
+struct IndexScatter : Function<IndexScatter> {
+  static constexpr const char* kName = "gather_backward";
+  static constexpr bool kDifferentiableBackward = true;
+  std::string op_name;
+  const char* op = "gather";
+  std::int64_t a = 0;
+  Shape g_shape;
+  const char* name() const override { return op_name.c_str(); }
+  Tensor forward(const Tensor& g, const char* op_, std::int64_t a_, const IndexArg& index, const Shape& x_shape) {
+    op = op_;
+    op_name = std::string(op_) + "_backward";
+    a = a_;
+    g_shape = g.shape();
+    if (needs_input_grad(0)) save_for_backward({index.t});
+    Tensor dx = Tensor::zeros(x_shape, g.dtype());
+    scatter_along(op, g, dx, a, index.t);
+    return dx;
+  }
+  Tensors backward(const Tensors& grads) {
+    return {xgrad::apply<IndexGather>(grads[0], op, a, IndexArg{saved(0)}, g_shape)};
+  }
+};
+
+Tensors IndexGather::backward(const Tensors& grads) {
+  return {xgrad::apply<IndexScatter>(grads[0], op, a, IndexArg{saved(0)}, x_shape)};
+}
+
+// y = x with src scattered at index along a; dx = g, dsrc = g gathered at the index (0 where the
+// index does not reach src).
+struct ScatterAdd : Function<ScatterAdd> {
+  static constexpr const char* kName = "scatter_add";
+  static constexpr bool kDifferentiableBackward = true;  // Note [Create graph]: through IndexGather
+  std::int64_t a = 0;
+  Shape src_shape;
+  Tensor forward(const Tensor& x, const Tensor& src, std::int64_t a_, const IndexArg& index) {
+    a = a_;
+    src_shape = src.shape();
+    if (needs_input_grad(1)) save_for_backward({index.t});
+    Tensor y = x.clone_data();
+    scatter_along("scatter_add", src, y, a, index.t);
+    return y;
+  }
+  Tensors backward(const Tensors& grads) {
+    const Tensor& g = grads[0];
+    Tensors out(2);
+    if (needs_input_grad(0)) out[0] = GradMode::is_enabled() ? g : g.clone_data();
+    if (needs_input_grad(1)) out[1] = xgrad::apply<IndexGather>(g, "scatter_add", a, IndexArg{saved(0)}, src_shape);
+    return out;
+  }
+};
+
+// y = x with src's slice j along a added at index[j] (Note [Row scatter]); dx = g,
+// dsrc = index_select(g, a, index).
+struct IndexAdd : Function<IndexAdd> {
+  static constexpr const char* kName = "index_add";
+  static constexpr bool kDifferentiableBackward = true;  // Note [Create graph]: through index_select
+  std::int64_t a = 0;
+  std::vector<std::int64_t> idx;
+  Tensor forward(const Tensor& x, const Tensor& src, std::int64_t a_, std::vector<std::int64_t> idx_,
+                 std::int64_t outer, std::int64_t n, std::int64_t inner) {
+    a = a_;
+    Tensor y = x.clone_data();
+    detail::add_rows_at(src, y, outer, n, inner, idx_);
+    if (needs_input_grad(1)) idx = std::move(idx_);
+    return y;
+  }
+  Tensors backward(const Tensors& grads) {
+    const Tensor& g = grads[0];
+    Tensors out(2);
+    if (needs_input_grad(0)) out[0] = GradMode::is_enabled() ? g : g.clone_data();
+    if (needs_input_grad(1)) out[1] = xgrad::index_select(g, a, idx);
+    return out;
+  }
+};
+
+// x gathered along a at the (checked) indices `idx` of shape `ishape`: take_along_dim's path.
 Tensor gather_checked(const char* op, const Tensor& x, std::int64_t a, const Shape& ishape,
                       std::vector<std::int64_t> idx) {
   const Shape& s = x.shape();
   const std::int64_t n = s.empty() ? 1 : s[static_cast<std::size_t>(a)];
   check_range(op, "index", idx, n, a, s, false);
-  return detail::gather_map(op, x, ishape, gather_positions(s, a, ishape, idx), false);
+  Tensor index = Tensor::empty(s.empty() ? Shape{static_cast<std::int64_t>(idx.size())} : ishape, kInt64);
+  if (!idx.empty()) std::memcpy(index.data<std::int64_t>(), idx.data(), idx.size() * sizeof(std::int64_t));
+  if (s.empty()) return reshape(apply<IndexGather>(reshape(x, {1}), op, 0, IndexArg{index}, index.shape()), ishape);
+  return apply<IndexGather>(x, op, a, IndexArg{index}, ishape);
 }
-
-// y = x + (src[srcoff[e]] added at map[e], for every e in increasing order); dx = g,
-// dsrc[srcoff[e]] = g[map[e]] (srcoff is injective).
-struct ScatterAdd : Function<ScatterAdd> {
-  static constexpr const char* kName = "scatter_add";
-  const char* op = kName;
-  Shape src_shape;
-  std::vector<std::int64_t> map, srcoff;
-  const char* name() const override { return op; }
-  Tensor forward(const Tensor& x, const Tensor& src, const char* op_, std::vector<std::int64_t> map_,
-                 std::vector<std::int64_t> srcoff_) {
-    op = op_;
-    src_shape = src.shape();
-    Tensor y = x.clone_data();
-    if (!map_.empty()) {
-      Tensor picked = Tensor::empty({static_cast<std::int64_t>(srcoff_.size())}, src.dtype());
-      dispatch(src.dtype(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T* sp = src.data<T>();
-        T* pp = picked.data<T>();
-        parallel_for(0, picked.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-          for (std::int64_t k = b; k < e; ++k) pp[k] = sp[srcoff_[static_cast<std::size_t>(k)]];
-        });
-        const Tensor add = detail::scatter_add_map(picked, x.shape(), map_, false);
-        const T* ap = add.data<T>();
-        T* yp = y.data<T>();
-        parallel_for(0, y.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-          for (std::int64_t k = b; k < e; ++k) yp[k] += ap[k];
-        });
-      });
-    }
-    if (needs_input_grad(1)) {
-      map = std::move(map_);
-      srcoff = std::move(srcoff_);
-    }
-    return y;
-  }
-  // Note [Create graph]: dx = g and dsrc = g gathered through the map, recorded in grad mode.
-  static constexpr bool kDifferentiableBackward = true;
-  Tensors backward(const Tensors& grads) {
-    const Tensor& g = grads[0];
-    Tensors out(2);
-    if (GradMode::is_enabled()) {
-      if (needs_input_grad(0)) out[0] = g;
-      if (needs_input_grad(1)) {
-        std::vector<std::int64_t> back(static_cast<std::size_t>(shape_numel(src_shape)), -1);
-        for (std::size_t k = 0; k < map.size(); ++k) back[static_cast<std::size_t>(srcoff[k])] = map[k];
-        out[1] = detail::gather_map(op, g, src_shape, std::move(back), false);
-      }
-      return out;
-    }
-    if (needs_input_grad(0)) out[0] = g.clone_data();
-    if (needs_input_grad(1)) {
-      out[1] = Tensor::zeros(src_shape, g.dtype());
-      dispatch(g.dtype(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T* gp = g.data<T>();
-        T* dp = out[1].data<T>();
-        parallel_for(0, static_cast<std::int64_t>(map.size()), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-          for (std::int64_t k = b; k < e; ++k)
-            dp[srcoff[static_cast<std::size_t>(k)]] = gp[map[static_cast<std::size_t>(k)]];
-        });
-      });
-    }
-    return out;
-  }
-};
 
 // map[r * inner + i] = rows[r] * inner + i: whole rows of x (of `inner` elements) in the given order.
 void fill_row_map(std::vector<std::int64_t>& map, const std::vector<std::int64_t>& rows, std::int64_t inner) {
@@ -194,12 +426,12 @@ Tensor detail::index_select_tensor(const Tensor& x, std::int64_t dim, const Tens
                               std::vector<std::int64_t>(idx.size(), 0), false);
   }
   check_range("index_select", "index", idx, s[static_cast<std::size_t>(a)], a, s, false);
-  return xgrad::index_select(x, a, idx);
+  return xgrad::index_select(x, a, std::move(idx));
 }
 
 Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index) {
   check_defined("gather", x, "x");
-  std::vector<std::int64_t> idx = index_values("gather", "index", index, false);
+  check_index_dtype("gather", "index", index, false);
   const Shape& s = x.shape();
   const Shape& is = index.shape();
   const std::int64_t a = norm_dim("gather", dim, s);
@@ -209,12 +441,13 @@ Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index) {
     XGRAD_CHECK(static_cast<std::int64_t>(d) == a || is[d] <= s[d],
                 "gather: index of shape {} is larger than x of shape {} at dim {} (only dim {} may be larger)",
                 shape_str(is), shape_str(s), d, a);
-  if (is.size() != s.size()) {  // a 0-d / 1-element pairing: one position along the only dim
-    const std::int64_t n = s.empty() ? 1 : s[0];
-    check_range("gather", "index", idx, n, a, s, false);
-    return detail::gather_map("gather", x, is, idx, false);
+  if (is.size() != s.size() || s.empty()) {  // a 0-d / 1-element pairing: one position along the only dim
+    check_range_tensor("gather", "index", index, s.empty() ? 1 : s[0], a, s);
+    const Tensor flat_index = reshape(index, {index.numel()});
+    return reshape(apply<IndexGather>(reshape(x, {x.numel()}), "gather", 0, IndexArg{flat_index}, flat_index.shape()),
+                   is);
   }
-  return gather_checked("gather", x, a, is, std::move(idx));
+  return apply<IndexGather>(x, "gather", a, IndexArg{index}, is);
 }
 
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<std::int64_t> dim) {
@@ -255,7 +488,7 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<std:
 
 Tensor scatter_add(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& src) {
   check_float_pair("scatter_add", x, src);
-  std::vector<std::int64_t> idx = index_values("scatter_add", "index", index, false);
+  check_index_dtype("scatter_add", "index", index, false);
   const Shape &s = x.shape(), &is = index.shape(), &ss = src.shape();
   XGRAD_CHECK(is.size() == s.size() && ss.size() == s.size(),
               "scatter_add: x {}, index {} and src {} must have the same number of dims", shape_str(s), shape_str(is),
@@ -266,13 +499,13 @@ Tensor scatter_add(const Tensor& x, std::int64_t dim, const Tensor& index, const
         is[d] <= ss[d] && (static_cast<std::int64_t>(d) == a || is[d] <= s[d]),
         "scatter_add: index of shape {} must be no larger than src {} at every dim and than x {} except at dim {}",
         shape_str(is), shape_str(ss), shape_str(s), a);
-  const std::int64_t n = s.empty() ? 1 : s[static_cast<std::size_t>(a)];
-  check_range("scatter_add", "index", idx, n, a, s, false);
-  std::vector<std::int64_t> map = gather_positions(s, a, is, idx);
-  std::vector<std::int64_t> srcoff(idx.size());
-  const Shape sstr = contiguous_strides(ss);
-  for (std::size_t e = 0; e < idx.size(); ++e) srcoff[e] = offset_of(static_cast<std::int64_t>(e), is, sstr, is.size());
-  return apply<ScatterAdd>(x, src, "scatter_add", std::move(map), std::move(srcoff));
+  // the indices are checked in the kernel (scatter_along), before y is returned
+  if (s.empty()) {  // all three 0-d: one element
+    check_range_tensor("scatter_add", "index", index, 1, a, s);
+    return reshape(
+        apply<ScatterAdd>(reshape(x, {1}), reshape(src, {1}), std::int64_t{0}, IndexArg{reshape(index, {1})}), s);
+  }
+  return apply<ScatterAdd>(x, src, a, IndexArg{index});
 }
 
 Tensor index_add(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& src) {
@@ -289,22 +522,19 @@ Tensor index_add(const Tensor& x, std::int64_t dim, const Tensor& index, const T
               shape_str(ss), shape_str(s), a, idx.size());
   const std::int64_t n = s.empty() ? 1 : s[static_cast<std::size_t>(a)];
   check_range("index_add", "index", idx, n, a, s, false);
+  if (s.empty()) {  // x 0-d: every src element adds into it
+    const auto len = static_cast<std::int64_t>(idx.size());
+    return reshape(apply<IndexAdd>(reshape(x, {1}), reshape(src, {len}), std::int64_t{0}, std::move(idx),
+                                   std::int64_t{1}, std::int64_t{1}, std::int64_t{1}),
+                   s);
+  }
   std::int64_t outer = 1, inner = 1;
   for (std::size_t d = 0; d < s.size(); ++d) {
     if (static_cast<std::int64_t>(d) < a) outer *= s[d];
     if (static_cast<std::int64_t>(d) > a) inner *= s[d];
   }
   if (src.numel() == 0) outer = inner = 0;
-  const auto len = static_cast<std::int64_t>(idx.size());
-  std::vector<std::int64_t> map(static_cast<std::size_t>(src.numel())), srcoff(map.size());
-  std::iota(srcoff.begin(), srcoff.end(), std::int64_t{0});
-  parallel_for(0, src.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t f) {
-    for (std::int64_t e = b; e < f; ++e) {
-      const std::int64_t i = e % inner, j = (e / inner) % len, o = e / (inner * len);
-      map[static_cast<std::size_t>(e)] = (o * n + idx[static_cast<std::size_t>(j)]) * inner + i;
-    }
-  });
-  return apply<ScatterAdd>(x, src, "index_add", std::move(map), std::move(srcoff));
+  return apply<IndexAdd>(x, src, a, std::move(idx), outer, n, inner);
 }
 
 Tensor index(const Tensor& x, const Tensor& idx) {

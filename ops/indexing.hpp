@@ -6,28 +6,38 @@
 // torch allows them (index(x, idx)); gather, scatter_add, index_add, index_select and
 // take_along_dim refuse them, as torch does.
 //
-// | op                                 | forward                                         | gradient |
+// clang-format off
+// | op                                 | forward                                         | gradient                                  |
 // |------------------------------------|-------------------------------------------------|-------------------------------------------|
-// | index_select(x, dim, index)        | x taken at index (1-d) along dim                | g added back at the indices
-// | | gather(x, dim, index)              | y[i][j] = x[index[i][j]][j]  (dim 0)            | dx = zeros, g added at the
-// indices        | | take_along_dim(x, indices, dim)    | gather after broadcasting x and indices         | as gather |
-// | scatter_add(x, dim, index, src)    | y = x; y[index[i][j]][j] += src[i][j]  (dim 0)  | dx = g; dsrc = gather(g,
-// dim, index)      | | index_add(x, dim, index, src)      | y = x; y[.., index[j], ..] += src[.., j, ..]    | dx = g;
-// dsrc = index_select(g, dim, index)| | index(x, idx) (x[idx])             | int64 idx: x taken at idx along dim 0; | g
-// added back at the selected places       | |                                    | bool mask: the elements / rows where
-// mask       |                                           | | argmax / argmin(x, dim, keepdim)   | int64 position of the
-// first max / min           | none                                      | | topk(x, k, dim, largest, sorted)   | (the k
-// largest or smallest, int64 positions)    | g scattered to the positions              | | sort(x, dim, descending,
-// stable)   | (values sorted along dim, int64 positions)      | g scattered to the positions              | |
-// nonzero(x)                         | int64 (n, x.dim()) positions of nonzero values  | none | | one_hot(labels,
-// num_classes)       | int64 (..., C): 1 at each label                 | none                                      |
+// | index_select(x, dim, index)        | x taken at index (1-d) along dim                | g added back at the indices               |
+// | gather(x, dim, index)              | y[i][j] = x[index[i][j]][j]  (dim 0)            | dx = zeros, g added at the indices        |
+// | take_along_dim(x, indices, dim)    | gather after broadcasting x and indices         | as gather                                 |
+// | scatter_add(x, dim, index, src)    | y = x; y[index[i][j]][j] += src[i][j]  (dim 0)  | dx = g; dsrc = gather(g, dim, index)      |
+// | index_add(x, dim, index, src)      | y = x; y[.., index[j], ..] += src[.., j, ..]    | dx = g; dsrc = index_select(g, dim, index)|
+// | index(x, idx) (x[idx])             | int64 idx: x taken at idx along dim 0;          | g added back at the selected places       |
+// |                                    | bool mask: the elements / rows where mask       |                                           |
+// | argmax / argmin(x, dim, keepdim)   | int64 position of the first max / min           | none                                      |
+// | topk(x, k, dim, largest, sorted)   | (the k largest or smallest, int64 positions)    | g scattered to the positions              |
+// | sort(x, dim, descending, stable)   | (values sorted along dim, int64 positions)      | g scattered to the positions              |
+// | nonzero(x)                         | int64 (n, x.dim()) positions of nonzero values  | none                                      |
+// | one_hot(labels, num_classes)       | int64 (..., C): 1 at each label                 | none                                      |
+// clang-format on
 //
-// Note [Deterministic index ops]: every scatter-type sum (the backward of gather, index, topk,
-// sort, index_select; the forward of scatter_add and index_add) runs through an inverted index
-// (ops/detail/gather_map.cpp, Note [Deterministic scatter]): each destination element is summed by
-// one task, its contributions in increasing source order. No atomics; any thread count gives the
-// same bits. Ties in argmax/argmin/topk/sort go to the lowest index (sort is always stable, topk
-// and sort put NaN above every number, as torch does).
+// Note [Deterministic index ops]: every scatter-type sum is summed, for each destination element,
+// by one task, its contributions in increasing source order: no atomics, and any thread count gives
+// the same bits (Note [Determinism]). Three kernels do it, none with an index per element beyond
+// the index the user passed:
+// - index_add, the backward of index_select (and so of nn::Embedding) and a 1-d scatter_add add
+//   whole rows chosen by one index per row (Note [Row scatter], ops/detail/scatter_rows.cpp): the
+//   serial loop at 1 thread; with more, tasks own destination rows and walk the inverse of the
+//   row indices (CSR, a counting sort built in parallel, O(E) ints), adding rows with SIMD.
+// - gather, take_along_dim and scatter_add (and their backward, each other's) read their full
+//   index tensor in place (Note [Index along a dim], indexing.cpp): a scatter splits the work by
+//   the positions off the dim, which never meet, so it needs no inverse at all.
+// - index (x[idx]), topk, sort and max/min with indices go through an index map
+//   (ops/detail/gather_map.cpp, Note [Deterministic scatter]).
+// Ties in argmax/argmin/topk/sort go to the lowest index (sort is always stable, topk and sort put
+// NaN above every number, as torch does).
 #include <concepts>
 #include <cstdint>
 #include <optional>

@@ -38,7 +38,7 @@ Tensor transpose(const Tensor& x, std::int64_t dim0, std::int64_t dim1);
 /// clipped to the axis like Python slices); step >= 1.
 Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t end, std::int64_t step = 1);
 /// x taken at `index` positions along axis (negative indices count from the end).
-Tensor index_select(const Tensor& x, std::int64_t axis, const std::vector<std::int64_t>& index);
+Tensor index_select(const Tensor& x, std::int64_t axis, std::vector<std::int64_t> index);
 Tensor concat(const Tensors& xs, std::int64_t axis = 0);
 Tensor stack(const Tensors& xs, std::int64_t axis = 0);
 /// Broadcasts x to `shape` (NumPy rules; -1 keeps a dimension).

@@ -2,6 +2,7 @@
 // max(x, dim), a src larger than its index, negative indices, masks, messages). Gradcheck, PyTorch
 // parity, thread equality, degenerate sizes and bad inputs of every op are in the op table.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "support.hpp"
@@ -138,6 +139,109 @@ TEST_CASE("scatter-type sums are bit-identical with 1 and 2 threads", "[indexing
     add(sum(mul(y, y)), sum(mul(index(src, idx), w))).backward();
     return Tensors{y.detach(), x.grad(), src.grad()};
   });
+}
+
+// The row scatter (Note [Row scatter]) and the scatter along a dim (Note [Index along a dim]) sum
+// each destination in increasing source order at any thread count: the same bits as the plain
+// serial loop, on samples large enough for their parallel paths (wide rows: tasks own row ranges;
+// narrow rows: the inverse; a scatter with many leading positions: tasks own them).
+TEST_CASE("index ops add repeated rows in source order, bit for bit, on their parallel paths", "[indexing][threads]") {
+  const std::int64_t n = 300, e = 40000;  // e * inner > kParallelGrain: parallel paths
+  Generator gen(11);
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(e));
+  for (std::int64_t j = 0; j < e; ++j)  // skewed: row 0 takes about a tenth of them
+    rows[static_cast<std::size_t>(j)] = static_cast<std::int64_t>(n * std::pow(gen.uniform(), 3.0)) % n;
+  const Tensor idx = Tensor::from_data(std::span<const std::int64_t>(rows), {e});
+  std::vector<std::int32_t> rows32(rows.begin(), rows.end());
+  const Tensor idx32 = Tensor::from_data(std::span<const std::int32_t>(rows32), {e});
+  for (const std::int64_t inner : {1, 3, 64}) {
+    CAPTURE(inner);
+    Tensor bcast = Tensor::empty({e, inner}, kInt64);  // the row-broadcast index of scatter_add
+    for (std::int64_t k = 0; k < e * inner; ++k)
+      bcast.data<std::int64_t>()[k] = rows[static_cast<std::size_t>(k / inner)];
+    const Tensor x = Tensor::randn({n, inner}, gen, kFloat32), src = Tensor::randn({e, inner}, gen, kFloat32);
+    Tensor want = x.clone_data();  // the serial loop
+    for (std::int64_t j = 0; j < e; ++j)
+      for (std::int64_t i = 0; i < inner; ++i)
+        want.data<float>()[rows[static_cast<std::size_t>(j)] * inner + i] += src.data<float>()[j * inner + i];
+    for (const int threads : {1, 2}) {
+      CAPTURE(threads);
+      with_num_threads(threads, [&] {
+        CHECK(index_add(x, 0, idx, src).to_vector() == want.to_vector());
+        CHECK(index_add(x, 0, idx32, src).to_vector() == want.to_vector());
+        // index_select's backward into zeros, and scatter_add with the row-broadcast index
+        Tensor xs = x.detach().set_requires_grad();
+        index_select(xs, 0, idx32).backward(src);
+        const Tensor zeros = Tensor::zeros({n, inner}, kFloat32);
+        const Tensor added = index_add(zeros, 0, idx, src);
+        CHECK(xs.grad().to_vector() == added.to_vector());
+        CHECK(scatter_add(zeros, 0, bcast, src).to_vector() == added.to_vector());
+      });
+    }
+  }
+  // dim 1 of a tall x: a scatter over many leading positions (parallel over them), and its gather
+  const std::int64_t r = 4000, m = 40, c = 7;
+  Tensor cols = Tensor::empty({r, m}, kInt64);
+  for (std::int64_t k = 0; k < r * m; ++k) cols.data<std::int64_t>()[k] = (k * 31 + k / 13) % c;
+  test::require_thread_deterministic([&] {
+    Generator g(5);
+    Tensor x = test::randn_leaf({r, c}, g), src = test::randn_leaf({r, m}, g);
+    const Tensor y = scatter_add(x, 1, cols, src);
+    const Tensor w = Tensor::randn({r, m}, g, kFloat64);
+    add(sum(mul(y, y)), sum(mul(gather(y, 1, cols), w))).backward();
+    return Tensors{y.detach(), x.grad(), src.grad()};
+  });
+}
+
+TEST_CASE("gather and scatter_add check their indices in the kernel and name the first bad one", "[indexing][errors]") {
+  const std::int64_t e = 30000, f = 8, n = 50;
+  Tensor idx = Tensor::zeros({e, f}, kInt64);
+  idx.data<std::int64_t>()[e * f - 3] = -1;  // two bad indices: the first in position order is named
+  idx.data<std::int64_t>()[12345] = n;
+  const Tensor x = Tensor::zeros({n, f}, kFloat64), src = Tensor::zeros({e, f}, kFloat64);
+  for (const int threads : {1, 2}) {
+    with_num_threads(threads, [&] {
+      test::require_error([&] { gather(x, 0, idx); }, {"gather", "index 50", "element 12345", "size 50", "(50, 8)"});
+      test::require_error([&] { scatter_add(x, 0, idx, src); },
+                          {"scatter_add", "index 50", "element 12345", "size 50", "(50, 8)"});
+    });
+  }
+}
+
+TEST_CASE("index_select copies the rows of an output larger than the caches (streaming stores)", "[indexing]") {
+  const std::int64_t n = 1000, f = 36, e = 40000;  // 11.5 MB of float64 output, rows of 288 bytes
+  Generator gen(3);
+  const Tensor x = Tensor::randn({n, f}, gen, kFloat64);
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(e));
+  for (std::int64_t j = 0; j < e; ++j) rows[static_cast<std::size_t>(j)] = (j * 7919 + 13) % n;
+  for (const int threads : {1, 2}) {
+    with_num_threads(threads, [&] {
+      const Tensor y = index_select(x, 0, rows);
+      bool same = true;
+      for (std::int64_t j = 0; j < e; ++j)
+        same = same && std::memcmp(y.data<double>() + j * f, x.data<double>() + rows[static_cast<std::size_t>(j)] * f,
+                                   static_cast<std::size_t>(f) * sizeof(double)) == 0;
+      CHECK(same);
+    });
+  }
+}
+
+TEST_CASE("index_add, scatter_add and gather on 0-d tensors", "[indexing][scatter]") {
+  Tensor x = Tensor::scalar(1.0, kFloat64).set_requires_grad();
+  Tensor src = Tensor::of({2, 3}, kFloat64).set_requires_grad();
+  Tensor y = index_add(x, 0, longs({0, 0}, {2}), src);
+  CHECK(y.shape() == Shape{});
+  CHECK(y.item<double>() == 6);
+  y.backward();
+  CHECK(x.grad().item<double>() == 1);
+  CHECK(src.grad().to_vector() == V{1, 1});
+  Tensor s0 = Tensor::scalar(4.0, kFloat64).set_requires_grad();
+  Tensor z = scatter_add(Tensor::scalar(1.0, kFloat64), 0, Tensor::scalar(0.0, kFloat64).to(kInt64), s0);
+  CHECK(z.shape() == Shape{});
+  CHECK(z.item<double>() == 5);
+  z.backward();
+  CHECK(s0.grad().item<double>() == 1);
+  CHECK(gather(x, 0, longs({0, 0, 0}, {3})).to_vector() == V{1, 1, 1});
 }
 
 TEST_CASE("one_hot: a num_classes too large for memory is refused naming it", "[indexing][errors]") {
