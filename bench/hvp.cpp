@@ -1,4 +1,4 @@
-// Cost of a Hessian-vector product (issue 18 item 6), ours: for each workload one gradient
+// Cost of a Hessian-vector product, ours: for each workload one gradient
 // (forward + backward, xgrad::grad), vhp (gradient recorded with create_graph, then one backward
 // through it: what torch users write as double backward) and hvp (the double-vjp construction of
 // core/functional.hpp, one backward more). torch_hvp.cpp is the libtorch peer of the MLP case;

@@ -1,4 +1,4 @@
-// Recurrent training step, ours (issue 17 item 4): nn::GRU and nn::LSTM of 1 and 2 layers, input and
+// Recurrent training step, ours: nn::GRU and nn::LSTM of 1 and 2 layers, input and
 // hidden size 128, batch 64, 32 time steps, float32; one step is the forward over the sequence, the
 // loss sum(output^2), the backward to every parameter and zero_grad. torch_rnn_step.cpp is the
 // libtorch peer (torch::nn::GRU / LSTM, the same shapes and rows); bench/run_rnn_step.sh runs both

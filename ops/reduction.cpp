@@ -568,7 +568,7 @@ Tensor logsumexp(const Tensor& x, const std::vector<std::int64_t>& axes, bool ke
 
 }  // namespace xgrad
 
-// ---- min, prod, var, std, norm, cumsum (issue 16) -----------------------------------------------
+// ---- min, prod, var, std, norm, cumsum -----------------------------------------------------------
 namespace xgrad {
 
 namespace {

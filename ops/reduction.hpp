@@ -42,7 +42,7 @@ Tensor mean(const Tensor& x, const std::vector<std::int64_t>& axes = {}, bool ke
 Tensor max(const Tensor& x, const std::vector<std::int64_t>& axes = {}, bool keepdim = false);
 Tensor logsumexp(const Tensor& x, const std::vector<std::int64_t>& axes = {}, bool keepdim = false);
 
-// ---- more reductions (issue 16) -----------------------------------------------------------------
+// ---- more reductions ----------------------------------------------------------------------------
 // Same axes conventions as above. K = the number of reduced elements per output, m = their mean.
 //
 // | op                                | forward                            | gradient                                |

@@ -720,7 +720,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
 
 }  // namespace xgrad
 
-// ---- split, chunk, flip, roll, repeat, pad (issue 16) ------------------------------------------
+// ---- split, chunk, flip, roll, repeat, pad -------------------------------------------------------
 #include "xgrad/ops/detail/gather_map.hpp"
 
 namespace xgrad {

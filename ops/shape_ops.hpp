@@ -45,7 +45,7 @@ Tensor stack(const Tensors& xs, std::int64_t axis = 0);
 Tensor expand(const Tensor& x, const Shape& shape);
 inline Tensor broadcast_to(const Tensor& x, const Shape& shape) { return expand(x, shape); }
 
-// ---- torch's names and the copy-type shape ops (issue 16) ---------------------------------------
+// ---- torch's names and the copy-type shape ops ----------------------------------------------------
 // | op                              | forward                                  | gradient                          |
 // |---------------------------------|------------------------------------------|-----------------------------------|
 // | cat(xs, dim)                    | concat (torch's name)                    | as concat                         |

@@ -3,10 +3,11 @@
 // the files that define the ops: ops/elementwise.cpp (add, sub, mul, div, pow), and in ops/detail/
 // elementwise_compare.cpp (maximum, minimum, where, masked_select, comparisons),
 // elementwise_dtype.cpp (the integer and bool kernels, comparisons, logical ops),
-// elementwise_unary.cpp (neg, exp, log, sqrt, scalar forms) and elementwise_unary2.cpp (abs, tanh,
-// sigmoid, relu, pow by a number, clamp; the unary ones as Pointwise<Op>, ops/detail/pointwise.hpp). Note [Elementwise
-// build time]: one file instantiated every op for both dtypes and both broadcast paths (40 s to compile); four files
-// build in parallel and each stays well under 15 s. The arithmetic is the same code in every file.
+// and, as Pointwise<Op> (ops/detail/pointwise.hpp), pointwise_arithmetic.cpp (neg, abs, relu, clamp,
+// pow by a number, the forms with a number) and pointwise_transcendental.cpp (exp, log, sqrt, tanh,
+// sigmoid). Note [Elementwise build time]: one file instantiated every op for both dtypes and both
+// broadcast paths (40 s to compile); the ops are spread over files that build in parallel and each
+// stay well under 15 s.
 #include <cmath>
 #include <limits>
 
@@ -300,7 +301,7 @@ struct Binary : Function<Binary<Op>> {
 };
 
 // The unary ops (neg, exp, log, sqrt, abs, tanh, sigmoid, relu, clamp, pow by a number) are
-// Pointwise<Op> (ops/detail/pointwise.hpp), in elementwise_unary.cpp and elementwise_unary2.cpp.
+// Pointwise<Op> (ops/detail/pointwise.hpp), in pointwise_arithmetic.cpp and pointwise_transcendental.cpp.
 
 // y = cond ? a : b; da = sum_to(g where cond), db = sum_to(g where !cond)
 struct Where : Function<Where> {

@@ -693,7 +693,7 @@ double min_cpu_seconds(int reps, const std::function<void()>& fn) {
 }
 
 // How many times the time of reading a file may a pathological header of the same size take to scan
-// (the header scanner alone) or to parse (scan, checks, tensors), or to refuse (issue 14: "in about
+// (the header scanner alone) or to parse (scan, checks, tensors), or to refuse (the requirement: "in about
 // the time it takes to read it"). The read is into memory never touched before
 // (read_into_fresh_memory), as a load of the file is. At these 4 MB everything stays in the CPU's
 // caches, and the read (a copy and 1000 page faults) takes 0.3-3 ms, 1.5-15 GB/s, on the loaded

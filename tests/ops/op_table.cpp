@@ -78,11 +78,11 @@ std::vector<OpInfo> build() {
   add_shape_entries(t);
   add_block_sparse_resample_normalization_entries(t);
   add_conv_pool_entries(t);
-  add_issue16_entries(t);        // shape ops and reductions of issue 16
-  add_issue16_index_entries(t);  // index ops of issue 16
-  add_attention_entries(t);      // scaled_dot_product_attention (issue 17)
+  add_shape_reduction_entries(t);  // split ... pad, min ... cumsum
+  add_index_entries(t);            // gather ... topk
+  add_attention_entries(t);        // scaled_dot_product_attention
 
-  // The shape and index ops of issue 16 move elements of any dtype (as torch's do): their inputs
+  // The copy-type shape ops and the index ops move elements of any dtype (as torch's do): their inputs
   // may be int64 (index inputs always are). The generic int64 test runs them so.
   {
     const std::map<std::string, std::vector<std::string>> any_dtype = {{"argmax_all_keepdim", {"a"}},

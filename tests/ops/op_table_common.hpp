@@ -291,7 +291,7 @@ inline std::string dims_prelude(const BlockSparsePattern& p) {
                      fmt::format("[{}]", fmt::join(p.weight_shape(), ", ")));
 }
 
-// ---- issue 16: shape ops (split ... pad) and reductions (min ... cumsum), one contiguous block ----
+// ---- copy-type shape ops (split ... pad) and reductions (min ... cumsum) -------------------------
 
 /// a (batch..., n, m): the sample of most entries below.
 inline SampleInput nm_sample(Dtype dt, const SampleSpec& s, Generator& g) {
@@ -324,8 +324,8 @@ inline Tensor with_zeros(const Shape& shape, Generator& g, Dtype dt) {
 }
 
 // One group of entries each (op_table_*.cpp), appended to t in the table's order (op_table.cpp).
-void add_issue16_entries(std::vector<OpInfo>& t);                              // op_table_issue16.cpp
-void add_issue16_index_entries(std::vector<OpInfo>& t);                        // op_table_issue16.cpp
+void add_shape_reduction_entries(std::vector<OpInfo>& t);                      // op_table_shape_reduction_index.cpp
+void add_index_entries(std::vector<OpInfo>& t);                                // op_table_shape_reduction_index.cpp
 void add_elementwise_entries(std::vector<OpInfo>& t);                          // op_table_elementwise.cpp
 void add_unary_math_activation_entries(std::vector<OpInfo>& t);                // op_table_elementwise.cpp
 void add_reduction_softmax_loss_entries(std::vector<OpInfo>& t);               // op_table_reduction_linear.cpp

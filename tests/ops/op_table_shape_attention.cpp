@@ -278,7 +278,7 @@ void add_shape_entries(std::vector<OpInfo>& t) {
   }
 }
 
-// ---- issue 17: scaled_dot_product_attention (ops/attention.hpp), one contiguous block ----------
+// ---- scaled_dot_product_attention (ops/attention.hpp) ---------------------------------------------
 // torch 1.13 has no scaled_dot_product_attention: the torch side is the explicit formula
 // softmax(q k^T * scale + mask) v. Bool masks travel as float 0/1 inputs (key 0 always allowed, so no
 // row is fully masked) and are converted in the call and in torch. More cases: tests/ops/test_attention.cpp.

@@ -272,7 +272,7 @@ TEST_CASE("reductions: bad inputs raise xgrad::Error naming op, axis and shape",
   }
 }
 
-// ---- issue 16: min, prod, var, std, norm, cumsum (the op table checks parity and gradients) ----
+// ---- min, prod, var, std, norm, cumsum (the op table checks parity and gradients) ---------------
 TEST_CASE("prod's gradient is exact with one and with two zeros", "[reduction][prod]") {
   using V = std::vector<double>;
   Tensor x = Tensor::from_vector({2, 0, 3, 4, 0, 0, 5, 6, 1}, {3, 3}, kFloat64);

@@ -444,7 +444,7 @@ TEST_CASE("shape ops: zero-length dimensions in the forward and the backward", "
   }
 }
 
-// ---- issue 16: split, chunk, flip, roll, repeat, pad (the op table checks parity and gradients) ----
+// ---- split, chunk, flip, roll, repeat, pad (the op table checks parity and gradients) -----------
 TEST_CASE("pad, roll, repeat and flip move the elements torch moves", "[shape_ops][pad]") {
   const Tensor r = Tensor::from_vector({0, 1, 2, 3, 4}, {1, 5}, kFloat64);
   using V = std::vector<double>;

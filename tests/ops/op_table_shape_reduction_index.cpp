@@ -1,10 +1,10 @@
-// The op table's entries for the shape ops and reductions of issue 16 (split ... cumsum) and its index ops (gather ...
-// topk) (op_table_common.hpp, op_table.cpp).
+// The op table's entries for the copy-type shape ops and the reductions beyond sum/mean/max (split ...
+// cumsum), and for the index ops (gather ... topk) (op_table_common.hpp, op_table.cpp).
 #include "op_table_common.hpp"
 
 namespace xgrad::test::table {
 
-void add_issue16_entries(std::vector<OpInfo>& t) {
+void add_shape_reduction_entries(std::vector<OpInfo>& t) {
   using Fn = std::function<Tensor(const Tensor&)>;
   auto entry = [](std::string name, std::string sig, std::string torch, Fn f) {
     OpInfo op;
@@ -346,7 +346,7 @@ void add_issue16_entries(std::vector<OpInfo>& t) {
   }
 }
 
-// ---- issue 16: index ops (ops/indexing.hpp) and max/min with indices, one contiguous block -------
+// ---- index ops (ops/indexing.hpp) and max/min with indices ------------------------------------
 // Index tensors travel through the parity harness as float64 inputs that need no grad (as the
 // block-sparse entries do) and are converted to int64 in the call (as_long) and in torch (.long());
 // integer results are compared as float64.
@@ -364,7 +364,7 @@ Tensor int_values(const Shape& shape, Generator& g, std::int64_t lo, std::int64_
   return t;
 }
 
-void add_issue16_index_entries(std::vector<OpInfo>& t) {
+void add_index_entries(std::vector<OpInfo>& t) {
   const Tensor z23 = Tensor::zeros({2, 3}, kFloat64);
   const auto l = [](std::vector<double> v) {
     return Tensor::from_vector(v, {static_cast<std::int64_t>(v.size())}, kFloat64).to(kInt64);

@@ -1,10 +1,13 @@
-// neg, exp, log, sqrt and the forms with a number (ops/elementwise.hpp).
+// The piecewise-linear and arithmetic pointwise ops of ops/elementwise.hpp: neg, abs, relu, clamp, pow by
+// a number and the forms with a number (add, sub, mul, div, s / x), as Pointwise ops (Note [One
+// formula] in ops/detail/pointwise.hpp); exp, log, sqrt, tanh and sigmoid are in
+// pointwise_transcendental.cpp (Note [Elementwise build time] in elementwise_impl.hpp).
 #include "xgrad/ops/detail/elementwise_impl.hpp"
 #include "xgrad/ops/detail/pointwise.hpp"
 
 namespace xgrad {
 
-using namespace detail::ew;  // NOLINT(google-build-using-namespace): the op structs
+using namespace detail::ew;  // NOLINT(google-build-using-namespace): the integer kernels
 
 namespace {
 bool is_integer(const Tensor& t) { return t.defined() && !is_floating_point(t.dtype()); }
@@ -12,6 +15,7 @@ bool is_integer(const Tensor& t) { return t.defined() && !is_floating_point(t.dt
 using detail::pw::lit;
 using detail::pw::NoParams;
 using detail::pw::Saves;
+using detail::pw::select;
 namespace pw = detail::pw;
 
 struct NegOp {
@@ -27,45 +31,76 @@ struct NegOp {
     return -g;
   }
 };
-struct ExpOp {
-  static constexpr const char* kName = "exp";
-  static constexpr Saves kSaves = Saves::output;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::exp(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& y, const Params&) {
-    return g * y;
-  }
-};
-struct LogOp {
-  static constexpr const char* kName = "log";
+// |x|; dx = g*sign(x), 0 at 0 and NaN (torch's abs_backward)
+struct AbsOp {
+  static constexpr const char* kName = "abs";
   static constexpr Saves kSaves = Saves::input;
   using Params = NoParams;
   template <class V>
   static V f(const V& x, const Params&) {
-    return pw::log(x);
+    return pw::abs(x);
   }
   template <class V>
   static V df(const V& g, const V& x, const Params&) {
-    return g / x;
+    return select(x > lit(x, 0), g, select(x < lit(x, 0), -g, pw::zeros_like(g)));
   }
 };
-struct SqrtOp {
-  static constexpr const char* kName = "sqrt";
+// relu(x) = x < 0 ? 0 : x (NaN and -0 stay, as torch's); dx = 0 where y <= 0, else g (torch's
+// threshold_backward on the result: g at a NaN)
+struct ReluOp {
+  static constexpr const char* kName = "relu";
   static constexpr Saves kSaves = Saves::output;
   using Params = NoParams;
   template <class V>
   static V f(const V& x, const Params&) {
-    return pw::sqrt(x);
+    return select(x < lit(x, 0), lit(x, 0), x);
   }
   template <class V>
   static V df(const V& g, const V& y, const Params&) {
-    return g / (lit(y, 2) * y);
+    return select(y <= lit(y, 0), pw::zeros_like(g), g);
   }
 };
+// clamp(x, lo, hi) = min(max(x, lo), hi), NaN stays; dx = g where lo <= x <= hi (the bounds pass it,
+// as torch's clamp_backward)
+struct ClampBounds {
+  double lo = 0, hi = 0;
+};
+struct ClampOp {
+  static constexpr const char* kName = "clamp";
+  static constexpr Saves kSaves = Saves::input;
+  using Params = ClampBounds;
+  template <class V>
+  static V f(const V& x, const Params& p) {
+    const V lo = lit(x, p.lo), hi = lit(x, p.hi);
+    return select(x < lo, lo, select(x > hi, hi, x));
+  }
+  template <class V>
+  static V df(const V& g, const V& x, const Params& p) {
+    return select((x >= lit(x, p.lo)) & (x <= lit(x, p.hi)), g, pw::zeros_like(g));
+  }
+};
+// a^k (the C library's pow; k = 2: a*a); da = g*k*a^(k-1), 0 for k = 0 (torch's pow_backward)
+struct Exponent {
+  double k = 0;
+};
+struct PowScalarOp {
+  static constexpr const char* kName = "pow";
+  static constexpr Saves kSaves = Saves::input;
+  using Params = Exponent;
+  static bool scalar_loop(const Params& p) { return p.k != 2.0; }  // pow one element at a time
+  template <class V>
+  static V f(const V& x, const Params& p) {
+    return p.k == 2.0 ? x * x : pw::pow(x, p.k);
+  }
+  template <class V>
+  static V df(const V& g, const V& x, const Params& p) {
+    if (p.k == 0.0) return pw::zeros_like(g);
+    if (p.k == 1.0) return g;
+    if (p.k == 2.0) return g * lit(x, 2) * x;
+    return g * lit(x, p.k) * pw::pow(x, p.k - 1.0);
+  }
+};
+
 // a (op) s for a number s, taken in a's dtype (no 0-d tensor for s): the same float operations as
 // the broadcasting tensor form, so the same bits.
 struct Number {
@@ -158,8 +193,18 @@ Tensor neg(const Tensor& x) {
     return int_neg(x);
   return pw::run<NegOp>(x);
 }
-Tensor exp(const Tensor& x) { return pw::run<ExpOp>(x); }
-Tensor log(const Tensor& x) { return pw::run<LogOp>(x); }
-Tensor sqrt(const Tensor& x) { return pw::run<SqrtOp>(x); }
+Tensor pow(const Tensor& a, double exponent) { return pw::run<PowScalarOp>(a, Exponent{exponent}); }
+Tensor abs(const Tensor& x) {
+  if (is_integer(x)) [[unlikely]]
+    return int_abs(x);
+  return pw::run<AbsOp>(x);
+}
+Tensor relu(const Tensor& x) { return pw::run<ReluOp>(x); }
+Tensor clamp(const Tensor& x, double lo, double hi) {
+  XGRAD_CHECK(!(lo > hi) && !std::isnan(lo) && !std::isnan(hi),
+              "clamp: argument 'lo' ({}) must be <= 'hi' ({}) and neither NaN (x has shape {})", lo, hi,
+              x.defined() ? shape_str(x.shape()) : std::string("undefined"));
+  return pw::run<ClampOp>(x, ClampBounds{lo, hi});
+}
 
 }  // namespace xgrad
