@@ -74,6 +74,7 @@ TEST_CASE("grad and backward take torch's parameters in torch's order", "[create
   y.backward(Tensor(), std::nullopt, true);
   CHECK(x.grad().grad_fn() != nullptr);
   CHECK(vec(x.grad()) == std::vector<double>{0.75, 12.0});
+  x.zero_grad();  // .grad's graph holds x: a reference cycle (as in torch) until .grad is cleared
 }
 
 TEST_CASE("create_graph: derivatives of x^3 to third order, through grad()", "[create_graph]") {
