@@ -182,18 +182,15 @@ Tensor read_csv(const std::string& path, const CsvOptions& options) {
         XGRAD_CHECK(iv >= lo && iv <= hi, "read_csv: {}:{}:{}: field {} '{}' is outside the range of {} [{}, {}]", path,
                     line_no, column, fields + 1, quoted(), dtype_name(options.dtype), lo, hi);
         ints.push_back(iv);
-        ++fields;
-        if (stop == line.size()) break;
-        start = stop + 1;
-        continue;
+      } else {
+        double v = 0.0;
+        const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+        XGRAD_CHECK(ec != std::errc::invalid_argument && ptr == digits.data() + digits.size(),
+                    "read_csv: {}:{}:{}: field {} '{}' is not a number", path, line_no, column, fields + 1, quoted());
+        // Out-of-range values: from_chars leaves v unchanged; keep the IEEE meaning (overflow -> inf).
+        if (ec == std::errc::result_out_of_range) v = std::strtod(std::string(digits).c_str(), nullptr);
+        values.push_back(v);
       }
-      double v = 0.0;
-      const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
-      XGRAD_CHECK(ec != std::errc::invalid_argument && ptr == digits.data() + digits.size(),
-                  "read_csv: {}:{}:{}: field {} '{}' is not a number", path, line_no, column, fields + 1, quoted());
-      // Out-of-range values: from_chars leaves v unchanged; keep the IEEE meaning (overflow -> inf).
-      if (ec == std::errc::result_out_of_range) v = std::strtod(std::string(digits).c_str(), nullptr);
-      values.push_back(v);
       ++fields;
       if (stop == line.size()) break;
       start = stop + 1;

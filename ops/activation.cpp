@@ -9,11 +9,7 @@ namespace xgrad {
 
 namespace {
 
-using detail::pw::lit;
-using detail::pw::NoParams;
-using detail::pw::Saves;
-using detail::pw::select;
-namespace pw = detail::pw;
+using namespace detail::pw::words;  // NOLINT(google-build-using-namespace): Note [One formula]
 
 // silu(x) = x/(1 + e^-x), as torch computes it; dx = g*s*(1 + x*(1 - s)), s = sigmoid(x)
 struct SiluOp {

@@ -34,7 +34,7 @@
 // | abs(x)        | |x|                          | dx = g*sign(x) (0 at 0)                             |
 // | tanh(x)       | tanh x                       | dx = g*(1-y^2)                                      |
 // | sigmoid(x)    | 1/(1+e^-x)                   | dx = g*y*(1-y)                                      |
-// | relu(x)       | max(x, 0)                    | dx = g where x > 0, else 0                          |
+// | relu(x)       | x < 0 ? 0 : x (NaN, -0 stay) | dx = 0 where y <= 0, else g (g at NaN, as torch)    |
 // | clamp(x,lo,hi)| min(max(x, lo), hi)          | dx = g where lo <= x <= hi, else 0                  |
 // | where(c, a, b)| c != 0 ? a : b               | da = g where c, db = g where !c; c gets none        |
 // | masked_fill   | mask != 0 ? value : x        | dx = g where mask == 0, else 0                      |
@@ -54,8 +54,10 @@ Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, double exponent);
-Tensor maximum(const Tensor& a, const Tensor& b);  // NaN wins; da = g where a >= b or a is NaN, db = g elsewhere
-Tensor minimum(const Tensor& a, const Tensor& b);  // NaN wins; da = g where a <= b or a is NaN, db = g elsewhere
+/// NaN wins; da = g where a > b (a < b for minimum), g/2 where a == b, 0 where it lost, g where
+/// either is NaN; db likewise (torch's rule: docs/ops.md, "Ties and kinks").
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
 
 // Scalar forms (the number takes a float tensor's dtype; integer tensors: see the top of the file).
 Tensor add(const Tensor& a, double b);

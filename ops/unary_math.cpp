@@ -10,11 +10,7 @@ namespace xgrad {
 
 namespace {
 
-using detail::pw::lit;
-using detail::pw::NoParams;
-using detail::pw::Saves;
-using detail::pw::select;
-namespace pw = detail::pw;
+using namespace detail::pw::words;  // NOLINT(google-build-using-namespace): Note [One formula]
 
 // ---- zero gradient ------------------------------------------------------------------------------
 struct SignOp {

@@ -11,11 +11,7 @@ namespace xgrad {
 
 namespace {
 
-using detail::pw::lit;
-using detail::pw::NoParams;
-using detail::pw::Saves;
-using detail::pw::select;
-namespace pw = detail::pw;
+using namespace detail::pw::words;  // NOLINT(google-build-using-namespace): Note [One formula]
 
 constexpr double kBeta = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2/pi)
 constexpr double kKappa = 0.044715;

@@ -224,6 +224,22 @@ constexpr bool may_scalar_loop() {
   return requires(const typename Op::Params& q) { Op::scalar_loop(q); };
 }
 
+// Runs scalar(b, e) or vector(b, e) (generic lambdas: only the one called is instantiated) over
+// [0, n) in parallel: the scalar loop for kScalarLoop ops and where Op::scalar_loop(p) asks for it.
+template <class Op, class Scalar, class Vector>
+void run_loops(std::int64_t n, const typename Op::Params& p, const Scalar& scalar, const Vector& vector) {
+  if constexpr (scalar_loop<Op>()) {
+    parallel_for(0, n, kParallelGrain, scalar);
+  } else if constexpr (may_scalar_loop<Op>()) {
+    if (Op::scalar_loop(p))
+      parallel_for(0, n, kParallelGrain, scalar);
+    else
+      parallel_for(0, n, kParallelGrain, vector);
+  } else {
+    parallel_for(0, n, kParallelGrain, vector);
+  }
+}
+
 template <class Op>
 Tensor forward_map(const Tensor& x, const typename Op::Params& p) {
   Tensor out = Tensor::empty(x.shape(), x.dtype());
@@ -231,23 +247,15 @@ Tensor forward_map(const Tensor& x, const typename Op::Params& p) {
     using T = typename decltype(tag)::type;
     const T* xp = x.data<T>();
     T* o = out.data<T>();
-    const auto scalar = [&](auto b, auto e) {  // generic: instantiated only where called
-      for (std::int64_t i = b; i < e; ++i) o[i] = Op::f(xp[i], p);
-    };
-    const auto vector = [&](auto b, auto e) {
-      detail::vec_map<T>(
-          e - b, o + b, [&](const auto& v) { return Op::f(v, p); }, xp + b);
-    };
-    if constexpr (scalar_loop<Op>()) {
-      parallel_for(0, x.numel(), kParallelGrain, scalar);
-    } else if constexpr (may_scalar_loop<Op>()) {
-      if (Op::scalar_loop(p))
-        parallel_for(0, x.numel(), kParallelGrain, scalar);
-      else
-        parallel_for(0, x.numel(), kParallelGrain, vector);
-    } else {
-      parallel_for(0, x.numel(), kParallelGrain, vector);
-    }
+    run_loops<Op>(
+        x.numel(), p,
+        [&](auto b, auto e) {
+          for (std::int64_t i = b; i < e; ++i) o[i] = Op::f(xp[i], p);
+        },
+        [&](auto b, auto e) {
+          detail::vec_map<T>(
+              e - b, o + b, [&](const auto& v) { return Op::f(v, p); }, xp + b);
+        });
   });
   return out;
 }
@@ -260,23 +268,15 @@ Tensor backward_map(const Tensor& g, const Tensor& s, const typename Op::Params&
     const T* gp = g.data<T>();
     const T* sp = s.data<T>();
     T* o = out.data<T>();
-    const auto scalar = [&](auto b, auto e) {  // generic: instantiated only where called
-      for (std::int64_t i = b; i < e; ++i) o[i] = Op::df(gp[i], sp[i], p);
-    };
-    const auto vector = [&](auto b, auto e) {
-      detail::vec_map<T>(
-          e - b, o + b, [&](const auto& gv, const auto& sv) { return Op::df(gv, sv, p); }, gp + b, sp + b);
-    };
-    if constexpr (scalar_loop<Op>()) {
-      parallel_for(0, g.numel(), kParallelGrain, scalar);
-    } else if constexpr (may_scalar_loop<Op>()) {
-      if (Op::scalar_loop(p))
-        parallel_for(0, g.numel(), kParallelGrain, scalar);
-      else
-        parallel_for(0, g.numel(), kParallelGrain, vector);
-    } else {
-      parallel_for(0, g.numel(), kParallelGrain, vector);
-    }
+    run_loops<Op>(
+        g.numel(), p,
+        [&](auto b, auto e) {
+          for (std::int64_t i = b; i < e; ++i) o[i] = Op::df(gp[i], sp[i], p);
+        },
+        [&](auto b, auto e) {
+          detail::vec_map<T>(
+              e - b, o + b, [&](const auto& gv, const auto& sv) { return Op::df(gv, sv, p); }, gp + b, sp + b);
+        });
   });
   return out;
 }
@@ -319,5 +319,15 @@ template <class Op>
 Tensor run(const Tensor& x, const typename Op::Params& p = {}) {
   return apply<Pointwise<Op>>(x, p);
 }
+
+/// What a file that defines Pointwise ops writes them in: `using namespace detail::pw::words;` in its
+/// anonymous namespace brings lit, select, Saves, NoParams and the namespace name pw (pw::exp, ...).
+namespace words {
+namespace pw = ::xgrad::detail::pw;
+using pw::lit;
+using pw::NoParams;
+using pw::Saves;
+using pw::select;
+}  // namespace words
 
 }  // namespace xgrad::detail::pw

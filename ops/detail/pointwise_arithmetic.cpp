@@ -12,11 +12,7 @@ using namespace detail::ew;  // NOLINT(google-build-using-namespace): the intege
 namespace {
 bool is_integer(const Tensor& t) { return t.defined() && !is_floating_point(t.dtype()); }
 
-using detail::pw::lit;
-using detail::pw::NoParams;
-using detail::pw::Saves;
-using detail::pw::select;
-namespace pw = detail::pw;
+using namespace detail::pw::words;  // NOLINT(google-build-using-namespace): Note [One formula]
 
 struct NegOp {
   static constexpr const char* kName = "neg";

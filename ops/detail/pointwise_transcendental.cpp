@@ -8,10 +8,7 @@ namespace xgrad {
 
 namespace {
 
-using detail::pw::lit;
-using detail::pw::NoParams;
-using detail::pw::Saves;
-namespace pw = detail::pw;
+using namespace detail::pw::words;  // NOLINT(google-build-using-namespace): Note [One formula]
 
 struct ExpOp {
   static constexpr const char* kName = "exp";

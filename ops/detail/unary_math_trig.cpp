@@ -7,10 +7,7 @@ namespace xgrad {
 
 namespace {
 
-using detail::pw::lit;
-using detail::pw::NoParams;
-using detail::pw::Saves;
-namespace pw = detail::pw;
+using namespace detail::pw::words;  // NOLINT(google-build-using-namespace): Note [One formula]
 
 struct SinOp {
   static constexpr const char* kName = "sin";
