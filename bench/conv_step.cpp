@@ -1,4 +1,4 @@
-// The fashion_cnn training step, ours (issue 17 item 4): examples/fashion_cnn's model
+// The fashion_cnn training step, ours: examples/fashion_cnn's model
 // (examples/fashion_cnn/model.hpp: two conv 3x3 + batch norm + relu + max-pool blocks, dropout, a
 // 1568-128-10 head) on a batch of 64 1x28x28 images: forward, cross-entropy, backward, Adam step.
 // The peer is torch_conv_step.cpp (the same layers with libtorch's C++ frontend; Debian's libtorch

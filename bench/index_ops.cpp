@@ -1,4 +1,4 @@
-// Index ops benchmark (issue 36 item 3), ours. The PyTorch peer is torch_index_ops.py (the same
+// Index ops benchmark, ours. The PyTorch peer is torch_index_ops.py (the same
 // cases, the same graph); run_index_ops.sh runs both with 1 and 2 threads and prints the ratios.
 // Rows: `case,impl,threads,metric,value`.
 //

@@ -61,7 +61,7 @@ print("##   i.e. density * dense_ms / ours_ms; peer = masked dense for rand_*, f
 print("##   eff cpu: the same from process CPU time (all threads), which a busy machine disturbs less")
 print("##   dense = OpenBLAS as the environment configures it (OPENBLAS_CORETYPE; Haswell = AVX2 kernels on this machine)")
 print("##   eff vs AVX-512 BLAS: the same against OpenBLAS on its AVX-512 kernels (OPENBLAS_CORETYPE=SkylakeX)")
-print("##   targets (issue 15): rand_* blocks >=32 at >=70% (8x8 >=40%) of the faster dense reference, density 1/16")
+print("##   targets: rand_* blocks >=32 at >=70% (8x8 >=40%) of the faster dense reference, density 1/16")
 print("##   >=20x masked dense; diag_* fwd+bwd >=2x the fastest torch formulation")
 print("| case | threads | density | ours fwd ms | ours fwd+bwd ms | eff fwd | eff fwd+bwd | eff cpu fwd, fwd+bwd | eff vs AVX-512 BLAS fwd, fwd+bwd | peer | peer fwd ms | peer fwd+bwd ms | speedup fwd | speedup fwd+bwd | target |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")

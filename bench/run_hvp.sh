@@ -1,5 +1,5 @@
 #!/bin/sh
-# Hessian-vector product cost (issue 18 item 6): ours (hvp_bench) and the libtorch peer (torch_hvp,
+# Hessian-vector product cost: ours (hvp_bench) and the libtorch peer (torch_hvp,
 # MLP case) with 1 and 2 threads in one go; prints every CSV row, then the tables: our hvp and vhp
 # over one gradient (target <= 4) and ours/libtorch for the MLP (< 1: we are faster).
 #

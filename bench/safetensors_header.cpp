@@ -1,4 +1,4 @@
-// safetensors header benchmark (issue 14: "a header at the cap is parsed or refused in about the
+// safetensors header benchmark (the contract: "a header at the cap is parsed or refused in about the
 // time it takes to read it"). Writes safetensors files whose headers are close to the 100 MB cap,
 // then times, median of --reps runs each:
 //   read     read_regular_file(path): the bytes from the (cached) file into memory

@@ -30,9 +30,10 @@
 // the default is false, and the engine refuses create_graph through any node whose op has not
 // declared it, with an xgrad::Error naming the op: a backward that writes its result with a raw
 // kernel returns a tensor without history, and its second derivative would be silently wrong.
-// The usual way to get a differentiable backward without slowing the first-order one is a branch
-// on GradMode::is_enabled() (true only in a create_graph backward): raw kernels when off, public
-// differentiable ops when on. docs/concepts.md lists the ops that support it.
+// A backward keeps its fast kernel for first order and stays differentiable by calling a backward
+// op: a Function through apply, or a kernel and formula pair through apply_fused, which runs the
+// formula's recorded ops only when the result will be differentiated (Note [Fused ops] in
+// core/fused.hpp). docs/concepts.md lists the ops that support it.
 //
 // Note [Leaf accumulation]: within one backward the engine sums every contribution to a leaf (in the
 // fixed order of Note [The tape]) and adds that one sum into the leaf's .grad when the last node

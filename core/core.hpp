@@ -8,6 +8,7 @@
 #include "xgrad/core/file_io.hpp"
 #include "xgrad/core/from_blob.hpp"
 #include "xgrad/core/functional.hpp"
+#include "xgrad/core/fused.hpp"
 #include "xgrad/core/gradcheck.hpp"
 #include "xgrad/core/npy.hpp"
 #include "xgrad/core/parallel.hpp"

@@ -1,6 +1,9 @@
 #pragma once
 // apply_fused: one op given as a fast kernel and as a formula of differentiable ops, run as the
 // kernel unless its result will be differentiated (Note [Fused ops]).
+#include <array>
+#include <cstddef>
+#include <string>
 #include <utility>
 
 #include "xgrad/core/autograd.hpp"
@@ -29,6 +32,21 @@ namespace xgrad {
 // formula) and gradgradcheck differentiates the formula against differences of the kernel.
 // torch's `CompositeImplicitAutograd` decompositions with fused fast paths are the same idea.
 
+namespace detail {
+/// "<F::kName>_backward" as a constant: the name of a backward op named after its op.
+template <class F>
+struct BackwardName {
+  static constexpr std::size_t kLen = std::char_traits<char>::length(F::kName);
+  static constexpr std::array<char, kLen + sizeof("_backward")> kValue = [] {
+    std::array<char, kLen + sizeof("_backward")> out{};
+    const char* suffix = "_backward";
+    for (std::size_t i = 0; i < kLen; ++i) out[i] = F::kName[i];
+    for (std::size_t i = 0; suffix[i] != 0; ++i) out[kLen + i] = suffix[i];
+    return out;
+  }();
+};
+}  // namespace detail
+
 /// The requirements of apply_fused<F>(args...): a name, and a kernel and a formula that take the
 /// same arguments and return the same type (Tensor or Tensors).
 template <class F, class... Args>
@@ -49,5 +67,27 @@ auto apply_fused(Args&&... args) {
   detail::CurrentOpGuard op_name(F::kName);
   return F::kernel(std::forward<Args>(args)...);
 }
+
+/// The backward op of a Function whose kernel and formula are its own members, so that they can
+/// read its state (geometry, statistics, which inputs need gradients):
+///
+///   Tensors backward_kernel(const Tensor& g, const Tensors& s);   // fused loops
+///   Tensors backward_formula(const Tensor& g, const Tensors& s);  // public ops
+///   Tensors backward(const Tensors& grads) { return apply_fused<BackwardOf<Self>>(*this, grads[0], saved()); }
+///
+/// Pass every tensor the formula reads (saved tensors too) as an argument: apply_fused looks at
+/// them to decide whether the result will be differentiated. Named `<op>_backward`.
+template <class Op>
+struct BackwardOf {
+  static constexpr const char* kName = detail::BackwardName<Op>::kValue.data();
+  template <class... A>
+  static auto kernel(Op& op, A&&... a) {
+    return op.backward_kernel(std::forward<A>(a)...);
+  }
+  template <class... A>
+  static auto formula(Op& op, A&&... a) {
+    return op.backward_formula(std::forward<A>(a)...);
+  }
+};
 
 }  // namespace xgrad

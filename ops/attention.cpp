@@ -7,6 +7,7 @@
 
 #include "detail/blas.hpp"
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/matmul.hpp"
@@ -93,7 +94,7 @@ Geometry check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const T
 
 struct AttentionOp : Function<AttentionOp> {
   static constexpr const char* kName = kOp;
-  static constexpr bool kDifferentiableBackward = true;  // recorded_backward (Note [Create graph])
+  static constexpr bool kDifferentiableBackward = true;  // backward_formula (Note [Fused ops])
   Geometry geo;
   double scale = 1, dropout_p = 0;
   bool causal = false, with_weights = false;
@@ -237,7 +238,7 @@ struct AttentionOp : Function<AttentionOp> {
   //   P = softmax(scale q k^T + M), P' = P * D / (1 - p), dV = P'^T dO, dP' = dO V^T (+ dW),
   //   dP = dP' * D / (1 - p), dA = P * (dP - sum(dP * P, -1)), dQ = scale dA K, dK = scale dA^T Q,
   //   dM = dA summed over the mask's broadcast dims.
-  Tensors recorded_backward(const Tensors& grads, const Tensors& sv) const {
+  Tensors backward_formula(const Tensors& grads, const Tensors& sv) const {
     const Tensor &q = sv[0], &k = sv[1], &v = sv[2], &mask = sv[4];
     const Tensor& g = grads[0];
     const Tensor gw = with_weights && grads.size() > 1 ? grads[1] : Tensor();
@@ -278,9 +279,8 @@ struct AttentionOp : Function<AttentionOp> {
     return {dq, dk, dv, dm};
   }
 
-  Tensors backward(const Tensors& grads) {
-    const Tensors sv = saved();
-    if (GradMode::is_enabled()) return recorded_backward(grads, sv);
+  Tensors backward(const Tensors& grads) { return apply_fused<BackwardOf<AttentionOp>>(*this, grads, saved()); }
+  Tensors backward_kernel(const Tensors& grads, const Tensors& sv) {
     const Tensor &q = sv[0], &k = sv[1], &v = sv[2], &p = sv[3];
     const Tensor& g = grads[0];
     const Tensor gw = with_weights && grads.size() > 1 ? grads[1] : Tensor();

@@ -1,6 +1,7 @@
 #include "xgrad/ops/loss.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <span>
@@ -8,6 +9,7 @@
 #include <type_traits>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/activation.hpp"
 #include "xgrad/ops/detail/reduce_kernel.hpp"
@@ -124,16 +126,49 @@ inline T pointwise_deriv(T d, T p) {
   }
 }
 
+// `<loss>_backward`: d = input − target; dinput = g·l'(d) (g/n for Mean), dtarget = −dinput; the
+// kernel's loops and the formula's ops (Note [Fused ops]). need = which of the two are wanted.
 template <Pointwise K>
-struct PointwiseLoss : Function<PointwiseLoss<K>> {
-  static constexpr const char* kName = pointwise_name<K>();
-  static constexpr bool kDifferentiableBackward = true;
-  Reduction red = Reduction::Mean;
-  double param = 0;
+struct PointwiseLossBackward {
+  struct Loss {
+    static constexpr const char* kName = pointwise_name<K>();
+  };
+  static constexpr const char* kName = detail::BackwardName<Loss>::kValue.data();
 
-  // Note [Create graph]: the same derivative with public ops (the kinks' one-sided choices are
-  // clamp's and sign's; the second derivative there is 0 or undefined).
-  Tensors recorded_backward(const Tensor& g, const Tensor& input, const Tensor& target) {
+  static Tensors kernel(const Tensor& g, const Tensor& input, const Tensor& target, Reduction red, double param,
+                        std::array<bool, 2> need) {
+    const bool need_x = need[0], need_t = need[1];
+    const std::int64_t n = input.numel();
+    Tensor gx = need_x ? Tensor::empty(input.shape(), input.dtype()) : Tensor();
+    Tensor gt = need_t ? Tensor::empty(input.shape(), input.dtype()) : Tensor();
+    dispatch(input.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = input.data<T>();
+      const T* t = target.data<T>();
+      const T pt = static_cast<T>(param);
+      const GradScale<T> sc = grad_scale<T>(g, red, n);
+      T* dx = need_x ? gx.data<T>() : nullptr;
+      T* dt = need_t ? gt.data<T>() : nullptr;
+      // Branch-free inner loops (they vectorise): the seed's form and the outputs are chosen outside.
+      T* first = dx ? dx : dt;
+      const T sign = dx ? T(1) : T(-1);
+      parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+        if (sc.g) {
+          for (std::int64_t i = b; i < e; ++i) first[i] = sign * sc.g[i] * pointwise_deriv<K>(x[i] - t[i], pt);
+        } else {
+          const T f = sign * sc.s;
+          for (std::int64_t i = b; i < e; ++i) first[i] = f * pointwise_deriv<K>(x[i] - t[i], pt);
+        }
+        if (dx && dt)
+          for (std::int64_t i = b; i < e; ++i) dt[i] = -dx[i];
+      });
+    });
+    return {gx, gt};
+  }
+
+  // The kinks' one-sided choices are clamp's and sign's; the second derivative there is 0 or undefined.
+  static Tensors formula(const Tensor& g, const Tensor& input, const Tensor& target, Reduction red, double param,
+                         std::array<bool, 2> need) {
     const Tensor d = sub(input, target);
     Tensor der;
     if constexpr (K == Pointwise::mse) der = mul(d, 2.0);
@@ -142,8 +177,16 @@ struct PointwiseLoss : Function<PointwiseLoss<K>> {
     if constexpr (K == Pointwise::smooth_l1) der = param == 0 ? sign(d) : div(clamp(d, -param, param), param);
     const Tensor scale = red == Reduction::Mean ? div(g, static_cast<double>(input.numel())) : g;
     const Tensor gx = mul(der, scale);
-    return {this->needs_input_grad(0) ? gx : Tensor(), this->needs_input_grad(1) ? neg(gx) : Tensor()};
+    return {need[0] ? gx : Tensor(), need[1] ? neg(gx) : Tensor()};
   }
+};
+
+template <Pointwise K>
+struct PointwiseLoss : Function<PointwiseLoss<K>> {
+  static constexpr const char* kName = pointwise_name<K>();
+  static constexpr bool kDifferentiableBackward = true;
+  Reduction red = Reduction::Mean;
+  double param = 0;
 
   Tensor forward(const Tensor& input, const Tensor& target, Reduction r, double p) {
     red = r;
@@ -175,35 +218,8 @@ struct PointwiseLoss : Function<PointwiseLoss<K>> {
   }
 
   Tensors backward(const Tensors& grads) {
-    const Tensor input = this->saved(0), target = this->saved(1);
-    if (GradMode::is_enabled()) return recorded_backward(grads[0], input, target);
-    const bool need_x = this->needs_input_grad(0), need_t = this->needs_input_grad(1);
-    const std::int64_t n = input.numel();
-    Tensor gx = need_x ? Tensor::empty(input.shape(), input.dtype()) : Tensor();
-    Tensor gt = need_t ? Tensor::empty(input.shape(), input.dtype()) : Tensor();
-    dispatch(input.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* x = input.data<T>();
-      const T* t = target.data<T>();
-      const T pt = static_cast<T>(param);
-      const GradScale<T> sc = grad_scale<T>(grads[0], red, n);
-      T* dx = need_x ? gx.data<T>() : nullptr;
-      T* dt = need_t ? gt.data<T>() : nullptr;
-      // Branch-free inner loops (they vectorise): the seed's form and the outputs are chosen outside.
-      T* first = dx ? dx : dt;
-      const T sign = dx ? T(1) : T(-1);
-      parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-        if (sc.g) {
-          for (std::int64_t i = b; i < e; ++i) first[i] = sign * sc.g[i] * pointwise_deriv<K>(x[i] - t[i], pt);
-        } else {
-          const T f = sign * sc.s;
-          for (std::int64_t i = b; i < e; ++i) first[i] = f * pointwise_deriv<K>(x[i] - t[i], pt);
-        }
-        if (dx && dt)
-          for (std::int64_t i = b; i < e; ++i) dt[i] = -dx[i];
-      });
-    });
-    return {gx, gt};
+    return apply_fused<PointwiseLossBackward<K>>(grads[0], this->saved(0), this->saved(1), red, param,
+                                                 std::array{this->needs_input_grad(0), this->needs_input_grad(1)});
   }
 };
 
@@ -348,33 +364,6 @@ struct CrossEntropy : Function<CrossEntropy> {
   ClassGeometry geo;
   Shape sample_shape;
 
-  // Note [Create graph]: the backward below with public ops,
-  //   dz = w_s m_s (softmax(z) - eps / C) + (1 - eps) NllScatter(w)   (m_s = 0 for ignored samples)
-  // with the class axis 0 for (C) scores and 1 otherwise.
-  Tensor recorded_backward(const Tensor& g, const Tensor& logits) {
-    const std::int64_t axis = logits.dim() == 1 ? 0 : 1;
-    const Tensor w = red == Reduction::Mean ? div(g, static_cast<double>(count)) : g;
-    Shape bshape = sample_shape;  // the samples' shape with the class axis as 1, for broadcasting
-    bshape.insert(bshape.begin() + axis, 1);
-    Tensor wb = w.dim() == 0 ? w : reshape(w, bshape);
-    if (count != geo.samples()) {  // ignored samples: a constant 0/1 mask
-      Tensor mask = Tensor::empty(bshape, logits.dtype());
-      dispatch(mask.dtype(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        T* mp = mask.data<T>();
-        for (std::int64_t s = 0; s < geo.samples(); ++s) mp[s] = target[static_cast<std::size_t>(s)] == ignore ? 0 : 1;
-      });
-      wb = mul(wb, mask);
-    }
-    Tensor p = softmax(logits, axis);
-    if (smoothing != 0) p = sub(p, smoothing / static_cast<double>(geo.classes));
-    Tensor dz = mul(p, wb);
-    if (smoothing != 1) {
-      Tensor hot = xgrad::apply<NllScatter>(w, target, geo, ignore, logits.shape(), sample_shape);
-      dz = add(dz, smoothing == 0 ? hot : mul(hot, 1 - smoothing));
-    }
-    return dz;
-  }
   Reduction red = Reduction::Mean;
   std::int64_t count = 0, ignore = -100;
   double smoothing = 0;
@@ -450,10 +439,21 @@ struct CrossEntropy : Function<CrossEntropy> {
     return out;
   }
 
-  // dz_c = w_s (exp(z_c - m_s - log_se_s) - eps / C - (1 - eps) [c = y_s]); 0 for ignored samples.
-  Tensors backward(const Tensors& grads) {
-    const Tensor logits = this->saved(0), stats_t = this->saved(1);
-    if (GradMode::is_enabled()) return {recorded_backward(grads[0], logits)};
+  Tensors backward(const Tensors& grads);
+};
+
+// `cross_entropy_backward` (Note [Fused ops]):
+//   dz_c = w_s (softmax(z)_c - eps / C) - (1 - eps) w_s [c = y_s],  w_s = g_s (g / count for Mean),
+// 0 for ignored samples; the kernel computes softmax from the saved (m, log_se) of each sample, the
+// formula with softmax and NllScatter, with the class axis 0 for (C) scores and 1 otherwise.
+struct CrossEntropyBackward {
+  static constexpr const char* kName = "cross_entropy_backward";
+  static Tensor kernel(const Tensor& g, const Tensor& logits, const Tensor& stats_t, const CrossEntropy& op) {
+    const auto& geo = op.geo;
+    const auto& target = op.target;
+    const Reduction red = op.red;
+    const std::int64_t count = op.count, ignore = op.ignore;
+    const double smoothing = op.smoothing;
     Tensor gz = Tensor::empty(logits.shape(), logits.dtype());
     const std::int64_t ns = geo.samples(), C = geo.classes, inner = geo.inner;
     dispatch(logits.dtype(), [&](auto tag) {
@@ -462,7 +462,7 @@ struct CrossEntropy : Function<CrossEntropy> {
       const T* z = logits.data<T>();
       const T* stats = stats_t.data<T>();
       T* dz = gz.data<T>();
-      const GradScale<T> sc = grad_scale<T>(grads[0], red, count);
+      const GradScale<T> sc = grad_scale<T>(g, red, count);
       const T keep = static_cast<T>(1 - smoothing), spread = static_cast<T>(smoothing / static_cast<double>(C));
       parallel_for(0, ns, sample_chunk(geo), [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t s = b; s < e; ++s) {
@@ -486,13 +486,47 @@ struct CrossEntropy : Function<CrossEntropy> {
         }
       });
     });
-    return {gz};
+    return gz;
+  }
+  static Tensor formula(const Tensor& g, const Tensor& logits, const Tensor& /*stats*/, const CrossEntropy& op) {
+    const auto& geo = op.geo;
+    const auto& target = op.target;
+    const Reduction red = op.red;
+    const std::int64_t count = op.count, ignore = op.ignore;
+    const double smoothing = op.smoothing;
+    const Shape& sample_shape = op.sample_shape;
+    const std::int64_t axis = logits.dim() == 1 ? 0 : 1;
+    const Tensor w = red == Reduction::Mean ? div(g, static_cast<double>(count)) : g;
+    Shape bshape = sample_shape;  // the samples' shape with the class axis as 1, for broadcasting
+    bshape.insert(bshape.begin() + axis, 1);
+    Tensor wb = w.dim() == 0 ? w : reshape(w, bshape);
+    if (count != geo.samples()) {  // ignored samples: a constant 0/1 mask
+      Tensor mask = Tensor::empty(bshape, logits.dtype());
+      dispatch(mask.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        T* mp = mask.data<T>();
+        for (std::int64_t s = 0; s < geo.samples(); ++s) mp[s] = target[static_cast<std::size_t>(s)] == ignore ? 0 : 1;
+      });
+      wb = mul(wb, mask);
+    }
+    Tensor p = softmax(logits, axis);
+    if (smoothing != 0) p = sub(p, smoothing / static_cast<double>(geo.classes));
+    Tensor dz = mul(p, wb);
+    if (smoothing != 1) {
+      Tensor hot = xgrad::apply<NllScatter>(w, target, geo, ignore, logits.shape(), sample_shape);
+      dz = add(dz, smoothing == 0 ? hot : mul(hot, 1 - smoothing));
+    }
+    return dz;
   }
 };
 
+Tensors CrossEntropy::backward(const Tensors& grads) {
+  return {apply_fused<CrossEntropyBackward>(grads[0], saved(0), saved(1), *this)};
+}
+
 struct NllLoss : Function<NllLoss> {
   static constexpr const char* kName = "nll_loss";
-  static constexpr bool kDifferentiableBackward = true;  // through NllScatter in grad mode
+  static constexpr bool kDifferentiableBackward = true;  // NllScatter, whose backward is the gather
   std::vector<std::int64_t> target;
   ClassGeometry geo;
   Shape shape, sample_shape;
@@ -525,23 +559,10 @@ struct NllLoss : Function<NllLoss> {
     return out;
   }
 
-  // dp = -w_s at (s, y_s), 0 elsewhere.
+  // dp = -w_s at (s, y_s), 0 elsewhere (NllScatter), w_s = g_s (g / count for Mean).
   Tensors backward(const Tensors& grads) {
-    if (GradMode::is_enabled()) {
-      const Tensor w = red == Reduction::Mean ? div(grads[0], static_cast<double>(count)) : grads[0];
-      return {xgrad::apply<NllScatter>(w, target, geo, ignore, shape, sample_shape)};
-    }
-    Tensor gp = Tensor::zeros(shape, grads[0].dtype());
-    dispatch(gp.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      T* dp = gp.data<T>();
-      const GradScale<T> sc = grad_scale<T>(grads[0], red, count);
-      for (std::int64_t s = 0; s < geo.samples(); ++s) {
-        const std::int64_t cls = target[static_cast<std::size_t>(s)];
-        if (cls != ignore) dp[geo.offset(s) + cls * geo.inner] = -sc(s);
-      }
-    });
-    return {gp};
+    const Tensor w = red == Reduction::Mean ? div(grads[0], static_cast<double>(count)) : grads[0];
+    return {xgrad::apply<NllScatter>(w, target, geo, ignore, shape, sample_shape)};
   }
 };
 
@@ -621,21 +642,6 @@ struct BceWithLogits : Function<BceWithLogits> {
   static constexpr bool kDifferentiableBackward = true;
   Reduction red = Reduction::Mean;
 
-  // Note [Create graph]: the formulas below with public ops; softplus(-x) = -logsigmoid(x).
-  Tensors recorded_backward(const Tensor& g, const Tensor& x, const Tensor& t, const Tensor& w) {
-    const Tensor s = red == Reduction::Mean ? div(g, static_cast<double>(x.numel())) : g;
-    const Tensor sp = neg(logsigmoid(x));  // softplus(-x)
-    Tensor gx, gt, gw;
-    if (this->needs_input_grad(0)) {
-      const Tensor lw = w.defined() ? add(mul(sub(w, 1.0), t), 1.0) : Tensor();
-      const Tensor wt = w.defined() ? mul(w, t) : t;
-      gx = mul(s, sub(lw.defined() ? mul(lw, sigmoid(x)) : sigmoid(x), wt));
-    }
-    if (this->needs_input_grad(1)) gt = mul(s, w.defined() ? sub(mul(sub(w, 1.0), sp), x) : neg(x));
-    if (this->needs_input_grad(2)) gw = detail::sum_to(mul(mul(s, t), sp), w.shape());
-    return {gx, gt, gw};
-  }
-
   // pos_weight (may be undefined) is indexed i % P: its shape is a suffix of the input's (checked).
   Tensor forward(const Tensor& x_t, const Tensor& t_t, const Tensor& w_t, Reduction r) {
     red = r;
@@ -685,13 +691,18 @@ struct BceWithLogits : Function<BceWithLogits> {
     return out;
   }
 
-  // dx = s (lw sigmoid(x) - w t), dt = s (-x + (w - 1) softplus(-x)), dw[j] = sum_{i % P = j} s t softplus(-x),
-  // with lw = 1 + (w - 1) t. sigmoid(x) = 1 / (1 + exp(-x)) is 0, not NaN, when exp(-x) overflows.
-  Tensors backward(const Tensors& grads) {
-    const Tensor x_t = this->saved(0), t_t = this->saved(1), w_t = this->saved(2);
-    if (GradMode::is_enabled()) return recorded_backward(grads[0], x_t, t_t, w_t);
-    const bool need_x = this->needs_input_grad(0), need_t = this->needs_input_grad(1),
-               need_w = this->needs_input_grad(2);
+  Tensors backward(const Tensors& grads);
+};
+
+// `binary_cross_entropy_with_logits_backward` (Note [Fused ops]), with s = g (g / n for Mean):
+//   dx = s (lw sigmoid(x) - w t), dt = s (-x + (w - 1) softplus(-x)), dw[j] = sum_{i % P = j} s t softplus(-x),
+// lw = 1 + (w - 1) t; w (pos_weight) may be undefined (ones). The kernel's sigmoid(x) =
+// 1 / (1 + exp(-x)) is 0, not NaN, when exp(-x) overflows; the formula's softplus(-x) = -logsigmoid(x).
+struct BceWithLogitsBackward {
+  static constexpr const char* kName = "binary_cross_entropy_with_logits_backward";
+  static Tensors kernel(const Tensor& g, const Tensor& x_t, const Tensor& t_t, const Tensor& w_t, Reduction red,
+                        std::array<bool, 3> need) {
+    const bool need_x = need[0], need_t = need[1], need_w = need[2];
     const std::int64_t n = x_t.numel();
     Tensor gx = need_x ? Tensor::empty(x_t.shape(), x_t.dtype()) : Tensor();
     Tensor gt = need_t ? Tensor::empty(x_t.shape(), x_t.dtype()) : Tensor();
@@ -703,7 +714,7 @@ struct BceWithLogits : Function<BceWithLogits> {
       const T* t = t_t.data<T>();
       const T* w = w_t.defined() ? w_t.data<T>() : nullptr;
       const std::int64_t P = w ? w_t.numel() : 1;
-      const GradScale<T> sc = grad_scale<T>(grads[0], red, n);
+      const GradScale<T> sc = grad_scale<T>(g, red, n);
       T* dx = need_x ? gx.data<T>() : nullptr;
       T* dt = need_t ? gt.data<T>() : nullptr;
       if (dx || dt) {
@@ -740,7 +751,26 @@ struct BceWithLogits : Function<BceWithLogits> {
     });
     return {gx, gt, gw};
   }
+  static Tensors formula(const Tensor& g, const Tensor& x, const Tensor& t, const Tensor& w, Reduction red,
+                         std::array<bool, 3> need) {
+    const Tensor s = red == Reduction::Mean ? div(g, static_cast<double>(x.numel())) : g;
+    const Tensor sp = neg(logsigmoid(x));  // softplus(-x)
+    Tensor gx, gt, gw;
+    if (need[0]) {
+      const Tensor lw = w.defined() ? add(mul(sub(w, 1.0), t), 1.0) : Tensor();
+      const Tensor wt = w.defined() ? mul(w, t) : t;
+      gx = mul(s, sub(lw.defined() ? mul(lw, sigmoid(x)) : sigmoid(x), wt));
+    }
+    if (need[1]) gt = mul(s, w.defined() ? sub(mul(sub(w, 1.0), sp), x) : neg(x));
+    if (need[2]) gw = detail::sum_to(mul(mul(s, t), sp), w.shape());
+    return {gx, gt, gw};
+  }
 };
+
+Tensors BceWithLogits::backward(const Tensors& grads) {
+  return apply_fused<BceWithLogitsBackward>(grads[0], saved(0), saved(1), saved(2), red,
+                                            std::array{needs_input_grad(0), needs_input_grad(1), needs_input_grad(2)});
+}
 
 // pos_weight must broadcast to `input` from the trailing dimensions: leading 1s dropped, the rest
 // equal to input's last dimensions (so element i of input uses pos_weight[i % numel]).

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduction.hpp"
@@ -121,7 +122,7 @@ struct RunningStats {
 // with xh = (x - mu) r over each normalized block of M elements and gh = g w,
 //   dx = r (gh - mean(gh) - xh mean(gh xh)),   dw = sum(g xh),   db = sum(g)
 // (batch_norm in evaluation: dx = gh r with the running statistics, constants).
-Tensors norm_recorded_backward(const Tensor& g, const Tensor& x, const Tensor& w, const Shape& blocks,
+Tensors norm_backward_formula(const Tensor& g, const Tensor& x, const Tensor& w, const Shape& blocks,
                                const std::vector<std::int64_t>& axes, const Tensor& fixed_mean, const Tensor& fixed_r,
                                double eps, bool need_x, bool need_w, bool need_b) {
   const std::int64_t N = x.size(0), C = x.size(1);
@@ -155,7 +156,7 @@ Tensors norm_recorded_backward(const Tensor& g, const Tensor& x, const Tensor& w
 
 struct BatchNormOp : Function<BatchNormOp> {
   static constexpr const char* kName = "batch_norm";
-  static constexpr bool kDifferentiableBackward = true;  // norm_recorded_backward in grad mode
+  static constexpr bool kDifferentiableBackward = true;  // backward_formula
   Geometry geo;
   bool training = false;
   double eps_ = 0;
@@ -227,19 +228,25 @@ struct BatchNormOp : Function<BatchNormOp> {
   }
 
   Tensors backward(const Tensors& grads) {
-    const Tensor& g = grads[0];
+    const bool need_saved = needs_input_grad(0) || needs_input_grad(1);
+    return apply_fused<BackwardOf<BatchNormOp>>(*this, grads[0], need_saved ? saved() : Tensors());
+  }
+  // The formula (Note [Create graph] above): the closed forms with public ops.
+  Tensors backward_formula(const Tensor& g, const Tensors& s) {
     const bool need_x = needs_input_grad(0), need_w = needs_input_grad(1), need_b = needs_input_grad(2);
-    const Tensors s = (need_x || need_w) ? saved() : Tensors();
-    const std::int64_t C = geo.c, S = geo.s, M = geo.n * geo.s;
-    if (GradMode::is_enabled()) {
-      Tensor fm, fr;  // evaluation: the running statistics, as constants
-      if (!training) {
-        fm = Tensor::from_vector(mean, {1, C, 1}, g.dtype());
-        fr = Tensor::from_vector(invstd, {1, C, 1}, g.dtype());
-      }
-      return norm_recorded_backward(g, s.empty() ? g : s[0], need_x ? s[1] : Tensor(), {geo.n, C, S}, {0, 2}, fm, fr,
-                                    eps_, need_x, need_w, need_b);
+    const std::int64_t C = geo.c, S = geo.s;
+    Tensor fm, fr;  // evaluation: the running statistics, as constants
+    if (!training) {
+      fm = Tensor::from_vector(mean, {1, C, 1}, g.dtype());
+      fr = Tensor::from_vector(invstd, {1, C, 1}, g.dtype());
     }
+    return norm_backward_formula(g, s.empty() ? g : s[0], need_x ? s[1] : Tensor(), {geo.n, C, S}, {0, 2}, fm, fr,
+                                  eps_, need_x, need_w, need_b);
+  }
+  // The kernel: the same closed forms in one pass over each channel's lanes.
+  Tensors backward_kernel(const Tensor& g, const Tensors& s) {
+    const bool need_x = needs_input_grad(0), need_w = needs_input_grad(1), need_b = needs_input_grad(2);
+    const std::int64_t C = geo.c, S = geo.s, M = geo.n * geo.s;
     Tensor dx = need_x ? Tensor::empty(g.shape(), g.dtype()) : Tensor();
     Tensor dw = need_w ? Tensor::empty({C}, g.dtype()) : Tensor();
     Tensor db = need_b ? Tensor::empty({C}, g.dtype()) : Tensor();
@@ -289,7 +296,7 @@ struct BatchNormOp : Function<BatchNormOp> {
 
 struct GroupNormOp : Function<GroupNormOp> {
   static constexpr const char* kName = "group_norm";
-  static constexpr bool kDifferentiableBackward = true;  // norm_recorded_backward in grad mode
+  static constexpr bool kDifferentiableBackward = true;  // backward_formula
   Geometry geo;
   std::int64_t groups = 1;
   double eps_ = 0;
@@ -342,13 +349,20 @@ struct GroupNormOp : Function<GroupNormOp> {
   }
 
   Tensors backward(const Tensors& grads) {
-    const Tensor& g = grads[0];
+    const bool need_saved = needs_input_grad(0) || needs_input_grad(1);
+    return apply_fused<BackwardOf<GroupNormOp>>(*this, grads[0], need_saved ? saved() : Tensors());
+  }
+  // The formula (Note [Create graph] above): the closed forms with public ops.
+  Tensors backward_formula(const Tensor& g, const Tensors& s) {
     const bool need_x = needs_input_grad(0), need_w = needs_input_grad(1), need_b = needs_input_grad(2);
-    const Tensors s = (need_x || need_w) ? saved() : Tensors();
+    const std::int64_t N = geo.n, M = geo.c / groups * geo.s;
+    return norm_backward_formula(g, s.empty() ? g : s[0], need_x ? s[1] : Tensor(), {N, groups, M}, {2}, Tensor(),
+                                  Tensor(), eps_, need_x, need_w, need_b);
+  }
+  // The kernel: the same closed forms in one pass over each group's block.
+  Tensors backward_kernel(const Tensor& g, const Tensors& s) {
+    const bool need_x = needs_input_grad(0), need_w = needs_input_grad(1), need_b = needs_input_grad(2);
     const std::int64_t N = geo.n, C = geo.c, S = geo.s, K = C / groups, M = K * S, blocks = N * groups;
-    if (GradMode::is_enabled())
-      return norm_recorded_backward(g, s.empty() ? g : s[0], need_x ? s[1] : Tensor(), {N, groups, M}, {2}, Tensor(),
-                                    Tensor(), eps_, need_x, need_w, need_b);
     Tensor dx = need_x ? Tensor::empty(g.shape(), g.dtype()) : Tensor();
     Tensor dw = need_w ? Tensor::empty({C}, g.dtype()) : Tensor();
     Tensor db = need_b ? Tensor::empty({C}, g.dtype()) : Tensor();

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/fused.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/broadcast_kernel.hpp"
@@ -315,7 +316,7 @@ Tensor sum_forward(const Tensor& x, const Plan& p, std::int64_t divisor) {
 template <bool kMean>
 struct SumOrMean : Function<SumOrMean<kMean>> {
   static constexpr const char* kName = kMean ? "mean" : "sum";
-  static constexpr bool kDifferentiableBackward = true;  // expand (and div), recorded in grad mode
+  static constexpr bool kDifferentiableBackward = true;  // backward_formula: expand (and div)
   Shape in_shape, keep_shape;
   std::int64_t count = 1;
   Tensor forward(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
@@ -327,18 +328,18 @@ struct SumOrMean : Function<SumOrMean<kMean>> {
     }
     return sum_forward(x, p, kMean ? count : 1);
   }
-  Tensors backward(const Tensors& grads) {
-    const Tensor& g = grads[0];
-    if (GradMode::is_enabled()) {  // create_graph (Note [Create graph]): the same, recorded
-      if (count == 1) return {reshape(g, in_shape)};
-      Tensor e = expand(reshape(g, keep_shape), in_shape);
-      return {kMean && count > 0 ? div(e, static_cast<double>(count)) : e};
-    }
+  Tensors backward(const Tensors& grads) { return {apply_fused<BackwardOf<SumOrMean>>(*this, grads[0])}; }
+  Tensor backward_formula(const Tensor& g) {
+    if (count == 1) return reshape(g, in_shape);
+    Tensor e = expand(reshape(g, keep_shape), in_shape);
+    return kMean && count > 0 ? div(e, static_cast<double>(count)) : e;
+  }
+  Tensor backward_kernel(const Tensor& g) {
     // Nothing was summed: the gradient is g itself, reshaped (the engine copies before any
     // in-place accumulation into a shared buffer).
-    if (count == 1) return {alias_with_shape(g, in_shape)};
+    if (count == 1) return alias_with_shape(g, in_shape);
     // count == 0 means x is empty: the gradient has no elements to write.
-    return {expand_grad(g, keep_shape, in_shape, kMean && count > 0 ? count : 1)};
+    return expand_grad(g, keep_shape, in_shape, kMean && count > 0 ? count : 1);
   }
 };
 using Sum = SumOrMean<false>;
@@ -487,20 +488,18 @@ struct LogSumExp : Function<LogSumExp> {
     return y.shape() == p.out_shape ? y : alias_with_shape(y, p.out_shape);
   }
   static constexpr bool kDifferentiableBackward = true;
-  Tensors backward(const Tensors& grads) {
-    const Tensor x = saved(0), y = saved(1);
-    const Tensor& g = grads[0];
-    if (GradMode::is_enabled()) {
-      // Note [Create graph]: g * exp(x - y), recorded, with y recomputed by a recorded logsumexp over
-      // the reduced axes (the saved y has the keepdim shape, not the output's, so it cannot carry
-      // the output's history).
-      std::vector<std::int64_t> axes;
-      for (std::size_t d = 0; d < keep_shape.size(); ++d)
-        if (keep_shape[d] != x.shape()[d]) axes.push_back(static_cast<std::int64_t>(d));
-      if (x.numel() == 0) return {Tensor::zeros(x.shape(), x.dtype())};
-      if (axes.empty()) return {mul(reshape(g, x.shape()), exp(sub(x, x)))};
-      return {mul(reshape(g, keep_shape), exp(sub(x, logsumexp(x, axes, /*keepdim=*/true))))};
-    }
+  // dx = g exp(x - y). The formula recomputes y by a recorded logsumexp over the reduced axes (the
+  // saved y has the keepdim shape, not the output's, so it cannot carry the output's history).
+  Tensors backward(const Tensors& grads) { return {apply_fused<BackwardOf<LogSumExp>>(*this, grads[0], saved(0), saved(1))}; }
+  Tensor backward_formula(const Tensor& g, const Tensor& x, const Tensor& /*y*/) {
+    std::vector<std::int64_t> axes;
+    for (std::size_t d = 0; d < keep_shape.size(); ++d)
+      if (keep_shape[d] != x.shape()[d]) axes.push_back(static_cast<std::int64_t>(d));
+    if (x.numel() == 0) return Tensor::zeros(x.shape(), x.dtype());
+    if (axes.empty()) return mul(reshape(g, x.shape()), exp(sub(x, x)));
+    return mul(reshape(g, keep_shape), exp(sub(x, logsumexp(x, axes, /*keepdim=*/true))));
+  }
+  Tensor backward_kernel(const Tensor& g, const Tensor& x, const Tensor& y) {
     Tensor gx = Tensor::empty(x.shape(), x.dtype());
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -513,7 +512,7 @@ struct LogSumExp : Function<LogSumExp> {
                                   {&keep_shape, &x.shape(), &keep_shape},
                                   [](T gv, T xv, T yv) { return gv * std::exp(xv - yv); });
     });
-    return {gx};
+    return gx;
   }
 };
 
@@ -807,21 +806,21 @@ void row_backward(const RowReduce& r, const T* x, std::int64_t k, T g, T y, T* d
 template <RowOp kOp>
 struct RowReduction : Function<RowReduction<kOp>> {
   static constexpr const char* kName = row_op_name(kOp);
-  // In grad mode (Note [Create graph]): prod, var, std, norm through recorded_backward; min through
-  // tie_share_backward, recorded as max's.
+  // prod, var, std, norm: backward_kernel, or backward_formula when differentiated (Note [Fused
+  // ops]); min: tie_share_backward's public ops, as max's.
   static constexpr bool kDifferentiableBackward = true;
   RowReduce r;
   Shape x_shape, keep_shape;
   std::vector<std::int64_t> axes;
   std::int64_t count = 0;
 
-  // Note [Create graph]: row_backward's formulas with public ops, the reduction recomputed (kept
+  // row_backward's formulas with public ops, the reduction recomputed (kept
   // dims) so that it carries x's history; zero denominators give 0 as in row_backward. prod uses
   // y / x where x != 0; at a zero, the product of the row's other elements when it is the row's
   // only zero, else 0 (exact to any order with at most one zero per row, or three or more, where
   // every derivative of the others' product is 0); when some row has exactly two zeros,
   // prod_of_others.
-  Tensor recorded_backward(const Tensor& g, const Tensor& x) {
+  Tensor backward_formula(const Tensor& g, const Tensor& x, const Tensor& /*y*/) {
     const Tensor gk = reshape(g, keep_shape);
     const Tensor zero = Tensor::scalar(0, x.dtype());
     const double d = static_cast<double>(std::max<std::int64_t>(0, count - r.correction));
@@ -913,9 +912,12 @@ struct RowReduction : Function<RowReduction<kOp>> {
   Tensors backward(const Tensors& grads) {
     const Tensor x = this->saved(0), y = this->saved(1);
     if (x.numel() == 0 || count == 0) return {Tensor::zeros(x_shape, x.dtype())};
-    if constexpr (kOp == RowOp::kMin) return {tie_share_backward(grads[0], x, y, axes, keep_shape)};
-    if constexpr (kOp != RowOp::kMin)
-      if (GradMode::is_enabled()) return {recorded_backward(grads[0], x)};
+    if constexpr (kOp == RowOp::kMin)
+      return {tie_share_backward(grads[0], x, y, axes, keep_shape)};
+    else
+      return {apply_fused<BackwardOf<RowReduction>>(*this, grads[0], x, y)};
+  }
+  Tensor backward_kernel(const Tensor& g, const Tensor& x, const Tensor& y) {
     Plan p;  // the forward's plan (its axes, normalised)
     p.axes = axes;
     p.keep_shape = keep_shape;
@@ -923,7 +925,6 @@ struct RowReduction : Function<RowReduction<kOp>> {
     const RowView v = row_view(x, p);
     const Tensor rows = to_rows(x, v);
     Tensor drows = Tensor::empty({v.rows, v.k}, x.dtype());
-    const Tensor& g = grads[0];
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* xp = rows.data<T>();
@@ -936,7 +937,7 @@ struct RowReduction : Function<RowReduction<kOp>> {
           row_backward<T>(r, xp + o * v.k, v.k, gp[o], yp[o], dp + o * v.k, tmp.data());
       });
     });
-    return {from_rows(drows, v, x_shape)};
+    return from_rows(drows, v, x_shape);
   }
 };
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/vec_kernel.hpp"
 #include "xgrad/ops/elementwise.hpp"
@@ -121,12 +122,12 @@ struct Dims {
 
 // The backwards of a create_graph run (Note [Recorded recurrence], at the end of this file). `s`
 // holds the saved tensors in save order: x, w_ih, w_hh, h0, (c0,) b_ih, b_hh.
-Tensors lstm_recorded_backward(const Dims& d, const Tensors& s, const Tensors& grads, const Node& op);
-Tensors gru_recorded_backward(const Dims& d, const Tensors& s, const Tensors& grads, const Node& op);
+Tensors lstm_backward_formula(const Dims& d, const Tensors& s, const Tensors& grads, const Node& op);
+Tensors gru_backward_formula(const Dims& d, const Tensors& s, const Tensors& grads, const Node& op);
 
 struct LstmLayerOp : Function<LstmLayerOp> {
   static constexpr const char* kName = "lstm";
-  static constexpr bool kDifferentiableBackward = true;  // lstm_recorded_backward
+  static constexpr bool kDifferentiableBackward = true;  // lstm_backward_formula
   Dims d;
   Tensor gates, h_prev, c_prev, tanh_c;  // (T, B, 4H) activated i f g o; (T, B, H) each, by time index
 
@@ -211,10 +212,10 @@ struct LstmLayerOp : Function<LstmLayerOp> {
     return {out, hn, cn};
   }
 
-  Tensors backward(const Tensors& grads) {
+  Tensors backward(const Tensors& grads) { return apply_fused<BackwardOf<LstmLayerOp>>(*this, grads, saved()); }
+  Tensors backward_formula(const Tensors& grads, const Tensors& s) { return lstm_backward_formula(d, s, grads, *this); }
+  Tensors backward_kernel(const Tensors& grads, const Tensors& s) {
     const std::int64_t T_ = d.steps, B = d.batch, I = d.in, H = d.hidden, BH = B * H, G = 4 * H;
-    const Tensors s = saved();
-    if (GradMode::is_enabled()) return lstm_recorded_backward(d, s, grads, *this);
     const Tensor &x = s[0], &w_ih = s[1], &w_hh = s[2];
     const Dtype dt = x.dtype();
     Tensor dA = Tensor::empty({T_, B, G}, dt);
@@ -280,7 +281,7 @@ struct LstmLayerOp : Function<LstmLayerOp> {
 
 struct GruLayerOp : Function<GruLayerOp> {
   static constexpr const char* kName = "gru";
-  static constexpr bool kDifferentiableBackward = true;  // gru_recorded_backward
+  static constexpr bool kDifferentiableBackward = true;  // gru_backward_formula
   Dims d;
   Tensor saved_gates, h_prev;  // (T, B, 4H): r, z, n and gh_n (hidden part of n with b_hh); (T, B, H)
 
@@ -350,10 +351,10 @@ struct GruLayerOp : Function<GruLayerOp> {
     return {out, hn};
   }
 
-  Tensors backward(const Tensors& grads) {
+  Tensors backward(const Tensors& grads) { return apply_fused<BackwardOf<GruLayerOp>>(*this, grads, saved()); }
+  Tensors backward_formula(const Tensors& grads, const Tensors& s) { return gru_backward_formula(d, s, grads, *this); }
+  Tensors backward_kernel(const Tensors& grads, const Tensors& s) {
     const std::int64_t T_ = d.steps, B = d.batch, I = d.in, H = d.hidden, BH = B * H, G = 3 * H;
-    const Tensors s = saved();
-    if (GradMode::is_enabled()) return gru_recorded_backward(d, s, grads, *this);
     const Tensor &x = s[0], &w_ih = s[1], &w_hh = s[2];
     const Dtype dt = x.dtype();
     Tensor dgi = Tensor::empty({T_, B, G}, dt), dgh = Tensor::empty({T_, B, G}, dt);
@@ -566,7 +567,7 @@ void weight_grads(const Tensor& x, const Tensor& w_ih, const Tensor& dgi, const 
   if (need[iw_ih + 3]) out[iw_ih + 3] = sum(dgh, {0});
 }
 
-Tensors lstm_recorded_backward(const Dims& d, const Tensors& s, const Tensors& grads, const Node& op) {
+Tensors lstm_backward_formula(const Dims& d, const Tensors& s, const Tensors& grads, const Node& op) {
   const NeedGrad need{op};
   const Tensor &x = s[0], &w_ih = s[1], &w_hh = s[2], &h0 = s[3], &c0 = s[4], &b_ih = s[5], &b_hh = s[6];
   const std::int64_t T_ = d.steps, B = d.batch, H = d.hidden;
@@ -617,7 +618,7 @@ Tensors lstm_recorded_backward(const Dims& d, const Tensors& s, const Tensors& g
   return out;
 }
 
-Tensors gru_recorded_backward(const Dims& d, const Tensors& s, const Tensors& grads, const Node& op) {
+Tensors gru_backward_formula(const Dims& d, const Tensors& s, const Tensors& grads, const Node& op) {
   const NeedGrad need{op};
   const Tensor &x = s[0], &w_ih = s[1], &w_hh = s[2], &h0 = s[3], &b_ih = s[4], &b_hh = s[5];
   const std::int64_t T_ = d.steps, B = d.batch, H = d.hidden;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/vec_kernel.hpp"
 #include "xgrad/ops/elementwise.hpp"
@@ -186,20 +187,22 @@ struct Softmax : Function<Softmax<kLog>> {
     if (this->needs_input_grad(0)) this->save_for_backward({y});  // both gradients need only y
     return y;
   }
+  // softmax: dx = y (g - sum(g y)); log_softmax: dx = g - exp(y) sum(g), sums over `dim`.
   Tensors backward(const Tensors& grads) {
-    const Tensor y = this->saved(0);
-    if (GradMode::is_enabled()) {  // Note [Create graph]: the same formulas, recorded
-      const Tensor& g = grads[0];
-      if (y.numel() == 0 || y.dim() == 0) return {mul(g, 0.0)};
-      if constexpr (kLog) return {sub(g, mul(exp(y), sum(g, {dim}, /*keepdim=*/true)))};
-      return {mul(y, sub(g, sum(mul(g, y), {dim}, /*keepdim=*/true)))};
-    }
+    return {apply_fused<BackwardOf<Softmax>>(*this, grads[0], this->saved(0))};
+  }
+  Tensor backward_formula(const Tensor& g, const Tensor& y) {
+    if (y.numel() == 0 || y.dim() == 0) return mul(g, 0.0);
+    if constexpr (kLog) return sub(g, mul(exp(y), sum(g, {dim}, /*keepdim=*/true)));
+    return mul(y, sub(g, sum(mul(g, y), {dim}, /*keepdim=*/true)));
+  }
+  Tensor backward_kernel(const Tensor& g, const Tensor& y) {
     Tensor gx = Tensor::empty(y.shape(), y.dtype());
     dispatch(y.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      softmax_backward<kLog, T>(y.data<T>(), grads[0].data<T>(), gx.data<T>(), geo);
+      softmax_backward<kLog, T>(y.data<T>(), g.data<T>(), gx.data<T>(), geo);
     });
-    return {gx};
+    return gx;
   }
 };
 

@@ -11,9 +11,41 @@
 
 using namespace xgrad;
 
+// The backward is an op of its own, given twice on purpose: as a fast kernel (plain loops) and as
+// a formula of differentiable ops. apply_fused runs the kernel in an ordinary backward and the
+// formula when the gradient will be differentiated again (create_graph), so one backward serves
+// first and second order (Note [Fused ops] in xgrad/core/fused.hpp). The built-in ops do the same.
+struct SiluBackward {
+  static constexpr const char* kName = "my_silu_backward";
+  // dx = g * (s + x * s * (1 - s)), s = sigmoid(x), in one pass over the data.
+  static Tensor kernel(const Tensor& g, const Tensor& x) {
+    Tensor gx = Tensor::empty(x.shape(), x.dtype());
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T *xs = x.data<T>(), *gs = g.data<T>();
+      T* out = gx.data<T>();
+      parallel_for(0, x.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) {
+          const T s = T(1) / (T(1) + std::exp(-xs[i]));
+          out[i] = gs[i] * (s + xs[i] * s * (T(1) - s));
+        }
+      });
+    });
+    return gx;
+  }
+  // The same with public ops, which record themselves: differentiable to any order.
+  static Tensor formula(const Tensor& g, const Tensor& x) {
+    const Tensor s = sigmoid(x);
+    return g * (s + x * s * (1.0 - s));
+  }
+};
+
 // Step 1: the op is a struct deriving from Function<Self>. Its members are what backward needs.
 struct Silu : Function<Silu> {
   static constexpr const char* kName = "my_silu";  // used in error messages and graph printing
+  // backward runs SiluBackward through apply_fused, whose formula is differentiable: create_graph
+  // (second derivatives, Hessian-vector products) may go through this op.
+  static constexpr bool kDifferentiableBackward = true;
 
   // Step 2: forward runs in no-grad mode and computes the result with plain loops over the data
   // (any float type: dispatch picks float or double at run time). It saves x for backward.
@@ -38,21 +70,9 @@ struct Silu : Function<Silu> {
   // gradient with respect to each tensor input (undefined where needs_input_grad(i) is false).
   Tensors backward(const Tensors& grads) {
     if (!needs_input_grad(0)) return {Tensor()};
-    const Tensor x = saved(0);  // throws if x was modified in place after forward
-    const Tensor& g = grads[0];
-    Tensor gx = Tensor::empty(x.shape(), x.dtype());
-    dispatch(x.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T *xs = x.data<T>(), *gs = g.data<T>();
-      T* out = gx.data<T>();
-      parallel_for(0, x.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t i = b; i < e; ++i) {
-          const T s = T(1) / (T(1) + std::exp(-xs[i]));
-          out[i] = gs[i] * (s + xs[i] * s * (T(1) - s));
-        }
-      });
-    });
-    return {gx};
+    // saved(0) throws if x was modified in place after forward. Every tensor the formula reads is
+    // an argument, so that apply_fused sees whether any of them carries history.
+    return {apply_fused<SiluBackward>(grads[0], saved(0))};
   }
 };
 
@@ -76,6 +96,14 @@ int main(int argc, char** argv) {
   std::printf("gradcheck: %s (max abs error %.2e)\n", report.ok ? "passed" : "FAILED", report.max_abs_error);
   if (!report.ok) {
     std::printf("%s\n", report.message.c_str());
+    return 1;
+  }
+  // The second derivative goes through SiluBackward's formula: gradgradcheck compares it with
+  // central differences of the kernel.
+  const GradcheckReport report2 = gradgradcheck([](const Tensors& in) { return my_silu(in[0]); }, {x});
+  std::printf("gradgradcheck: %s (max abs error %.2e)\n", report2.ok ? "passed" : "FAILED", report2.max_abs_error);
+  if (!report2.ok) {
+    std::printf("%s\n", report2.message.c_str());
     return 1;
   }
   // ... and against the library's own op.

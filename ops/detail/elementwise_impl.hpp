@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/fused.hpp"
 #include "xgrad/ops/detail/broadcast_kernel.hpp"
 #include "xgrad/ops/detail/gather_map.hpp"
 #include "xgrad/ops/detail/pointwise.hpp"
@@ -276,6 +277,21 @@ struct Binary : Function<Binary<Op>> {
       return map3(g, a, b, g.shape(), [fn](auto gv, auto av, auto bv) { return fn(gv, av, bv, decltype(gv)(0)); });
     }
   }
+  // `<op>_backward`: one partial over g's shape, in the broadcasting kernel or, when it will be
+  // differentiated, on tensors (Note [Fused ops], Note [One formula]).
+  template <bool kWrtA>
+  struct Partial {
+    static constexpr const char* kName = BackwardName<Op>::kValue.data();
+    static Tensor kernel(const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
+      return partial<kWrtA>(g, a, b, y);
+    }
+    static Tensor formula(const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
+      if constexpr (kWrtA)
+        return Op::da(g, a, b, y);
+      else
+        return Op::db(g, a, b, y);
+    }
+  };
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
     const Shape& a_shape = this->input_meta()[0].shape;
@@ -288,13 +304,8 @@ struct Binary : Function<Binary<Op>> {
     } else {
       const Tensor a = this->saved(0), b = this->saved(1);
       const Tensor y = Op::kSaves == Saves::output ? this->saved(2) : Tensor();
-      if (GradMode::is_enabled()) {  // Note [One formula]: the partials on tensors, recorded
-        if (this->needs_input_grad(0)) ga = detail::sum_to(Op::da(g, a, b, y), a_shape);
-        if (this->needs_input_grad(1)) gb = detail::sum_to(Op::db(g, a, b, y), b_shape);
-        return {ga, gb};
-      }
-      if (this->needs_input_grad(0)) ga = detail::sum_to(partial<true>(g, a, b, y), a_shape);
-      if (this->needs_input_grad(1)) gb = detail::sum_to(partial<false>(g, a, b, y), b_shape);
+      if (this->needs_input_grad(0)) ga = detail::sum_to(apply_fused<Partial<true>>(g, a, b, y), a_shape);
+      if (this->needs_input_grad(1)) gb = detail::sum_to(apply_fused<Partial<false>>(g, a, b, y), b_shape);
       return {ga, gb};
     }
   }
@@ -318,17 +329,17 @@ struct Where : Function<Where> {
     if (needs_input_grad(1) || needs_input_grad(2)) save_for_backward({c});
     return map3(c, a, b, out_shape, [](auto cv, auto av, auto bv) { return cv != decltype(cv)(0) ? av : bv; });
   }
-  Tensors backward(const Tensors& grads) {
-    const Tensor& g = grads[0];
-    const Tensor c = saved(0);
+  Tensors backward(const Tensors& grads) { return apply_fused<BackwardOf<Where>>(*this, grads[0], saved(0)); }
+  // g times constant 0/1 masks of the (detached) condition.
+  Tensors backward_formula(const Tensor& g, const Tensor& c) {
     Tensor ga, gb;
-    if (GradMode::is_enabled()) {  // Note [Create graph]: g times constant 0/1 masks, recorded
-      const Tensor m =
-          map1(c.detach(), [](auto cv) { return cv != decltype(cv)(0) ? decltype(cv)(1) : decltype(cv)(0); });
-      if (needs_input_grad(1)) ga = detail::sum_to(xgrad::mul(g, m), a_shape);
-      if (needs_input_grad(2)) gb = detail::sum_to(xgrad::mul(g, xgrad::add(xgrad::neg(m), 1.0)), b_shape);
-      return {Tensor(), ga, gb};
-    }
+    const Tensor m = map1(c.detach(), [](auto cv) { return cv != decltype(cv)(0) ? decltype(cv)(1) : decltype(cv)(0); });
+    if (needs_input_grad(1)) ga = detail::sum_to(xgrad::mul(g, m), a_shape);
+    if (needs_input_grad(2)) gb = detail::sum_to(xgrad::mul(g, xgrad::add(xgrad::neg(m), 1.0)), b_shape);
+    return {Tensor(), ga, gb};
+  }
+  Tensors backward_kernel(const Tensor& g, const Tensor& c) {
+    Tensor ga, gb;
     if (needs_input_grad(1))
       ga = detail::sum_to(
           map2(g, c, g.shape(), [](auto gv, auto cv) { return cv != decltype(cv)(0) ? gv : decltype(gv)(0); }),

@@ -36,6 +36,7 @@
 #include <type_traits>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/activation.hpp"
 #include "xgrad/ops/detail/vec_kernel.hpp"
@@ -281,6 +282,17 @@ Tensor backward_map(const Tensor& g, const Tensor& s, const typename Op::Params&
   return out;
 }
 
+/// `<op>_backward`: Op::df(g, s; params) as the SIMD kernel, or on tensors when it will be
+/// differentiated again (Note [Fused ops] in core/fused.hpp, Note [One formula]).
+template <class Op>
+struct PointwiseBackward {
+  static constexpr const char* kName = BackwardName<Op>::kValue.data();
+  static Tensor kernel(const Tensor& g, const Tensor& s, const typename Op::Params& p) {
+    return backward_map<Op>(g, s, p);
+  }
+  static Tensor formula(const Tensor& g, const Tensor& s, const typename Op::Params& p) { return Op::df(g, s, p); }
+};
+
 /// y = Op::f(x; params); dx = Op::df(g, x or y; params) (or 0, or g). Note [One formula].
 template <class Op>
 struct Pointwise : Function<Pointwise<Op>> {
@@ -305,12 +317,9 @@ struct Pointwise : Function<Pointwise<Op>> {
     } else if constexpr (Op::kSaves == Saves::nothing && !has_df<Op>()) {
       return {Tensor::zeros(g.shape(), g.dtype())};
     } else if constexpr (Op::kSaves == Saves::nothing) {  // df of g alone (neg): g stands in for s
-      if (GradMode::is_enabled()) return {Op::df(g, g, p)};
-      return {backward_map<Op>(g, g, p)};
+      return {apply_fused<PointwiseBackward<Op>>(g, g, p)};
     } else {
-      // Note [One formula]: in grad mode (create_graph) the formula runs on tensors, recorded.
-      if (GradMode::is_enabled()) return {Op::df(g, this->saved(0), p)};
-      return {backward_map<Op>(g, this->saved(0), p)};
+      return {apply_fused<PointwiseBackward<Op>>(g, this->saved(0), p)};
     }
   }
 };

@@ -1,8 +1,10 @@
 #include "xgrad/ops/detail/reduce_kernel.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
@@ -143,26 +145,32 @@ Tensor sum_keepdim(const Tensor& x, const std::vector<std::int64_t>& axes) {
   return out;
 }
 
+namespace {
+// The axes of g summed to reach `shape` (broadcasting's rules backwards).
+std::vector<std::int64_t> sum_to_axes(const Shape& from, const Shape& shape) {
+  const auto lead = from.size() - shape.size();
+  std::vector<std::int64_t> axes;
+  for (std::size_t d = 0; d < from.size(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && from[d] != 1)) axes.push_back(static_cast<std::int64_t>(d));
+  return axes;
+}
+
+// `sum_to` (Note [Fused ops]): the kernel sums into a keepdim buffer and views it with the target
+// shape; the formula is the same sum, recorded.
+struct SumTo {
+  static constexpr const char* kName = "sum_to";
+  static Tensor kernel(const Tensor& g, const Shape& shape) {
+    return alias_with_shape(sum_keepdim(g, sum_to_axes(g.shape(), shape)), shape);
+  }
+  static Tensor formula(const Tensor& g, const Shape& shape) {
+    return reshape(sum(g, sum_to_axes(g.shape(), shape), /*keepdim=*/true), shape);
+  }
+};
+}  // namespace
+
 Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
-  if (GradMode::is_enabled()) {
-    // A create_graph backward (Note [Create graph]): the same sum, recorded.
-    const auto lead = g.shape().size() - shape.size();
-    std::vector<std::int64_t> axes;
-    for (std::size_t d = 0; d < g.shape().size(); ++d)
-      if (d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1)) axes.push_back(static_cast<std::int64_t>(d));
-    return reshape(sum(g, axes, /*keepdim=*/true), shape);
-  }
-  const auto lead = g.shape().size() - shape.size();
-  std::vector<std::int64_t> axes;
-  for (std::size_t d = 0; d < g.shape().size(); ++d) {
-    if (d < lead)
-      axes.push_back(static_cast<std::int64_t>(d));
-    else if (shape[d - lead] == 1 && g.shape()[d] != 1)
-      axes.push_back(static_cast<std::int64_t>(d));
-  }
-  Tensor s = sum_keepdim(g, axes);
-  return alias_with_shape(s, shape);
+  return apply_fused<SumTo>(g, shape);
 }
 
 }  // namespace xgrad::detail

@@ -1,4 +1,4 @@
-// Tests for two helpers of ops/resample_conv.hpp (issue 20 items 3 and 5):
+// Tests for two helpers of ops/resample_conv.hpp:
 // resample_conv_prepare(..., derivative = true) builds both tables, and resample_conv_error_bound
 // returns the accuracy contract's bound, which actual errors against a float64 dense sum respect.
 #include <cmath>

@@ -1,4 +1,4 @@
-// Tests for the resample_conv additions of issue 20: uniform grids given as points (FineGrid::points
+// Tests for resample_conv's grids and responses: uniform grids given as points (FineGrid::points
 // detects them and takes the fast path), responses that declare breakpoints (tables fitted piece by
 // piece), the named responses against independent float64 formulas, and the visible fallback
 // (ResampleConvOptions::strict, set_resample_conv_fallback_handler).
