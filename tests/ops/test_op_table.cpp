@@ -472,13 +472,14 @@ TEST_CASE("docs/ops.md: every public op of ops/*.hpp has an @op row next to it, 
                    << name);
         CHECK(headers_of[name].count(row.header) + aliases_of[name].count(row.header) >= 1);
       }
-    INFO(where << ": the @op row names no op in backticks");
-    CHECK(!named.empty());
-    const std::string next = declared_name(row.next);
+    {
+      INFO(where << ": the @op row names no op in backticks");
+      CHECK(!named.empty());
+    }
     INFO(where << ": an @op row ends its op's doc comment, directly above the declaration of an op it names; it is "
                   "followed by: "
                << row.next);
-    CHECK(named.count(next) == 1);
+    CHECK(named.count(declared_name(row.next)) == 1);
   }
   for (const auto& [name, headers] : headers_of)
     for (const auto& h : headers) {
