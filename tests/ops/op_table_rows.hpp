@@ -5,9 +5,10 @@
 // A row states one op, or one family of ops that share their formulas, in four cells separated by
 // " | ": op | forward | gradient | torch. It is the last part of the op's doc comment, directly
 // above its declaration, and may continue over the following `///` lines (joined with spaces; a
-// continuation line may start with "| " to put each cell on a line of its own):
-//   /// @op `silu(x)` | x·σ(x) | g·σ·(1 + x(1 − σ)) | torch.nn.functional.silu
-//   Tensor silu(const Tensor& x);
+// continuation line may start with "| " to put each cell on a line of its own). For a new op
+// softsign:
+//   /// @op `softsign(x)` | x/(1 + |x|) | g/(1 + |x|)² | torch.nn.functional.softsign
+//   Tensor softsign(const Tensor& x);
 // A '|' without a space on both sides is text (|x|). The op cell names the ops in backticks; the
 // torch cell starts with the PyTorch function of the same semantics, or "—" for none, and the op
 // table's parity check calls it, or the functions named after "compared through" in the cell.
