@@ -11,7 +11,7 @@ namespace {
 
 using namespace detail::pw::words;  // NOLINT(google-build-using-namespace): Note [One formula]
 
-// silu(x) = x/(1 + e^-x), as torch computes it; dx = g*s*(1 + x*(1 - s)), s = sigmoid(x)
+// silu: f in the form torch computes, x/(1 + e^-x) rather than x*sigmoid(x)
 struct SiluOp {
   static constexpr const char* kName = "silu";
   static constexpr Saves kSaves = Saves::input;

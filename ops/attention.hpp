@@ -1,15 +1,8 @@
 #pragma once
 // Scaled dot-product attention, as torch.nn.functional.scaled_dot_product_attention (PyTorch 2.x).
 //
-// For each batch index (any leading dims, shared by query, key and value):
-//   A = scale * Q K^T + M            (L x S; M the additive mask, -inf where a boolean mask is false or
-//                                     where is_causal hides key s > query l)
-//   P = softmax(A) row-wise,  P' = P * D / (1 - dropout_p)  (D a Bernoulli(1 - dropout_p) keep mask)
-//   out = P' V                       (L x Ev)
-// Gradients (G = dL/dout; GW = dL/dP' when the weights are an output, see detail below):
-//   dV = P'^T G,   dP' = G V^T + GW,   dP = dP' * D / (1 - dropout_p)
-//   dA = P * (dP - rowsum(dP * P)),    dQ = scale * dA K,   dK = scale * dA^T Q,
-//   dM = dA summed over the dims the float mask was broadcast along.
+// The op's formulas are its `/// @op` row (op | forward | gradient, g = dL/dout | torch), from which
+// docs/ops.md's table is generated; the batch dims are any leading dims, shared by query, key and value.
 // The backward is hand-written (Note [Attention kernel] in attention.cpp): one task per batch index,
 // its two forward and four backward products through the project's BLAS entry; the softmax
 // weights P are saved, not recomputed. Results are bit-identical whatever the thread count.
@@ -43,13 +36,22 @@ namespace xgrad {
 /// inputs, fewer than 2 dims, batch dims or E of key / value differing from query's, key and value
 /// with different S, a mask of another dtype or not broadcastable to (..., L, S), attn_mask with
 /// is_causal, dropout_p outside [0, 1], dropout_p > 0 without a generator, a scale not finite.
+/// @op `scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, generator)`
+///   | per batch index: A = scale·q·kᵀ + M (M additive, −∞ where a bool mask is false or is_causal hides s > l;
+///     scale = 1/√E by default), P = softmax(A) row-wise, P′ = P·D/(1 − p) (dropout keep mask D drawn from
+///     `generator`), y = P′·v; a fully masked row is NaN (as torch 2.x)
+///   | dv = P′ᵀ·g, dP′ = g·vᵀ (+ the weights' gradient when they are an output), dP = dP′·D/(1 − p),
+///     dA = P·(dP − Σ_s dP·P), dq = scale·dA·k, dk = scale·dAᵀ·q, dM = dA summed over M's broadcast dims; none
+///     for a bool mask
+///   | torch.nn.functional.scaled_dot_product_attention (PyTorch 2.x; compared through torch.softmax)
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const Tensor& attn_mask = Tensor(), double dropout_p = 0.0, bool is_causal = false,
                                     std::optional<double> scale = std::nullopt, Generator* generator = nullptr);
 
 namespace detail {
 /// scaled_dot_product_attention and its attention weights P' (..., L, S) (after dropout), as
-/// nn::MultiheadAttention returns them: {out, weights}. Both are differentiable (GW above).
+/// nn::MultiheadAttention returns them: {out, weights}. Both are differentiable (the weights' gradient
+/// enters dP′ in the op's row).
 Tensors scaled_dot_product_attention_with_weights(const Tensor& query, const Tensor& key, const Tensor& value,
                                                   const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
                                                   bool is_causal = false, std::optional<double> scale = std::nullopt,

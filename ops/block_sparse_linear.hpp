@@ -1,13 +1,9 @@
 #pragma once
 // Block-sparse linear layer: y = x W^T + b, where the weight W (out x in) is non-zero only on a fixed
-// set of rectangular blocks and only those blocks are stored.
-//
-// Forward and gradients, with G = dL/dy flattened to (M, out) and x flattened to (M, in):
-//   y[m, i]         = b[i] + sum over stored blocks B covering row i of  sum_{j in cols(B)} x[m, j] W_B[i, j]
-//   dL/dx[:, cols]  = sum over the blocks B in that block column of G[:, rows(B)] W_B       (transposed pattern)
-//   dL/dW_B         = G[:, rows(B)]^T x[:, cols(B)]                  (stored blocks only, nothing else)
-//   dL/db           = sum over m of G[m, :]                           (column sums of G)
-// Rows of W with no block give y = b there; columns with no block get a zero input gradient.
+// set of rectangular blocks and only those blocks are stored. The op's formulas are its `/// @op`
+// row (op | forward | gradient | torch) on block_sparse_linear below, from which docs/ops.md's table
+// is generated. Rows of W with no block give y = b there; columns with no block get a zero input
+// gradient.
 // Under create_graph these are recorded as ops of one closed family (Note [Create graph] (block-sparse)
 // in block_sparse_linear.cpp): I(G, w) = G W and Wg(G, x) = the stored blocks of G^T x, whose own
 // gradients are again F (this op without bias), I and Wg; the dense W is never formed, at any order.
@@ -142,13 +138,21 @@ class BlockSparsePattern {
 /// Returns (out) or (batch..., out). Differentiable with respect to x, weight and bias, to any order:
 /// under create_graph the backward is recorded with block-sparse ops (O(stored + batch x (in + out))
 /// memory, never the dense weight).
+/// @op `block_sparse_linear(x, W, b, pattern)`
+///   | y = x·Wᵀ + b, W stored by blocks: y[m, i] = b[i] + Σ over the stored blocks B covering row i of
+///     Σ_{j∈cols(B)} x[m, j]·W_B[i, j], x and y flattened to rows m
+///   | with g flattened likewise: dx[:, cols] = Σ over the blocks B of that block column of g[:, rows(B)]·W_B (the
+///     transposed pattern), dW_B = g[:, rows(B)]ᵀ·x[:, cols(B)] (stored blocks only), db = Σ_m g[m, :] — see
+///     [block_sparse_linear.md](block_sparse_linear.md)
+///   | — (compared through torch.nn.functional.linear with the dense W)
 Tensor block_sparse_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
                            const BlockSparsePattern& pattern);
 
-/// The dense (out, in) matrix W with zeros outside the stored blocks. No autograd history.
+/// @op `block_sparse_to_dense(W, pattern)` | the dense (out, in) matrix with zeros outside the stored blocks
+///   | none (no autograd history: a converter for inspection) | —
 Tensor block_sparse_to_dense(const Tensor& weight, const BlockSparsePattern& pattern);
-/// Packs the stored blocks of a dense (out, in) matrix (entries outside the pattern are ignored).
-/// No autograd history.
+/// @op `block_sparse_from_dense(D, pattern)` | the stored blocks of a dense (out, in) matrix (entries outside
+///   the pattern ignored) | none (no autograd history: a converter for initialisation) | —
 Tensor block_sparse_from_dense(const Tensor& dense, const BlockSparsePattern& pattern);
 
 }  // namespace xgrad

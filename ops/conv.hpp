@@ -2,14 +2,9 @@
 // Convolutions with torch 1.13's names, argument order, defaults and shape rules
 // (torch.nn.functional.conv1d/conv2d/conv_transpose1d/conv_transpose2d).
 //
-// conv2d: x (N, C, H, W) or unbatched (C, H, W), weight (O, C/groups, kH, kW), bias (O) or undefined:
-//   y[n, o, i, j] = b[o] + sum_{c in group(o), p, q} w[o, c, p, q] x[n, c, i*sH - padH + p*dH, j*sW - padW + q*dW]
-// (x is zero outside its bounds), y (N, O, Ho, Wo), Ho = (H + 2 padH - dH (kH - 1) - 1) / sH + 1.
-// Gradients, with col(x) the im2col matrix of x (one row per (c, p, q), one column per (n, i, j)):
-//   dx = col2im(W^T g),   dW = g col(x)^T (summed over the batch),   db[o] = sum_{n, i, j} g[n, o, i, j].
-// conv_transpose2d is the adjoint of conv2d in x: x (N, Cin, H, W), weight (Cin, Cout/groups, kH, kW),
-//   y = col2im(W^T x) + b, Ho = (H - 1) sH - 2 padH + dH (kH - 1) + output_padH + 1;
-//   dx = W col(g) (a conv2d of g), dW = x col(g)^T, db = sum of g.
+// Each op's formulas are its `/// @op` row (op | forward y | gradient, g = dL/dy | torch), from which
+// docs/ops.md's table is generated.
+//
 // The 1-d forms are the 2-d ones with a height of 1. An input with 0 channels gives the bias
 // broadcast (torch 1.13 returns an empty (N, 0, ...) tensor there); a batch of 0 gives an empty output.
 //
@@ -50,19 +45,29 @@ struct ConvPadding {
 
 /// 1-d convolution: x (N, C, L) or (C, L), weight (O, C/groups, K), bias (O) or undefined ->
 /// (N, O, Lo) or (O, Lo). stride, dilation: one value; padding: a value, "same" or "valid".
+/// @op `conv1d(x, W, b, stride, padding, dilation, groups)` | conv2d with a height of 1 | as conv2d
+///   | torch.nn.functional.conv1d
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               const std::vector<std::int64_t>& stride = {1}, const ConvPadding& padding = 0,
               const std::vector<std::int64_t>& dilation = {1}, std::int64_t groups = 1);
 
 /// 2-d convolution: x (N, C, H, W) or (C, H, W), weight (O, C/groups, kH, kW), bias (O) or undefined
 /// -> (N, O, Ho, Wo) or (O, Ho, Wo). stride, dilation: one value or (h, w); padding: a value, (h, w),
-/// "same" or "valid". Formulas above.
+/// "same" or "valid".
+/// @op `conv2d(x, W, b, stride, padding, dilation, groups)`
+///   | y[n,o,i,j] = b[o] + Σ_{c∈group(o),p,q} W[o,c,p,q]·x[n,c, i·s−pad+p·d, j·s−pad+q·d] (0 outside x), Ho =
+///     ⌊(H + 2pad − d(k − 1) − 1)/s⌋ + 1; im2col + GEMM
+///   | dx = col2im(Wᵀ·g), dW = Σ_batch g·col(x)ᵀ (per-chunk partials added in chunk order), db = Σ_{n,i,j} g;
+///     col(x) the im2col matrix of x, a row per (c, p, q) and a column per (n, i, j)
+///   | torch.nn.functional.conv2d
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               const std::vector<std::int64_t>& stride = {1}, const ConvPadding& padding = 0,
               const std::vector<std::int64_t>& dilation = {1}, std::int64_t groups = 1);
 
 /// 1-d transposed convolution: x (N, Cin, L) or (Cin, L), weight (Cin, Cout/groups, K), bias (Cout)
-/// or undefined -> (N, Cout, Lo), Lo = (L - 1) stride - 2 padding + dilation (K - 1) + output_padding + 1.
+/// or undefined -> (N, Cout, Lo).
+/// @op `conv_transpose1d(x, W, b, stride, padding, output_padding, groups, dilation)`
+///   | conv_transpose2d with a height of 1 | as conv_transpose2d | torch.nn.functional.conv_transpose1d
 Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
                         const std::vector<std::int64_t>& stride = {1}, const std::vector<std::int64_t>& padding = {0},
                         const std::vector<std::int64_t>& output_padding = {0}, std::int64_t groups = 1,
@@ -70,7 +75,11 @@ Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bia
 
 /// 2-d transposed convolution (the gradient of conv2d with respect to its input): x (N, Cin, H, W)
 /// or (Cin, H, W), weight (Cin, Cout/groups, kH, kW), bias (Cout) or undefined -> (N, Cout, Ho, Wo).
-/// stride, padding, output_padding, dilation: one value or (h, w). Formulas above.
+/// stride, padding, output_padding, dilation: one value or (h, w).
+/// @op `conv_transpose2d(x, W, b, stride, padding, output_padding, groups, dilation)`
+///   | the adjoint of conv2d in x: y = col2im(Wᵀ·x) + b, W (Cin, Cout/groups, kH, kW), Ho = (H − 1)s − 2pad +
+///     d(k − 1) + output_padding + 1
+///   | dx = W·col(g) (a conv2d of g), dW = Σ_batch x·col(g)ᵀ, db = Σ g | torch.nn.functional.conv_transpose2d
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
                         const std::vector<std::int64_t>& stride = {1}, const std::vector<std::int64_t>& padding = {0},
                         const std::vector<std::int64_t>& output_padding = {0}, std::int64_t groups = 1,

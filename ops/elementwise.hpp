@@ -19,43 +19,29 @@
 // other number (2.5, inf, NaN) it becomes float32: torch's rule for int_tensor + 2 and
 // int_tensor + 2.5 (C++ cannot tell 2 from 2.0, so the value decides). div by a number is float32.
 //
-// | op            | forward                      | gradient(s)                                         |
-// |---------------|------------------------------|-----------------------------------------------------|
-// | add(a, b)     | a + b                        | da = g, db = g                                      |
-// | sub(a, b)     | a - b                        | da = g, db = -g                                     |
-// | mul(a, b)     | a * b                        | da = g*b, db = g*a                                  |
-// | div(a, b)     | a / b                        | da = g/b, db = -g*a/b^2                             |
-// | pow(a, b)     | a^b                          | da = g*b*a^(b-1), db = g*a^b*log(a) (0 where a = 0) |
-// | pow(a, k)     | a^k (k a number)             | da = g*k*a^(k-1)                                    |
-// | neg(x)        | -x                           | dx = -g                                             |
-// | exp(x)        | e^x                          | dx = g*y                                            |
-// | log(x)        | ln x                         | dx = g/x                                            |
-// | sqrt(x)       | sqrt x                       | dx = g/(2y)                                         |
-// | abs(x)        | |x|                          | dx = g*sign(x) (0 at 0)                             |
-// | tanh(x)       | tanh x                       | dx = g*(1-y^2)                                      |
-// | sigmoid(x)    | 1/(1+e^-x)                   | dx = g*y*(1-y)                                      |
-// | relu(x)       | x < 0 ? 0 : x (NaN, -0 stay) | dx = 0 where y <= 0, else g (g at NaN, as torch)    |
-// | clamp(x,lo,hi)| min(max(x, lo), hi)          | dx = g where lo <= x <= hi, else 0                  |
-// | where(c, a, b)| c != 0 ? a : b               | da = g where c, db = g where !c; c gets none        |
-// | masked_fill   | mask != 0 ? value : x        | dx = g where mask == 0, else 0                      |
-// | masked_select | the x[mask != 0], 1-d        | dx = g scattered back to the selected positions     |
-// Comparisons (gt, lt, ge, le, eq, ne) and the logical ops (logical_and, logical_or, logical_xor,
-// logical_not) take any dtypes (comparisons compare in promote_types(a, b); logical ops read
-// x != 0), return bool and have no gradient. A condition or mask (where, masked_fill,
-// masked_select) may be of any dtype and selects where it is != 0 (bool, as PyTorch takes it, or
-// numbers, as xgrad always did).
+// Each op's formulas are its `/// @op` row (op | forward y | gradient, g = dL/dy | torch), from which
+// docs/ops.md's table is generated. A condition or mask (where, masked_fill, masked_select) may be
+// of any dtype and selects where it is != 0 (bool, as PyTorch takes it, or numbers, as xgrad always
+// did); comparisons compare in promote_types(a, b) and return bool, as do the logical ops.
 #include "xgrad/core/tensor.hpp"
 
 namespace xgrad {
 
+/// @op `add(a, b)`, `a + b` | a + b | da = g, db = g | torch.add
 Tensor add(const Tensor& a, const Tensor& b);
+/// @op `sub(a, b)`, `a - b` | a − b | da = g, db = −g | torch.sub
 Tensor sub(const Tensor& a, const Tensor& b);
+/// @op `mul(a, b)`, `a * b` | a·b | da = g·b, db = g·a | torch.mul
 Tensor mul(const Tensor& a, const Tensor& b);
+/// @op `div(a, b)`, `a / b` | a/b | da = g/b, db = −g·a/b² | torch.div
 Tensor div(const Tensor& a, const Tensor& b);
+/// @op `pow(a, b)` | aᵇ | da = g·b·aᵇ⁻¹, db = g·aᵇ·ln a (0 where a = 0) | torch.pow
 Tensor pow(const Tensor& a, const Tensor& b);
+/// @op `pow(a, k)` (number k) | aᵏ | da = g·k·aᵏ⁻¹ | torch.pow
 Tensor pow(const Tensor& a, double exponent);
-/// NaN wins; da = g where a > b (a < b for minimum), g/2 where a == b, 0 where it lost, g where
-/// either is NaN; db likewise (torch's rule: docs/ops.md, "Ties and kinks").
+/// @op `maximum(a, b)`, `minimum(a, b)` | max(a, b), min(a, b); NaN if either is NaN (as torch)
+///   | da = g where a > b (a < b for minimum), g/2 where a = b, 0 where it lost, g where either is NaN (as torch);
+///     db likewise | torch.maximum, torch.minimum
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 
@@ -65,25 +51,38 @@ Tensor sub(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
 Tensor div(const Tensor& a, double b);
 
+/// @op `neg(x)`, `-x` | −x | −g | torch.neg
 Tensor neg(const Tensor& x);
+/// @op `exp(x)` | eˣ | g·y | torch.exp
 Tensor exp(const Tensor& x);
+/// @op `log(x)` | ln x | g/x | torch.log
 Tensor log(const Tensor& x);
+/// @op `sqrt(x)` | √x | g/(2y) | torch.sqrt
 Tensor sqrt(const Tensor& x);
+/// @op `abs(x)` | |x| | g·sign(x), 0 at 0 | torch.abs
 Tensor abs(const Tensor& x);
+/// @op `tanh(x)` | tanh x | g·(1 − y²) | torch.tanh
 Tensor tanh(const Tensor& x);
+/// @op `sigmoid(x)` | 1/(1 + e⁻ˣ), stable | g·y·(1 − y) | torch.sigmoid
 Tensor sigmoid(const Tensor& x);
+/// @op `relu(x)` | x < 0 ? 0 : x (NaN and −0 stay) | 0 where y ≤ 0, else g (g at NaN, as torch) | torch.relu
 Tensor relu(const Tensor& x);
-/// Clamps to [lo, hi]; pass -inf or +inf for a one-sided clamp. lo > hi is an error.
+/// Pass -inf or +inf for a one-sided clamp. lo > hi is an error.
+/// @op `clamp(x, lo, hi)` | min(max(x, lo), hi) | g where lo ≤ x ≤ hi, else 0 | torch.clamp
 Tensor clamp(const Tensor& x, double lo, double hi);
 
-/// a where cond != 0, else b; a and b are promoted like a binary op's operands.
+/// a and b are promoted like a binary op's operands.
+/// @op `where(c, a, b)` | c ≠ 0 ? a : b | da = g where c ≠ 0, db = g where c = 0; none for c | torch.where
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
-/// x with `value` (converted to x's dtype) where mask != 0; mask must broadcast to x's shape.
-/// Differentiable in x. As torch.Tensor.masked_fill.
+/// value is converted to x's dtype; mask must broadcast to x's shape.
+/// @op `masked_fill(x, m, v)` | m ≠ 0 ? v : x | dx = g where m = 0, else 0; none for m | torch.Tensor.masked_fill
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
-/// The elements of x where mask (broadcast to x's shape) is non-zero, as a 1-d tensor in row-major order.
+/// @op `masked_select(x, m)` | the x where m (broadcast to x's shape) ≠ 0, 1-d, in row-major order
+///   | g scattered back to the selected places | torch.masked_select
 Tensor masked_select(const Tensor& x, const Tensor& mask);
 
+/// @op `gt lt ge le eq ne` | bool: a > b, a < b, a ≥ b, a ≤ b, a = b, a ≠ b (any dtypes, broadcast) | none
+///   | torch.gt, torch.lt, torch.ge, torch.le, torch.eq, torch.ne
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
@@ -91,13 +90,13 @@ Tensor le(const Tensor& a, const Tensor& b);
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
 
-/// a != 0 and b != 0 (any dtypes, broadcast), as bool.
+/// @op `logical_and(a, b)` | bool: a ≠ 0 and b ≠ 0 (any dtypes, broadcast) | none | torch.logical_and
 Tensor logical_and(const Tensor& a, const Tensor& b);
-/// a != 0 or b != 0, as bool.
+/// @op `logical_or(a, b)` | bool: a ≠ 0 or b ≠ 0 | none | torch.logical_or
 Tensor logical_or(const Tensor& a, const Tensor& b);
-/// (a != 0) != (b != 0), as bool.
+/// @op `logical_xor(a, b)` | bool: (a ≠ 0) ≠ (b ≠ 0) | none | torch.logical_xor
 Tensor logical_xor(const Tensor& a, const Tensor& b);
-/// x == 0, as bool.
+/// @op `logical_not(x)` | bool: x = 0 | none | torch.logical_not
 Tensor logical_not(const Tensor& x);
 
 // Operators (found by argument-dependent lookup).

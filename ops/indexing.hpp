@@ -6,22 +6,8 @@
 // torch allows them (index(x, idx)); gather, scatter_add, index_add, index_select and
 // take_along_dim refuse them, as torch does.
 //
-// clang-format off
-// | op                                 | forward                                         | gradient                                  |
-// |------------------------------------|-------------------------------------------------|-------------------------------------------|
-// | index_select(x, dim, index)        | x taken at index (1-d) along dim                | g added back at the indices               |
-// | gather(x, dim, index)              | y[i][j] = x[index[i][j]][j]  (dim 0)            | dx = zeros, g added at the indices        |
-// | take_along_dim(x, indices, dim)    | gather after broadcasting x and indices         | as gather                                 |
-// | scatter_add(x, dim, index, src)    | y = x; y[index[i][j]][j] += src[i][j]  (dim 0)  | dx = g; dsrc = gather(g, dim, index)      |
-// | index_add(x, dim, index, src)      | y = x; y[.., index[j], ..] += src[.., j, ..]    | dx = g; dsrc = index_select(g, dim, index)|
-// | index(x, idx) (x[idx])             | int64 idx: x taken at idx along dim 0;          | g added back at the selected places       |
-// |                                    | bool mask: the elements / rows where mask       |                                           |
-// | argmax / argmin(x, dim, keepdim)   | int64 position of the first max / min           | none                                      |
-// | topk(x, k, dim, largest, sorted)   | (the k largest or smallest, int64 positions)    | g scattered to the positions              |
-// | sort(x, dim, descending, stable)   | (values sorted along dim, int64 positions)      | g scattered to the positions              |
-// | nonzero(x)                         | int64 (n, x.dim()) positions of nonzero values  | none                                      |
-// | one_hot(labels, num_classes)       | int64 (..., C): 1 at each label                 | none                                      |
-// clang-format on
+// Each op's formulas are its `/// @op` row (op | forward y | gradient, g = dL/dy | torch), from which
+// docs/ops.md's table is generated.
 //
 // Note [Deterministic index ops]: every scatter-type sum is summed, for each destination element,
 // by one task, its contributions in increasing source order: no atomics, and any thread count gives
@@ -50,49 +36,57 @@ namespace xgrad {
 namespace detail {
 Tensor index_select_tensor(const Tensor& x, std::int64_t dim, const Tensor& index);
 }
-/// x taken at the positions of the 1-d (or 0-d) int64/int32 `index` along dim (torch::index_select);
-/// the gradient goes through the std::vector overload's (ops/shape_ops.hpp). A template since a
+/// The gradient goes through the std::vector overload's (ops/shape_ops.hpp). A template since a
 /// braced 0 once converted to a Tensor and made index_select(x, 0, {0}) ambiguous; it no longer
 /// does (Tensor's constructor from an impl takes no braced list), and the template stays as it is.
+/// @op `index_select(x, dim, index)` (an int64 or int32 tensor) | x taken at the 1-d (or 0-d) index along dim
+///   (no negative indices, as torch) | g added back at the indices | torch.index_select
 template <std::same_as<Tensor> T>
 inline Tensor index_select(const Tensor& x, std::int64_t dim, const T& index) {
   return detail::index_select_tensor(x, dim, index);
 }
-/// torch::gather: index (int64) has x's number of dims, index.size(d) <= x.size(d) for d != dim;
-/// y has index's shape, y[..i_dim..] = x[..index[..i..]..].
+/// index (int64) has x's number of dims, index.size(d) <= x.size(d) for d != dim; y has index's shape.
+/// @op `gather(x, dim, index)` | y[i][j] = x[index[i][j]][j] (dim 0; likewise along any dim)
+///   | dx = zeros with g added at the indices, in index order | torch.gather
 Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index);
-/// torch::take_along_dim: x and indices (int64, same number of dims) are broadcast except along
-/// dim, then gathered along dim. Without dim, x is flattened and indices taken from it.
+/// @op `take_along_dim(x, indices, dim)` | gather after broadcasting x and indices (int64, as many dims) except
+///   along dim; without dim: from the flattened x | as gather | torch.take_along_dim
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<std::int64_t> dim = std::nullopt);
-/// torch::scatter_add: a copy of x with src[e] added at index[e] along dim, for every position e of
-/// index (index.size(d) <= src.size(d) for all d, <= x.size(d) for d != dim). Differentiable in x
-/// and src; contributions are added in increasing position order.
+/// index.size(d) <= src.size(d) for all d, <= x.size(d) for d != dim.
+/// @op `scatter_add(x, dim, index, src)` | y = x; y[index[i][j]][j] += src[i][j] (dim 0; likewise along any dim),
+///   in increasing position order | dx = g; dsrc = gather(g, dim, index) (0 outside index's shape)
+///   | torch.Tensor.scatter_add
 Tensor scatter_add(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& src);
-/// torch::index_add: a copy of x with src's slice j along dim added at position index[j] (1-d
-/// int64/int32, src.size(dim) == index.numel(), other dims equal to x's).
+/// index 1-d int64/int32, src.size(dim) == index.numel(), src's other dims equal to x's.
+/// @op `index_add(x, dim, index, src)` | y = x; y[.., index[j], ..] += src[.., j, ..]
+///   | dx = g; dsrc = index_select(g, dim, index) | torch.Tensor.index_add
 Tensor index_add(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& src);
-/// x[idx] (torch's Tensor::index with one tensor). idx int64/int32: rows of x along dim 0 (negative
-/// indices count from the end), result shape idx.shape + x.shape[1:]. idx bool: a mask over x's
-/// leading idx.dim() dims (their sizes must match); the result is (count, x.shape[idx.dim():]).
+/// torch's Tensor::index with one tensor. A bool mask's sizes must match x's leading dims.
+/// @op `index(x, idx)` (x[idx]) | int64/int32 idx: the rows of x at idx (negatives wrap), shape idx.shape +
+///   x.shape[1:]; bool idx: the elements / rows of x where the mask over its leading idx.dim() dims is true,
+///   shape (count, x.shape[idx.dim():]) | g added back at the selected places | torch.Tensor.__getitem__
 Tensor index(const Tensor& x, const Tensor& idx);
 
-/// Position (int64) of the first maximum along dim; without dim, in the flattened tensor (keepdim
-/// then gives all dims of size 1). NaN counts as the maximum.
+/// @op `argmax(x, dim, keepdim)` | the int64 position of the first maximum along dim (NaN counts as the
+///   maximum); without dim: in the flattened x (keepdim: all dims of size 1) | none | torch.argmax
 Tensor argmax(const Tensor& x, std::optional<std::int64_t> dim = std::nullopt, bool keepdim = false);
-/// Position (int64) of the first minimum; NaN counts as the minimum (as torch).
+/// @op `argmin(x, dim, keepdim)` | the int64 position of the first minimum (NaN counts as the minimum); without
+///   dim: in the flattened x | none | torch.argmin
 Tensor argmin(const Tensor& x, std::optional<std::int64_t> dim = std::nullopt, bool keepdim = false);
-/// The k largest (or smallest) elements along dim and their int64 positions; `sorted` orders them
-/// (largest first when `largest`), else they come in the same order (this implementation always sorts).
-/// Ties keep the lower position first. Gradient: g scattered to the positions.
+/// `sorted` = false gives them in the same order (this implementation always sorts).
+/// @op `topk(x, k, dim, largest, sorted)` | (the k largest, or smallest, along dim, largest first when largest;
+///   their int64 positions) | values: g scattered to the positions | torch.topk
 std::tuple<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t dim = -1, bool largest = true,
                                 bool sorted = true);
-/// Sorted values along dim and the int64 positions they came from; always stable (ties keep their
-/// order), `stable` is accepted for torch's signature. Gradient: g scattered to the positions.
+/// Always stable (ties keep their order); `stable` is accepted for torch's signature.
+/// @op `sort(x, dim, descending, stable)` | (the values sorted along dim, their int64 positions)
+///   | values: g scattered to the positions | torch.sort
 std::tuple<Tensor, Tensor> sort(const Tensor& x, std::int64_t dim = -1, bool descending = false, bool stable = false);
-/// int64 (n, x.dim()) positions of the nonzero elements of x (any dtype), in row-major order.
+/// @op `nonzero(x)` | int64 (n, x.dim()): the positions of the n nonzero elements of x (any dtype), in row-major
+///   order | none | torch.nonzero
 Tensor nonzero(const Tensor& x);
-/// torch::one_hot: int64 labels -> int64 (..., C) with 1 at each label; num_classes = -1 takes
-/// max(labels) + 1. Labels must be in [0, C).
+/// @op `one_hot(labels, C)` | int64 (..., C), 1 at each label (C = −1: max(labels) + 1; labels in [0, C))
+///   | none | torch.nn.functional.one_hot
 Tensor one_hot(const Tensor& labels, std::int64_t num_classes = -1);
 
 }  // namespace xgrad

@@ -2,32 +2,14 @@
 // Loss functions as ops (like torch::nn::functional): each one fused forward and backward kernel.
 //
 // Every loss takes a `Reduction` (torch's `reduction=`): None returns the per-element (or
-// per-sample) losses l, Mean returns mean(l) as a 0-d tensor, Sum returns sum(l). For a per-element
-// loss with n elements the gradient of Mean is (g/n) * dl, of Sum g * dl, of None g_i * dl_i.
+// per-sample) losses l, Mean returns mean(l) as a 0-d tensor, Sum returns sum(l). Each loss's
+// formulas are its `/// @op` row (op | l per element or sample | gradient | torch), from which
+// docs/ops.md's table is generated (g′, the gradient of l, is defined in mse_loss's row).
 //
-// loss (arguments)                      l per element / sample, with d = x - t
-//   dl/dinput; dl/dtarget
-// mse_loss(x, t)                        d^2
-//   2 d; -2 d
-// l1_loss(x, t)                         |d|
-//   sign(d) (0 at d = 0); -sign(d)
-// huber_loss(x, t, delta)               0.5 d^2 if |d| < delta, else delta (|d| - 0.5 delta)
-//   d clamped to [-delta, delta]; minus that
-// smooth_l1_loss(x, t, beta)            0.5 d^2 / beta if |d| < beta, else |d| - 0.5 beta (beta = 0: l1)
-//   d / beta clamped to [-1, 1]; minus that
-// cross_entropy(z, y, eps)              lse(z) - (1 - eps) z_y - (eps / C) sum_c z_c
-//   softmax(z) - (1 - eps) onehot(y) - eps / C; none (class indices)
-// nll_loss(p, y)                        -p_y
-//   -onehot(y); none (class indices)
-// binary_cross_entropy_with_logits(x, t, pos_weight w)
-//                                       (1 - t) x + (1 + (w - 1) t) softplus(-x)
-//   (1 + (w - 1) t) sigmoid(x) - w t; -x + (w - 1) softplus(-x); dl/dw = t softplus(-x)
-//
-// lse(z) = m + log sum exp(z - m) with m = max z, and softplus(-x) = max(-x, 0) + log1p(exp(-|x|)),
-// so logits of +-1e3 neither overflow nor lose the loss (torch computes the same expressions).
-// Without pos_weight (w = 1) the BCE loss is max(x, 0) - x t + log1p(exp(-|x|)) and its input
-// gradient sigmoid(x) - t. pos_weight gets a gradient too: dl/dw = t softplus(-x), summed over the
-// elements it was broadcast to (torch 1.13 refuses to differentiate pos_weight; ours is gradchecked).
+// The log-sum-exp subtracts the maximum first, and softplus(-x) is computed as max(-x, 0) +
+// log1p(exp(-|x|)), so logits of +-1e3 neither overflow nor lose the loss (torch computes the same
+// expressions). pos_weight gets a gradient too, summed over the elements it was broadcast to (torch
+// 1.13 refuses to differentiate pos_weight; ours is gradchecked).
 //
 // Differentiable arguments: input and target of mse/l1/huber/smooth_l1 and of BCE (as in torch),
 // BCE's pos_weight, the logits of cross_entropy and the log-probabilities of nll_loss. Class-index
@@ -70,22 +52,32 @@ namespace xgrad {
 /// How a loss reduces its per-element losses (torch's reduction='none' | 'mean' | 'sum').
 enum class Reduction { None, Mean, Sum };
 
-/// Mean squared error: l = (input - target)^2.
+/// Mean squared error.
+/// @op `mse_loss(x, t, reduction)` | l = (x − t)², then none / mean / sum | dx = 2(x − t)·g′, dt = −dx; in every
+///   loss's row g′ = g (none, sum) or g/n (mean over n) | torch.nn.functional.mse_loss
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 
-/// Mean absolute error: l = |input - target|; gradient sign(input - target), 0 where equal.
+/// Mean absolute error.
+/// @op `l1_loss(x, t, reduction)` | |x − t| | dx = sign(x − t)·g′ (0 where equal), dt = −dx
+///   | torch.nn.functional.l1_loss
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 
-/// Huber loss (torch.nn.functional.huber_loss): quadratic for |d| < delta, linear beyond. delta > 0.
+/// Huber loss; delta > 0.
+/// @op `huber_loss(x, t, reduction, δ)` | d = x − t: ½d² if |d| < δ, else δ(|d| − ½δ)
+///   | dx = clamp(d, −δ, δ)·g′, dt = −dx | torch.nn.functional.huber_loss
 Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean, double delta = 1.0);
 
-/// Smooth L1 loss (torch.nn.functional.smooth_l1_loss) = huber_loss(delta = beta) / beta; beta >= 0,
-/// beta = 0 is l1_loss.
+/// Smooth L1 loss, huber_loss(delta = beta) / beta; beta >= 0.
+/// @op `smooth_l1_loss(x, t, reduction, β)` | ½d²/β if |d| < β, else |d| − ½β (β = 0: l1)
+///   | dx = clamp(d/β, −1, 1)·g′, dt = −dx | torch.nn.functional.smooth_l1_loss
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
                       double beta = 1.0);
 
 /// Cross-entropy from unnormalised logits and class indices, with optional label smoothing
-/// (0 <= label_smoothing <= 1) and ignore_index. Mean divides by the number of non-ignored samples.
+/// (0 <= label_smoothing <= 1) and ignore_index.
+/// @op `cross_entropy(z, y, reduction, ε, ignore_index)` | per sample m + ln Σ eᶻ⁻ᵐ − (1 − ε)·z_y − (ε/C)·Σ z (0 if
+///   ignored), m = max z; mean over the non-ignored | dz = (softmax(z) − (1 − ε)·onehot(y) − ε/C)·g′; none for y
+///   | torch.nn.functional.cross_entropy
 Tensor cross_entropy(const Tensor& logits, const std::vector<std::int64_t>& target,
                      Reduction reduction = Reduction::Mean, double label_smoothing = 0.0,
                      std::int64_t ignore_index = -100);
@@ -94,6 +86,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
                      double label_smoothing = 0.0, std::int64_t ignore_index = -100);
 
 /// Negative log-likelihood of class indices given log-probabilities (e.g. from log_softmax).
+/// @op `nll_loss(p, y, reduction, ignore_index)` | −p_y per sample; mean over the non-ignored
+///   | dp = −g′ at (s, y_s), 0 elsewhere; none for y | torch.nn.functional.nll_loss
 Tensor nll_loss(const Tensor& log_probs, const std::vector<std::int64_t>& target, Reduction reduction = Reduction::Mean,
                 std::int64_t ignore_index = -100);
 /// Same, with the class indices in an int64 (or int32) tensor.
@@ -102,6 +96,9 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
 
 /// Binary cross-entropy on logits, stable for any |logits|: targets are probabilities in [0, 1]
 /// (not checked, like torch). pos_weight (optional) weighs the positive term.
+/// @op `binary_cross_entropy_with_logits(x, t, reduction, w)` | (1 − t)·x + (1 + (w − 1)t)·softplus(−x), stable; w
+///   the pos_weight (1 without) | dx = ((1 + (w − 1)t)·σ(x) − w·t)·g′, dt = (−x + (w − 1)·softplus(−x))·g′,
+///   dw = Σ t·softplus(−x)·g′ | torch.nn.functional.binary_cross_entropy_with_logits
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
                                         Reduction reduction = Reduction::Mean, const Tensor& pos_weight = Tensor());
 

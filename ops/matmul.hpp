@@ -3,7 +3,6 @@
 //   1-d x 1-d -> scalar (dot); 2-d x 2-d -> matrix; 1-d x n-d prepends a 1 to a (removed after);
 //   n-d x 1-d appends a 1 to b (removed after); batched (..., n, k) x (..., k, m) broadcasts the
 //   batch dimensions.
-// Gradients: for C = A B, dA = G B^T and dB = A^T G, each summed over broadcast batch dimensions.
 // Both inputs must have the same dtype and at least one dimension. Results are bit-identical
 // whatever the thread count (see Note [Deterministic GEMM] in matmul.cpp).
 #include <cstdint>
@@ -12,6 +11,8 @@
 
 namespace xgrad {
 
+/// @op `matmul(a, b)` | a·b, with torch.matmul's rules (dot, matrix, batched, broadcast batch)
+///   | da = g·bᵀ, db = aᵀ·g, summed over broadcast batches | torch.matmul
 Tensor matmul(const Tensor& a, const Tensor& b);
 
 namespace detail {

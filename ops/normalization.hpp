@@ -2,16 +2,9 @@
 // Batch and group normalisation, as torch.nn.functional.batch_norm and group_norm (PyTorch 1.13).
 // x is (N, C, *): N samples, C channels, any number of trailing (spatial) dims, seen as (N, C, S).
 //
-// | op         | statistics over                       | forward                              |
-// |------------|---------------------------------------|--------------------------------------|
-// | batch_norm | each channel c: N*S values            | y = (x - mu_c) * r_c * w_c + b_c     |
-// | group_norm | each (sample, group): (C/G)*S values  | y = (x - mu_ng) * r_ng * w_c + b_c   |
+// Each op's formulas are its `/// @op` row (op | forward y | gradient, g = dL/dy | torch), from which
+// docs/ops.md's table is generated.
 //
-// with mu the mean, var the biased variance (divided by M, the number of values) and
-// r = 1 / sqrt(var + eps). Gradients (g = dL/dy, xh = (x - mu) * r, sums over the same M values):
-//   training batch_norm, group_norm:  dx = r * (gw - sum(gw) / M - xh * sum(gw * xh) / M),  gw = g * w
-//   eval batch_norm (running stats):  dx = g * w * r
-//   dw_c = sum over the channel's values of g * xh,   db_c = sum of g
 // The backward is hand-written (Note [Normalization kernels] in normalization.cpp): one pass per
 // channel or group instead of the composite's graph of ten ops and its full-size temporaries.
 #include <cstdint>
@@ -33,6 +26,12 @@ namespace xgrad {
 /// Errors: undefined x, x not floating point, x with fewer than 2 dims or 0 channels, a per-channel tensor not (C) or
 /// of another dtype, only one of the running stats given, a running stat that requires grad, running stats missing in
 /// eval mode, one value per channel in training (N * S == 1), eps < 0 or not finite, momentum not finite.
+/// @op `batch_norm(x, running_mean, running_var, w, b, training, momentum, eps)`
+///   | x (N, C, *); per channel c over its M = N·S values: y = (x − μ_c)·r_c·w_c + b_c, r = 1/√(var + ε), var
+///     biased; training: batch μ, var, running stats updated in place (momentum, unbiased var); eval: running μ, var
+///   | training: dx = r·w·(g − Σg/M − x̂·Σ(g·x̂)/M), x̂ = (x − μ)·r; eval: dx = g·w·r; dw = Σ g·x̂, db = Σ g; none
+///     for the running stats
+///   | torch.nn.functional.batch_norm
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool training = false,
                   double momentum = 0.1, double eps = 1e-5);
@@ -43,6 +42,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 /// summed over the samples in a fixed order (bit-identical whatever the thread count).
 /// Errors: undefined x, x not floating point, x with fewer than 2 dims, num_groups <= 0 or not dividing C, weight or
 /// bias not (C) or of another dtype, N * C * S == 1 (torch: "more than 1 value per channel"), eps < 0 or not finite.
+/// @op `group_norm(x, G, w, b, eps)`
+///   | per (sample, group of C/G channels) over its M = (C/G)·S values: y = (x − μ)·r·w_c + b_c (μ, r as batch_norm's)
+///   | dx = r·(g·w − Σ(g·w)/M − x̂·Σ(g·w·x̂)/M); dw_c = Σ_{n,s} g·x̂, db_c = Σ_{n,s} g
+///   | torch.nn.functional.group_norm
 Tensor group_norm(const Tensor& x, std::int64_t num_groups, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 

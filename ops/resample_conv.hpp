@@ -1,25 +1,21 @@
 #pragma once
 // Resampling convolution ("pseudo-continuous" convolution): each row of a finely sampled signal is
-// convolved with a compactly supported response and read out at its own coarse, non-uniform points.
-//
-//   out[..., n, a] = sum_b  r(coarse[n, a] - fine[b]) * f[..., n, b]
+// convolved with a compactly supported response r and read out at its own coarse, non-uniform
+// points. The forward and first-order gradients are the `/// @op` row of resample_conv below (from
+// which docs/ops.md's table is generated).
 //
 // f: (N, B) or (batch..., N, B); coarse: (N, A), any order, any spacing; fine: a uniform grid
 // (x0 + b*dx, b < B: the fast path) or any strictly increasing (B,) points. r is zero outside its
 // support [lo, hi]. A coarse point whose support reaches past the ends of the fine grid uses only
 // the fine points that exist (f is taken as zero outside the grid; nothing is extrapolated).
 // Whether a fine point exactly on a support end is counted is decided within rounding, which
-// matters only for responses that are not zero at their ends.
+// matters only for responses that are not zero at their ends. The coarse gradient needs r′:
+// callable responses need their derivative, sampled ones always have it; the jumps of r at lo/hi,
+// if r is not zero there, are not differentiated.
 //
-// Gradients (g = d loss / d out):
-//   d f[..., n, b]    = sum_a g[..., n, a] * r(coarse[n, a] - fine[b])              (a scatter)
-//   d coarse[n, a]    = sum_batch g[..., n, a] * sum_b r'(coarse[n, a] - fine[b]) * f[..., n, b]
-//                       (callable responses need their derivative; sampled ones always have it;
-//                       the jumps of r at lo/hi, if r is not zero there, are not differentiated)
-//   d values[k]       = sum g[..., n, a] * sum_b (d r(coarse[n, a] - fine[b]) / d values[k]) * f[..., n, b]
 // Higher order (create_graph, Note [Create graph] in core/autograd.hpp), in f, coarse and values, to
-// any order: each gradient above is recorded as a product of the same family, itself differentiable
-// (Note [Create graph] for resample_conv in resample_conv.cpp). With r^(m) the response's m-th
+// any order: each first-order gradient is recorded as a product of the same family, itself
+// differentiable (Note [Create graph] for resample_conv in resample_conv.cpp). With r^(m) the response's m-th
 // derivative and S_m(f) = sum_b r^(m)(coarse - fine[b]) f[b] (resample_conv is S_0):
 //   d f of <g, S_m(f)>      = S_m^T(g), the transposed resampling (linear in g)
 //   d coarse of <g, S_m(f)> = sum_batch g * S_(m+1)(f)   (so r^(k) for the k-th coarse derivative)
@@ -208,9 +204,15 @@ struct ResampleConvOptions {
 using ResampleConvFallbackHandler = std::function<void(const std::string&)>;
 ResampleConvFallbackHandler set_resample_conv_fallback_handler(ResampleConvFallbackHandler handler);
 
-/// out = resample_conv(f, coarse, grid, response): see the formula and gradients at the top of
-/// this file. f and coarse must have the same dtype (and the sampled values too). Differentiable
-/// in f, coarse and the sampled response values.
+/// f and coarse must have the same dtype (and the sampled values too). Differentiable in f, coarse
+/// and the sampled response values (to any order: the top of this file).
+/// @op `resample_conv(f, coarse, grid, r)` | out[..., n, a] = Σ_b r(coarse[n, a] − fine[b])·f[..., n, b]
+///   | df[..., n, b] = Σ_a g[..., n, a]·r(coarse[n, a] − fine[b]) (a scatter);
+///     dcoarse[n, a] = Σ_batch g[..., n, a]·Σ_b r′(coarse[n, a] − fine[b])·f[..., n, b];
+///     dvalues[k] = Σ g[..., n, a]·Σ_b ∂r(coarse[n, a] − fine[b])/∂values[k]·f[..., n, b] (a sampled r);
+///     create_graph: all three recorded as resampling products, with r^(k) for the k-th coarse derivative — see
+///     [resample_conv.md](resample_conv.md)
+///   | — (compared through a dense sum in torch)
 Tensor resample_conv(const Tensor& f, const Tensor& coarse, const FineGrid& grid, const Response& response,
                      const ResampleConvOptions& options = {});
 

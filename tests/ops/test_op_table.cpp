@@ -2,7 +2,8 @@
 // PyTorch parity of values and gradients (one batch: Python starts once), 1-vs-2-thread bit
 // equality, a sweep of degenerate sizes {0, 1, 2, 7, large} per size parameter and of leading batch
 // shapes (forward and backward run; shapes and values match torch's, through the parity batch), and
-// bad inputs. A last test fails when a public op in ops/*.hpp has no entry.
+// bad inputs. A test fails when a public op in ops/*.hpp has no entry; the docs tests at the end, when
+// one has no `/// @op` row (tests/ops/op_table_rows.hpp) or docs/ops.md differs from the rows.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <sstream>
 
 #include "op_table.hpp"
+#include "op_table_rows.hpp"
 #include "support.hpp"
 
 using namespace xgrad;
@@ -413,7 +415,28 @@ std::vector<std::string> documented_names(const std::string& span) {
 
 }  // namespace
 
-TEST_CASE("docs/ops.md lists every public op of ops/*.hpp under its header, and nothing else", "[op_table][docs]") {
+namespace {
+
+// The name of the op a declaration line declares: "Tensor silu(const Tensor& x);" -> "silu".
+std::string declared_name(const std::string& line) {
+  static const std::regex name_re("(operator\\S+?|[A-Za-z_][A-Za-z0-9_]*)\\(");
+  for (std::sregex_iterator it(line.begin(), line.end(), name_re), end; it != end; ++it)
+    if ((*it)[1].str() != "requires") return (*it)[1].str();
+  return "";
+}
+
+// The torch functions a row's torch cell names: "torch.amax, torch.Tensor.repeat" -> both.
+std::vector<std::string> torch_names(const std::string& cell) {
+  static const std::regex torch_re("torch(\\.[A-Za-z_][A-Za-z0-9_]*)+");
+  std::vector<std::string> out;
+  for (std::sregex_iterator it(cell.begin(), cell.end(), torch_re), end; it != end; ++it) out.push_back(it->str());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("docs/ops.md: every public op of ops/*.hpp has an @op row next to it, naming ops of its header",
+          "[op_table][docs]") {
   const std::vector<OpDeclaration> decls = public_op_declarations(XGRAD_SOURCE_DIR "/ops");
   REQUIRE(decls.size() >= 50);
   std::map<std::string, std::set<std::string>> headers_of;  // op name -> headers declaring it
@@ -422,48 +445,95 @@ TEST_CASE("docs/ops.md lists every public op of ops/*.hpp under its header, and 
     if (name.rfind("operator", 0) == 0) continue;  // operators are documented with their function
     headers_of[name].insert(d.header);
   }
-  std::set<std::string> aliases;  // inline forms such as broadcast_to: may be documented, need not be
+  // inline forms such as broadcast_to, and templates: may be named by a row, need not be
+  std::map<std::string, std::set<std::string>> aliases_of;
   static const std::regex inline_re("^inline Tensor ([A-Za-z_][A-Za-z0-9_]*)\\(");
   for (const auto& e : std::filesystem::directory_iterator(XGRAD_SOURCE_DIR "/ops")) {
     std::ifstream h(e.path());
     for (std::string l; std::getline(h, l);) {
       std::smatch m;
-      if (std::regex_search(l, m, inline_re)) aliases.insert(m[1].str());
+      if (std::regex_search(l, m, inline_re)) aliases_of[m[1].str()].insert(e.path().stem().string());
     }
   }
-  std::ifstream in(XGRAD_SOURCE_DIR "/docs/ops.md");
-  REQUIRE(in.good());
-  std::map<std::string, std::set<std::string>> documented;  // op name -> the file column of its rows
-  std::string line;
-  int rows = 0;
-  while (std::getline(in, line)) {
-    if (line.rfind("| `", 0) != 0) continue;  // table rows whose op column starts with code
-    std::vector<std::string> cells;
-    std::stringstream ss(line.substr(1));
-    for (std::string c; std::getline(ss, c, '|');) cells.push_back(c);
-    REQUIRE(cells.size() >= 4);
-    std::string file = cells[1];
-    file.erase(0, file.find_first_not_of(' '));
-    file.erase(file.find_last_not_of(' ') + 1);
-    if (file.rfind("ops/", 0) == 0) file = file.substr(4);
-    ++rows;
-    for (const auto& span : code_spans(cells[0]))
-      for (std::string name : documented_names(span)) {
+  const std::vector<OpRow> rows = read_op_rows(XGRAD_SOURCE_DIR "/ops");
+  REQUIRE(rows.size() >= 30);
+  for (const auto& p : op_row_problems(rows)) FAIL_CHECK(p);
+  std::map<std::string, std::set<std::string>> rows_of;  // op name -> the headers of the rows naming it
+  for (const auto& row : rows) {
+    if (row.cells.empty()) continue;
+    const std::string where = fmt::format("ops/{}.hpp:{}", row.header, row.line);
+    std::set<std::string> named;
+    for (const auto& span : code_spans(row.cells[0]))
+      for (const std::string& name : documented_names(span)) {
         if (name.rfind("nn::functional::", 0) == 0) continue;  // an alias in nn/, documented in nn.md
-        documented[name].insert(file);
-        INFO("docs/ops.md row `" << span << "` names " << name << ", which no ops/*.hpp declares as a public op");
-        if (file != "core/tensor") CHECK(headers_of.count(name) + aliases.count(name) >= 1);
+        named.insert(name);
+        rows_of[name].insert(row.header);
+        INFO(where << ": the @op row names `" << span << "`, and ops/" << row.header << ".hpp declares no public op "
+                   << name);
+        CHECK(headers_of[name].count(row.header) + aliases_of[name].count(row.header) >= 1);
       }
+    {
+      INFO(where << ": the @op row names no op in backticks");
+      CHECK(!named.empty());
+    }
+    INFO(where << ": an @op row ends its op's doc comment, directly above the declaration of an op it names; it is "
+                  "followed by: "
+               << row.next);
+    CHECK(named.count(declared_name(row.next)) == 1);
   }
-  REQUIRE(rows >= 30);
-  for (const auto& [name, headers] : headers_of) {
-    INFO("public op " << name << " (declared in ops/" << *headers.begin()
-                      << ".hpp) has no row in docs/ops.md: add one with its forward and gradient formulas");
-    CHECK(documented.count(name) == 1);
-    if (documented.count(name) == 0) continue;
-    INFO("docs/ops.md gives its file as " << *documented[name].begin());
-    bool match = false;
-    for (const auto& h : headers) match = match || documented[name].count(h) > 0;
-    CHECK(match);
+  for (const auto& [name, headers] : headers_of)
+    for (const auto& h : headers) {
+      INFO("public op " << name << " (ops/" << h << ".hpp) has no @op row in its header: add one above its declaration "
+                        << "(op | forward | gradient | torch: tests/README.md), then " << kRegenerateOpTables);
+      CHECK(rows_of[name].count(h) == 1);
+    }
+}
+
+TEST_CASE("docs/ops.md: its op tables are the @op rows of ops/*.hpp", "[op_table][docs]") {
+  const std::string doc = read_text_file(XGRAD_SOURCE_DIR "/docs/ops.md");
+  const std::string generated = replace_op_tables(doc, op_tables_markdown(read_op_rows(XGRAD_SOURCE_DIR "/ops")));
+  if (generated == doc) return;
+  std::istringstream a(doc), b(generated);
+  std::string la, lb;
+  int line = 0;
+  for (;;) {
+    ++line;
+    const bool more_a = static_cast<bool>(std::getline(a, la)), more_b = static_cast<bool>(std::getline(b, lb));
+    if (!more_a || !more_b || la != lb) {
+      if (!more_a) la = "(end of file)";
+      if (!more_b) lb = "(end of file)";
+      break;
+    }
+  }
+  FAIL("docs/ops.md differs from what the @op rows of ops/*.hpp generate; regenerate it with\n  "
+       << kRegenerateOpTables << "\nfirst difference, line " << line << ":\n  docs/ops.md: " << la
+       << "\n  generated:   " << lb);
+}
+
+TEST_CASE("docs/ops.md: each @op row's torch function is the one the op table compares with", "[op_table][docs]") {
+  std::map<std::string, std::string> torch_code;  // op name -> the torch code of its entries
+  for (const auto& op : op_table()) torch_code[op.signature.substr(0, op.signature.find('('))] += op.torch + "\n";
+  // how the entries' Python spells the functions it calls through an operator
+  static const std::map<std::string, std::string> kOperators = {
+      {"add", " + "}, {"sub", " - "}, {"mul", " * "},  {"div", " / "},  {"neg", "= -"},    {"gt", " > "},
+      {"lt", " < "},  {"ge", " >= "}, {"le", " <= "}, {"eq", " == "}, {"ne", " != "}, {"__getitem__", "["}};
+  for (const auto& row : read_op_rows(XGRAD_SOURCE_DIR "/ops")) {
+    if (row.cells.size() != 4) continue;  // reported by the test above
+    std::string code;
+    for (const auto& span : code_spans(row.cells[0]))
+      for (const std::string& name : documented_names(span))
+        if (torch_code.count(name)) code += torch_code[name];
+    // "torch.nn.LSTM (...; compared through torch.lstm_cell)": the parity check calls the latter
+    const std::string& cell = row.cells[3];
+    const std::size_t through = cell.find("compared through");
+    for (const std::string& t : torch_names(through == std::string::npos ? cell : cell.substr(through))) {
+      const std::string fn = t.substr(t.rfind('.') + 1);  // called as torch.fn(...) or as a method x.fn(...)
+      const auto op = kOperators.find(fn);
+      INFO("ops/" << row.header << ".hpp:" << row.line << ": the @op row's torch cell names " << t
+                  << ", which no op table entry of its ops calls (their torch code:\n"
+                  << code << ")");
+      CHECK((code.find("." + fn + "(") != std::string::npos ||
+             (op != kOperators.end() && code.find(op->second) != std::string::npos)));
+    }
   }
 }
