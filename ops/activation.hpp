@@ -23,7 +23,7 @@ namespace xgrad {
 ///   | torch.nn.functional.gelu
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
 
-/// @op `silu(x)` | x·σ(x) | g·σ·(1 + x(1 − σ)), σ = σ(x) | torch.nn.functional.silu
+/// @op `silu(x)` | x·σ(x) | g·σ·(1 + x(1 − σ)), σ = sigmoid(x) | torch.nn.functional.silu
 Tensor silu(const Tensor& x);
 
 /// @op `softplus(x, β, threshold)` | ln(1 + e^(βx))/β, stable; x where βx > threshold
