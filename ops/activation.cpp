@@ -145,6 +145,21 @@ struct HardsigmoidOp {
   }
 };
 
+struct SoftsignOp {
+  static constexpr const char* kName = "softsign";
+  static constexpr Saves kSaves = Saves::input;
+  using Params = NoParams;
+  template <class V>
+  static V f(const V& x, const Params&) {
+    return x / (lit(x, 1) + pw::abs(x));
+  }
+  template <class V>
+  static V df(const V& g, const V& x, const Params&) {
+    const V d = lit(x, 1) + pw::abs(x);
+    return g / (d * d);
+  }
+};
+
 void check_number(const char* op, const char* arg, const Tensor& x, double v) {
   XGRAD_CHECK(!std::isnan(v), "{}: argument '{}' is NaN (x has shape {})", op, arg,
               x.defined() ? shape_str(x.shape()) : std::string("undefined"));
@@ -177,5 +192,6 @@ Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
 Tensor logsigmoid(const Tensor& x) { return detail::pw::run<LogsigmoidOp>(x); }
 Tensor hardswish(const Tensor& x) { return detail::pw::run<HardswishOp>(x); }
 Tensor hardsigmoid(const Tensor& x) { return detail::pw::run<HardsigmoidOp>(x); }
+Tensor softsign(const Tensor& x) { return detail::pw::run<SoftsignOp>(x); }
 
 }  // namespace xgrad

@@ -58,4 +58,7 @@ Tensor hardswish(const Tensor& x);
 /// @op `hardsigmoid(x)` | min(max(x + 3, 0), 6)/6 | g/6 where −3 < x < 3, else 0 | torch.nn.functional.hardsigmoid
 Tensor hardsigmoid(const Tensor& x);
 
+/// @op `softsign(x)` | x/(1 + |x|) | g/(1 + |x|)² | torch.nn.functional.softsign
+Tensor softsign(const Tensor& x);
+
 }  // namespace xgrad

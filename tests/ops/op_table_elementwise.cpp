@@ -299,6 +299,7 @@ void add_unary_math_activation_entries(std::vector<OpInfo>& t) {
     t.push_back(unary("hardswish", "hardswish(Tensor)", F + "hardswish(a)", [](auto& x) { return hardswish(x); }));
     t.push_back(
         unary("hardsigmoid", "hardsigmoid(Tensor)", F + "hardsigmoid(a)", [](auto& x) { return hardsigmoid(x); }));
+    t.push_back(unary("softsign", "softsign(Tensor)", F + "softsign(a)", [](auto& x) { return softsign(x); }));
     // every input in turn as an integer tensor: refused, naming the op, the argument and the dtype
     for (std::size_t k = first; k < t.size(); ++k) {
       OpInfo& op = t[k];
