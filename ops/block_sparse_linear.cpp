@@ -10,6 +10,7 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
+#include "xgrad/core/fused.hpp"
 #include "xgrad/ops/detail/block_sparse_kernels.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
@@ -309,20 +310,21 @@ void check_inputs(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 }
 
 // Note [Create graph] (block-sparse): the backward of block_sparse_linear is made of block-sparse
-// products only, recorded as three ops that are each other's gradients (a closed family, like conv's):
-//   F(x, w)  = x W^T (+ b)                   block_sparse_linear        (M, in)  -> (M, out)
-//   I(g, w)  = g W                           BlockSparseInputGradFn     (M, out) -> (M, in)
-//   Wg(g, x) = the stored blocks of g^T x    BlockSparseWeightGradFn    (M, out), (M, in) -> packed
+// products only, three ops that are each other's gradients (a closed family, like conv's):
+//   F(x, w)  = x W^T (+ b)                 block_sparse_linear                   (M, in)  -> (M, out)
+//   I(g, w)  = g W                         block_sparse_linear_backward_input    (M, out) -> (M, in)
+//   Wg(g, x) = the stored blocks of g^T x  block_sparse_linear_backward_weight   (M, out), (M, in) -> packed
 // with, for an upstream gradient u of the op's output,
-//   F:  dx = I(u, w),  dw = Wg(u, x),  db = sum over rows of u
+//   F:  dx = I(u, w),  dw = Wg(u, x),  db = sum over rows of u (block_sparse_linear_backward_bias)
 //   I:  dg = F(u, w) (no bias),  dw = Wg(g, u)     (d<u, g W>/dW = g^T u, restricted to the blocks)
 //   Wg: dg = F(x, u) (no bias),  dx = I(g, u)      (<U, g^T x> = tr(x U^T g^T): d/dg = x U^T, d/dx = g U)
 // where U is the block-sparse matrix whose stored blocks are u. Memory stays O(stored + M (in + out))
-// to any order: the dense (out x in) weight is never formed. Outside a create_graph backward every op
-// calls the raw kernels of block_sparse_kernels.cpp directly.
+// to any order: the dense (out x in) weight is never formed. Every backward, first-order or recorded,
+// calls these ops, whose forwards are the kernels of block_sparse_kernels.cpp (with grad mode off
+// they record nothing).
 struct BlockSparseLinearFn;
-struct BlockSparseInputGradFn;
-struct BlockSparseWeightGradFn;
+struct BlockSparseLinearBackwardInput;
+struct BlockSparseLinearBackwardWeight;
 
 // Shape of a (batch..., n) tensor with its last dimension replaced by n.
 Shape with_last(Shape s, std::int64_t n) {
@@ -335,14 +337,15 @@ Tensor apply_input_grad(const Tensor& g, const Tensor& w, const BlockSparsePatte
 Tensor apply_weight_grad(const Tensor& g, const Tensor& x, const BlockSparsePattern& p);
 
 // I(g, w) = g W: (batch..., out) -> (batch..., in); zero columns with no block.
-struct BlockSparseInputGradFn : Function<BlockSparseInputGradFn> {
-  static constexpr const char* kName = "block_sparse_linear_input_grad";
+struct BlockSparseLinearBackwardInput : Function<BlockSparseLinearBackwardInput> {
+  static constexpr const char* kName = "block_sparse_linear_backward_input";
   static constexpr bool kDifferentiableBackward = true;  // through F and Wg (Note [Create graph] (block-sparse))
   BlockSparsePattern pattern = BlockSparsePattern::block_diagonal({{InFeatures{1}, OutFeatures{1}}});
 
   Tensor forward(const Tensor& g, const Tensor& weight, const BlockSparsePattern& p) {
     pattern = p;
-    save_for_backward({needs_input_grad(1) ? g : Tensor(), needs_input_grad(0) ? weight : Tensor()});
+    if (needs_input_grad(0) || needs_input_grad(1))
+      save_for_backward({needs_input_grad(1) ? g : Tensor(), needs_input_grad(0) ? weight : Tensor()});
     const std::int64_t m = batch_rows(g.shape());
     if (m == 0 || p.num_blocks() == 0) return Tensor::zeros(with_last(g.shape(), p.in_features()), g.dtype());
     Tensor dx = Tensor::empty(with_last(g.shape(), p.in_features()), g.dtype());
@@ -363,14 +366,15 @@ struct BlockSparseInputGradFn : Function<BlockSparseInputGradFn> {
 };
 
 // Wg(g, x) = the stored blocks of g^T x (packed, pattern.weight_shape()).
-struct BlockSparseWeightGradFn : Function<BlockSparseWeightGradFn> {
-  static constexpr const char* kName = "block_sparse_linear_weight_grad";
+struct BlockSparseLinearBackwardWeight : Function<BlockSparseLinearBackwardWeight> {
+  static constexpr const char* kName = "block_sparse_linear_backward_weight";
   static constexpr bool kDifferentiableBackward = true;  // through F and I (Note [Create graph] (block-sparse))
   BlockSparsePattern pattern = BlockSparsePattern::block_diagonal({{InFeatures{1}, OutFeatures{1}}});
 
   Tensor forward(const Tensor& g, const Tensor& x, const BlockSparsePattern& p) {
     pattern = p;
-    save_for_backward({needs_input_grad(1) ? g : Tensor(), needs_input_grad(0) ? x : Tensor()});
+    if (needs_input_grad(0) || needs_input_grad(1))
+      save_for_backward({needs_input_grad(1) ? g : Tensor(), needs_input_grad(0) ? x : Tensor()});
     const std::int64_t m = batch_rows(g.shape());
     if (m == 0 || p.num_blocks() == 0) return Tensor::zeros(p.weight_shape(), g.dtype());
     Tensor dw = Tensor::empty(p.weight_shape(), g.dtype());
@@ -390,15 +394,30 @@ struct BlockSparseWeightGradFn : Function<BlockSparseWeightGradFn> {
   }
 };
 
+// db = the column sums of g (M, out) (Note [Fused ops]): bsl_bias_grad, or the recorded sum.
+struct BlockSparseLinearBackwardBias {
+  static constexpr const char* kName = "block_sparse_linear_backward_bias";
+  static Tensor kernel(const Tensor& g) {
+    const std::int64_t m = batch_rows(g.shape()), n = g.shape().back();
+    if (m == 0 || n == 0) return Tensor::zeros({n}, g.dtype());
+    Tensor db = Tensor::empty({n}, g.dtype());
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::bsl_bias_grad<T>(g.data<T>(), m, n, db.data<T>());
+    });
+    return db;
+  }
+  static Tensor formula(const Tensor& g) { return sum(reshape(g, {batch_rows(g.shape()), g.shape().back()}), {0}); }
+};
+
 struct BlockSparseLinearFn : Function<BlockSparseLinearFn> {
   static constexpr const char* kName = kOp;
   BlockSparsePattern pattern = BlockSparsePattern::block_diagonal({{InFeatures{1}, OutFeatures{1}}});
-  Shape x_shape;
 
   Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const BlockSparsePattern& p) {
     check_inputs(x, weight, bias, p);
     pattern = p;
-    x_shape = x.shape();
+    const Shape& x_shape = x.shape();
     // Save only what backward reads: x for the weight gradient, the weight for the input gradient.
     save_for_backward({needs_input_grad(1) ? x : Tensor(), needs_input_grad(0) ? weight : Tensor()});
     const std::int64_t m = batch_rows(x_shape);
@@ -425,49 +444,14 @@ struct BlockSparseLinearFn : Function<BlockSparseLinearFn> {
 
   static constexpr bool kDifferentiableBackward = true;  // through I and Wg (Note [Create graph] (block-sparse))
 
-  Tensors recorded_backward(const Tensor& g, const Tensors& s) {
-    Tensors res(3);
-    if (needs_input_grad(0)) res[0] = apply_input_grad(g, s[1], pattern);
-    if (needs_input_grad(1)) res[1] = apply_weight_grad(g, s[0], pattern);
-    if (needs_input_grad(2)) res[2] = sum(reshape(g, {batch_rows(x_shape), pattern.out_features()}), {0});
-    return res;
-  }
-
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
     const Tensors s = saved();
-    if (GradMode::is_enabled()) return recorded_backward(g, s);
-    const std::int64_t m = batch_rows(x_shape);
-    Tensors out(3);
-    if (m == 0 || pattern.num_blocks() == 0) {  // zero-length sizes: no block contributes anything
-      if (needs_input_grad(0)) out[0] = Tensor::zeros(x_shape, g.dtype());
-      if (needs_input_grad(1)) out[1] = Tensor::zeros(pattern.weight_shape(), g.dtype());
-      if (needs_input_grad(2)) {
-        out[2] = Tensor::zeros({pattern.out_features()}, g.dtype());
-        if (m > 0 && pattern.out_features() > 0)
-          dispatch(g.dtype(), [&](auto tag) {
-            using T = typename decltype(tag)::type;
-            detail::bsl_bias_grad<T>(g.data<T>(), m, pattern.out_features(), out[2].data<T>());
-          });
-      }
-      return out;
-    }
-    dispatch(g.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if (needs_input_grad(0)) {
-        out[0] = Tensor::empty(x_shape, g.dtype());
-        detail::bsl_input_grad<T>(pattern, g.data<T>(), m, s[1].data<T>(), out[0].data<T>());
-      }
-      if (needs_input_grad(1)) {
-        out[1] = Tensor::empty(pattern.weight_shape(), g.dtype());
-        detail::bsl_weight_grad<T>(pattern, g.data<T>(), s[0].data<T>(), m, out[1].data<T>());
-      }
-      if (needs_input_grad(2)) {
-        out[2] = Tensor::empty({pattern.out_features()}, g.dtype());
-        detail::bsl_bias_grad<T>(g.data<T>(), m, pattern.out_features(), out[2].data<T>());
-      }
-    });
-    return out;
+    Tensors res(3);
+    if (needs_input_grad(0)) res[0] = apply_input_grad(g, s[1], pattern);
+    if (needs_input_grad(1)) res[1] = apply_weight_grad(g, s[0], pattern);
+    if (needs_input_grad(2)) res[2] = apply_fused<BlockSparseLinearBackwardBias>(g);
+    return res;
   }
 };
 
@@ -475,10 +459,10 @@ Tensor apply_forward(const Tensor& x, const Tensor& w, const BlockSparsePattern&
   return apply<BlockSparseLinearFn>(x, w, Tensor(), p);
 }
 Tensor apply_input_grad(const Tensor& g, const Tensor& w, const BlockSparsePattern& p) {
-  return apply<BlockSparseInputGradFn>(g, w, p);
+  return apply<BlockSparseLinearBackwardInput>(g, w, p);
 }
 Tensor apply_weight_grad(const Tensor& g, const Tensor& x, const BlockSparsePattern& p) {
-  return apply<BlockSparseWeightGradFn>(g, x, p);
+  return apply<BlockSparseLinearBackwardWeight>(g, x, p);
 }
 
 }  // namespace

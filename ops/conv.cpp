@@ -8,6 +8,7 @@
 #include "detail/ceil_div.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
+#include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/matmul.hpp"
 #include "xgrad/ops/reduction.hpp"
@@ -269,57 +270,71 @@ void add_bias(T* y, const T* bias, std::int64_t n, std::int64_t channels, std::i
   });
 }
 
-struct Conv1dName {
-  static constexpr const char* kName = "conv1d";
+// Note [Create graph] for convolutions: the three kernels are closed under differentiation with one
+// Plan, so each is an op whose backward is made of the three (as torch's convolution_backward is
+// written with convolutions), and every backward, first-order or recorded, is these ops through
+// apply (with grad mode off they record nothing and run their kernel):
+//   ConvOp<N>             K1(image, weight)  Z  d image = K2(dZ, weight), d weight = K3(image, dZ)
+//   ConvTransposeOp<N>    K2(grid, weight)   I  d grid = K1(dI, weight),  d weight = K3(dI, grid)
+//   ConvBackwardWeight<N> K3(image, grid)    dW d image = K2(grid, dW'),  d grid = K1(image, dW')
+// A family N names the three for one public op: for conv2d K1 is "conv2d", K2 its input gradient
+// "conv2d_backward_input", K3 "conv2d_backward_weight"; for conv_transpose2d K2 is the op and K1 its
+// input gradient "conv_transpose2d_backward_input". A bias's gradient is ConvBackwardBias<N>.
+struct Conv1dNames {
+  static constexpr const char* k1 = "conv1d";
+  static constexpr const char* k2 = "conv1d_backward_input";
+  static constexpr const char* k3 = "conv1d_backward_weight";
+  static constexpr const char* bias = "conv1d_backward_bias";
 };
-struct Conv2dName {
-  static constexpr const char* kName = "conv2d";
+struct Conv2dNames {
+  static constexpr const char* k1 = "conv2d";
+  static constexpr const char* k2 = "conv2d_backward_input";
+  static constexpr const char* k3 = "conv2d_backward_weight";
+  static constexpr const char* bias = "conv2d_backward_bias";
 };
-struct ConvTranspose1dName {
-  static constexpr const char* kName = "conv_transpose1d";
+struct ConvTranspose1dNames {
+  static constexpr const char* k1 = "conv_transpose1d_backward_input";
+  static constexpr const char* k2 = "conv_transpose1d";
+  static constexpr const char* k3 = "conv_transpose1d_backward_weight";
+  static constexpr const char* bias = "conv_transpose1d_backward_bias";
 };
-struct ConvTranspose2dName {
-  static constexpr const char* kName = "conv_transpose2d";
+struct ConvTranspose2dNames {
+  static constexpr const char* k1 = "conv_transpose2d_backward_input";
+  static constexpr const char* k2 = "conv_transpose2d";
+  static constexpr const char* k3 = "conv_transpose2d_backward_weight";
+  static constexpr const char* bias = "conv_transpose2d_backward_bias";
 };
 
-// Note [Create graph]: the three kernels are closed under differentiation with one Plan. conv's
-// input gradient K2(g, w) is conv_transpose's forward and its weight gradient K3(x, g) is
-// ConvWeightOp; conv_transpose's input gradient K1(g, w) is conv's forward; and ConvWeightOp's
-// gradients are again K2 (image side) and K1 (grid side). So in a create_graph backward each op
-// returns its gradients through the other two ops with the same Plan, and every order records
-// itself (as torch's convolution_backward is written with convolutions).
-template <class Name>
-struct Family;
-template <>
-struct Family<Conv1dName> {
-  using Conv = Conv1dName;
-  using Transpose = ConvTranspose1dName;
+// The bias gradient of conv (over the grid's channels) and conv_transpose (over the image's): the
+// sums of g (N, C, H, W) over N, H and W, in double (bias_grad), or the recorded sum.
+template <class N>
+struct ConvBackwardBias {
+  static constexpr const char* kName = N::bias;
+  static Tensor kernel(const Tensor& g) {
+    Tensor db = Tensor::empty({g.size(1)}, g.dtype());
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      bias_grad<T>(g.data<T>(), g.size(0), g.size(1), g.size(2) * g.size(3), db.data<T>());
+    });
+    return db;
+  }
+  static Tensor formula(const Tensor& g) { return sum(g, {0, 2, 3}); }
 };
-template <>
-struct Family<ConvTranspose1dName> : Family<Conv1dName> {};
-template <>
-struct Family<Conv2dName> {
-  using Conv = Conv2dName;
-  using Transpose = ConvTranspose2dName;
-};
-template <>
-struct Family<ConvTranspose2dName> : Family<Conv2dName> {};
 
-template <class Name>
+template <class N>
 struct ConvOp;
-template <class Name>
+template <class N>
 struct ConvTransposeOp;
 
 // dW = K3(image, grid): the weight gradient of conv (image x, grid g) and conv_transpose (image g,
-// grid x), as an op so that a create_graph backward records it. d image = K2(grid, G) (a
-// conv_transpose of the grid with G as weight), d grid = K1(image, G) (a conv of the image with G).
-template <class Name>
-struct ConvWeightOp : Function<ConvWeightOp<Name>> {
-  static constexpr const char* kName = Name::kName;
-  static constexpr bool kDifferentiableBackward = true;
-  using Function<ConvWeightOp<Name>>::needs_input_grad;
-  using Function<ConvWeightOp<Name>>::save_for_backward;
-  using Function<ConvWeightOp<Name>>::saved;
+// grid x).
+template <class N>
+struct ConvBackwardWeight : Function<ConvBackwardWeight<N>> {
+  static constexpr const char* kName = N::k3;
+  static constexpr bool kDifferentiableBackward = true;  // through ConvOp and ConvTransposeOp
+  using Function<ConvBackwardWeight<N>>::needs_input_grad;
+  using Function<ConvBackwardWeight<N>>::save_for_backward;
+  using Function<ConvBackwardWeight<N>>::saved;
   Plan p;
 
   Tensor forward(const Tensor& image, const Tensor& grid, const Plan& plan) {
@@ -335,23 +350,22 @@ struct ConvWeightOp : Function<ConvWeightOp<Name>> {
   }
 
   Tensors backward(const Tensors& grads) {
-    using F = Family<Name>;
     const Tensors s = saved();
     Tensor di, dg;
-    if (needs_input_grad(0)) di = xgrad::apply<ConvTransposeOp<typename F::Transpose>>(s[1], grads[0], Tensor(), p);
-    if (needs_input_grad(1)) dg = xgrad::apply<ConvOp<typename F::Conv>>(s[0], grads[0], Tensor(), p);
+    if (needs_input_grad(0)) di = xgrad::apply<ConvTransposeOp<N>>(s[1], grads[0], Tensor(), p);
+    if (needs_input_grad(1)) dg = xgrad::apply<ConvOp<N>>(s[0], grads[0], Tensor(), p);
     return {di, dg};
   }
 };
 
-// conv1d/conv2d on (N, C, H, W) (a height of 1 for conv1d): image = x, grid = y.
-template <class Name>
-struct ConvOp : Function<ConvOp<Name>> {
-  static constexpr const char* kName = Name::kName;
-  static constexpr bool kDifferentiableBackward = true;  // through the other two ops (Family) in grad mode
-  using Function<ConvOp<Name>>::needs_input_grad;
-  using Function<ConvOp<Name>>::save_for_backward;
-  using Function<ConvOp<Name>>::saved;
+// K1 (conv1d/conv2d on (N, C, H, W), a height of 1 for conv1d): image = x, grid = y.
+template <class N>
+struct ConvOp : Function<ConvOp<N>> {
+  static constexpr const char* kName = N::k1;
+  static constexpr bool kDifferentiableBackward = true;  // through the family's ops
+  using Function<ConvOp<N>>::needs_input_grad;
+  using Function<ConvOp<N>>::save_for_backward;
+  using Function<ConvOp<N>>::saved;
   Plan p;
 
   Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Plan& plan) {
@@ -370,40 +384,21 @@ struct ConvOp : Function<ConvOp<Name>> {
     const Tensor& g = grads[0];
     Tensor dx, dw, db;
     const Tensors s = (needs_input_grad(0) || needs_input_grad(1)) ? saved() : Tensors();
-    if (GradMode::is_enabled()) {  // Note [Create graph]: dx = K2(g, w), dw = K3(x, g), recorded
-      using F = Family<Name>;
-      if (needs_input_grad(0)) dx = xgrad::apply<ConvTransposeOp<typename F::Transpose>>(g, s[1], Tensor(), p);
-      if (needs_input_grad(1)) dw = xgrad::apply<ConvWeightOp<Name>>(s[0], g, p);
-      if (needs_input_grad(2)) db = sum(g, {0, 2, 3});
-      return {dx, dw, db};
-    }
-    dispatch(g.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if (needs_input_grad(0)) {
-        dx = Tensor::empty({p.n, p.groups * p.ci, p.ih, p.iw}, g.dtype());
-        k2_adjoint<T>(p, g.data<T>(), s[1].data<T>(), dx.data<T>());
-      }
-      if (needs_input_grad(1)) {
-        dw = Tensor::empty({p.groups * p.co, p.ci, p.kh, p.kw}, g.dtype());
-        k3_weight<T>(p, s[0].data<T>(), g.data<T>(), dw.data<T>());
-      }
-      if (needs_input_grad(2)) {
-        db = Tensor::empty({p.groups * p.co}, g.dtype());
-        bias_grad<T>(g.data<T>(), p.n, p.groups * p.co, p.glen(), db.data<T>());
-      }
-    });
+    if (needs_input_grad(0)) dx = xgrad::apply<ConvTransposeOp<N>>(g, s[1], Tensor(), p);
+    if (needs_input_grad(1)) dw = xgrad::apply<ConvBackwardWeight<N>>(s[0], g, p);
+    if (needs_input_grad(2)) db = apply_fused<ConvBackwardBias<N>>(g);
     return {dx, dw, db};
   }
 };
 
-// conv_transpose1d/2d on (N, Cin, H, W): image = y, grid = x.
-template <class Name>
-struct ConvTransposeOp : Function<ConvTransposeOp<Name>> {
-  static constexpr const char* kName = Name::kName;
-  static constexpr bool kDifferentiableBackward = true;  // through the other two ops (Family) in grad mode
-  using Function<ConvTransposeOp<Name>>::needs_input_grad;
-  using Function<ConvTransposeOp<Name>>::save_for_backward;
-  using Function<ConvTransposeOp<Name>>::saved;
+// K2 (conv_transpose1d/2d on (N, Cin, H, W)): grid = x, image = y.
+template <class N>
+struct ConvTransposeOp : Function<ConvTransposeOp<N>> {
+  static constexpr const char* kName = N::k2;
+  static constexpr bool kDifferentiableBackward = true;  // through the family's ops
+  using Function<ConvTransposeOp<N>>::needs_input_grad;
+  using Function<ConvTransposeOp<N>>::save_for_backward;
+  using Function<ConvTransposeOp<N>>::saved;
   Plan p;
 
   Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Plan& plan) {
@@ -423,28 +418,9 @@ struct ConvTransposeOp : Function<ConvTransposeOp<Name>> {
     const Tensor& g = grads[0];
     Tensor dx, dw, db;
     const Tensors s = (needs_input_grad(0) || needs_input_grad(1)) ? saved() : Tensors();
-    if (GradMode::is_enabled()) {  // Note [Create graph]: dx = K1(g, w), dw = K3(g, x), recorded
-      using F = Family<Name>;
-      if (needs_input_grad(0)) dx = xgrad::apply<ConvOp<typename F::Conv>>(g, s[1], Tensor(), p);
-      if (needs_input_grad(1)) dw = xgrad::apply<ConvWeightOp<Name>>(g, s[0], p);
-      if (needs_input_grad(2)) db = sum(g, {0, 2, 3});
-      return {dx, dw, db};
-    }
-    dispatch(g.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if (needs_input_grad(0)) {
-        dx = Tensor::empty({p.n, p.groups * p.co, p.gh, p.gw}, g.dtype());
-        k1_forward<T>(p, g.data<T>(), s[1].data<T>(), nullptr, dx.data<T>());
-      }
-      if (needs_input_grad(1)) {
-        dw = Tensor::empty({p.groups * p.co, p.ci, p.kh, p.kw}, g.dtype());
-        k3_weight<T>(p, g.data<T>(), s[0].data<T>(), dw.data<T>());
-      }
-      if (needs_input_grad(2)) {
-        db = Tensor::empty({p.groups * p.ci}, g.dtype());
-        bias_grad<T>(g.data<T>(), p.n, p.groups * p.ci, p.ilen(), db.data<T>());
-      }
-    });
+    if (needs_input_grad(0)) dx = xgrad::apply<ConvOp<N>>(g, s[1], Tensor(), p);
+    if (needs_input_grad(1)) dw = xgrad::apply<ConvBackwardWeight<N>>(g, s[0], p);
+    if (needs_input_grad(2)) db = apply_fused<ConvBackwardBias<N>>(g);
     return {dx, dw, db};
   }
 };
@@ -588,7 +564,8 @@ Tensor conv_nd(const char* op, std::size_t dims, const Tensor& x, const Tensor& 
   p.gh = out[0], p.gw = out[1];
   checked_numel({p.n, out_channels, p.gh, p.gw}, op, "output");
   p.choose_chunk();
-  const Tensor y = dims == 1 ? apply<ConvOp<Conv1dName>>(c.x, w, bias, p) : apply<ConvOp<Conv2dName>>(c.x, w, bias, p);
+  const Tensor y =
+      dims == 1 ? apply<ConvOp<Conv1dNames>>(c.x, w, bias, p) : apply<ConvOp<Conv2dNames>>(c.x, w, bias, p);
   return finish(y, c.unbatched, dims);
 }
 
@@ -652,8 +629,8 @@ Tensor conv_transpose_nd(const char* op, std::size_t dims, const Tensor& x, cons
   p.ih = out[0], p.iw = out[1];
   checked_numel({p.n, out_channels, p.ih, p.iw}, op, "output");
   p.choose_chunk();
-  const Tensor y = dims == 1 ? apply<ConvTransposeOp<ConvTranspose1dName>>(c.x, w, bias, p)
-                             : apply<ConvTransposeOp<ConvTranspose2dName>>(c.x, w, bias, p);
+  const Tensor y = dims == 1 ? apply<ConvTransposeOp<ConvTranspose1dNames>>(c.x, w, bias, p)
+                             : apply<ConvTransposeOp<ConvTranspose2dNames>>(c.x, w, bias, p);
   return finish(y, c.unbatched, dims);
 }
 

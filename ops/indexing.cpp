@@ -330,7 +330,9 @@ Tensors IndexGather::backward(const Tensors& grads) {
 }
 
 // y = x with src scattered at index along a; dx = g, dsrc = g gathered at the index (0 where the
-// index does not reach src).
+// index does not reach src). dx is g itself, not a copy (as add's is): the engine adds into a
+// gradient buffer only when nothing else holds it, and gives .grad its own copy (accumulate and
+// accumulate_into_grad in core/autograd.cpp).
 struct ScatterAdd : Function<ScatterAdd> {
   static constexpr const char* kName = "scatter_add";
   static constexpr bool kDifferentiableBackward = true;  // Note [Create graph]: through IndexGather
@@ -347,7 +349,7 @@ struct ScatterAdd : Function<ScatterAdd> {
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
     Tensors out(2);
-    if (needs_input_grad(0)) out[0] = GradMode::is_enabled() ? g : g.clone_data();
+    if (needs_input_grad(0)) out[0] = g;
     if (needs_input_grad(1)) out[1] = xgrad::apply<IndexGather>(g, "scatter_add", a, IndexArg{saved(0)}, src_shape);
     return out;
   }
@@ -371,7 +373,7 @@ struct IndexAdd : Function<IndexAdd> {
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
     Tensors out(2);
-    if (needs_input_grad(0)) out[0] = GradMode::is_enabled() ? g : g.clone_data();
+    if (needs_input_grad(0)) out[0] = g;
     if (needs_input_grad(1)) out[1] = xgrad::index_select(g, a, idx);
     return out;
   }

@@ -7,6 +7,7 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
+#include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/matmul.hpp"
 #include "xgrad/ops/reduction.hpp"
@@ -28,14 +29,59 @@ namespace {
 // detail::gemm cuts large products by shape only (Note [Deterministic GEMM], ops/matmul.cpp) and
 // every bias column is summed by one task in a fixed order, so the results are bit-identical
 // whatever the thread count. x arrives here as (rows, in).
+
+// The weight and bias gradients as ops (Note [Fused ops]): the GEMM and the column sums of Note
+// [Fused linear], or (when the result will be differentiated) recorded ops. The input gradient
+// dX = G W is matmul(g, W) itself, the same GEMM call.
+struct LinearBackwardWeight {
+  static constexpr const char* kName = "linear_backward_weight";
+  static Tensor kernel(const Tensor& g, const Tensor& x) {
+    const std::int64_t rows = g.size(0), out = g.size(1), in = x.size(1);
+    Tensor dw = Tensor::empty({out, in}, g.dtype());
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::gemm<T>(true, false, out, in, rows, g.data<T>(), out, x.data<T>(), in, T(0), dw.data<T>(), in);
+    });
+    return dw;
+  }
+  static Tensor formula(const Tensor& g, const Tensor& x) { return matmul(transpose(g, 0, 1), x); }
+};
+
+struct LinearBackwardBias {
+  static constexpr const char* kName = "linear_backward_bias";
+  static Tensor kernel(const Tensor& g) {
+    const std::int64_t rows = g.size(0), out = g.size(1);
+    Tensor db = Tensor::empty({out}, g.dtype());
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* gp = g.data<T>();
+      T* dbp = db.data<T>();
+      // Columns in blocks; each block's rows are added in increasing order (thread-count independent).
+      constexpr std::int64_t kCols = 256;
+      const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, rows * kCols));
+      parallel_for(0, (out + kCols - 1) / kCols, grain, [&](std::int64_t c0, std::int64_t c1) {
+        double acc[kCols];
+        for (std::int64_t c = c0; c < c1; ++c) {
+          const std::int64_t j0 = c * kCols, width = std::min(kCols, out - j0);
+          std::fill(acc, acc + width, 0.0);
+          for (std::int64_t r = 0; r < rows; ++r) {
+            const T* row = gp + r * out + j0;
+            for (std::int64_t j = 0; j < width; ++j) acc[j] += static_cast<double>(row[j]);
+          }
+          for (std::int64_t j = 0; j < width; ++j) dbp[j0 + j] = static_cast<T>(acc[j]);
+        }
+      });
+    });
+    return db;
+  }
+  static Tensor formula(const Tensor& g) { return sum(g, {0}); }
+};
+
 struct LinearOp : Function<LinearOp> {
   static constexpr const char* kName = "linear";
-  std::int64_t rows = 0, in = 0, out = 0;
 
   Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-    rows = x.size(0);
-    in = x.size(1);
-    out = weight.size(0);
+    const std::int64_t rows = x.size(0), in = x.size(1), out = weight.size(0);
     Tensor y = Tensor::empty({rows, out}, x.dtype());
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -53,49 +99,15 @@ struct LinearOp : Function<LinearOp> {
     return y;
   }
 
-  static constexpr bool kDifferentiableBackward = true;
+  static constexpr bool kDifferentiableBackward = true;  // through matmul and the ops above
 
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
     Tensor dx, dw, db;
     const Tensors s = (needs_input_grad(0) || needs_input_grad(1)) ? saved() : Tensors();
-    if (GradMode::is_enabled()) {  // Note [Create graph]: the same three products, recorded
-      if (needs_input_grad(0)) dx = matmul(g, s[1]);
-      if (needs_input_grad(1)) dw = matmul(transpose(g, 0, 1), s[0]);
-      if (needs_input_grad(2)) db = sum(g, {0});
-      return {dx, dw, db};
-    }
-    dispatch(g.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* gp = g.data<T>();
-      if (needs_input_grad(0)) {
-        dx = Tensor::empty({rows, in}, g.dtype());
-        detail::gemm<T>(false, false, rows, in, out, gp, out, s[1].data<T>(), in, T(0), dx.data<T>(), in);
-      }
-      if (needs_input_grad(1)) {
-        dw = Tensor::empty({out, in}, g.dtype());
-        detail::gemm<T>(true, false, out, in, rows, gp, out, s[0].data<T>(), in, T(0), dw.data<T>(), in);
-      }
-      if (needs_input_grad(2)) {
-        db = Tensor::empty({out}, g.dtype());
-        T* dbp = db.data<T>();
-        // Columns in blocks; each block's rows are added in increasing order (thread-count independent).
-        constexpr std::int64_t kCols = 256;
-        const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, rows * kCols));
-        parallel_for(0, (out + kCols - 1) / kCols, grain, [&](std::int64_t c0, std::int64_t c1) {
-          double acc[kCols];
-          for (std::int64_t c = c0; c < c1; ++c) {
-            const std::int64_t j0 = c * kCols, width = std::min(kCols, out - j0);
-            std::fill(acc, acc + width, 0.0);
-            for (std::int64_t r = 0; r < rows; ++r) {
-              const T* row = gp + r * out + j0;
-              for (std::int64_t j = 0; j < width; ++j) acc[j] += static_cast<double>(row[j]);
-            }
-            for (std::int64_t j = 0; j < width; ++j) dbp[j0 + j] = static_cast<T>(acc[j]);
-          }
-        });
-      }
-    });
+    if (needs_input_grad(0)) dx = matmul(g, s[1]);
+    if (needs_input_grad(1)) dw = apply_fused<LinearBackwardWeight>(g, s[0]);
+    if (needs_input_grad(2)) db = apply_fused<LinearBackwardBias>(g);
     return {dx, dw, db};
   }
 };

@@ -8,6 +8,7 @@
 #include "detail/ceil_div.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
+#include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/blas.hpp"
 #include "xgrad/ops/detail/reduce_kernel.hpp"
@@ -307,6 +308,55 @@ void grad_b_kernel(const MatmulPlan& p, const T* a, const T* g, T* db) {
                 });
 }
 
+// The gradients of C = A B as ops (Note [Fused ops]): dA = G B^T and dB = A^T G summed over
+// broadcast batches, by the GEMM kernels above, or (when the result will be differentiated) as
+// recorded matmuls with 1-d operands viewed as (1, k) and (k, 1) and broadcast batches summed by
+// detail::sum_to. The formula transposes a copy; the kernels read B and A in place through the BLAS
+// transpose flags.
+Tensor matrix_grad(const Tensor& g, const Shape& a_shape, const Shape& b_shape) {
+  Shape gs = g.shape();
+  if (b_shape.size() == 1) gs.push_back(1);
+  if (a_shape.size() == 1) gs.insert(gs.end() - 1, 1);
+  return reshape(g, gs);
+}
+Tensor transpose_last(const Tensor& x) { return transpose(x, x.dim() - 2, x.dim() - 1); }
+
+struct MatmulBackwardA {
+  static constexpr const char* kName = "matmul_backward_a";
+  static Tensor kernel(const Tensor& g, const Tensor& b, const MatmulPlan& p, const Shape& a_shape, const Shape&) {
+    Tensor da = Tensor::empty(a_shape, g.dtype());
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      grad_a_kernel<T>(p, g.data<T>(), b.data<T>(), da.data<T>());
+    });
+    return da;
+  }
+  static Tensor formula(const Tensor& g, const Tensor& b, const MatmulPlan&, const Shape& a_shape,
+                        const Shape& b_shape) {
+    const Tensor b2 = b_shape.size() == 1 ? reshape(b, {b_shape[0], 1}) : b;
+    const Shape a2 = a_shape.size() == 1 ? Shape{1, a_shape[0]} : a_shape;
+    return reshape(detail::sum_to(matmul(matrix_grad(g, a_shape, b_shape), transpose_last(b2)), a2), a_shape);
+  }
+};
+
+struct MatmulBackwardB {
+  static constexpr const char* kName = "matmul_backward_b";
+  static Tensor kernel(const Tensor& g, const Tensor& a, const MatmulPlan& p, const Shape&, const Shape& b_shape) {
+    Tensor db = Tensor::empty(b_shape, g.dtype());
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      grad_b_kernel<T>(p, a.data<T>(), g.data<T>(), db.data<T>());
+    });
+    return db;
+  }
+  static Tensor formula(const Tensor& g, const Tensor& a, const MatmulPlan&, const Shape& a_shape,
+                        const Shape& b_shape) {
+    const Tensor a2 = a_shape.size() == 1 ? reshape(a, {1, a_shape[0]}) : a;
+    const Shape b2 = b_shape.size() == 1 ? Shape{b_shape[0], 1} : b_shape;
+    return reshape(detail::sum_to(matmul(transpose_last(a2), matrix_grad(g, a_shape, b_shape)), b2), b_shape);
+  }
+};
+
 // C = A B with torch.matmul's shape rules; dA = G B^T, dB = A^T G (summed over broadcast batches).
 struct MatMul : Function<MatMul> {
   static constexpr const char* kName = "matmul";
@@ -329,47 +379,14 @@ struct MatMul : Function<MatMul> {
     return c;
   }
 
-  static constexpr bool kDifferentiableBackward = true;
-
-  // Note [Create graph]: dA = G B^T and dB = A^T G as recorded matmuls, with 1-d operands viewed as
-  // (1, k) and (k, 1) and broadcast batches summed (detail::sum_to records itself in grad mode).
-  Tensors recorded_backward(const Tensor& g, const Tensors& s) {
-    const bool a1 = a_shape.size() == 1, b1 = b_shape.size() == 1;
-    Shape gs = g.shape();
-    if (b1) gs.push_back(1);
-    if (a1) gs.insert(gs.end() - 1, 1);
-    const Tensor g2 = reshape(g, gs);
-    const auto t = [](const Tensor& x) { return transpose(x, x.dim() - 2, x.dim() - 1); };
-    Tensor da, db;
-    if (needs_input_grad(0)) {
-      const Tensor b2 = b1 ? reshape(s[1], {b_shape[0], 1}) : s[1];
-      Shape a2 = a1 ? Shape{1, a_shape[0]} : a_shape;
-      da = reshape(detail::sum_to(matmul(g2, t(b2)), a2), a_shape);
-    }
-    if (needs_input_grad(1)) {
-      const Tensor a2 = a1 ? reshape(s[0], {1, a_shape[0]}) : s[0];
-      Shape b2 = b1 ? Shape{b_shape[0], 1} : b_shape;
-      db = reshape(detail::sum_to(matmul(t(a2), g2), b2), b_shape);
-    }
-    return {da, db};
-  }
+  static constexpr bool kDifferentiableBackward = true;  // through MatmulBackwardA and MatmulBackwardB
 
   Tensors backward(const Tensors& grads) {
     const Tensor& g = grads[0];
     const Tensors s = saved();
-    if (GradMode::is_enabled()) return recorded_backward(g, s);
     Tensor da, db;
-    dispatch(g.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if (needs_input_grad(0)) {
-        da = Tensor::empty(a_shape, g.dtype());
-        grad_a_kernel<T>(plan, g.data<T>(), s[1].data<T>(), da.data<T>());
-      }
-      if (needs_input_grad(1)) {
-        db = Tensor::empty(b_shape, g.dtype());
-        grad_b_kernel<T>(plan, s[0].data<T>(), g.data<T>(), db.data<T>());
-      }
-    });
+    if (needs_input_grad(0)) da = apply_fused<MatmulBackwardA>(g, s[1], plan, a_shape, b_shape);
+    if (needs_input_grad(1)) db = apply_fused<MatmulBackwardB>(g, s[0], plan, a_shape, b_shape);
     return {da, db};
   }
 };

@@ -154,34 +154,36 @@ Tensor max_pool_scatter(const Tensor& g, const Geometry& geo, const std::int64_t
   return dx;
 }
 
-// Note [Create graph]: max pooling's backward is a scatter by the saved arg-maxes. In a create_graph
-// backward it runs as MaxPoolScatter, whose gradient is the gather MaxPoolGather (g at the
-// arg-maxes), whose gradient is the scatter again: both linear in their input, with the arg-maxes
-// (shared, read-only) fixed.
+// Note [Create graph] for max pooling: its backward is a scatter by the saved arg-maxes, the op
+// MaxPoolBackward, whose gradient is the gather MaxPoolDoubleBackward (g at the arg-maxes), whose
+// gradient is the scatter again: both linear in their input, with the arg-maxes (shared, read-only)
+// fixed. max_pool's backward always runs MaxPoolBackward (with grad mode off it records nothing).
 using ArgMax = std::shared_ptr<const std::int64_t[]>;
-struct MaxPoolScatter;
+struct MaxPoolBackward;
 
-struct MaxPoolGather : Function<MaxPoolGather> {
-  static constexpr const char* kName = "max_pool_backward";
+struct MaxPoolDoubleBackward : Function<MaxPoolDoubleBackward> {
+  static constexpr const char* kName = "max_pool_double_backward";
   static constexpr bool kDifferentiableBackward = true;
   Geometry geo;
   ArgMax argmax;
   Shape in_shape;
 
-  Tensor forward(const Tensor& x, const Geometry& g, const ArgMax& am, const Shape& out_shape) {
-    geo = g;
-    argmax = am;
-    in_shape = x.shape();
+  Tensor forward(const Tensor& x, const Geometry& gm, const ArgMax& am, const Shape& out_shape) {
+    if (needs_input_grad(0)) {  // only this op's own backward reads them
+      geo = gm;
+      argmax = am;
+      in_shape = x.shape();
+    }
     Tensor y = Tensor::empty(out_shape, x.dtype());
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* xp = x.data<T>();
       T* yp = y.data<T>();
-      parallel_for(0, geo.planes, geo.grain(1), [&](std::int64_t p0, std::int64_t p1) {
+      parallel_for(0, gm.planes, gm.grain(1), [&](std::int64_t p0, std::int64_t p1) {
         for (std::int64_t pl = p0; pl < p1; ++pl)
-          for (std::int64_t o = pl * geo.out_len(); o < (pl + 1) * geo.out_len(); ++o) {
-            const std::int64_t at = argmax[o];
-            yp[o] = at >= 0 ? xp[pl * geo.in_len() + at] : T(0);
+          for (std::int64_t o = pl * gm.out_len(); o < (pl + 1) * gm.out_len(); ++o) {
+            const std::int64_t at = am[o];
+            yp[o] = at >= 0 ? xp[pl * gm.in_len() + at] : T(0);
           }
       });
     });
@@ -190,7 +192,7 @@ struct MaxPoolGather : Function<MaxPoolGather> {
   Tensors backward(const Tensors& grads);
 };
 
-struct MaxPoolScatter : Function<MaxPoolScatter> {
+struct MaxPoolBackward : Function<MaxPoolBackward> {
   static constexpr const char* kName = "max_pool_backward";
   static constexpr bool kDifferentiableBackward = true;
   Geometry geo;
@@ -198,21 +200,25 @@ struct MaxPoolScatter : Function<MaxPoolScatter> {
   Shape out_shape;
 
   Tensor forward(const Tensor& g, const Geometry& gm, const ArgMax& am, const Shape& in_shape) {
-    geo = gm;
-    argmax = am;
-    out_shape = g.shape();
-    return max_pool_scatter(g, geo, argmax.get(), in_shape);
+    if (needs_input_grad(0)) {  // only this op's own backward reads them
+      geo = gm;
+      argmax = am;
+      out_shape = g.shape();
+    }
+    return max_pool_scatter(g, gm, am.get(), in_shape);
   }
-  Tensors backward(const Tensors& grads) { return {xgrad::apply<MaxPoolGather>(grads[0], geo, argmax, out_shape)}; }
+  Tensors backward(const Tensors& grads) {
+    return {xgrad::apply<MaxPoolDoubleBackward>(grads[0], geo, argmax, out_shape)};
+  }
 };
 
-Tensors MaxPoolGather::backward(const Tensors& grads) {
-  return {xgrad::apply<MaxPoolScatter>(grads[0], geo, argmax, in_shape)};
+Tensors MaxPoolDoubleBackward::backward(const Tensors& grads) {
+  return {xgrad::apply<MaxPoolBackward>(grads[0], geo, argmax, in_shape)};
 }
 
 struct MaxPoolOp : Function<MaxPoolOp> {
   static constexpr const char* kName = "max_pool";
-  static constexpr bool kDifferentiableBackward = true;  // through MaxPoolScatter in grad mode
+  static constexpr bool kDifferentiableBackward = true;  // through MaxPoolBackward
   Geometry geo;
   Shape in_shape;
   std::shared_ptr<std::int64_t[]> argmax;
@@ -271,8 +277,7 @@ struct MaxPoolOp : Function<MaxPoolOp> {
   }
 
   Tensors backward(const Tensors& grads) {
-    if (GradMode::is_enabled()) return {xgrad::apply<MaxPoolScatter>(grads[0], geo, ArgMax(argmax), in_shape)};
-    return {max_pool_scatter(grads[0], geo, argmax.get(), in_shape)};
+    return {xgrad::apply<MaxPoolBackward>(grads[0], geo, ArgMax(argmax), in_shape)};
   }
 };
 
@@ -346,13 +351,13 @@ Tensor avg_pool_adjoint(const Tensor& g, const AvgSpec& a, const Shape& in_shape
   return dx;
 }
 
-// Note [Create graph]: average pooling is linear; its backward (the adjoint) runs in a create_graph
-// backward as AvgPoolAdjoint, whose gradient is the pooling again.
-struct AvgPoolAdjoint;
+// Note [Create graph] for average pooling: it is linear; its backward is the adjoint, the op
+// AvgPoolBackward, whose gradient is the pooling again.
+struct AvgPoolBackward;
 
 struct AvgPoolOp : Function<AvgPoolOp> {
   static constexpr const char* kName = "avg_pool";
-  static constexpr bool kDifferentiableBackward = true;  // through AvgPoolAdjoint in grad mode
+  static constexpr bool kDifferentiableBackward = true;  // through AvgPoolBackward
   AvgSpec spec;
   Shape in_shape;
 
@@ -367,26 +372,25 @@ struct AvgPoolOp : Function<AvgPoolOp> {
   Tensors backward(const Tensors& grads);
 };
 
-struct AvgPoolAdjoint : Function<AvgPoolAdjoint> {
+struct AvgPoolBackward : Function<AvgPoolBackward> {
   static constexpr const char* kName = "avg_pool_backward";
   static constexpr bool kDifferentiableBackward = true;
   AvgSpec spec;
   Shape out_shape;
 
   Tensor forward(const Tensor& g, const AvgSpec& a, const Shape& in_shape) {
-    spec = a;
-    out_shape = g.shape();
-    return avg_pool_adjoint(g, spec, in_shape);
+    if (needs_input_grad(0)) {  // only this op's own backward reads them
+      spec = a;
+      out_shape = g.shape();
+    }
+    return avg_pool_adjoint(g, a, in_shape);
   }
   Tensors backward(const Tensors& grads) {
     return {xgrad::apply<AvgPoolOp>(grads[0], spec.geo, out_shape, spec.include_pad, spec.override_div)};
   }
 };
 
-Tensors AvgPoolOp::backward(const Tensors& grads) {
-  if (GradMode::is_enabled()) return {xgrad::apply<AvgPoolAdjoint>(grads[0], spec, in_shape)};
-  return {avg_pool_adjoint(grads[0], spec, in_shape)};
-}
+Tensors AvgPoolOp::backward(const Tensors& grads) { return {xgrad::apply<AvgPoolBackward>(grads[0], spec, in_shape)}; }
 
 std::string vec_str(const std::vector<std::int64_t>& v) {
   std::string s = "(";

@@ -982,7 +982,7 @@ Tensor cumsum_along(const Tensor& x, std::int64_t axis, bool reverse) {
 }
 
 // y = cumsum along the axis (reverse: from the end, the gradient's direction); dx = the cumsum of
-// g in the other direction, recorded as this op in grad mode (Note [Create graph]).
+// g in the other direction: this op again.
 struct Cumsum : Function<Cumsum> {
   static constexpr const char* kName = "cumsum";
   static constexpr bool kDifferentiableBackward = true;
@@ -993,10 +993,7 @@ struct Cumsum : Function<Cumsum> {
     reverse = reverse_;
     return cumsum_along(x, axis, reverse);
   }
-  Tensors backward(const Tensors& grads) {
-    if (GradMode::is_enabled()) return {xgrad::apply<Cumsum>(grads[0], axis, !reverse)};
-    return {cumsum_along(grads[0], axis, !reverse)};
-  }
+  Tensors backward(const Tensors& grads) { return {xgrad::apply<Cumsum>(grads[0], axis, !reverse)}; }
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
+#include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/resample_kernels.hpp"
 #include "xgrad/ops/elementwise.hpp"
@@ -544,8 +545,9 @@ void check_args(const Tensor& f, const Tensor& coarse, const FineGrid& grid, con
 //   d/dvalues = V_m(g, f)[k] = sum g[..., n, a] f[..., n, b] phi_k^(m)(coarse[n, a] - fine[b])
 // with phi_k the interpolation's weight of value k (a sampled r is linear in its values: r =
 // sum_k v_k phi_k). Three ops make the family, each built with its order m: ResampleConvFn (S_m),
-// ResampleConvTransposeFn (S_m^T, linear in g) and ResampleConvValuesFn (V_m, bilinear in g and f,
-// independent of the values). Each one's backward is written with the three of them (and mul, sum),
+// ResampleConvBackwardF (S_m^T, linear in g; "resample_conv_backward_f") and
+// ResampleConvBackwardValues (V_m, bilinear in g and f, independent of the values;
+// "resample_conv_backward_values"). Each one's backward is written with the three of them (and mul, sum),
 // so each is differentiable again, to any order, in f, the coarse points and the values:
 //   S_m^T(g) with upstream h: d/dg = S_m(h), d/dcoarse = sum_batch g * S_(m+1)(h), d/dvalues = V_m(g, h)
 //   V_m(g, f) with upstream u: the products of the values u in their place, S_m(f; u) for g,
@@ -553,9 +555,11 @@ void check_args(const Tensor& f, const Tensor& coarse, const FineGrid& grid, con
 //   (S is bilinear in f and the values: the second derivative in the values alone is 0).
 // A derivative of order k in the coarse points needs r^(k); when the response lacks it the gradient
 // is refused, when it is asked, with an error naming the op and the order. ResampleConvFn's backward
-// outside create_graph (grad mode off) runs the first-order kernels unchanged; the recorded path and
-// the other two ops' backwards call the ops above (slower: one tensor op per product; the same TBB
-// kernels, so deterministic too). V_m evaluates the interpolation exactly (never a float32 table).
+// is ResampleConvBackward, run by apply_fused: its kernel is the first-order pass (which reuses what
+// the forward located), its formula the products above, recorded when the result will be
+// differentiated; the other two ops' backwards always call the ops above (slower: one tensor op per
+// product; the same TBB kernels, so deterministic too). V_m evaluates the interpolation exactly
+// (never a float32 table).
 struct Family {  // what the three ops share
   FineGrid grid;
   Response response;
@@ -643,8 +647,8 @@ struct ResampleConvFn : Function<ResampleConvFn> {
   Tensors backward(const Tensors& grads);
 };
 
-struct ResampleConvTransposeFn : Function<ResampleConvTransposeFn> {
-  static constexpr const char* kName = "resample_conv_backward";
+struct ResampleConvBackwardF : Function<ResampleConvBackwardF> {
+  static constexpr const char* kName = "resample_conv_backward_f";
   static constexpr bool kDifferentiableBackward = true;
   Family fam;
 
@@ -668,8 +672,8 @@ struct ResampleConvTransposeFn : Function<ResampleConvTransposeFn> {
   Tensors backward(const Tensors& grads);
 };
 
-struct ResampleConvValuesFn : Function<ResampleConvValuesFn> {
-  static constexpr const char* kName = "resample_conv_values_backward";
+struct ResampleConvBackwardValues : Function<ResampleConvBackwardValues> {
+  static constexpr const char* kName = "resample_conv_backward_values";
   static constexpr bool kDifferentiableBackward = true;
   Family fam;
 
@@ -704,33 +708,45 @@ Tensor coarse_grad(const Tensor& g, const Tensor& f, const Tensor& coarse, const
   return sum(reshape(prod, {P, N, A}), {0});
 }
 
-Tensors ResampleConvFn::backward(const Tensors& grads) {
-  const Tensors s = saved();
-  const Tensor& f = s[0];
-  const Tensor& coarse = s[1];
-  const Tensor& values = s[2];
-  const Tensor& g = grads[0];
-  const bool want_v = values.defined() && needs_input_grad(2);
-  if (GradMode::is_enabled()) {  // create_graph: the recorded products (Note [Create graph] above)
+// The gradients of resample_conv, all three in one op (Note [Fused ops]). The kernel is the
+// first-order pass: the f gradient reuses the forward's evaluator and located taps, the f and values
+// gradients run concurrently, the values gradient goes through the forward's table when it used one
+// (Note [Values gradient through the table]) and the coarse gradient sums g * S_(m+1)(f) over the
+// batch in double. The formula is the recorded products of Note [Create graph] for resample_conv.
+struct ResampleConvBackward {
+  static constexpr const char* kName = "resample_conv_backward";
+  static Tensors kernel(const Tensor& g, const Tensor& f, const Tensor& coarse, const Tensor& values,
+                        const ResampleConvFn& node);
+  static Tensors formula(const Tensor& g, const Tensor& f, const Tensor& coarse, const Tensor& values,
+                         const ResampleConvFn& node) {
     Tensor gf, gc, gv;
-    if (needs_input_grad(0)) gf = xgrad::apply<ResampleConvTransposeFn>(g, coarse, values, fam.inner(), f_shape);
-    if (needs_input_grad(1)) gc = coarse_grad(g, f, coarse, values, fam);
-    if (want_v) gv = xgrad::apply<ResampleConvValuesFn>(g, f, coarse, fam.inner(), values.numel());
+    if (node.needs_input_grad(0))
+      gf = xgrad::apply<ResampleConvBackwardF>(g, coarse, values, node.fam.inner(), node.f_shape);
+    if (node.needs_input_grad(1)) gc = coarse_grad(g, f, coarse, values, node.fam);
+    if (values.defined() && node.needs_input_grad(2))
+      gv = xgrad::apply<ResampleConvBackwardValues>(g, f, coarse, node.fam.inner(), values.numel());
     return {gf, gc, gv};
   }
+};
+
+Tensors ResampleConvBackward::kernel(const Tensor& g, const Tensor& f, const Tensor& coarse, const Tensor& values,
+                                     const ResampleConvFn& node) {
+  const Family& fam = node.fam;
   const FineGrid& grid = fam.grid;
   const Response& response = fam.response;
+  const bool want_f = node.needs_input_grad(0), want_c = node.needs_input_grad(1),
+             want_v = values.defined() && node.needs_input_grad(2);
   const std::vector<double> c = coarse.to_vector();
-  rs::Problem pr = make_problem(f_shape, c, coarse.size(1));
-  pr.taps = taps.empty() ? nullptr : taps.data();  // only with fwd_eval's table
+  rs::Problem pr = make_problem(node.f_shape, c, coarse.size(1));
+  pr.taps = node.taps.empty() ? nullptr : node.taps.data();  // only with fwd_eval's table
   rs::Problem pr_other = pr;
   pr_other.taps = nullptr;
   const rs::Geometry geo = make_geometry(grid, response);
   Tensor gf, gc, gv;
-  if (needs_input_grad(1)) check_coarse_order(response, fam.order + 1);
+  if (want_c) check_coarse_order(response, fam.order + 1);
   if (degenerate(pr, grid)) {
-    if (needs_input_grad(0)) gf = Tensor::zeros(f_shape, f.dtype());
-    if (needs_input_grad(1)) gc = Tensor::zeros(coarse.shape(), coarse.dtype());
+    if (want_f) gf = Tensor::zeros(node.f_shape, f.dtype());
+    if (want_c) gc = Tensor::zeros(coarse.shape(), coarse.dtype());
     if (want_v) gv = Tensor::zeros(values.shape(), values.dtype());
     return {gf, gc, gv};
   }
@@ -740,21 +756,22 @@ Tensors ResampleConvFn::backward(const Tensors& grads) {
     // so neither pass's tail (its last, unevenly sized tasks) leaves a thread idle.
     std::vector<double> gcells;
     auto grad_f = [&] {
-      if (!needs_input_grad(0)) return;
-      gf = Tensor::empty(f_shape, f.dtype());
-      rs::backward_f<T>(geo, fwd_eval.ev, pr, g.data<T>(), gf.data<T>());
+      if (!want_f) return;
+      gf = Tensor::empty(node.f_shape, f.dtype());
+      rs::backward_f<T>(geo, node.fwd_eval.ev, pr, g.data<T>(), gf.data<T>());
     };
     auto grad_cells = [&] {
       if (!want_v) return;
       const std::int64_t K = values.numel();
       const double delta = (response.hi() - response.lo()) / static_cast<double>(K - 1);
       // Through the table when the forward used one (Note [Values gradient through the table]).
-      gcells = fwd_eval.ev.kind == rs::Evaluator::polyphase && fam.top
-                   ? rs::backward_cells_polyphase<T>(geo, *fwd_eval.table, K - 1, delta, pr, f.data<T>(), g.data<T>())
-                   : rs::backward_cells<T>(geo, K - 1, delta, pr, f.data<T>(), g.data<T>());
+      gcells =
+          node.fwd_eval.ev.kind == rs::Evaluator::polyphase && fam.top
+              ? rs::backward_cells_polyphase<T>(geo, *node.fwd_eval.table, K - 1, delta, pr, f.data<T>(), g.data<T>())
+              : rs::backward_cells<T>(geo, K - 1, delta, pr, f.data<T>(), g.data<T>());
     };
     parallel_invoke(grad_f, grad_cells);
-    if (needs_input_grad(1)) {
+    if (want_c) {
       const EvalHolder eh = make_evaluator(grid, response, values, f.dtype(), fam.options, fam.order + 1);
       Tensor d = Tensor::empty(g.shape(), f.dtype());
       rs::forward<T>(geo, eh.ev, pr_other, f.data<T>(), d.data<T>());
@@ -780,25 +797,30 @@ Tensors ResampleConvFn::backward(const Tensors& grads) {
   return {gf, gc, gv};
 }
 
+Tensors ResampleConvFn::backward(const Tensors& grads) {
+  const Tensors s = saved();
+  return apply_fused<ResampleConvBackward>(grads[0], s[0], s[1], s[2], *this);
+}
+
 // S_m^T(g) with upstream h (in or outside create_graph: the same recorded products).
-Tensors ResampleConvTransposeFn::backward(const Tensors& grads) {
+Tensors ResampleConvBackwardF::backward(const Tensors& grads) {
   const Tensors s = saved();
   const Tensor &g = s[0], &coarse = s[1], &values = s[2], &h = grads[0];
   Tensor gg, gc, gv;
   if (needs_input_grad(0)) gg = xgrad::apply<ResampleConvFn>(h, coarse, values, fam.inner());
   if (needs_input_grad(1)) gc = coarse_grad(g, h, coarse, values, fam);
   if (values.defined() && needs_input_grad(2))
-    gv = xgrad::apply<ResampleConvValuesFn>(g, h, coarse, fam, values.numel());
+    gv = xgrad::apply<ResampleConvBackwardValues>(g, h, coarse, fam, values.numel());
   return {gg, gc, gv};
 }
 
 // V_m(g, f) with upstream u: the products with the values u in place of the response's values.
-Tensors ResampleConvValuesFn::backward(const Tensors& grads) {
+Tensors ResampleConvBackwardValues::backward(const Tensors& grads) {
   const Tensors s = saved();
   const Tensor &g = s[0], &f = s[1], &coarse = s[2], &u = grads[0];
   Tensor gg, gf, gc;
   if (needs_input_grad(0)) gg = xgrad::apply<ResampleConvFn>(f, coarse, u, fam.inner());
-  if (needs_input_grad(1)) gf = xgrad::apply<ResampleConvTransposeFn>(g, coarse, u, fam, f.shape());
+  if (needs_input_grad(1)) gf = xgrad::apply<ResampleConvBackwardF>(g, coarse, u, fam, f.shape());
   if (needs_input_grad(2)) gc = coarse_grad(g, f, coarse, u, fam);
   return {gg, gf, gc};
 }

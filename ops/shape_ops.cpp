@@ -12,6 +12,7 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
+#include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/broadcast_kernel.hpp"
 #include "xgrad/ops/detail/reduce_kernel.hpp"
@@ -110,17 +111,19 @@ struct UnsqueezeName {
 template <class Name>
 struct View : Function<View<Name>> {
   static constexpr const char* kName = Name::kName;
-  static constexpr bool kDifferentiableBackward = true;  // Note [Create graph]: a recorded reshape
+  static constexpr bool kDifferentiableBackward = true;  // the view back: a reshape
   Shape in_shape;
   Tensor forward(const Tensor& x, const Shape& shape) {
-    in_shape = x.shape();
+    if (this->needs_input_grad(0)) in_shape = x.shape();
     return alias_with_shape(x, shape);
   }
-  Tensors backward(const Tensors& grads) {
-    if (GradMode::is_enabled()) return {reshape(grads[0], in_shape)};
-    return {alias_with_shape(grads[0], in_shape)};
-  }
+  Tensors backward(const Tensors& grads);
 };
+
+template <class Name>
+Tensors View<Name>::backward(const Tensors& grads) {
+  return {xgrad::apply<View<ReshapeName>>(grads[0], in_shape)};
+}
 
 Shape resolve_reshape(const Tensor& x, const Shape& shape) {
   Shape out = shape;
@@ -251,7 +254,7 @@ struct TransposeName {
 template <class Name>
 struct Permute : Function<Permute<Name>> {
   static constexpr const char* kName = Name::kName;
-  static constexpr bool kDifferentiableBackward = true;  // the inverse permute, recorded in grad mode
+  static constexpr bool kDifferentiableBackward = true;  // the inverse permutation, this op again
   std::vector<std::int64_t> dims;
   Tensor forward(const Tensor& x, const std::vector<std::int64_t>& dims_) {
     dims = dims_;
@@ -260,8 +263,7 @@ struct Permute : Function<Permute<Name>> {
   Tensors backward(const Tensors& grads) {
     std::vector<std::int64_t> inv(dims.size());
     for (std::size_t d = 0; d < dims.size(); ++d) inv[static_cast<std::size_t>(dims[d])] = static_cast<std::int64_t>(d);
-    if (GradMode::is_enabled()) return {permute(grads[0], inv)};
-    return {permute_copy(grads[0], inv)};
+    return {xgrad::apply<Permute<Name>>(grads[0], inv)};
   }
 };
 
@@ -318,22 +320,32 @@ Tensor scatter_add_rows(const Tensor& g, const Shape& x_shape, std::int64_t axis
 }
 
 struct IndexSelect;
-// The backward of slice and index_select as an op of its own, so that a create_graph backward
-// records it (Note [Create graph]): y = zeros(x_shape) with g added at the positions along axis;
-// its own backward is the gather (index_select) at the same positions.
-struct ScatterRows : Function<ScatterRows> {
+struct SliceName {
+  static constexpr const char* kName = "slice_backward";
+  static constexpr bool kDistinct = true;
+};
+struct IndexSelectName {
   static constexpr const char* kName = "index_select_backward";
+  static constexpr bool kDistinct = false;
+};
+// The backward of slice and index_select as an op of its own (Note [Create graph]): y =
+// zeros(x_shape) with g added at the positions along axis (distinct for slice); its own backward is
+// the gather (index_select) at the same positions.
+template <class Name>
+struct RowsBackward : Function<RowsBackward<Name>> {
+  static constexpr const char* kName = Name::kName;
   static constexpr bool kDifferentiableBackward = true;
   std::int64_t axis = 0;
   std::vector<std::int64_t> pos;
-  Tensor forward(const Tensor& g, const Shape& x_shape, std::int64_t axis_, const std::vector<std::int64_t>& pos_,
-                 bool distinct) {
+  Tensor forward(const Tensor& g, const Shape& x_shape, std::int64_t axis_, const std::vector<std::int64_t>& pos_) {
     axis = axis_;
-    if (needs_input_grad(0)) pos = pos_;  // only a create_graph backward's own backward reads them
-    return scatter_add_rows(g, x_shape, axis, pos_, distinct);
+    if (this->needs_input_grad(0)) pos = pos_;  // only this op's own backward reads them
+    return scatter_add_rows(g, x_shape, axis, pos_, Name::kDistinct);
   }
   Tensors backward(const Tensors& grads);
 };
+using SliceBackward = RowsBackward<SliceName>;
+using IndexSelectBackward = RowsBackward<IndexSelectName>;
 
 // y = x[..., start:end:step, ...]; dx = zeros with g written at the sliced positions.
 struct Slice : Function<Slice> {
@@ -347,11 +359,8 @@ struct Slice : Function<Slice> {
     pos = std::move(pos_);
     return gather_rows(x, axis, pos, count);
   }
-  static constexpr bool kDifferentiableBackward = true;  // through ScatterRows in grad mode
-  Tensors backward(const Tensors& grads) {
-    if (GradMode::is_enabled()) return {xgrad::apply<ScatterRows>(grads[0], x_shape, axis, pos, true)};
-    return {scatter_add_rows(grads[0], x_shape, axis, pos, true)};
-  }
+  static constexpr bool kDifferentiableBackward = true;  // through SliceBackward
+  Tensors backward(const Tensors& grads) { return {xgrad::apply<SliceBackward>(grads[0], x_shape, axis, pos)}; }
 };
 
 // y = x taken at index along axis; dx = zeros with g added at the indices (repeats sum).
@@ -366,18 +375,16 @@ struct IndexSelect : Function<IndexSelect> {
     pos = std::move(pos_);
     return gather_rows(x, axis, pos, static_cast<std::int64_t>(pos.size()));
   }
-  static constexpr bool kDifferentiableBackward = true;  // through ScatterRows in grad mode
+  static constexpr bool kDifferentiableBackward = true;  // through IndexSelectBackward
   // Positions may repeat: the row scatter (no sort to find out whether they do; distinct positions
   // cost the same there, one row added into zeros each).
-  Tensors backward(const Tensors& grads) {
-    if (GradMode::is_enabled()) return {xgrad::apply<ScatterRows>(grads[0], x_shape, axis, pos, false)};
-    return {scatter_add_rows(grads[0], x_shape, axis, pos, false)};
-  }
+  Tensors backward(const Tensors& grads) { return {xgrad::apply<IndexSelectBackward>(grads[0], x_shape, axis, pos)}; }
 };
 
-Tensors ScatterRows::backward(const Tensors& grads) {
-  if (GradMode::is_enabled()) return {xgrad::apply<IndexSelect>(grads[0], axis, pos)};
-  return {gather_rows(grads[0], axis, pos, static_cast<std::int64_t>(pos.size()))};
+// (IndexSelect takes its positions by value: this copies them, in a second-order backward only.)
+template <class Name>
+Tensors RowsBackward<Name>::backward(const Tensors& grads) {
+  return {xgrad::apply<IndexSelect>(grads[0], axis, pos)};
 }
 
 // ---- concat and stack ---------------------------------------------------------------------------
@@ -407,7 +414,7 @@ void join_rows(const Tensors& xs, Tensor& y, std::int64_t outer, const std::vect
 // y = concat(xs, axis); dx_i = the i-th block of g along axis.
 struct Concat : Function<Concat> {
   static constexpr const char* kName = "concat";
-  static constexpr bool kDifferentiableBackward = true;  // recorded slices in grad mode
+  static constexpr bool kDifferentiableBackward = true;  // through ConcatBackward
   std::vector<Shape> shapes;
   std::int64_t outer = 1;
   std::vector<std::int64_t> lens;
@@ -433,7 +440,7 @@ struct Concat : Function<Concat> {
 // y = stack(xs, axis); dx_i = g at position i of the new axis.
 struct Stack : Function<Stack> {
   static constexpr const char* kName = "stack";
-  static constexpr bool kDifferentiableBackward = true;  // recorded slices in grad mode
+  static constexpr bool kDifferentiableBackward = true;  // through StackBackward
   Shape shape;
   std::int64_t outer = 1;
   std::vector<std::int64_t> lens;
@@ -493,14 +500,23 @@ Tensors split_joined_recorded(const Tensor& g, const std::vector<Shape>& shapes,
   return out;
 }
 
+// The backward of concat and stack (Note [Fused ops]): the row copies, or the recorded slices.
+struct ConcatBackward {
+  static constexpr const char* kName = "concat_backward";
+  static constexpr auto kernel = split_joined;
+  static constexpr auto formula = split_joined_recorded;
+};
+struct StackBackward {
+  static constexpr const char* kName = "stack_backward";
+  static constexpr auto kernel = split_joined;
+  static constexpr auto formula = split_joined_recorded;
+};
+
 Tensors Concat::backward(const Tensors& grads) {
-  if (GradMode::is_enabled()) return split_joined_recorded(grads[0], shapes, outer, lens, *this);
-  return split_joined(grads[0], shapes, outer, lens, *this);
+  return apply_fused<ConcatBackward>(grads[0], shapes, outer, lens, *this);
 }
 Tensors Stack::backward(const Tensors& grads) {
-  if (GradMode::is_enabled())
-    return split_joined_recorded(grads[0], std::vector<Shape>(lens.size(), shape), outer, lens, *this);
-  return split_joined(grads[0], std::vector<Shape>(lens.size(), shape), outer, lens, *this);
+  return apply_fused<StackBackward>(grads[0], std::vector<Shape>(lens.size(), shape), outer, lens, *this);
 }
 
 void check_list(const char* op, const Tensors& xs) {
@@ -731,16 +747,14 @@ namespace {
 // joined back (the engine gives zeros for the pieces that were not used).
 struct Split : Function<Split> {
   static constexpr const char* kName = "split";
-  static constexpr bool kDifferentiableBackward = true;  // a recorded concat in grad mode
-  Shape x_shape;
+  static constexpr bool kDifferentiableBackward = true;  // through concat
   std::int64_t axis = 0;
-  std::int64_t outer = 0;
-  std::vector<std::int64_t> lens;
   Tensors forward(const Tensor& x, std::int64_t axis_, const std::vector<std::int64_t>& sizes) {
     axis = axis_;
-    x_shape = x.shape();
+    const Shape& x_shape = x.shape();
     const AxisGeometry g = geometry(x_shape, axis);
-    outer = g.outer;
+    const std::int64_t outer = g.outer;
+    std::vector<std::int64_t> lens;
     Tensors ys;
     ys.reserve(sizes.size());
     std::vector<Shape> shapes;
@@ -771,12 +785,7 @@ struct Split : Function<Split> {
     }
     return ys;
   }
-  Tensors backward(const Tensors& grads) {
-    if (GradMode::is_enabled()) return {concat(grads, axis)};  // Note [Create graph]
-    Tensor dx = Tensor::empty(x_shape, grads[0].dtype());
-    join_rows(grads, dx, outer, lens);
-    return {dx};
-  }
+  Tensors backward(const Tensors& grads) { return {xgrad::apply<Concat>(grads, axis)}; }
 };
 
 Tensors split_sizes_checked(const Tensor& x, std::int64_t a, const std::vector<std::int64_t>& sizes) {

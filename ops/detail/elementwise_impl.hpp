@@ -356,7 +356,7 @@ struct Where : Function<Where> {
 struct MaskedSelect : Function<MaskedSelect> {
   static constexpr const char* kName = "masked_select";
   Shape x_shape;
-  std::vector<std::int64_t> positions;
+  std::shared_ptr<const std::vector<std::int64_t>> positions;  // shared with the backward's scatter
   Tensor forward(const Tensor& x, const Tensor& mask) {
     XGRAD_CHECK(x.defined(), "masked_select: argument 'x' is an undefined tensor");  // any dtype
     XGRAD_CHECK(mask.defined(), "masked_select: argument 'mask' is an undefined tensor");
@@ -369,29 +369,24 @@ struct MaskedSelect : Function<MaskedSelect> {
     detail::broadcast_map<double, 1>(mb.data<double>(), x.shape(), {m.data<double>()}, {&m.shape()},
                                      [](double v) { return v; });
     const double* mp = mb.data<double>();
+    std::vector<std::int64_t> pos;
     for (std::int64_t i = 0; i < x.numel(); ++i)
-      if (mp[i] != 0.0) positions.push_back(i);
-    Tensor out = Tensor::empty({static_cast<std::int64_t>(positions.size())}, x.dtype());
+      if (mp[i] != 0.0) pos.push_back(i);
+    Tensor out = Tensor::empty({static_cast<std::int64_t>(pos.size())}, x.dtype());
     dispatch_all(x.dtype(), [&](auto tag) {  // any dtype: a copy
       using T = typename decltype(tag)::type;
       const T* xp = x.data<T>();
       T* o = out.data<T>();
-      for (std::size_t k = 0; k < positions.size(); ++k) o[k] = xp[positions[k]];
+      for (std::size_t k = 0; k < pos.size(); ++k) o[k] = xp[pos[k]];
     });
+    if (needs_input_grad(0)) positions = std::make_shared<const std::vector<std::int64_t>>(std::move(pos));
     return out;
   }
-  // Note [Create graph]: the scatter recorded in grad mode (its backward is the gather again).
+  // Note [Create graph]: through the scatter op "masked_select_backward", whose backward is the
+  // gather again.
   static constexpr bool kDifferentiableBackward = true;
   Tensors backward(const Tensors& grads) {
-    if (GradMode::is_enabled()) return {detail::scatter_map(kName, grads[0], x_shape, positions, true), Tensor()};
-    Tensor gx = Tensor::zeros(x_shape, grads[0].dtype());
-    dispatch(gx.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* g = grads[0].data<T>();
-      T* o = gx.data<T>();
-      for (std::size_t k = 0; k < positions.size(); ++k) o[positions[k]] = g[k];
-    });
-    return {gx, Tensor()};
+    return {detail::scatter_map(kName, grads[0], x_shape, positions, true), Tensor()};
   }
 };
 

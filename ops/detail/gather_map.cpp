@@ -68,11 +68,11 @@ Tensor gather_raw(const Tensor& x, const Shape& out_shape, const std::vector<std
   return y;
 }
 
-struct ScatterMap;
+struct GatherMapBackward;
 
 struct GatherMap : Function<GatherMap> {
   static constexpr const char* kName = "gather_map";
-  // Note [Create graph]: the transpose (ScatterMap) recorded in grad mode, whose backward is this.
+  // Note [Create graph]: through the transpose (GatherMapBackward), whose backward is this op.
   static constexpr bool kDifferentiableBackward = true;
   const char* op = kName;  // the public op's name (a string literal), for messages and the tape
   Shape x_shape;
@@ -94,7 +94,7 @@ struct GatherMap : Function<GatherMap> {
 // The backward of gather_map as an op of its own, so that a create_graph backward records it:
 // y = zeros(x_shape) with g[o] added at map[o] (Note [Deterministic scatter]); its backward is the
 // gather through the same map. Named after the public op, "<op>_backward".
-struct ScatterMap : Function<ScatterMap> {
+struct GatherMapBackward : Function<GatherMapBackward> {
   static constexpr const char* kName = "gather_map_backward";
   static constexpr bool kDifferentiableBackward = true;
   std::string op_name;
@@ -105,22 +105,22 @@ struct ScatterMap : Function<ScatterMap> {
   const char* name() const override { return op_name.c_str(); }
   Tensor forward(const Tensor& g, const char* op_, const Shape& x_shape, SharedMap map_, bool injective_) {
     op = op_;
-    op_name = std::string(op_) + "_backward";
     injective = injective_;
-    g_shape = g.shape();
     Tensor dx = scatter_add_map(g, x_shape, *map_, injective);
-    if (needs_input_grad(0)) map = std::move(map_);
+    if (needs_input_grad(0)) {  // a node: its name and what its own backward reads
+      op_name = std::string(op_) + "_backward";
+      g_shape = g.shape();
+      map = std::move(map_);
+    }
     return dx;
   }
   Tensors backward(const Tensors& grads) {
-    if (GradMode::is_enabled()) return {xgrad::apply<GatherMap>(grads[0], op, g_shape, map, injective, 0.0)};
-    return {gather_raw(grads[0], g_shape, *map, 0.0)};
+    return {xgrad::apply<GatherMap>(grads[0], op, g_shape, map, injective, 0.0)};
   }
 };
 
 Tensors GatherMap::backward(const Tensors& grads) {
-  if (GradMode::is_enabled()) return {xgrad::apply<ScatterMap>(grads[0], op, x_shape, map, injective)};
-  return {scatter_add_map(grads[0], x_shape, *map, injective)};
+  return {xgrad::apply<GatherMapBackward>(grads[0], op, x_shape, map, injective)};
 }
 
 }  // namespace
@@ -143,8 +143,11 @@ Tensor gather_map(const char* op, const Tensor& x, const Shape& out_shape, std::
 
 Tensor scatter_map(const char* op, const Tensor& g, const Shape& x_shape, std::vector<std::int64_t> map,
                    bool injective) {
-  return apply<ScatterMap>(g, op, x_shape, std::make_shared<const std::vector<std::int64_t>>(std::move(map)),
-                           injective);
+  return scatter_map(op, g, x_shape, std::make_shared<const std::vector<std::int64_t>>(std::move(map)), injective);
+}
+
+Tensor scatter_map(const char* op, const Tensor& g, const Shape& x_shape, SharedMap map, bool injective) {
+  return apply<GatherMapBackward>(g, op, x_shape, std::move(map), injective);
 }
 
 std::vector<std::int64_t> separable_map(const Shape& in_shape, const Shape& out_shape,

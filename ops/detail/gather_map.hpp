@@ -6,6 +6,7 @@
 // thread count. Under create_graph that scatter is recorded as an op of its own whose backward is
 // the gather again, so every op built on gather_map has derivatives of any order.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "xgrad/core/tensor.hpp"
@@ -22,11 +23,14 @@ Tensor gather_map(const char* op, const Tensor& x, const Shape& out_shape, std::
 /// the index ops whose source is a second input).
 Tensor scatter_add_map(const Tensor& g, const Shape& x_shape, const std::vector<std::int64_t>& map, bool injective);
 
-/// The same dx, recorded as a differentiable op named "<op>_backward" (its backward is the gather
-/// through `map`): what a backward returns under create_graph (Note [Create graph] in
-/// core/autograd.hpp). `op` must be a string literal.
+/// The same dx as a differentiable op named "<op>_backward" (its backward is the gather through
+/// `map`): a backward written with it records itself under create_graph (Note [Create graph] in
+/// core/autograd.hpp) and runs scatter_add_map otherwise. `op` must be a string literal.
 Tensor scatter_map(const char* op, const Tensor& g, const Shape& x_shape, std::vector<std::int64_t> map,
                    bool injective);
+/// The same, with a map shared with the caller (no copy of it per backward).
+Tensor scatter_map(const char* op, const Tensor& g, const Shape& x_shape,
+                   std::shared_ptr<const std::vector<std::int64_t>> map, bool injective);
 
 /// For a shape op whose output index along every dim depends on that dim only: src[d][o_d] is the
 /// source index along dim d of x (of shape in_shape) for output index o_d, or -1 (fill). Returns

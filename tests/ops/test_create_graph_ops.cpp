@@ -100,7 +100,8 @@ TEST_CASE("second derivatives of conv, batch_norm, cross_entropy and max_pool ma
 TEST_CASE("third derivatives: gradgradcheck of recorded first gradients", "[create_graph]") {
   // fn returns the recorded gradient of a scalar loss with respect to every input; gradgradcheck of
   // fn checks the loss's third derivatives, through the ops a recorded backward records (conv's
-  // ConvWeightOp and conv_transpose, pooling's scatter/gather and adjoint, NllScatter).
+  // conv2d_backward_weight and conv2d_backward_input, pooling's max_pool_backward /
+  // max_pool_double_backward and avg_pool_backward, NllScatter).
   Generator gen(43);
   // (gradcheck's numeric pass calls fn in no-grad mode on plain tensors: fn turns grad mode on and
   // makes leaves of them itself, and returns values without history there.)
