@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "xgrad/core/cpu.hpp"
+#include "xgrad/core/detail/cpu.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/blas.hpp"
 #include "xgrad/ops/detail/block_sparse_simd512.hpp"

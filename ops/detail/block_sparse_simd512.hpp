@@ -1,5 +1,5 @@
 #pragma once
-// Internal to ops/detail/block_sparse_kernels.cpp. Note [AVX-512 kernels] (core/cpu.hpp): on CPUs with AVX-512
+// Internal to ops/detail/block_sparse_kernels.cpp. Note [AVX-512 kernels] (core/detail/cpu.hpp): on CPUs with AVX-512
 // the float32 lane and tile kernels of block_sparse_linear (Notes [Lane kernels] and [Tile kernels]
 // there) run 16 lanes wide with up to 24 accumulators (AVX-512 has 32 vector registers, AVX2 16).
 // They live in block_sparse_simd512.cpp, compiled for x86-64-v4, and are reached only through

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "xgrad/core/cpu.hpp"
+#include "xgrad/core/detail/cpu.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/resample_simd512.hpp"
 #include "xgrad/ops/detail/simd.hpp"

@@ -5,7 +5,7 @@
 // Note [Kernel architectures]: a kernel file is compiled for one instruction set and names it: the
 // library's files use xsimd::default_arch (XGRAD_ARCH, x86-64-v3 = fma3<avx2> by default: 8 float or 4
 // double lanes), the *_simd512.cpp files xsimd::avx512bw (built with -march=x86-64-v4 and called only
-// after the run-time check of core/cpu.hpp). Every template here takes the architecture as a template
+// after the run-time check of core/detail/cpu.hpp). Every template here takes the architecture as a template
 // argument, so an AVX-512 file's instantiations are different functions from the AVX2 ones (a
 // different mangled name) and the linker can never merge one into the other (the ODR hazard of
 // per-file instruction sets; the test ops_simd_odr (tests/check_simd_odr.cmake) checks the AVX-512 objects for weak
