@@ -61,6 +61,7 @@
 #include <utility>
 #include <vector>
 
+#include "xgrad/core/small_object_allocator.hpp"
 #include "xgrad/core/tensor.hpp"
 
 namespace xgrad {

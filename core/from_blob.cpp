@@ -5,7 +5,7 @@
 
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/error.hpp"
-#include "xgrad/core/pool.hpp"
+#include "xgrad/core/small_object_allocator.hpp"
 
 namespace xgrad {
 

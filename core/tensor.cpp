@@ -13,6 +13,7 @@
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/random.hpp"
+#include "xgrad/core/small_object_allocator.hpp"
 
 namespace xgrad {
 

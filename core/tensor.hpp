@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "xgrad/core/dtype.hpp"
-#include "xgrad/core/pool.hpp"
 #include "xgrad/core/shape.hpp"
 
 namespace xgrad {

@@ -1,5 +1,5 @@
 // silu, leaky_relu, elu, selu, hardtanh and logsigmoid (ops/activation.hpp); gelu, softplus and
-// mish, which instantiate more of xsimd's math, are in ops/detail/activation_smooth.cpp (Note
+// mish, which instantiate more of xsimd's math, are in ops/activation_smooth.cpp (Note
 // [Elementwise build time] in ops/detail/elementwise_impl.hpp).
 #include "xgrad/ops/activation.hpp"
 

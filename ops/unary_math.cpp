@@ -1,5 +1,5 @@
 // Rounding, sign, reciprocals, the binary ops (atan2, fmod, remainder) and the one-sided clamps of
-// ops/unary_math.hpp; the transcendental ones are in ops/detail/unary_math_trig.cpp and
+// ops/unary_math.hpp; the transcendental ones are in ops/unary_math_trig.cpp and
 // unary_math_exp.cpp (Note [Elementwise build time] in ops/detail/elementwise_impl.hpp).
 #include "xgrad/ops/unary_math.hpp"
 

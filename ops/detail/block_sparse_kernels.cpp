@@ -16,10 +16,11 @@
 #include <utility>
 #include <vector>
 
-#include "xgrad/core/cpu.hpp"
+#include "xgrad/core/detail/cpu.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/blas.hpp"
 #include "xgrad/ops/detail/block_sparse_simd512.hpp"
+#include "xgrad/ops/detail/block_sparse_tiles.hpp"
 #include "xgrad/ops/detail/simd.hpp"
 
 namespace xgrad::detail {
@@ -129,9 +130,10 @@ std::int64_t num_tiles(std::int64_t m) { return (m + kBatchTile - 1) / kBatchTil
 // per call: xT (in x Mp) or gT (out x Mp), Mp = M rounded up to whole vectors, padding columns zero.
 // Forward:        yT[row + o, m]  = sum over blocks B of the row group, j < cols(B):  W_B[o, j] xT[col_B + j, m]
 // Input gradient: dxT[col + c, m] = sum over blocks B of the column group, o < rows(B): W_B[o, c] gT[row_B + o, m]
-// Both are the same tile (lane_tile below): 4 outputs x 3 vectors of batch rows in 12 accumulators; per
-// inner index k, 3 vector loads of the transposed operand, 4 weight broadcasts, 12 FMAs. A task (one
-// group x 96 batch rows) sums into a local panel and transposes it into y (adding the bias) or dx.
+// Both are the same tile (bsl::lane_tile in block_sparse_tiles.hpp): 4 outputs x 3 vectors of batch rows
+// in 12 accumulators; per inner index k, 3 vector loads of the transposed operand, 4 weight broadcasts,
+// 12 FMAs (a group's last tile has the outputs that remain). A task (one group x 96 batch rows) sums
+// into a local panel and transposes it into y (adding the bias) or dx.
 // Weight gradient:
 //   dW_B[o, c] = sum_m gT[row_B + o, m] xT[col_B + c, m]
 // as tiles of (lanes) dot products accumulated over the batch in vectors, then reduced across lanes by
@@ -166,55 +168,10 @@ inline void store_v(T* p, const typename Lanes<T>::v& v) {
   simd::store<T, Arch>(p, v);
 }
 
-// One segment of a lane sweep: rows a, a + lda, ... (len of them) of the transposed operand, and the
-// coefficient of output o at inner index k: coef[k * stride_k + o * stride_out]. The float32 one is
-// the AVX-512 kernels' type (block_sparse_simd512.hpp), so the same segment list serves both widths.
-struct LaneSegD {
-  const double* a;
-  std::int64_t len;
-  const double* coef;
-  std::int64_t stride_k, stride_out;
-};
-template <class T>
-using LaneSeg = std::conditional_t<std::is_same_v<T, float>, bsl512::LaneSeg, LaneSegD>;
-
-// out[o * ldo + v * lanes + l] = sum_s sum_k coef_s(o0 + o, k) a_s[k * lda + m0 + v * lanes + l], o < nout
-// (nout <= kLaneOuts; further outputs are computed on a clamped coefficient and dropped). With
-// `accumulate`, the sums continue from out's values (the same additions in the same order as one call
-// over all the segments, so splitting the segments into chunks does not change the result).
-template <class T, int NV>
-inline void lane_tile(const LaneSeg<T>* segs, std::int64_t nseg, std::int64_t lda, std::int64_t m0, std::int64_t o0,
-                      int nout, T* out, std::int64_t ldo, bool accumulate) {
-  using V = typename Lanes<T>::v;
-  constexpr int L = Lanes<T>::n;
-  V acc[kLaneOuts][NV];
-#pragma GCC unroll 8
-  for (int o = 0; o < kLaneOuts; ++o)
-#pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) acc[o][v] = accumulate ? load_v(out + std::min(o, nout - 1) * ldo + v * L) : V(T(0));
-  for (std::int64_t s = 0; s < nseg; ++s) {
-    const LaneSeg<T>& sg = segs[s];
-    const T* c[kLaneOuts];
-#pragma GCC unroll 8
-    for (int o = 0; o < kLaneOuts; ++o) c[o] = sg.coef + (o0 + std::min(o, nout - 1)) * sg.stride_out;
-    const T* ap = sg.a + m0;
-    const std::int64_t sk = sg.stride_k;
-    for (std::int64_t k = 0; k < sg.len; ++k) {
-      V a[NV];
-#pragma GCC unroll 3
-      for (int v = 0; v < NV; ++v) a[v] = load_v(ap + k * lda + v * L);
-#pragma GCC unroll 8
-      for (int o = 0; o < kLaneOuts; ++o) {
-        const T w = c[o][k * sk];
-#pragma GCC unroll 3
-        for (int v = 0; v < NV; ++v) acc[o][v] += w * a[v];
-      }
-    }
-  }
-  for (int o = 0; o < nout; ++o)
-#pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) store_v(out + o * ldo + v * L, acc[o][v]);
-}
+// The segments of the lane and tile sweeps (block_sparse_simd512.hpp): the AVX-512 kernels' types, so the
+// same segment list serves both widths.
+using bsl512::LaneSeg;
+using bsl512::TileSeg;
 
 // 8 x 8 float transpose in registers: d[c * ldd + r] = s[r * lds + c] (+ bias[r] when given).
 inline void transpose8(const float* s, std::int64_t lds, float* d, std::int64_t ldd, const float* bias) {
@@ -306,35 +263,12 @@ void lane_sweep(const std::vector<BlockSparsePattern::Group>& groups, const std:
       return;
     }
     T* loc = scratch<T>(0, grp.size * ldo);
+    // Rows [i0, v1 * L): for the AVX-512 kernels a multiple of 16 (tasks start at multiples of 96 rows, mp
+    // is padded to 16).
+    auto lane_group = &bsl::lane_group<T, Arch, kLaneOuts, kLaneVecs>;
     if constexpr (std::is_same_v<T, float>)
-      if (const bsl512::Kernels* k512 = simd512<T>()) {
-        // Rows [i0, v1 * L): a multiple of 16 (tasks start at multiples of 96 rows, mp is padded to 16).
-        k512->lane_group(segs.data() + s0, s1 - s0, mp, i0, (v1 - v0) * L, grp.size, loc, ldo, kLaneChunkK);
-        transpose_block(loc, grp.size, rows, ldo, dg, ldd, bg);
-        return;
-      }
-    for (std::int64_t v = v0; v < v1;) {
-      const std::int64_t nv = std::min<std::int64_t>(kLaneVecs, v1 - v);
-      for (std::int64_t c0 = s0; c0 < s1;) {
-        std::int64_t c1 = c0, kk = 0;
-        while (c1 < s1 && (c1 == c0 || kk + segs[static_cast<std::size_t>(c1)].len <= kLaneChunkK))
-          kk += segs[static_cast<std::size_t>(c1++)].len;
-        const LaneSeg<T>* sp = segs.data() + c0;
-        const bool acc = c0 > s0;
-        for (std::int64_t o0 = 0; o0 < grp.size; o0 += kLaneOuts) {
-          const int nout = static_cast<int>(std::min<std::int64_t>(kLaneOuts, grp.size - o0));
-          T* ot = loc + o0 * ldo + (v - v0) * L;
-          if (nv == kLaneVecs)
-            lane_tile<T, kLaneVecs>(sp, c1 - c0, mp, v * L, o0, nout, ot, ldo, acc);
-          else if (nv == 2)
-            lane_tile<T, 2>(sp, c1 - c0, mp, v * L, o0, nout, ot, ldo, acc);
-          else
-            lane_tile<T, 1>(sp, c1 - c0, mp, v * L, o0, nout, ot, ldo, acc);
-        }
-        c0 = c1;
-      }
-      v += nv;
-    }
+      if (const bsl512::Kernels* k512 = simd512<T>()) lane_group = k512->lane_group;
+    lane_group(segs.data() + s0, s1 - s0, mp, i0, (v1 - v0) * L, grp.size, loc, ldo, kLaneChunkK);
     transpose_block(loc, grp.size, rows, ldo, dg, ldd, bg);
   });
 }
@@ -384,68 +318,17 @@ void lane_input_grad(const BlockSparsePattern& p, const T* g, std::int64_t m, co
              double(mp) * double(p.stored_elements()));
 }
 
-// Lane sums of NA accumulators (NA == lanes): r[i] = sum of the lanes of acc[i], by a fixed tree of
-// pairwise sums (each level adds even and odd lanes of two vectors).
-template <class V, std::size_t... I>
-inline V pair_sum(const V& a, const V& b, std::index_sequence<I...>) {
-  return simd::shuffle<(2 * I)...>(a, b) + simd::shuffle<(2 * I + 1)...>(a, b);
-}
-template <class T>
-inline typename Lanes<T>::v lane_reduce(typename Lanes<T>::v* acc) {
-  constexpr int L = Lanes<T>::n;
-  using Seq = std::make_index_sequence<L>;
-  int n = L;
-  while (n > 1) {
-    for (int i = 0; i < n / 2; ++i) acc[i] = pair_sum(acc[2 * i], acc[2 * i + 1], Seq{});
-    n /= 2;
-  }
-  return acc[0];
-}
-
 // dW_B for the blocks [k0, k1) of one row group, from gT (out x mp) and xT (in x mp).
 template <class T>
 void lane_weight_blocks(const BlockSparsePattern& p, const T* gt, const T* xt, std::int64_t mp, std::int64_t k0,
                         std::int64_t k1, T* dw) {
-  using V = typename Lanes<T>::v;
-  constexpr int L = Lanes<T>::n;
-  constexpr int TO = L == 8 ? 4 : 2, TC = L / TO;  // TO x TC dot products per tile, one per lane
-  const auto& blocks = p.blocks();
-  const std::int64_t nvec = mp / L;
+  auto lane_weight = &bsl::lane_weight<T, Arch>;
   if constexpr (std::is_same_v<T, float>)
-    if (const bsl512::Kernels* k512 = simd512<T>()) {
-      for (std::int64_t k = k0; k < k1; ++k) {
-        const auto& bl = blocks[static_cast<std::size_t>(k)];
-        k512->lane_weight(gt + bl.row * mp, xt + bl.col * mp, mp, bl.rows, bl.cols, dw + bl.offset);
-      }
-      return;
-    }
+    if (const bsl512::Kernels* k512 = simd512<T>()) lane_weight = k512->lane_weight;
+  const auto& blocks = p.blocks();
   for (std::int64_t k = k0; k < k1; ++k) {
     const auto& bl = blocks[static_cast<std::size_t>(k)];
-    for (std::int64_t o0 = 0; o0 < bl.rows; o0 += TO)
-      for (std::int64_t c0 = 0; c0 < bl.cols; c0 += TC) {
-        const T* gr[TO];
-        const T* xr[TC];
-        for (int o = 0; o < TO; ++o) gr[o] = gt + (bl.row + std::min<std::int64_t>(o0 + o, bl.rows - 1)) * mp;
-        for (int c = 0; c < TC; ++c) xr[c] = xt + (bl.col + std::min<std::int64_t>(c0 + c, bl.cols - 1)) * mp;
-        V acc[TO * TC];
-#pragma GCC unroll 8
-        for (int i = 0; i < TO * TC; ++i) acc[i] = V(T(0));
-        for (std::int64_t v = 0; v < nvec; ++v) {
-          V xv[TC];
-#pragma GCC unroll 4
-          for (int c = 0; c < TC; ++c) xv[c] = load_v(xr[c] + v * L);
-#pragma GCC unroll 4
-          for (int o = 0; o < TO; ++o) {
-            const V gv = load_v(gr[o] + v * L);
-#pragma GCC unroll 4
-            for (int c = 0; c < TC; ++c) acc[o * TC + c] += gv * xv[c];
-          }
-        }
-        const V r = lane_reduce<T>(acc);
-        for (int o = 0; o < TO && o0 + o < bl.rows; ++o)
-          for (int c = 0; c < TC && c0 + c < bl.cols; ++c)
-            dw[bl.offset + (o0 + o) * bl.cols + c0 + c] = simd::lane(r, o * TC + c);
-      }
+    lane_weight(gt + bl.row * mp, xt + bl.col * mp, mp, bl.rows, bl.cols, dw + bl.offset);
   }
 }
 
@@ -546,77 +429,12 @@ bool tile_groups(const std::vector<BlockSparsePattern::Group>& groups) {
   return !groups.empty();
 }
 
-// One segment of a tile sweep: inner indices a[i * lda + off + k], k < len, with the output
-// coefficients coef[k * ldc + c] (float32: the AVX-512 kernels' type, as for LaneSeg).
-struct TileSegD {
-  std::int64_t off, len;
-  const double* coef;
-  std::int64_t ldc;
-};
+// The row tiles of 1 to kTileRows rows (bsl::row_tile, block_sparse_tiles.hpp), kTileVecs vectors wide.
 template <class T>
-using TileSeg = std::conditional_t<std::is_same_v<T, float>, bsl512::TileSeg, TileSegD>;
-
-// out[r * ldo + c] (+)= sum_s sum_k a[r * lda + s.off + k] * s.coef[k * s.ldc + cj + c] for r < NR
-// (<= kTileRows), c < tile width. With accumulate the sums continue from out; with bias (last chunk),
-// bias[c] is added to the finished sums. NR is a template parameter so that the row offsets are
-// constants (a runtime row count kept the row pointers on the stack, one extra load per broadcast).
-template <class T, int NR>
-inline void row_tile(const T* a, std::int64_t lda, const TileSeg<T>* segs, std::int64_t nseg, std::int64_t cj, T* out,
-                     std::int64_t ldo, bool accumulate, const T* bias) {
-  using V = typename Lanes<T>::v;
-  constexpr int L = Lanes<T>::n, NV = kTileVecs;
-  V acc[NR][NV];
-#pragma GCC unroll 8
-  for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? load_v(out + r * ldo + v * L) : V(T(0));
-  for (std::int64_t s = 0; s < nseg; ++s) {
-    const TileSeg<T>& sg = segs[s];
-    const T* c = sg.coef + cj;
-    const T* ap = a + sg.off;
-    const std::int64_t ldc = sg.ldc, len = sg.len;
-    for (std::int64_t k = 0; k < len; ++k) {
-      V w[NV];
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) w[v] = load_v(c + v * L);
-      c += ldc;
-#pragma GCC unroll 8
-      for (int r = 0; r < NR; ++r) {
-        const T xv = ap[r * lda];
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) acc[r][v] += xv * w[v];
-      }
-      ++ap;
-    }
-  }
-  V bv[NV];
-#pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) bv[v] = bias ? load_v(bias + v * L) : V(T(0));
-#pragma GCC unroll 8
-  for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) store_v(out + r * ldo + v * L, acc[r][v] + bv[v]);
-}
-
-template <class T>
-inline void row_tile_n(int nr, const T* a, std::int64_t lda, const TileSeg<T>* segs, std::int64_t nseg, std::int64_t cj,
-                       T* out, std::int64_t ldo, bool accumulate, const T* bias) {
-  static_assert(kTileRows == 6);
-  switch (nr) {
-    case 6:
-      return row_tile<T, 6>(a, lda, segs, nseg, cj, out, ldo, accumulate, bias);
-    case 5:
-      return row_tile<T, 5>(a, lda, segs, nseg, cj, out, ldo, accumulate, bias);
-    case 4:
-      return row_tile<T, 4>(a, lda, segs, nseg, cj, out, ldo, accumulate, bias);
-    case 3:
-      return row_tile<T, 3>(a, lda, segs, nseg, cj, out, ldo, accumulate, bias);
-    case 2:
-      return row_tile<T, 2>(a, lda, segs, nseg, cj, out, ldo, accumulate, bias);
-    default:
-      return row_tile<T, 1>(a, lda, segs, nseg, cj, out, ldo, accumulate, bias);
-  }
-}
+constexpr bsl::RowTileFn<T> kRowTiles[kTileRows] = {
+    &bsl::row_tile<T, Arch, 1, kTileVecs>, &bsl::row_tile<T, Arch, 2, kTileVecs>,
+    &bsl::row_tile<T, Arch, 3, kTileVecs>, &bsl::row_tile<T, Arch, 4, kTileVecs>,
+    &bsl::row_tile<T, Arch, 5, kTileVecs>, &bsl::row_tile<T, Arch, 6, kTileVecs>};
 
 // d[i * ldd + c] = bias[c] + the sweep of segs over rows i < mt of a (row stride lda), for c < width
 // (a multiple of the tile width; bias may be null: zero). The segments are taken in chunks of about
@@ -632,22 +450,7 @@ void tile_group(const T* a, std::int64_t lda, std::int64_t mt, const std::vector
                        kTileChunkK * kTileMaxGroup / std::max(kTileMaxGroup, width));
       return;
     }
-  for (std::int64_t c0 = 0; c0 < nseg;) {
-    std::int64_t c1 = c0, kk = 0;
-    while (c1 < nseg && (c1 == c0 || kk + segs[static_cast<std::size_t>(c1)].len <= kTileChunkK))
-      kk += segs[static_cast<std::size_t>(c1++)].len;
-    const bool acc = c0 > 0, last = c1 == nseg;
-    for (std::int64_t i = 0; i < mt; i += kTileRows) {
-      const int nr = static_cast<int>(std::min<std::int64_t>(kTileRows, mt - i));
-      for (std::int64_t j = 0; j < width; j += tw)
-        row_tile_n<T>(nr, a + i * lda, lda, segs.data() + c0, c1 - c0, j, d + i * ldd + j, ldd, acc,
-                      last && bias ? bias + j : nullptr);
-    }
-    c0 = c1;
-  }
-  if (nseg == 0)
-    for (std::int64_t i = 0; i < mt; ++i)
-      for (std::int64_t c = 0; c < width; ++c) d[i * ldd + c] = bias ? bias[c] : T(0);
+  bsl::tile_sweep(a, lda, mt, segs.data(), nseg, width, d, ldd, bias, kTileChunkK, tw, kTileRows, kRowTiles<T>);
 }
 
 template <class T>
@@ -717,54 +520,23 @@ void group_panels(const T* src, std::int64_t rows, std::int64_t n, const std::ve
   });
 }
 
-// NR rows x NV vectors of dW_B (block row stride ldo) accumulated over batch rows [0, mc):
-// out[r * ldo + c] (+)= sum_i gp[i * ldg + r] * xp[i * ldx + c].
-template <class T, int NR>
-inline void outer_tile(const T* gp, std::int64_t ldg, const T* xp, std::int64_t ldx, std::int64_t mc, T* out,
-                       std::int64_t ldo, bool accumulate) {
-  using V = typename Lanes<T>::v;
-  constexpr int L = Lanes<T>::n, NV = kTileVecs;
-  V acc[NR][NV];
-#pragma GCC unroll 8
-  for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? load_v(out + r * ldo + v * L) : V(T(0));
-  for (std::int64_t i = 0; i < mc; ++i) {
-    V xv[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) xv[v] = load_v(xp + v * L);
-#pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r) {
-      const T gv = gp[r];
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[r][v] += gv * xv[v];
-    }
-    gp += ldg;
-    xp += ldx;
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) store_v(out + r * ldo + v * L, acc[r][v]);
-}
-
 template <class T>
 inline void outer_tile_n(int nr, const T* gp, std::int64_t ldg, const T* xp, std::int64_t ldx, std::int64_t mc, T* out,
                          std::int64_t ldo, bool accumulate) {
   static_assert(kTileRows == 6);
   switch (nr) {
     case 6:
-      return outer_tile<T, 6>(gp, ldg, xp, ldx, mc, out, ldo, accumulate);
+      return bsl::outer_tile<T, Arch, 6, kTileVecs>(gp, ldg, xp, ldx, mc, out, ldo, accumulate);
     case 5:
-      return outer_tile<T, 5>(gp, ldg, xp, ldx, mc, out, ldo, accumulate);
+      return bsl::outer_tile<T, Arch, 5, kTileVecs>(gp, ldg, xp, ldx, mc, out, ldo, accumulate);
     case 4:
-      return outer_tile<T, 4>(gp, ldg, xp, ldx, mc, out, ldo, accumulate);
+      return bsl::outer_tile<T, Arch, 4, kTileVecs>(gp, ldg, xp, ldx, mc, out, ldo, accumulate);
     case 3:
-      return outer_tile<T, 3>(gp, ldg, xp, ldx, mc, out, ldo, accumulate);
+      return bsl::outer_tile<T, Arch, 3, kTileVecs>(gp, ldg, xp, ldx, mc, out, ldo, accumulate);
     case 2:
-      return outer_tile<T, 2>(gp, ldg, xp, ldx, mc, out, ldo, accumulate);
+      return bsl::outer_tile<T, Arch, 2, kTileVecs>(gp, ldg, xp, ldx, mc, out, ldo, accumulate);
     default:
-      return outer_tile<T, 1>(gp, ldg, xp, ldx, mc, out, ldo, accumulate);
+      return bsl::outer_tile<T, Arch, 1, kTileVecs>(gp, ldg, xp, ldx, mc, out, ldo, accumulate);
   }
 }
 

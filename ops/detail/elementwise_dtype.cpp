@@ -1,7 +1,8 @@
-// The elementwise ops on integer and bool tensors (Note [Integer promotion] in
-// ops/detail/elementwise_impl.hpp): integer arithmetic, the comparisons, the logical ops, where on
-// integer operands and masked_fill. Plain broadcast loops over the six element types, no autograd
-// (integer tensors have no gradient), in a file of their own (Note [Elementwise build time]).
+// The elementwise kernels on integer and bool tensors (Note [Integer promotion] in
+// ops/detail/elementwise_impl.hpp): integer arithmetic, where on integer operands, the comparisons
+// (any dtype) and the logical ops. Plain broadcast loops over the six element types, no autograd
+// (integer tensors have no gradient), in a file of their own (Note [Elementwise build time]); the
+// public ops that use them are in ops/elementwise*.cpp.
 #include <cmath>
 #include <type_traits>
 
@@ -193,8 +194,6 @@ Tensor compare_any(CmpKind k, const char* op, const Tensor& a, const Tensor& b) 
   return out;
 }
 
-namespace {
-enum class LogicalKind { and_, or_, xor_ };
 Tensor logical(LogicalKind k, const char* op, const Tensor& a, const Tensor& b) {
   check_defined2(op, a, b);
   const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), op);
@@ -206,67 +205,5 @@ Tensor logical(LogicalKind k, const char* op, const Tensor& a, const Tensor& b) 
                                  });
   return out;
 }
-}  // namespace
 }  // namespace detail::ew
-
-using namespace detail::ew;  // NOLINT(google-build-using-namespace)
-
-Tensor gt(const Tensor& a, const Tensor& b) { return compare_any(CmpKind::gt, "gt", a, b); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare_any(CmpKind::lt, "lt", a, b); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare_any(CmpKind::ge, "ge", a, b); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare_any(CmpKind::le, "le", a, b); }
-Tensor eq(const Tensor& a, const Tensor& b) { return compare_any(CmpKind::eq, "eq", a, b); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare_any(CmpKind::ne, "ne", a, b); }
-
-Tensor logical_and(const Tensor& a, const Tensor& b) { return logical(LogicalKind::and_, "logical_and", a, b); }
-Tensor logical_or(const Tensor& a, const Tensor& b) { return logical(LogicalKind::or_, "logical_or", a, b); }
-Tensor logical_xor(const Tensor& a, const Tensor& b) { return logical(LogicalKind::xor_, "logical_xor", a, b); }
-Tensor logical_not(const Tensor& x) {
-  XGRAD_CHECK(x.defined(), "logical_not: argument 'x' is an undefined tensor");
-  const Tensor b = x.detach().to(kBool);
-  Tensor out = Tensor::empty(b.shape(), kBool);
-  const bool* p = b.data<bool>();
-  bool* o = out.data<bool>();
-  parallel_for(0, b.numel(), kParallelGrain, [&](std::int64_t s, std::int64_t e) {
-    for (std::int64_t i = s; i < e; ++i) o[i] = !p[i];
-  });
-  return out;
-}
-
-Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
-  XGRAD_CHECK(x.defined() && mask.defined(), "masked_fill: argument '{}' is an undefined tensor",
-              x.defined() ? "mask" : "x");
-  XGRAD_CHECK(broadcast_shapes(x.shape(), mask.shape(), "masked_fill") == x.shape(),
-              "masked_fill: mask of shape {} must broadcast to x's shape {}", shape_str(mask.shape()),
-              shape_str(x.shape()));
-  return where(mask, Tensor::scalar(value, x.dtype()), x);
-}
-
-namespace detail {
-
-Tensor comparison_operand(const Tensor& x, double value) {
-  if (x.defined() && is_floating_point(x.dtype())) return Tensor::scalar(value, x.dtype());
-  if (!x.defined()) return Tensor::scalar(value);  // the op then names the undefined argument
-  const bool whole = std::isfinite(value) && std::trunc(value) == value && std::abs(value) < 0x1p63;
-  return Tensor::scalar(value, whole ? kInt64 : kFloat32);
-}
-
-void check_bool_operands(const char* op, const Tensor& a, const Tensor& b) {
-  const bool unary = &a == &b;
-  const char* what = unary ? "its operand" : "both operands";
-  XGRAD_CHECK(a.defined() && b.defined(), "{}: {} must be defined bool tensors; got an undefined tensor", op, what);
-  if (unary) {
-    XGRAD_CHECK(a.dtype() == kBool,
-                "{}: its operand must be a bool tensor (bitwise not of {} is not implemented); got {} {}; use "
-                "logical_not for truth values",
-                op, a.dtype(), a.dtype(), shape_str(a.shape()));
-    return;
-  }
-  XGRAD_CHECK(a.dtype() == kBool && b.dtype() == kBool,
-              "{}: both operands must be bool tensors (bitwise ops on integers are not implemented); got a: {} {} and "
-              "b: {} {}; use logical_and/logical_or/logical_xor for truth values of any dtype",
-              op, a.dtype(), shape_str(a.shape()), b.dtype(), shape_str(b.shape()));
-}
-
-}  // namespace detail
 }  // namespace xgrad

@@ -1,13 +1,12 @@
 #pragma once
 // Internal: the kernels and autograd Functions of the elementwise ops (ops/elementwise.hpp), shared by
-// the files that define the ops: ops/elementwise.cpp (add, sub, mul, div, pow), and in ops/detail/
-// elementwise_compare.cpp (maximum, minimum, where, masked_select, comparisons),
-// elementwise_dtype.cpp (the integer and bool kernels, comparisons, logical ops),
-// and, as Pointwise<Op> (ops/detail/pointwise.hpp), pointwise_arithmetic.cpp (neg, abs, relu, clamp,
-// pow by a number, the forms with a number) and pointwise_transcendental.cpp (exp, log, sqrt, tanh,
-// sigmoid). Note [Elementwise build time]: one file instantiated every op for both dtypes and both
-// broadcast paths (40 s to compile); the ops are spread over files that build in parallel and each
-// stay well under 15 s.
+// the files that define the ops: ops/elementwise.cpp (add, sub, mul, div, pow), ops/elementwise_compare.cpp
+// (maximum, minimum, where, masked_select, the comparisons, the logical ops, masked_fill), and, as
+// Pointwise<Op> (ops/detail/pointwise.hpp), ops/elementwise_arithmetic.cpp (neg, abs, relu, clamp, pow
+// by a number, the forms with a number) and ops/elementwise_transcendental.cpp (exp, log, sqrt, tanh,
+// sigmoid); the integer and bool kernels are in ops/detail/elementwise_dtype.cpp. Note [Elementwise
+// build time]: one file instantiated every op for both dtypes and both broadcast paths (40 s to
+// compile); the ops are spread over files that build in parallel and each stay well under 15 s.
 #include <cmath>
 #include <limits>
 
@@ -71,6 +70,9 @@ Tensor where_integer(const Tensor& cond, const Tensor& a, const Tensor& b);
 enum class CmpKind { gt, lt, ge, le, eq, ne };
 /// a (cmp) b as bool, any dtypes (compared in promote_types(a, b)), broadcast.
 Tensor compare_any(CmpKind k, const char* op, const Tensor& a, const Tensor& b);
+enum class LogicalKind { and_, or_, xor_ };
+/// a (and, or, xor) b as bool, any dtypes (nonzero is true), broadcast.
+Tensor logical(LogicalKind k, const char* op, const Tensor& a, const Tensor& b);
 
 // out = f(a, b) over the broadcast shape.
 template <class F>
@@ -312,7 +314,8 @@ struct Binary : Function<Binary<Op>> {
 };
 
 // The unary ops (neg, exp, log, sqrt, abs, tanh, sigmoid, relu, clamp, pow by a number) are
-// Pointwise<Op> (ops/detail/pointwise.hpp), in pointwise_arithmetic.cpp and pointwise_transcendental.cpp.
+// Pointwise<Op> (ops/detail/pointwise.hpp), in ops/elementwise_arithmetic.cpp and
+// ops/elementwise_transcendental.cpp.
 
 // y = cond ? a : b; da = sum_to(g where cond), db = sum_to(g where !cond)
 struct Where : Function<Where> {

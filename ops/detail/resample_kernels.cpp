@@ -14,8 +14,9 @@
 #include <cstring>
 #include <type_traits>
 
-#include "xgrad/core/cpu.hpp"
+#include "xgrad/core/detail/cpu.hpp"
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/detail/resample_loops.hpp"
 #include "xgrad/ops/detail/resample_simd512.hpp"
 #include "xgrad/ops/detail/simd.hpp"
 
@@ -45,10 +46,8 @@ inline double hsum(const typename Vec<T>::type& v) {
 }
 // Sum of the double lanes by a fixed tree of pairwise sums ((t0 + t1) + (t2 + t3) for 4 lanes).
 inline double tree_sum(const VD& v) { return simd::tree_sum(v); }
-
-// Widens a vector of T to double lanes and adds it to acc: acc += (low half + high half) for float.
-inline void add_wide(VD& acc, const simd::batch<float, Arch>& v) { acc += simd::widen<0>(v) + simd::widen<1>(v); }
-inline void add_wide(VD& acc, const VD& v) { acc += v; }
+// dot_rows_multi and combine_rows, which also run 16 lanes wide, are templates over the architecture in
+// resample_loops.hpp: instantiated here for Arch, in resample_simd512.cpp for AVX-512.
 
 // res[k] = sum_j rows[k][j] * f[j], k < NK, accumulated in T within blocks of 256 taps and in
 // double across blocks (the float32 accuracy contract needs the double level for long rows). The
@@ -110,58 +109,19 @@ void dot_rows_n(int nk, const T* const* rows, const T* f, std::int64_t n, double
   }
 }
 
-// The same as dot_rows for M outputs sharing the rows (one phase), with their own f segments:
-// res[m * NK + k] = sum_j rows[k][j] * fs[m][j]. Each row load serves M outputs (the single-output
-// loop is bound by loads). Per output the sums are formed exactly as in dot_rows with U = 1, so
-// an output's value does not depend on which outputs it was grouped with.
-template <class T, int NK, int M>
-void dot_rows_multi(const T* const* rows, const T* const* fs, std::int64_t n, double* res) {
-  using V = typename Vec<T>::type;
-  constexpr int W = Vec<T>::W;
-  constexpr std::int64_t kBlock = 256;
-  VD tot[M][NK] = {};
-  double tail[M][NK] = {};
-  std::int64_t j = 0;
-  while (j < n) {
-    const std::int64_t e = std::min(n, j + kBlock);
-    V acc[M][NK] = {};
-    for (; j + W <= e; j += W) {
-      V rv[NK];
-      for (int k = 0; k < NK; ++k) rv[k] = load(rows[k] + j);
-      for (int m = 0; m < M; ++m) {
-        V fv = load(fs[m] + j);
-        // Keep fv in a register: otherwise GCC folds the load into every FMA that uses it,
-        // which brings back the loads this grouping removes.
-        if constexpr (NK > 1) simd::pin(fv);
-        for (int k = 0; k < NK; ++k) acc[m][k] += rv[k] * fv;
-      }
-    }
-    for (int m = 0; m < M; ++m)
-      for (int k = 0; k < NK; ++k) add_wide(tot[m][k], acc[m][k]);
-    for (; j < e; ++j)
-      for (int m = 0; m < M; ++m)
-        for (int k = 0; k < NK; ++k) tail[m][k] += static_cast<double>(rows[k][j]) * static_cast<double>(fs[m][j]);
-  }
-  for (int m = 0; m < M; ++m)
-    for (int k = 0; k < NK; ++k) res[m * NK + k] = tree_sum(tot[m][k]) + tail[m][k];
-}
-
-// Outputs per group for dot_rows_multi (0: none, use dot_rows_one).
-constexpr int multi_width(int nk) { return nk <= 2 ? 4 : nk <= 4 ? 2 : 0; }
-
 template <class T>
 void dot_rows_multi_n(int nk, const T* const* rows, const T* const* fs, std::int64_t n, double* res) {
   if constexpr (std::is_same_v<T, float>)
     if (const Simd512Kernels* k = simd512_kernels(); k && nk <= 4) return k->dot_multi[nk - 1](rows, fs, n, res);
   switch (nk) {
     case 1:
-      return dot_rows_multi<T, 1, multi_width(1)>(rows, fs, n, res);
+      return dot_rows_multi<T, Arch, 1, multi_width(1)>(rows, fs, n, res);
     case 2:
-      return dot_rows_multi<T, 2, multi_width(2)>(rows, fs, n, res);
+      return dot_rows_multi<T, Arch, 2, multi_width(2)>(rows, fs, n, res);
     case 3:
-      return dot_rows_multi<T, 3, multi_width(3)>(rows, fs, n, res);
+      return dot_rows_multi<T, Arch, 3, multi_width(3)>(rows, fs, n, res);
     default:
-      return dot_rows_multi<T, 4, multi_width(4)>(rows, fs, n, res);
+      return dot_rows_multi<T, Arch, 4, multi_width(4)>(rows, fs, n, res);
   }
 }
 
@@ -172,13 +132,13 @@ void dot_rows_one(int nk, const T* const* rows, const T* f, std::int64_t n, doub
     if (const Simd512Kernels* k = simd512_kernels(); k && nk <= 4) return k->dot_one[nk - 1](rows, &f, n, res);
   switch (nk) {
     case 1:
-      return dot_rows_multi<T, 1, 1>(rows, &f, n, res);
+      return dot_rows_multi<T, Arch, 1, 1>(rows, &f, n, res);
     case 2:
-      return dot_rows_multi<T, 2, 1>(rows, &f, n, res);
+      return dot_rows_multi<T, Arch, 2, 1>(rows, &f, n, res);
     case 3:
-      return dot_rows_multi<T, 3, 1>(rows, &f, n, res);
+      return dot_rows_multi<T, Arch, 3, 1>(rows, &f, n, res);
     case 4:
-      return dot_rows_multi<T, 4, 1>(rows, &f, n, res);
+      return dot_rows_multi<T, Arch, 4, 1>(rows, &f, n, res);
     default:
       return dot_rows_n<T>(nk, rows, f, n, res);
   }
@@ -219,44 +179,6 @@ void axpy_rows_n(int nk, const T* const* rows, const T* alpha, T* dst, std::int6
   }
 }
 
-// out[o][j] += sum_i c[o * NI + i] * in[i][j] for j < n: the inner loop of both accumulating passes.
-// The f gradient adds NI = NK table rows into NO = M outputs' segments of df (each row load serves M
-// outputs); the values gradient adds NI = M outputs' f segments into NO = NK gradient rows of their
-// phase. Output segments may overlap (nearby outputs): they are updated one after the other for
-// each j, so the sums are those of a sequential update in this order.
-template <class T, int NI, int NO>
-void combine_rows(const T* const* in, T* const* out, const T* c, std::int64_t n) {
-  using V = typename Vec<T>::type;
-  constexpr int W = Vec<T>::W;
-  // Coefficients and pointers in registers: the stores through out could alias c and the pointer
-  // arrays, so they would be re-read every iteration.
-  V cv[NO][NI];
-  T cs[NO][NI];
-  const T* ip[NI];
-  T* op[NO];
-  for (int o = 0; o < NO; ++o) {
-    op[o] = out[o];
-    for (int i = 0; i < NI; ++i) cs[o][i] = T(0) + c[o * NI + i], cv[o][i] = V(cs[o][i]);
-  }
-  for (int i = 0; i < NI; ++i) ip[i] = in[i];
-  std::int64_t j = 0;
-  for (; j + W <= n; j += W) {
-    V iv[NI];
-    for (int i = 0; i < NI; ++i) iv[i] = load(ip[i] + j);
-    for (int o = 0; o < NO; ++o) {
-      V d = load(op[o] + j);
-      for (int i = 0; i < NI; ++i) d += cv[o][i] * iv[i];
-      d.store_unaligned(op[o] + j);
-    }
-  }
-  for (; j < n; ++j)
-    for (int o = 0; o < NO; ++o) {
-      T d = op[o][j];
-      for (int i = 0; i < NI; ++i) d += cs[o][i] * ip[i][j];
-      op[o][j] = d;
-    }
-}
-
 // Calls fn(std::integral_constant<int, NK>{}) for nk in 1..4 (the degrees the grouped kernels serve).
 template <class Fn>
 void with_nk(int nk, Fn&& fn) {
@@ -277,7 +199,7 @@ template <class T>
 void axpy_rows_multi_n(int nk, const T* const* rows, const T* alpha, T* const* dsts, std::int64_t n) {
   if constexpr (std::is_same_v<T, float>)
     if (const Simd512Kernels* k = simd512_kernels(); k && nk <= 4) return k->spread[nk - 1](rows, dsts, alpha, n);
-  with_nk(nk, [&](auto k) { combine_rows<T, k(), multi_width(k())>(rows, dsts, alpha, n); });
+  with_nk(nk, [&](auto k) { combine_rows<T, Arch, k(), multi_width(k())>(rows, dsts, alpha, n); });
 }
 
 // acc[k][j] += sum_m alpha[m * nk + k] * fs[m][j] for M outputs of one phase (nk <= kMaxDegree + 1).
@@ -289,8 +211,8 @@ void accumulate_rows_n(int nk, T* const* acc, const T* const* fs, const T* alpha
   if constexpr (std::is_same_v<T, float> && (M == 1 || M == 4))
     if (const Simd512Kernels* k = simd512_kernels(); k && nk <= 4)
       return (M == 4 ? k->accumulate4 : k->accumulate1)[nk - 1](fs, acc, ct, n);
-  if (nk <= 4) return with_nk(nk, [&](auto k) { combine_rows<T, M, k()>(fs, acc, ct, n); });
-  for (int k = 0; k < nk; ++k) combine_rows<T, M, 1>(fs, acc + k, ct + k * M, n);
+  if (nk <= 4) return with_nk(nk, [&](auto k) { combine_rows<T, Arch, M, k()>(fs, acc, ct, n); });
+  for (int k = 0; k < nk; ++k) combine_rows<T, Arch, M, 1>(fs, acc + k, ct + k * M, n);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 #pragma once
 // Internal to ops/detail/resample_kernels.cpp. Note [AVX-512 kernels]: on CPUs with AVX-512 (F, BW, DQ, VL)
-// the float32 inner loops of resample_conv run 16 lanes wide instead of 8. They live in
-// resample_simd512.cpp, the one file compiled with -march=x86-64-v4, and are reached only through
-// simd512_kernels(), which asks detail::avx512_enabled() (core/cpu.hpp: the CPU is checked once, so
+// the float32 inner loops of resample_conv run 16 lanes wide instead of 8: the same templates
+// (resample_loops.hpp) instantiated in resample_simd512.cpp, the one file compiled with
+// -march=x86-64-v4, and reached only through
+// simd512_kernels(), which asks detail::avx512_enabled() (core/detail/cpu.hpp: the CPU is checked once, so
 // the library still runs on AVX2-only CPUs; XGRAD_CPU_CAPABILITY=avx2 keeps the 8-lane loops). The
 // values gradient's loop computes every element with the same operations in the same order at either width, so it gives
 // identical results. The forward's dot products sum 16 lanes in their fixed tree instead of 8, and the f gradient adds
@@ -28,7 +29,7 @@ struct Simd512Kernels {
 /// The AVX-512 loops, or null when the library was built without them (non-x86 compilers).
 /// Defined in resample_simd512.cpp; does not itself check the CPU.
 const Simd512Kernels* simd512_table();
-/// simd512_table() when detail::avx512_enabled() (core/cpu.hpp), else null.
+/// simd512_table() when detail::avx512_enabled() (core/detail/cpu.hpp), else null.
 const Simd512Kernels* simd512_kernels();
 
 }  // namespace xgrad::detail::resample

@@ -5,12 +5,14 @@
 // Note [Kernel architectures]: a kernel file is compiled for one instruction set and names it: the
 // library's files use xsimd::default_arch (XGRAD_ARCH, x86-64-v3 = fma3<avx2> by default: 8 float or 4
 // double lanes), the *_simd512.cpp files xsimd::avx512bw (built with -march=x86-64-v4 and called only
-// after the run-time check of core/cpu.hpp). Every template here takes the architecture as a template
+// after the run-time check of core/detail/cpu.hpp). Every template here takes the architecture as a template
 // argument, so an AVX-512 file's instantiations are different functions from the AVX2 ones (a
 // different mangled name) and the linker can never merge one into the other (the ODR hazard of
 // per-file instruction sets; the test ops_simd_odr (tests/check_simd_odr.cmake) checks the AVX-512 objects for weak
-// symbols that do not name their architecture). xsimd 8 has no two-input lane permutation, so shuffle() applies the
-// compiler's __builtin_shufflevector to the batch's register (GCC >= 12, Clang).
+// symbols that do not name their architecture). The loops that run at both widths are written once, as templates
+// over the architecture in an unnamed namespace of a header both files include (resample_loops.hpp,
+// block_sparse_tiles.hpp): each file compiles its own copy. xsimd 8 has no two-input lane permutation, so
+// shuffle() applies the compiler's __builtin_shufflevector to the batch's register (GCC >= 12, Clang).
 //
 // The helpers do exactly the arithmetic they say, lane by lane, so a kernel gives the same bits as the
 // GCC vector-extension loops it replaced (the compiler contracts a * b + c into an FMA in both forms).

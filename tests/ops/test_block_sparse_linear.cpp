@@ -8,7 +8,7 @@
 
 #include "dense_index.hpp"
 #include "support.hpp"
-#include "xgrad/core/cpu.hpp"
+#include "xgrad/core/detail/cpu.hpp"
 #include "xgrad/ops/block_sparse_linear.hpp"
 #include "xgrad/ops/detail/block_sparse_simd512.hpp"
 

@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "support.hpp"
-#include "xgrad/core/cpu.hpp"
+#include "xgrad/core/detail/cpu.hpp"
 #include "xgrad/ops/detail/resample_kernels.hpp"
 #include "xgrad/ops/detail/resample_simd512.hpp"
 #include "xgrad/ops/elementwise.hpp"

@@ -1,7 +1,7 @@
 // The piecewise-linear and arithmetic pointwise ops of ops/elementwise.hpp: neg, abs, relu, clamp, pow by
 // a number and the forms with a number (add, sub, mul, div, s / x), as Pointwise ops (Note [One
 // formula] in ops/detail/pointwise.hpp); exp, log, sqrt, tanh and sigmoid are in
-// pointwise_transcendental.cpp (Note [Elementwise build time] in elementwise_impl.hpp).
+// elementwise_transcendental.cpp (Note [Elementwise build time] in ops/detail/elementwise_impl.hpp).
 #include "xgrad/ops/detail/elementwise_impl.hpp"
 #include "xgrad/ops/detail/pointwise.hpp"
 

@@ -1,6 +1,6 @@
 // The transcendental pointwise ops of ops/elementwise.hpp: exp, log, sqrt, tanh and sigmoid, as
 // Pointwise ops (Note [One formula] in ops/detail/pointwise.hpp) on xsimd's math; the others are in
-// pointwise_arithmetic.cpp (Note [Elementwise build time] in elementwise_impl.hpp).
+// elementwise_arithmetic.cpp (Note [Elementwise build time] in ops/detail/elementwise_impl.hpp).
 #include "xgrad/ops/detail/pointwise.hpp"
 #include "xgrad/ops/elementwise.hpp"
 

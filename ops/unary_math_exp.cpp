@@ -1,5 +1,5 @@
 // The exponential, logarithmic and error-function ops of ops/unary_math.hpp: log1p, expm1, log2,
-// log10, erf, erfc (Note [Elementwise build time] in elementwise_impl.hpp).
+// log10, erf, erfc (Note [Elementwise build time] in ops/detail/elementwise_impl.hpp).
 #include <numbers>
 
 #include "xgrad/ops/detail/pointwise.hpp"

@@ -1,5 +1,7 @@
 #pragma once
-// Internal: the small-object pool behind the graph's heap objects (nodes, TensorImpl, Storage).
+// Internal: the small-object pool behind the graph's heap objects (nodes, TensorImpl, Storage). Not
+// in core/detail/ because it is installed: apply<F> (core/autograd.hpp), a template that compiles in
+// the user's code for a custom Function, allocates the node with PoolAllocator.
 //
 // Note [Small-object pool]: every op makes a handful of small heap objects (the node, the result's
 // TensorImpl and Storage) that die together when the graph does. A thread-local free list per size

@@ -1,5 +1,5 @@
 // The trigonometric and hyperbolic ops of ops/unary_math.hpp: sin, cos, tan, asin, acos, atan, sinh,
-// cosh (Note [Elementwise build time] in elementwise_impl.hpp: xsimd's math for two dtypes per op).
+// cosh (Note [Elementwise build time] in ops/detail/elementwise_impl.hpp: xsimd's math for two dtypes per op).
 #include "xgrad/ops/detail/pointwise.hpp"
 #include "xgrad/ops/unary_math.hpp"
 

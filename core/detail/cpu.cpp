@@ -1,4 +1,4 @@
-#include "xgrad/core/cpu.hpp"
+#include "xgrad/core/detail/cpu.hpp"
 
 #include <atomic>
 #include <cstdlib>

@@ -1,5 +1,5 @@
 // gelu, softplus and mish (ops/activation.hpp): the activations built from erf, tanh, exp and log1p
-// (Note [Elementwise build time] in elementwise_impl.hpp).
+// (Note [Elementwise build time] in ops/detail/elementwise_impl.hpp).
 #include <numbers>
 #include <string>
 

@@ -1,5 +1,5 @@
-// The small-object pool: Note [Small-object pool] in core/pool.hpp.
-#include "xgrad/core/pool.hpp"
+// The small-object pool: Note [Small-object pool] in core/small_object_allocator.hpp.
+#include "xgrad/core/small_object_allocator.hpp"
 
 #include <cstdint>
 #include <new>
