@@ -154,9 +154,25 @@ Tensors norm_backward_formula(const Tensor& g, const Tensor& x, const Tensor& w,
   return {dx, dw, db};
 }
 
-struct BatchNormOp : Function<BatchNormOp> {
+// batch_norm and group_norm: the saved inputs (x when the input or weight gradient is needed, the
+// weight for the input's) and one backward, their backward_kernel or backward_formula through
+// apply_fused (Note [Fused ops]).
+template <class Derived>
+struct NormFunction : Function<Derived> {
+  static constexpr bool kDifferentiableBackward = true;
+  void save_inputs(const Tensor& x, const Tensor& weight) {
+    if (this->needs_input_grad(0) || this->needs_input_grad(1))
+      this->save_for_backward({x, this->needs_input_grad(0) ? weight : Tensor()});
+  }
+  Tensors backward(const Tensors& grads) {
+    const bool need_saved = this->needs_input_grad(0) || this->needs_input_grad(1);
+    return apply_fused<BackwardOf<Derived>>(static_cast<Derived&>(*this), grads[0],
+                                            need_saved ? this->saved() : Tensors());
+  }
+};
+
+struct BatchNormOp : NormFunction<BatchNormOp> {
   static constexpr const char* kName = "batch_norm";
-  static constexpr bool kDifferentiableBackward = true;  // backward_formula
   Geometry geo;
   bool training = false;
   double eps_ = 0;
@@ -223,14 +239,10 @@ struct BatchNormOp : Function<BatchNormOp> {
       running.mean.copy_(new_mean);
       running.var.copy_(new_var);
     }
-    if (needs_input_grad(0) || needs_input_grad(1)) save_for_backward({x, needs_input_grad(0) ? weight : Tensor()});
+    save_inputs(x, weight);
     return y;
   }
 
-  Tensors backward(const Tensors& grads) {
-    const bool need_saved = needs_input_grad(0) || needs_input_grad(1);
-    return apply_fused<BackwardOf<BatchNormOp>>(*this, grads[0], need_saved ? saved() : Tensors());
-  }
   // The formula (Note [Create graph] above): the closed forms with public ops.
   Tensors backward_formula(const Tensor& g, const Tensors& s) {
     const bool need_x = needs_input_grad(0), need_w = needs_input_grad(1), need_b = needs_input_grad(2);
@@ -294,9 +306,8 @@ struct BatchNormOp : Function<BatchNormOp> {
 
 // ---- group_norm ----------------------------------------------------------------------------------
 
-struct GroupNormOp : Function<GroupNormOp> {
+struct GroupNormOp : NormFunction<GroupNormOp> {
   static constexpr const char* kName = "group_norm";
-  static constexpr bool kDifferentiableBackward = true;  // backward_formula
   Geometry geo;
   std::int64_t groups = 1;
   double eps_ = 0;
@@ -344,14 +355,10 @@ struct GroupNormOp : Function<GroupNormOp> {
         }
       });
     });
-    if (needs_input_grad(0) || needs_input_grad(1)) save_for_backward({x, needs_input_grad(0) ? weight : Tensor()});
+    save_inputs(x, weight);
     return y;
   }
 
-  Tensors backward(const Tensors& grads) {
-    const bool need_saved = needs_input_grad(0) || needs_input_grad(1);
-    return apply_fused<BackwardOf<GroupNormOp>>(*this, grads[0], need_saved ? saved() : Tensors());
-  }
   // The formula (Note [Create graph] above): the closed forms with public ops.
   Tensors backward_formula(const Tensor& g, const Tensors& s) {
     const bool need_x = needs_input_grad(0), need_w = needs_input_grad(1), need_b = needs_input_grad(2);
