@@ -1,0 +1,19 @@
+#pragma once
+// Internal: the CSR kernels behind ops/sparse.cpp (Note [CSR kernels] in sparse_kernels.cpp).
+// Instantiated for float and double.
+#include <cstdint>
+
+namespace xgrad::detail {
+
+/// out (rows x f) = A·x: row i of out = Σ_k vals[perm ? perm[k] : k]·x[col[k], :] over k in
+/// [crow[i], crow[i + 1]), summed in k order. x is (any rows x f), row-major.
+template <class T>
+void csr_spmm(std::int64_t rows, const std::int64_t* crow, const std::int64_t* col, const T* vals,
+              const std::int64_t* perm, const T* x, std::int64_t f, T* out);
+
+/// out[k] = ⟨x[i, :], y[col[k], :]⟩ for every entry k of row i (x: rows x f, y: any rows x f).
+template <class T>
+void csr_sddmm(std::int64_t rows, const std::int64_t* crow, const std::int64_t* col, const T* x, const T* y,
+               std::int64_t f, T* out);
+
+}  // namespace xgrad::detail

@@ -1,0 +1,126 @@
+// The entries of sparse.hpp: spmm and sddmm on a random CSR pattern.
+#include "op_table_common.hpp"
+#include "xgrad/ops/sparse.hpp"
+
+namespace xgrad::test::table {
+
+namespace {
+
+// A random (m x k) CSR pattern: each entry stored with probability 0.3, row 1 left empty (an empty
+// row in every sample with 2 or more rows). The index tensors are int64: crow (m + 1), col and row
+// (nnz; row is for torch's COO form).
+struct RandomCsr {
+  Tensor crow, col, row;
+  std::int64_t nnz = 0;
+};
+RandomCsr random_csr(std::int64_t m, std::int64_t k, Generator& g) {
+  std::vector<std::int64_t> crow{0}, col, row;
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < k; ++j)
+      if (g.uniform() < 0.3 && i != 1) {
+        col.push_back(j);
+        row.push_back(i);
+      }
+    crow.push_back(static_cast<std::int64_t>(col.size()));
+  }
+  const auto n = static_cast<std::int64_t>(col.size());
+  const auto t = [](const std::vector<std::int64_t>& v) {
+    return Tensor::from_data<std::int64_t>(std::span<const std::int64_t>(v), {static_cast<std::int64_t>(v.size())});
+  };
+  return {t(crow).to(kFloat64), t(col).to(kFloat64), t(row).to(kFloat64), n};
+}
+
+SparseCsr small_csr(Dtype dt) {  // 3 x 3: entries (0, 1), (0, 2), (2, 0)
+  return sparse_csr_tensor(Tensor::from_data<std::int64_t>(std::vector<std::int64_t>{0, 2, 2, 3}, {4}),
+                           Tensor::from_data<std::int64_t>(std::vector<std::int64_t>{1, 2, 0}, {3}),
+                           Tensor::ones({3}, dt), {3, 3});
+}
+
+}  // namespace
+
+void add_sparse_entries(std::vector<OpInfo>& t) {
+  {  // spmm(A, X): A (M x K) with values v, X (K x F)
+    OpInfo op;
+    op.name = "spmm";
+    op.signature = "spmm(SparseCsr,Tensor)";
+    op.torch = "out = torch.sparse.mm(torch.sparse_coo_tensor(torch.stack([row.long(), col.long()]), v, (M, K)), x)";
+    op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+      const std::int64_t M = s.sizes[0], K = s.sizes[1], F = s.sizes[2];
+      const RandomCsr a = random_csr(M, K, g);
+      SampleInput si{{{"v", values({a.nnz}, g, dt)},
+                      {"x", values({K, F}, g, dt)},
+                      {"crow", a.crow, false},
+                      {"col", a.col, false},
+                      {"row", a.row, false}},
+                     {},
+                     fmt::format("M = {}\nK = {}\n", M, K)};
+      si.call = [M, K](const Tensors& in) { return spmm(sparse_csr_tensor(in[2].to(kInt64), in[3].to(kInt64), in[0], {M, K}), in[1]); };
+      return si;
+    };
+    op.size_names = {"M", "K", "F"};
+    op.small = {5, 4, 3};
+    op.threads = {400, 300, 40};
+    op.check_undefined = false;  // crow/col/row are index inputs; undefined x and A: errors below
+    op.int64_inputs = {"crow", "col", "row"};
+    op.errors = {
+        {"x with the wrong number of rows",
+         [] { spmm(small_csr(kFloat64), Tensor::zeros({4, 2}, kFloat64)); },
+         {"spmm", "'x'", "(4, 2)", "(3, 3)"}},
+        {"x not 2-d", [] { spmm(small_csr(kFloat64), Tensor::zeros({3}, kFloat64)); }, {"spmm", "'x'", "(3,)"}},
+        {"dtype mix", [] { spmm(small_csr(kFloat32), Tensor::zeros({3, 2}, kFloat64)); }, {"spmm", "dtype"}},
+        {"undefined x", [] { spmm(small_csr(kFloat64), Tensor()); }, {"spmm", "'x'", "undefined"}},
+        {"undefined sparse matrix", [] { spmm(SparseCsr(), Tensor::zeros({3, 2})); }, {"spmm", "'a'", "undefined"}},
+    };
+    op.rtol32 = 1e-4;
+    op.atol32 = 1e-4;
+    t.push_back(op);
+  }
+  {  // sddmm(A, X, Y): the pattern of A (M x K), X (M x F), Y (K x F)
+    OpInfo op;
+    op.name = "sddmm";
+    op.signature = "sddmm(SparseCsr,Tensor,Tensor)";
+    op.torch = "out = (x[row.long()] * y[col.long()]).sum(-1)";
+    op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+      const std::int64_t M = s.sizes[0], K = s.sizes[1], F = s.sizes[2];
+      const RandomCsr a = random_csr(M, K, g);
+      SampleInput si{{{"x", values({M, F}, g, dt)},
+                      {"y", values({K, F}, g, dt)},
+                      {"v", values({a.nnz}, g, dt), false},  // A's values: not read by sddmm
+                      {"crow", a.crow, false},
+                      {"col", a.col, false},
+                      {"row", a.row, false}},
+                     {},
+                     {}};
+      si.call = [M, K](const Tensors& in) {
+        return sddmm(sparse_csr_tensor(in[3].to(kInt64), in[4].to(kInt64), in[2], {M, K}), in[0], in[1]);
+      };
+      return si;
+    };
+    op.size_names = {"M", "K", "F"};
+    op.small = {5, 4, 3};
+    op.threads = {400, 300, 40};
+    op.check_undefined = false;
+    op.int64_inputs = {"v", "crow", "col", "row"};  // A's values are not read
+    op.errors = {
+        {"x with the wrong number of rows",
+         [] { sddmm(small_csr(kFloat64), Tensor::zeros({4, 2}, kFloat64), Tensor::zeros({3, 2}, kFloat64)); },
+         {"sddmm", "'x'", "(4, 2)", "(3, 3)"}},
+        {"y with the wrong number of rows",
+         [] { sddmm(small_csr(kFloat64), Tensor::zeros({3, 2}, kFloat64), Tensor::zeros({2, 2}, kFloat64)); },
+         {"sddmm", "'y'", "(2, 2)"}},
+        {"x and y of different widths",
+         [] { sddmm(small_csr(kFloat64), Tensor::zeros({3, 2}, kFloat64), Tensor::zeros({3, 4}, kFloat64)); },
+         {"sddmm", "(3, 2)", "(3, 4)"}},
+        {"dtype mix",
+         [] { sddmm(small_csr(kFloat64), Tensor::zeros({3, 2}, kFloat64), Tensor::zeros({3, 2}, kFloat32)); },
+         {"sddmm", "dtype"}},
+        {"undefined y", [] { sddmm(small_csr(kFloat64), Tensor::zeros({3, 2}, kFloat64), Tensor()); },
+         {"sddmm", "'y'", "undefined"}},
+    };
+    op.rtol32 = 1e-4;
+    op.atol32 = 1e-4;
+    t.push_back(op);
+  }
+}
+
+}  // namespace xgrad::test::table
