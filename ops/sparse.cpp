@@ -273,6 +273,102 @@ Tensor sddmm(const SparseCsr& a, const Tensor& x, const Tensor& y) {
   return sddmm_impl(x, y, a.pattern());
 }
 
+// ---- segment reductions ----------------------------------------------------------------------------
+
+namespace {
+
+struct SegmentSumFn;
+// The offsets of a segment reduction, validated once and shared by its backward ops.
+using Offsets = std::shared_ptr<const std::vector<std::int64_t>>;
+
+Shape with_rows(Shape s, std::int64_t rows) {
+  s[0] = rows;
+  return s;
+}
+
+Tensor segment_sum_impl(const Tensor& data, const Offsets& off, bool mean);
+Tensor segment_expand_impl(const Tensor& g, const Offsets& off, bool mean, const Shape& data_shape);
+
+// out[i] = (1 / n_i if mean) Σ_e data[e] over segment i.
+struct SegmentSumFn : Function<SegmentSumFn> {
+  static constexpr const char* kName = "segment_sum";
+  static constexpr bool kDifferentiableBackward = true;  // through segment_expand, whose backward is this op
+  Offsets offsets;
+  bool mean = false;
+  Shape data_shape;
+
+  Tensor forward(const Tensor& data, const Offsets& off, bool m) {
+    offsets = off;
+    mean = m;
+    data_shape = data.shape();
+    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    Tensor out = Tensor::empty(with_rows(data.shape(), segments), data.dtype());
+    const std::int64_t f = segments == 0 ? 0 : out.numel() / segments;
+    dispatch(data.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::segment_sum<T>(segments, off->data(), data.data<T>(), f, m, out.data<T>());
+    });
+    return out;
+  }
+  Tensors backward(const Tensors& grads) { return {segment_expand_impl(grads[0], offsets, mean, data_shape)}; }
+};
+
+// out[e] = (1 / n_i if mean) g[i] for e in segment i: segment_sum's transpose.
+struct SegmentExpandFn : Function<SegmentExpandFn> {
+  static constexpr const char* kName = "segment_sum_backward";
+  static constexpr bool kDifferentiableBackward = true;  // through segment_sum
+  Offsets offsets;
+  bool mean = false;
+
+  Tensor forward(const Tensor& g, const Offsets& off, bool m, const Shape& data_shape) {
+    offsets = off;
+    mean = m;
+    Tensor out = Tensor::empty(data_shape, g.dtype());
+    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    const std::int64_t f = data_shape[0] == 0 ? 0 : out.numel() / data_shape[0];
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::segment_expand<T>(segments, off->data(), g.data<T>(), f, m, out.data<T>());
+    });
+    return out;
+  }
+  Tensors backward(const Tensors& grads) { return {segment_sum_impl(grads[0], offsets, mean)}; }
+};
+
+Tensor segment_sum_impl(const Tensor& data, const Offsets& off, bool mean) {
+  return apply<SegmentSumFn>(data, off, mean);
+}
+Tensor segment_expand_impl(const Tensor& g, const Offsets& off, bool mean, const Shape& data_shape) {
+  return apply<SegmentExpandFn>(g, off, mean, data_shape);
+}
+
+Tensor segment_reduce(const Tensor& data, const Tensor& offsets, bool mean, const char* op) {
+  XGRAD_CHECK(data.defined(), "{}: argument 'data' is undefined", op);
+  check_floating(op, "data", data);
+  XGRAD_CHECK(data.dim() >= 1, "{}: argument 'data' must have at least 1 dimension (the entries), got {}", op,
+              shape_str(data.shape()));
+  XGRAD_CHECK(offsets.defined() && offsets.dim() == 1 && offsets.numel() >= 1,
+              "{}: argument 'offsets' must be 1-d with at least one element (segments + 1), got {}", op,
+              offsets.defined() ? shape_str(offsets.shape()) : std::string("undefined"));
+  auto off = std::make_shared<std::vector<std::int64_t>>(read_index(offsets, op, "offsets"));
+  const std::vector<std::int64_t>& o = *off;
+  XGRAD_CHECK(o.front() == 0, "{}: argument 'offsets' must start at 0, got {}", op, o.front());
+  XGRAD_CHECK(o.back() == data.size(0),
+              "{}: argument 'offsets' must end at data.size(0) = {} for data {}, got {}", op, data.size(0),
+              shape_str(data.shape()), o.back());
+  for (std::size_t i = 0; i + 1 < o.size(); ++i)
+    XGRAD_CHECK(o[i] <= o[i + 1], "{}: argument 'offsets' must be non-decreasing, but offsets[{}] = {} > offsets[{}] = {}",
+                op, i, o[i], i + 1, o[i + 1]);
+  return segment_sum_impl(data, std::move(off), mean);
+}
+
+}  // namespace
+
+Tensor segment_sum(const Tensor& data, const Tensor& offsets) { return segment_reduce(data, offsets, false, "segment_sum"); }
+Tensor segment_mean(const Tensor& data, const Tensor& offsets) {
+  return segment_reduce(data, offsets, true, "segment_mean");
+}
+
 // ---- SparseCsr -------------------------------------------------------------------------------------
 
 SparseCsr::SparseCsr(CsrPattern pattern, Tensor values) : pattern_(std::move(pattern)), values_(std::move(values)) {

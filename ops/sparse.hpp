@@ -136,4 +136,17 @@ Tensor spmm(const SparseCsr& a, const Tensor& x);
 ///   | — (compared through (X[row]·Y[col]).sum(-1))
 Tensor sddmm(const SparseCsr& a, const Tensor& x, const Tensor& y);
 
+/// Segment reductions along dim 0 (torch.segment_reduce with offsets): data (E, ...) float32 or
+/// float64 is cut into S segments by offsets (S + 1,) int64 or int32, starting at 0, non-decreasing,
+/// ending at E; segment i is data[offsets[i] : offsets[i + 1]]. The result is (S, ...). Over a CSR
+/// matrix's rows: segment_sum(a.values(), a.crow_indices()). Summed in entry order; differentiable to
+/// any order (the backward is a broadcast of g to the entries, whose own backward is segment_sum).
+/// @op `segment_sum(data, offsets)` | out[i] = Σ data[e] over e in [offsets[i], offsets[i + 1]) (0 for an empty
+///   segment) | ddata[e] = g[i] for e in segment i | torch.segment_reduce
+Tensor segment_sum(const Tensor& data, const Tensor& offsets);
+/// As segment_sum, divided by the segment's length: NaN for an empty segment, as torch.
+/// @op `segment_mean(data, offsets)` | out[i] = segment_sum(data)[i] / n_i with n_i = offsets[i + 1] - offsets[i]
+///   (NaN when n_i = 0) | ddata[e] = g[i]/n_i for e in segment i | torch.segment_reduce
+Tensor segment_mean(const Tensor& data, const Tensor& offsets);
+
 }  // namespace xgrad

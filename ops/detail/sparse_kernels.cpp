@@ -5,7 +5,8 @@
 // count only through scheduling, never through the arithmetic) cannot change a bit. spmm keeps up
 // to four SIMD registers of the output row in registers over all the row's entries (one load of
 // x's row segment and one FMA per register per entry), then stores them: the output is written
-// once. sddmm is a dot product per entry with SIMD partial sums added by a fixed tree.
+// once. sddmm is a dot product per entry with SIMD partial sums added by a fixed tree. The segment
+// reductions own whole segments in the same way (the compiler vectorises their inner loops).
 #include "xgrad/ops/detail/sparse_kernels.hpp"
 
 #include <algorithm>
@@ -133,6 +134,39 @@ void csr_sddmm(std::int64_t rows, const std::int64_t* crow, const std::int64_t* 
   });
 }
 
+template <class T>
+void segment_sum(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, bool mean, T* out) {
+  if (f == 0) return;
+  for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t i = r0; i < r1; ++i) {
+      T* o = out + i * f;
+      std::fill(o, o + f, T(0));
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j) o[j] += data[e * f + j];
+      if (mean) {
+        const T s = T(1) / static_cast<T>(off[i + 1] - off[i]);
+        for (std::int64_t j = 0; j < f; ++j) o[j] *= s;
+      }
+    }
+  });
+}
+
+template <class T>
+void segment_expand(std::int64_t segments, const std::int64_t* off, const T* g, std::int64_t f, bool mean, T* out) {
+  if (f == 0) return;
+  for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t i = r0; i < r1; ++i) {
+      const T s = mean ? T(1) / static_cast<T>(off[i + 1] - off[i]) : T(1);
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j) out[e * f + j] = mean ? g[i * f + j] * s : g[i * f + j];
+    }
+  });
+}
+
+template void segment_sum<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float*);
+template void segment_sum<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double*);
+template void segment_expand<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float*);
+template void segment_expand<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double*);
 template void csr_spmm<float>(std::int64_t, const std::int64_t*, const std::int64_t*, const float*,
                               const std::int64_t*, const float*, std::int64_t, float*);
 template void csr_spmm<double>(std::int64_t, const std::int64_t*, const std::int64_t*, const double*,

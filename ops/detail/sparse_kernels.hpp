@@ -16,4 +16,13 @@ template <class T>
 void csr_sddmm(std::int64_t rows, const std::int64_t* crow, const std::int64_t* col, const T* x, const T* y,
                std::int64_t f, T* out);
 
+/// out[i, :] = scale_i · Σ_e data[e, :] over e in [off[i], off[i + 1]), summed in e order; scale_i =
+/// 1 / (off[i + 1] - off[i]) when `mean` (NaN for an empty segment, as torch.segment_reduce), else 1.
+template <class T>
+void segment_sum(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, bool mean, T* out);
+
+/// out[e, :] = scale_i · g[i, :] for every e of segment i (the transpose of segment_sum).
+template <class T>
+void segment_expand(std::int64_t segments, const std::int64_t* off, const T* g, std::int64_t f, bool mean, T* out);
+
 }  // namespace xgrad::detail

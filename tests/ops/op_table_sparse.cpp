@@ -1,4 +1,4 @@
-// The entries of sparse.hpp: spmm and sddmm on a random CSR pattern.
+// The entries of sparse.hpp: spmm and sddmm on a random CSR pattern, the segment reductions.
 #include "op_table_common.hpp"
 #include "xgrad/ops/sparse.hpp"
 
@@ -37,6 +37,8 @@ SparseCsr small_csr(Dtype dt) {  // 3 x 3: entries (0, 1), (0, 2), (2, 0)
 }
 
 }  // namespace
+
+void add_segment_entries(std::vector<OpInfo>& t);
 
 void add_sparse_entries(std::vector<OpInfo>& t) {
   {  // spmm(A, X): A (M x K) with values v, X (K x F)
@@ -119,6 +121,60 @@ void add_sparse_entries(std::vector<OpInfo>& t) {
     };
     op.rtol32 = 1e-4;
     op.atol32 = 1e-4;
+    t.push_back(op);
+  }
+  add_segment_entries(t);
+}
+
+void add_segment_entries(std::vector<OpInfo>& t) {
+  // data (E, F) cut into S segments: segment i has i % 4 entries for sum (empty ones included) and
+  // 1 + i % 3 for mean (torch gives NaN for an empty one, which finite differences cannot check)
+  for (bool mean : {false, true}) {
+    OpInfo op;
+    op.name = mean ? "segment_mean" : "segment_sum";
+    op.signature = op.name + "(Tensor,Tensor)";
+    op.torch = fmt::format("out = torch.segment_reduce(data, '{}', offsets=off.long(), axis=0)", mean ? "mean" : "sum");
+    op.sample = [mean](Dtype dt, const SampleSpec& s, Generator& g) {
+      std::vector<double> off{0};
+      for (std::int64_t i = 0; i < s.sizes[0]; ++i) off.push_back(off.back() + (mean ? 1 + i % 3 : i % 4));
+      const auto e = static_cast<std::int64_t>(off.back());
+      SampleInput si{{{"data", values({e, s.sizes[1]}, g, dt)},
+                      {"off", Tensor::from_vector(off, {s.sizes[0] + 1}, kFloat64), false}},
+                     {},
+                     {}};
+      si.call = [mean](const Tensors& in) {
+        const Tensor off_i = in[1].to(kInt64);
+        return mean ? segment_mean(in[0], off_i) : segment_sum(in[0], off_i);
+      };
+      return si;
+    };
+    op.size_names = {"S", "F"};
+    op.small = {5, 3};
+    op.threads = {2000, 40};
+    op.check_undefined = false;  // off is an index input; undefined data: errors below
+    op.int64_inputs = {"off"};
+    // torch.segment_reduce refuses empty data
+    op.torch_skip = [mean](const SampleSpec& s) -> std::string {
+      return s.sizes[1] == 0 || s.sizes[0] == 0 || (!mean && s.sizes[0] == 1) ? "torch.segment_reduce: empty data"
+                                                                              : "";
+    };
+    const std::string n = op.name;
+    const auto f = [mean](const Tensor& d, const Tensor& o) { return mean ? segment_mean(d, o) : segment_sum(d, o); };
+    const auto longs = [](std::vector<double> v) {
+      return Tensor::from_vector(v, {static_cast<std::int64_t>(v.size())}, kInt64);
+    };
+    op.errors = {
+        {"offsets not ending at data.size(0)", [=] { f(Tensor::zeros({4, 2}, kFloat64), longs({0, 2, 3})); },
+         {n, "'offsets'", "data.size(0) = 4", "(4, 2)", "got 3"}},
+        {"decreasing offsets", [=] { f(Tensor::zeros({4, 2}, kFloat64), longs({0, 3, 2, 4})); },
+         {n, "'offsets'", "non-decreasing", "offsets[1] = 3"}},
+        {"offsets not starting at 0", [=] { f(Tensor::zeros({4, 2}, kFloat64), longs({1, 4})); },
+         {n, "'offsets'", "start at 0"}},
+        {"float offsets", [=] { f(Tensor::zeros({4, 2}, kFloat64), Tensor::from_vector({0, 4}, {2}, kFloat64)); },
+         {n, "'offsets'", "int64 or int32"}},
+        {"0-d data", [=] { f(Tensor::zeros({}, kFloat64), longs({0})); }, {n, "'data'", "()"}},
+        {"undefined data", [=] { f(Tensor(), longs({0})); }, {n, "'data'", "undefined"}},
+    };
     t.push_back(op);
   }
 }

@@ -2,6 +2,7 @@
 // transpose, to_dense and t() with their gradients) and what the op table cannot express for spmm and
 // sddmm (composition, a large skewed graph with 1 and 2 threads). Gradcheck, gradgradcheck, PyTorch
 // parity, thread equality, degenerate sizes and bad inputs of spmm and sddmm are in the op table.
+#include <cmath>
 #include <thread>
 
 #include "support.hpp"
@@ -204,4 +205,21 @@ TEST_CASE("spmm and its gradients are bit-identical with 1 and 2 threads on a sk
       return Tensors{out, grads[0], grads[1], sddmm(a, gy, xl)};
     });
   }
+}
+
+TEST_CASE("segment reductions over a CSR matrix's rows", "[sparse][segment]") {
+  const SparseCsr a = example(true);  // rows [1, 2], [], [3, 4]
+  const Tensor s = segment_sum(a.values(), a.crow_indices());
+  CHECK(s.to_vector() == V{3, 0, 7});
+  const Tensor m = segment_mean(a.values(), a.crow_indices());
+  const V mv = m.to_vector();
+  CHECK(mv[0] == 1.5);
+  CHECK(std::isnan(mv[1]));  // an empty segment, as torch.segment_reduce
+  CHECK(mv[2] == 3.5);
+  sum(mul(s, Tensor::from_vector({1, 2, 3}, {3}, kFloat64))).backward();
+  CHECK(a.values().grad().to_vector() == V{1, 1, 3, 3});
+  // trailing dimensions are kept: (nnz, 2, 1) -> (rows, 2, 1)
+  const Tensor d = Tensor::from_vector({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2, 1}, kFloat64);
+  CHECK(segment_sum(d, a.crow_indices()).to_vector() == V{4, 6, 0, 0, 12, 14});
+  CHECK(segment_sum(d, a.crow_indices()).shape() == Shape{3, 2, 1});
 }
