@@ -133,6 +133,7 @@ int main(int argc, char** argv) {
                                  },
                                  g_reps));
   }
-  std::printf("# nnz after summing duplicate edges: %lld\n", static_cast<long long>(a.nnz()));
+  std::printf("# nnz after summing duplicate edges: %lld; threads in use: %d\n", static_cast<long long>(a.nnz()),
+              get_num_threads());
   return 0;
 }

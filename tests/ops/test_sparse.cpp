@@ -49,6 +49,14 @@ TEST_CASE("sparse_csr_tensor keeps its values leaf and gives the dense matrix", 
   // to_dense is differentiable in the values
   sum(mul(a.to_dense(), Tensor::from_vector({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3}, kFloat64))).backward();
   CHECK(a.values().grad().to_vector() == V{2, 3, 7, 9});
+  // no entries, no rows, no columns
+  const SparseCsr empty = sparse_csr_tensor(longs({0, 0}), longs({}), Tensor::zeros({0}), {1, 3});
+  CHECK(empty.to_dense().to_vector() == V{0, 0, 0});
+  CHECK(empty.t().shape() == Shape{3, 1});
+  CHECK(spmm(empty, Tensor::ones({3, 2})).to_vector() == V{0, 0});
+  const SparseCsr none = sparse_csr_tensor(longs({0}), longs({}), Tensor::zeros({0}), {0, 0});
+  CHECK(none.to_dense().shape() == Shape{0, 0});
+  CHECK(to_sparse_csr(Tensor::zeros({0, 4})).shape() == Shape{0, 4});
 }
 
 TEST_CASE("sparse_csr_tensor refuses bad indices with a message naming the argument", "[sparse][errors]") {
