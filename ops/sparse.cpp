@@ -25,7 +25,9 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
+#include "xgrad/core/fused.hpp"
 #include "xgrad/ops/detail/sparse_kernels.hpp"
+#include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/indexing.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 
@@ -342,7 +344,49 @@ Tensor segment_expand_impl(const Tensor& g, const Offsets& off, bool mean, const
   return apply<SegmentExpandFn>(g, off, mean, data_shape);
 }
 
-Tensor segment_reduce(const Tensor& data, const Tensor& offsets, bool mean, const char* op) {
+// softmax's backward over segments: dx = y ⊙ (g − expand(segment_sum(g ⊙ y))). The kernel for first
+// order; the formula of recorded ops when the result will be differentiated (Note [Fused ops]).
+struct SegmentSoftmaxBackward {
+  static constexpr const char* kName = "segment_softmax_backward";
+  static Tensor kernel(const Tensor& g, const Tensor& y, const Offsets& off) {
+    Tensor dx = Tensor::empty(y.shape(), y.dtype());
+    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    const std::int64_t f = y.size(0) == 0 ? 0 : y.numel() / y.size(0);
+    dispatch(y.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::segment_softmax_backward<T>(segments, off->data(), g.data<T>(), y.data<T>(), f, dx.data<T>());
+    });
+    return dx;
+  }
+  static Tensor formula(const Tensor& g, const Tensor& y, const Offsets& off) {
+    const Tensor gy = mul(g, y);
+    return mul(y, sub(g, segment_expand_impl(segment_sum_impl(gy, off, false), off, false, y.shape())));
+  }
+};
+
+// out = softmax over each segment's entries (per column).
+struct SegmentSoftmaxFn : Function<SegmentSoftmaxFn> {
+  static constexpr const char* kName = "segment_softmax";
+  static constexpr bool kDifferentiableBackward = true;  // the formula of SegmentSoftmaxBackward
+  Offsets offsets;
+
+  Tensor forward(const Tensor& data, const Offsets& off) {
+    offsets = off;
+    Tensor out = Tensor::empty(data.shape(), data.dtype());
+    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    const std::int64_t f = data.size(0) == 0 ? 0 : data.numel() / data.size(0);
+    dispatch(data.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::segment_softmax<T>(segments, off->data(), data.data<T>(), f, out.data<T>());
+    });
+    save_for_backward({out});
+    return out;
+  }
+  Tensors backward(const Tensors& grads) { return {apply_fused<SegmentSoftmaxBackward>(grads[0], saved(0), offsets)}; }
+};
+
+// Validated offsets for data's dim 0.
+Offsets check_offsets(const Tensor& data, const Tensor& offsets, const char* op) {
   XGRAD_CHECK(data.defined(), "{}: argument 'data' is undefined", op);
   check_floating(op, "data", data);
   XGRAD_CHECK(data.dim() >= 1, "{}: argument 'data' must have at least 1 dimension (the entries), got {}", op,
@@ -359,14 +403,19 @@ Tensor segment_reduce(const Tensor& data, const Tensor& offsets, bool mean, cons
   for (std::size_t i = 0; i + 1 < o.size(); ++i)
     XGRAD_CHECK(o[i] <= o[i + 1], "{}: argument 'offsets' must be non-decreasing, but offsets[{}] = {} > offsets[{}] = {}",
                 op, i, o[i], i + 1, o[i + 1]);
-  return segment_sum_impl(data, std::move(off), mean);
+  return off;
 }
 
 }  // namespace
 
-Tensor segment_sum(const Tensor& data, const Tensor& offsets) { return segment_reduce(data, offsets, false, "segment_sum"); }
+Tensor segment_sum(const Tensor& data, const Tensor& offsets) {
+  return segment_sum_impl(data, check_offsets(data, offsets, "segment_sum"), false);
+}
 Tensor segment_mean(const Tensor& data, const Tensor& offsets) {
-  return segment_reduce(data, offsets, true, "segment_mean");
+  return segment_sum_impl(data, check_offsets(data, offsets, "segment_mean"), true);
+}
+Tensor segment_softmax(const Tensor& data, const Tensor& offsets) {
+  return apply<SegmentSoftmaxFn>(data, check_offsets(data, offsets, "segment_softmax"));
 }
 
 // ---- SparseCsr -------------------------------------------------------------------------------------

@@ -148,5 +148,12 @@ Tensor segment_sum(const Tensor& data, const Tensor& offsets);
 /// @op `segment_mean(data, offsets)` | out[i] = segment_sum(data)[i] / n_i with n_i = offsets[i + 1] - offsets[i]
 ///   (NaN when n_i = 0) | ddata[e] = g[i]/n_i for e in segment i | torch.segment_reduce
 Tensor segment_mean(const Tensor& data, const Tensor& offsets);
+/// Softmax over each segment's entries along dim 0, per column (offsets as for segment_sum): with a
+/// CSR matrix's row offsets, the edge softmax of an attention layer, over each row's stored entries
+/// as torch.sparse.softmax(A, 1) (unstored entries take no part). Differentiable to any order.
+/// @op `segment_softmax(data, offsets)` | out[e] = exp(data[e] − m_i) / Σ_{e'∈ segment i} exp(data[e'] − m_i),
+///   m_i = the segment's max (per column) | ddata[e] = out[e]·(g[e] − Σ_{e'∈ segment i} g[e']·out[e'])
+///   | — (compared through torch.softmax on each segment)
+Tensor segment_softmax(const Tensor& data, const Tensor& offsets);
 
 }  // namespace xgrad

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "xgrad/ops/detail/simd.hpp"
 #include "xgrad/core/parallel.hpp"
@@ -163,6 +164,51 @@ void segment_expand(std::int64_t segments, const std::int64_t* off, const T* g, 
   });
 }
 
+template <class T>
+void segment_softmax(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, T* out) {
+  if (f == 0) return;
+  for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
+    std::vector<T> m(static_cast<std::size_t>(f)), s(static_cast<std::size_t>(f));
+    for (std::int64_t i = r0; i < r1; ++i) {
+      if (off[i] == off[i + 1]) continue;
+      std::copy(data + off[i] * f, data + off[i] * f + f, m.begin());
+      for (std::int64_t e = off[i] + 1; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j) m[static_cast<std::size_t>(j)] = std::max(m[static_cast<std::size_t>(j)], data[e * f + j]);
+      std::fill(s.begin(), s.end(), T(0));
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j) {
+          const T v = std::exp(data[e * f + j] - m[static_cast<std::size_t>(j)]);
+          out[e * f + j] = v;
+          s[static_cast<std::size_t>(j)] += v;
+        }
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j) out[e * f + j] /= s[static_cast<std::size_t>(j)];
+    }
+  });
+}
+
+template <class T>
+void segment_softmax_backward(std::int64_t segments, const std::int64_t* off, const T* g, const T* y, std::int64_t f,
+                              T* dx) {
+  if (f == 0) return;
+  for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
+    std::vector<T> d(static_cast<std::size_t>(f));
+    for (std::int64_t i = r0; i < r1; ++i) {
+      std::fill(d.begin(), d.end(), T(0));
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j) d[static_cast<std::size_t>(j)] += g[e * f + j] * y[e * f + j];
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j) dx[e * f + j] = y[e * f + j] * (g[e * f + j] - d[static_cast<std::size_t>(j)]);
+    }
+  });
+}
+
+template void segment_softmax<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, float*);
+template void segment_softmax<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, double*);
+template void segment_softmax_backward<float>(std::int64_t, const std::int64_t*, const float*, const float*,
+                                              std::int64_t, float*);
+template void segment_softmax_backward<double>(std::int64_t, const std::int64_t*, const double*, const double*,
+                                               std::int64_t, double*);
 template void segment_sum<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float*);
 template void segment_sum<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double*);
 template void segment_expand<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float*);

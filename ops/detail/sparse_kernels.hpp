@@ -25,4 +25,13 @@ void segment_sum(std::int64_t segments, const std::int64_t* off, const T* data, 
 template <class T>
 void segment_expand(std::int64_t segments, const std::int64_t* off, const T* g, std::int64_t f, bool mean, T* out);
 
+/// out[e, :] = softmax over the entries e of segment i of data[e, :] (per column, max-subtracted).
+template <class T>
+void segment_softmax(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, T* out);
+
+/// dx[e, :] = y[e, :]·(g[e, :] − Σ_{e' in segment i} g[e', :]·y[e', :]) (softmax's backward).
+template <class T>
+void segment_softmax_backward(std::int64_t segments, const std::int64_t* off, const T* g, const T* y, std::int64_t f,
+                              T* dx);
+
 }  // namespace xgrad::detail

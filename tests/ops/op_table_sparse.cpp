@@ -177,6 +177,43 @@ void add_segment_entries(std::vector<OpInfo>& t) {
     };
     t.push_back(op);
   }
+  {  // segment_softmax: data (E, F), segment i with i % 4 entries (empty ones included)
+    OpInfo op;
+    op.name = "segment_softmax";
+    op.signature = "segment_softmax(Tensor,Tensor)";
+    op.torch =
+        "o = off.long().tolist()\n"
+        "parts = [data[:0]]\n"
+        "for i in range(len(o) - 1):\n"
+        "    parts.append(torch.softmax(data[o[i]:o[i + 1]], 0))\n"
+        "out = torch.cat(parts, 0)\n";
+    op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+      std::vector<double> off{0};
+      for (std::int64_t i = 0; i < s.sizes[0]; ++i) off.push_back(off.back() + static_cast<double>(i % 4));
+      const auto e = static_cast<std::int64_t>(off.back());
+      SampleInput si{{{"data", values({e, s.sizes[1]}, g, dt)},
+                      {"off", Tensor::from_vector(off, {s.sizes[0] + 1}, kFloat64), false}},
+                     {},
+                     {}};
+      si.call = [](const Tensors& in) { return segment_softmax(in[0], in[1].to(kInt64)); };
+      return si;
+    };
+    op.size_names = {"S", "F"};
+    op.small = {6, 3};
+    op.threads = {2000, 40};
+    op.check_undefined = false;
+    op.int64_inputs = {"off"};
+    op.errors = {
+        {"offsets not ending at data.size(0)",
+         [] {
+           segment_softmax(Tensor::zeros({4, 2}, kFloat64), Tensor::from_vector({0, 2, 3}, {3}, kInt64));
+         },
+         {"segment_softmax", "'offsets'", "data.size(0) = 4", "got 3"}},
+        {"undefined data", [] { segment_softmax(Tensor(), Tensor::zeros({1}, kInt64)); },
+         {"segment_softmax", "'data'", "undefined"}},
+    };
+    t.push_back(op);
+  }
 }
 
 }  // namespace xgrad::test::table

@@ -150,7 +150,7 @@ TEST_CASE("the transposed pattern is built once and shared by copies", "[sparse]
   CHECK(a.values().grad().to_vector() == V{2, 3, 1, 4});
 }
 
-TEST_CASE("spmm and sddmm agree with dense products and compose (sddmm -> spmm) to any order", "[sparse]") {
+TEST_CASE("spmm and sddmm agree with dense products and compose (sddmm -> edge softmax -> spmm) to any order", "[sparse]") {
   Generator g(3);
   Tensor d = Tensor::randn({6, 5}, g, kFloat64);
   Tensor mask = Tensor::rand({6, 5}, g, kFloat64);
@@ -170,9 +170,10 @@ TEST_CASE("spmm and sddmm agree with dense products and compose (sddmm -> spmm) 
   const Tensor s = sddmm(a, y, x);
   CHECK(allclose(a.with_values(s).to_dense(), mul(full, nonzero_mask), 1e-12, 1e-12));
   // an attention-like layer: scores on the edges, then aggregation; first and second order
-  const auto layer = [&a](const Tensors& in) {
-    const Tensor scores = sddmm(a, in[0], in[1]);
-    return spmm(a.with_values(mul(scores, in[2])), in[1]);
+  const Tensor offsets = a.crow_indices();
+  const auto layer = [&a, offsets](const Tensors& in) {
+    const Tensor scores = segment_softmax(mul(sddmm(a, in[0], in[1]), in[2]), offsets);  // edge softmax
+    return spmm(a.with_values(scores), in[1]);
   };
   const auto leaves = [&] {
     Tensors in{y.clone_data(), x.clone_data(), a.values().clone_data()};
