@@ -126,12 +126,13 @@ int main(int argc, char** argv) {
     row(c.name, "fwd_ms", median_ms([&] { (void)c.forward(false); }, g_reps));
     const Tensor out = c.forward(false);
     const Tensor seed = Tensor::ones(out.shape());
-    row(c.name, "fwdbwd_ms", median_ms(
-                                 [&] {
-                                   c.clear();
-                                   c.forward(true).backward(seed);
-                                 },
-                                 g_reps));
+    row(c.name, "fwdbwd_ms",
+        median_ms(
+            [&] {
+              c.clear();
+              c.forward(true).backward(seed);
+            },
+            g_reps));
   }
   std::printf("# nnz after summing duplicate edges: %lld; threads in use: %d\n", static_cast<long long>(a.nnz()),
               get_num_threads());

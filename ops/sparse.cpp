@@ -51,8 +51,8 @@ const std::shared_ptr<const CsrPattern::Impl>& empty_pattern() {
 // The 1-d int64 or int32 tensor `t` as int64 values.
 std::vector<std::int64_t> read_index(const Tensor& t, const char* op, const char* arg) {
   XGRAD_CHECK(t.defined(), "{}: argument '{}' is undefined", op, arg);
-  XGRAD_CHECK(t.dtype() == kInt64 || t.dtype() == kInt32, "{}: argument '{}' must be int64 or int32, got {}", op,
-              arg, dtype_name(t.dtype()));
+  XGRAD_CHECK(t.dtype() == kInt64 || t.dtype() == kInt32, "{}: argument '{}' must be int64 or int32, got {}", op, arg,
+              dtype_name(t.dtype()));
   std::vector<std::int64_t> out(static_cast<std::size_t>(t.numel()));
   if (t.dtype() == kInt64) {
     std::copy_n(t.data<std::int64_t>(), t.numel(), out.begin());
@@ -63,8 +63,7 @@ std::vector<std::int64_t> read_index(const Tensor& t, const char* op, const char
 }
 
 void check_size(const Shape& size, const char* op) {
-  XGRAD_CHECK(size.size() == 2, "{}: argument 'size' must have 2 dimensions (rows, cols), got {}", op,
-              shape_str(size));
+  XGRAD_CHECK(size.size() == 2, "{}: argument 'size' must have 2 dimensions (rows, cols), got {}", op, shape_str(size));
   XGRAD_CHECK(size[0] >= 0 && size[1] >= 0, "{}: argument 'size' must be non-negative, got {}", op, shape_str(size));
 }
 
@@ -100,15 +99,17 @@ CsrPattern CsrPattern::from_indices(std::vector<std::int64_t> crow, std::vector<
   // Monotone offsets first: with crow[0] = 0 and crow[rows] = nnz they then index col in bounds.
   for (std::int64_t i = 0; i < rows; ++i) {
     const std::int64_t b = crow[static_cast<std::size_t>(i)], e = crow[static_cast<std::size_t>(i + 1)];
-    XGRAD_CHECK(b <= e, "{}: argument 'crow_indices' must be non-decreasing, but crow_indices[{}] = {} > crow_indices[{}] = {}",
+    XGRAD_CHECK(b <= e,
+                "{}: argument 'crow_indices' must be non-decreasing, but crow_indices[{}] = {} > crow_indices[{}] = {}",
                 op, i, b, i + 1, e);
   }
   for (std::int64_t i = 0; i < rows; ++i) {
     const std::int64_t b = crow[static_cast<std::size_t>(i)], e = crow[static_cast<std::size_t>(i + 1)];
     for (std::int64_t k = b; k < e; ++k) {
       const std::int64_t c = col[static_cast<std::size_t>(k)];
-      XGRAD_CHECK(c >= 0 && c < cols, "{}: argument 'col_indices': col_indices[{}] = {} (row {}) is out of range for {} columns",
-                  op, k, c, i, cols);
+      XGRAD_CHECK(c >= 0 && c < cols,
+                  "{}: argument 'col_indices': col_indices[{}] = {} (row {}) is out of range for {} columns", op, k, c,
+                  i, cols);
       XGRAD_CHECK(k == b || col[static_cast<std::size_t>(k - 1)] < c,
                   "{}: argument 'col_indices' must be strictly increasing within a row (sorted, no duplicates; "
                   "sparse_coo_tensor sorts and sums them), but row {} has {} after {}",
@@ -199,7 +200,8 @@ struct SpmmFn : Function<SpmmFn> {
   Tensors backward(const Tensors& grads) {
     const Tensors s = saved();
     Tensors res(2);
-    if (needs_input_grad(0)) res[0] = transposed ? sddmm_impl(s[1], grads[0], pattern) : sddmm_impl(grads[0], s[1], pattern);
+    if (needs_input_grad(0))
+      res[0] = transposed ? sddmm_impl(s[1], grads[0], pattern) : sddmm_impl(grads[0], s[1], pattern);
     if (needs_input_grad(1)) res[1] = spmm_impl(s[0], grads[0], pattern, !transposed);
     return res;
   }
@@ -397,12 +399,12 @@ Offsets check_offsets(const Tensor& data, const Tensor& offsets, const char* op)
   auto off = std::make_shared<std::vector<std::int64_t>>(read_index(offsets, op, "offsets"));
   const std::vector<std::int64_t>& o = *off;
   XGRAD_CHECK(o.front() == 0, "{}: argument 'offsets' must start at 0, got {}", op, o.front());
-  XGRAD_CHECK(o.back() == data.size(0),
-              "{}: argument 'offsets' must end at data.size(0) = {} for data {}, got {}", op, data.size(0),
-              shape_str(data.shape()), o.back());
+  XGRAD_CHECK(o.back() == data.size(0), "{}: argument 'offsets' must end at data.size(0) = {} for data {}, got {}", op,
+              data.size(0), shape_str(data.shape()), o.back());
   for (std::size_t i = 0; i + 1 < o.size(); ++i)
-    XGRAD_CHECK(o[i] <= o[i + 1], "{}: argument 'offsets' must be non-decreasing, but offsets[{}] = {} > offsets[{}] = {}",
-                op, i, o[i], i + 1, o[i + 1]);
+    XGRAD_CHECK(o[i] <= o[i + 1],
+                "{}: argument 'offsets' must be non-decreasing, but offsets[{}] = {} > offsets[{}] = {}", op, i, o[i],
+                i + 1, o[i + 1]);
   return off;
 }
 
@@ -444,8 +446,8 @@ Tensor SparseCsr::to_dense() const {
   const std::int64_t n = checked_mul(rows(), cols(), "to_dense", "size");
   std::vector<std::int64_t> pos(static_cast<std::size_t>(nnz()));
   for (std::int64_t i = 0; i < rows(); ++i)
-    for (std::int64_t k = pattern_.crow()[static_cast<std::size_t>(i)]; k < pattern_.crow()[static_cast<std::size_t>(i + 1)];
-         ++k)
+    for (std::int64_t k = pattern_.crow()[static_cast<std::size_t>(i)];
+         k < pattern_.crow()[static_cast<std::size_t>(i + 1)]; ++k)
       pos[static_cast<std::size_t>(k)] = i * cols() + pattern_.col()[static_cast<std::size_t>(k)];
   return reshape(index_add(Tensor::zeros({n}, dtype()), 0, index_tensor(pos), values_), {rows(), cols()});
 }
@@ -483,8 +485,8 @@ SparseCsr sparse_coo_tensor(const Tensor& indices, const Tensor& values, const S
   const std::int64_t* r = idx.data();
   const std::int64_t* c = idx.data() + n;
   for (std::int64_t e = 0; e < n; ++e) {
-    XGRAD_CHECK(r[e] >= 0 && r[e] < size[0], "{}: argument 'indices': row index {} (entry {}) is out of range for {} rows",
-                op, r[e], e, size[0]);
+    XGRAD_CHECK(r[e] >= 0 && r[e] < size[0],
+                "{}: argument 'indices': row index {} (entry {}) is out of range for {} rows", op, r[e], e, size[0]);
     XGRAD_CHECK(c[e] >= 0 && c[e] < size[1],
                 "{}: argument 'indices': column index {} (entry {}) is out of range for {} columns", op, c[e], e,
                 size[1]);

@@ -13,8 +13,8 @@
 #include <cmath>
 #include <vector>
 
-#include "xgrad/ops/detail/simd.hpp"
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/detail/simd.hpp"
 
 namespace xgrad::detail {
 namespace {
@@ -173,7 +173,8 @@ void segment_softmax(std::int64_t segments, const std::int64_t* off, const T* da
       if (off[i] == off[i + 1]) continue;
       std::copy(data + off[i] * f, data + off[i] * f + f, m.begin());
       for (std::int64_t e = off[i] + 1; e < off[i + 1]; ++e)
-        for (std::int64_t j = 0; j < f; ++j) m[static_cast<std::size_t>(j)] = std::max(m[static_cast<std::size_t>(j)], data[e * f + j]);
+        for (std::int64_t j = 0; j < f; ++j)
+          m[static_cast<std::size_t>(j)] = std::max(m[static_cast<std::size_t>(j)], data[e * f + j]);
       std::fill(s.begin(), s.end(), T(0));
       for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
         for (std::int64_t j = 0; j < f; ++j) {
@@ -198,7 +199,8 @@ void segment_softmax_backward(std::int64_t segments, const std::int64_t* off, co
       for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
         for (std::int64_t j = 0; j < f; ++j) d[static_cast<std::size_t>(j)] += g[e * f + j] * y[e * f + j];
       for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
-        for (std::int64_t j = 0; j < f; ++j) dx[e * f + j] = y[e * f + j] * (g[e * f + j] - d[static_cast<std::size_t>(j)]);
+        for (std::int64_t j = 0; j < f; ++j)
+          dx[e * f + j] = y[e * f + j] * (g[e * f + j] - d[static_cast<std::size_t>(j)]);
     }
   });
 }
@@ -213,13 +215,13 @@ template void segment_sum<float>(std::int64_t, const std::int64_t*, const float*
 template void segment_sum<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double*);
 template void segment_expand<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float*);
 template void segment_expand<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double*);
-template void csr_spmm<float>(std::int64_t, const std::int64_t*, const std::int64_t*, const float*,
-                              const std::int64_t*, const float*, std::int64_t, float*);
+template void csr_spmm<float>(std::int64_t, const std::int64_t*, const std::int64_t*, const float*, const std::int64_t*,
+                              const float*, std::int64_t, float*);
 template void csr_spmm<double>(std::int64_t, const std::int64_t*, const std::int64_t*, const double*,
                                const std::int64_t*, const double*, std::int64_t, double*);
 template void csr_sddmm<float>(std::int64_t, const std::int64_t*, const std::int64_t*, const float*, const float*,
                                std::int64_t, float*);
-template void csr_sddmm<double>(std::int64_t, const std::int64_t*, const std::int64_t*, const double*,
-                                const double*, std::int64_t, double*);
+template void csr_sddmm<double>(std::int64_t, const std::int64_t*, const std::int64_t*, const double*, const double*,
+                                std::int64_t, double*);
 
 }  // namespace xgrad::detail

@@ -56,7 +56,9 @@ void add_sparse_entries(std::vector<OpInfo>& t) {
                       {"row", a.row, false}},
                      {},
                      fmt::format("M = {}\nK = {}\n", M, K)};
-      si.call = [M, K](const Tensors& in) { return spmm(sparse_csr_tensor(in[2].to(kInt64), in[3].to(kInt64), in[0], {M, K}), in[1]); };
+      si.call = [M, K](const Tensors& in) {
+        return spmm(sparse_csr_tensor(in[2].to(kInt64), in[3].to(kInt64), in[0], {M, K}), in[1]);
+      };
       return si;
     };
     op.size_names = {"M", "K", "F"};
@@ -66,12 +68,22 @@ void add_sparse_entries(std::vector<OpInfo>& t) {
     op.int64_inputs = {"crow", "col", "row"};
     op.errors = {
         {"x with the wrong number of rows",
-         [] { spmm(small_csr(kFloat64), Tensor::zeros({4, 2}, kFloat64)); },
+         [] {
+           spmm(small_csr(kFloat64), Tensor::zeros({4, 2}, kFloat64));
+         },
          {"spmm", "'x'", "(4, 2)", "(3, 3)"}},
         {"x not 2-d", [] { spmm(small_csr(kFloat64), Tensor::zeros({3}, kFloat64)); }, {"spmm", "'x'", "(3,)"}},
-        {"dtype mix", [] { spmm(small_csr(kFloat32), Tensor::zeros({3, 2}, kFloat64)); }, {"spmm", "dtype"}},
+        {"dtype mix",
+         [] {
+           spmm(small_csr(kFloat32), Tensor::zeros({3, 2}, kFloat64));
+         },
+         {"spmm", "dtype"}},
         {"undefined x", [] { spmm(small_csr(kFloat64), Tensor()); }, {"spmm", "'x'", "undefined"}},
-        {"undefined sparse matrix", [] { spmm(SparseCsr(), Tensor::zeros({3, 2})); }, {"spmm", "'a'", "undefined"}},
+        {"undefined sparse matrix",
+         [] {
+           spmm(SparseCsr(), Tensor::zeros({3, 2}));
+         },
+         {"spmm", "'a'", "undefined"}},
     };
     op.rtol32 = 1e-4;
     op.atol32 = 1e-4;
@@ -105,18 +117,29 @@ void add_sparse_entries(std::vector<OpInfo>& t) {
     op.int64_inputs = {"v", "crow", "col", "row"};  // A's values are not read
     op.errors = {
         {"x with the wrong number of rows",
-         [] { sddmm(small_csr(kFloat64), Tensor::zeros({4, 2}, kFloat64), Tensor::zeros({3, 2}, kFloat64)); },
+         [] {
+           sddmm(small_csr(kFloat64), Tensor::zeros({4, 2}, kFloat64), Tensor::zeros({3, 2}, kFloat64));
+         },
          {"sddmm", "'x'", "(4, 2)", "(3, 3)"}},
         {"y with the wrong number of rows",
-         [] { sddmm(small_csr(kFloat64), Tensor::zeros({3, 2}, kFloat64), Tensor::zeros({2, 2}, kFloat64)); },
+         [] {
+           sddmm(small_csr(kFloat64), Tensor::zeros({3, 2}, kFloat64), Tensor::zeros({2, 2}, kFloat64));
+         },
          {"sddmm", "'y'", "(2, 2)"}},
         {"x and y of different widths",
-         [] { sddmm(small_csr(kFloat64), Tensor::zeros({3, 2}, kFloat64), Tensor::zeros({3, 4}, kFloat64)); },
+         [] {
+           sddmm(small_csr(kFloat64), Tensor::zeros({3, 2}, kFloat64), Tensor::zeros({3, 4}, kFloat64));
+         },
          {"sddmm", "(3, 2)", "(3, 4)"}},
         {"dtype mix",
-         [] { sddmm(small_csr(kFloat64), Tensor::zeros({3, 2}, kFloat64), Tensor::zeros({3, 2}, kFloat32)); },
+         [] {
+           sddmm(small_csr(kFloat64), Tensor::zeros({3, 2}, kFloat64), Tensor::zeros({3, 2}, kFloat32));
+         },
          {"sddmm", "dtype"}},
-        {"undefined y", [] { sddmm(small_csr(kFloat64), Tensor::zeros({3, 2}, kFloat64), Tensor()); },
+        {"undefined y",
+         [] {
+           sddmm(small_csr(kFloat64), Tensor::zeros({3, 2}, kFloat64), Tensor());
+         },
          {"sddmm", "'y'", "undefined"}},
     };
     op.rtol32 = 1e-4;
@@ -155,8 +178,7 @@ void add_segment_entries(std::vector<OpInfo>& t) {
     op.int64_inputs = {"off"};
     // torch.segment_reduce refuses empty data
     op.torch_skip = [mean](const SampleSpec& s) -> std::string {
-      return s.sizes[1] == 0 || s.sizes[0] == 0 || (!mean && s.sizes[0] == 1) ? "torch.segment_reduce: empty data"
-                                                                              : "";
+      return s.sizes[1] == 0 || s.sizes[0] == 0 || (!mean && s.sizes[0] == 1) ? "torch.segment_reduce: empty data" : "";
     };
     const std::string n = op.name;
     const auto f = [mean](const Tensor& d, const Tensor& o) { return mean ? segment_mean(d, o) : segment_sum(d, o); };
@@ -164,13 +186,25 @@ void add_segment_entries(std::vector<OpInfo>& t) {
       return Tensor::from_vector(v, {static_cast<std::int64_t>(v.size())}, kInt64);
     };
     op.errors = {
-        {"offsets not ending at data.size(0)", [=] { f(Tensor::zeros({4, 2}, kFloat64), longs({0, 2, 3})); },
+        {"offsets not ending at data.size(0)",
+         [=] {
+           f(Tensor::zeros({4, 2}, kFloat64), longs({0, 2, 3}));
+         },
          {n, "'offsets'", "data.size(0) = 4", "(4, 2)", "got 3"}},
-        {"decreasing offsets", [=] { f(Tensor::zeros({4, 2}, kFloat64), longs({0, 3, 2, 4})); },
+        {"decreasing offsets",
+         [=] {
+           f(Tensor::zeros({4, 2}, kFloat64), longs({0, 3, 2, 4}));
+         },
          {n, "'offsets'", "non-decreasing", "offsets[1] = 3"}},
-        {"offsets not starting at 0", [=] { f(Tensor::zeros({4, 2}, kFloat64), longs({1, 4})); },
+        {"offsets not starting at 0",
+         [=] {
+           f(Tensor::zeros({4, 2}, kFloat64), longs({1, 4}));
+         },
          {n, "'offsets'", "start at 0"}},
-        {"float offsets", [=] { f(Tensor::zeros({4, 2}, kFloat64), Tensor::from_vector({0, 4}, {2}, kFloat64)); },
+        {"float offsets",
+         [=] {
+           f(Tensor::zeros({4, 2}, kFloat64), Tensor::from_vector({0, 4}, {2}, kFloat64));
+         },
          {n, "'offsets'", "int64 or int32"}},
         {"0-d data", [=] { f(Tensor::zeros({}, kFloat64), longs({0})); }, {n, "'data'", "()"}},
         {"undefined data", [=] { f(Tensor(), longs({0})); }, {n, "'data'", "undefined"}},
@@ -209,7 +243,8 @@ void add_segment_entries(std::vector<OpInfo>& t) {
            segment_softmax(Tensor::zeros({4, 2}, kFloat64), Tensor::from_vector({0, 2, 3}, {3}, kInt64));
          },
          {"segment_softmax", "'offsets'", "data.size(0) = 4", "got 3"}},
-        {"undefined data", [] { segment_softmax(Tensor(), Tensor::zeros({1}, kInt64)); },
+        {"undefined data",
+         [] { segment_softmax(Tensor(), Tensor::zeros({1}, kInt64)); },
          {"segment_softmax", "'data'", "undefined"}},
     };
     t.push_back(op);

@@ -61,35 +61,71 @@ TEST_CASE("sparse_csr_tensor keeps its values leaf and gives the dense matrix", 
 
 TEST_CASE("sparse_csr_tensor refuses bad indices with a message naming the argument", "[sparse][errors]") {
   const Tensor v4 = Tensor::zeros({4}, kFloat64);
-  require_error([&] { sparse_csr_tensor(longs({0, 3, 2, 4}), longs({1, 2, 0, 2}), v4, {3, 3}); },
-                {"sparse_csr_tensor", "'crow_indices'", "non-decreasing", "crow_indices[1] = 3"});
-  require_error([&] { sparse_csr_tensor(longs({1, 2, 2, 4}), longs({1, 2, 0, 2}), v4, {3, 3}); },
-                {"sparse_csr_tensor", "'crow_indices'", "start at 0"});
-  require_error([&] { sparse_csr_tensor(longs({0, 2, 2, 3}), longs({1, 2, 0, 2}), v4, {3, 3}); },
-                {"sparse_csr_tensor", "'crow_indices'", "end at nnz = 4"});
-  require_error([&] { sparse_csr_tensor(longs({0, 2, 4}), longs({1, 2, 0, 2}), v4, {3, 3}); },
-                {"sparse_csr_tensor", "'crow_indices'", "rows + 1 = 4", "(3, 3)"});
-  require_error([&] { sparse_csr_tensor(longs({0, 2, 2, 4}), longs({1, 3, 0, 2}), v4, {3, 3}); },
-                {"sparse_csr_tensor", "'col_indices'", "col_indices[1] = 3", "out of range for 3 columns"});
-  require_error([&] { sparse_csr_tensor(longs({0, 2, 2, 4}), longs({1, -1, 0, 2}), v4, {3, 3}); },
-                {"sparse_csr_tensor", "'col_indices'", "-1"});
-  require_error([&] { sparse_csr_tensor(longs({0, 2, 2, 4}), longs({2, 1, 0, 2}), v4, {3, 3}); },
-                {"sparse_csr_tensor", "'col_indices'", "strictly increasing", "row 0"});
-  require_error([&] { sparse_csr_tensor(longs({0, 2, 2, 4}), longs({1, 1, 0, 2}), v4, {3, 3}); },
-                {"sparse_csr_tensor", "strictly increasing"});
-  require_error([&] { sparse_csr_tensor(longs({0, 2, 2, 4}), longs({1, 2, 0, 2}), Tensor::zeros({3}), {3, 3}); },
-                {"sparse_csr_tensor", "'values'", "(4,)", "(3,)"});
-  require_error([&] { sparse_csr_tensor(longs({0, 2, 2, 4}), longs({1, 2, 0, 2}), v4, {3, 3, 1}); },
-                {"sparse_csr_tensor", "'size'", "(3, 3, 1)"});
-  require_error([&] { sparse_csr_tensor(longs({0, 2, 2, 4}), longs({1, 2, 0, 2}), v4, {-3, 3}); },
-                {"sparse_csr_tensor", "'size'", "non-negative"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 3, 2, 4}), longs({1, 2, 0, 2}), v4, {3, 3});
+      },
+      {"sparse_csr_tensor", "'crow_indices'", "non-decreasing", "crow_indices[1] = 3"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({1, 2, 2, 4}), longs({1, 2, 0, 2}), v4, {3, 3});
+      },
+      {"sparse_csr_tensor", "'crow_indices'", "start at 0"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 2, 2, 3}), longs({1, 2, 0, 2}), v4, {3, 3});
+      },
+      {"sparse_csr_tensor", "'crow_indices'", "end at nnz = 4"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 2, 4}), longs({1, 2, 0, 2}), v4, {3, 3});
+      },
+      {"sparse_csr_tensor", "'crow_indices'", "rows + 1 = 4", "(3, 3)"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 2, 2, 4}), longs({1, 3, 0, 2}), v4, {3, 3});
+      },
+      {"sparse_csr_tensor", "'col_indices'", "col_indices[1] = 3", "out of range for 3 columns"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 2, 2, 4}), longs({1, -1, 0, 2}), v4, {3, 3});
+      },
+      {"sparse_csr_tensor", "'col_indices'", "-1"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 2, 2, 4}), longs({2, 1, 0, 2}), v4, {3, 3});
+      },
+      {"sparse_csr_tensor", "'col_indices'", "strictly increasing", "row 0"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 2, 2, 4}), longs({1, 1, 0, 2}), v4, {3, 3});
+      },
+      {"sparse_csr_tensor", "strictly increasing"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 2, 2, 4}), longs({1, 2, 0, 2}), Tensor::zeros({3}), {3, 3});
+      },
+      {"sparse_csr_tensor", "'values'", "(4,)", "(3,)"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 2, 2, 4}), longs({1, 2, 0, 2}), v4, {3, 3, 1});
+      },
+      {"sparse_csr_tensor", "'size'", "(3, 3, 1)"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 2, 2, 4}), longs({1, 2, 0, 2}), v4, {-3, 3});
+      },
+      {"sparse_csr_tensor", "'size'", "non-negative"});
   require_error(
       [&] {
         sparse_csr_tensor(Tensor::from_vector({0, 2, 2, 4}, {4}, kFloat64), longs({1, 2, 0, 2}), v4, {3, 3});
       },
       {"sparse_csr_tensor", "'crow_indices'", "int64 or int32", "float64"});
-  require_error([&] { sparse_csr_tensor(longs({0}), longs({}), Tensor::zeros({0}), {INT64_MAX, 3}); },
-                {"sparse_csr_tensor", "'size'", "overflows"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0}), longs({}), Tensor::zeros({0}), {INT64_MAX, 3});
+      },
+      {"sparse_csr_tensor", "'size'", "overflows"});
   require_error([&] { SparseCsr(CsrPattern(), Tensor()); }, {"SparseCsr", "'values'"});
 }
 
@@ -108,10 +144,16 @@ TEST_CASE("sparse_coo_tensor sorts the entries and sums duplicates, differentiab
   Tensor w = Tensor::from_vector({1, 2}, {2}, kFloat64);
   const SparseCsr b = sparse_coo_tensor(Tensor::from_vector({0, 1, 1, 0}, {2, 2}, kInt64), w, {2, 2});
   CHECK(b.values().is_same(w));
-  require_error([] { sparse_coo_tensor(Tensor::from_vector({0, 3}, {2, 1}, kInt64), Tensor::zeros({1}), {2, 2}); },
-                {"sparse_coo_tensor", "'indices'", "column index 3", "2 columns"});
-  require_error([] { sparse_coo_tensor(Tensor::from_vector({0, 1, 2}, {3, 1}, kInt64), Tensor::zeros({1}), {2, 2}); },
-                {"sparse_coo_tensor", "'indices'", "(2, nnz)", "(3, 1)"});
+  require_error(
+      [] {
+        sparse_coo_tensor(Tensor::from_vector({0, 3}, {2, 1}, kInt64), Tensor::zeros({1}), {2, 2});
+      },
+      {"sparse_coo_tensor", "'indices'", "column index 3", "2 columns"});
+  require_error(
+      [] {
+        sparse_coo_tensor(Tensor::from_vector({0, 1, 2}, {3, 1}, kInt64), Tensor::zeros({1}), {2, 2});
+      },
+      {"sparse_coo_tensor", "'indices'", "(2, nnz)", "(3, 1)"});
 }
 
 TEST_CASE("to_sparse_csr takes the non-zero entries, differentiably", "[sparse]") {
@@ -150,7 +192,8 @@ TEST_CASE("the transposed pattern is built once and shared by copies", "[sparse]
   CHECK(a.values().grad().to_vector() == V{2, 3, 1, 4});
 }
 
-TEST_CASE("spmm and sddmm agree with dense products and compose (sddmm -> edge softmax -> spmm) to any order", "[sparse]") {
+TEST_CASE("spmm and sddmm agree with dense products and compose (sddmm -> edge softmax -> spmm) to any order",
+          "[sparse]") {
   Generator g(3);
   Tensor d = Tensor::randn({6, 5}, g, kFloat64);
   Tensor mask = Tensor::rand({6, 5}, g, kFloat64);
@@ -159,7 +202,8 @@ TEST_CASE("spmm and sddmm agree with dense products and compose (sddmm -> edge s
     if (mv[i] < 0.5 || i / 5 == 2) dv[i] = 0;  // row 2 empty
   std::vector<double> nz(dv.size());
   for (std::size_t i = 0; i < dv.size(); ++i) nz[i] = dv[i] != 0 ? 1 : 0;
-  const Tensor dense = Tensor::from_vector(dv, {6, 5}, kFloat64), nonzero_mask = Tensor::from_vector(nz, {6, 5}, kFloat64);
+  const Tensor dense = Tensor::from_vector(dv, {6, 5}, kFloat64),
+               nonzero_mask = Tensor::from_vector(nz, {6, 5}, kFloat64);
   const SparseCsr a = to_sparse_csr(dense);
   const Tensor x = Tensor::randn({5, 7}, g, kFloat64);
   const Tensor y = Tensor::randn({6, 7}, g, kFloat64);
@@ -231,4 +275,18 @@ TEST_CASE("segment reductions over a CSR matrix's rows", "[sparse][segment]") {
   const Tensor d = Tensor::from_vector({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2, 1}, kFloat64);
   CHECK(segment_sum(d, a.crow_indices()).to_vector() == V{4, 6, 0, 0, 12, 14});
   CHECK(segment_sum(d, a.crow_indices()).shape() == Shape{3, 2, 1});
+}
+
+TEST_CASE("to_dense, t() and the COO constructor's values support create_graph", "[sparse][create_graph]") {
+  const Tensor idx = Tensor::from_vector({2, 0, 0, 2, 0, 2, 1, 0}, {2, 4}, kInt64);  // (0, 1) twice
+  const auto fn = [&idx](const Tensors& in) {
+    const SparseCsr a = sparse_coo_tensor(idx, in[0], {3, 3});
+    return mul(a.to_dense(), transpose(a.t().to_dense(), 0, 1));
+  };
+  Tensor v = Tensor::from_vector({0.5, -1.0, 2.0, 0.25}, {4}, kFloat64);
+  v.set_requires_grad();
+  require_gradcheck(fn, {v});
+  const GradcheckReport report = gradgradcheck(fn, {v});
+  INFO(report.message);
+  CHECK(report.ok);
 }
