@@ -16,4 +16,5 @@
 #include "xgrad/ops/rnn.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 #include "xgrad/ops/softmax.hpp"
+#include "xgrad/ops/sparse.hpp"
 #include "xgrad/ops/unary_math.hpp"

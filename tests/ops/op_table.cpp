@@ -81,6 +81,7 @@ std::vector<OpInfo> build() {
   add_shape_reduction_entries(t);  // split ... pad, min ... cumsum
   add_index_entries(t);            // gather ... topk
   add_attention_entries(t);        // scaled_dot_product_attention
+  add_sparse_entries(t);           // spmm, sddmm, segment_sum, segment_mean
 
   // The copy-type shape ops and the index ops move elements of any dtype (as torch's do): their inputs
   // may be int64 (index inputs always are). The generic int64 test runs them so.

@@ -334,5 +334,6 @@ void add_shape_entries(std::vector<OpInfo>& t);                                /
 void add_attention_entries(std::vector<OpInfo>& t);                            // op_table_shape_attention.cpp
 void add_block_sparse_resample_normalization_entries(std::vector<OpInfo>& t);  // op_table_flagship.cpp
 void add_conv_pool_entries(std::vector<OpInfo>& t);                            // op_table_conv_pool.cpp
+void add_sparse_entries(std::vector<OpInfo>& t);                               // op_table_sparse.cpp
 
 }  // namespace xgrad::test::table

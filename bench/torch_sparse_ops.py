@@ -1,0 +1,121 @@
+"""PyTorch (Debian python3-torch) peer of bench/sparse_ops.cpp: the same cases on the same graph
+(splitmix64, see index_ops.cpp / sparse_ops.cpp: A[dst, src] = w, duplicates summed), float32,
+features 64. Prints CSV rows `case,impl,threads,metric,value`, impl torch_coo (a coalesced COO
+matrix) or torch_csr (A.to_sparse_csr()) or torch_gather (PyG's way: index_select of the end points);
+fwd_ms / fwdbwd_ms: median of REPS calls after a warm-up of at least 0.3 s; the backward is
+y.backward(ones).
+  spmm          torch.sparse.mm(A, X), gradient to X (COO and CSR)
+  spmm_weights  torch.sparse.mm(A, X) with A = sparse_coo_tensor(indices, w) and w a leaf: gradients
+                to X and w (COO, built from the leaf each call and coalesced again by sparse.mm: torch 1.13
+                has no differentiable way to mark it coalesced, nor a values gradient for CSR here)
+  sddmm         (X[dst] * Z[src]).sum(-1) on the coalesced edges, gradients to X and Z
+usage: torch_sparse_ops.py THREADS [REPS] [--case NAME]"""
+import sys
+import time
+
+import numpy as np
+import torch
+
+N, E, F = 10000, 168592, 64
+
+
+def splitmix64(x):
+    """Vectorised splitmix64 over a uint64 array (wrapping arithmetic, as the C++ side)."""
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def make_graph():
+    k = np.arange(E, dtype=np.uint64)
+    h = splitmix64(k)
+    h2 = splitmix64(h)
+    u = (h2 >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    src = (h % np.uint64(N)).astype(np.int64)
+    dst = np.minimum(N - 1, (N * u * u).astype(np.int64))
+    w = (0.5 + ((h >> np.uint64(40)) & np.uint64(0xFFFF)).astype(np.float32) / np.float32(65536.0)).astype(np.float32)
+    idx = torch.from_numpy(np.stack([dst, src]))
+    return torch.sparse_coo_tensor(idx, torch.from_numpy(w), (N, N)).coalesce()
+
+
+def median_ms(fn, reps):
+    t0 = time.perf_counter()
+    n = 0
+    while n < 2 or time.perf_counter() - t0 < 0.3:
+        fn()
+        n += 1
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    ts.sort()
+    return ts[len(ts) // 2] * 1e3
+
+
+def main():
+    args = sys.argv[1:]
+    threads = int(args[0]) if args else 1
+    reps = int(args[1]) if len(args) > 1 and not args[1].startswith("--") else 15
+    only = args[args.index("--case") + 1] if "--case" in args else None
+    torch.set_num_threads(threads)
+    torch.manual_seed(1)
+    A = make_graph()
+    import warnings
+    warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+    A_csr = A.to_sparse_csr()
+    idx, w = A.indices(), A.values()
+    dst, src = idx[0], idx[1]
+    X = torch.randn(N, F)
+    Z = torch.randn(N, F)
+    Xg = X.clone().requires_grad_()
+    Zg = Z.clone().requires_grad_()
+    Wg = w.clone().requires_grad_()
+
+    def clear():
+        Xg.grad = None
+        Zg.grad = None
+        Wg.grad = None
+
+    def weighted(g):
+        if not g:
+            return torch.sparse.mm(A, X)
+        # torch 1.13 has no differentiable way to mark it coalesced: sparse.mm coalesces it again
+        Aw = torch.sparse_coo_tensor(idx, Wg, (N, N))
+        return torch.sparse.mm(Aw, Xg)
+
+    cases = [
+        ("spmm", "torch_coo", lambda g: torch.sparse.mm(A, Xg if g else X), (N, F)),
+        ("spmm", "torch_csr", lambda g: torch.sparse.mm(A_csr, Xg if g else X), (N, F)),
+        ("spmm_weights", "torch_coo", weighted, (N, F)),
+        ("sddmm", "torch_gather", lambda g: ((Xg if g else X)[dst] * (Zg if g else Z)[src]).sum(-1), (idx.shape[1],)),
+    ]
+
+    def row(case, impl, metric, value):
+        print(f"{case},{impl},{threads},{metric},{value:.6g}", flush=True)
+
+    for name, impl, fn, shape in cases:
+        if only is not None and name != only:
+            continue
+        seed = torch.ones(shape)
+
+        def fwd():
+            with torch.no_grad():
+                fn(False)
+
+        def fwdbwd():
+            clear()
+            fn(True).backward(seed)
+
+        row(name, impl, "fwd_ms", median_ms(fwd, reps))
+        try:
+            row(name, impl, "fwdbwd_ms", median_ms(fwdbwd, reps))
+        except RuntimeError as e:  # a backward torch 1.13 does not have
+            print(f"# {name} {impl}: no backward: {str(e).splitlines()[0]}", flush=True)
+    print(f"# nnz after summing duplicate edges: {idx.shape[1]}")
+
+
+if __name__ == "__main__":
+    main()

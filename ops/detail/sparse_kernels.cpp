@@ -1,0 +1,227 @@
+// Note [CSR kernels]: both kernels own whole output rows. The rows are cut into chunks of about
+// equal work ((entries + 1) x f per row, so a hub row with many entries is a chunk of its own and a
+// run of empty rows costs little), found by binary search on crow; each chunk is one task. A row's
+// result is summed in entry order by one task, so the partition (which depends on the thread
+// count only through scheduling, never through the arithmetic) cannot change a bit. spmm keeps up
+// to four SIMD registers of the output row in registers over all the row's entries (one load of
+// x's row segment and one FMA per register per entry), then stores them: the output is written
+// once. sddmm is a dot product per entry with SIMD partial sums added by a fixed tree. The segment
+// reductions own whole segments in the same way (the compiler vectorises their inner loops).
+#include "xgrad/ops/detail/sparse_kernels.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/detail/simd.hpp"
+
+namespace xgrad::detail {
+namespace {
+
+using Arch = xsimd::default_arch;
+
+// Work units per chunk (multiply-adds): enough to pay for a task.
+constexpr std::int64_t kChunkWork = 16384;
+
+// Calls fn(r0, r1) over row chunks of about kChunkWork multiply-adds each, in parallel.
+template <class Fn>
+void for_row_chunks(std::int64_t rows, const std::int64_t* crow, std::int64_t f, Fn&& fn) {
+  if (rows <= 0) return;
+  const std::int64_t units = crow[rows] + rows;  // (entries + 1) per row
+  const std::int64_t per_chunk = std::max<std::int64_t>(1, kChunkWork / std::max<std::int64_t>(f, 1));
+  const std::int64_t chunks = (units + per_chunk - 1) / per_chunk;
+  if (chunks <= 1) {
+    fn(std::int64_t{0}, rows);
+    return;
+  }
+  // First row i whose prefix crow[i] + i reaches u.
+  const auto row_at = [&](std::int64_t u) {
+    std::int64_t lo = 0, hi = rows;
+    while (lo < hi) {
+      const std::int64_t mid = lo + (hi - lo) / 2;
+      if (crow[mid] + mid < u)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return lo;
+  };
+  parallel_for(0, chunks, 1, [&](std::int64_t c0, std::int64_t c1) {
+    const std::int64_t r0 = row_at(c0 * per_chunk), r1 = c1 == chunks ? rows : row_at(c1 * per_chunk);
+    if (r1 > r0) fn(r0, r1);
+  });
+}
+
+template <class T>
+inline T value_at(const T* vals, const std::int64_t* perm, std::int64_t k) {
+  return perm != nullptr ? vals[perm[k]] : vals[k];
+}
+
+// One output row: acc over the entries [k0, k1), written to o (f wide).
+template <class T>
+void spmm_row(std::int64_t k0, std::int64_t k1, const std::int64_t* col, const T* vals, const std::int64_t* perm,
+              const T* x, std::int64_t f, T* o) {
+  using B = simd::batch<T, Arch>;
+  constexpr std::int64_t L = simd::lanes<T, Arch>;
+  std::int64_t j = 0;
+  for (; j + 4 * L <= f; j += 4 * L) {
+    B a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0));
+    for (std::int64_t k = k0; k < k1; ++k) {
+      const B v(value_at(vals, perm, k));
+      const T* xr = x + col[k] * f + j;
+      a0 = xsimd::fma(v, simd::load<T, Arch>(xr), a0);
+      a1 = xsimd::fma(v, simd::load<T, Arch>(xr + L), a1);
+      a2 = xsimd::fma(v, simd::load<T, Arch>(xr + 2 * L), a2);
+      a3 = xsimd::fma(v, simd::load<T, Arch>(xr + 3 * L), a3);
+    }
+    simd::store<T, Arch>(o + j, a0);
+    simd::store<T, Arch>(o + j + L, a1);
+    simd::store<T, Arch>(o + j + 2 * L, a2);
+    simd::store<T, Arch>(o + j + 3 * L, a3);
+  }
+  for (; j + L <= f; j += L) {
+    B a0(T(0));
+    for (std::int64_t k = k0; k < k1; ++k)
+      a0 = xsimd::fma(B(value_at(vals, perm, k)), simd::load<T, Arch>(x + col[k] * f + j), a0);
+    simd::store<T, Arch>(o + j, a0);
+  }
+  for (; j < f; ++j) {
+    T a = 0;
+    for (std::int64_t k = k0; k < k1; ++k) a = std::fma(value_at(vals, perm, k), x[col[k] * f + j], a);
+    o[j] = a;
+  }
+}
+
+template <class T>
+T dot(const T* a, const T* b, std::int64_t f) {
+  using B = simd::batch<T, Arch>;
+  constexpr std::int64_t L = simd::lanes<T, Arch>;
+  std::int64_t j = 0;
+  T s = 0;
+  if (f >= L) {
+    B a0(T(0)), a1(T(0));
+    for (; j + 2 * L <= f; j += 2 * L) {
+      a0 = xsimd::fma(simd::load<T, Arch>(a + j), simd::load<T, Arch>(b + j), a0);
+      a1 = xsimd::fma(simd::load<T, Arch>(a + j + L), simd::load<T, Arch>(b + j + L), a1);
+    }
+    if (j + L <= f) {
+      a0 = xsimd::fma(simd::load<T, Arch>(a + j), simd::load<T, Arch>(b + j), a0);
+      j += L;
+    }
+    s = simd::tree_sum(a0 + a1);
+  }
+  for (; j < f; ++j) s = std::fma(a[j], b[j], s);
+  return s;
+}
+
+}  // namespace
+
+template <class T>
+void csr_spmm(std::int64_t rows, const std::int64_t* crow, const std::int64_t* col, const T* vals,
+              const std::int64_t* perm, const T* x, std::int64_t f, T* out) {
+  if (f == 0) return;
+  for_row_chunks(rows, crow, f, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t i = r0; i < r1; ++i) spmm_row(crow[i], crow[i + 1], col, vals, perm, x, f, out + i * f);
+  });
+}
+
+template <class T>
+void csr_sddmm(std::int64_t rows, const std::int64_t* crow, const std::int64_t* col, const T* x, const T* y,
+               std::int64_t f, T* out) {
+  for_row_chunks(rows, crow, f, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t i = r0; i < r1; ++i)
+      for (std::int64_t k = crow[i]; k < crow[i + 1]; ++k) out[k] = dot(x + i * f, y + col[k] * f, f);
+  });
+}
+
+template <class T>
+void segment_sum(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, bool mean, T* out) {
+  if (f == 0) return;
+  for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t i = r0; i < r1; ++i) {
+      T* o = out + i * f;
+      std::fill(o, o + f, T(0));
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j) o[j] += data[e * f + j];
+      if (mean) {
+        const T s = T(1) / static_cast<T>(off[i + 1] - off[i]);
+        for (std::int64_t j = 0; j < f; ++j) o[j] *= s;
+      }
+    }
+  });
+}
+
+template <class T>
+void segment_expand(std::int64_t segments, const std::int64_t* off, const T* g, std::int64_t f, bool mean, T* out) {
+  if (f == 0) return;
+  for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t i = r0; i < r1; ++i) {
+      const T s = mean ? T(1) / static_cast<T>(off[i + 1] - off[i]) : T(1);
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j) out[e * f + j] = mean ? g[i * f + j] * s : g[i * f + j];
+    }
+  });
+}
+
+template <class T>
+void segment_softmax(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, T* out) {
+  if (f == 0) return;
+  for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
+    std::vector<T> m(static_cast<std::size_t>(f)), s(static_cast<std::size_t>(f));
+    for (std::int64_t i = r0; i < r1; ++i) {
+      if (off[i] == off[i + 1]) continue;
+      std::copy(data + off[i] * f, data + off[i] * f + f, m.begin());
+      for (std::int64_t e = off[i] + 1; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j)
+          m[static_cast<std::size_t>(j)] = std::max(m[static_cast<std::size_t>(j)], data[e * f + j]);
+      std::fill(s.begin(), s.end(), T(0));
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j) {
+          const T v = std::exp(data[e * f + j] - m[static_cast<std::size_t>(j)]);
+          out[e * f + j] = v;
+          s[static_cast<std::size_t>(j)] += v;
+        }
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j) out[e * f + j] /= s[static_cast<std::size_t>(j)];
+    }
+  });
+}
+
+template <class T>
+void segment_softmax_backward(std::int64_t segments, const std::int64_t* off, const T* g, const T* y, std::int64_t f,
+                              T* dx) {
+  if (f == 0) return;
+  for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
+    std::vector<T> d(static_cast<std::size_t>(f));
+    for (std::int64_t i = r0; i < r1; ++i) {
+      std::fill(d.begin(), d.end(), T(0));
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j) d[static_cast<std::size_t>(j)] += g[e * f + j] * y[e * f + j];
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j)
+          dx[e * f + j] = y[e * f + j] * (g[e * f + j] - d[static_cast<std::size_t>(j)]);
+    }
+  });
+}
+
+template void segment_softmax<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, float*);
+template void segment_softmax<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, double*);
+template void segment_softmax_backward<float>(std::int64_t, const std::int64_t*, const float*, const float*,
+                                              std::int64_t, float*);
+template void segment_softmax_backward<double>(std::int64_t, const std::int64_t*, const double*, const double*,
+                                               std::int64_t, double*);
+template void segment_sum<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float*);
+template void segment_sum<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double*);
+template void segment_expand<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float*);
+template void segment_expand<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double*);
+template void csr_spmm<float>(std::int64_t, const std::int64_t*, const std::int64_t*, const float*, const std::int64_t*,
+                              const float*, std::int64_t, float*);
+template void csr_spmm<double>(std::int64_t, const std::int64_t*, const std::int64_t*, const double*,
+                               const std::int64_t*, const double*, std::int64_t, double*);
+template void csr_sddmm<float>(std::int64_t, const std::int64_t*, const std::int64_t*, const float*, const float*,
+                               std::int64_t, float*);
+template void csr_sddmm<double>(std::int64_t, const std::int64_t*, const std::int64_t*, const double*, const double*,
+                                std::int64_t, double*);
+
+}  // namespace xgrad::detail

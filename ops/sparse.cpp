@@ -1,0 +1,544 @@
+// CSR sparse matrices (construction, validation, the cached transpose) and spmm / sddmm with their
+// backward.
+//
+// Note [Sparse gradients]: with A's pattern P holding values v, the three products
+//   spmm(v, X)    = A·X      (M x F from K x F)
+//   spmm_t(v, Z)  = Aᵀ·Z     (K x F from M x F; the cached transposed pattern, Note [Cached transpose])
+//   sddmm(X, Y)[k] = ⟨X[i], Y[j]⟩ for entry k = (i, j)
+// are each other's gradients:
+//   spmm:   dv = sddmm(g, X),   dX = spmm_t(v, g)
+//   spmm_t: dv = sddmm(Z, g),   dZ = spmm(v, g)
+//   sddmm:  dX = spmm(g, Y),    dY = spmm_t(g, X)
+// Every backward is written once, as calls of these ops through apply, so under create_graph the
+// backward records itself and the derivatives of every order stay on the pattern (no dense M x K).
+// spmm and spmm_t are one Function with a `transposed` flag.
+#include "xgrad/ops/sparse.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <numeric>
+#include <span>
+#include <utility>
+
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/checked.hpp"
+#include "xgrad/core/fused.hpp"
+#include "xgrad/ops/detail/sparse_kernels.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/indexing.hpp"
+#include "xgrad/ops/shape_ops.hpp"
+
+namespace xgrad {
+
+struct CsrPattern::Impl {
+  std::int64_t rows = 0, cols = 0;
+  std::vector<std::int64_t> crow{0}, col;
+  mutable std::once_flag transposed_once;
+  mutable Transposed transposed;
+  mutable std::atomic<bool> has_transposed{false};
+};
+
+namespace {
+
+const std::shared_ptr<const CsrPattern::Impl>& empty_pattern() {
+  static const std::shared_ptr<const CsrPattern::Impl> impl = std::make_shared<CsrPattern::Impl>();
+  return impl;
+}
+
+// The 1-d int64 or int32 tensor `t` as int64 values.
+std::vector<std::int64_t> read_index(const Tensor& t, const char* op, const char* arg) {
+  XGRAD_CHECK(t.defined(), "{}: argument '{}' is undefined", op, arg);
+  XGRAD_CHECK(t.dtype() == kInt64 || t.dtype() == kInt32, "{}: argument '{}' must be int64 or int32, got {}", op, arg,
+              dtype_name(t.dtype()));
+  std::vector<std::int64_t> out(static_cast<std::size_t>(t.numel()));
+  if (t.dtype() == kInt64) {
+    std::copy_n(t.data<std::int64_t>(), t.numel(), out.begin());
+  } else {
+    std::copy_n(t.data<std::int32_t>(), t.numel(), out.begin());
+  }
+  return out;
+}
+
+void check_size(const Shape& size, const char* op) {
+  XGRAD_CHECK(size.size() == 2, "{}: argument 'size' must have 2 dimensions (rows, cols), got {}", op, shape_str(size));
+  XGRAD_CHECK(size[0] >= 0 && size[1] >= 0, "{}: argument 'size' must be non-negative, got {}", op, shape_str(size));
+}
+
+Tensor index_tensor(const std::vector<std::int64_t>& v) {
+  return Tensor::from_data<std::int64_t>(std::span<const std::int64_t>(v), {static_cast<std::int64_t>(v.size())});
+}
+
+void check_values(const Tensor& values, std::int64_t nnz, const char* op) {
+  XGRAD_CHECK(values.defined(), "{}: argument 'values' is undefined", op);
+  XGRAD_CHECK(values.dim() == 1 && values.size(0) == nnz,
+              "{}: argument 'values' must have shape ({},) (one per stored entry), got {}", op, nnz,
+              shape_str(values.shape()));
+}
+
+}  // namespace
+
+// ---- CsrPattern --------------------------------------------------------------------------------------
+
+CsrPattern::CsrPattern() : impl_(empty_pattern()) {}
+
+CsrPattern CsrPattern::from_indices(std::vector<std::int64_t> crow, std::vector<std::int64_t> col, std::int64_t rows,
+                                    std::int64_t cols, const char* op) {
+  XGRAD_CHECK(rows >= 0 && cols >= 0, "{}: argument 'size' must be non-negative, got ({}, {})", op, rows, cols);
+  const std::int64_t nnz = static_cast<std::int64_t>(col.size());
+  const std::int64_t want = checked_add(rows, 1, op, "size");
+  XGRAD_CHECK(static_cast<std::int64_t>(crow.size()) == want,
+              "{}: argument 'crow_indices' must have rows + 1 = {} elements for size ({}, {}), got {}", op, want, rows,
+              cols, crow.size());
+  XGRAD_CHECK(crow[0] == 0, "{}: argument 'crow_indices' must start at 0, got {}", op, crow[0]);
+  XGRAD_CHECK(crow[static_cast<std::size_t>(rows)] == nnz,
+              "{}: argument 'crow_indices' must end at nnz = {} (the number of column indices), got {}", op, nnz,
+              crow[static_cast<std::size_t>(rows)]);
+  // Monotone offsets first: with crow[0] = 0 and crow[rows] = nnz they then index col in bounds.
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const std::int64_t b = crow[static_cast<std::size_t>(i)], e = crow[static_cast<std::size_t>(i + 1)];
+    XGRAD_CHECK(b <= e,
+                "{}: argument 'crow_indices' must be non-decreasing, but crow_indices[{}] = {} > crow_indices[{}] = {}",
+                op, i, b, i + 1, e);
+  }
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const std::int64_t b = crow[static_cast<std::size_t>(i)], e = crow[static_cast<std::size_t>(i + 1)];
+    for (std::int64_t k = b; k < e; ++k) {
+      const std::int64_t c = col[static_cast<std::size_t>(k)];
+      XGRAD_CHECK(c >= 0 && c < cols,
+                  "{}: argument 'col_indices': col_indices[{}] = {} (row {}) is out of range for {} columns", op, k, c,
+                  i, cols);
+      XGRAD_CHECK(k == b || col[static_cast<std::size_t>(k - 1)] < c,
+                  "{}: argument 'col_indices' must be strictly increasing within a row (sorted, no duplicates; "
+                  "sparse_coo_tensor sorts and sums them), but row {} has {} after {}",
+                  op, i, c, col[static_cast<std::size_t>(k - 1)]);
+    }
+  }
+  auto impl = std::make_shared<Impl>();
+  impl->rows = rows;
+  impl->cols = cols;
+  impl->crow = std::move(crow);
+  impl->col = std::move(col);
+  return CsrPattern(std::move(impl));
+}
+
+std::int64_t CsrPattern::rows() const { return impl_->rows; }
+std::int64_t CsrPattern::cols() const { return impl_->cols; }
+std::int64_t CsrPattern::nnz() const { return static_cast<std::int64_t>(impl_->col.size()); }
+const std::vector<std::int64_t>& CsrPattern::crow() const { return impl_->crow; }
+const std::vector<std::int64_t>& CsrPattern::col() const { return impl_->col; }
+bool CsrPattern::has_transposed() const { return impl_->has_transposed.load(std::memory_order_acquire); }
+bool CsrPattern::operator==(const CsrPattern& o) const {
+  return impl_ == o.impl_ ||
+         (rows() == o.rows() && cols() == o.cols() && impl_->crow == o.impl_->crow && impl_->col == o.impl_->col);
+}
+
+// Counting sort of the entries by column (Note [Cached transpose]): walking the rows in order puts
+// each column's entries in increasing row order, so Aᵀ's rows are sorted like any CSR's.
+const CsrPattern::Transposed& CsrPattern::transposed() const {
+  const Impl& p = *impl_;
+  std::call_once(p.transposed_once, [&p] {
+    Transposed t;
+    const std::size_t nnz = p.col.size();
+    t.crow.assign(static_cast<std::size_t>(p.cols) + 1, 0);
+    for (std::int64_t c : p.col) ++t.crow[static_cast<std::size_t>(c) + 1];
+    for (std::size_t c = 0; c < static_cast<std::size_t>(p.cols); ++c) t.crow[c + 1] += t.crow[c];
+    t.col = std::vector<std::int64_t>(nnz);
+    t.perm = std::vector<std::int64_t>(nnz);
+    std::vector<std::int64_t> next(t.crow.begin(), t.crow.end() - 1);
+    for (std::int64_t i = 0; i < p.rows; ++i)
+      for (std::int64_t k = p.crow[static_cast<std::size_t>(i)]; k < p.crow[static_cast<std::size_t>(i + 1)]; ++k) {
+        const auto dst = static_cast<std::size_t>(next[static_cast<std::size_t>(p.col[static_cast<std::size_t>(k)])]++);
+        t.col[dst] = i;
+        t.perm[dst] = k;
+      }
+    p.transposed = std::move(t);
+    p.has_transposed.store(true, std::memory_order_release);
+  });
+  return p.transposed;
+}
+
+// ---- the products --------------------------------------------------------------------------------
+
+namespace {
+
+Tensor spmm_impl(const Tensor& values, const Tensor& x, const CsrPattern& p, bool transposed);
+Tensor sddmm_impl(const Tensor& x, const Tensor& y, const CsrPattern& p);
+
+// Y = A·X (transposed = false) or Aᵀ·X (true); Note [Sparse gradients].
+struct SpmmFn : Function<SpmmFn> {
+  static constexpr const char* kName = "spmm";
+  static constexpr bool kDifferentiableBackward = true;  // through spmm and sddmm (Note [Sparse gradients])
+  CsrPattern pattern;
+  bool transposed = false;
+
+  Tensor forward(const Tensor& values, const Tensor& x, const CsrPattern& p, bool t) {
+    pattern = p;
+    transposed = t;
+    save_for_backward({needs_input_grad(1) ? values : Tensor(), needs_input_grad(0) ? x : Tensor()});
+    const std::int64_t out_rows = t ? p.cols() : p.rows();
+    const std::int64_t f = x.size(1);
+    Tensor y = Tensor::empty({out_rows, f}, x.dtype());
+    if (out_rows == 0 || f == 0) return y;
+    if (p.nnz() == 0) return Tensor::zeros({out_rows, f}, x.dtype());
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if (t) {
+        const auto& tp = p.transposed();
+        detail::csr_spmm<T>(out_rows, tp.crow.data(), tp.col.data(), values.data<T>(), tp.perm.data(), x.data<T>(), f,
+                            y.data<T>());
+      } else {
+        detail::csr_spmm<T>(out_rows, p.crow().data(), p.col().data(), values.data<T>(), nullptr, x.data<T>(), f,
+                            y.data<T>());
+      }
+    });
+    return y;
+  }
+
+  Tensors backward(const Tensors& grads) {
+    const Tensors s = saved();
+    Tensors res(2);
+    if (needs_input_grad(0))
+      res[0] = transposed ? sddmm_impl(s[1], grads[0], pattern) : sddmm_impl(grads[0], s[1], pattern);
+    if (needs_input_grad(1)) res[1] = spmm_impl(s[0], grads[0], pattern, !transposed);
+    return res;
+  }
+};
+
+// out[k] = ⟨X[i], Y[j]⟩ on the entries k = (i, j) of the pattern.
+struct SddmmFn : Function<SddmmFn> {
+  static constexpr const char* kName = "sddmm";
+  static constexpr bool kDifferentiableBackward = true;  // through spmm (Note [Sparse gradients])
+  CsrPattern pattern;
+
+  Tensor forward(const Tensor& x, const Tensor& y, const CsrPattern& p) {
+    pattern = p;
+    save_for_backward({needs_input_grad(1) ? x : Tensor(), needs_input_grad(0) ? y : Tensor()});
+    Tensor out = Tensor::empty({p.nnz()}, x.dtype());
+    if (p.nnz() == 0) return out;
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::csr_sddmm<T>(p.rows(), p.crow().data(), p.col().data(), x.data<T>(), y.data<T>(), x.size(1),
+                           out.data<T>());
+    });
+    return out;
+  }
+
+  Tensors backward(const Tensors& grads) {
+    const Tensors s = saved();
+    Tensors res(2);
+    if (needs_input_grad(0)) res[0] = spmm_impl(grads[0], s[1], pattern, false);
+    if (needs_input_grad(1)) res[1] = spmm_impl(grads[0], s[0], pattern, true);
+    return res;
+  }
+};
+
+Tensor spmm_impl(const Tensor& values, const Tensor& x, const CsrPattern& p, bool transposed) {
+  return apply<SpmmFn>(values, x, p, transposed);
+}
+Tensor sddmm_impl(const Tensor& x, const Tensor& y, const CsrPattern& p) { return apply<SddmmFn>(x, y, p); }
+
+void check_dense(const char* op, const char* arg, const Tensor& t, std::int64_t rows, const char* rows_what,
+                 const SparseCsr& a) {
+  XGRAD_CHECK(t.defined(), "{}: argument '{}' is undefined", op, arg);
+  check_floating(op, arg, t);
+  XGRAD_CHECK(t.dim() == 2 && t.size(0) == rows,
+              "{}: argument '{}' must be 2-d with {} = {} rows for the sparse {}, got {}", op, arg, rows_what, rows,
+              shape_str(a.shape()), shape_str(t.shape()));
+}
+
+void check_sparse(const char* op, const SparseCsr& a) {
+  XGRAD_CHECK(a.defined(), "{}: argument 'a' (the sparse matrix) is undefined", op);
+}
+
+}  // namespace
+
+Tensor spmm(const SparseCsr& a, const Tensor& x) {
+  constexpr const char* op = "spmm";
+  check_sparse(op, a);
+  check_floating(op, "a.values", a.values());
+  check_dense(op, "x", x, a.cols(), "a.cols", a);
+  XGRAD_CHECK(x.dtype() == a.dtype(), "{}: argument 'x' has dtype {} but the sparse matrix's values have dtype {}", op,
+              dtype_name(x.dtype()), dtype_name(a.dtype()));
+  return spmm_impl(a.values(), x, a.pattern(), false);
+}
+
+Tensor sddmm(const SparseCsr& a, const Tensor& x, const Tensor& y) {
+  constexpr const char* op = "sddmm";
+  check_sparse(op, a);
+  check_dense(op, "x", x, a.rows(), "a.rows", a);
+  check_dense(op, "y", y, a.cols(), "a.cols", a);
+  XGRAD_CHECK(x.size(1) == y.size(1), "{}: arguments 'x' {} and 'y' {} must have the same number of columns", op,
+              shape_str(x.shape()), shape_str(y.shape()));
+  XGRAD_CHECK(x.dtype() == y.dtype(), "{}: arguments 'x' ({}) and 'y' ({}) must have the same dtype", op,
+              dtype_name(x.dtype()), dtype_name(y.dtype()));
+  return sddmm_impl(x, y, a.pattern());
+}
+
+// ---- segment reductions ----------------------------------------------------------------------------
+
+namespace {
+
+struct SegmentSumFn;
+// The offsets of a segment reduction, validated once and shared by its backward ops.
+using Offsets = std::shared_ptr<const std::vector<std::int64_t>>;
+
+Shape with_rows(Shape s, std::int64_t rows) {
+  s[0] = rows;
+  return s;
+}
+
+Tensor segment_sum_impl(const Tensor& data, const Offsets& off, bool mean);
+Tensor segment_expand_impl(const Tensor& g, const Offsets& off, bool mean, const Shape& data_shape);
+
+// out[i] = (1 / n_i if mean) Σ_e data[e] over segment i.
+struct SegmentSumFn : Function<SegmentSumFn> {
+  static constexpr const char* kName = "segment_sum";
+  static constexpr bool kDifferentiableBackward = true;  // through segment_expand, whose backward is this op
+  Offsets offsets;
+  bool mean = false;
+  Shape data_shape;
+
+  Tensor forward(const Tensor& data, const Offsets& off, bool m) {
+    offsets = off;
+    mean = m;
+    data_shape = data.shape();
+    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    Tensor out = Tensor::empty(with_rows(data.shape(), segments), data.dtype());
+    const std::int64_t f = segments == 0 ? 0 : out.numel() / segments;
+    dispatch(data.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::segment_sum<T>(segments, off->data(), data.data<T>(), f, m, out.data<T>());
+    });
+    return out;
+  }
+  Tensors backward(const Tensors& grads) { return {segment_expand_impl(grads[0], offsets, mean, data_shape)}; }
+};
+
+// out[e] = (1 / n_i if mean) g[i] for e in segment i: segment_sum's transpose.
+struct SegmentExpandFn : Function<SegmentExpandFn> {
+  static constexpr const char* kName = "segment_sum_backward";
+  static constexpr bool kDifferentiableBackward = true;  // through segment_sum
+  Offsets offsets;
+  bool mean = false;
+
+  Tensor forward(const Tensor& g, const Offsets& off, bool m, const Shape& data_shape) {
+    offsets = off;
+    mean = m;
+    Tensor out = Tensor::empty(data_shape, g.dtype());
+    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    const std::int64_t f = data_shape[0] == 0 ? 0 : out.numel() / data_shape[0];
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::segment_expand<T>(segments, off->data(), g.data<T>(), f, m, out.data<T>());
+    });
+    return out;
+  }
+  Tensors backward(const Tensors& grads) { return {segment_sum_impl(grads[0], offsets, mean)}; }
+};
+
+Tensor segment_sum_impl(const Tensor& data, const Offsets& off, bool mean) {
+  return apply<SegmentSumFn>(data, off, mean);
+}
+Tensor segment_expand_impl(const Tensor& g, const Offsets& off, bool mean, const Shape& data_shape) {
+  return apply<SegmentExpandFn>(g, off, mean, data_shape);
+}
+
+// softmax's backward over segments: dx = y ⊙ (g − expand(segment_sum(g ⊙ y))). The kernel for first
+// order; the formula of recorded ops when the result will be differentiated (Note [Fused ops]).
+struct SegmentSoftmaxBackward {
+  static constexpr const char* kName = "segment_softmax_backward";
+  static Tensor kernel(const Tensor& g, const Tensor& y, const Offsets& off) {
+    Tensor dx = Tensor::empty(y.shape(), y.dtype());
+    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    const std::int64_t f = y.size(0) == 0 ? 0 : y.numel() / y.size(0);
+    dispatch(y.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::segment_softmax_backward<T>(segments, off->data(), g.data<T>(), y.data<T>(), f, dx.data<T>());
+    });
+    return dx;
+  }
+  static Tensor formula(const Tensor& g, const Tensor& y, const Offsets& off) {
+    const Tensor gy = mul(g, y);
+    return mul(y, sub(g, segment_expand_impl(segment_sum_impl(gy, off, false), off, false, y.shape())));
+  }
+};
+
+// out = softmax over each segment's entries (per column).
+struct SegmentSoftmaxFn : Function<SegmentSoftmaxFn> {
+  static constexpr const char* kName = "segment_softmax";
+  static constexpr bool kDifferentiableBackward = true;  // the formula of SegmentSoftmaxBackward
+  Offsets offsets;
+
+  Tensor forward(const Tensor& data, const Offsets& off) {
+    offsets = off;
+    Tensor out = Tensor::empty(data.shape(), data.dtype());
+    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    const std::int64_t f = data.size(0) == 0 ? 0 : data.numel() / data.size(0);
+    dispatch(data.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::segment_softmax<T>(segments, off->data(), data.data<T>(), f, out.data<T>());
+    });
+    save_for_backward({out});
+    return out;
+  }
+  Tensors backward(const Tensors& grads) { return {apply_fused<SegmentSoftmaxBackward>(grads[0], saved(0), offsets)}; }
+};
+
+// Validated offsets for data's dim 0.
+Offsets check_offsets(const Tensor& data, const Tensor& offsets, const char* op) {
+  XGRAD_CHECK(data.defined(), "{}: argument 'data' is undefined", op);
+  check_floating(op, "data", data);
+  XGRAD_CHECK(data.dim() >= 1, "{}: argument 'data' must have at least 1 dimension (the entries), got {}", op,
+              shape_str(data.shape()));
+  XGRAD_CHECK(offsets.defined() && offsets.dim() == 1 && offsets.numel() >= 1,
+              "{}: argument 'offsets' must be 1-d with at least one element (segments + 1), got {}", op,
+              offsets.defined() ? shape_str(offsets.shape()) : std::string("undefined"));
+  auto off = std::make_shared<std::vector<std::int64_t>>(read_index(offsets, op, "offsets"));
+  const std::vector<std::int64_t>& o = *off;
+  XGRAD_CHECK(o.front() == 0, "{}: argument 'offsets' must start at 0, got {}", op, o.front());
+  XGRAD_CHECK(o.back() == data.size(0), "{}: argument 'offsets' must end at data.size(0) = {} for data {}, got {}", op,
+              data.size(0), shape_str(data.shape()), o.back());
+  for (std::size_t i = 0; i + 1 < o.size(); ++i)
+    XGRAD_CHECK(o[i] <= o[i + 1],
+                "{}: argument 'offsets' must be non-decreasing, but offsets[{}] = {} > offsets[{}] = {}", op, i, o[i],
+                i + 1, o[i + 1]);
+  return off;
+}
+
+}  // namespace
+
+Tensor segment_sum(const Tensor& data, const Tensor& offsets) {
+  return segment_sum_impl(data, check_offsets(data, offsets, "segment_sum"), false);
+}
+Tensor segment_mean(const Tensor& data, const Tensor& offsets) {
+  return segment_sum_impl(data, check_offsets(data, offsets, "segment_mean"), true);
+}
+Tensor segment_softmax(const Tensor& data, const Tensor& offsets) {
+  return apply<SegmentSoftmaxFn>(data, check_offsets(data, offsets, "segment_softmax"));
+}
+
+// ---- SparseCsr -------------------------------------------------------------------------------------
+
+SparseCsr::SparseCsr(CsrPattern pattern, Tensor values) : pattern_(std::move(pattern)), values_(std::move(values)) {
+  check_values(values_, pattern_.nnz(), "SparseCsr");
+}
+
+Tensor SparseCsr::crow_indices() const { return index_tensor(pattern_.crow()); }
+Tensor SparseCsr::col_indices() const { return index_tensor(pattern_.col()); }
+
+SparseCsr SparseCsr::with_values(const Tensor& values) const {
+  check_values(values, nnz(), "SparseCsr::with_values");
+  return SparseCsr(pattern_, values);
+}
+
+SparseCsr SparseCsr::t() const {
+  XGRAD_CHECK(defined(), "SparseCsr::t: the sparse matrix is undefined");
+  const auto& tp = pattern_.transposed();
+  return SparseCsr(CsrPattern::from_indices(tp.crow, tp.col, cols(), rows(), "SparseCsr::t"),
+                   index_select(values_, 0, index_tensor(tp.perm)));
+}
+
+Tensor SparseCsr::to_dense() const {
+  XGRAD_CHECK(defined(), "to_dense: the sparse matrix is undefined");
+  const std::int64_t n = checked_mul(rows(), cols(), "to_dense", "size");
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(nnz()));
+  for (std::int64_t i = 0; i < rows(); ++i)
+    for (std::int64_t k = pattern_.crow()[static_cast<std::size_t>(i)];
+         k < pattern_.crow()[static_cast<std::size_t>(i + 1)]; ++k)
+      pos[static_cast<std::size_t>(k)] = i * cols() + pattern_.col()[static_cast<std::size_t>(k)];
+  return reshape(index_add(Tensor::zeros({n}, dtype()), 0, index_tensor(pos), values_), {rows(), cols()});
+}
+
+std::string SparseCsr::str() const {
+  if (!defined()) return "SparseCsr(undefined)";
+  return fmt::format("SparseCsr(rows={}, cols={}, nnz={}, dtype={})", rows(), cols(), nnz(), dtype_name(dtype()));
+}
+
+// ---- construction --------------------------------------------------------------------------------
+
+SparseCsr sparse_csr_tensor(const Tensor& crow_indices, const Tensor& col_indices, const Tensor& values,
+                            const Shape& size) {
+  constexpr const char* op = "sparse_csr_tensor";
+  check_size(size, op);
+  XGRAD_CHECK(crow_indices.defined() && crow_indices.dim() == 1, "{}: argument 'crow_indices' must be 1-d, got {}", op,
+              crow_indices.defined() ? shape_str(crow_indices.shape()) : std::string("undefined"));
+  XGRAD_CHECK(col_indices.defined() && col_indices.dim() == 1, "{}: argument 'col_indices' must be 1-d, got {}", op,
+              col_indices.defined() ? shape_str(col_indices.shape()) : std::string("undefined"));
+  check_values(values, col_indices.numel(), op);
+  CsrPattern p = CsrPattern::from_indices(read_index(crow_indices, op, "crow_indices"),
+                                          read_index(col_indices, op, "col_indices"), size[0], size[1], op);
+  return SparseCsr(std::move(p), values);
+}
+
+SparseCsr sparse_coo_tensor(const Tensor& indices, const Tensor& values, const Shape& size) {
+  constexpr const char* op = "sparse_coo_tensor";
+  check_size(size, op);
+  XGRAD_CHECK(indices.defined() && indices.dim() == 2 && indices.size(0) == 2,
+              "{}: argument 'indices' must have shape (2, nnz) (rows, then columns), got {}", op,
+              indices.defined() ? shape_str(indices.shape()) : std::string("undefined"));
+  const std::int64_t n = indices.size(1);
+  check_values(values, n, op);
+  const std::vector<std::int64_t> idx = read_index(indices, op, "indices");
+  const std::int64_t* r = idx.data();
+  const std::int64_t* c = idx.data() + n;
+  for (std::int64_t e = 0; e < n; ++e) {
+    XGRAD_CHECK(r[e] >= 0 && r[e] < size[0],
+                "{}: argument 'indices': row index {} (entry {}) is out of range for {} rows", op, r[e], e, size[0]);
+    XGRAD_CHECK(c[e] >= 0 && c[e] < size[1],
+                "{}: argument 'indices': column index {} (entry {}) is out of range for {} columns", op, c[e], e,
+                size[1]);
+  }
+  // Stable counting sort by row, then a sort of each row's columns (stable: duplicates keep their order).
+  std::vector<std::int64_t> crow(static_cast<std::size_t>(size[0]) + 1, 0);
+  for (std::int64_t e = 0; e < n; ++e) ++crow[static_cast<std::size_t>(r[e]) + 1];
+  for (std::size_t i = 0; i < static_cast<std::size_t>(size[0]); ++i) crow[i + 1] += crow[i];
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  {
+    std::vector<std::int64_t> next(crow.begin(), crow.end() - 1);
+    for (std::int64_t e = 0; e < n; ++e) order[static_cast<std::size_t>(next[static_cast<std::size_t>(r[e])]++)] = e;
+  }
+  for (std::size_t i = 0; i < static_cast<std::size_t>(size[0]); ++i)
+    std::stable_sort(order.begin() + crow[i], order.begin() + crow[i + 1],
+                     [c](std::int64_t a, std::int64_t b) { return c[a] < c[b]; });
+  // Merge duplicates: dest[e] = the CSR entry that input entry e adds into.
+  std::vector<std::int64_t> ucrow(crow.size(), 0), ucol, dest(static_cast<std::size_t>(n));
+  ucol.reserve(static_cast<std::size_t>(n));
+  bool identity = true;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(size[0]); ++i) {
+    for (std::int64_t k = crow[i]; k < crow[i + 1]; ++k) {
+      const std::int64_t e = order[static_cast<std::size_t>(k)];
+      if (k == crow[i] || c[order[static_cast<std::size_t>(k - 1)]] != c[e]) ucol.push_back(c[e]);
+      dest[static_cast<std::size_t>(e)] = static_cast<std::int64_t>(ucol.size()) - 1;
+      identity = identity && dest[static_cast<std::size_t>(e)] == e;
+    }
+    ucrow[i + 1] = static_cast<std::int64_t>(ucol.size());
+  }
+  const auto nu = static_cast<std::int64_t>(ucol.size());
+  CsrPattern p = CsrPattern::from_indices(std::move(ucrow), std::move(ucol), size[0], size[1], op);
+  if (identity) return SparseCsr(std::move(p), values);
+  return SparseCsr(std::move(p), index_add(Tensor::zeros({nu}, values.dtype()), 0, index_tensor(dest), values));
+}
+
+SparseCsr to_sparse_csr(const Tensor& dense) {
+  constexpr const char* op = "to_sparse_csr";
+  XGRAD_CHECK(dense.defined(), "{}: argument 'dense' is undefined", op);
+  XGRAD_CHECK(dense.dim() == 2, "{}: argument 'dense' must be 2-d, got {}", op, shape_str(dense.shape()));
+  const std::int64_t rows = dense.size(0), cols = dense.size(1);
+  const std::vector<double> v = dense.to_vector();
+  std::vector<std::int64_t> crow(static_cast<std::size_t>(rows) + 1, 0), col, pos;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    for (std::int64_t j = 0; j < cols; ++j)
+      if (v[static_cast<std::size_t>(i * cols + j)] != 0) {
+        col.push_back(j);
+        pos.push_back(i * cols + j);
+      }
+    crow[static_cast<std::size_t>(i) + 1] = static_cast<std::int64_t>(col.size());
+  }
+  CsrPattern p = CsrPattern::from_indices(std::move(crow), std::move(col), rows, cols, op);
+  return SparseCsr(std::move(p), index_select(reshape(dense, {dense.numel()}), 0, index_tensor(pos)));
+}
+
+}  // namespace xgrad

@@ -1,0 +1,160 @@
+#pragma once
+// Sparse matrices in CSR form (compressed sparse rows) and the two products on them that graph
+// networks and sparse features are made of: spmm (sparse x dense) and sddmm (a dense x dense product
+// sampled on a sparse pattern). Each is the other's gradient, so the family is closed under
+// differentiation (Note [Sparse gradients] in sparse.cpp) and every order of derivative stays sparse.
+// The user guide is docs/sparse.md.
+//
+// Note [CSR storage]: a SparseCsr is a CsrPattern (the index structure, immutable and shared by
+// every copy) and a values tensor of shape (nnz,) in row-major entry order: the entries of row i are
+// k in [crow[i], crow[i + 1]), at columns col[k], strictly increasing within a row (sorted, no
+// duplicates). Indices are int64 inside; int32 index tensors are accepted and widened. The values
+// are an ordinary Tensor, so a leaf that requires grad is trained by any optimizer, and its gradient
+// has the same pattern (a (nnz,) tensor in the same order).
+//
+// Note [Cached transpose]: the transposed pattern (Aᵀ in CSR form, plus the permutation `perm` with
+// transposed entry k = entry perm[k] of A) is built on first use by one counting sort over the
+// columns (O(nnz + cols)), under a std::once_flag inside the shared pattern, so every copy of the
+// pattern and every later backward reuses it. Aᵀ·G is then a gather per output row, like A·X: no
+// scatter, no atomics, the same bits at any thread count.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "xgrad/core/tensor.hpp"
+
+namespace xgrad {
+
+/// The index structure of a CSR matrix (rows x cols), without values. Cheap to copy (shared);
+/// immutable, except for the transposed pattern cached on first use (Note [Cached transpose]).
+class CsrPattern {
+ public:
+  /// The transposed pattern: Aᵀ's crow (cols + 1) and column indices (= A's rows), and `perm`:
+  /// entry k of Aᵀ is entry perm[k] of A.
+  struct Transposed {
+    std::vector<std::int64_t> crow, col, perm;
+  };
+
+  /// An empty (0 x 0) pattern.
+  CsrPattern();
+  /// From row offsets (rows + 1) and column indices (nnz), already validated or not: checks that
+  /// crow starts at 0, never decreases and ends at nnz, and that each row's columns are in [0, cols)
+  /// and strictly increasing. `op` names the caller in the messages.
+  static CsrPattern from_indices(std::vector<std::int64_t> crow, std::vector<std::int64_t> col, std::int64_t rows,
+                                 std::int64_t cols, const char* op);
+
+  std::int64_t rows() const;
+  std::int64_t cols() const;
+  std::int64_t nnz() const;
+  const std::vector<std::int64_t>& crow() const;
+  const std::vector<std::int64_t>& col() const;
+  /// The cached transposed pattern (built once, thread-safe; Note [Cached transpose]).
+  const Transposed& transposed() const;
+  /// True when the transposed pattern has been built (for tests of the cache).
+  bool has_transposed() const;
+  /// True when both refer to the same shared pattern object (copies of one pattern).
+  bool same_object(const CsrPattern& other) const { return impl_ == other.impl_; }
+  /// True when the patterns have the same size and indices.
+  bool operator==(const CsrPattern& other) const;
+
+  struct Impl;
+
+ private:
+  explicit CsrPattern(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;
+};
+
+/// A sparse (rows x cols) matrix in CSR form: a shared CsrPattern and a (nnz,) values tensor
+/// (Note [CSR storage]). Made by sparse_csr_tensor, sparse_coo_tensor or to_sparse_csr.
+class SparseCsr {
+ public:
+  /// An undefined sparse matrix (defined() is false).
+  SparseCsr() = default;
+  /// The matrix with this pattern and these values: shape (pattern.nnz(),), any dtype (the ops take
+  /// float32 and float64).
+  SparseCsr(CsrPattern pattern, Tensor values);
+
+  bool defined() const { return values_.defined(); }
+  std::int64_t rows() const { return pattern_.rows(); }
+  std::int64_t cols() const { return pattern_.cols(); }
+  std::int64_t nnz() const { return pattern_.nnz(); }
+  /// (rows, cols).
+  Shape shape() const { return {rows(), cols()}; }
+  Dtype dtype() const { return values_.dtype(); }
+  const CsrPattern& pattern() const { return pattern_; }
+  const Tensor& values() const { return values_; }
+  /// Row offsets (rows + 1,) and column indices (nnz,), int64 copies (torch's names).
+  Tensor crow_indices() const;
+  Tensor col_indices() const;
+  /// The same pattern with other values (shape (nnz,)): e.g. the result of sddmm, or a detached copy.
+  SparseCsr with_values(const Tensor& values) const;
+  /// Aᵀ in CSR form: the cached transposed pattern (Note [Cached transpose]) and the values gathered
+  /// by its permutation (differentiable: the gradient flows back to this matrix's values).
+  SparseCsr t() const;
+  /// The dense (rows, cols) matrix, zeros outside the pattern. Differentiable with respect to the
+  /// values (the gradient is the dense gradient read at the stored entries).
+  Tensor to_dense() const;
+  /// "SparseCsr(rows=.., cols=.., nnz=.., dtype=..)".
+  std::string str() const;
+
+ private:
+  CsrPattern pattern_;
+  Tensor values_;
+};
+
+/// torch.sparse_csr_tensor: row offsets (rows + 1,), column indices (nnz,) (int64 or int32, sorted
+/// and unique within each row), values (nnz,), size (rows, cols). The values tensor is kept as is
+/// (no copy), so a leaf that requires grad stays that leaf. Bad indices are an xgrad::Error naming
+/// the argument and the offending value.
+SparseCsr sparse_csr_tensor(const Tensor& crow_indices, const Tensor& col_indices, const Tensor& values,
+                            const Shape& size);
+/// torch.sparse_coo_tensor(...).to_sparse_csr(): indices (2, nnz) as (row, col) pairs in any order,
+/// int64 or int32; values (nnz,); size (rows, cols). Entries are sorted by row, then column, and
+/// duplicates are summed (in their input order). The result's values are `values` itself when the
+/// entries are already sorted and unique, else a differentiable sum of them (index_add).
+SparseCsr sparse_coo_tensor(const Tensor& indices, const Tensor& values, const Shape& size);
+/// torch's Tensor.to_sparse_csr: the non-zero entries of a dense 2-D float tensor. The values are
+/// differentiable (a gather of the dense entries).
+SparseCsr to_sparse_csr(const Tensor& dense);
+
+/// Sparse (M x K) times dense (K x F) -> dense (M x F). A: float32 or float64 values; X: same dtype.
+/// Differentiable with respect to A's values and X, to any order (Note [Sparse gradients]).
+/// @op `spmm(A, X)` | Y[i, :] = Σ_k A.values[k]·X[col[k], :] over row i's entries k (Y = A·X)
+///   | dX = Aᵀ·g (the cached transposed pattern: a gather per row of dX); dA.values[k] = ⟨g[i, :], X[j, :]⟩ for
+///     entry k at (i, j), i.e. sddmm(A, g, X)
+///   | torch.sparse.mm
+Tensor spmm(const SparseCsr& a, const Tensor& x);
+
+/// Sampled dense-dense product: for each stored entry k = (i, j) of A's pattern, out[k] =
+/// ⟨X[i, :], Y[j, :]⟩; X (M x F), Y (K x F) for A (M x K); A's values are not read. Returns the
+/// (nnz,) values in A's entry order, so `a.with_values(sddmm(a, x, y))` is the sparse matrix
+/// (X·Yᵀ) ⊙ mask(A) and an edge score feeds spmm directly. Differentiable with respect to X and Y,
+/// to any order.
+/// @op `sddmm(A, X, Y)` | out[k] = ⟨X[i, :], Y[j, :]⟩ for entry k of A at (i, j) (A's values unused)
+///   | dX = G·Y, dY = Gᵀ·X with G = A's pattern holding g (spmm with the pattern and its cached transpose)
+///   | — (compared through (X[row]·Y[col]).sum(-1))
+Tensor sddmm(const SparseCsr& a, const Tensor& x, const Tensor& y);
+
+/// Segment reductions along dim 0 (torch.segment_reduce with offsets): data (E, ...) float32 or
+/// float64 is cut into S segments by offsets (S + 1,) int64 or int32, starting at 0, non-decreasing,
+/// ending at E; segment i is data[offsets[i] : offsets[i + 1]]. The result is (S, ...). Over a CSR
+/// matrix's rows: segment_sum(a.values(), a.crow_indices()). Summed in entry order; differentiable to
+/// any order (the backward is a broadcast of g to the entries, whose own backward is segment_sum).
+/// @op `segment_sum(data, offsets)` | out[i] = Σ data[e] over e in [offsets[i], offsets[i + 1]) (0 for an empty
+///   segment) | ddata[e] = g[i] for e in segment i | torch.segment_reduce
+Tensor segment_sum(const Tensor& data, const Tensor& offsets);
+/// As segment_sum, divided by the segment's length: NaN for an empty segment, as torch.
+/// @op `segment_mean(data, offsets)` | out[i] = segment_sum(data)[i] / n_i with n_i = offsets[i + 1] - offsets[i]
+///   (NaN when n_i = 0) | ddata[e] = g[i]/n_i for e in segment i | torch.segment_reduce
+Tensor segment_mean(const Tensor& data, const Tensor& offsets);
+/// Softmax over each segment's entries along dim 0, per column (offsets as for segment_sum): with a
+/// CSR matrix's row offsets, the edge softmax of an attention layer, over each row's stored entries
+/// as torch.sparse.softmax(A, 1) (unstored entries take no part). Differentiable to any order.
+/// @op `segment_softmax(data, offsets)` | out[e] = exp(data[e] − m_i) / Σ_{e'∈ segment i} exp(data[e'] − m_i),
+///   m_i = the segment's max (per column) | ddata[e] = out[e]·(g[e] − Σ_{e'∈ segment i} g[e']·out[e'])
+///   | — (compared through torch.softmax on each segment)
+Tensor segment_softmax(const Tensor& data, const Tensor& offsets);
+
+}  // namespace xgrad

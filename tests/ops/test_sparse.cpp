@@ -1,0 +1,292 @@
+// Tests for ops/sparse.*: the CSR type (construction from CSR, COO and dense, validation, the cached
+// transpose, to_dense and t() with their gradients) and what the op table cannot express for spmm and
+// sddmm (composition, a large skewed graph with 1 and 2 threads). Gradcheck, gradgradcheck, PyTorch
+// parity, thread equality, degenerate sizes and bad inputs of spmm and sddmm are in the op table.
+#include <cmath>
+#include <thread>
+
+#include "support.hpp"
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/gradcheck.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/matmul.hpp"
+#include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/shape_ops.hpp"
+#include "xgrad/ops/sparse.hpp"
+
+using namespace xgrad;
+using namespace xgrad::test;
+
+namespace {
+using V = std::vector<double>;
+Tensor longs(const std::vector<std::int64_t>& v) {
+  return Tensor::from_data<std::int64_t>(std::span<const std::int64_t>(v), {static_cast<std::int64_t>(v.size())});
+}
+Tensor ints(const std::vector<std::int32_t>& v) {
+  return Tensor::from_data<std::int32_t>(std::span<const std::int32_t>(v), {static_cast<std::int64_t>(v.size())});
+}
+// [[0, 1, 2], [0, 0, 0], [3, 0, 4]] as CSR (float64)
+SparseCsr example(bool requires_grad = false) {
+  Tensor v = Tensor::from_vector({1, 2, 3, 4}, {4}, kFloat64);
+  if (requires_grad) v.set_requires_grad();
+  return sparse_csr_tensor(longs({0, 2, 2, 4}), longs({1, 2, 0, 2}), v, {3, 3});
+}
+}  // namespace
+
+TEST_CASE("sparse_csr_tensor keeps its values leaf and gives the dense matrix", "[sparse]") {
+  const SparseCsr a = example(true);
+  CHECK(a.shape() == Shape{3, 3});
+  CHECK(a.nnz() == 4);
+  CHECK(a.values().is_leaf());
+  CHECK(a.values().requires_grad());
+  CHECK(a.crow_indices().to_vector() == V{0, 2, 2, 4});
+  CHECK(a.col_indices().to_vector() == V{1, 2, 0, 2});
+  CHECK(a.to_dense().to_vector() == V{0, 1, 2, 0, 0, 0, 3, 0, 4});
+  CHECK(a.str() == "SparseCsr(rows=3, cols=3, nnz=4, dtype=float64)");
+  // int32 indices are widened
+  const SparseCsr b = sparse_csr_tensor(ints({0, 2, 2, 4}), ints({1, 2, 0, 2}), a.values(), {3, 3});
+  CHECK(b.pattern() == a.pattern());
+  // to_dense is differentiable in the values
+  sum(mul(a.to_dense(), Tensor::from_vector({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3}, kFloat64))).backward();
+  CHECK(a.values().grad().to_vector() == V{2, 3, 7, 9});
+  // no entries, no rows, no columns
+  const SparseCsr empty = sparse_csr_tensor(longs({0, 0}), longs({}), Tensor::zeros({0}), {1, 3});
+  CHECK(empty.to_dense().to_vector() == V{0, 0, 0});
+  CHECK(empty.t().shape() == Shape{3, 1});
+  CHECK(spmm(empty, Tensor::ones({3, 2})).to_vector() == V{0, 0});
+  const SparseCsr none = sparse_csr_tensor(longs({0}), longs({}), Tensor::zeros({0}), {0, 0});
+  CHECK(none.to_dense().shape() == Shape{0, 0});
+  CHECK(to_sparse_csr(Tensor::zeros({0, 4})).shape() == Shape{0, 4});
+}
+
+TEST_CASE("sparse_csr_tensor refuses bad indices with a message naming the argument", "[sparse][errors]") {
+  const Tensor v4 = Tensor::zeros({4}, kFloat64);
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 3, 2, 4}), longs({1, 2, 0, 2}), v4, {3, 3});
+      },
+      {"sparse_csr_tensor", "'crow_indices'", "non-decreasing", "crow_indices[1] = 3"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({1, 2, 2, 4}), longs({1, 2, 0, 2}), v4, {3, 3});
+      },
+      {"sparse_csr_tensor", "'crow_indices'", "start at 0"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 2, 2, 3}), longs({1, 2, 0, 2}), v4, {3, 3});
+      },
+      {"sparse_csr_tensor", "'crow_indices'", "end at nnz = 4"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 2, 4}), longs({1, 2, 0, 2}), v4, {3, 3});
+      },
+      {"sparse_csr_tensor", "'crow_indices'", "rows + 1 = 4", "(3, 3)"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 2, 2, 4}), longs({1, 3, 0, 2}), v4, {3, 3});
+      },
+      {"sparse_csr_tensor", "'col_indices'", "col_indices[1] = 3", "out of range for 3 columns"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 2, 2, 4}), longs({1, -1, 0, 2}), v4, {3, 3});
+      },
+      {"sparse_csr_tensor", "'col_indices'", "-1"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 2, 2, 4}), longs({2, 1, 0, 2}), v4, {3, 3});
+      },
+      {"sparse_csr_tensor", "'col_indices'", "strictly increasing", "row 0"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 2, 2, 4}), longs({1, 1, 0, 2}), v4, {3, 3});
+      },
+      {"sparse_csr_tensor", "strictly increasing"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 2, 2, 4}), longs({1, 2, 0, 2}), Tensor::zeros({3}), {3, 3});
+      },
+      {"sparse_csr_tensor", "'values'", "(4,)", "(3,)"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 2, 2, 4}), longs({1, 2, 0, 2}), v4, {3, 3, 1});
+      },
+      {"sparse_csr_tensor", "'size'", "(3, 3, 1)"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0, 2, 2, 4}), longs({1, 2, 0, 2}), v4, {-3, 3});
+      },
+      {"sparse_csr_tensor", "'size'", "non-negative"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(Tensor::from_vector({0, 2, 2, 4}, {4}, kFloat64), longs({1, 2, 0, 2}), v4, {3, 3});
+      },
+      {"sparse_csr_tensor", "'crow_indices'", "int64 or int32", "float64"});
+  require_error(
+      [&] {
+        sparse_csr_tensor(longs({0}), longs({}), Tensor::zeros({0}), {INT64_MAX, 3});
+      },
+      {"sparse_csr_tensor", "'size'", "overflows"});
+  require_error([&] { SparseCsr(CsrPattern(), Tensor()); }, {"SparseCsr", "'values'"});
+}
+
+TEST_CASE("sparse_coo_tensor sorts the entries and sums duplicates, differentiably", "[sparse]") {
+  // (2, 0) = 3, (0, 2) = 2, (0, 1) = 1, (2, 2) = 4 + 5 (a duplicate)
+  Tensor idx = Tensor::from_vector({2, 0, 0, 2, 2, 0, 2, 1, 2, 2}, {2, 5}, kInt64);
+  Tensor v = Tensor::from_vector({3, 2, 1, 4, 5}, {5}, kFloat64);
+  v.set_requires_grad();
+  const SparseCsr a = sparse_coo_tensor(idx, v, {3, 3});
+  CHECK(a.crow_indices().to_vector() == V{0, 2, 2, 4});
+  CHECK(a.col_indices().to_vector() == V{1, 2, 0, 2});
+  CHECK(a.values().to_vector() == V{1, 2, 3, 9});
+  sum(mul(a.values(), Tensor::from_vector({10, 20, 30, 40}, {4}, kFloat64))).backward();
+  CHECK(v.grad().to_vector() == V{30, 20, 10, 40, 40});
+  // already sorted and unique: the values tensor itself
+  Tensor w = Tensor::from_vector({1, 2}, {2}, kFloat64);
+  const SparseCsr b = sparse_coo_tensor(Tensor::from_vector({0, 1, 1, 0}, {2, 2}, kInt64), w, {2, 2});
+  CHECK(b.values().is_same(w));
+  require_error(
+      [] {
+        sparse_coo_tensor(Tensor::from_vector({0, 3}, {2, 1}, kInt64), Tensor::zeros({1}), {2, 2});
+      },
+      {"sparse_coo_tensor", "'indices'", "column index 3", "2 columns"});
+  require_error(
+      [] {
+        sparse_coo_tensor(Tensor::from_vector({0, 1, 2}, {3, 1}, kInt64), Tensor::zeros({1}), {2, 2});
+      },
+      {"sparse_coo_tensor", "'indices'", "(2, nnz)", "(3, 1)"});
+}
+
+TEST_CASE("to_sparse_csr takes the non-zero entries, differentiably", "[sparse]") {
+  Tensor d = Tensor::from_vector({0, 1, 2, 0, 0, 0, 3, 0, 4}, {3, 3}, kFloat64);
+  d.set_requires_grad();
+  const SparseCsr a = to_sparse_csr(d);
+  CHECK(a.pattern() == example().pattern());
+  CHECK(a.values().to_vector() == V{1, 2, 3, 4});
+  sum(mul(a.values(), a.values())).backward();
+  CHECK(d.grad().to_vector() == V{0, 2, 4, 0, 0, 0, 6, 0, 8});
+  require_error([] { to_sparse_csr(Tensor::zeros({3})); }, {"to_sparse_csr", "'dense'", "(3,)"});
+}
+
+TEST_CASE("the transposed pattern is built once and shared by copies", "[sparse]") {
+  const SparseCsr a = example(true);
+  const SparseCsr copy = a.with_values(a.values().detach());
+  CHECK(copy.pattern().same_object(a.pattern()));
+  CHECK_FALSE(a.pattern().has_transposed());
+  const auto& t = copy.pattern().transposed();
+  CHECK(a.pattern().has_transposed());
+  CHECK(&a.pattern().transposed() == &t);
+  CHECK(t.crow == std::vector<std::int64_t>{0, 1, 2, 4});
+  CHECK(t.col == std::vector<std::int64_t>{2, 0, 0, 2});
+  CHECK(t.perm == std::vector<std::int64_t>{2, 0, 1, 3});
+  // concurrent first use: one build
+  const SparseCsr b = example();
+  std::vector<const CsrPattern::Transposed*> seen(4);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < 4; ++i) threads.emplace_back([&, i] { seen[i] = &b.pattern().transposed(); });
+  for (auto& th : threads) th.join();
+  for (auto* p : seen) CHECK(p == seen[0]);
+  // t(): the transposed matrix, its gradient back on the original values
+  const SparseCsr at = a.t();
+  CHECK(at.to_dense().to_vector() == V{0, 0, 3, 1, 0, 0, 2, 0, 4});
+  sum(mul(at.values(), Tensor::from_vector({1, 2, 3, 4}, {4}, kFloat64))).backward();
+  CHECK(a.values().grad().to_vector() == V{2, 3, 1, 4});
+}
+
+TEST_CASE("spmm and sddmm agree with dense products and compose (sddmm -> edge softmax -> spmm) to any order",
+          "[sparse]") {
+  Generator g(3);
+  Tensor d = Tensor::randn({6, 5}, g, kFloat64);
+  Tensor mask = Tensor::rand({6, 5}, g, kFloat64);
+  std::vector<double> dv = d.to_vector(), mv = mask.to_vector();
+  for (std::size_t i = 0; i < dv.size(); ++i)
+    if (mv[i] < 0.5 || i / 5 == 2) dv[i] = 0;  // row 2 empty
+  std::vector<double> nz(dv.size());
+  for (std::size_t i = 0; i < dv.size(); ++i) nz[i] = dv[i] != 0 ? 1 : 0;
+  const Tensor dense = Tensor::from_vector(dv, {6, 5}, kFloat64),
+               nonzero_mask = Tensor::from_vector(nz, {6, 5}, kFloat64);
+  const SparseCsr a = to_sparse_csr(dense);
+  const Tensor x = Tensor::randn({5, 7}, g, kFloat64);
+  const Tensor y = Tensor::randn({6, 7}, g, kFloat64);
+  CHECK(allclose(spmm(a, x), matmul(dense, x), 1e-12, 1e-12));
+  CHECK(allclose(spmm(a.t(), y), matmul(transpose(dense, 0, 1), y), 1e-12, 1e-12));
+  // sddmm = (y·xᵀ) read at the stored entries
+  const Tensor full = matmul(y, transpose(x, 0, 1));
+  const Tensor s = sddmm(a, y, x);
+  CHECK(allclose(a.with_values(s).to_dense(), mul(full, nonzero_mask), 1e-12, 1e-12));
+  // an attention-like layer: scores on the edges, then aggregation; first and second order
+  const Tensor offsets = a.crow_indices();
+  const auto layer = [&a, offsets](const Tensors& in) {
+    const Tensor scores = segment_softmax(mul(sddmm(a, in[0], in[1]), in[2]), offsets);  // edge softmax
+    return spmm(a.with_values(scores), in[1]);
+  };
+  const auto leaves = [&] {
+    Tensors in{y.clone_data(), x.clone_data(), a.values().clone_data()};
+    for (auto& t : in) t.set_requires_grad();
+    return in;
+  };
+  require_gradcheck(layer, leaves());
+  const GradcheckReport report = gradgradcheck(layer, leaves());
+  INFO(report.message);
+  CHECK(report.ok);
+}
+
+TEST_CASE("spmm and its gradients are bit-identical with 1 and 2 threads on a skewed graph", "[sparse][threads]") {
+  // 3000 rows, one hub row with 2000 entries, the rest 0-8 entries; F = 37 (odd)
+  Generator g(5);
+  std::vector<std::int64_t> crow{0}, col;
+  for (std::int64_t i = 0; i < 3000; ++i) {
+    const std::int64_t n = i == 17 ? 2000 : static_cast<std::int64_t>(g.uniform() * 9);
+    std::int64_t c = 0;
+    for (std::int64_t k = 0; k < n; ++k) {
+      c += 1 + static_cast<std::int64_t>(g.uniform() * (i == 17 ? 1.4 : 300));
+      if (c >= 2500) break;
+      col.push_back(c);
+    }
+    crow.push_back(static_cast<std::int64_t>(col.size()));
+  }
+  const auto nnz = static_cast<std::int64_t>(col.size());
+  for (Dtype dt : {kFloat32, kFloat64}) {
+    const Tensor v = Tensor::randn({nnz}, g, dt), x = Tensor::randn({2500, 37}, g, dt);
+    const Tensor gy = Tensor::randn({3000, 37}, g, dt);
+    require_thread_deterministic([&] {
+      Tensor vl = v.clone_data(), xl = x.clone_data();
+      vl.set_requires_grad();
+      xl.set_requires_grad();
+      const SparseCsr a = sparse_csr_tensor(longs(crow), longs(col), vl, {3000, 2500});
+      const Tensor out = spmm(a, xl);
+      const Tensors grads = grad({out}, {vl, xl}, {gy});
+      return Tensors{out, grads[0], grads[1], sddmm(a, gy, xl)};
+    });
+  }
+}
+
+TEST_CASE("segment reductions over a CSR matrix's rows", "[sparse][segment]") {
+  const SparseCsr a = example(true);  // rows [1, 2], [], [3, 4]
+  const Tensor s = segment_sum(a.values(), a.crow_indices());
+  CHECK(s.to_vector() == V{3, 0, 7});
+  const Tensor m = segment_mean(a.values(), a.crow_indices());
+  const V mv = m.to_vector();
+  CHECK(mv[0] == 1.5);
+  CHECK(std::isnan(mv[1]));  // an empty segment, as torch.segment_reduce
+  CHECK(mv[2] == 3.5);
+  sum(mul(s, Tensor::from_vector({1, 2, 3}, {3}, kFloat64))).backward();
+  CHECK(a.values().grad().to_vector() == V{1, 1, 3, 3});
+  // trailing dimensions are kept: (nnz, 2, 1) -> (rows, 2, 1)
+  const Tensor d = Tensor::from_vector({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2, 1}, kFloat64);
+  CHECK(segment_sum(d, a.crow_indices()).to_vector() == V{4, 6, 0, 0, 12, 14});
+  CHECK(segment_sum(d, a.crow_indices()).shape() == Shape{3, 2, 1});
+}
+
+TEST_CASE("to_dense, t() and the COO constructor's values support create_graph", "[sparse][create_graph]") {
+  const Tensor idx = Tensor::from_vector({2, 0, 0, 2, 0, 2, 1, 0}, {2, 4}, kInt64);  // (0, 1) twice
+  const auto fn = [&idx](const Tensors& in) {
+    const SparseCsr a = sparse_coo_tensor(idx, in[0], {3, 3});
+    return mul(a.to_dense(), transpose(a.t().to_dense(), 0, 1));
+  };
+  Tensor v = Tensor::from_vector({0.5, -1.0, 2.0, 0.25}, {4}, kFloat64);
+  v.set_requires_grad();
+  require_gradcheck(fn, {v});
+  const GradcheckReport report = gradgradcheck(fn, {v});
+  INFO(report.message);
+  CHECK(report.ok);
+}
