@@ -326,6 +326,14 @@ struct BlockSparseLinearFn;
 struct BlockSparseLinearBackwardInput;
 struct BlockSparseLinearBackwardWeight;
 
+// The pattern an op holds until its forward sets it (BlockSparsePattern has no default): one shared
+// placeholder, so that constructing an op (apply does, for every backward call too) costs a
+// reference count instead of building a pattern.
+const BlockSparsePattern& placeholder_pattern() {
+  static const BlockSparsePattern p = BlockSparsePattern::block_diagonal({{InFeatures{1}, OutFeatures{1}}});
+  return p;
+}
+
 // Shape of a (batch..., n) tensor with its last dimension replaced by n.
 Shape with_last(Shape s, std::int64_t n) {
   s.back() = n;
@@ -340,7 +348,7 @@ Tensor apply_weight_grad(const Tensor& g, const Tensor& x, const BlockSparsePatt
 struct BlockSparseLinearBackwardInput : Function<BlockSparseLinearBackwardInput> {
   static constexpr const char* kName = "block_sparse_linear_backward_input";
   static constexpr bool kDifferentiableBackward = true;  // through F and Wg (Note [Create graph] (block-sparse))
-  BlockSparsePattern pattern = BlockSparsePattern::block_diagonal({{InFeatures{1}, OutFeatures{1}}});
+  BlockSparsePattern pattern = placeholder_pattern();
 
   Tensor forward(const Tensor& g, const Tensor& weight, const BlockSparsePattern& p) {
     pattern = p;
@@ -369,7 +377,7 @@ struct BlockSparseLinearBackwardInput : Function<BlockSparseLinearBackwardInput>
 struct BlockSparseLinearBackwardWeight : Function<BlockSparseLinearBackwardWeight> {
   static constexpr const char* kName = "block_sparse_linear_backward_weight";
   static constexpr bool kDifferentiableBackward = true;  // through F and I (Note [Create graph] (block-sparse))
-  BlockSparsePattern pattern = BlockSparsePattern::block_diagonal({{InFeatures{1}, OutFeatures{1}}});
+  BlockSparsePattern pattern = placeholder_pattern();
 
   Tensor forward(const Tensor& g, const Tensor& x, const BlockSparsePattern& p) {
     pattern = p;
@@ -412,7 +420,7 @@ struct BlockSparseLinearBackwardBias {
 
 struct BlockSparseLinearFn : Function<BlockSparseLinearFn> {
   static constexpr const char* kName = kOp;
-  BlockSparsePattern pattern = BlockSparsePattern::block_diagonal({{InFeatures{1}, OutFeatures{1}}});
+  BlockSparsePattern pattern = placeholder_pattern();
 
   Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const BlockSparsePattern& p) {
     check_inputs(x, weight, bias, p);
