@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "gcn_graph.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/random.hpp"
@@ -32,53 +33,21 @@
 namespace {
 
 using namespace xgrad;
-using Clock = std::chrono::steady_clock;
-
-constexpr std::int64_t kNodes = 10000, kEdges = 168592, kFeatures = 64;
+using namespace xgrad::bench;  // NOLINT(google-build-using-namespace)
 
 int g_threads = 1;
 int g_reps = 15;
 
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 SparseCsr make_graph() {
-  std::vector<std::int64_t> idx(2 * kEdges);
-  std::vector<float> w(kEdges);
-  for (std::int64_t k = 0; k < kEdges; ++k) {
-    const std::uint64_t h = splitmix64(static_cast<std::uint64_t>(k));
-    const std::uint64_t h2 = splitmix64(h);
-    const double u = static_cast<double>(h2 >> 11) * 0x1.0p-53;
-    idx[static_cast<std::size_t>(k)] = std::min<std::int64_t>(kNodes - 1, static_cast<std::int64_t>(kNodes * u * u));
-    idx[static_cast<std::size_t>(kEdges + k)] = static_cast<std::int64_t>(h % kNodes);
-    w[static_cast<std::size_t>(k)] = 0.5f + static_cast<float>((h >> 40) & 0xFFFF) / 65536.0f;
-  }
+  const EdgeList g = gcn_edges();
+  std::vector<std::int64_t> idx(g.dst);  // (2, E): rows (dst) then columns (src)
+  idx.insert(idx.end(), g.src.begin(), g.src.end());
+  const std::vector<float>& w = g.weight;
   return sparse_coo_tensor(Tensor::from_data(std::span<const std::int64_t>(idx), {2, kEdges}),
                            Tensor::from_data(std::span<const float>(w), {kEdges}), {kNodes, kNodes});
 }
 
-void row(const std::string& c, const char* metric, double v) {
-  std::printf("%s,xgrad,%d,%s,%.6g\n", c.c_str(), g_threads, metric, v);
-  std::fflush(stdout);
-}
-
-double median_ms(const std::function<void()>& fn, int reps) {
-  // Warm up for at least 0.3 s (and twice): the first calls of a process run slow on fresh pages.
-  const auto w0 = Clock::now();
-  for (int i = 0; i < 2 || Clock::now() - w0 < std::chrono::milliseconds(300); ++i) fn();
-  std::vector<double> ts;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    fn();
-    ts.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  std::sort(ts.begin(), ts.end());
-  return ts[ts.size() / 2];
-}
+void row(const std::string& c, const char* metric, double v) { print_row(c, g_threads, metric, v); }
 
 struct Case {
   std::string name;

@@ -11,48 +11,17 @@ y.backward(ones).
   sddmm         (X[dst] * Z[src]).sum(-1) on the coalesced edges, gradients to X and Z
 usage: torch_sparse_ops.py THREADS [REPS] [--case NAME]"""
 import sys
-import time
 
-import numpy as np
 import torch
 
-N, E, F = 10000, 168592, 64
-
-
-def splitmix64(x):
-    """Vectorised splitmix64 over a uint64 array (wrapping arithmetic, as the C++ side)."""
-    with np.errstate(over="ignore"):
-        x = x + np.uint64(0x9E3779B97F4A7C15)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))
+# The same graph, generator and timer as the index ops peer (the scripts sit side by side).
+from torch_index_ops import E, F, N, median_ms
+from torch_index_ops import make_graph as make_edges
 
 
 def make_graph():
-    k = np.arange(E, dtype=np.uint64)
-    h = splitmix64(k)
-    h2 = splitmix64(h)
-    u = (h2 >> np.uint64(11)).astype(np.float64) * 2.0**-53
-    src = (h % np.uint64(N)).astype(np.int64)
-    dst = np.minimum(N - 1, (N * u * u).astype(np.int64))
-    w = (0.5 + ((h >> np.uint64(40)) & np.uint64(0xFFFF)).astype(np.float32) / np.float32(65536.0)).astype(np.float32)
-    idx = torch.from_numpy(np.stack([dst, src]))
-    return torch.sparse_coo_tensor(idx, torch.from_numpy(w), (N, N)).coalesce()
-
-
-def median_ms(fn, reps):
-    t0 = time.perf_counter()
-    n = 0
-    while n < 2 or time.perf_counter() - t0 < 0.3:
-        fn()
-        n += 1
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    ts.sort()
-    return ts[len(ts) // 2] * 1e3
+    src, dst, w = make_edges()
+    return torch.sparse_coo_tensor(torch.stack([dst, src]), w.reshape(E), (N, N)).coalesce()
 
 
 def main():

@@ -123,8 +123,8 @@ struct RunningStats {
 //   dx = r (gh - mean(gh) - xh mean(gh xh)),   dw = sum(g xh),   db = sum(g)
 // (batch_norm in evaluation: dx = gh r with the running statistics, constants).
 Tensors norm_backward_formula(const Tensor& g, const Tensor& x, const Tensor& w, const Shape& blocks,
-                               const std::vector<std::int64_t>& axes, const Tensor& fixed_mean, const Tensor& fixed_r,
-                               double eps, bool need_x, bool need_w, bool need_b) {
+                              const std::vector<std::int64_t>& axes, const Tensor& fixed_mean, const Tensor& fixed_r,
+                              double eps, bool need_x, bool need_w, bool need_b) {
   const std::int64_t N = x.size(0), C = x.size(1);
   const Shape ncs{N, C, C == 0 || N == 0 ? 0 : x.numel() / (N * C)};
   const Tensor gy = reshape(g, ncs);
@@ -252,8 +252,8 @@ struct BatchNormOp : NormFunction<BatchNormOp> {
       fm = Tensor::from_vector(mean, {1, C, 1}, g.dtype());
       fr = Tensor::from_vector(invstd, {1, C, 1}, g.dtype());
     }
-    return norm_backward_formula(g, s.empty() ? g : s[0], need_x ? s[1] : Tensor(), {geo.n, C, S}, {0, 2}, fm, fr,
-                                  eps_, need_x, need_w, need_b);
+    return norm_backward_formula(g, s.empty() ? g : s[0], need_x ? s[1] : Tensor(), {geo.n, C, S}, {0, 2}, fm, fr, eps_,
+                                 need_x, need_w, need_b);
   }
   // The kernel: the same closed forms in one pass over each channel's lanes.
   Tensors backward_kernel(const Tensor& g, const Tensors& s) {
@@ -364,7 +364,7 @@ struct GroupNormOp : NormFunction<GroupNormOp> {
     const bool need_x = needs_input_grad(0), need_w = needs_input_grad(1), need_b = needs_input_grad(2);
     const std::int64_t N = geo.n, M = geo.c / groups * geo.s;
     return norm_backward_formula(g, s.empty() ? g : s[0], need_x ? s[1] : Tensor(), {N, groups, M}, {2}, Tensor(),
-                                  Tensor(), eps_, need_x, need_w, need_b);
+                                 Tensor(), eps_, need_x, need_w, need_b);
   }
   // The kernel: the same closed forms in one pass over each group's block.
   Tensors backward_kernel(const Tensor& g, const Tensors& s) {

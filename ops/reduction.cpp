@@ -8,8 +8,8 @@
 #include <limits>
 
 #include "xgrad/core/autograd.hpp"
-#include "xgrad/core/fused.hpp"
 #include "xgrad/core/checked.hpp"
+#include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/broadcast_kernel.hpp"
 #include "xgrad/ops/detail/gather_map.hpp"
@@ -490,7 +490,9 @@ struct LogSumExp : Function<LogSumExp> {
   static constexpr bool kDifferentiableBackward = true;
   // dx = g exp(x - y). The formula recomputes y by a recorded logsumexp over the reduced axes (the
   // saved y has the keepdim shape, not the output's, so it cannot carry the output's history).
-  Tensors backward(const Tensors& grads) { return {apply_fused<BackwardOf<LogSumExp>>(*this, grads[0], saved(0), saved(1))}; }
+  Tensors backward(const Tensors& grads) {
+    return {apply_fused<BackwardOf<LogSumExp>>(*this, grads[0], saved(0), saved(1))};
+  }
   Tensor backward_formula(const Tensor& g, const Tensor& x, const Tensor& /*y*/) {
     std::vector<std::int64_t> axes;
     for (std::size_t d = 0; d < keep_shape.size(); ++d)

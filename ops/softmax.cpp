@@ -188,9 +188,7 @@ struct Softmax : Function<Softmax<kLog>> {
     return y;
   }
   // softmax: dx = y (g - sum(g y)); log_softmax: dx = g - exp(y) sum(g), sums over `dim`.
-  Tensors backward(const Tensors& grads) {
-    return {apply_fused<BackwardOf<Softmax>>(*this, grads[0], this->saved(0))};
-  }
+  Tensors backward(const Tensors& grads) { return {apply_fused<BackwardOf<Softmax>>(*this, grads[0], this->saved(0))}; }
   Tensor backward_formula(const Tensor& g, const Tensor& y) {
     if (y.numel() == 0 || y.dim() == 0) return mul(g, 0.0);
     if constexpr (kLog) return sub(g, mul(exp(y), sum(g, {dim}, /*keepdim=*/true)));

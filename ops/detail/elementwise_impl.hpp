@@ -336,7 +336,8 @@ struct Where : Function<Where> {
   // g times constant 0/1 masks of the (detached) condition.
   Tensors backward_formula(const Tensor& g, const Tensor& c) {
     Tensor ga, gb;
-    const Tensor m = map1(c.detach(), [](auto cv) { return cv != decltype(cv)(0) ? decltype(cv)(1) : decltype(cv)(0); });
+    const Tensor m =
+        map1(c.detach(), [](auto cv) { return cv != decltype(cv)(0) ? decltype(cv)(1) : decltype(cv)(0); });
     if (needs_input_grad(1)) ga = detail::sum_to(xgrad::mul(g, m), a_shape);
     if (needs_input_grad(2)) gb = detail::sum_to(xgrad::mul(g, xgrad::add(xgrad::neg(m), 1.0)), b_shape);
     return {Tensor(), ga, gb};

@@ -123,8 +123,7 @@ std::string op_tables_markdown(const std::vector<OpRow>& rows) {
 std::string replace_op_tables(const std::string& doc, const std::string& tables) {
   const std::size_t begin = doc.find(kBegin);
   const std::size_t end = doc.find(kEnd);
-  if (begin == std::string::npos || end == std::string::npos || end < begin ||
-      (begin > 0 && doc[begin - 1] != '\n'))
+  if (begin == std::string::npos || end == std::string::npos || end < begin || (begin > 0 && doc[begin - 1] != '\n'))
     throw std::runtime_error(std::string("docs/ops.md has no line starting with \"") + kBegin +
                              "\" followed by a line \"" + kEnd + "\" around its op tables");
   std::size_t after = doc.find('\n', end);

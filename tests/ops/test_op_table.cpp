@@ -515,7 +515,7 @@ TEST_CASE("docs/ops.md: each @op row's torch function is the one the op table co
   for (const auto& op : op_table()) torch_code[op.signature.substr(0, op.signature.find('('))] += op.torch + "\n";
   // how the entries' Python spells the functions it calls through an operator
   static const std::map<std::string, std::string> kOperators = {
-      {"add", " + "}, {"sub", " - "}, {"mul", " * "},  {"div", " / "},  {"neg", "= -"},    {"gt", " > "},
+      {"add", " + "}, {"sub", " - "}, {"mul", " * "}, {"div", " / "}, {"neg", "= -"}, {"gt", " > "},
       {"lt", " < "},  {"ge", " >= "}, {"le", " <= "}, {"eq", " == "}, {"ne", " != "}, {"__getitem__", "["}};
   for (const auto& row : read_op_rows(XGRAD_SOURCE_DIR "/ops")) {
     if (row.cells.size() != 4) continue;  // reported by the test above
