@@ -460,15 +460,14 @@ PYBIND11_MODULE(_C, m) {
   // comes back as a (nnz,) tensor in the same entry order.
   m.def(
       "spmm",
-      [](const at::Tensor& crow, const at::Tensor& col, const at::Tensor& values, std::int64_t rows,
-         std::int64_t cols, const at::Tensor& x, const std::vector<bool>& needs) {
+      [](const at::Tensor& crow, const at::Tensor& col, const at::Tensor& values, std::int64_t rows, std::int64_t cols,
+         const at::Tensor& x, const std::vector<bool>& needs) {
         const char* op = "spmm";
         check_needs(op, needs, 2);
         xgrad::Tensor xv = leaf(values, op, "A.values", needs[0]);
         xgrad::Tensor xx = leaf(x, op, "x", needs[1]);
-        const xgrad::SparseCsr a =
-            xgrad::sparse_csr_tensor(to_xgrad(crow, op, "A.crow_indices"), to_xgrad(col, op, "A.col_indices"), xv,
-                                     {rows, cols});
+        const xgrad::SparseCsr a = xgrad::sparse_csr_tensor(to_xgrad(crow, op, "A.crow_indices"),
+                                                            to_xgrad(col, op, "A.col_indices"), xv, {rows, cols});
         return run({xv, xx}, [&] { return xgrad::spmm(a, xx); });
       },
       py::arg("crow"), py::arg("col"), py::arg("values"), py::arg("rows"), py::arg("cols"), py::arg("x"),
