@@ -2,7 +2,9 @@
 // transpose, to_dense and t() with their gradients) and what the op table cannot express for spmm and
 // sddmm (composition, a large skewed graph with 1 and 2 threads). Gradcheck, gradgradcheck, PyTorch
 // parity, thread equality, degenerate sizes and bad inputs of spmm and sddmm are in the op table.
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <thread>
 
 #include "support.hpp"
@@ -228,6 +230,41 @@ TEST_CASE("spmm and sddmm agree with dense products and compose (sddmm -> edge s
   const GradcheckReport report = gradgradcheck(layer, leaves());
   INFO(report.message);
   CHECK(report.ok);
+}
+
+TEST_CASE("the transposed pattern of a large matrix, built in parallel, is the stable sort by column",
+          "[sparse][threads]") {
+  // 40000 x 5000 with 0-8 entries per row (about 160k: the parallel build) and an empty tail of columns
+  Generator g(11);
+  std::vector<std::int64_t> crow{0}, col;
+  for (std::int64_t i = 0; i < 40000; ++i) {
+    std::int64_t c = -1;
+    for (auto n = static_cast<std::int64_t>(g.uniform() * 9); n > 0; --n) {
+      c += 1 + static_cast<std::int64_t>(g.uniform() * 900);
+      if (c >= 4990) break;
+      col.push_back(c);
+    }
+    crow.push_back(static_cast<std::int64_t>(col.size()));
+  }
+  const auto nnz = static_cast<std::int64_t>(col.size());
+  REQUIRE(nnz > (std::int64_t{1} << 16));
+  // the reference: entries sorted by (column, row), i.e. by column stably in row-major order
+  std::vector<std::int64_t> order(static_cast<std::size_t>(nnz));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+    return col[static_cast<std::size_t>(a)] < col[static_cast<std::size_t>(b)];
+  });
+  require_thread_deterministic([&] {
+    const SparseCsr a = sparse_csr_tensor(longs(crow), longs(col), Tensor::zeros({nnz}), {40000, 5000});
+    const CsrPattern::Transposed& t = a.pattern().transposed();
+    CHECK(t.perm == order);
+    CHECK(t.crow.size() == 5001);
+    CHECK(t.crow.back() == nnz);
+    for (std::int64_t c = 0; c < 5000; ++c)
+      for (std::int64_t k = t.crow[static_cast<std::size_t>(c)]; k < t.crow[static_cast<std::size_t>(c) + 1]; ++k)
+        REQUIRE(col[static_cast<std::size_t>(t.perm[static_cast<std::size_t>(k)])] == c);
+    return Tensors{longs(t.crow), longs(t.col), longs(t.perm)};
+  });
 }
 
 TEST_CASE("spmm and its gradients are bit-identical with 1 and 2 threads on a skewed graph", "[sparse][threads]") {
