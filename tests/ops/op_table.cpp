@@ -514,7 +514,8 @@ std::vector<OpInfo> build() {
   // argmax/argmin; the losses with a kink at d = 0 or at |d| = delta or beta)
   static const std::vector<std::pair<std::string, std::vector<double>>> kTiePrefixes = {
       {"max_dim_", kTies}, {"min_dim_", kTies}, {"argmax_", kTies}, {"argmin_", kTies},
-      {"l1_loss_", kTies}, {"huber_loss_", {0.0, 0.7, 1.4}}, {"smooth_l1_loss_", {0.0, 0.7, 1.4}}};  // delta = beta = 0.7
+      {"l1_loss_", kTies}, {"huber_loss_", {0.0, 0.7, 1.4}}, {"smooth_l1_loss_", {0.0, 0.7, 1.4}},  // delta = beta = 0.7
+      {"scatter_reduce_", kTies}};  // amax/amin ties, prod's zeros
   // clang-format on
   std::set<std::string> tie_names;
   for (auto& op : t) {
