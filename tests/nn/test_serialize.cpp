@@ -211,7 +211,7 @@ Tensor vector_tensor(const std::vector<T>& v) {
   return Tensor::from_data<T>(std::span<const T>(v), {static_cast<std::int64_t>(v.size())});
 }
 
-TEST_CASE("sparse CSR matrices round trip through safetensors; damaged ones are refused", "[serialize][sparse]") {
+TEST_CASE("sparse CSR matrices round trip through safetensors, damaged ones are refused", "[serialize][sparse]") {
   TempDir dir("sparse");
   const std::string p = dir.file("g.safetensors");
   // 3 x 4 with an empty middle row, and an empty 0 x 5 matrix
