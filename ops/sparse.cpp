@@ -316,9 +316,16 @@ Tensor sddmm(const SparseCsr& a, const Tensor& x, const Tensor& y) {
 }
 
 // ---- linear on a sparse input ------------------------------------------------------------------------
-// Note [Sparse linear]: y = A·Wᵀ + b with W (out, in) read in place: no transpose of W in forward and
-// none of dW in backward (Note [Fused linear] in linear.cpp measured what those copies cost), and no
-// dense A anywhere. The backward kernels (first order):
+// Note [Sparse linear]: two ways, by the number of stored entries against the input width.
+// - nnz >= in (a full batch of bag-of-words rows, a graph's node features): spmm(A, Wᵀ) + b. One
+//   transposed copy of W (in x out) makes every entry's weights a contiguous row, which spmm reads
+//   with SIMD; the copy's cost is that of a tenth of the entries or less. On 63,697 rows x 20,000
+//   words (382k entries), out 128, 1 thread: forward 15 ms against 187 ms in place, forward and
+//   backward 53 against 681 ms.
+// - nnz < in (a minibatch of a few hundred rows): W read in place, no transpose of W in forward and
+//   none of dW in backward (Note [Fused linear] in linear.cpp measured what those copies cost), and
+//   no dense A anywhere; 256 such rows: forward 0.5 ms against 4.7 ms through the copy, forward and
+//   backward 6.2 against 11.9 ms. Its backward kernels (first order):
 //   dv[k] = ⟨g[i, :], W[:, j]⟩ for entry k at (i, j)       (sddmm(A, g, Wᵀ), W in place)
 //   dW    = gᵀ·A, each row o of dW summed by one task over A's cached transposed pattern
 //   db    = Σ_i g[i, :]
@@ -396,6 +403,10 @@ Tensor linear(const SparseCsr& x, const Tensor& weight, const Tensor& bias) {
                 "{}: argument 'bias' must be ({},) {} for weight {}, got {} {}", op, weight.size(0),
                 dtype_name(weight.dtype()), shape_str(weight.shape()), shape_str(bias.shape()),
                 dtype_name(bias.dtype()));
+  if (x.nnz() >= x.cols()) {  // Note [Sparse linear]: through spmm with Wᵀ
+    const Tensor y = spmm(x, transpose(weight, 0, 1));
+    return bias.defined() ? add(y, bias) : y;
+  }
   return apply<SparseLinearFn>(x.values(), weight, bias, x.pattern());
 }
 

@@ -138,10 +138,10 @@ Tensor spmm(const SparseCsr& a, const Tensor& x);
 Tensor sddmm(const SparseCsr& a, const Tensor& x, const Tensor& y);
 
 /// torch.nn.functional.linear on a sparse input (bag-of-words rows): x (rows, in) sparse, weight
-/// (out, in), bias (out,) or undefined; y (rows, out) dense = spmm(x, weightᵀ) + bias, computed with W
-/// read in place: no transpose of W or of its gradient, no dense x (Note [Sparse linear] in
-/// sparse.cpp). Differentiable with respect to x's values, weight and bias, to any order.
-/// nn::Linear::forward takes a SparseCsr too.
+/// (out, in), bias (out,) or undefined; y (rows, out) dense = spmm(x, weightᵀ) + bias, no dense x:
+/// with at least as many stored entries as input features through spmm on one transposed copy of W,
+/// with fewer (a minibatch) with W read in place (Note [Sparse linear] in sparse.cpp). Differentiable with respect to
+/// x's values, weight and bias, to any order. nn::Linear::forward takes a SparseCsr too.
 /// @op `linear(A, W, b)` (A sparse) | Y[i, o] = Σ_k A.values[k]·W[o, col[k]] over row i's entries, + b[o]
 ///   (Y = A·Wᵀ + b) | dA.values[k] = ⟨g[i, :], W[:, j]⟩ for entry k at (i, j); dW = gᵀ·A (over the cached
 ///   transposed pattern, in W's layout); db = Σ_i g[i, :] | torch.nn.functional.linear (on x.to_dense())

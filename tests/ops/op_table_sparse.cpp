@@ -231,6 +231,12 @@ void add_sparse_entries(std::vector<OpInfo>& t) {
     op.rtol32 = 1e-4;
     op.atol32 = 1e-4;
     t.push_back(op);
+    // The same op where W is read in place (fewer stored entries than input features, as a minibatch
+    // of bag-of-words rows; the sizes above take the spmm path: Note [Sparse linear] in sparse.cpp).
+    op.name = "linear_sparse_minibatch";
+    op.small = {3, 30, 4};
+    op.threads = {4, 20000, 64};
+    t.push_back(op);
   }
   add_segment_entries(t);
 }
