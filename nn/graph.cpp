@@ -354,8 +354,8 @@ GATConv::GATConv(std::int64_t in_channels, std::int64_t out_channels, std::int64
   check_channels(in_channels, out_channels, "GATConv");
   XGRAD_CHECK(heads >= 1, "GATConv: argument 'heads' must be >= 1, got {}", heads);
   XGRAD_CHECK(dropout >= 0.0 && dropout <= 1.0, "GATConv: argument 'dropout' must be in [0, 1], got {}", dropout);
-  XGRAD_CHECK(std::isfinite(negative_slope) && negative_slope >= 0.0,
-              "GATConv: argument 'negative_slope' must be finite and >= 0, got {}", negative_slope);
+  XGRAD_CHECK(std::isfinite(negative_slope), "GATConv: argument 'negative_slope' must be finite, got {}",
+              negative_slope);
   XGRAD_CHECK(out_channels == 0 || heads <= INT64_MAX / out_channels,
               "GATConv: heads * out_channels overflows: heads = {}, out_channels = {}", heads, out_channels);
   Generator gen(seed);

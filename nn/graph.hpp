@@ -211,8 +211,8 @@ class SAGEConv : public Module {
 /// its α (SparseCsr::with_values). Gradients reach X and every parameter.
 class GATConv : public Module {
  public:
-  /// Errors (naming GATConv): negative sizes, heads < 1, dropout outside [0, 1], a negative or
-  /// non-finite negative_slope.
+  /// Errors (naming GATConv): negative sizes, heads < 1, dropout outside [0, 1], a non-finite
+  /// negative_slope, heads · out_channels overflowing.
   GATConv(std::int64_t in_channels, std::int64_t out_channels, std::int64_t heads = 1, bool concat = true,
           double negative_slope = 0.2, double dropout = 0.0, bool add_self_loops = true, bool bias = true,
           Dtype dtype = kFloat32, std::uint64_t seed = 0);
