@@ -381,14 +381,22 @@ std::pair<Tensor, Tensor> GATConv::forward_with_attention(const Tensor& x, const
   const Tensor s_dst = sum(mul(hv, att_dst_), {2});
   const SparseCsr a = add_self_loops_ ? graph.with_self_loops() : graph.adjacency();
   const std::int64_t nnz = a.nnz();
-  // e[k] = s_dst[target] + s_src[source] for entry k: two gathers of (N, H) rows, all heads at once.
+  // e[k] = s_dst[target] + s_src[source] for entry k: two gathers of (N, H) rows, all heads at once
+  // (the same graph: 5 ms forward + backward, against 17 ms for an sddmm of [s_dst, 1]·[1, s_src]
+  // per head).
   const Tensor e = leaky_relu(
       add(index_select(s_dst, 0, row_index(a.pattern())), index_select(s_src, 0, a.pattern().col())), negative_slope_);
   const Tensor alpha = functional::dropout(segment_softmax(e, a.crow_indices()), dropout_, is_training(), gen_);
+  // One spmm per head. The heads are split along dim 0 of (H, nnz) and (H, N, C) copies: a slice
+  // of a column of (nnz, H) or (N, H·C) copies and scatters back one short row per entry or node.
+  // (10,000 nodes, 178k entries, 8 heads of 8, one thread: the aggregation's forward + backward
+  // took 72 ms with column slices, 31 ms this way.)
+  const Tensor alpha_h = heads_ == 1 ? alpha : transpose(alpha, 0, 1);  // (H, nnz)
+  const Tensor h_h = heads_ == 1 ? h : permute(hv, {1, 0, 2});          // (H, N, C)
   Tensors outs;
   for (std::int64_t k = 0; k < heads_; ++k) {
-    const Tensor ak = reshape(heads_ == 1 ? alpha : slice(alpha, 1, k, k + 1), {nnz});
-    const Tensor hk = heads_ == 1 ? h : slice(h, 1, k * out_, (k + 1) * out_);
+    const Tensor ak = reshape(heads_ == 1 ? alpha_h : slice(alpha_h, 0, k, k + 1), {nnz});
+    const Tensor hk = heads_ == 1 ? h : reshape(slice(h_h, 0, k, k + 1), {n, out_});
     outs.push_back(spmm(a.with_values(ak), hk));
   }
   Tensor out = heads_ == 1 ? outs[0] : concat_ ? xgrad::concat(outs, 1) : mean(stack(outs, 0), {0});
