@@ -40,6 +40,37 @@ inline EdgeList gcn_edges() {
   return g;
 }
 
+/// Note [R-MAT graphs]: a power-law graph of N = 2^scale nodes and E = 16 N edges (Chakrabarti et
+/// al.'s recursive matrix, quadrant probabilities a, b, c, d = 0.57, 0.19, 0.19, 0.05, Graph500's).
+/// Edge k descends `scale` levels; at level l, u = (splitmix64(k * 64 + l) >> 11) * 2^-53 picks the
+/// quadrant (u < a: top left; < a + b: top right; < a + b + c: bottom left; else bottom right), which
+/// sets bit (scale - 1 - l) of the row (dst) and of the column (src). Weight 1. torch_sparse_ops.py
+/// draws the same edges with numpy; duplicates are summed (sparse_coo_tensor) on both sides.
+inline EdgeList rmat_edges(int scale) {
+  const std::int64_t n_edges = std::int64_t{16} << scale;
+  EdgeList g{std::vector<std::int64_t>(static_cast<std::size_t>(n_edges)),
+             std::vector<std::int64_t>(static_cast<std::size_t>(n_edges)),
+             std::vector<float>(static_cast<std::size_t>(n_edges), 1.0f)};
+  for (std::int64_t k = 0; k < n_edges; ++k) {
+    std::int64_t r = 0, c = 0;
+    for (int l = 0; l < scale; ++l) {
+      const double u =
+          static_cast<double>(splitmix64(static_cast<std::uint64_t>(k) * 64 + static_cast<std::uint64_t>(l)) >> 11) *
+          0x1.0p-53;
+      const std::int64_t bit = std::int64_t{1} << (scale - 1 - l);
+      if (u >= 0.57 + 0.19 + 0.19)
+        r |= bit, c |= bit;
+      else if (u >= 0.57 + 0.19)
+        r |= bit;
+      else if (u >= 0.57)
+        c |= bit;
+    }
+    g.dst[static_cast<std::size_t>(k)] = r;
+    g.src[static_cast<std::size_t>(k)] = c;
+  }
+  return g;
+}
+
 /// One CSV row `case,xgrad,threads,metric,value`.
 inline void print_row(const std::string& c, int threads, const char* metric, double v) {
   std::printf("%s,xgrad,%d,%s,%.6g\n", c.c_str(), threads, metric, v);

@@ -3,7 +3,9 @@
 # one go: for each round and thread count (1, 2) ours then the peer, so that a burst of load from
 # other processes tends to hit both; then the table: per case and thread count the median over rounds
 # of each side's medians, the peer being the fastest torch form of the case (COO or CSR for spmm),
-# and ratio = ours / peer (below 1: we are faster).
+# and ratio = ours / peer (below 1: we are faster); for spmm also the fraction of the memory-bandwidth
+# bound reached (bound_ms / xgrad ms: sparse_ops.cpp's header says how the bound is counted, from the
+# copy bandwidth the same binary measures). BIG=1 adds the 1M-node R-MAT graph (several minutes).
 # usage: run_sparse_ops.sh BENCH_BUILD_DIR [REPS] [OUT_CSV]     (ROUNDS=3 by default)
 set -euo pipefail
 dir=${1:?usage: run_sparse_ops.sh BENCH_BUILD_DIR [REPS] [OUT_CSV]}
@@ -13,12 +15,14 @@ rounds=${ROUNDS:-3}
 here=$(cd "$(dirname "$0")" && pwd)
 py=/usr/bin/python3 # Debian's python with torch (the python3 on PATH may lack it)
 ours="$dir/sparse_ops_bench"
+big=()
+if [[ "${BIG:-0}" == 1 ]]; then big=(--big); fi
 : >"$csv"
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$csv"
 for r in $(seq "$rounds"); do
   for t in 1 2; do
-    "$ours" --threads "$t" --reps "$reps" | tee -a "$csv"
-    OPENBLAS_NUM_THREADS="$t" "$py" "$here/torch_sparse_ops.py" "$t" "$reps" | tee -a "$csv"
+    "$ours" --threads "$t" --reps "$reps" "${big[@]}" | tee -a "$csv"
+    OPENBLAS_NUM_THREADS="$t" "$py" "$here/torch_sparse_ops.py" "$t" "$reps" "${big[@]}" | tee -a "$csv"
   done
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$csv"
@@ -42,14 +46,20 @@ def peer(case, t, m):  # the fastest torch form
                 best = (v, impl[len("torch_"):])
     return best or (None, "-")
 f = lambda v, s="{:.2f}": "-" if v is None else s.format(v)
+cases = sorted({k[0] for k in vals if k[1] == "xgrad" and k[0] != "stream"},
+               key=lambda c: (c.split(":")[1], c.split(":")[0], int(c.split(":")[2][1:])))
 print("\n## Sparse ops: ms (median over rounds of the medians of REPS calls), ratio = xgrad / fastest torch form (< 1: faster)")
-print("| case | threads | xgrad fwd | torch fwd (form) | ratio fwd | xgrad fwd+bwd | torch fwd+bwd (form) | ratio fwd+bwd |")
-print("|---|---|---|---|---|---|---|---|")
-for c in ["spmm", "spmm_weights", "sddmm"]:
+for t in (1, 2):
+    print(f"copy bandwidth at {t} thread(s): {f(med('stream', 'xgrad', t, 'gbps'), '{:.1f}')} GB/s")
+print("| case | threads | xgrad fwd | torch fwd (form) | ratio fwd | xgrad fwd+bwd | torch fwd+bwd (form) | ratio fwd+bwd | of bw bound fwd, fwd+bwd |")
+print("|---|---|---|---|---|---|---|---|---|")
+for c in cases:
     for t in (1, 2):
         xf, (tf, ff) = med(c, "xgrad", t, "fwd_ms"), peer(c, t, "fwd_ms")
         xb, (tb, fb) = med(c, "xgrad", t, "fwdbwd_ms"), peer(c, t, "fwdbwd_ms")
         rf = xf / tf if xf and tf else None
         rb = xb / tb if xb and tb else None
-        print(f"| {c} | {t} | {f(xf)} | {f(tf)} ({ff}) | {f(rf)} | {f(xb)} | {f(tb)} ({fb}) | {f(rb)} |")
+        bf, bb = med(c, "xgrad", t, "bound_fwd_ms"), med(c, "xgrad", t, "bound_fwdbwd_ms")
+        eff = "-" if bf is None else f"{bf / xf:.0%}, {bb / xb:.0%}"
+        print(f"| {c} | {t} | {f(xf)} | {f(tf)} ({ff}) | {f(rf)} | {f(xb)} | {f(tb)} ({fb}) | {f(rb)} | {eff} |")
 PY

@@ -1,24 +1,37 @@
 // Sparse ops benchmark, ours. The PyTorch peer is torch_sparse_ops.py (the same cases on the same
-// graph); run_sparse_ops.sh runs both with 1 and 2 threads and prints the ratios.
-// Rows: `case,impl,threads,metric,value`.
+// graphs); run_sparse_ops.sh runs both with 1 and 2 threads and prints the ratios.
+// Rows: `case,impl,threads,metric,value`; a case is `<op>:<graph>:f<F>`.
 //
-// The graph is index_ops.cpp's: N = 10,000 nodes, E = 168,592 edges from splitmix64 (edge k has
-// hash h = splitmix64(k), source h % N, destination floor(N * u^2) with u uniform in [0, 1) from
-// splitmix64(h), weight in [0.5, 1.5)), as the sparse (N x N) matrix A[dst, src] = weight
-// (duplicate edges summed: sparse_coo_tensor), so that A·X is the GCN aggregation
-// out[dst] += w · X[src]. Features F = 64, float32.
+// Graphs:
+//   gcn     index_ops.cpp's: N = 10,000 nodes, E = 168,592 edges from splitmix64 (edge k has hash
+//           h = splitmix64(k), source h % N, destination floor(N * u^2) with u uniform in [0, 1) from
+//           splitmix64(h), weight in [0.5, 1.5)); F = 64
+//   rmat17  R-MAT, 2^17 = 131,072 nodes, 16 edges per node (Note [R-MAT graphs] in gcn_graph.hpp);
+//           F = 16, 64, 256
+//   rmat20  R-MAT, 2^20 = 1,048,576 nodes, 16.8M edges; F = 16, 64 (with --big only: minutes per run)
+// each as the sparse (N x N) matrix A[dst, src] = weight (duplicate edges summed: sparse_coo_tensor),
+// so that A·X is the GCN aggregation out[dst] += w · X[src]. float32.
 //
 // Cases (fwd_ms: forward; fwdbwd_ms: forward and backward with a seed of ones):
 //   spmm           Y = A·X, gradient to X (Aᵀ·G through the cached transposed pattern)
-//   spmm_weights   Y = A·X, gradient to X and to A's values (sddmm(A, G, X))
-//   sddmm          s[k] = <X[dst], Z[src]> on the edges, gradients to X and Z
+//   spmm_weights   Y = A·X, gradient to X and to A's values (sddmm(A, G, X)) (gcn only)
+//   sddmm          s[k] = <X[dst], Z[src]> on the edges, gradients to X and Z (gcn only)
 //
-// usage: sparse_ops_bench [--threads N] [--reps N] [--case NAME]
+// Memory-bandwidth bound: `stream,xgrad,T,gbps,..` is the copy bandwidth of this machine at T threads
+// (STREAM's copy: 2 x 512 MB arrays, bytes read + bytes written over the median time of 5 copies);
+// each spmm case also prints bound_fwd_ms and bound_fwdbwd_ms, the bytes the op must move at the
+// least over that bandwidth: CSR row offsets and int64 columns, float32 values, X read once, Y
+// written once (forward); the backward adds the transposed pattern (offsets, columns and the int64
+// permutation), the values, G read once and dX written once. bound / measured is the fraction of
+// the bandwidth bound reached.
+//
+// usage: sparse_ops_bench [--threads N] [--reps N] [--case NAME] [--big]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <span>
 #include <string>
@@ -38,13 +51,26 @@ using namespace xgrad::bench;  // NOLINT(google-build-using-namespace)
 int g_threads = 1;
 int g_reps = 15;
 
-SparseCsr make_graph() {
-  const EdgeList g = gcn_edges();
+SparseCsr to_matrix(const EdgeList& g, std::int64_t n) {
+  const auto e = static_cast<std::int64_t>(g.dst.size());
   std::vector<std::int64_t> idx(g.dst);  // (2, E): rows (dst) then columns (src)
   idx.insert(idx.end(), g.src.begin(), g.src.end());
-  const std::vector<float>& w = g.weight;
-  return sparse_coo_tensor(Tensor::from_data(std::span<const std::int64_t>(idx), {2, kEdges}),
-                           Tensor::from_data(std::span<const float>(w), {kEdges}), {kNodes, kNodes});
+  return sparse_coo_tensor(Tensor::from_data(std::span<const std::int64_t>(idx), {2, e}),
+                           Tensor::from_data(std::span<const float>(g.weight), {e}), {n, n});
+}
+
+/// STREAM copy bandwidth in GB/s at the current thread count (bytes read + written).
+double stream_gbps() {
+  const std::int64_t n = std::int64_t{128} << 20;  // floats: 512 MB per array
+  std::vector<float> a(static_cast<std::size_t>(n), 1.0f), b(static_cast<std::size_t>(n), 0.0f);
+  const double ms = median_ms(
+      [&] {
+        parallel_for(0, n, std::int64_t{1} << 20, [&](std::int64_t lo, std::int64_t hi) {
+          std::memcpy(b.data() + lo, a.data() + lo, static_cast<std::size_t>(hi - lo) * sizeof(float));
+        });
+      },
+      5);
+  return 2.0 * static_cast<double>(n) * sizeof(float) / (ms * 1e6);
 }
 
 void row(const std::string& c, const char* metric, double v) { print_row(c, g_threads, metric, v); }
@@ -59,6 +85,7 @@ struct Case {
 
 int main(int argc, char** argv) {
   std::string only;
+  bool big = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc)
@@ -67,43 +94,74 @@ int main(int argc, char** argv) {
       g_reps = std::atoi(argv[++i]);
     else if (a == "--case" && i + 1 < argc)
       only = argv[++i];
+    else if (a == "--big")
+      big = true;
     else {
-      std::fprintf(stderr, "usage: sparse_ops_bench [--threads N] [--reps N] [--case NAME]\n");
+      std::fprintf(stderr, "usage: sparse_ops_bench [--threads N] [--reps N] [--case NAME] [--big]\n");
       return 2;
     }
   }
   set_num_threads(g_threads);
-  const SparseCsr a = make_graph();
+  const double gbps = stream_gbps();
+  std::printf("stream,xgrad,%d,gbps,%.6g\n", g_threads, gbps);
+
+  struct GraphCase {
+    std::string name;
+    EdgeList edges;
+    std::int64_t nodes;
+    std::vector<std::int64_t> widths;
+    int reps;
+  };
+  std::vector<GraphCase> graphs;
+  graphs.push_back({"gcn", gcn_edges(), kNodes, {kFeatures}, g_reps});
+  graphs.push_back({"rmat17", rmat_edges(17), std::int64_t{1} << 17, {16, 64, 256}, std::max(3, g_reps / 3)});
+  if (big) graphs.push_back({"rmat20", rmat_edges(20), std::int64_t{1} << 20, {16, 64}, 3});
   Generator gen(1);
-  const Tensor X = Tensor::randn({kNodes, kFeatures}, gen), Z = Tensor::randn({kNodes, kFeatures}, gen);
-  Tensor Xg = X.detach().set_requires_grad(), Zg = Z.detach().set_requires_grad();
-  Tensor Wg = a.values().detach().set_requires_grad();
-  const SparseCsr aw = a.with_values(Wg);
-  (void)a.pattern().transposed();  // the cached transpose, built once per pattern (as a training loop sees it)
-  const auto clear = [&] {
-    Xg.zero_grad();
-    Zg.zero_grad();
-    Wg.zero_grad();
-  };
-  const std::vector<Case> cases = {
-      {"spmm", [&](bool grad) { return spmm(a, grad ? Xg : X); }, clear},
-      {"spmm_weights", [&](bool grad) { return grad ? spmm(aw, Xg) : spmm(a, X); }, clear},
-      {"sddmm", [&](bool grad) { return grad ? sddmm(a, Xg, Zg) : sddmm(a, X, Z); }, clear},
-  };
-  for (const Case& c : cases) {
-    if (!only.empty() && c.name != only) continue;
-    row(c.name, "fwd_ms", median_ms([&] { (void)c.forward(false); }, g_reps));
-    const Tensor out = c.forward(false);
-    const Tensor seed = Tensor::ones(out.shape());
-    row(c.name, "fwdbwd_ms",
-        median_ms(
-            [&] {
-              c.clear();
-              c.forward(true).backward(seed);
-            },
-            g_reps));
+  for (GraphCase& gc : graphs) {
+    const SparseCsr a = to_matrix(gc.edges, gc.nodes);
+    gc.edges = {};
+    (void)a.pattern().transposed();  // the cached transpose, built once per pattern (as a training loop sees it)
+    Tensor Wg = a.values().detach().set_requires_grad();
+    const SparseCsr aw = a.with_values(Wg);
+    for (const std::int64_t F : gc.widths) {
+      const Tensor X = Tensor::randn({gc.nodes, F}, gen), Z = Tensor::randn({gc.nodes, F}, gen);
+      Tensor Xg = X.detach().set_requires_grad(), Zg = Z.detach().set_requires_grad();
+      const auto clear = [&] {
+        Xg.zero_grad();
+        Zg.zero_grad();
+        Wg.zero_grad();
+      };
+      std::vector<Case> cases = {{"spmm", [&](bool grad) { return spmm(a, grad ? Xg : X); }, clear}};
+      if (gc.name == "gcn") {
+        cases.push_back({"spmm_weights", [&](bool grad) { return grad ? spmm(aw, Xg) : spmm(a, X); }, clear});
+        cases.push_back({"sddmm", [&](bool grad) { return grad ? sddmm(a, Xg, Zg) : sddmm(a, X, Z); }, clear});
+      }
+      const std::string suffix = ":" + gc.name + ":f" + std::to_string(F);
+      for (const Case& c : cases) {
+        if (!only.empty() && c.name != only) continue;
+        const std::string name = c.name + suffix;
+        row(name, "fwd_ms", median_ms([&] { (void)c.forward(false); }, gc.reps));
+        const Tensor out = c.forward(false);
+        const Tensor seed = Tensor::ones(out.shape());
+        row(name, "fwdbwd_ms",
+            median_ms(
+                [&] {
+                  c.clear();
+                  c.forward(true).backward(seed);
+                },
+                gc.reps));
+        if (c.name == "spmm") {
+          const double n = static_cast<double>(gc.nodes), nnz = static_cast<double>(a.nnz()),
+                       f = static_cast<double>(F);
+          const double fwd_bytes = 8 * (n + 1) + 12 * nnz + 8 * n * f;
+          const double bwd_bytes = 8 * (n + 1) + 20 * nnz + 8 * n * f;
+          row(name, "bound_fwd_ms", fwd_bytes / (gbps * 1e6));
+          row(name, "bound_fwdbwd_ms", (fwd_bytes + bwd_bytes) / (gbps * 1e6));
+        }
+      }
+    }
+    std::printf("# %s: %lld nodes, nnz after summing duplicate edges %lld; threads in use: %d\n", gc.name.c_str(),
+                static_cast<long long>(gc.nodes), static_cast<long long>(a.nnz()), get_num_threads());
   }
-  std::printf("# nnz after summing duplicate edges: %lld; threads in use: %d\n", static_cast<long long>(a.nnz()),
-              get_num_threads());
   return 0;
 }

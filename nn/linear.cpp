@@ -17,6 +17,7 @@ namespace xgrad::nn {
 
 namespace functional {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) { return xgrad::linear(x, weight, bias); }
+Tensor linear(const SparseCsr& x, const Tensor& weight, const Tensor& bias) { return xgrad::linear(x, weight, bias); }
 }  // namespace functional
 
 namespace {
@@ -71,6 +72,13 @@ Tensor Linear::forward(const Tensor& x) {
   XGRAD_CHECK(x.dim() >= 1 && x.size(-1) == in_features_,
               "Linear: argument 'x' has shape {} but its last dimension must be in_features = {}", shape_str(x.shape()),
               in_features_);
+  return functional::linear(x, weight_, bias_);
+}
+
+Tensor Linear::forward(const SparseCsr& x) {
+  XGRAD_CHECK(x.defined(), "Linear: argument 'x' (sparse) is undefined");
+  XGRAD_CHECK(x.cols() == in_features_, "Linear: argument 'x' is sparse {} but its columns must be in_features = {}",
+              shape_str(x.shape()), in_features_);
   return functional::linear(x, weight_, bias_);
 }
 

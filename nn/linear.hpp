@@ -3,6 +3,7 @@
 //
 //   auto fc = std::make_shared<nn::Linear>(4, 8);      // in 4 -> out 8, seed 0, float32
 //   Tensor y = (*fc)(x);                               // x: (4) or (batch..., 4) -> (8) or (batch..., 8)
+//   Tensor z = (*fc)(a);                               // a: SparseCsr (rows, 4) -> dense (rows, 8)
 //
 // Parameters: `weight` (out, in) and `bias` (out) unless disabled. Init is torch's:
 // kaiming_uniform_(weight, a = sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in)), and the bias uniform on the
@@ -12,12 +13,15 @@
 #include "xgrad/core/random.hpp"
 #include "xgrad/core/tensor.hpp"
 #include "xgrad/nn/module.hpp"
+#include "xgrad/ops/sparse.hpp"
 
 namespace xgrad::nn {
 
 namespace functional {
 /// y = x W^T + b (torch::nn::functional::linear): the op xgrad::linear (ops/linear.hpp).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+/// The same on a sparse x (rows, in): the op xgrad::linear(const SparseCsr&, ...) (ops/sparse.hpp).
+Tensor linear(const SparseCsr& x, const Tensor& weight, const Tensor& bias = Tensor());
 }  // namespace functional
 
 class Linear : public UnaryModule {
@@ -34,6 +38,11 @@ class Linear : public UnaryModule {
 
   /// x: (in) or (batch..., in) -> (out) or (batch..., out). Errors: x's last dim != in_features.
   Tensor forward(const Tensor& x) override;
+  /// A sparse x (rows, in_features), e.g. bag-of-words rows -> dense (rows, out): y = x Wᵀ + b without a
+  /// dense x (xgrad::linear on a SparseCsr). Errors: x.cols() != in_features.
+  Tensor forward(const SparseCsr& x);
+  using UnaryModule::operator();
+  Tensor operator()(const SparseCsr& x) { return forward(x); }
   std::string extra_repr() const override;
 
   std::int64_t in_features() const { return in_features_; }

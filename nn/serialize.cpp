@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -443,6 +444,44 @@ LoadResult load(Module& module, const std::string& path, bool strict) {
   } catch (const Error& e) {
     detail::throw_error(fmt::format("nn::load: '{}': {}", path, e.what()));
   }
+}
+
+void put_sparse_csr(NamedTensors& tensors, std::map<std::string, std::string>& metadata, const std::string& name,
+                    const SparseCsr& a) {
+  XGRAD_CHECK(a.defined(), "put_sparse_csr: argument 'a' (named '{}') is an undefined sparse matrix", name);
+  XGRAD_CHECK(!name.empty(), "put_sparse_csr: argument 'name' is empty");
+  tensors.emplace_back(name + ".crow_indices", a.crow_indices());
+  tensors.emplace_back(name + ".col_indices", a.col_indices());
+  tensors.emplace_back(name + ".values", a.values().detach());
+  metadata["sparse_csr:" + name] = fmt::format("{},{}", a.rows(), a.cols());
+}
+
+SparseCsr get_sparse_csr(const SafetensorsFile& file, const std::string& name) {
+  const std::string key = "sparse_csr:" + name;
+  XGRAD_CHECK(file.metadata.contains(key),
+              "get_sparse_csr: no sparse matrix '{}' in the file (its metadata has no entry '{}')", name, key);
+  const std::string size = file.metadata.at(key);
+  // "<rows>,<cols>", two non-negative decimal integers
+  std::int64_t rows = -1, cols = -1;
+  const char* b = size.data();
+  const char* e = b + size.size();
+  auto [p1, ec1] = std::from_chars(b, e, rows);
+  bool ok = ec1 == std::errc() && p1 != e && *p1 == ',';
+  if (ok) {
+    auto [p2, ec2] = std::from_chars(p1 + 1, e, cols);
+    ok = ec2 == std::errc() && p2 == e;
+  }
+  XGRAD_CHECK(ok && rows >= 0 && cols >= 0 && rows < std::numeric_limits<std::int64_t>::max(),
+              "get_sparse_csr: the metadata entry '{}' is '{}'; expected '<rows>,<cols>' (two non-negative integers)",
+              key, size);
+  for (const char* part : {".crow_indices", ".col_indices", ".values"})
+    XGRAD_CHECK(file.contains(name + part), "get_sparse_csr: sparse matrix '{}' has no tensor '{}{}' in the file", name,
+                name, part);
+  const Tensor& crow = file.at(name + ".crow_indices");
+  XGRAD_CHECK(crow.dim() == 1 && crow.numel() == rows + 1,
+              "get_sparse_csr: tensor '{}.crow_indices' has shape {}; the metadata says {} rows, so ({},)", name,
+              shape_str(crow.shape()), rows, rows + 1);
+  return sparse_csr_tensor(crow, file.at(name + ".col_indices"), file.at(name + ".values"), {rows, cols});
 }
 
 }  // namespace xgrad::nn

@@ -36,6 +36,7 @@
 
 #include "xgrad/core/tensor.hpp"
 #include "xgrad/nn/module.hpp"
+#include "xgrad/ops/sparse.hpp"
 
 namespace xgrad::nn {
 
@@ -194,6 +195,28 @@ struct LoadResult {
 /// others reported. Everything is validated before anything is written: on error the module is
 /// unchanged. Errors name every mismatching key (with both shapes/dtypes).
 LoadResult load_state_dict(Module& module, const NamedTensors& state, bool strict = true);
+
+/// Note [Sparse matrices in safetensors]: safetensors holds dense arrays only, so a SparseCsr
+/// `name` is stored as three of them, name.crow_indices (rows + 1,) and name.col_indices (nnz,)
+/// (int64) and name.values (nnz,), the arrays torch.sparse_csr_tensor and scipy.sparse.csr_matrix
+/// take, and its shape as the metadata entry "sparse_csr:<name>" = "<rows>,<cols>". Reading it back
+/// validates everything sparse_csr_tensor validates (offsets monotone and ending at nnz, columns in
+/// range and increasing within a row), so a damaged or hostile file is an xgrad::Error, never a
+/// matrix that reads out of bounds.
+///
+///   NamedTensors tensors;
+///   std::map<std::string, std::string> meta;
+///   put_sparse_csr(tensors, meta, "adjacency", A);
+///   save_safetensors("graph.safetensors", tensors, meta);
+///   SparseCsr B = get_sparse_csr(load_safetensors("graph.safetensors"), "adjacency");
+///
+/// Adds the three arrays of `a` under `name` to `tensors` and its shape to `metadata`.
+/// Errors: an undefined matrix, an empty name.
+void put_sparse_csr(NamedTensors& tensors, std::map<std::string, std::string>& metadata, const std::string& name,
+                    const SparseCsr& a);
+/// The sparse matrix stored under `name` (Note [Sparse matrices in safetensors]): its values are
+/// the file's tensor (fresh storage). Errors name `name` and what is missing or wrong.
+SparseCsr get_sparse_csr(const SafetensorsFile& file, const std::string& name);
 
 /// save_safetensors(path, state_dict(module), metadata).
 void save(const Module& module, const std::string& path, const std::map<std::string, std::string>& metadata = {});

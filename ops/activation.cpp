@@ -12,37 +12,25 @@ namespace {
 using namespace detail::pw::words;  // NOLINT(google-build-using-namespace): Note [One formula]
 
 // silu: f in the form torch computes, x/(1 + e^-x) rather than x*sigmoid(x)
-struct SiluOp {
-  static constexpr const char* kName = "silu";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return x / (lit(x, 1) + pw::exp(-x));
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
-    const V s = pw::sigmoid(x);
+struct SiluOp : pw::Def<"silu", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return x / (lit(x, 1) + pw::exp(-x)); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) {
+    const auto s = pw::sigmoid(x);
     return g * s * (lit(x, 1) + x * (lit(x, 1) - s));
-  }
+  };
 };
 
 struct Slope {
   double slope = 0;
 };
 // leaky_relu: x = 0 takes the slope (torch's leaky_relu_backward)
-struct LeakyReluOp {
-  static constexpr const char* kName = "leaky_relu";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = Slope;
-  template <class V>
-  static V f(const V& x, const Params& p) {
+struct LeakyReluOp : pw::Def<"leaky_relu", Saves::input, Slope> {
+  static constexpr auto f = [](const auto& x, const Params& p) {
     return select(x > lit(x, 0), x, x * lit(x, p.slope));
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params& p) {
+  };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params& p) {
     return select(x > lit(x, 0), g, g * lit(x, p.slope));
-  }
+  };
 };
 
 // elu and selu: y = x*scale for x > 0, else alpha*scale*(e^x - 1); dx = g*scale, or g*alpha*scale*e^x
@@ -50,18 +38,13 @@ struct LeakyReluOp {
 struct EluParams {
   double alpha = 1, scale = 1;
 };
-struct EluOp {
-  static constexpr const char* kName = "elu";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = EluParams;
-  template <class V>
-  static V f(const V& x, const Params& p) {
+struct EluOp : pw::Def<"elu", Saves::input, EluParams> {
+  static constexpr auto f = [](const auto& x, const Params& p) {
     return select(x <= lit(x, 0), pw::expm1(x) * lit(x, p.alpha * p.scale), x * lit(x, p.scale));
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params& p) {
+  };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params& p) {
     return select(x <= lit(x, 0), g * lit(x, p.alpha * p.scale) * pw::exp(x), g * lit(x, p.scale));
-  }
+  };
 };
 struct SeluOp : EluOp {
   static constexpr const char* kName = "selu";
@@ -73,39 +56,29 @@ struct Bounds {
   double lo = -1, hi = 1;
 };
 // hardtanh: the boundaries get no gradient (torch's hardtanh_backward), unlike clamp's
-struct HardtanhOp {
-  static constexpr const char* kName = "hardtanh";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = Bounds;
-  template <class V>
-  static V f(const V& x, const Params& p) {
-    const V lo = lit(x, p.lo), hi = lit(x, p.hi);
+struct HardtanhOp : pw::Def<"hardtanh", Saves::input, Bounds> {
+  static constexpr auto f = [](const auto& x, const Params& p) {
+    const auto lo = lit(x, p.lo), hi = lit(x, p.hi);
     return select(x < lo, lo, select(x > hi, hi, x));  // NaN stays NaN
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params& p) {
+  };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params& p) {
     return select((x <= lit(x, p.lo)) | (x >= lit(x, p.hi)), lit(g, 0), g);
-  }
+  };
 };
 
 // logsigmoid(x) = min(x, 0) - ln(1 + e^-|x|); dx = g*(1/(1+z)) for x < 0, g*(z/(1+z)) otherwise,
 // z = e^-|x| (torch's log_sigmoid kernels)
-struct LogsigmoidOp {
-  static constexpr const char* kName = "logsigmoid";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
+struct LogsigmoidOp : pw::Def<"logsigmoid", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) {
     return pw::min(x, 0) - pw::log1p(pw::exp(-pw::abs(x)));
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
-    const V z = pw::exp(-pw::abs(x));
+  };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) {
+    const auto z = pw::exp(-pw::abs(x));
     const auto negative = x < lit(x, 0);
-    const V max_deriv = select(negative, lit(x, 1), lit(x, 0));
-    const V sgn = select(negative, lit(x, 1), lit(x, -1));
+    const auto max_deriv = select(negative, lit(x, 1), lit(x, 0));
+    const auto sgn = select(negative, lit(x, 1), lit(x, -1));
     return g * (max_deriv - sgn * (z / (lit(x, 1) + z)));
-  }
+  };
 };
 
 // hardswish and hardsigmoid (torch's kernels): x at -3 takes the middle branch of hardswish's
@@ -117,53 +90,27 @@ V relu6_shifted(const V& x) {
   const V v = x + lit(x, 3);
   return select(v < lit(x, 0), lit(x, 0), select(v > lit(x, 6), lit(x, 6), v));
 }
-struct HardswishOp {
-  static constexpr const char* kName = "hardswish";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return x * relu6_shifted(x) / lit(x, 6);
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
+struct HardswishOp : pw::Def<"hardswish", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return x * relu6_shifted(x) / lit(x, 6); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) {
     return select(x < lit(x, -3), pw::zeros_like(g), select(x >= lit(x, 3), g, g * (x / lit(x, 3) + lit(x, 0.5))));
-  }
+  };
 };
-struct HardsigmoidOp {
-  static constexpr const char* kName = "hardsigmoid";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return relu6_shifted(x) / lit(x, 6);
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
+struct HardsigmoidOp : pw::Def<"hardsigmoid", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return relu6_shifted(x) / lit(x, 6); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) {
     // torch multiplies by 1/6 rounded to float (1.0f / 6.0f, also for float64): the same factor
     return select((x > lit(x, -3)) & (x < lit(x, 3)), g * lit(g, 1.0f / 6.0f), pw::zeros_like(g));
-  }
+  };
 };
 
-struct SoftsignOp {
-  static constexpr const char* kName = "softsign";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return x / (lit(x, 1) + pw::abs(x));
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
-    const V d = lit(x, 1) + pw::abs(x);
+struct SoftsignOp : pw::Def<"softsign", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return x / (lit(x, 1) + pw::abs(x)); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) {
+    const auto d = lit(x, 1) + pw::abs(x);
     return g / (d * d);
-  }
+  };
 };
-
-void check_number(const char* op, const char* arg, const Tensor& x, double v) {
-  XGRAD_CHECK(!std::isnan(v), "{}: argument '{}' is NaN (x has shape {})", op, arg,
-              x.defined() ? shape_str(x.shape()) : std::string("undefined"));
-}
 
 }  // namespace
 
@@ -182,10 +129,7 @@ Tensor elu(const Tensor& x, double alpha) {
 Tensor selu(const Tensor& x) { return detail::pw::run<SeluOp>(x, EluParams{kSeluAlpha, kSeluScale}); }
 
 Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
-  check_number("hardtanh", "min_val", x, min_val);
-  check_number("hardtanh", "max_val", x, max_val);
-  XGRAD_CHECK(min_val <= max_val, "hardtanh: argument 'min_val' ({}) must be <= 'max_val' ({}) (x has shape {})",
-              min_val, max_val, x.defined() ? shape_str(x.shape()) : std::string("undefined"));
+  check_bounds("hardtanh", "min_val", min_val, "max_val", max_val, x);
   return detail::pw::run<HardtanhOp>(x, Bounds{min_val, max_val});
 }
 

@@ -21,67 +21,50 @@ struct GeluParams {
 };
 // Exact: y = x/2*(1 + erf(x/sqrt 2)), dx = g*(cdf + x*pdf). Tanh: torch's gelu kernels, with
 // kBeta = sqrt(2/pi), kKappa = 0.044715.
-struct GeluOp {
-  static constexpr const char* kName = "gelu";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = GeluParams;
-  template <class V>
-  static V f(const V& x, const Params& p) {
+struct GeluOp : pw::Def<"gelu", Saves::input, GeluParams> {
+  static constexpr auto f = [](const auto& x, const Params& p) {
     if (p.tanh) return lit(x, 0.5) * x * (lit(x, 1) + pw::tanh(lit(x, kBeta) * (x + lit(x, kKappa) * (x * x * x))));
     return x * lit(x, 0.5) * (lit(x, 1) + pw::erf(x * lit(x, 0.5 * std::numbers::sqrt2)));
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params& p) {
-    const V half = lit(x, 0.5), one = lit(x, 1);
+  };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params& p) {
+    const auto half = lit(x, 0.5), one = lit(x, 1);
     if (p.tanh) {
-      const V x_sq = x * x;
-      const V t = pw::tanh(lit(x, kBeta) * (x + lit(x, kKappa) * (x_sq * x)));
-      const V left = half * x, right = one + t;
-      const V left_derivative = half * right;
-      const V right_derivative = (one - t * t) * lit(x, kBeta) * (one + lit(x, 3) * lit(x, kKappa) * x_sq);
+      const auto x_sq = x * x;
+      const auto t = pw::tanh(lit(x, kBeta) * (x + lit(x, kKappa) * (x_sq * x)));
+      const auto left = half * x, right = one + t;
+      const auto left_derivative = half * right;
+      const auto right_derivative = (one - t * t) * lit(x, kBeta) * (one + lit(x, 3) * lit(x, kKappa) * x_sq);
       return g * (left_derivative + left * right_derivative);
     }
-    const V cdf = half * (one + pw::erf(x * lit(x, 0.5 * std::numbers::sqrt2)));
-    const V pdf = pw::exp(lit(x, -0.5) * x * x) * lit(x, 0.5 * kBeta);
+    const auto cdf = half * (one + pw::erf(x * lit(x, 0.5 * std::numbers::sqrt2)));
+    const auto pdf = pw::exp(lit(x, -0.5) * x * x) * lit(x, 0.5 * kBeta);
     return g * (cdf + x * pdf);
-  }
+  };
 };
 
 struct SoftplusParams {
   double beta = 1, threshold = 20;
 };
 // y = softplus(beta x)/beta, or x where beta x > threshold; dx = g*sigmoid(beta x), or g
-struct SoftplusOp {
-  static constexpr const char* kName = "softplus";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = SoftplusParams;
-  template <class V>
-  static V f(const V& x, const Params& p) {
-    const V bx = x * lit(x, p.beta);
+struct SoftplusOp : pw::Def<"softplus", Saves::input, SoftplusParams> {
+  static constexpr auto f = [](const auto& x, const Params& p) {
+    const auto bx = x * lit(x, p.beta);
     return select(bx > lit(x, p.threshold), x, pw::softplus(bx) / lit(x, p.beta));
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params& p) {
-    const V bx = x * lit(x, p.beta);
+  };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params& p) {
+    const auto bx = x * lit(x, p.beta);
     return select(bx > lit(x, p.threshold), g, g * pw::sigmoid(bx));
-  }
+  };
 };
 
 // y = x*tanh(ln(1 + e^x)); dx = g*(t + x*s*(1 - t^2)), t = tanh(softplus x), s = sigmoid(x)
-struct MishOp {
-  static constexpr const char* kName = "mish";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return x * pw::tanh(pw::softplus(x));
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
-    const V t = pw::tanh(pw::softplus(x));
-    const V s = pw::sigmoid(x);
+struct MishOp : pw::Def<"mish", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return x * pw::tanh(pw::softplus(x)); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) {
+    const auto t = pw::tanh(pw::softplus(x));
+    const auto s = pw::sigmoid(x);
     return g * (t + x * s * (lit(x, 1) - t * t));
-  }
+  };
 };
 
 }  // namespace

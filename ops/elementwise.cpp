@@ -8,27 +8,9 @@ namespace xgrad {
 
 using namespace detail::ew;  // NOLINT(google-build-using-namespace): the op structs
 
-Tensor add(const Tensor& a, const Tensor& b) {
-  if (involves_integer(a, b)) [[unlikely]]
-    return int_promoted_binary(IntKind::add, "add", a, b, &add);
-  if (mixed_float(a, b)) [[unlikely]]
-    return add(a.to(kFloat64), b.to(kFloat64));
-  return apply<Binary<AddOp>>(a, b);
-}
-Tensor sub(const Tensor& a, const Tensor& b) {
-  if (involves_integer(a, b)) [[unlikely]]
-    return int_promoted_binary(IntKind::sub, "sub", a, b, &sub);
-  if (mixed_float(a, b)) [[unlikely]]
-    return sub(a.to(kFloat64), b.to(kFloat64));
-  return apply<Binary<SubOp>>(a, b);
-}
-Tensor mul(const Tensor& a, const Tensor& b) {
-  if (involves_integer(a, b)) [[unlikely]]
-    return int_promoted_binary(IntKind::mul, "mul", a, b, &mul);
-  if (mixed_float(a, b)) [[unlikely]]
-    return mul(a.to(kFloat64), b.to(kFloat64));
-  return apply<Binary<MulOp>>(a, b);
-}
+Tensor add(const Tensor& a, const Tensor& b) { return promoted_binary<AddOp>(IntKind::add, a, b, &add); }
+Tensor sub(const Tensor& a, const Tensor& b) { return promoted_binary<SubOp>(IntKind::sub, a, b, &sub); }
+Tensor mul(const Tensor& a, const Tensor& b) { return promoted_binary<MulOp>(IntKind::mul, a, b, &mul); }
 Tensor div(const Tensor& a, const Tensor& b) {
   // True division: integer operands are divided in float32 (torch: int / int is float32).
   if (involves_integer(a, b)) [[unlikely]] {

@@ -14,87 +14,52 @@ bool is_integer(const Tensor& t) { return t.defined() && !is_floating_point(t.dt
 
 using namespace detail::pw::words;  // NOLINT(google-build-using-namespace): Note [One formula]
 
-struct NegOp {
-  static constexpr const char* kName = "neg";
-  static constexpr Saves kSaves = Saves::nothing;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return -x;
-  }
-  template <class V>
-  static V df(const V& g, const V&, const Params&) {
-    return -g;
-  }
+struct NegOp : pw::Def<"neg"> {
+  static constexpr auto f = [](const auto& x, const Params&) { return -x; };
+  static constexpr auto df = [](const auto& g, const auto&, const Params&) { return -g; };
 };
 // |x|; dx = g*sign(x), 0 at 0 and NaN (torch's abs_backward)
-struct AbsOp {
-  static constexpr const char* kName = "abs";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::abs(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
+struct AbsOp : pw::Def<"abs", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::abs(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) {
     return select(x > lit(x, 0), g, select(x < lit(x, 0), -g, pw::zeros_like(g)));
-  }
+  };
 };
 // relu(x) = x < 0 ? 0 : x (NaN and -0 stay, as torch's); dx = 0 where y <= 0, else g (torch's
 // threshold_backward on the result: g at a NaN)
-struct ReluOp {
-  static constexpr const char* kName = "relu";
-  static constexpr Saves kSaves = Saves::output;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return select(x < lit(x, 0), lit(x, 0), x);
-  }
-  template <class V>
-  static V df(const V& g, const V& y, const Params&) {
+struct ReluOp : pw::Def<"relu", Saves::output> {
+  static constexpr auto f = [](const auto& x, const Params&) { return select(x < lit(x, 0), lit(x, 0), x); };
+  static constexpr auto df = [](const auto& g, const auto& y, const Params&) {
     return select(y <= lit(y, 0), pw::zeros_like(g), g);
-  }
+  };
 };
 // clamp(x, lo, hi) = min(max(x, lo), hi), NaN stays; dx = g where lo <= x <= hi (the bounds pass it,
 // as torch's clamp_backward)
 struct ClampBounds {
   double lo = 0, hi = 0;
 };
-struct ClampOp {
-  static constexpr const char* kName = "clamp";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = ClampBounds;
-  template <class V>
-  static V f(const V& x, const Params& p) {
-    const V lo = lit(x, p.lo), hi = lit(x, p.hi);
+struct ClampOp : pw::Def<"clamp", Saves::input, ClampBounds> {
+  static constexpr auto f = [](const auto& x, const Params& p) {
+    const auto lo = lit(x, p.lo), hi = lit(x, p.hi);
     return select(x < lo, lo, select(x > hi, hi, x));
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params& p) {
+  };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params& p) {
     return select((x >= lit(x, p.lo)) & (x <= lit(x, p.hi)), g, pw::zeros_like(g));
-  }
+  };
 };
 // a^k (the C library's pow; k = 2: a*a); da = g*k*a^(k-1), 0 for k = 0 (torch's pow_backward)
 struct Exponent {
   double k = 0;
 };
-struct PowScalarOp {
-  static constexpr const char* kName = "pow";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = Exponent;
+struct PowScalarOp : pw::Def<"pow", Saves::input, Exponent> {
   static bool scalar_loop(const Params& p) { return p.k != 2.0; }  // pow one element at a time
-  template <class V>
-  static V f(const V& x, const Params& p) {
-    return p.k == 2.0 ? x * x : pw::pow(x, p.k);
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params& p) {
+  static constexpr auto f = [](const auto& x, const Params& p) { return p.k == 2.0 ? x * x : pw::pow(x, p.k); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params& p) {
     if (p.k == 0.0) return pw::zeros_like(g);
     if (p.k == 1.0) return g;
     if (p.k == 2.0) return g * lit(x, 2) * x;
     return g * lit(x, p.k) * pw::pow(x, p.k - 1.0);
-  }
+  };
 };
 
 // a (op) s for a number s, taken in a's dtype (no 0-d tensor for s): the same float operations as
@@ -102,65 +67,26 @@ struct PowScalarOp {
 struct Number {
   double s = 0;
 };
-struct AddNumberOp {
-  static constexpr const char* kName = "add";
-  static constexpr Saves kSaves = Saves::nothing;
+struct AddNumberOp : pw::Def<"add", Saves::nothing, Number> {
   static constexpr bool kPassGrad = true;
-  using Params = Number;
-  template <class V>
-  static V f(const V& x, const Params& p) {
-    return x + lit(x, p.s);
-  }
+  static constexpr auto f = [](const auto& x, const Params& p) { return x + lit(x, p.s); };
 };
-struct SubNumberOp {
-  static constexpr const char* kName = "sub";
-  static constexpr Saves kSaves = Saves::nothing;
+struct SubNumberOp : pw::Def<"sub", Saves::nothing, Number> {
   static constexpr bool kPassGrad = true;
-  using Params = Number;
-  template <class V>
-  static V f(const V& x, const Params& p) {
-    return x - lit(x, p.s);
-  }
+  static constexpr auto f = [](const auto& x, const Params& p) { return x - lit(x, p.s); };
 };
-struct MulNumberOp {
-  static constexpr const char* kName = "mul";
-  static constexpr Saves kSaves = Saves::nothing;
-  using Params = Number;
-  template <class V>
-  static V f(const V& x, const Params& p) {
-    return x * lit(x, p.s);
-  }
-  template <class V>
-  static V df(const V& g, const V&, const Params& p) {
-    return g * lit(g, p.s);
-  }
+struct MulNumberOp : pw::Def<"mul", Saves::nothing, Number> {
+  static constexpr auto f = [](const auto& x, const Params& p) { return x * lit(x, p.s); };
+  static constexpr auto df = [](const auto& g, const auto&, const Params& p) { return g * lit(g, p.s); };
 };
-struct DivNumberOp {
-  static constexpr const char* kName = "div";
-  static constexpr Saves kSaves = Saves::nothing;
-  using Params = Number;
-  template <class V>
-  static V f(const V& x, const Params& p) {
-    return x / lit(x, p.s);
-  }
-  template <class V>
-  static V df(const V& g, const V&, const Params& p) {
-    return g / lit(g, p.s);
-  }
+struct DivNumberOp : pw::Def<"div", Saves::nothing, Number> {
+  static constexpr auto f = [](const auto& x, const Params& p) { return x / lit(x, p.s); };
+  static constexpr auto df = [](const auto& g, const auto&, const Params& p) { return g / lit(g, p.s); };
 };
 // s / x: dx = -g*s/x^2, as DivOp::db with a = s
-struct NumberDivOp {
-  static constexpr const char* kName = "div";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = Number;
-  template <class V>
-  static V f(const V& x, const Params& p) {
-    return lit(x, p.s) / x;
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params& p) {
-    return -g * lit(x, p.s) / (x * x);
-  }
+struct NumberDivOp : pw::Def<"div", Saves::input, Number> {
+  static constexpr auto f = [](const auto& x, const Params& p) { return lit(x, p.s) / x; };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params& p) { return -g * lit(x, p.s) / (x * x); };
 };
 }  // namespace
 
@@ -197,9 +123,7 @@ Tensor abs(const Tensor& x) {
 }
 Tensor relu(const Tensor& x) { return pw::run<ReluOp>(x); }
 Tensor clamp(const Tensor& x, double lo, double hi) {
-  XGRAD_CHECK(!(lo > hi) && !std::isnan(lo) && !std::isnan(hi),
-              "clamp: argument 'lo' ({}) must be <= 'hi' ({}) and neither NaN (x has shape {})", lo, hi,
-              x.defined() ? shape_str(x.shape()) : std::string("undefined"));
+  check_bounds("clamp", "lo", lo, "hi", hi, x);
   return pw::run<ClampOp>(x, ClampBounds{lo, hi});
 }
 

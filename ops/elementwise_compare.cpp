@@ -8,20 +8,8 @@ namespace xgrad {
 
 using namespace detail::ew;  // NOLINT(google-build-using-namespace): the op structs
 
-Tensor maximum(const Tensor& a, const Tensor& b) {
-  if (involves_integer(a, b)) [[unlikely]]
-    return int_promoted_binary(IntKind::maximum, "maximum", a, b, &maximum);
-  if (mixed_float(a, b)) [[unlikely]]
-    return maximum(a.to(kFloat64), b.to(kFloat64));
-  return apply<Binary<MaxOp>>(a, b);
-}
-Tensor minimum(const Tensor& a, const Tensor& b) {
-  if (involves_integer(a, b)) [[unlikely]]
-    return int_promoted_binary(IntKind::minimum, "minimum", a, b, &minimum);
-  if (mixed_float(a, b)) [[unlikely]]
-    return minimum(a.to(kFloat64), b.to(kFloat64));
-  return apply<Binary<MinOp>>(a, b);
-}
+Tensor maximum(const Tensor& a, const Tensor& b) { return promoted_binary<MaxOp>(IntKind::maximum, a, b, &maximum); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return promoted_binary<MinOp>(IntKind::minimum, a, b, &minimum); }
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (involves_integer(a, b)) [[unlikely]] {
     XGRAD_CHECK(cond.defined(), "where: argument 'cond' is an undefined tensor");

@@ -10,71 +10,26 @@ namespace {
 
 using namespace detail::pw::words;  // NOLINT(google-build-using-namespace): Note [One formula]
 
-struct ExpOp {
-  static constexpr const char* kName = "exp";
-  static constexpr Saves kSaves = Saves::output;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::exp(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& y, const Params&) {
-    return g * y;
-  }
+struct ExpOp : pw::Def<"exp", Saves::output> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::exp(x); };
+  static constexpr auto df = [](const auto& g, const auto& y, const Params&) { return g * y; };
 };
-struct LogOp {
-  static constexpr const char* kName = "log";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::log(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
-    return g / x;
-  }
+struct LogOp : pw::Def<"log", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::log(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) { return g / x; };
 };
-struct SqrtOp {
-  static constexpr const char* kName = "sqrt";
-  static constexpr Saves kSaves = Saves::output;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::sqrt(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& y, const Params&) {
-    return g / (lit(y, 2) * y);
-  }
+struct SqrtOp : pw::Def<"sqrt", Saves::output> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::sqrt(x); };
+  static constexpr auto df = [](const auto& g, const auto& y, const Params&) { return g / (lit(y, 2) * y); };
 };
-struct TanhOp {
-  static constexpr const char* kName = "tanh";
-  static constexpr Saves kSaves = Saves::output;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::tanh(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& y, const Params&) {
-    return g * (lit(y, 1) - y * y);
-  }
+struct TanhOp : pw::Def<"tanh", Saves::output> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::tanh(x); };
+  static constexpr auto df = [](const auto& g, const auto& y, const Params&) { return g * (lit(y, 1) - y * y); };
 };
 // 1/(1 + e^-x), as torch's vectorised kernel: e^-x = inf gives 0, never NaN
-struct SigmoidOp {
-  static constexpr const char* kName = "sigmoid";
-  static constexpr Saves kSaves = Saves::output;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::sigmoid(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& y, const Params&) {
-    return g * y * (lit(y, 1) - y);
-  }
+struct SigmoidOp : pw::Def<"sigmoid", Saves::output> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::sigmoid(x); };
+  static constexpr auto df = [](const auto& g, const auto& y, const Params&) { return g * y * (lit(y, 1) - y); };
 };
 }  // namespace
 

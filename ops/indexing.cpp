@@ -6,13 +6,17 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <numeric>
+#include <string>
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/gather_map.hpp"
 #include "xgrad/ops/detail/scatter_rows.hpp"
+#include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 
@@ -175,11 +179,13 @@ bool gather_along_kernel(const T* x, T* y, const std::int64_t* ip, std::int64_t 
   return !bad.load();
 }
 
-// d[(o, index[p], i)] += s[p] for every position p of the index, in increasing m per element;
-// indices outside [0, n) are skipped and make it return false (as gather_along_kernel).
-template <class T>
+// d[(o, index[p], i)] = combine(d[(o, index[p], i)], s[p]) (a sum for scatter_add) for every
+// position p of the index, in increasing m per element; indices outside [0, n) are skipped and make
+// it return false (as gather_along_kernel).
+template <class T, class Combine>
 bool scatter_along_kernel(const T* s, T* d, const std::int64_t* ip, std::int64_t lead, std::int64_t m,
-                          std::int64_t trail, std::int64_t n, const DimOffsets& xo, const DimOffsets& so) {
+                          std::int64_t trail, std::int64_t n, const DimOffsets& xo, const DimOffsets& so,
+                          Combine combine) {
   const bool id = xo.trail_identity && so.trail_identity;
   const auto un = static_cast<std::uint64_t>(n);
   std::atomic<bool> bad{false};
@@ -205,11 +211,9 @@ bool scatter_along_kernel(const T* s, T* d, const std::int64_t* ip, std::int64_t
                          task_bad = true;
                          continue;
                        }
-                       if (id)
-                         db[ir[i] * xo.stride + i] += sr[i];
-                       else
-                         db[ir[i] * xo.stride + xo.trail[static_cast<std::size_t>(i)]] +=
-                             sr[so.trail[static_cast<std::size_t>(i)]];
+                       T& dst = id ? db[ir[i] * xo.stride + i]
+                                   : db[ir[i] * xo.stride + xo.trail[static_cast<std::size_t>(i)]];
+                       dst = combine(dst, id ? sr[i] : sr[so.trail[static_cast<std::size_t>(i)]]);
                      }
                    }
                  }
@@ -249,6 +253,27 @@ Tensor gather_along(const char* op, const Tensor& x, std::int64_t a, const Tenso
   return y;
 }
 
+// dst[(o, index[p], i)] = combine(dst[...], src[p]) for every position p of the index (dst and src of
+// the kernel's dtype, src's shape >= the index's), then the first index out of range is reported.
+// `op` names the public op in that error.
+template <class Combine>
+void scatter_combine(const char* op, const Tensor& src, Tensor& dst, std::int64_t a, const Tensor& index,
+                     Combine combine) {
+  const Shape& is = index.shape();
+  if (index.numel() == 0) return;
+  const auto ad = static_cast<std::size_t>(a);
+  const std::int64_t n = dst.shape()[ad];
+  const IndexLines l = index_lines(is, ad);
+  const DimOffsets xo = dim_offsets(dst.shape(), is, ad), so = dim_offsets(src.shape(), is, ad);
+  bool ok = true;
+  dispatch(dst.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ok = scatter_along_kernel<T>(src.data<T>(), dst.data<T>(), index.data<std::int64_t>(), l.lead, l.m, l.trail, n, xo,
+                                 so, [combine](T d, T v) { return static_cast<T>(combine(d, v)); });
+  });
+  if (!ok) check_range_tensor(op, "index", index, n, a, dst.shape());
+}
+
 // dst += src scattered at `index` along a (src's shape >= the index's at every dim).
 void scatter_along(const char* op, const Tensor& src, Tensor& dst, std::int64_t a, const Tensor& index) {
   const Shape& is = index.shape();
@@ -263,15 +288,7 @@ void scatter_along(const char* op, const Tensor& src, Tensor& dst, std::int64_t 
     detail::add_rows_at(src, dst, 1, dst.numel(), 1, idx);
     return;
   }
-  const IndexLines l = index_lines(is, ad);
-  const DimOffsets xo = dim_offsets(dst.shape(), is, ad), so = dim_offsets(src.shape(), is, ad);
-  bool ok = true;
-  dispatch(dst.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    ok = scatter_along_kernel<T>(src.data<T>(), dst.data<T>(), index.data<std::int64_t>(), l.lead, l.m, l.trail, n, xo,
-                                 so);
-  });
-  if (!ok) check_range_tensor(op, "index", index, n, a, dst.shape());
+  scatter_combine(op, src, dst, a, index, std::plus<>());
 }
 
 // An index passed to the ops below: not a Tensor argument, so `apply` does not count it as an input.
@@ -354,6 +371,199 @@ struct ScatterAdd : Function<ScatterAdd> {
     return out;
   }
 };
+
+// ---- scatter_reduce ------------------------------------------------------------------------------
+// Note [Scatter reduce]: torch 1.13's Tensor.scatter_reduce. The forward is scatter_along_kernel with
+// the reduction as its combine (each element reduced by one task, in increasing position order: the
+// same bits at any thread count). include_self = false first sets the elements the index reaches to
+// the reduction's identity (0, 1, −inf, +inf), with the same kernel. The backward is torch's
+// scatter_reduce_backward (FunctionsManual.cpp) written with differentiable ops (gather, scatter_add,
+// eq, where, masked_fill, and scatter_reduce itself for prod), so it serves first order and
+// create_graph alike: sum and mean are linear; amax/amin divide g evenly among the elements equal
+// to the result (self counted whenever it equals the result, even with include_self = false, as
+// torch); prod divides the result by each factor, with torch's handling of zeros. The one case
+// torch does not differentiate twice (prod with 2 or more zeros of src reaching one element) is
+// an xgrad::Error when that second derivative is asked for (ScatterReduceNoDoubleBackward).
+
+enum class ScatterReduce { Sum, Prod, Mean, Amax, Amin };
+
+ScatterReduce parse_scatter_reduce(const std::string& reduce) {
+  if (reduce == "sum") return ScatterReduce::Sum;
+  if (reduce == "prod") return ScatterReduce::Prod;
+  if (reduce == "mean") return ScatterReduce::Mean;
+  if (reduce == "amax") return ScatterReduce::Amax;
+  if (reduce == "amin") return ScatterReduce::Amin;
+  throw Error(fmt::format(
+      "scatter_reduce: argument 'reduce' must be one of 'sum', 'prod', 'mean', 'amax', 'amin', got '{}'", reduce));
+}
+
+// torch's max/min update: a NaN from either side stays (std::max(NaN, x) is NaN).
+template <class T>
+T nan_max(T a, T b) {
+  return std::isnan(b) ? b : std::max(a, b);
+}
+template <class T>
+T nan_min(T a, T b) {
+  return std::isnan(b) ? b : std::min(a, b);
+}
+
+// x with src reduced into it at index along a (Note [Scatter reduce]); count (when not null) gets
+// the number of values reduced into each element (self included when include_self), at least 1.
+Tensor scatter_reduce_forward(const Tensor& x, const Tensor& src, std::int64_t a, const Tensor& index, ScatterReduce r,
+                              bool include_self, Tensor* count) {
+  Tensor y = x.clone_data();
+  if (!include_self) {
+    const double identity = r == ScatterReduce::Prod   ? 1.0
+                            : r == ScatterReduce::Amax ? -std::numeric_limits<double>::infinity()
+                            : r == ScatterReduce::Amin ? std::numeric_limits<double>::infinity()
+                                                       : 0.0;
+    scatter_combine("scatter_reduce", src, y, a, index, [identity](double, double) { return identity; });
+  }
+  switch (r) {
+    case ScatterReduce::Sum:
+    case ScatterReduce::Mean:
+      scatter_along("scatter_reduce", src, y, a, index);
+      break;
+    case ScatterReduce::Prod:
+      scatter_combine("scatter_reduce", src, y, a, index, [](auto d, auto v) { return d * v; });
+      break;
+    case ScatterReduce::Amax:
+      scatter_combine("scatter_reduce", src, y, a, index, [](auto d, auto v) { return nan_max(d, v); });
+      break;
+    case ScatterReduce::Amin:
+      scatter_combine("scatter_reduce", src, y, a, index, [](auto d, auto v) { return nan_min(d, v); });
+      break;
+  }
+  if (r == ScatterReduce::Mean) {
+    Tensor n = include_self ? Tensor::ones(x.shape(), x.dtype()) : Tensor::zeros(x.shape(), x.dtype());
+    scatter_combine("scatter_reduce", src, n, a, index, [](auto d, auto) { return d + 1; });
+    dispatch(y.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* np = n.data<T>();
+      T* yp = y.data<T>();
+      for (std::int64_t e = 0; e < y.numel(); ++e) {
+        if (np[e] == T(0)) np[e] = T(1);
+        yp[e] /= np[e];
+      }
+    });
+    if (count != nullptr) *count = n;
+  }
+  return y;
+}
+
+// Passes g through, and refuses to be differentiated: torch's DelayedError for the gradient of src
+// of a prod that has 2 or more zeros of src reaching one element.
+struct ScatterReduceNoDoubleBackward : Function<ScatterReduceNoDoubleBackward> {
+  static constexpr const char* kName = "scatter_reduce_backward";
+  static constexpr bool kDifferentiableBackward = true;  // its backward is the error below
+  Tensor forward(const Tensor& g) { return g.clone_data(); }
+  Tensors backward(const Tensors&) {
+    throw Error(
+        "scatter_reduce: the second derivative of reduce='prod' with respect to src is not supported when 2 or more "
+        "zeros of src are reduced into one element (as torch 1.13)");
+  }
+};
+
+Tensor scatter_reduce_impl(const Tensor& x, const Tensor& src, std::int64_t a, const Tensor& index, ScatterReduce r,
+                           bool include_self);
+
+struct ScatterReduceFn : Function<ScatterReduceFn> {
+  static constexpr const char* kName = "scatter_reduce";
+  static constexpr bool kDifferentiableBackward = true;  // differentiable ops (Note [Scatter reduce])
+  std::int64_t a = 0;
+  ScatterReduce reduce = ScatterReduce::Sum;
+  bool include_self = true;
+  Shape src_shape;
+  Tensor count;    // mean: the number of values reduced into each element (>= 1)
+  Tensor reached;  // include_self = false: true where the index reaches
+
+  Tensor forward(const Tensor& x, const Tensor& src, std::int64_t a_, const IndexArg& index, ScatterReduce r,
+                 bool include_self_) {
+    a = a_;
+    reduce = r;
+    include_self = include_self_;
+    src_shape = src.shape();
+    Tensor y = scatter_reduce_forward(x, src, a, index.t, r, include_self, &count);
+    if (!include_self && needs_input_grad(0)) {
+      Tensor hits = Tensor::zeros(x.shape(), x.dtype());
+      scatter_combine("scatter_reduce", src, hits, a, index.t, [](auto, auto) { return 1; });
+      reached = ne(hits, Tensor::scalar(0.0, x.dtype()));
+    }
+    if (r == ScatterReduce::Sum || r == ScatterReduce::Mean)
+      save_for_backward({index.t});
+    else
+      save_for_backward({index.t, x, src, y});
+    return y;
+  }
+
+  Tensors backward(const Tensors& grads) {
+    const Tensor& g = grads[0];
+    const Tensors s = saved();
+    const Tensor& index = s[0];
+    // g's values at the index, in src's shape (0 where the index does not reach src)
+    const auto at_index = [&](const Tensor& t) {
+      return xgrad::apply<IndexGather>(t, "scatter_reduce", a, IndexArg{index}, src_shape);
+    };
+    const Dtype dt = g.dtype();
+    Tensor dx, dsrc;
+    switch (reduce) {
+      case ScatterReduce::Sum:
+        dx = g;
+        if (needs_input_grad(1)) dsrc = at_index(g);
+        break;
+      case ScatterReduce::Mean: {
+        const Tensor gn = div(g, count);
+        dx = gn;
+        if (needs_input_grad(1)) dsrc = at_index(gn);
+        break;
+      }
+      case ScatterReduce::Amax:
+      case ScatterReduce::Amin: {
+        const Tensor &x = s[1], &src = s[2], &y = s[3];
+        const Tensor self_is = eq(x, y).to(dt);
+        const Tensor src_is = eq(src, at_index(y.detach())).to(dt);
+        const Tensor gd = div(g, scatter_add(self_is, a, index, src_is));
+        if (needs_input_grad(0)) dx = mul(self_is, gd);
+        if (needs_input_grad(1)) dsrc = mul(src_is, at_index(gd));
+        break;
+      }
+      case ScatterReduce::Prod: {
+        const Tensor &x = s[1], &src = s[2], &y = s[3];
+        const Tensor zero = Tensor::scalar(0.0, dt), one = Tensor::scalar(1.0, dt);
+        if (needs_input_grad(0)) {
+          const Tensor masked_x = masked_fill(x, eq(x, zero), 1.0);
+          dx = div(mul(g, scatter_reduce_impl(masked_x, src, a, index, reduce, include_self)), masked_x);
+        }
+        if (needs_input_grad(1)) {
+          const Tensor src_zero = eq(src, zero);
+          const Tensor zeros_at = at_index(scatter_add(Tensor::zeros(g.shape(), dt), a, index, src_zero.to(dt)));
+          const Tensor single_zero = logical_and(src_zero, eq(zeros_at, one));
+          const Tensor without_zero =
+              scatter_reduce_impl(x, masked_fill(src, single_zero, 1.0), a, index, reduce, include_self);
+          dsrc = where(single_zero, at_index(mul(g, without_zero)),
+                       div(at_index(mul(g, y)), masked_fill(src, src_zero, 1.0)));
+          if (GradMode::is_enabled() && any_above_one(zeros_at))
+            dsrc = xgrad::apply<ScatterReduceNoDoubleBackward>(dsrc);
+        }
+        break;
+      }
+    }
+    Tensors out(2);
+    if (needs_input_grad(0)) out[0] = include_self ? dx : masked_fill(dx, reached, 0.0);
+    if (needs_input_grad(1)) out[1] = dsrc;
+    return out;
+  }
+
+  static bool any_above_one(const Tensor& t) {
+    const std::vector<double> v = t.to_vector();
+    return std::any_of(v.begin(), v.end(), [](double z) { return z > 1; });
+  }
+};
+
+Tensor scatter_reduce_impl(const Tensor& x, const Tensor& src, std::int64_t a, const Tensor& index, ScatterReduce r,
+                           bool include_self) {
+  return xgrad::apply<ScatterReduceFn>(x, src, a, IndexArg{index}, r, include_self);
+}
 
 // y = x with src's slice j along a added at index[j] (Note [Row scatter]); dx = g,
 // dsrc = index_select(g, a, index).
@@ -508,6 +718,30 @@ Tensor scatter_add(const Tensor& x, std::int64_t dim, const Tensor& index, const
         apply<ScatterAdd>(reshape(x, {1}), reshape(src, {1}), std::int64_t{0}, IndexArg{reshape(index, {1})}), s);
   }
   return apply<ScatterAdd>(x, src, a, IndexArg{index});
+}
+
+Tensor scatter_reduce(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& src,
+                      const std::string& reduce, bool include_self) {
+  constexpr const char* op = "scatter_reduce";
+  const ScatterReduce r = parse_scatter_reduce(reduce);
+  check_float_pair(op, x, src);
+  check_index_dtype(op, "index", index, false);
+  const Shape &s = x.shape(), &is = index.shape(), &ss = src.shape();
+  XGRAD_CHECK(is.size() == s.size() && ss.size() == s.size(),
+              "{}: x {}, index {} and src {} must have the same number of dims", op, shape_str(s), shape_str(is),
+              shape_str(ss));
+  const std::int64_t a = norm_dim(op, dim, s);
+  for (std::size_t d = 0; d < is.size(); ++d)
+    XGRAD_CHECK(is[d] <= ss[d] && (static_cast<std::int64_t>(d) == a || is[d] <= s[d]),
+                "{}: index of shape {} must be no larger than src {} at every dim and than x {} except at dim {}", op,
+                shape_str(is), shape_str(ss), shape_str(s), a);
+  if (s.empty()) {  // all three 0-d: one element
+    check_range_tensor(op, "index", index, 1, a, s);
+    return reshape(
+        scatter_reduce_impl(reshape(x, {1}), reshape(src, {1}), std::int64_t{0}, reshape(index, {1}), r, include_self),
+        s);
+  }
+  return scatter_reduce_impl(x, src, a, index, r, include_self);
 }
 
 Tensor index_add(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& src) {

@@ -27,6 +27,7 @@
 #include <concepts>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <tuple>
 
 #include "xgrad/core/tensor.hpp"
@@ -57,6 +58,21 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<std:
 ///   in increasing position order | dx = g; dsrc = gather(g, dim, index) (0 outside index's shape)
 ///   | torch.Tensor.scatter_add
 Tensor scatter_add(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& src);
+/// torch 1.13's Tensor.scatter_reduce: reduce is "sum", "prod", "mean", "amax" or "amin"; index and
+/// src as for scatter_add. include_self = false leaves x's own values out of the elements the index
+/// reaches (the others keep x's); "mean" divides by the number of values reduced (x's included when
+/// include_self). amax/amin: NaN wins, as torch. Differentiable to any order, except the second
+/// derivative with respect to src of a "prod" with 2 or more zeros of src reaching one element
+/// (torch refuses it too): an xgrad::Error when it is asked for (Note [Scatter reduce]).
+/// @op `scatter_reduce(x, dim, index, src, reduce, include_self)` | y = x; y[index[i][j]][j] =
+/// reduce(y[index[i][j]][j],
+///   src[i][j]) (dim 0; likewise along any dim), reduce ∈ sum, prod, mean, amax, amin; without include_self
+///   the reached elements start from the identity; mean divides by the count | sum: dx = g, dsrc = gather(g);
+///   mean: both ÷ the count; amax/amin: g ÷ the number of elements equal to y (x and src), to each of them;
+///   prod: dx = g·y/x, dsrc = g·y/src, zeros handled as torch (the product of the other factors); without
+///   include_self dx = 0 where the index reaches | torch.Tensor.scatter_reduce
+Tensor scatter_reduce(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& src,
+                      const std::string& reduce, bool include_self = true);
 /// index 1-d int64/int32, src.size(dim) == index.numel(), src's other dims equal to x's.
 /// @op `index_add(x, dim, index, src)` | y = x; y[.., index[j], ..] += src[.., j, ..]
 ///   | dx = g; dsrc = index_select(g, dim, index) | torch.Tensor.index_add

@@ -638,11 +638,12 @@ inline detail::vbatch<T> softplus_neg(detail::vbatch<T> x) {
   return xsimd::max(-x, B(T(0))) + xsimd::log1p(xsimd::exp(-xsimd::abs(x)));
 }
 
-// The element pointers of input, target and pos_weight (null when undefined) and pos_weight's period.
+// pos_weight's elements (null when undefined) and its period P: element i takes pos_weight[i % P].
 template <class T>
-std::tuple<const T*, const T*, const T*, std::int64_t> bce_inputs(const Tensor& x, const Tensor& t, const Tensor& w) {
-  return {x.data<T>(), t.data<T>(), w.defined() ? w.data<T>() : nullptr, w.defined() ? w.numel() : 1};
+const T* pos_weight_data(const Tensor& w) {
+  return w.defined() ? w.data<T>() : nullptr;
 }
+std::int64_t pos_weight_period(const Tensor& w) { return w.defined() ? w.numel() : 1; }
 
 struct BceWithLogits : Function<BceWithLogits> {
   static constexpr const char* kName = "binary_cross_entropy_with_logits";
@@ -657,7 +658,8 @@ struct BceWithLogits : Function<BceWithLogits> {
     dispatch(x_t.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       using B = detail::vbatch<T>;
-      const auto [x, t, w, P] = bce_inputs<T>(x_t, t_t, w_t);
+      const T *x = x_t.data<T>(), *t = t_t.data<T>(), *w = pos_weight_data<T>(w_t);
+      const std::int64_t P = pos_weight_period(w_t);
       // l = (1 - t) x + (1 + (w - 1) t) softplus(-x) for elements [i, i + len) into dst.
       auto block = [&](std::int64_t i, std::int64_t len, T* dst) {
         alignas(64) T wb[kBceBlock];
@@ -714,7 +716,8 @@ struct BceWithLogitsBackward {
     dispatch(x_t.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       using B = detail::vbatch<T>;
-      const auto [x, t, w, P] = bce_inputs<T>(x_t, t_t, w_t);
+      const T *x = x_t.data<T>(), *t = t_t.data<T>(), *w = pos_weight_data<T>(w_t);
+      const std::int64_t P = pos_weight_period(w_t);
       const GradScale<T> sc = grad_scale<T>(g, red, n);
       T* dx = need_x ? gx.data<T>() : nullptr;
       T* dt = need_t ? gt.data<T>() : nullptr;

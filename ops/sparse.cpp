@@ -26,9 +26,11 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/fused.hpp"
+#include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/detail/sparse_kernels.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/indexing.hpp"
+#include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 
 namespace xgrad {
@@ -136,24 +138,60 @@ bool CsrPattern::operator==(const CsrPattern& o) const {
 }
 
 // Counting sort of the entries by column (Note [Cached transpose]): walking the rows in order puts
-// each column's entries in increasing row order, so Aᵀ's rows are sorted like any CSR's.
+// each column's entries in increasing row order, so Aᵀ's rows are sorted like any CSR's. In
+// parallel over P blocks of rows (P = the thread count, at most 8; serial below 2^16 entries): each
+// block counts its entries per column, a prefix over (column, block) gives every block its first
+// slot in each column, and the blocks scatter their entries independently. The result of a stable
+// counting sort does not depend on P, so it is the same at any thread count.
 const CsrPattern::Transposed& CsrPattern::transposed() const {
   const Impl& p = *impl_;
   std::call_once(p.transposed_once, [&p] {
     Transposed t;
-    const std::size_t nnz = p.col.size();
-    t.crow.assign(static_cast<std::size_t>(p.cols) + 1, 0);
-    for (std::int64_t c : p.col) ++t.crow[static_cast<std::size_t>(c) + 1];
-    for (std::size_t c = 0; c < static_cast<std::size_t>(p.cols); ++c) t.crow[c + 1] += t.crow[c];
-    t.col = std::vector<std::int64_t>(nnz);
-    t.perm = std::vector<std::int64_t>(nnz);
-    std::vector<std::int64_t> next(t.crow.begin(), t.crow.end() - 1);
-    for (std::int64_t i = 0; i < p.rows; ++i)
-      for (std::int64_t k = p.crow[static_cast<std::size_t>(i)]; k < p.crow[static_cast<std::size_t>(i + 1)]; ++k) {
-        const auto dst = static_cast<std::size_t>(next[static_cast<std::size_t>(p.col[static_cast<std::size_t>(k)])]++);
-        t.col[dst] = i;
-        t.perm[dst] = k;
+    const std::int64_t nnz = static_cast<std::int64_t>(p.col.size()), cols = p.cols, rows = p.rows;
+    const std::int64_t* crow = p.crow.data();
+    const std::int64_t* col = p.col.data();
+    const std::int64_t blocks = nnz < (std::int64_t{1} << 16) ? 1 : std::clamp<std::int64_t>(get_num_threads(), 1, 8);
+    // block b holds rows [first[b], first[b + 1]): about nnz / blocks entries each
+    std::vector<std::int64_t> first(static_cast<std::size_t>(blocks) + 1, rows);
+    first[0] = 0;
+    for (std::int64_t b = 1; b < blocks; ++b)
+      first[static_cast<std::size_t>(b)] = std::upper_bound(crow, crow + rows, nnz * b / blocks) - crow - 1;
+    // next[b * cols + c]: the slot of block b's next entry in column c (counts first)
+    std::vector<std::int64_t> next(
+        static_cast<std::size_t>(checked_mul(blocks, cols, "CsrPattern::transposed", "cols")), 0);
+    const auto each_block = [&](auto&& fn) {
+      parallel_for(0, blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
+        for (std::int64_t b = b0; b < b1; ++b)
+          fn(b, first[static_cast<std::size_t>(b)], first[static_cast<std::size_t>(b) + 1]);
+      });
+    };
+    each_block([&](std::int64_t b, std::int64_t r0, std::int64_t r1) {
+      std::int64_t* cnt = next.data() + b * cols;
+      for (std::int64_t k = crow[r0]; k < crow[r1]; ++k) ++cnt[col[k]];
+    });
+    t.crow.assign(static_cast<std::size_t>(cols) + 1, 0);
+    std::int64_t slot = 0;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      t.crow[static_cast<std::size_t>(c)] = slot;
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        std::int64_t& n = next[static_cast<std::size_t>(b * cols + c)];
+        const std::int64_t count = n;
+        n = slot;
+        slot += count;
       }
+    }
+    t.crow[static_cast<std::size_t>(cols)] = slot;
+    t.col = std::vector<std::int64_t>(static_cast<std::size_t>(nnz));
+    t.perm = std::vector<std::int64_t>(static_cast<std::size_t>(nnz));
+    each_block([&](std::int64_t b, std::int64_t r0, std::int64_t r1) {
+      std::int64_t* nx = next.data() + b * cols;
+      for (std::int64_t i = r0; i < r1; ++i)
+        for (std::int64_t k = crow[i]; k < crow[i + 1]; ++k) {
+          const auto dst = static_cast<std::size_t>(nx[col[k]]++);
+          t.col[dst] = i;
+          t.perm[dst] = k;
+        }
+    });
     p.transposed = std::move(t);
     p.has_transposed.store(true, std::memory_order_release);
   });
@@ -277,6 +315,90 @@ Tensor sddmm(const SparseCsr& a, const Tensor& x, const Tensor& y) {
   return sddmm_impl(x, y, a.pattern());
 }
 
+// ---- linear on a sparse input ------------------------------------------------------------------------
+// Note [Sparse linear]: y = A·Wᵀ + b with W (out, in) read in place: no transpose of W in forward and
+// none of dW in backward (Note [Fused linear] in linear.cpp measured what those copies cost), and no
+// dense A anywhere. The backward kernels (first order):
+//   dv[k] = ⟨g[i, :], W[:, j]⟩ for entry k at (i, j)       (sddmm(A, g, Wᵀ), W in place)
+//   dW    = gᵀ·A, each row o of dW summed by one task over A's cached transposed pattern
+//   db    = Σ_i g[i, :]
+// and, when the result will be differentiated, the same written with spmm, sddmm and transpose
+// (Note [Fused ops]), so every order stays on the pattern.
+
+namespace {
+
+struct SparseLinearFn : Function<SparseLinearFn> {
+  static constexpr const char* kName = "linear";
+  static constexpr bool kDifferentiableBackward = true;  // backward_formula (Note [Sparse linear])
+  CsrPattern pattern;
+  bool has_bias = false;
+
+  Tensor forward(const Tensor& values, const Tensor& w, const Tensor& b, const CsrPattern& p) {
+    pattern = p;
+    has_bias = b.defined();
+    save_for_backward({needs_input_grad(1) ? values : Tensor(), w});  // W's shape is needed for dW
+    const std::int64_t out = w.size(0), in = w.size(1);
+    Tensor y = Tensor::empty({p.rows(), out}, w.dtype());
+    dispatch(w.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::csr_linear<T>(p.rows(), p.crow().data(), p.col().data(), values.data<T>(), w.data<T>(), in, out,
+                            has_bias ? b.data<T>() : nullptr, y.data<T>());
+    });
+    return y;
+  }
+
+  Tensors backward_kernel(const Tensor& g, const Tensors& s) {
+    const Tensor &values = s[0], &w = s[1];
+    const std::int64_t out = w.size(0), in = w.size(1);
+    Tensors res(3);
+    dispatch(w.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if (needs_input_grad(0)) {
+        res[0] = Tensor::empty({pattern.nnz()}, w.dtype());
+        detail::csr_linear_backward_values<T>(pattern.rows(), pattern.crow().data(), pattern.col().data(), g.data<T>(),
+                                              w.data<T>(), in, out, res[0].data<T>());
+      }
+      if (needs_input_grad(1)) {
+        const auto& tp = pattern.transposed();
+        res[1] = Tensor::empty({out, in}, w.dtype());
+        detail::csr_linear_backward_weight<T>(in, tp.crow.data(), tp.col.data(), tp.perm.data(), values.data<T>(),
+                                              g.data<T>(), out, res[1].data<T>());
+      }
+    });
+    if (has_bias && needs_input_grad(2)) res[2] = sum(g, {0});
+    return res;
+  }
+  Tensors backward_formula(const Tensor& g, const Tensors& s) {
+    Tensors res(3);
+    if (needs_input_grad(0)) res[0] = sddmm_impl(g, transpose(s[1], 0, 1), pattern);
+    if (needs_input_grad(1)) res[1] = transpose(spmm_impl(s[0], g, pattern, true), 0, 1);
+    if (has_bias && needs_input_grad(2)) res[2] = sum(g, {0});
+    return res;
+  }
+  Tensors backward(const Tensors& grads) { return apply_fused<BackwardOf<SparseLinearFn>>(*this, grads[0], saved()); }
+};
+
+}  // namespace
+
+Tensor linear(const SparseCsr& x, const Tensor& weight, const Tensor& bias) {
+  constexpr const char* op = "linear";
+  XGRAD_CHECK(x.defined(), "{}: argument 'x' (the sparse input) is undefined", op);
+  check_floating(op, "x.values", x.values());
+  XGRAD_CHECK(weight.defined(), "{}: argument 'weight' is undefined", op);
+  check_floating(op, "weight", weight);
+  XGRAD_CHECK(weight.dim() == 2 && weight.size(1) == x.cols(),
+              "{}: argument 'weight' must be 2-d (out, in) with in = {} (the columns of the sparse x {}), got {}", op,
+              x.cols(), shape_str(x.shape()), shape_str(weight.shape()));
+  XGRAD_CHECK(weight.dtype() == x.dtype(), "{}: argument 'weight' has dtype {} but the sparse x's values have dtype {}",
+              op, dtype_name(weight.dtype()), dtype_name(x.dtype()));
+  if (bias.defined())
+    XGRAD_CHECK(bias.shape() == Shape{weight.size(0)} && bias.dtype() == weight.dtype(),
+                "{}: argument 'bias' must be ({},) {} for weight {}, got {} {}", op, weight.size(0),
+                dtype_name(weight.dtype()), shape_str(weight.shape()), shape_str(bias.shape()),
+                dtype_name(bias.dtype()));
+  return apply<SparseLinearFn>(x.values(), weight, bias, x.pattern());
+}
+
 // ---- segment reductions ----------------------------------------------------------------------------
 
 namespace {
@@ -387,6 +509,59 @@ struct SegmentSoftmaxFn : Function<SegmentSoftmaxFn> {
   Tensors backward(const Tensors& grads) { return {apply_fused<SegmentSoftmaxBackward>(grads[0], saved(0), offsets)}; }
 };
 
+// segment_max's backward (torch 1.13's tie rule, detail::segment_max_backward): the kernel for first
+// order; under create_graph, ddata = expand(g / d) ⊙ ties with the tie mask and the divisor d as
+// constants (they are piecewise constant in data and g), so the formula is linear in g and its
+// derivative in data is 0, as the kernel's (Note [Fused ops]).
+template <bool Max>
+struct SegmentMaxBackward {
+  static constexpr const char* kName = Max ? "segment_max_backward" : "segment_min_backward";
+  static Tensor kernel(const Tensor& g, const Tensor& data, const Tensor& out, const Offsets& off) {
+    return run(g, data, out, off, nullptr);
+  }
+  static Tensor formula(const Tensor& g, const Tensor& data, const Tensor& out, const Offsets& off) {
+    Tensor divisor = Tensor::empty(out.shape(), out.dtype());
+    const Tensor ties = run(g, data, out, off, &divisor);
+    return mul(segment_expand_impl(div(g, divisor), off, false, data.shape()), ties);
+  }
+  static Tensor run(const Tensor& g, const Tensor& data, const Tensor& out, const Offsets& off, Tensor* divisor) {
+    Tensor dx = Tensor::empty(data.shape(), data.dtype());
+    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    const std::int64_t f = segments == 0 ? 0 : out.numel() / segments;
+    dispatch(data.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::segment_max_backward<T>(segments, off->data(), g.data<T>(), data.data<T>(), out.data<T>(), f,
+                                      dx.data<T>(), divisor != nullptr ? divisor->data<T>() : nullptr);
+    });
+    return dx;
+  }
+};
+
+// out[i] = the max (Max) or min of each segment, per column.
+template <bool Max>
+struct SegmentMaxFn : Function<SegmentMaxFn<Max>> {
+  static constexpr const char* kName = Max ? "segment_max" : "segment_min";
+  static constexpr bool kDifferentiableBackward = true;  // the formula of SegmentMaxBackward
+  Offsets offsets;
+
+  Tensor forward(const Tensor& data, const Offsets& off) {
+    offsets = off;
+    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    Tensor out = Tensor::empty(with_rows(data.shape(), segments), data.dtype());
+    const std::int64_t f = segments == 0 ? 0 : out.numel() / segments;
+    dispatch(data.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::segment_max<T>(segments, off->data(), data.data<T>(), f, Max, out.data<T>());
+    });
+    this->save_for_backward({data, out});
+    return out;
+  }
+  Tensors backward(const Tensors& grads) {
+    const Tensors s = this->saved();
+    return {apply_fused<SegmentMaxBackward<Max>>(grads[0], s[0], s[1], offsets)};
+  }
+};
+
 // Validated offsets for data's dim 0.
 Offsets check_offsets(const Tensor& data, const Tensor& offsets, const char* op) {
   XGRAD_CHECK(data.defined(), "{}: argument 'data' is undefined", op);
@@ -415,6 +590,12 @@ Tensor segment_sum(const Tensor& data, const Tensor& offsets) {
 }
 Tensor segment_mean(const Tensor& data, const Tensor& offsets) {
   return segment_sum_impl(data, check_offsets(data, offsets, "segment_mean"), true);
+}
+Tensor segment_max(const Tensor& data, const Tensor& offsets) {
+  return apply<SegmentMaxFn<true>>(data, check_offsets(data, offsets, "segment_max"));
+}
+Tensor segment_min(const Tensor& data, const Tensor& offsets) {
+  return apply<SegmentMaxFn<false>>(data, check_offsets(data, offsets, "segment_min"));
 }
 Tensor segment_softmax(const Tensor& data, const Tensor& offsets) {
   return apply<SegmentSoftmaxFn>(data, check_offsets(data, offsets, "segment_softmax"));

@@ -137,6 +137,16 @@ Tensor spmm(const SparseCsr& a, const Tensor& x);
 ///   | — (compared through (X[row]·Y[col]).sum(-1))
 Tensor sddmm(const SparseCsr& a, const Tensor& x, const Tensor& y);
 
+/// torch.nn.functional.linear on a sparse input (bag-of-words rows): x (rows, in) sparse, weight
+/// (out, in), bias (out,) or undefined; y (rows, out) dense = spmm(x, weightᵀ) + bias, computed with W
+/// read in place: no transpose of W or of its gradient, no dense x (Note [Sparse linear] in
+/// sparse.cpp). Differentiable with respect to x's values, weight and bias, to any order.
+/// nn::Linear::forward takes a SparseCsr too.
+/// @op `linear(A, W, b)` (A sparse) | Y[i, o] = Σ_k A.values[k]·W[o, col[k]] over row i's entries, + b[o]
+///   (Y = A·Wᵀ + b) | dA.values[k] = ⟨g[i, :], W[:, j]⟩ for entry k at (i, j); dW = gᵀ·A (over the cached
+///   transposed pattern, in W's layout); db = Σ_i g[i, :] | torch.nn.functional.linear (on x.to_dense())
+Tensor linear(const SparseCsr& x, const Tensor& weight, const Tensor& bias = Tensor());
+
 /// Segment reductions along dim 0 (torch.segment_reduce with offsets): data (E, ...) float32 or
 /// float64 is cut into S segments by offsets (S + 1,) int64 or int32, starting at 0, non-decreasing,
 /// ending at E; segment i is data[offsets[i] : offsets[i + 1]]. The result is (S, ...). Over a CSR
@@ -149,6 +159,21 @@ Tensor segment_sum(const Tensor& data, const Tensor& offsets);
 /// @op `segment_mean(data, offsets)` | out[i] = segment_sum(data)[i] / n_i with n_i = offsets[i + 1] - offsets[i]
 ///   (NaN when n_i = 0) | ddata[e] = g[i]/n_i for e in segment i | torch.segment_reduce
 Tensor segment_mean(const Tensor& data, const Tensor& offsets);
+/// The maximum (minimum) of each segment along dim 0, per column (offsets as for segment_sum): as
+/// torch.segment_reduce(data, "max" / "min", offsets=offsets, axis=0). A NaN in a segment makes its
+/// result NaN; an empty segment gives −inf (max) or +inf (min), torch's value without `initial`.
+/// The gradient goes to the ties (the entries equal to the result, or NaN) with torch 1.13's rule:
+/// a positive g[i] is split evenly among 2 or more ties, any other g[i] goes whole to each of them
+/// (torch's kernel divides only positive gradients). Differentiable to any order (the gradient is
+/// linear in g; its derivative in data is 0).
+/// @op `segment_max(data, offsets)` | out[i] = max data[e] over e in segment i, per column (NaN if one is NaN;
+///   −inf for an empty segment) | ddata[e] = g[i]/c_i at the c_i ties e (data[e] = out[i] or NaN) when c_i ≥ 2
+///   and g[i] > 0, g[i] at each tie otherwise, 0 elsewhere (torch 1.13's rule) | torch.segment_reduce
+Tensor segment_max(const Tensor& data, const Tensor& offsets);
+/// As segment_max, with the minimum (+inf for an empty segment).
+/// @op `segment_min(data, offsets)` | out[i] = min data[e] over e in segment i, per column (NaN if one is NaN;
+///   +inf for an empty segment) | as segment_max, at the entries equal to the minimum | torch.segment_reduce
+Tensor segment_min(const Tensor& data, const Tensor& offsets);
 /// Softmax over each segment's entries along dim 0, per column (offsets as for segment_sum): with a
 /// CSR matrix's row offsets, the edge softmax of an attention layer, over each row's stored entries
 /// as torch.sparse.softmax(A, 1) (unstored entries take no part). Differentiable to any order.

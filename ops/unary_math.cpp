@@ -13,96 +13,46 @@ namespace {
 using namespace detail::pw::words;  // NOLINT(google-build-using-namespace): Note [One formula]
 
 // ---- zero gradient ------------------------------------------------------------------------------
-struct SignOp {
-  static constexpr const char* kName = "sign";
-  static constexpr Saves kSaves = Saves::nothing;
-  using Params = NoParams;
+struct SignOp : pw::Def<"sign"> {
   // (0 < x) - (x < 0): 0 for +-0 and NaN, as torch's sign.
-  template <class V>
-  static V f(const V& x, const Params&) {
-    const V zero = lit(x, 0), one = lit(x, 1);
+  static constexpr auto f = [](const auto& x, const Params&) {
+    const auto zero = lit(x, 0), one = lit(x, 1);
     return select(x > zero, one, zero) - select(x < zero, one, zero);
-  }
+  };
 };
-struct FloorOp {
-  static constexpr const char* kName = "floor";
-  static constexpr Saves kSaves = Saves::nothing;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return xsimd::floor(x);
-  }
+struct FloorOp : pw::Def<"floor"> {
+  static constexpr auto f = [](const auto& x, const Params&) { return xsimd::floor(x); };
 };
-struct CeilOp {
-  static constexpr const char* kName = "ceil";
-  static constexpr Saves kSaves = Saves::nothing;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return xsimd::ceil(x);
-  }
+struct CeilOp : pw::Def<"ceil"> {
+  static constexpr auto f = [](const auto& x, const Params&) { return xsimd::ceil(x); };
 };
-struct RoundOp {
-  static constexpr const char* kName = "round";
-  static constexpr Saves kSaves = Saves::nothing;
-  using Params = NoParams;
+struct RoundOp : pw::Def<"round"> {
   // the default rounding mode, to nearest with halves to even (torch's round)
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return xsimd::nearbyint(x);
-  }
+  static constexpr auto f = [](const auto& x, const Params&) { return xsimd::nearbyint(x); };
 };
 struct Decimals {
   std::int64_t d = 0;
 };
 // torch's round_decimals kernel: the power of ten in double, taken in the tensor's dtype
-struct RoundDecimalsOp {
-  static constexpr const char* kName = "round";
-  static constexpr Saves kSaves = Saves::nothing;
-  using Params = Decimals;
-  template <class V>
-  static V f(const V& x, const Params& p) {
-    const V ten_pow = lit(x, std::pow(10.0, static_cast<double>(p.d < 0 ? -p.d : p.d)));
+struct RoundDecimalsOp : pw::Def<"round", Saves::nothing, Decimals> {
+  static constexpr auto f = [](const auto& x, const Params& p) {
+    const auto ten_pow = lit(x, std::pow(10.0, static_cast<double>(p.d < 0 ? -p.d : p.d)));
     return p.d < 0 ? xsimd::nearbyint(x / ten_pow) * ten_pow : xsimd::nearbyint(x * ten_pow) / ten_pow;
-  }
+  };
 };
-struct TruncOp {
-  static constexpr const char* kName = "trunc";
-  static constexpr Saves kSaves = Saves::nothing;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return xsimd::trunc(x);
-  }
+struct TruncOp : pw::Def<"trunc"> {
+  static constexpr auto f = [](const auto& x, const Params&) { return xsimd::trunc(x); };
 };
 
 // ---- reciprocals ----------------------------------------------------------------------------------
 // True divisions: xsimd's rsqrt and reciprocal are the ~12-bit hardware approximations.
-struct RsqrtOp {
-  static constexpr const char* kName = "rsqrt";
-  static constexpr Saves kSaves = Saves::output;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return lit(x, 1) / pw::sqrt(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& y, const Params&) {
-    return lit(y, -0.5) * g * (y * y * y);
-  }
+struct RsqrtOp : pw::Def<"rsqrt", Saves::output> {
+  static constexpr auto f = [](const auto& x, const Params&) { return lit(x, 1) / pw::sqrt(x); };
+  static constexpr auto df = [](const auto& g, const auto& y, const Params&) { return lit(y, -0.5) * g * (y * y * y); };
 };
-struct ReciprocalOp {
-  static constexpr const char* kName = "reciprocal";
-  static constexpr Saves kSaves = Saves::output;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return lit(x, 1) / x;
-  }
-  template <class V>
-  static V df(const V& g, const V& y, const Params&) {
-    return -g * (y * y);
-  }
+struct ReciprocalOp : pw::Def<"reciprocal", Saves::output> {
+  static constexpr auto f = [](const auto& x, const Params&) { return lit(x, 1) / x; };
+  static constexpr auto df = [](const auto& g, const auto& y, const Params&) { return -g * (y * y); };
 };
 
 // ---- one-sided clamps -----------------------------------------------------------------------------
@@ -110,33 +60,23 @@ struct ReciprocalOp {
 struct Bound {
   double v = 0;
 };
-struct ClampMinOp {
-  static constexpr const char* kName = "clamp_min";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = Bound;
-  template <class V>
-  static V f(const V& x, const Params& p) {
-    const V lo = lit(x, p.v);
+struct ClampMinOp : pw::Def<"clamp_min", Saves::input, Bound> {
+  static constexpr auto f = [](const auto& x, const Params& p) {
+    const auto lo = lit(x, p.v);
     return select(x < lo, lo, x);  // NaN < lo is false: NaN stays
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params& p) {
+  };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params& p) {
     return select(x >= lit(x, p.v), g, lit(g, 0));
-  }
+  };
 };
-struct ClampMaxOp {
-  static constexpr const char* kName = "clamp_max";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = Bound;
-  template <class V>
-  static V f(const V& x, const Params& p) {
-    const V hi = lit(x, p.v);
+struct ClampMaxOp : pw::Def<"clamp_max", Saves::input, Bound> {
+  static constexpr auto f = [](const auto& x, const Params& p) {
+    const auto hi = lit(x, p.v);
     return select(x > hi, hi, x);
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params& p) {
+  };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params& p) {
     return select(x <= lit(x, p.v), g, lit(g, 0));
-  }
+  };
 };
 
 // ---- with a number: fmod(a, s), remainder(a, s); dx = g -----------------------------------------
@@ -151,84 +91,48 @@ T remainder_of(T a, T b) {
   if (m != T(0) && ((b < T(0)) != (m < T(0)))) m += b;
   return m;
 }
-struct FmodScalarOp {
-  static constexpr const char* kName = "fmod";
-  static constexpr Saves kSaves = Saves::nothing;
+struct FmodScalarOp : pw::Def<"fmod", Saves::nothing, Bound> {
   static constexpr bool kPassGrad = true, kScalarLoop = true;
-  using Params = Bound;
-  template <class T>
-  static T f(T a, const Params& p) {
+  static constexpr auto f = [](auto a, const Params& p) {
+    using T = std::remove_cvref_t<decltype(a)>;
     return fmod_of(a, static_cast<T>(p.v));
-  }
+  };
 };
-struct RemainderScalarOp {
-  static constexpr const char* kName = "remainder";
-  static constexpr Saves kSaves = Saves::nothing;
+struct RemainderScalarOp : pw::Def<"remainder", Saves::nothing, Bound> {
   static constexpr bool kPassGrad = true, kScalarLoop = true;
-  using Params = Bound;
-  template <class T>
-  static T f(T a, const Params& p) {
+  static constexpr auto f = [](auto a, const Params& p) {
+    using T = std::remove_cvref_t<decltype(a)>;
     return remainder_of(a, static_cast<T>(p.v));
-  }
+  };
 };
 
 // ---- binary, broadcasting (Binary<Op> of elementwise_impl.hpp) ------------------------------------
 // Binary<Op>'s contract (Note [One formula] in elementwise_impl.hpp): f on elements, the partials on
 // elements or tensors.
-struct Atan2Op {
-  static constexpr const char* kName = "atan2";
-  static constexpr Saves kSaves = Saves::input;
-  template <class T>
-  static T f(T a, T b) {
-    return std::atan2(a, b);
-  }
-  template <class V>
-  static V da(const V& g, const V& a, const V& b, const V&) {
+struct Atan2Op : pw::Def<"atan2", Saves::input> {
+  static constexpr auto f = [](auto a, auto b) { return std::atan2(a, b); };
+  static constexpr auto da = [](const auto& g, const auto& a, const auto& b, const auto&) {
     return g * b * (lit(a, 1) / (a * a + b * b));
-  }
-  template <class V>
-  static V db(const V& g, const V& a, const V& b, const V&) {
+  };
+  static constexpr auto db = [](const auto& g, const auto& a, const auto& b, const auto&) {
     return g * -a * (lit(a, 1) / (a * a + b * b));
-  }
+  };
 };
 // The quotients trunc(a/b) and floor(a/b) are piecewise constant: their derivative is 0.
-struct FmodOp {
-  static constexpr const char* kName = "fmod";
-  static constexpr Saves kSaves = Saves::input;
-  template <class T>
-  static T f(T a, T b) {
-    return fmod_of(a, b);
-  }
-  template <class V>
-  static V da(const V& g, const V&, const V&, const V&) {
-    return g;
-  }
-  template <class V>
-  static V db(const V& g, const V& a, const V& b, const V&) {
+struct FmodOp : pw::Def<"fmod", Saves::input> {
+  static constexpr auto f = [](auto a, auto b) { return fmod_of(a, b); };
+  static constexpr auto da = [](const auto& g, const auto&, const auto&, const auto&) { return g; };
+  static constexpr auto db = [](const auto& g, const auto& a, const auto& b, const auto&) {
     return -g * pw::trunc(a / b);
-  }
+  };
 };
-struct RemainderOp {
-  static constexpr const char* kName = "remainder";
-  static constexpr Saves kSaves = Saves::input;
-  template <class T>
-  static T f(T a, T b) {
-    return remainder_of(a, b);
-  }
-  template <class V>
-  static V da(const V& g, const V&, const V&, const V&) {
-    return g;
-  }
-  template <class V>
-  static V db(const V& g, const V& a, const V& b, const V&) {
+struct RemainderOp : pw::Def<"remainder", Saves::input> {
+  static constexpr auto f = [](auto a, auto b) { return remainder_of(a, b); };
+  static constexpr auto da = [](const auto& g, const auto&, const auto&, const auto&) { return g; };
+  static constexpr auto db = [](const auto& g, const auto& a, const auto& b, const auto&) {
     return -g * pw::floor(a / b);
-  }
+  };
 };
-
-void check_bound(const char* op, const char* arg, const Tensor& x, double v) {
-  XGRAD_CHECK(!std::isnan(v), "{}: argument '{}' is NaN (x has shape {})", op, arg,
-              x.defined() ? shape_str(x.shape()) : std::string("undefined"));
-}
 
 }  // namespace
 
@@ -242,11 +146,11 @@ Tensor rsqrt(const Tensor& x) { return detail::pw::run<RsqrtOp>(x); }
 Tensor reciprocal(const Tensor& x) { return detail::pw::run<ReciprocalOp>(x); }
 
 Tensor clamp_min(const Tensor& x, double min) {
-  check_bound("clamp_min", "min", x, min);
+  check_number("clamp_min", "min", x, min);
   return detail::pw::run<ClampMinOp>(x, Bound{min});
 }
 Tensor clamp_max(const Tensor& x, double max) {
-  check_bound("clamp_max", "max", x, max);
+  check_number("clamp_max", "max", x, max);
   return detail::pw::run<ClampMaxOp>(x, Bound{max});
 }
 

@@ -11,85 +11,42 @@ namespace {
 
 using namespace detail::pw::words;  // NOLINT(google-build-using-namespace): Note [One formula]
 
-struct Log1pOp {
-  static constexpr const char* kName = "log1p";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::log1p(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
-    return g / (x + lit(x, 1));
-  }
+struct Log1pOp : pw::Def<"log1p", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::log1p(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) { return g / (x + lit(x, 1)); };
 };
-struct Expm1Op {
-  static constexpr const char* kName = "expm1";
-  static constexpr Saves kSaves = Saves::output;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::expm1(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& y, const Params&) {
-    return g * (y + lit(y, 1));
-  }
+struct Expm1Op : pw::Def<"expm1", Saves::output> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::expm1(x); };
+  static constexpr auto df = [](const auto& g, const auto& y, const Params&) { return g * (y + lit(y, 1)); };
 };
-struct Log2Op {
-  static constexpr const char* kName = "log2";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::log2(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
+struct Log2Op : pw::Def<"log2", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::log2(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) {
     return g / (x * lit(x, std::numbers::ln2));
-  }
+  };
 };
-struct Log10Op {
-  static constexpr const char* kName = "log10";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::log10(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
+struct Log10Op : pw::Def<"log10", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::log10(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) {
     return g / (x * lit(x, std::numbers::ln10));
-  }
+  };
 };
 // d erf = 2/sqrt(pi) * e^(-x^2)
-struct ErfOp {
-  static constexpr const char* kName = "erf";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::erf(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
+struct ErfOp : pw::Def<"erf", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::erf(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) {
     return lit(x, std::numbers::inv_sqrtpi * 2) * pw::exp(-(x * x)) * g;
-  }
+  };
 };
 // d erfc = -2/sqrt(pi) * e^(-x^2); the C library's erfc (Note in pointwise.hpp, lanewise)
-struct ErfcOp {
-  static constexpr const char* kName = "erfc";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
+struct ErfcOp : pw::Def<"erfc", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) {
+    using V = std::remove_cvref_t<decltype(x)>;
     return pw::lanewise(x, [](pw::elem_t<V> v) { return std::erfc(v); });
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
+  };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) {
     return lit(x, -std::numbers::inv_sqrtpi * 2) * pw::exp(-(x * x)) * g;
-  }
+  };
 };
 
 }  // namespace

@@ -9,110 +9,42 @@ namespace {
 
 using namespace detail::pw::words;  // NOLINT(google-build-using-namespace): Note [One formula]
 
-struct SinOp {
-  static constexpr const char* kName = "sin";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::sin(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
-    return g * pw::cos(x);
-  }
+struct SinOp : pw::Def<"sin", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::sin(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) { return g * pw::cos(x); };
 };
-struct CosOp {
-  static constexpr const char* kName = "cos";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::cos(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
-    return g * -pw::sin(x);
-  }
+struct CosOp : pw::Def<"cos", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::cos(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) { return g * -pw::sin(x); };
 };
-struct TanOp {
-  static constexpr const char* kName = "tan";
-  static constexpr Saves kSaves = Saves::output;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::tan(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& y, const Params&) {
-    return g * (lit(y, 1) + y * y);
-  }
+struct TanOp : pw::Def<"tan", Saves::output> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::tan(x); };
+  static constexpr auto df = [](const auto& g, const auto& y, const Params&) { return g * (lit(y, 1) + y * y); };
 };
 // d asin = 1/sqrt(1 - x^2), d acos = -1/sqrt(1 - x^2): inf at +-1, NaN outside (as torch)
-struct AsinOp {
-  static constexpr const char* kName = "asin";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::asin(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
+struct AsinOp : pw::Def<"asin", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::asin(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) {
     return g * (lit(x, 1) / pw::sqrt(lit(x, 1) - x * x));
-  }
+  };
 };
-struct AcosOp {
-  static constexpr const char* kName = "acos";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::acos(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
+struct AcosOp : pw::Def<"acos", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::acos(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) {
     return g * -(lit(x, 1) / pw::sqrt(lit(x, 1) - x * x));
-  }
+  };
 };
-struct AtanOp {
-  static constexpr const char* kName = "atan";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::atan(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
-    return g / (x * x + lit(x, 1));
-  }
+struct AtanOp : pw::Def<"atan", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::atan(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) { return g / (x * x + lit(x, 1)); };
 };
-struct SinhOp {
-  static constexpr const char* kName = "sinh";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::sinh(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
-    return g * pw::cosh(x);
-  }
+struct SinhOp : pw::Def<"sinh", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::sinh(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) { return g * pw::cosh(x); };
 };
-struct CoshOp {
-  static constexpr const char* kName = "cosh";
-  static constexpr Saves kSaves = Saves::input;
-  using Params = NoParams;
-  template <class V>
-  static V f(const V& x, const Params&) {
-    return pw::cosh(x);
-  }
-  template <class V>
-  static V df(const V& g, const V& x, const Params&) {
-    return g * pw::sinh(x);
-  }
+struct CoshOp : pw::Def<"cosh", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::cosh(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) { return g * pw::sinh(x); };
 };
 
 }  // namespace

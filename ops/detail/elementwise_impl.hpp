@@ -122,86 +122,35 @@ using pw::lit;
 using pw::Saves;
 using pw::select;
 
-struct AddOp {
-  static constexpr const char* kName = "add";
-  static constexpr Saves kSaves = Saves::nothing;
-  template <class V>
-  static V f(const V& a, const V& b) {
-    return a + b;
-  }
-  template <class V>
-  static V da(const V& g, const V&, const V&, const V&) {
-    return g;
-  }
-  template <class V>
-  static V db(const V& g, const V&, const V&, const V&) {
-    return g;
-  }
+struct AddOp : pw::Def<"add"> {
+  static constexpr auto f = [](const auto& a, const auto& b) { return a + b; };
+  static constexpr auto da = [](const auto& g, const auto&, const auto&, const auto&) { return g; };
+  static constexpr auto db = [](const auto& g, const auto&, const auto&, const auto&) { return g; };
 };
-struct SubOp {
-  static constexpr const char* kName = "sub";
-  static constexpr Saves kSaves = Saves::nothing;
-  template <class V>
-  static V f(const V& a, const V& b) {
-    return a - b;
-  }
-  template <class V>
-  static V da(const V& g, const V&, const V&, const V&) {
-    return g;
-  }
-  template <class V>
-  static V db(const V& g, const V&, const V&, const V&) {
-    return -g;
-  }
+struct SubOp : pw::Def<"sub"> {
+  static constexpr auto f = [](const auto& a, const auto& b) { return a - b; };
+  static constexpr auto da = [](const auto& g, const auto&, const auto&, const auto&) { return g; };
+  static constexpr auto db = [](const auto& g, const auto&, const auto&, const auto&) { return -g; };
 };
-struct MulOp {
-  static constexpr const char* kName = "mul";
-  static constexpr Saves kSaves = Saves::input;
-  template <class V>
-  static V f(const V& a, const V& b) {
-    return a * b;
-  }
-  template <class V>
-  static V da(const V& g, const V&, const V& b, const V&) {
-    return g * b;
-  }
-  template <class V>
-  static V db(const V& g, const V& a, const V&, const V&) {
-    return g * a;
-  }
+struct MulOp : pw::Def<"mul", Saves::input> {
+  static constexpr auto f = [](const auto& a, const auto& b) { return a * b; };
+  static constexpr auto da = [](const auto& g, const auto&, const auto& b, const auto&) { return g * b; };
+  static constexpr auto db = [](const auto& g, const auto& a, const auto&, const auto&) { return g * a; };
 };
-struct DivOp {
-  static constexpr const char* kName = "div";
-  static constexpr Saves kSaves = Saves::input;
-  template <class V>
-  static V f(const V& a, const V& b) {
-    return a / b;
-  }
-  template <class V>
-  static V da(const V& g, const V&, const V& b, const V&) {
-    return g / b;
-  }
-  template <class V>
-  static V db(const V& g, const V& a, const V& b, const V&) {
-    return -g * a / (b * b);
-  }
+struct DivOp : pw::Def<"div", Saves::input> {
+  static constexpr auto f = [](const auto& a, const auto& b) { return a / b; };
+  static constexpr auto da = [](const auto& g, const auto&, const auto& b, const auto&) { return g / b; };
+  static constexpr auto db = [](const auto& g, const auto& a, const auto& b, const auto&) { return -g * a / (b * b); };
 };
 // torch's pow_backward: 0 where the exponent is 0 (da) or the base is 0 (db)
-struct PowOp {
-  static constexpr const char* kName = "pow";
-  static constexpr Saves kSaves = Saves::output;
-  template <class V>
-  static V f(const V& a, const V& b) {
-    return pw::pow(a, b);
-  }
-  template <class V>
-  static V da(const V& g, const V& a, const V& b, const V&) {
+struct PowOp : pw::Def<"pow", Saves::output> {
+  static constexpr auto f = [](const auto& a, const auto& b) { return pw::pow(a, b); };
+  static constexpr auto da = [](const auto& g, const auto& a, const auto& b, const auto&) {
     return select(b == lit(b, 0), pw::zeros_like(g), g * b * pw::pow(a, b - lit(b, 1)));
-  }
-  template <class V>
-  static V db(const V& g, const V& a, const V&, const V& y) {
+  };
+  static constexpr auto db = [](const auto& g, const auto& a, const auto&, const auto& y) {
     return select(a == lit(a, 0), pw::zeros_like(g), g * y * pw::log(a));
-  }
+  };
 };
 // maximum/minimum propagate NaN from either side, as torch does: `a` is chosen when it wins, ties,
 // or is NaN (a != a); otherwise `b` (which may be NaN) is chosen.
@@ -316,6 +265,18 @@ struct Binary : Function<Binary<Op>> {
 // The unary ops (neg, exp, log, sqrt, abs, tanh, sigmoid, relu, clamp, pow by a number) are
 // Pointwise<Op> (ops/detail/pointwise.hpp), in ops/elementwise_arithmetic.cpp and
 // ops/elementwise_transcendental.cpp.
+
+/// The public binary op a (op) b under torch's type promotion: an integer or bool operand takes the
+/// integer kernel k or the float op `self` on promoted operands (Note [Integer promotion]), float32
+/// with float64 runs `self` in float64 (mixed_float), two operands of one float dtype run Binary<Op>.
+template <class Op>
+Tensor promoted_binary(IntKind k, const Tensor& a, const Tensor& b, Tensor (*self)(const Tensor&, const Tensor&)) {
+  if (involves_integer(a, b)) [[unlikely]]
+    return int_promoted_binary(k, Op::kName, a, b, self);
+  if (mixed_float(a, b)) [[unlikely]]
+    return self(a.to(kFloat64), b.to(kFloat64));
+  return apply<Binary<Op>>(a, b);
+}
 
 // y = cond ? a : b; da = sum_to(g where cond), db = sum_to(g where !cond)
 struct Where : Function<Where> {

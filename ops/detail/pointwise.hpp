@@ -17,22 +17,25 @@
 // value is the same whatever the thread count. The binary ops (atan2, fmod, remainder) reuse
 // Binary<Op> of elementwise_impl.hpp.
 //
-// An Op supplies:
+// An Op derives from Def<"name", saves, Params> (below), which gives
 //   kName                       the op's name (errors, node name)
 //   kSaves                      what backward reads: Saves::input (x), Saves::output (y) or
 //                               Saves::nothing (the gradient is 0, g itself with kPassGrad, or df
 //                               of g alone)
 //   Params                      the op's numbers (NoParams when none), taken in the tensor's dtype
-//   f(x, p)                     y, V a batch (kScalarLoop: V the element type, scalar loops forward
-//                               and backward, for fmod and remainder by a number)
-//   df(g, s, p)                 dx, V a batch (or element) or Tensor; s the saved x or y
+// and states its formulas as generic lambdas:
+//   f(x, p)                     y, x a batch (kScalarLoop: an element, scalar loops forward and
+//                               backward, for fmod and remainder by a number)
+//   df(g, s, p)                 dx, g and s batches, elements or Tensors; s the saved x or y
 //   kPassGrad (optional)        dx = g (fmod and remainder by a number)
 // Note [Elementwise build time] (elementwise_impl.hpp) applies: every op instantiates xsimd's math
 // for two dtypes, so the ops are spread over a few files.
 #include <bit>
 #include <cmath>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "xgrad/core/autograd.hpp"
@@ -47,6 +50,29 @@ namespace xgrad::detail::pw {
 
 struct NoParams {};
 enum class Saves { nothing, input, output };
+
+/// A string literal as a template argument: Def<"sin"> (C++20 class-type template parameter).
+template <std::size_t N>
+struct OpName {
+  char text[N];
+  constexpr OpName(const char (&s)[N]) {  // NOLINT(google-explicit-constructor): Def<"sin">
+    for (std::size_t i = 0; i < N; ++i) text[i] = s[i];
+  }
+};
+
+/// What every pointwise op states besides its formulas, in one line:
+///   struct SinOp : pw::Def<"sin", Saves::input> {
+///     static constexpr auto f = [](const auto& x, const Params&) { return pw::sin(x); };
+///     static constexpr auto df = [](const auto& g, const auto& x, const Params&) { return g * pw::cos(x); };
+///   };
+/// f and df are generic lambdas: one definition, instantiated with batches, elements and tensors
+/// (Note [One formula]).
+template <OpName Name, Saves S = Saves::nothing, class P = NoParams>
+struct Def {
+  static constexpr const char* kName = Name.text;
+  static constexpr Saves kSaves = S;
+  using Params = P;
+};
 
 // ---- the vocabulary: one overload for batches, one for tensors ----------------------------------
 template <class V>
@@ -188,6 +214,20 @@ inline Tensor min(const Tensor& x, double c) { return minimum(x, lit(x, c)); }
 
 // ---- the Function -------------------------------------------------------------------------------
 
+/// Refuses number arguments of a pointwise op that are NaN and, for a pair of bounds, lo > hi
+/// (clamp, hardtanh): the message names the op, the arguments, their values and x's shape.
+inline void check_number(const char* op, const char* arg, const Tensor& x, double v) {
+  XGRAD_CHECK(!std::isnan(v), "{}: argument '{}' is NaN (x has shape {})", op, arg,
+              x.defined() ? shape_str(x.shape()) : std::string("undefined"));
+}
+inline void check_bounds(const char* op, const char* lo_arg, double lo, const char* hi_arg, double hi,
+                         const Tensor& x) {
+  check_number(op, lo_arg, x, lo);
+  check_number(op, hi_arg, x, hi);
+  XGRAD_CHECK(lo <= hi, "{}: argument '{}' ({}) must be <= '{}' ({}) (x has shape {})", op, lo_arg, lo, hi_arg, hi,
+              x.defined() ? shape_str(x.shape()) : std::string("undefined"));
+}
+
 /// Runs fn(type_tag<T>) for a floating dtype; any other dtype is an error naming the op.
 template <class Fn>
 void dispatch_floating(const char* op, const Tensor& x, Fn&& fn) {
@@ -225,7 +265,9 @@ constexpr bool may_scalar_loop() {
   return requires(const typename Op::Params& q) { Op::scalar_loop(q); };
 }
 
-// Runs scalar(b, e) or vector(b, e) (generic lambdas: only the one called is instantiated) over
+// Runs scalar(b, e) or vector(b, e) (generic lambdas: only the one called is instantiated, so their
+// bodies must depend on b or e: an op's f, a lambda with a deduced return type, does not compile on
+// one element unless the op runs a scalar loop) over
 // [0, n) in parallel: the scalar loop for kScalarLoop ops and where Op::scalar_loop(p) asks for it.
 template <class Op, class Scalar, class Vector>
 void run_loops(std::int64_t n, const typename Op::Params& p, const Scalar& scalar, const Vector& vector) {
@@ -251,7 +293,7 @@ Tensor forward_map(const Tensor& x, const typename Op::Params& p) {
     run_loops<Op>(
         x.numel(), p,
         [&](auto b, auto e) {
-          for (std::int64_t i = b; i < e; ++i) o[i] = Op::f(xp[i], p);
+          for (auto i = b; i < e; ++i) o[i] = Op::f(xp[i], p);
         },
         [&](auto b, auto e) {
           detail::vec_map<T>(
@@ -272,7 +314,7 @@ Tensor backward_map(const Tensor& g, const Tensor& s, const typename Op::Params&
     run_loops<Op>(
         g.numel(), p,
         [&](auto b, auto e) {
-          for (std::int64_t i = b; i < e; ++i) o[i] = Op::df(gp[i], sp[i], p);
+          for (auto i = b; i < e; ++i) o[i] = Op::df(gp[i], sp[i], p);
         },
         [&](auto b, auto e) {
           detail::vec_map<T>(
@@ -333,6 +375,9 @@ Tensor run(const Tensor& x, const typename Op::Params& p = {}) {
 /// anonymous namespace brings lit, select, Saves, NoParams and the namespace name pw (pw::exp, ...).
 namespace words {
 namespace pw = ::xgrad::detail::pw;
+using pw::check_bounds;
+using pw::check_number;
+using pw::Def;
 using pw::lit;
 using pw::NoParams;
 using pw::Saves;

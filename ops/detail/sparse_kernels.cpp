@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "xgrad/core/parallel.hpp"
@@ -205,6 +206,119 @@ void segment_softmax_backward(std::int64_t segments, const std::int64_t* off, co
   });
 }
 
+template <class T>
+void segment_max(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, bool is_max, T* out) {
+  if (f == 0) return;
+  const T empty = is_max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+  for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t i = r0; i < r1; ++i) {
+      T* o = out + i * f;
+      std::fill(o, o + f, empty);
+      // torch's update: a NaN replaces the running value and stays (std::max(NaN, x) is NaN)
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j) {
+          const T v = data[e * f + j];
+          o[j] = std::isnan(v) ? v : (is_max ? std::max(o[j], v) : std::min(o[j], v));
+        }
+    }
+  });
+}
+
+template <class T>
+void segment_max_backward(std::int64_t segments, const std::int64_t* off, const T* g, const T* data, const T* out,
+                          std::int64_t f, T* dx, T* divisor) {
+  if (f == 0) return;
+  for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
+    std::vector<std::int64_t> count(static_cast<std::size_t>(f));
+    for (std::int64_t i = r0; i < r1; ++i) {
+      std::fill(count.begin(), count.end(), 0);
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j) {
+          const T v = data[e * f + j];
+          const bool tie = std::isnan(v) || v == out[i * f + j];
+          count[static_cast<std::size_t>(j)] += tie ? 1 : 0;
+          dx[e * f + j] = tie ? (divisor != nullptr ? T(1) : g[i * f + j]) : T(0);
+        }
+      for (std::int64_t j = 0; j < f; ++j) {
+        // torch 1.13 divides a positive gradient among 2 or more ties, and gives any other one whole
+        // to each tie (SegmentReduce.cpp: `if (grad_input_data[index] > 0)`)
+        const std::int64_t c = count[static_cast<std::size_t>(j)];
+        const T gv = g[i * f + j];
+        const T d = c >= 2 && gv > 0 ? static_cast<T>(c) : T(1);
+        if (divisor != nullptr) {
+          divisor[i * f + j] = d;
+        } else if (d != T(1)) {
+          for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+            if (dx[e * f + j] != T(0)) dx[e * f + j] = gv / d;
+        }
+      }
+    }
+  });
+}
+
+template <class T>
+void csr_linear(std::int64_t rows, const std::int64_t* crow, const std::int64_t* col, const T* vals, const T* w,
+                std::int64_t in, std::int64_t out, const T* b, T* y) {
+  if (out == 0) return;
+  for_row_chunks(rows, crow, out, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t i = r0; i < r1; ++i)
+      for (std::int64_t o = 0; o < out; ++o) {
+        const T* wr = w + o * in;
+        T acc = 0;
+        for (std::int64_t k = crow[i]; k < crow[i + 1]; ++k) acc = std::fma(vals[k], wr[col[k]], acc);
+        y[i * out + o] = b != nullptr ? acc + b[o] : acc;
+      }
+  });
+}
+
+template <class T>
+void csr_linear_backward_values(std::int64_t rows, const std::int64_t* crow, const std::int64_t* col, const T* g,
+                                const T* w, std::int64_t in, std::int64_t out, T* dv) {
+  for_row_chunks(rows, crow, out, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t i = r0; i < r1; ++i)
+      for (std::int64_t k = crow[i]; k < crow[i + 1]; ++k) {
+        T acc = 0;
+        for (std::int64_t o = 0; o < out; ++o) acc = std::fma(g[i * out + o], w[o * in + col[k]], acc);
+        dv[k] = acc;
+      }
+  });
+}
+
+template <class T>
+void csr_linear_backward_weight(std::int64_t in, const std::int64_t* tcrow, const std::int64_t* trow,
+                                const std::int64_t* perm, const T* vals, const T* g, std::int64_t out, T* dw) {
+  const std::int64_t work = tcrow[in] + in;  // per output row of dw
+  parallel_for(0, out, std::max<std::int64_t>(1, kChunkWork / std::max<std::int64_t>(work, 1)),
+               [&](std::int64_t o0, std::int64_t o1) {
+                 for (std::int64_t o = o0; o < o1; ++o)
+                   for (std::int64_t c = 0; c < in; ++c) {
+                     T acc = 0;
+                     for (std::int64_t k = tcrow[c]; k < tcrow[c + 1]; ++k)
+                       acc = std::fma(vals[perm[k]], g[trow[k] * out + o], acc);
+                     dw[o * in + c] = acc;
+                   }
+               });
+}
+
+template void csr_linear<float>(std::int64_t, const std::int64_t*, const std::int64_t*, const float*, const float*,
+                                std::int64_t, std::int64_t, const float*, float*);
+template void csr_linear<double>(std::int64_t, const std::int64_t*, const std::int64_t*, const double*, const double*,
+                                 std::int64_t, std::int64_t, const double*, double*);
+template void csr_linear_backward_values<float>(std::int64_t, const std::int64_t*, const std::int64_t*, const float*,
+                                                const float*, std::int64_t, std::int64_t, float*);
+template void csr_linear_backward_values<double>(std::int64_t, const std::int64_t*, const std::int64_t*, const double*,
+                                                 const double*, std::int64_t, std::int64_t, double*);
+template void csr_linear_backward_weight<float>(std::int64_t, const std::int64_t*, const std::int64_t*,
+                                                const std::int64_t*, const float*, const float*, std::int64_t, float*);
+template void csr_linear_backward_weight<double>(std::int64_t, const std::int64_t*, const std::int64_t*,
+                                                 const std::int64_t*, const double*, const double*, std::int64_t,
+                                                 double*);
+template void segment_max<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float*);
+template void segment_max<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double*);
+template void segment_max_backward<float>(std::int64_t, const std::int64_t*, const float*, const float*, const float*,
+                                          std::int64_t, float*, float*);
+template void segment_max_backward<double>(std::int64_t, const std::int64_t*, const double*, const double*,
+                                           const double*, std::int64_t, double*, double*);
 template void segment_softmax<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, float*);
 template void segment_softmax<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, double*);
 template void segment_softmax_backward<float>(std::int64_t, const std::int64_t*, const float*, const float*,

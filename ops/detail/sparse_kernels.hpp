@@ -16,6 +16,23 @@ template <class T>
 void csr_sddmm(std::int64_t rows, const std::int64_t* crow, const std::int64_t* col, const T* x, const T* y,
                std::int64_t f, T* out);
 
+/// y (rows x out) = A·Wᵀ (+ b): y[i, o] = Σ_k vals[k]·w[o, col[k]] over row i's entries (in k order),
+/// plus b[o] when b is not null; w (out x in) is read in place (no transpose).
+template <class T>
+void csr_linear(std::int64_t rows, const std::int64_t* crow, const std::int64_t* col, const T* vals, const T* w,
+                std::int64_t in, std::int64_t out, const T* b, T* y);
+
+/// dv[k] = Σ_o g[i, o]·w[o, col[k]] for entry k of row i (in o order): sddmm(A, g, Wᵀ) with W in place.
+template <class T>
+void csr_linear_backward_values(std::int64_t rows, const std::int64_t* crow, const std::int64_t* col, const T* g,
+                                const T* w, std::int64_t in, std::int64_t out, T* dv);
+
+/// dw (out x in) = gᵀ·A, written in W's layout: dw[o, c] = Σ vals[perm[k]]·g[trow[k], o] over the entries k of
+/// column c (tcrow, trow, perm: A's transposed pattern), in increasing row order. Parallel over o.
+template <class T>
+void csr_linear_backward_weight(std::int64_t in, const std::int64_t* tcrow, const std::int64_t* trow,
+                                const std::int64_t* perm, const T* vals, const T* g, std::int64_t out, T* dw);
+
 /// out[i, :] = scale_i · Σ_e data[e, :] over e in [off[i], off[i + 1]), summed in e order; scale_i =
 /// 1 / (off[i + 1] - off[i]) when `mean` (NaN for an empty segment, as torch.segment_reduce), else 1.
 template <class T>
@@ -33,5 +50,18 @@ void segment_softmax(std::int64_t segments, const std::int64_t* off, const T* da
 template <class T>
 void segment_softmax_backward(std::int64_t segments, const std::int64_t* off, const T* g, const T* y, std::int64_t f,
                               T* dx);
+
+/// out[i, :] = the maximum (is_max) or minimum of data[e, :] over segment i, per column: NaN when
+/// any is NaN; −inf (max) or +inf (min) for an empty segment (torch.segment_reduce's values).
+template <class T>
+void segment_max(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, bool is_max, T* out);
+
+/// segment_max's backward (torch 1.13's rule): dx[e, :] = g[i, :] / d where data[e, :] equals out[i, :] or
+/// is NaN (a tie), else 0, with d = the number of ties in the column when it is 2 or more and g > 0,
+/// else 1. When `divisor` is not null, the kernel writes d (segments x f) there and the 0/1 tie mask
+/// into dx instead (the constants of the create_graph formula).
+template <class T>
+void segment_max_backward(std::int64_t segments, const std::int64_t* off, const T* g, const T* data, const T* out,
+                          std::int64_t f, T* dx, T* divisor);
 
 }  // namespace xgrad::detail

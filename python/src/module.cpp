@@ -55,6 +55,7 @@
 #include "xgrad/core/tensor.hpp"
 #include "xgrad/ops/block_sparse_linear.hpp"
 #include "xgrad/ops/resample_conv.hpp"
+#include "xgrad/ops/sparse.hpp"
 
 extern "C" {
 int openblas_get_num_threads(void);
@@ -454,6 +455,40 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("x"), py::arg("weight"), py::arg("bias").none(true), py::arg("pattern"),
       py::arg("needs") = std::vector<bool>{false, false, false});
+  // ---- sparse CSR (torch.sparse_csr tensors cross as their three index/value tensors) ----
+  // A's values are a leaf of their own (needs[0]), so the gradient to a torch CSR matrix's values
+  // comes back as a (nnz,) tensor in the same entry order.
+  m.def(
+      "spmm",
+      [](const at::Tensor& crow, const at::Tensor& col, const at::Tensor& values, std::int64_t rows, std::int64_t cols,
+         const at::Tensor& x, const std::vector<bool>& needs) {
+        const char* op = "spmm";
+        check_needs(op, needs, 2);
+        xgrad::Tensor xv = leaf(values, op, "A.values", needs[0]);
+        xgrad::Tensor xx = leaf(x, op, "x", needs[1]);
+        const xgrad::SparseCsr a = xgrad::sparse_csr_tensor(to_xgrad(crow, op, "A.crow_indices"),
+                                                            to_xgrad(col, op, "A.col_indices"), xv, {rows, cols});
+        return run({xv, xx}, [&] { return xgrad::spmm(a, xx); });
+      },
+      py::arg("crow"), py::arg("col"), py::arg("values"), py::arg("rows"), py::arg("cols"), py::arg("x"),
+      py::arg("needs") = std::vector<bool>{false, false});
+  m.def(
+      "sddmm",
+      [](const at::Tensor& crow, const at::Tensor& col, std::int64_t rows, std::int64_t cols, const at::Tensor& x,
+         const at::Tensor& y, const std::vector<bool>& needs) {
+        const char* op = "sddmm";
+        check_needs(op, needs, 2);
+        xgrad::Tensor xx = leaf(x, op, "x", needs[0]);
+        xgrad::Tensor xy = leaf(y, op, "y", needs[1]);
+        const xgrad::Tensor xc = to_xgrad(col, op, "A.col_indices");
+        // sddmm reads only the pattern: zeros of x's dtype stand in for the values
+        const xgrad::SparseCsr a = xgrad::sparse_csr_tensor(
+            to_xgrad(crow, op, "A.crow_indices"), xc, xgrad::Tensor::zeros({xc.numel()}, xx.dtype()), {rows, cols});
+        return run({xx, xy}, [&] { return xgrad::sddmm(a, xx, xy); });
+      },
+      py::arg("crow"), py::arg("col"), py::arg("rows"), py::arg("cols"), py::arg("x"), py::arg("y"),
+      py::arg("needs") = std::vector<bool>{false, false});
+
   m.def(
       "block_sparse_to_dense",
       [](const at::Tensor& weight, const BlockSparsePattern& pattern) {

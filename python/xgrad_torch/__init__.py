@@ -1,4 +1,5 @@
-"""xgrad_torch: xgrad's resampling convolution and block-sparse linear layers for PyTorch (CPU).
+"""xgrad_torch: xgrad's resampling convolution, block-sparse linear layers and sparse CSR products
+(spmm, sddmm) for PyTorch (CPU).
 
     import torch, xgrad_torch as xt
     out = xt.resample_conv(f, coarse, (0.0, 2e-5, 50000), xt.Response.hann(0.03))
@@ -19,6 +20,7 @@ from ._C import BlockSparsePattern, FineGrid, Response
 __all__ = [
     "resample_conv", "ResampleConv", "Response", "SampledResponse", "FineGrid",
     "block_sparse_linear", "BlockSparseLinear", "BlockSparsePattern", "block_diagonal", "block_mask",
+    "spmm", "sddmm",
     "set_num_threads", "get_num_threads",
 ]
 
@@ -280,3 +282,73 @@ class BlockSparseLinear(torch.nn.Module):
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"blocks={self.pattern.num_blocks}, bias={self.bias is not None}")
+
+
+# ---- sparse CSR products ---------------------------------------------------------------------------
+
+def _csr(A, op):
+    """A torch sparse matrix in CSR form (a COO one is converted, as torch.sparse.mm accepts both)."""
+    if not isinstance(A, torch.Tensor) or A.layout not in (torch.sparse_csr, torch.sparse_coo):
+        raise TypeError(f"{op}: argument 'A' must be a torch sparse CSR or COO tensor, got "
+                        f"{A.layout if isinstance(A, torch.Tensor) else type(A).__name__}")
+    if A.dim() != 2:
+        raise ValueError(f"{op}: argument 'A' must be 2-D, got shape {tuple(A.shape)}")
+    return A.to_sparse_csr() if A.layout == torch.sparse_coo else A
+
+
+class _SpmmFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, crow, col, values, rows, cols, x):
+        needs = [bool(ctx.needs_input_grad[2]), bool(ctx.needs_input_grad[5])]
+        out, graph = _C.spmm(crow, col, values, rows, cols, x, needs)
+        ctx.graph = graph
+        ctx.save_for_backward(values, x)  # torch's in-place check, as in _ResampleConvFn
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):
+        ctx.saved_tensors
+        gv, gx = ctx.graph.backward(grad_out)
+        return None, None, gv, None, None, gx
+
+
+def spmm(A, x, values=None):
+    """A @ x for a torch sparse matrix A (rows, cols) (CSR, or COO: converted) and a dense x (cols, F):
+    xgrad's spmm (row-parallel, the same bits at any thread count). Differentiable in x and in the
+    values: pass them as `values` (a (nnz,) tensor in A's CSR entry order, e.g. a Parameter; it
+    replaces A's own), whose gradient is then (nnz,) in the same order (xgrad's sddmm)."""
+    A = _csr(A, "spmm")
+    if values is None:
+        values = A.values()
+    elif values.shape != A.values().shape:
+        raise ValueError(f"spmm: argument 'values' must have shape ({A.values().numel()},), one per stored entry "
+                         f"of A, got {tuple(values.shape)}")
+    return _SpmmFn.apply(A.crow_indices(), A.col_indices(), values, A.shape[0], A.shape[1], x)
+
+
+class _SddmmFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, crow, col, rows, cols, x, y):
+        needs = [bool(ctx.needs_input_grad[4]), bool(ctx.needs_input_grad[5])]
+        out, graph = _C.sddmm(crow, col, rows, cols, x, y, needs)
+        ctx.graph = graph
+        ctx.save_for_backward(x, y)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):
+        ctx.saved_tensors
+        gx, gy = ctx.graph.backward(grad_out)
+        return None, None, None, None, gx, gy
+
+
+def sddmm(A, x, y):
+    """The sampled product on A's pattern: out[k] = <x[i], y[j]> for the k-th stored entry (i, j) of A
+    (CSR entry order), x (rows, F), y (cols, F); A's values are not read. Returns the (nnz,) values:
+    torch.sparse_csr_tensor(A.crow_indices(), A.col_indices(), out, A.shape) is the sparse matrix
+    (torch.sparse.sampled_addmm(A, x, y.T, beta=0) without its dense detour on the CPU).
+    Differentiable in x and y."""
+    A = _csr(A, "sddmm")
+    return _SddmmFn.apply(A.crow_indices(), A.col_indices(), A.shape[0], A.shape[1], x, y)

@@ -1,6 +1,6 @@
-// Tests for nn/linear.*, nn/layer_norm.*, nn/embedding.*, nn/dropout.*, nn/activation.*: value and
-// gradient parity with the same torch.nn modules (our weights passed in through functional_call),
-// gradcheck, torch's default init, dropout's masks and statistics, and bad inputs.
+// Tests for nn/linear.* (dense and sparse input), nn/layer_norm.*, nn/embedding.*, nn/dropout.*, nn/activation.*: value
+// and gradient parity with the same torch.nn modules (our weights passed in through functional_call), gradcheck,
+// torch's default init, dropout's masks and statistics, and bad inputs.
 #include <fmt/ranges.h>  // fmt::join
 
 #include <cmath>
@@ -12,7 +12,9 @@
 #include "xgrad/nn/embedding.hpp"
 #include "xgrad/nn/layer_norm.hpp"
 #include "xgrad/nn/linear.hpp"
+#include "xgrad/nn/optim/sgd.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/loss.hpp"
 #include "xgrad/ops/reduction.hpp"
 
 using namespace xgrad;
@@ -126,6 +128,47 @@ TEST_CASE("Linear: bad inputs raise xgrad::Error", "[linear][errors]") {
 }
 
 // ---- LayerNorm ------------------------------------------------------------------------------------
+
+TEST_CASE("Linear: takes a sparse input (bag-of-words rows) and trains on it", "[linear][sparse]") {
+  // 40 documents over a vocabulary of 30 words, 2-4 words each; the targets are a fixed linear map
+  // of the word counts, which the layer learns from the sparse rows alone
+  Generator g(4);
+  std::vector<std::int64_t> crow{0}, col;
+  std::vector<double> counts;
+  for (std::int64_t i = 0; i < 40; ++i) {
+    const auto words = 2 + static_cast<std::int64_t>(g.uniform() * 3);
+    std::int64_t c = static_cast<std::int64_t>(g.uniform() * 10);
+    for (std::int64_t k = 0; k < words && c < 30; ++k, c += 1 + static_cast<std::int64_t>(g.uniform() * 9)) {
+      col.push_back(c);
+      counts.push_back(1 + std::floor(g.uniform() * 3));
+    }
+    crow.push_back(static_cast<std::int64_t>(col.size()));
+  }
+  const auto n = static_cast<std::int64_t>(col.size());
+  const auto long_tensor = [](const std::vector<std::int64_t>& v) {
+    return Tensor::from_data<std::int64_t>(std::span<const std::int64_t>(v), {static_cast<std::int64_t>(v.size())});
+  };
+  const SparseCsr x =
+      sparse_csr_tensor(long_tensor(crow), long_tensor(col), Tensor::from_vector(counts, {n}, kFloat32), {40, 30});
+  const Tensor target = nn::Linear(30, 2, true, kFloat32, 7)(x.to_dense()).detach();
+
+  nn::Linear fc(30, 2);
+  CHECK(allclose(fc(x), fc(x.to_dense()), 1e-5, 1e-6));  // the sparse path is the dense layer
+  CHECK(allclose(nn::functional::linear(x, fc.weight(), fc.bias()), fc(x)));
+  nn::SGD opt(fc.parameters(), nn::SGDOptions(0.05));
+  const double first = mse_loss(fc(x), target).item();
+  double last = first;
+  for (int step = 0; step < 300; ++step) {
+    opt.zero_grad();
+    const Tensor loss = mse_loss(fc(x), target);
+    loss.backward();
+    opt.step();
+    last = loss.item();
+  }
+  INFO("loss " << first << " -> " << last);
+  CHECK(last < 0.01 * first);
+  test::require_error([&] { nn::Linear(29, 2)(x); }, {"Linear", "'x'", "(40, 30)", "in_features = 29"});
+}
 
 TEST_CASE("LayerNorm: values and gradients match torch.nn.LayerNorm", "[layer_norm][parity]") {
   ParityBatch batch("layer_norm");  // one batch for both dtypes: Python and torch start once

@@ -206,6 +206,67 @@ TEST_CASE("save_safetensors refuses bad arguments", "[serialize]") {
   CHECK(dir.entries().empty());
 }
 
+template <class T>
+Tensor vector_tensor(const std::vector<T>& v) {
+  return Tensor::from_data<T>(std::span<const T>(v), {static_cast<std::int64_t>(v.size())});
+}
+
+TEST_CASE("sparse CSR matrices round trip through safetensors, damaged ones are refused", "[serialize][sparse]") {
+  TempDir dir("sparse");
+  const std::string p = dir.file("g.safetensors");
+  // 3 x 4 with an empty middle row, and an empty 0 x 5 matrix
+  const SparseCsr a = sparse_csr_tensor(vector_tensor(std::vector<std::int64_t>{0, 2, 2, 3}),
+                                        vector_tensor(std::vector<std::int64_t>{1, 3, 0}),
+                                        vector_tensor(std::vector<double>{0.5, -2.0, 7.25}), {3, 4});
+  const SparseCsr empty =
+      sparse_csr_tensor(Tensor::zeros({1}, kInt64), Tensor::zeros({0}, kInt64), Tensor::zeros({0}, kFloat32), {0, 5});
+  nn::NamedTensors tensors{{"dense", Tensor::ones({2})}};
+  std::map<std::string, std::string> meta{{"note", "kept"}};
+  nn::put_sparse_csr(tensors, meta, "adj", a);
+  nn::put_sparse_csr(tensors, meta, "none", empty);
+  nn::save_safetensors(p, tensors, meta);
+  const nn::SafetensorsFile f = nn::load_safetensors(p);
+  const SparseCsr b = nn::get_sparse_csr(f, "adj");
+  CHECK(b.pattern() == a.pattern());
+  CHECK(b.shape() == a.shape());
+  CHECK(b.dtype() == kFloat64);
+  CHECK(b.values().to_vector() == std::vector<double>{0.5, -2.0, 7.25});
+  const SparseCsr e = nn::get_sparse_csr(f, "none");
+  CHECK(e.rows() == 0);
+  CHECK(e.cols() == 5);
+  CHECK(e.nnz() == 0);
+  CHECK(f.metadata.at("note") == "kept");
+
+  require_error([&] { (void)nn::get_sparse_csr(f, "missing"); }, {"get_sparse_csr", "'missing'", "sparse_csr:missing"});
+  require_error([&] { nn::put_sparse_csr(tensors, meta, "", a); }, {"put_sparse_csr", "'name'", "empty"});
+  require_error([&] { nn::put_sparse_csr(tensors, meta, "u", SparseCsr()); }, {"put_sparse_csr", "undefined"});
+  // damaged files: a column out of range, a bad size entry, offsets of the wrong length, a missing array
+  const auto damaged = [&](const std::string& key, const Tensor& replacement, const std::string& size) {
+    nn::NamedTensors t;
+    for (const auto& [n, v] : tensors) t.emplace_back(n, n == key ? replacement : v);
+    std::map<std::string, std::string> m = meta;
+    if (!size.empty()) m["sparse_csr:adj"] = size;
+    if (key == "drop")
+      t.erase(std::find_if(t.begin(), t.end(), [](const auto& kv) { return kv.first == "adj.values"; }));
+    nn::save_safetensors(p, t, m);
+    return nn::load_safetensors(p);
+  };
+  require_error(
+      [&] {
+        (void)nn::get_sparse_csr(damaged("adj.col_indices", vector_tensor(std::vector<std::int64_t>{1, 4, 0}), ""),
+                                 "adj");
+      },
+      {"col_indices", "4"});
+  require_error([&] { (void)nn::get_sparse_csr(damaged("", Tensor(), "3;4"), "adj"); },
+                {"get_sparse_csr", "'3;4'", "<rows>,<cols>"});
+  require_error([&] { (void)nn::get_sparse_csr(damaged("", Tensor(), "9223372036854775807,4"), "adj"); },
+                {"get_sparse_csr", "<rows>,<cols>"});
+  require_error([&] { (void)nn::get_sparse_csr(damaged("", Tensor(), "5,4"), "adj"); },
+                {"get_sparse_csr", "adj.crow_indices", "5 rows"});
+  require_error([&] { (void)nn::get_sparse_csr(damaged("drop", Tensor(), ""), "adj"); },
+                {"get_sparse_csr", "adj.values"});
+}
+
 TEST_CASE("nn::save / nn::load round trip a module tree in place", "[serialize]") {
   TempDir dir("module");
   Net a(1), b(2);

@@ -81,7 +81,7 @@ std::vector<OpInfo> build() {
   add_shape_reduction_entries(t);  // split ... pad, min ... cumsum
   add_index_entries(t);            // gather ... topk
   add_attention_entries(t);        // scaled_dot_product_attention
-  add_sparse_entries(t);           // spmm, sddmm, segment_sum, segment_mean
+  add_sparse_entries(t);           // spmm, sddmm, linear (sparse), the segment reductions
 
   // The copy-type shape ops and the index ops move elements of any dtype (as torch's do): their inputs
   // may be int64 (index inputs always are). The generic int64 test runs them so.
@@ -509,12 +509,14 @@ std::vector<OpInfo> build() {
       {"adaptive_max_pool2d", {0.0, 1.0}},
       {"sort_ascending_values", kTies}, {"sort_descending_values", kTies},
       {"sort_ascending_indices", kTies}, {"sort_descending_indices", kTies},
+      {"segment_max", kTies}, {"segment_min", kTies},
   };
   // ... and every entry whose name starts with one of these (max/min with a dim: values and indices;
   // argmax/argmin; the losses with a kink at d = 0 or at |d| = delta or beta)
   static const std::vector<std::pair<std::string, std::vector<double>>> kTiePrefixes = {
       {"max_dim_", kTies}, {"min_dim_", kTies}, {"argmax_", kTies}, {"argmin_", kTies},
-      {"l1_loss_", kTies}, {"huber_loss_", {0.0, 0.7, 1.4}}, {"smooth_l1_loss_", {0.0, 0.7, 1.4}}};  // delta = beta = 0.7
+      {"l1_loss_", kTies}, {"huber_loss_", {0.0, 0.7, 1.4}}, {"smooth_l1_loss_", {0.0, 0.7, 1.4}},  // delta = beta = 0.7
+      {"scatter_reduce_", kTies}};  // amax/amin ties, prod's zeros
   // clang-format on
   std::set<std::string> tie_names;
   for (auto& op : t) {

@@ -508,6 +508,70 @@ void add_index_entries(std::vector<OpInfo>& t) {
                   {"scatter_add", "int64"}}};
     t.push_back(op);
   }
+  // scatter_reduce: a (n, m), src (2n, m) reduced along dim 0 at a fixed index with repeats (each row
+  // of a reached about twice, some more, some not at all), the same formula in C++ and in the torch
+  // prelude: the index is no input, so the test at ties redraws only a and src.
+  for (const char* reduce : {"sum", "prod", "mean", "amax", "amin"})
+    for (bool include_self : {true, false}) {
+      const std::string r = reduce;
+      OpInfo op = base("scatter_reduce_" + r + (include_self ? "" : "_exclude_self"),
+                       "scatter_reduce(Tensor,int64_t,Tensor,Tensor,string,bool)",
+                       fmt::format("out = a.scatter_reduce(0, idx, src, '{}', include_self={})", r,
+                                   include_self ? "True" : "False"));
+      op.op = "scatter_reduce";
+      op.sample = [r, include_self](Dtype dt, const SampleSpec& s, Generator& g) {
+        const std::int64_t n = s.sizes[0], m = s.sizes[1], rows = 2 * n;
+        Tensor idx = Tensor::zeros({rows, m}, kInt64);
+        std::int64_t* p = idx.data<std::int64_t>();
+        for (std::int64_t i = 0; i < rows; ++i)
+          for (std::int64_t j = 0; j < m; ++j)
+            p[i * m + j] = (i * 7 + j * 3 + (i * j) % 5) % std::max<std::int64_t>(n, 1);
+        SampleInput si{{{"a", values({n, m}, g, dt)}, {"src", values({rows, m}, g, dt)}},
+                       {},
+                       fmt::format("_r = torch.arange({}).reshape(-1, 1)\n_c = torch.arange({}).reshape(1, -1)\n"
+                                   "idx = (_r * 7 + _c * 3 + (_r * _c) % 5) % {}\n",
+                                   rows, m, std::max<std::int64_t>(n, 1))};
+        si.call = [r, include_self, idx](const Tensors& in) {
+          return scatter_reduce(in[0], 0, idx, in[1], r, include_self);
+        };
+        return si;
+      };
+      op.errors = {{"unknown reduce",
+                    [z23] {
+                      scatter_reduce(z23, 0, Tensor::zeros({1, 3}, kInt64), z23, "max");
+                    },
+                    {"scatter_reduce", "'reduce'", "'max'", "amax"}},
+                   {"index out of range",
+                    [z23, r] {
+                      scatter_reduce(z23, 0, Tensor::full({1, 3}, 2, kInt64), z23, r);
+                    },
+                    {"scatter_reduce", "2", "size 2"}},
+                   {"negative index",
+                    [z23, r] {
+                      scatter_reduce(z23, 1, Tensor::full({2, 1}, -1, kInt64), z23, r, false);
+                    },
+                    {"scatter_reduce", "-1", "size 3"}},
+                   {"index larger than src",
+                    [z23, r] {
+                      scatter_reduce(z23, 0, Tensor::zeros({3, 3}, kInt64), z23, r);
+                    },
+                    {"scatter_reduce", "(3, 3)", "(2, 3)"}},
+                   {"index with fewer dims",
+                    [z23, r] { scatter_reduce(z23, 0, Tensor::zeros({3}, kInt64), z23, r); },
+                    {"scatter_reduce", "(3,)", "(2, 3)"}},
+                   {"float index",
+                    [z23, r] {
+                      scatter_reduce(z23, 0, Tensor::zeros({1, 3}, kFloat64), z23, r);
+                    },
+                    {"scatter_reduce", "'index'", "int64"}},
+                   {"dtype mix",
+                    [z23, r] {
+                      scatter_reduce(z23, 0, Tensor::zeros({1, 3}, kInt64), Tensor::zeros({2, 3}, kFloat32), r);
+                    },
+                    {"scatter_reduce", "dtype"}}};
+      if (r == "prod") op.rtol32 = 1e-4;
+      t.push_back(op);
+    }
   {
     OpInfo op = base("index_add", "index_add(Tensor,int64_t,Tensor,Tensor)", "out = a.index_add(-1, idx.long(), src)");
     op.call = [](const Tensors& in) { return index_add(in[0], -1, as_long(in[1]), in[2]); };

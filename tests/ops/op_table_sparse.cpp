@@ -36,6 +36,43 @@ SparseCsr small_csr(Dtype dt) {  // 3 x 3: entries (0, 1), (0, 2), (2, 0)
                            Tensor::ones({3}, dt), {3, 3});
 }
 
+// The bad offsets and data every segment op refuses; `f` calls the op named `n`.
+std::vector<ErrorCase> segment_errors(const std::string& n,
+                                      const std::function<Tensor(const Tensor&, const Tensor&)>& f) {
+  const auto longs = [](std::vector<double> v) {
+    return Tensor::from_vector(v, {static_cast<std::int64_t>(v.size())}, kInt64);
+  };
+  return {
+      {"offsets not ending at data.size(0)",
+       [=] {
+         f(Tensor::zeros({4, 2}, kFloat64), longs({0, 2, 3}));
+       },
+       {n, "'offsets'", "data.size(0) = 4", "(4, 2)", "got 3"}},
+      {"decreasing offsets",
+       [=] {
+         f(Tensor::zeros({4, 2}, kFloat64), longs({0, 3, 2, 4}));
+       },
+       {n, "'offsets'", "non-decreasing", "offsets[1] = 3"}},
+      {"offsets not starting at 0",
+       [=] {
+         f(Tensor::zeros({4, 2}, kFloat64), longs({1, 4}));
+       },
+       {n, "'offsets'", "start at 0"}},
+      {"float offsets",
+       [=] {
+         f(Tensor::zeros({4, 2}, kFloat64), Tensor::from_vector({0, 4}, {2}, kFloat64));
+       },
+       {n, "'offsets'", "int64 or int32"}},
+      {"integer data",
+       [=] {
+         f(Tensor::zeros({4, 2}, kInt64), longs({0, 4}));
+       },
+       {n, "'data'"}},
+      {"0-d data", [=] { f(Tensor::zeros({}, kFloat64), longs({0})); }, {n, "'data'", "()"}},
+      {"undefined data", [=] { f(Tensor(), longs({0})); }, {n, "'data'", "undefined"}},
+  };
+}
+
 }  // namespace
 
 void add_segment_entries(std::vector<OpInfo>& t);
@@ -146,6 +183,55 @@ void add_sparse_entries(std::vector<OpInfo>& t) {
     op.atol32 = 1e-4;
     t.push_back(op);
   }
+  {  // linear(A, W, b): A (M x K) sparse, W (N x K), b (N)
+    OpInfo op;
+    op.name = "linear_sparse";
+    op.signature = "linear(SparseCsr,Tensor,Tensor)";
+    op.torch =
+        "a = torch.sparse_coo_tensor(torch.stack([row.long(), col.long()]), v, (M, K)).to_dense()\n"
+        "out = torch.nn.functional.linear(a, w, b)";
+    op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+      const std::int64_t M = s.sizes[0], K = s.sizes[1], N = s.sizes[2];
+      const RandomCsr a = random_csr(M, K, g);
+      SampleInput si{{{"v", values({a.nnz}, g, dt)},
+                      {"w", values({N, K}, g, dt)},
+                      {"b", values({N}, g, dt)},
+                      {"crow", a.crow, false},
+                      {"col", a.col, false},
+                      {"row", a.row, false}},
+                     {},
+                     fmt::format("M = {}\nK = {}\n", M, K)};
+      si.call = [M, K](const Tensors& in) {
+        return linear(sparse_csr_tensor(in[3].to(kInt64), in[4].to(kInt64), in[0], {M, K}), in[1], in[2]);
+      };
+      return si;
+    };
+    op.size_names = {"M", "K", "N"};
+    op.small = {5, 4, 3};
+    op.threads = {400, 300, 40};
+    op.check_undefined = false;  // crow/col/row are index inputs; undefined x and weight: errors below
+    op.int64_inputs = {"crow", "col", "row"};
+    const Tensor w23 = Tensor::zeros({2, 3}, kFloat64);
+    op.errors = {
+        {"weight with the wrong number of columns",
+         [] {
+           linear(small_csr(kFloat64), Tensor::zeros({2, 4}, kFloat64));
+         },
+         {"linear", "'weight'", "(2, 4)", "(3, 3)"}},
+        {"weight not 2-d",
+         [] { linear(small_csr(kFloat64), Tensor::zeros({3}, kFloat64)); },
+         {"linear", "'weight'", "(3,)"}},
+        {"bias of the wrong size",
+         [w23] { linear(small_csr(kFloat64), w23, Tensor::zeros({3}, kFloat64)); },
+         {"linear", "'bias'", "(2,)", "(3,)"}},
+        {"dtype mix", [w23] { linear(small_csr(kFloat32), w23); }, {"linear", "dtype"}},
+        {"undefined weight", [] { linear(small_csr(kFloat64), Tensor()); }, {"linear", "'weight'", "undefined"}},
+        {"undefined sparse x", [w23] { linear(SparseCsr(), w23); }, {"linear", "'x'", "undefined"}},
+    };
+    op.rtol32 = 1e-4;
+    op.atol32 = 1e-4;
+    t.push_back(op);
+  }
   add_segment_entries(t);
 }
 
@@ -180,35 +266,43 @@ void add_segment_entries(std::vector<OpInfo>& t) {
     op.torch_skip = [mean](const SampleSpec& s) -> std::string {
       return s.sizes[1] == 0 || s.sizes[0] == 0 || (!mean && s.sizes[0] == 1) ? "torch.segment_reduce: empty data" : "";
     };
-    const std::string n = op.name;
-    const auto f = [mean](const Tensor& d, const Tensor& o) { return mean ? segment_mean(d, o) : segment_sum(d, o); };
-    const auto longs = [](std::vector<double> v) {
-      return Tensor::from_vector(v, {static_cast<std::int64_t>(v.size())}, kInt64);
+    op.errors = segment_errors(
+        op.name, [mean](const Tensor& d, const Tensor& o) { return mean ? segment_mean(d, o) : segment_sum(d, o); });
+    t.push_back(op);
+  }
+  // segment_max / segment_min: data (E, F), segment i with 1 + i % 3 entries (an empty segment's
+  // ±inf would make finite differences NaN; test_sparse.cpp checks it against torch). The offsets
+  // are bound in the call and defined in the torch prelude, so that the test at ties redraws only
+  // data.
+  for (bool is_max : {true, false}) {
+    OpInfo op;
+    op.name = is_max ? "segment_max" : "segment_min";
+    op.signature = op.name + "(Tensor,Tensor)";
+    op.torch = fmt::format("out = torch.segment_reduce(data, '{}', offsets=off, axis=0)", is_max ? "max" : "min");
+    op.sample = [is_max](Dtype dt, const SampleSpec& s, Generator& g) {
+      const std::int64_t S = s.sizes[0];
+      std::vector<double> off{0};
+      for (std::int64_t i = 0; i < S; ++i) off.push_back(off.back() + static_cast<double>(1 + i % 3));
+      const auto e = static_cast<std::int64_t>(off.back());
+      const Tensor off_i = Tensor::from_vector(off, {S + 1}, kInt64);
+      SampleInput si{{{"data", values({e, s.sizes[1]}, g, dt)}},
+                     {},
+                     fmt::format("off = torch.cat([torch.zeros(1, dtype=torch.long), "
+                                 "torch.cumsum(1 + torch.arange({}) % 3, 0)])\n",
+                                 S)};
+      si.call = [is_max, off_i](const Tensors& in) {
+        return is_max ? segment_max(in[0], off_i) : segment_min(in[0], off_i);
+      };
+      return si;
     };
-    op.errors = {
-        {"offsets not ending at data.size(0)",
-         [=] {
-           f(Tensor::zeros({4, 2}, kFloat64), longs({0, 2, 3}));
-         },
-         {n, "'offsets'", "data.size(0) = 4", "(4, 2)", "got 3"}},
-        {"decreasing offsets",
-         [=] {
-           f(Tensor::zeros({4, 2}, kFloat64), longs({0, 3, 2, 4}));
-         },
-         {n, "'offsets'", "non-decreasing", "offsets[1] = 3"}},
-        {"offsets not starting at 0",
-         [=] {
-           f(Tensor::zeros({4, 2}, kFloat64), longs({1, 4}));
-         },
-         {n, "'offsets'", "start at 0"}},
-        {"float offsets",
-         [=] {
-           f(Tensor::zeros({4, 2}, kFloat64), Tensor::from_vector({0, 4}, {2}, kFloat64));
-         },
-         {n, "'offsets'", "int64 or int32"}},
-        {"0-d data", [=] { f(Tensor::zeros({}, kFloat64), longs({0})); }, {n, "'data'", "()"}},
-        {"undefined data", [=] { f(Tensor(), longs({0})); }, {n, "'data'", "undefined"}},
+    op.size_names = {"S", "F"};
+    op.small = {5, 3};
+    op.threads = {2000, 40};
+    op.torch_skip = [](const SampleSpec& s) -> std::string {
+      return s.sizes[1] == 0 || s.sizes[0] == 0 ? "torch.segment_reduce: empty data" : "";
     };
+    op.errors = segment_errors(
+        op.name, [is_max](const Tensor& d, const Tensor& o) { return is_max ? segment_max(d, o) : segment_min(d, o); });
     t.push_back(op);
   }
   {  // segment_softmax: data (E, F), segment i with i % 4 entries (empty ones included)

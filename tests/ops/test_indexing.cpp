@@ -6,6 +6,8 @@
 #include <limits>
 
 #include "support.hpp"
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/gradcheck.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/indexing.hpp"
 #include "xgrad/ops/reduction.hpp"
@@ -81,6 +83,78 @@ TEST_CASE("scatter_add and index_add add repeated indices in order and reach x a
         scatter_add(x.detach(), 0, longs({2, 0}, {1, 2}), src);
       },
       {"scatter_add", "index 2", "element 0", "size 2"});
+}
+
+TEST_CASE("scatter_reduce matches torch along dim 1, with a 1-d index, and at infinities and NaN",
+          "[indexing][scatter_reduce][parity]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  test::ParityBatch batch("scatter_reduce");
+  batch.set_equal_nonfinite();
+  // along dim 1 (x (2, 4), index and src (2, 5)), ties, a zero, -inf and NaN in src
+  const V x{1, 0, 2, -inf, 3, 3, 0, 1};
+  const V src{3, 0, 2, 2, -1, 3, kNaN, 0, 4, 0};
+  const V idx{1, 1, 0, 0, 3, 0, 2, 2, 2, 0};
+  // a 1-d index (the row-scatter path of sum and mean): x (3,), src and index (5,)
+  const V x1{2, -1, 0.5}, src1{1, 2, 3, 4, 5}, idx1{2, 0, 2, 2, 1};
+  for (const char* r : {"sum", "prod", "mean", "amax", "amin"})
+    for (bool self : {true, false})
+      for (Dtype dt : {kFloat32, kFloat64}) {
+        const std::string reduce = r, flag = self ? "True" : "False";
+        const Tensor index = longs(idx, {2, 5}), index1 = longs(idx1, {5});
+        batch.add(fmt::format("dim1_{}_{}_{}", r, flag, dtype_name(dt)),
+                  fmt::format(
+                      "out = a.scatter_reduce(1, torch.tensor([{}]).long().reshape(2, 5), src, '{}', include_self={})",
+                      fmt::join(idx, ", "), r, flag),
+                  {{"a", Tensor::from_vector(x, {2, 4}, dt)}, {"src", Tensor::from_vector(src, {2, 5}, dt)}},
+                  [=](const Tensors& in) { return scatter_reduce(in[0], 1, index, in[1], reduce, self); });
+        batch.add(fmt::format("flat_{}_{}_{}", r, flag, dtype_name(dt)),
+                  fmt::format("out = a.scatter_reduce(0, torch.tensor([{}]).long(), src, '{}', include_self={})",
+                              fmt::join(idx1, ", "), r, flag),
+                  {{"a", Tensor::from_vector(x1, {3}, dt)}, {"src", Tensor::from_vector(src1, {5}, dt)}},
+                  [=](const Tensors& in) { return scatter_reduce(in[0], 0, index1, in[1], reduce, self); });
+      }
+  batch.run();
+}
+
+TEST_CASE("scatter_reduce: a src larger than its index, 0-d tensors, and prod's second derivative at zeros",
+          "[indexing][scatter_reduce]") {
+  // src (3, 3) larger than the index (2, 2): the unused part of src gets 0 (torch 1.13's backward
+  // fails there)
+  Tensor x = Tensor::from_vector({1, 2, 3, 4}, {2, 2}, kFloat64),
+         src = Tensor::from_vector({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3}, kFloat64);
+  x.set_requires_grad();
+  src.set_requires_grad();
+  const Tensor idx = longs({1, 0, 1, 1}, {2, 2});
+  Tensor y = scatter_reduce(x, 0, idx, src, "amax", false);
+  CHECK(y.to_vector() == V{1, 2, 4, 5});  // y[0][0] = x (not reached); y[1][0] = max(1, 4); y[1][1] = 5
+  y.backward(Tensor::from_vector({1, 2, 3, 4}, {2, 2}, kFloat64));
+  CHECK(x.grad().to_vector() == V{1, 0, 0, 0});
+  // src[0][1] = 2 shares its gradient with x[0][1] = 2, equal to the result although include_self is
+  // false: torch 1.13 counts self wherever it equals the result
+  CHECK(src.grad().to_vector() == V{0, 1, 0, 3, 4, 0, 0, 0, 0});
+  // 0-d tensors
+  const Tensor s0 = scatter_reduce(Tensor::scalar(2.0, kFloat64), 0, Tensor::scalar(0.0, kInt64),
+                                   Tensor::scalar(3.0, kFloat64), "prod");
+  CHECK(s0.shape() == Shape{});
+  CHECK(s0.item() == 6.0);
+  // prod at zeros: one zero of src per element (and zeros of x) is differentiable twice
+  const Tensor pidx = longs({0, 1, 0, 1, 0, 1}, {3, 2});
+  const auto prod_fn = [pidx](const Tensors& in) { return scatter_reduce(in[0], 0, pidx, in[1], "prod"); };
+  Tensor px = Tensor::from_vector({0.5, 0, -1.5, 2}, {2, 2}, kFloat64),
+         ps = Tensor::from_vector({0, 1.5, 2, 0.5, -0.75, 1.25}, {3, 2}, kFloat64);
+  px.set_requires_grad();
+  ps.set_requires_grad();
+  test::require_gradcheck(prod_fn, {px, ps});
+  const GradcheckReport report = gradgradcheck(prod_fn, {px, ps});
+  INFO(report.message);
+  CHECK(report.ok);
+  // two zeros of src reaching one element: first order works, the second derivative is refused
+  Tensor qs = Tensor::from_vector({0, 1.5, 0, 0.5, -0.75, 1.25}, {3, 2}, kFloat64);
+  qs.set_requires_grad();
+  const Tensor q = prod_fn({px, qs});
+  const Tensors gq = grad({q}, {qs}, {Tensor::ones({2, 2}, kFloat64)}, true, true);
+  CHECK(gq[0].to_vector() == V{0, 1.25, 0, 3.75, 0, 1.5});  // column 1: y[1][1] = 1.875 over each factor
+  test::require_error([&] { grad({sum(gq[0])}, {qs}); }, {"scatter_reduce", "prod", "2 or more zeros"});
 }
 
 TEST_CASE("gather, take_along_dim and index follow torch's shapes and index rules", "[indexing][gather]") {

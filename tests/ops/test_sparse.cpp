@@ -1,14 +1,20 @@
 // Tests for ops/sparse.*: the CSR type (construction from CSR, COO and dense, validation, the cached
-// transpose, to_dense and t() with their gradients) and what the op table cannot express for spmm and
-// sddmm (composition, a large skewed graph with 1 and 2 threads). Gradcheck, gradgradcheck, PyTorch
-// parity, thread equality, degenerate sizes and bad inputs of spmm and sddmm are in the op table.
+// transpose, to_dense and t() with their gradients) and what the op table cannot express for spmm,
+// sddmm, linear on a sparse input and the segment reductions (composition, a large skewed graph with
+// 1 and 2 threads, the parallel transpose, empty segments, NaN, torch's tie rule). Gradcheck,
+// gradgradcheck, PyTorch parity, thread equality, degenerate sizes and bad inputs of every op are in
+// the op table.
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <numeric>
 #include <thread>
 
 #include "support.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/gradcheck.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/linear.hpp"
 #include "xgrad/ops/matmul.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
@@ -230,6 +236,41 @@ TEST_CASE("spmm and sddmm agree with dense products and compose (sddmm -> edge s
   CHECK(report.ok);
 }
 
+TEST_CASE("the transposed pattern of a large matrix, built in parallel, is the stable sort by column",
+          "[sparse][threads]") {
+  // 40000 x 5000 with 0-8 entries per row (about 160k: the parallel build) and an empty tail of columns
+  Generator g(11);
+  std::vector<std::int64_t> crow{0}, col;
+  for (std::int64_t i = 0; i < 40000; ++i) {
+    std::int64_t c = -1;
+    for (auto n = static_cast<std::int64_t>(g.uniform() * 9); n > 0; --n) {
+      c += 1 + static_cast<std::int64_t>(g.uniform() * 900);
+      if (c >= 4990) break;
+      col.push_back(c);
+    }
+    crow.push_back(static_cast<std::int64_t>(col.size()));
+  }
+  const auto nnz = static_cast<std::int64_t>(col.size());
+  REQUIRE(nnz > (std::int64_t{1} << 16));
+  // the reference: entries sorted by (column, row), i.e. by column stably in row-major order
+  std::vector<std::int64_t> order(static_cast<std::size_t>(nnz));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+    return col[static_cast<std::size_t>(a)] < col[static_cast<std::size_t>(b)];
+  });
+  require_thread_deterministic([&] {
+    const SparseCsr a = sparse_csr_tensor(longs(crow), longs(col), Tensor::zeros({nnz}), {40000, 5000});
+    const CsrPattern::Transposed& t = a.pattern().transposed();
+    CHECK(t.perm == order);
+    CHECK(t.crow.size() == 5001);
+    CHECK(t.crow.back() == nnz);
+    for (std::int64_t c = 0; c < 5000; ++c)
+      for (std::int64_t k = t.crow[static_cast<std::size_t>(c)]; k < t.crow[static_cast<std::size_t>(c) + 1]; ++k)
+        REQUIRE(col[static_cast<std::size_t>(t.perm[static_cast<std::size_t>(k)])] == c);
+    return Tensors{longs(t.crow), longs(t.col), longs(t.perm)};
+  });
+}
+
 TEST_CASE("spmm and its gradients are bit-identical with 1 and 2 threads on a skewed graph", "[sparse][threads]") {
   // 3000 rows, one hub row with 2000 entries, the rest 0-8 entries; F = 37 (odd)
   Generator g(5);
@@ -275,6 +316,76 @@ TEST_CASE("segment reductions over a CSR matrix's rows", "[sparse][segment]") {
   const Tensor d = Tensor::from_vector({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2, 1}, kFloat64);
   CHECK(segment_sum(d, a.crow_indices()).to_vector() == V{4, 6, 0, 0, 12, 14});
   CHECK(segment_sum(d, a.crow_indices()).shape() == Shape{3, 2, 1});
+}
+
+TEST_CASE("segment_max and segment_min: empty segments, NaN, infinities and ties match torch.segment_reduce",
+          "[sparse][segment][parity]") {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  // 5 segments: [0, 3) ties in both columns, [3, 3) empty, [3, 6) a NaN in column 0, [6, 8) -inf
+  // twice in column 0 and +inf in column 1, [8, 9) one entry
+  const V d{1, 2, 1, 2, 0, 2, 5, -1, nan, 4, 5, -1, -inf, inf, -inf, 3, 7, 7};
+  const std::string off = "torch.tensor([0, 3, 3, 6, 8, 9])";
+  test::ParityBatch batch("segment_max_min");
+  batch.set_equal_nonfinite();
+  for (Dtype dt : {kFloat32, kFloat64})
+    for (bool is_max : {true, false}) {
+      const Tensor offsets = longs({0, 3, 3, 6, 8, 9});
+      batch.add(fmt::format("{}_{}", is_max ? "max" : "min", dtype_name(dt)),
+                fmt::format("out = torch.segment_reduce(data, '{}', offsets={}, axis=0)", is_max ? "max" : "min", off),
+                {{"data", Tensor::from_vector(d, {9, 2}, dt)}}, [is_max, offsets](const Tensors& in) {
+                  return is_max ? segment_max(in[0], offsets) : segment_min(in[0], offsets);
+                });
+    }
+  batch.run();
+}
+
+TEST_CASE("segment_max splits a positive gradient among ties and gives a negative one whole, as torch 1.13",
+          "[sparse][segment]") {
+  // one segment of three equal entries, two columns: g = (3, -3)
+  Tensor d = Tensor::from_vector({2, 5, 2, 5, 2, 5}, {3, 2}, kFloat64);
+  d.set_requires_grad();
+  const Tensor out = segment_max(d, longs({0, 3}));
+  CHECK(out.to_vector() == V{2, 5});
+  out.backward(Tensor::from_vector({3, -3}, {1, 2}, kFloat64));
+  CHECK(d.grad().to_vector() == V{1, -3, 1, -3, 1, -3});
+  // int32 offsets are accepted, and the gradient of the gradient is linear in g (create_graph)
+  Tensor e = Tensor::from_vector({1, 4, 4, 0}, {4, 1}, kFloat64);
+  e.set_requires_grad();
+  Tensor gy = Tensor::from_vector({2, 5}, {2, 1}, kFloat64);
+  gy.set_requires_grad();
+  const Tensor m = segment_min(e, ints({0, 3, 4}));
+  CHECK(m.to_vector() == V{1, 0});
+  const Tensors ge = grad({m}, {e}, {gy}, true, true);
+  CHECK(ge[0].to_vector() == V{2, 0, 0, 5});
+  const Tensors gg = grad({sum(mul(ge[0], Tensor::from_vector({1, 10, 100, 1000}, {4, 1}, kFloat64)))}, {gy});
+  CHECK(gg[0].to_vector() == V{1, 1000});
+}
+
+TEST_CASE("linear on a sparse input equals the dense linear on to_dense(x), values and gradients", "[sparse][linear]") {
+  // bag-of-words rows: 7 documents over a vocabulary of 50, a few words each (one empty document)
+  Generator g(9);
+  std::vector<std::int64_t> crow{0}, col;
+  for (std::int64_t i = 0; i < 7; ++i) {
+    if (i != 3)
+      for (std::int64_t j = 0; j < 50; ++j)
+        if (g.uniform() < 0.1) col.push_back(j);
+    crow.push_back(static_cast<std::int64_t>(col.size()));
+  }
+  const auto nnz = static_cast<std::int64_t>(col.size());
+  for (Dtype dt : {kFloat32, kFloat64}) {
+    const double tol = dt == kFloat32 ? 1e-5 : 1e-12;
+    Tensor v = Tensor::rand({nnz}, g, dt), w = Tensor::randn({6, 50}, g, dt), b = Tensor::randn({6}, g, dt);
+    for (Tensor* t : {&v, &w, &b}) t->set_requires_grad();
+    const SparseCsr x = sparse_csr_tensor(longs(crow), longs(col), v, {7, 50});
+    const Tensor gy = Tensor::randn({7, 6}, g, dt);
+    const Tensor y = linear(x, w, b);
+    const Tensor y_dense = linear(x.to_dense(), w, b);
+    CHECK(allclose(y, y_dense, tol, tol));
+    const Tensors ours = grad({y}, {v, w, b}, {gy});
+    const Tensors dense = grad({y_dense}, {v, w, b}, {gy});
+    for (std::size_t i = 0; i < 3; ++i) CHECK(allclose(ours[i], dense[i], tol, tol));
+    CHECK(allclose(linear(x, w), matmul(x.to_dense(), transpose(w, 0, 1)), tol, tol));  // no bias
+  }
 }
 
 TEST_CASE("to_dense, t() and the COO constructor's values support create_graph", "[sparse][create_graph]") {
