@@ -11,6 +11,7 @@
 #include "xgrad/nn/datasets/words.hpp"
 #include "xgrad/nn/dropout.hpp"
 #include "xgrad/nn/embedding.hpp"
+#include "xgrad/nn/graph.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/nn/layer_norm.hpp"
 #include "xgrad/nn/linear.hpp"

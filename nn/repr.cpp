@@ -14,6 +14,7 @@
 #include "xgrad/nn/conv.hpp"
 #include "xgrad/nn/dropout.hpp"
 #include "xgrad/nn/embedding.hpp"
+#include "xgrad/nn/graph.hpp"
 #include "xgrad/nn/layer_norm.hpp"
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/module.hpp"
@@ -223,5 +224,17 @@ std::string RNNBase::extra_repr() const {
   if (bidirectional_) s += ", bidirectional=True";
   return s;
 }
+
+// PyG's reprs: the channels, then SAGEConv's aggregation and GATConv's heads.
+std::string GraphConv::extra_repr() const { return fmt::format("{}, {}", in_, out_); }
+
+std::string SAGEConv::extra_repr() const {
+  std::string s = fmt::format("{}, {}, aggr=mean", in_, out_);
+  if (direction_ == graph::Direction::out) s += ", direction=out";
+  if (direction_ == graph::Direction::both) s += ", direction=both";
+  return s;
+}
+
+std::string GATConv::extra_repr() const { return fmt::format("{}, {}, heads={}", in_, out_, heads_); }
 
 }  // namespace xgrad::nn

@@ -1,0 +1,409 @@
+#include "xgrad/nn/graph.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+#include "xgrad/core/error.hpp"
+#include "xgrad/nn/dropout.hpp"
+#include "xgrad/nn/init.hpp"
+#include "xgrad/ops/activation.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/indexing.hpp"
+#include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/shape_ops.hpp"
+
+namespace xgrad::nn {
+
+namespace {
+
+bool is_float(Dtype dt) { return dt == kFloat32 || dt == kFloat64; }
+
+void check_square(const SparseCsr& adj, const char* op) {
+  XGRAD_CHECK(adj.defined(), "{}: argument 'adj' is undefined", op);
+  XGRAD_CHECK(adj.rows() == adj.cols(), "{}: argument 'adj' must be a square (num_nodes x num_nodes) adjacency, got {}",
+              op, adj.str());
+}
+
+// The row of each stored entry (the target node of each edge), in entry order.
+std::vector<std::int64_t> row_index(const CsrPattern& p) {
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(p.nnz()));
+  const auto& crow = p.crow();
+  for (std::int64_t i = 0; i < p.rows(); ++i)
+    std::fill(rows.begin() + crow[static_cast<std::size_t>(i)], rows.begin() + crow[static_cast<std::size_t>(i) + 1],
+              i);
+  return rows;
+}
+
+// deg^p where deg != 0, else 0 (PyG's masked_fill of inf). The power is taken of 1 at those
+// entries, so that no inf reaches the backward (0 · inf would be NaN).
+Tensor safe_pow(const Tensor& deg, double p) {
+  const Tensor zero = Tensor::zeros(deg.shape(), deg.dtype());
+  const Tensor nonzero = ne(deg, zero);
+  return where(nonzero, pow(where(nonzero, deg, Tensor::ones(deg.shape(), deg.dtype())), p), zero);
+}
+
+// The adjacency from edges src[e] -> dst[e] (validated) and weights (E,).
+SparseCsr build_adjacency(const std::int64_t* src, const std::int64_t* dst, std::int64_t num_edges,
+                          std::int64_t num_nodes, const Tensor& weight, graph::Duplicates duplicates) {
+  constexpr const char* op = "graph::adjacency";
+  for (std::int64_t e = 0; e < num_edges; ++e)
+    XGRAD_CHECK(src[e] >= 0 && src[e] < num_nodes && dst[e] >= 0 && dst[e] < num_nodes,
+                "{}: edge {} is {} -> {}, but node indices must be in [0, num_nodes = {})", op, e, src[e], dst[e],
+                num_nodes);
+  const auto n = static_cast<std::size_t>(num_edges);
+  std::vector<std::int64_t> indices(2 * n);  // (2, E): rows (targets), then columns (sources)
+  std::copy(dst, dst + num_edges, indices.begin());
+  std::copy(src, src + num_edges, indices.begin() + static_cast<std::ptrdiff_t>(n));
+  if (duplicates == graph::Duplicates::error) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> pairs(n);
+    for (std::size_t e = 0; e < n; ++e) pairs[e] = {src[e], dst[e]};
+    std::sort(pairs.begin(), pairs.end());
+    const auto twice = std::adjacent_find(pairs.begin(), pairs.end());
+    XGRAD_CHECK(twice == pairs.end(),
+                "{}: edge {} -> {} is given more than once (duplicates = Duplicates::error; Duplicates::sum adds "
+                "their weights)",
+                op, twice == pairs.end() ? 0 : twice->first, twice == pairs.end() ? 0 : twice->second);
+  }
+  return sparse_coo_tensor(Tensor::from_vector(indices, {2, num_edges}), weight, {num_nodes, num_nodes});
+}
+
+void check_num_nodes(std::int64_t num_nodes) {
+  XGRAD_CHECK(num_nodes >= 0, "graph::adjacency: argument 'num_nodes' must be >= 0, got {}", num_nodes);
+}
+
+Tensor default_weights(std::int64_t num_edges, Dtype dtype) {
+  XGRAD_CHECK(is_float(dtype), "graph::adjacency: argument 'dtype' must be float32 or float64, got {}", dtype);
+  return Tensor::ones({num_edges}, dtype);
+}
+
+// x must be the (num_nodes, in) features of `graph`, of its dtype.
+void check_features(const Tensor& x, const Graph& graph, std::int64_t in, const char* module) {
+  XGRAD_CHECK(x.defined(), "{}: argument 'x' is undefined", module);
+  XGRAD_CHECK(x.dim() == 2 && x.size(1) == in,
+              "{}: argument 'x' has shape {} but must be (num_nodes, in_channels = {})", module, shape_str(x.shape()),
+              in);
+  XGRAD_CHECK(x.size(0) == graph.num_nodes(),
+              "{}: argument 'x' has {} rows (shape {}) but the graph has num_nodes = {}", module, x.size(0),
+              shape_str(x.shape()), graph.num_nodes());
+  XGRAD_CHECK(x.dtype() == graph.dtype(), "{}: argument 'x' is {} but the graph's adjacency is {}", module, x.dtype(),
+              graph.dtype());
+}
+
+void check_channels(std::int64_t in, std::int64_t out, const char* module) {
+  XGRAD_CHECK(in >= 0 && out >= 0, "{}: in_channels and out_channels must be >= 0, got in = {}, out = {}", module, in,
+              out);
+}
+
+// A Linear (in -> out) initialised from `gen`, its weight then re-drawn with glorot when asked
+// (PyG's Linear(weight_initializer='glorot')).
+std::shared_ptr<Linear> make_linear(std::int64_t in, std::int64_t out, bool bias, bool glorot, Dtype dtype,
+                                    Generator& gen) {
+  auto lin = std::make_shared<Linear>(in, out, gen, bias, dtype);
+  if (glorot) {
+    Tensor w = lin->weight();
+    init::xavier_uniform_(w, gen);
+  }
+  return lin;
+}
+
+}  // namespace
+
+// ---- utilities ----------------------------------------------------------------------------------
+
+namespace graph {
+
+SparseCsr adjacency(const Tensor& edge_index, std::int64_t num_nodes, const Tensor& edge_weight, Dtype dtype,
+                    Duplicates duplicates) {
+  constexpr const char* op = "graph::adjacency";
+  check_num_nodes(num_nodes);
+  XGRAD_CHECK(edge_index.defined() && edge_index.dim() == 2 && edge_index.size(0) == 2,
+              "{}: argument 'edge_index' must have shape (2, num_edges) (sources, then targets), got {}", op,
+              edge_index.defined() ? shape_str(edge_index.shape()) : std::string("undefined"));
+  XGRAD_CHECK(edge_index.dtype() == kInt64 || edge_index.dtype() == kInt32,
+              "{}: argument 'edge_index' must be int64 or int32, got {}", op, edge_index.dtype());
+  const std::int64_t e = edge_index.size(1);
+  Tensor weight = edge_weight;
+  if (weight.defined())
+    XGRAD_CHECK(weight.shape() == Shape{e} && is_float(weight.dtype()),
+                "{}: argument 'edge_weight' is {} {} but must be ({},) float32 or float64 (one per edge)", op,
+                weight.dtype(), shape_str(weight.shape()), e);
+  else
+    weight = default_weights(e, dtype);
+  const Tensor idx = edge_index.to(kInt64);
+  const std::int64_t* p = idx.data<std::int64_t>();
+  return build_adjacency(p, p + e, e, num_nodes, weight, duplicates);
+}
+
+SparseCsr adjacency(const std::vector<std::int64_t>& src, const std::vector<std::int64_t>& dst, std::int64_t num_nodes,
+                    Dtype dtype, Duplicates duplicates) {
+  check_num_nodes(num_nodes);
+  XGRAD_CHECK(src.size() == dst.size(), "graph::adjacency: 'src' has {} edges but 'dst' has {}", src.size(),
+              dst.size());
+  const auto e = static_cast<std::int64_t>(src.size());
+  return build_adjacency(src.data(), dst.data(), e, num_nodes, default_weights(e, dtype), duplicates);
+}
+
+SparseCsr add_remaining_self_loops(const SparseCsr& adj, double fill_value) {
+  constexpr const char* op = "graph::add_remaining_self_loops";
+  check_square(adj, op);
+  const CsrPattern& p = adj.pattern();
+  const auto& crow = p.crow();
+  const auto& col = p.col();
+  const auto n = static_cast<std::size_t>(p.rows());
+  std::vector<std::int64_t> ncrow(n + 1, 0), ncol, dest(static_cast<std::size_t>(p.nnz()));
+  std::vector<double> base;  // fill_value at the new self-loops, 0 elsewhere
+  ncol.reserve(static_cast<std::size_t>(p.nnz()) + n);
+  base.reserve(static_cast<std::size_t>(p.nnz()) + n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto self = static_cast<std::int64_t>(i);
+    bool has_loop = false;
+    for (std::int64_t k = crow[i]; k < crow[i + 1]; ++k)
+      has_loop = has_loop || col[static_cast<std::size_t>(k)] == self;
+    bool placed = has_loop;
+    for (std::int64_t k = crow[i]; k < crow[i + 1]; ++k) {
+      const std::int64_t c = col[static_cast<std::size_t>(k)];
+      if (!placed && c > self) {
+        ncol.push_back(self);
+        base.push_back(fill_value);
+        placed = true;
+      }
+      dest[static_cast<std::size_t>(k)] = static_cast<std::int64_t>(ncol.size());
+      ncol.push_back(c);
+      base.push_back(0.0);
+    }
+    if (!placed) {
+      ncol.push_back(self);
+      base.push_back(fill_value);
+    }
+    ncrow[i + 1] = static_cast<std::int64_t>(ncol.size());
+  }
+  if (static_cast<std::int64_t>(ncol.size()) == p.nnz()) return adj;
+  const auto nnz = static_cast<std::int64_t>(ncol.size());
+  const std::int64_t nodes = p.rows();
+  CsrPattern np = CsrPattern::from_indices(std::move(ncrow), std::move(ncol), nodes, nodes, op);
+  const Tensor values =
+      index_add(Tensor::from_vector(base, {nnz}, adj.dtype()), 0, Tensor::from_vector(dest, {p.nnz()}), adj.values());
+  return SparseCsr(std::move(np), values);
+}
+
+Tensor in_degree(const SparseCsr& adj) {
+  check_square(adj, "graph::in_degree");
+  return segment_sum(adj.values(), adj.crow_indices());
+}
+
+Tensor out_degree(const SparseCsr& adj) {
+  check_square(adj, "graph::out_degree");
+  return in_degree(adj.t());
+}
+
+SparseCsr gcn_norm(const SparseCsr& adj, bool add_self_loops) {
+  check_square(adj, "graph::gcn_norm");
+  const SparseCsr a = add_self_loops ? add_remaining_self_loops(adj) : adj;
+  const Tensor dis = safe_pow(in_degree(a), -0.5);
+  // PyG's order: deg^-1/2[source] · w · deg^-1/2[target].
+  return a.with_values(
+      mul(mul(index_select(dis, 0, a.pattern().col()), a.values()), index_select(dis, 0, row_index(a.pattern()))));
+}
+
+SparseCsr mean_norm(const SparseCsr& adj) {
+  check_square(adj, "graph::mean_norm");
+  const Tensor inv = safe_pow(in_degree(adj), -1.0);
+  return adj.with_values(mul(adj.values(), index_select(inv, 0, row_index(adj.pattern()))));
+}
+
+SparseCsr reverse(const SparseCsr& adj) {
+  check_square(adj, "graph::reverse");
+  return adj.t();
+}
+
+}  // namespace graph
+
+// ---- Graph --------------------------------------------------------------------------------------
+
+struct Graph::Impl {
+  SparseCsr adj;
+  // Note [Graph caches]: filled on first use. The value is computed outside the lock (the ops run
+  // TBB tasks, and a task must not wait on a lock its own thread holds); the first one stored wins.
+  std::mutex mutex;
+  std::optional<SparseCsr> gcn[2], mean[2], loops;
+  std::shared_ptr<Impl> reversed;
+};
+
+namespace {
+template <class F>
+SparseCsr cached(Graph::Impl& impl, std::optional<SparseCsr>& slot, F&& compute) {
+  if (impl.adj.values().requires_grad()) return compute();  // learned weights: a fresh graph every call
+  {
+    std::lock_guard<std::mutex> lock(impl.mutex);
+    if (slot) return *slot;
+  }
+  SparseCsr value = compute();
+  std::lock_guard<std::mutex> lock(impl.mutex);
+  if (!slot) slot = std::move(value);
+  return *slot;
+}
+}  // namespace
+
+Graph::Graph() : impl_(std::make_shared<Impl>()) { impl_->adj = SparseCsr(CsrPattern(), Tensor::zeros({0}, kFloat32)); }
+
+Graph::Graph(SparseCsr adjacency) : impl_(std::make_shared<Impl>()) {
+  check_square(adjacency, "Graph");
+  XGRAD_CHECK(is_float(adjacency.dtype()), "Graph: the adjacency's values must be float32 or float64, got {}",
+              adjacency.dtype());
+  impl_->adj = std::move(adjacency);
+}
+
+std::int64_t Graph::num_nodes() const { return impl_->adj.rows(); }
+std::int64_t Graph::num_edges() const { return impl_->adj.nnz(); }
+Dtype Graph::dtype() const { return impl_->adj.dtype(); }
+const SparseCsr& Graph::adjacency() const { return impl_->adj; }
+
+Graph Graph::reverse() const {
+  const auto make = [this] {
+    auto r = std::make_shared<Impl>();
+    r->adj = graph::reverse(impl_->adj);
+    return r;
+  };
+  if (impl_->adj.values().requires_grad()) return Graph(make());
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (impl_->reversed) return Graph(impl_->reversed);
+  }
+  std::shared_ptr<Impl> r = make();  // outside the lock, as `cached`
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (!impl_->reversed) impl_->reversed = std::move(r);
+  return Graph(impl_->reversed);
+}
+
+SparseCsr Graph::gcn_norm(bool add_self_loops) const {
+  return cached(*impl_, impl_->gcn[add_self_loops ? 1 : 0],
+                [&] { return graph::gcn_norm(impl_->adj, add_self_loops); });
+}
+
+SparseCsr Graph::mean_norm(graph::Direction direction) const {
+  XGRAD_CHECK(direction != graph::Direction::both,
+              "Graph::mean_norm: argument 'direction' must be Direction::in or Direction::out (ask for each)");
+  if (direction == graph::Direction::in)
+    return cached(*impl_, impl_->mean[0], [&] { return graph::mean_norm(impl_->adj); });
+  return cached(*impl_, impl_->mean[1], [&] { return graph::mean_norm(graph::reverse(impl_->adj)); });
+}
+
+SparseCsr Graph::with_self_loops() const {
+  return cached(*impl_, impl_->loops, [&] { return graph::add_remaining_self_loops(impl_->adj); });
+}
+
+// ---- GraphConv ----------------------------------------------------------------------------------
+
+GraphConv::GraphConv(std::int64_t in_channels, std::int64_t out_channels, bool bias, bool add_self_loops,
+                     bool normalize, Dtype dtype, std::uint64_t seed)
+    : Module("GraphConv"),
+      in_(in_channels),
+      out_(out_channels),
+      add_self_loops_(add_self_loops),
+      normalize_(normalize) {
+  check_channels(in_channels, out_channels, "GraphConv");
+  Generator gen(seed);
+  lin_ = register_module("lin", make_linear(in_, out_, false, true, dtype, gen));
+  if (bias) bias_ = register_parameter("bias", Tensor::zeros({out_}, dtype));
+}
+
+Tensor GraphConv::forward(const Tensor& x, const Graph& graph) {
+  check_features(x, graph, in_, "GraphConv");
+  const Tensor h = (*lin_)(x);
+  Tensor out = spmm(normalize_ ? graph.gcn_norm(add_self_loops_) : graph.adjacency(), h);
+  return bias_.defined() ? add(out, bias_) : out;
+}
+
+// ---- SAGEConv -----------------------------------------------------------------------------------
+
+SAGEConv::SAGEConv(std::int64_t in_channels, std::int64_t out_channels, bool bias, bool root_weight,
+                   graph::Direction direction, Dtype dtype, std::uint64_t seed)
+    : Module("SAGEConv"), in_(in_channels), out_(out_channels), direction_(direction) {
+  check_channels(in_channels, out_channels, "SAGEConv");
+  Generator gen(seed);
+  lin_l_ = register_module("lin_l", make_linear(in_, out_, bias, false, dtype, gen));
+  if (direction == graph::Direction::both)
+    lin_rev_ = register_module("lin_rev", make_linear(in_, out_, false, false, dtype, gen));
+  if (root_weight) lin_r_ = register_module("lin_r", make_linear(in_, out_, false, false, dtype, gen));
+}
+
+Tensor SAGEConv::forward(const Tensor& x, const Graph& graph) {
+  check_features(x, graph, in_, "SAGEConv");
+  const graph::Direction first = direction_ == graph::Direction::out ? graph::Direction::out : graph::Direction::in;
+  Tensor out = (*lin_l_)(spmm(graph.mean_norm(first), x));
+  if (lin_rev_) out = add(out, (*lin_rev_)(spmm(graph.mean_norm(graph::Direction::out), x)));
+  if (lin_r_) out = add(out, (*lin_r_)(x));
+  return out;
+}
+
+// ---- GATConv ------------------------------------------------------------------------------------
+
+GATConv::GATConv(std::int64_t in_channels, std::int64_t out_channels, std::int64_t heads, bool concat,
+                 double negative_slope, double dropout, bool add_self_loops, bool bias, Dtype dtype, std::uint64_t seed)
+    : Module("GATConv"),
+      in_(in_channels),
+      out_(out_channels),
+      heads_(heads),
+      concat_(concat),
+      negative_slope_(negative_slope),
+      dropout_(dropout),
+      add_self_loops_(add_self_loops) {
+  check_channels(in_channels, out_channels, "GATConv");
+  XGRAD_CHECK(heads >= 1, "GATConv: argument 'heads' must be >= 1, got {}", heads);
+  XGRAD_CHECK(dropout >= 0.0 && dropout <= 1.0, "GATConv: argument 'dropout' must be in [0, 1], got {}", dropout);
+  XGRAD_CHECK(std::isfinite(negative_slope), "GATConv: argument 'negative_slope' must be finite, got {}",
+              negative_slope);
+  XGRAD_CHECK(out_channels == 0 || heads <= INT64_MAX / out_channels,
+              "GATConv: heads * out_channels overflows: heads = {}, out_channels = {}", heads, out_channels);
+  Generator gen(seed);
+  lin_ = register_module("lin", make_linear(in_, heads_ * out_, false, true, dtype, gen));
+  // PyG's glorot on (1, H, C): U(±sqrt(6 / (H + C))), from the last two sizes.
+  const double bound = std::sqrt(6.0 / static_cast<double>(heads_ + out_));
+  Tensor att_src = Tensor::empty({1, heads_, out_}, dtype);
+  Tensor att_dst = Tensor::empty({1, heads_, out_}, dtype);
+  init::uniform_(att_src, gen, -bound, bound);
+  init::uniform_(att_dst, gen, -bound, bound);
+  att_src_ = register_parameter("att_src", att_src);
+  att_dst_ = register_parameter("att_dst", att_dst);
+  if (bias) bias_ = register_parameter("bias", Tensor::zeros({concat ? heads_ * out_ : out_}, dtype));
+  gen_.manual_seed(gen.next_u64());
+}
+
+std::pair<Tensor, Tensor> GATConv::forward_with_attention(const Tensor& x, const Graph& graph) {
+  check_features(x, graph, in_, "GATConv");
+  const std::int64_t n = x.size(0);
+  const Tensor h = (*lin_)(x);  // (N, H·C)
+  const Tensor hv = reshape(h, {n, heads_, out_});
+  const Tensor s_src = sum(mul(hv, att_src_), {2});  // (N, H)
+  const Tensor s_dst = sum(mul(hv, att_dst_), {2});
+  const SparseCsr a = add_self_loops_ ? graph.with_self_loops() : graph.adjacency();
+  const std::int64_t nnz = a.nnz();
+  // e[k] = s_dst[target] + s_src[source] for entry k: two gathers of (N, H) rows, all heads at once
+  // (the same graph: 5 ms forward + backward, against 17 ms for an sddmm of [s_dst, 1]·[1, s_src]
+  // per head).
+  const Tensor e = leaky_relu(
+      add(index_select(s_dst, 0, row_index(a.pattern())), index_select(s_src, 0, a.pattern().col())), negative_slope_);
+  const Tensor alpha = functional::dropout(segment_softmax(e, a.crow_indices()), dropout_, is_training(), gen_);
+  // One spmm per head. The heads are split along dim 0 of (H, nnz) and (H, N, C) copies: a slice
+  // of a column of (nnz, H) or (N, H·C) copies and scatters back one short row per entry or node.
+  // (10,000 nodes, 178k entries, 8 heads of 8, one thread: the aggregation's forward + backward
+  // took 72 ms with column slices, 31 ms this way.)
+  const Tensor alpha_h = heads_ == 1 ? alpha : transpose(alpha, 0, 1);  // (H, nnz)
+  const Tensor h_h = heads_ == 1 ? h : permute(hv, {1, 0, 2});          // (H, N, C)
+  Tensors outs;
+  for (std::int64_t k = 0; k < heads_; ++k) {
+    const Tensor ak = reshape(heads_ == 1 ? alpha_h : slice(alpha_h, 0, k, k + 1), {nnz});
+    const Tensor hk = heads_ == 1 ? h : reshape(slice(h_h, 0, k, k + 1), {n, out_});
+    outs.push_back(spmm(a.with_values(ak), hk));
+  }
+  Tensor out = heads_ == 1 ? outs[0] : concat_ ? xgrad::concat(outs, 1) : mean(stack(outs, 0), {0});
+  if (bias_.defined()) out = add(out, bias_);
+  return {out, alpha};
+}
+
+Tensor GATConv::forward(const Tensor& x, const Graph& graph) { return forward_with_attention(x, graph).first; }
+
+}  // namespace xgrad::nn

@@ -1,0 +1,249 @@
+#pragma once
+// Graph neural network layers and the graph utilities they use: adjacency matrices in CSR form
+// (ops/sparse.hpp), their normalisations, and three message-passing layers with PyTorch Geometric's
+// semantics and parameter names (GCNConv as GraphConv, SAGEConv, GATConv). The user guide is the
+// section "Graph layers" of docs/sparse.md.
+//
+//   const Tensor edge_index = Tensor::from_vector(std::vector<std::int64_t>{0, 1, 1, 2}, {2, 2});  // 0->1, 1->2
+//   nn::Graph g(nn::graph::adjacency(edge_index, 3));   // normalisations cached inside
+//   nn::GraphConv conv(16, 32);
+//   Tensor y = conv(x, g);                               // x (3, 16) -> (3, 32)
+//
+// Note [Graph convention]: messages flow from source to target (PyG's flow "source_to_target").
+// An edge_index is (2, E): row 0 the sources, row 1 the targets. The adjacency matrix A is
+// (num_nodes x num_nodes) with A[dst, src] = the edge's weight, so row i holds the in-neighbours of
+// node i and spmm(A, X)[i] = Σ_{j -> i} w_ji X[j]: aggregation is one spmm. Aᵀ (reverse) is the
+// graph with every edge turned round: its rows hold the out-neighbours.
+//
+// Note [Graph caches]: a Graph holds an adjacency and computes each normalised form (gcn_norm,
+// mean_norm in either direction, the self-loop pattern) on first use, then returns that copy to
+// every later call and every layer it is passed to, from any thread; the SparseCsr copies share the
+// pattern and so its cached transpose, which the backward passes use. A training loop on a fixed
+// graph normalises it once. When the adjacency's values require grad (learned edge weights), each
+// call computes its normalisation again, so that the gradient reaches the weights in every step.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "xgrad/core/random.hpp"
+#include "xgrad/core/tensor.hpp"
+#include "xgrad/nn/linear.hpp"
+#include "xgrad/nn/module.hpp"
+#include "xgrad/ops/sparse.hpp"
+
+namespace xgrad::nn {
+
+namespace graph {
+
+/// What the constructors do with an edge given more than once.
+enum class Duplicates {
+  sum,    ///< one entry whose weight is the sum of the repeated edges' weights (PyG's coalesce)
+  error,  ///< an xgrad::Error naming the first repeated edge
+};
+
+/// Which neighbours a node aggregates (Note [Graph convention]): its in-neighbours (the sources of
+/// its incoming edges; A's rows), its out-neighbours (the targets of its outgoing edges; Aᵀ's rows),
+/// or both, each with its own weights.
+enum class Direction { in, out, both };
+
+/// The (num_nodes x num_nodes) adjacency matrix A[dst, src] = weight of the edge src -> dst, from an
+/// edge_index (2, E) (int64 or int32; row 0 sources, row 1 targets, as PyG) and optional edge
+/// weights (E,) (float32 or float64; ones of `dtype` when undefined, else their dtype is used).
+/// Edges in any order. With Duplicates::sum a repeated edge is one entry with the summed weight
+/// (differentiable with respect to edge_weight: sparse_coo_tensor's index_add). Errors (naming
+/// graph::adjacency): edge_index not (2, E), an index outside [0, num_nodes), num_nodes < 0,
+/// edge_weight not (E,) or not floating point, a repeated edge under Duplicates::error.
+SparseCsr adjacency(const Tensor& edge_index, std::int64_t num_nodes, const Tensor& edge_weight = Tensor(),
+                    Dtype dtype = kFloat32, Duplicates duplicates = Duplicates::sum);
+/// The same from two index lists, edge e = src[e] -> dst[e], with weights 1. Errors: as above, and
+/// src and dst of different lengths.
+SparseCsr adjacency(const std::vector<std::int64_t>& src, const std::vector<std::int64_t>& dst, std::int64_t num_nodes,
+                    Dtype dtype = kFloat32, Duplicates duplicates = Duplicates::sum);
+
+/// PyG's add_remaining_self_loops: A with the entry (i, i) added, of weight fill_value, for every
+/// node i that has no self-loop; existing self-loops keep their weight. The values are
+/// differentiable (the old ones are placed by index_add). Returns `adj` itself when every node has a
+/// self-loop. Errors: A not square.
+SparseCsr add_remaining_self_loops(const SparseCsr& adj, double fill_value = 1.0);
+
+/// The weighted in-degree of each node, deg_in[i] = Σ_j A[i, j] (A's row sums; the number of
+/// incoming edges when the weights are ones), a (num_nodes,) tensor of A's dtype, differentiable
+/// with respect to A's values (segment_sum). Errors: A not square.
+Tensor in_degree(const SparseCsr& adj);
+/// The weighted out-degree, deg_out[j] = Σ_i A[i, j] (A's column sums: in_degree of Aᵀ).
+Tensor out_degree(const SparseCsr& adj);
+
+/// GCN's normalisation (PyG's gcn_norm): Â = D^-1/2 Ã D^-1/2 with Ã = add_remaining_self_loops(A)
+/// (or A when !add_self_loops) and D = diag(in_degree(Ã)); a node of degree 0 contributes 0 (PyG
+/// sets its inf to 0). Same pattern as Ã; differentiable with respect to A's values. Errors: A not
+/// square.
+SparseCsr gcn_norm(const SparseCsr& adj, bool add_self_loops = true);
+/// Mean aggregation: D^-1 A with D = diag(in_degree(A)), so spmm(mean_norm(A), X)[i] is the
+/// (weighted) mean of node i's in-neighbours' rows, and 0 for a node without in-neighbours (as PyG's
+/// scatter mean). Differentiable with respect to A's values. Errors: A not square.
+SparseCsr mean_norm(const SparseCsr& adj);
+/// The reversed graph, every edge src -> dst turned into dst -> src: Aᵀ (SparseCsr::t(), from A's
+/// cached transposed pattern). Its rows hold out-neighbours.
+SparseCsr reverse(const SparseCsr& adj);
+
+}  // namespace graph
+
+/// A graph for the layers: its adjacency (Note [Graph convention]) and the normalised forms the
+/// layers use, each computed once and shared (Note [Graph caches]). A cheap handle: copies share
+/// the adjacency and the caches. The layers refuse node features whose rows are not num_nodes or
+/// whose dtype is not the adjacency's.
+class Graph {
+ public:
+  /// The graph with no nodes.
+  Graph();
+  /// Takes the adjacency A[dst, src] (e.g. from graph::adjacency). Errors: undefined or not square.
+  explicit Graph(SparseCsr adjacency);
+
+  std::int64_t num_nodes() const;
+  /// The stored entries of the adjacency (repeated edges counted once).
+  std::int64_t num_edges() const;
+  Dtype dtype() const;
+  const SparseCsr& adjacency() const;
+  /// The graph with every edge reversed (graph::reverse), with caches of its own.
+  Graph reverse() const;
+
+  /// graph::gcn_norm(adjacency(), add_self_loops), cached.
+  SparseCsr gcn_norm(bool add_self_loops = true) const;
+  /// graph::mean_norm of the adjacency (Direction::in) or of its reverse (Direction::out), cached.
+  /// Errors: Direction::both (two matrices: ask for each).
+  SparseCsr mean_norm(graph::Direction direction = graph::Direction::in) const;
+  /// graph::add_remaining_self_loops(adjacency()), cached (the pattern GATConv attends over).
+  SparseCsr with_self_loops() const;
+
+  struct Impl;
+
+ private:
+  explicit Graph(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<Impl> impl_;
+};
+
+/// PyG's GCNConv (Kipf and Welling): out = Â X W^T + b, Â = graph::gcn_norm(A, add_self_loops)
+/// when `normalize`, else A itself (then no self-loops are added, as PyG). X (N, in) -> (N, out).
+/// Parameters as PyG: `lin.weight` (out, in), glorot (xavier_uniform_), and `bias` (out), zeros.
+/// The features are transformed first and then aggregated (spmm(Â, X W^T)), as PyG. Gradients
+/// reach X, the parameters and the adjacency's values when they require grad (through spmm and
+/// the normalisation).
+class GraphConv : public Module {
+ public:
+  /// Errors: negative sizes.
+  GraphConv(std::int64_t in_channels, std::int64_t out_channels, bool bias = true, bool add_self_loops = true,
+            bool normalize = true, Dtype dtype = kFloat32, std::uint64_t seed = 0);
+
+  /// x (N, in_channels) with N = graph.num_nodes(). Errors (naming GraphConv): x not 2-d, its width
+  /// not in_channels, its rows not the graph's nodes, its dtype not the graph's.
+  Tensor forward(const Tensor& x, const Graph& graph);
+  Tensor operator()(const Tensor& x, const Graph& graph) { return forward(x, graph); }
+  /// "16, 32" (PyG's repr: GraphConv(16, 32)).
+  std::string extra_repr() const override;
+
+  std::int64_t in_channels() const { return in_; }
+  std::int64_t out_channels() const { return out_; }
+  const std::shared_ptr<Linear>& lin() const { return lin_; }
+  /// Undefined without bias.
+  const Tensor& bias() const { return bias_; }
+
+ private:
+  std::int64_t in_, out_;
+  bool add_self_loops_, normalize_;
+  std::shared_ptr<Linear> lin_;
+  Tensor bias_;
+};
+
+/// PyG's SAGEConv with mean aggregation (GraphSAGE), with a choice of neighbours:
+///   Direction::in   out_i = W_l · mean_{j -> i} x_j + b + W_r · x_i           (PyG's SAGEConv)
+///   Direction::out  out_i = W_l · mean_{i -> j} x_j + b + W_r · x_i           (the reversed graph)
+///   Direction::both out_i = W_l · mean_{j -> i} x_j + W_rev · mean_{i -> j} x_j + b + W_r · x_i
+/// The W_r term only with root_weight. Both directions suit a directed dependency graph: what a
+/// node depends on and what depends on it are aggregated with separate weights. The mean of no
+/// neighbours is 0. Parameters: `lin_l.weight` (out, in) and `lin_l.bias` (out) (with bias),
+/// `lin_rev.weight` (out, in) (Direction::both), `lin_r.weight` (out, in) (root_weight): Linear's
+/// init (kaiming_uniform with a = sqrt(5), as PyG's Linear). Aggregation first, then the linear
+/// maps, as PyG. The means are graph.mean_norm(in / out), spmm'd with X. Gradients reach X, the
+/// parameters and, when they require grad, the adjacency's values.
+class SAGEConv : public Module {
+ public:
+  /// Errors: negative sizes.
+  SAGEConv(std::int64_t in_channels, std::int64_t out_channels, bool bias = true, bool root_weight = true,
+           graph::Direction direction = graph::Direction::in, Dtype dtype = kFloat32, std::uint64_t seed = 0);
+
+  /// x (N, in_channels) -> (N, out_channels). Errors as GraphConv's (naming SAGEConv).
+  Tensor forward(const Tensor& x, const Graph& graph);
+  Tensor operator()(const Tensor& x, const Graph& graph) { return forward(x, graph); }
+  /// "16, 32, aggr=mean" (PyG's), then ", direction=out" or ", direction=both" unless in.
+  std::string extra_repr() const override;
+
+  std::int64_t in_channels() const { return in_; }
+  std::int64_t out_channels() const { return out_; }
+  graph::Direction direction() const { return direction_; }
+  const std::shared_ptr<Linear>& lin_l() const { return lin_l_; }
+  /// Null unless Direction::both.
+  const std::shared_ptr<Linear>& lin_rev() const { return lin_rev_; }
+  /// Null without root_weight.
+  const std::shared_ptr<Linear>& lin_r() const { return lin_r_; }
+
+ private:
+  std::int64_t in_, out_;
+  graph::Direction direction_;
+  std::shared_ptr<Linear> lin_l_, lin_rev_, lin_r_;
+};
+
+/// PyG's GATConv (graph attention, Veličković et al.), H = heads, C = out_channels:
+///   h = X W^T (N, H·C), viewed as (N, H, C);  s_src[n, k] = ⟨h[n, k], att_src[k]⟩, s_dst likewise;
+///   e_ij,k = LeakyReLU(s_dst[i, k] + s_src[j, k]; negative_slope) for each edge j -> i;
+///   α_·,k = softmax of e over each node's in-edges (segment_softmax over the adjacency's rows), then
+///   dropout (training mode only);  out_i,k = Σ_{j -> i} α_ij,k h[j, k];
+///   out = the heads concatenated (N, H·C) when concat, else their mean (N, C); + bias.
+/// With add_self_loops the attention runs over graph.with_self_loops() (every node attends to
+/// itself; the pattern PyG's remove_self_loops + add_self_loops gives), else over the adjacency;
+/// a node with no in-edges then gets 0 (+ bias). The adjacency's values are not read: attention
+/// replaces the edge weights, and an edge given twice is one edge (PyG would attend to both
+/// copies). Parameters as PyG: `lin.weight` (H·C, in) and `att_src`, `att_dst` (1, H, C), glorot
+/// (PyG's glorot: U(±sqrt(6 / (size(-2) + size(-1))))); `bias` (H·C) when concat else (C), zeros.
+/// The edge scores are gathers of s_dst and s_src (N, H) by the adjacency's row and column indices
+/// (index_select, one op for all heads; its backward is a deterministic row scatter), the softmax is
+/// one segment_softmax over all heads, and each head aggregates with one spmm on the pattern holding
+/// its α (SparseCsr::with_values). Gradients reach X and every parameter.
+class GATConv : public Module {
+ public:
+  /// Errors (naming GATConv): negative sizes, heads < 1, dropout outside [0, 1], a non-finite
+  /// negative_slope, heads · out_channels overflowing.
+  GATConv(std::int64_t in_channels, std::int64_t out_channels, std::int64_t heads = 1, bool concat = true,
+          double negative_slope = 0.2, double dropout = 0.0, bool add_self_loops = true, bool bias = true,
+          Dtype dtype = kFloat32, std::uint64_t seed = 0);
+
+  /// x (N, in_channels) -> (N, H·C) or (N, C). Errors as GraphConv's (naming GATConv).
+  Tensor forward(const Tensor& x, const Graph& graph);
+  Tensor operator()(const Tensor& x, const Graph& graph) { return forward(x, graph); }
+  /// As forward, and the attention coefficients α (nnz, H) in the entry order of the pattern
+  /// attended over (graph.with_self_loops() or graph.adjacency()), after dropout.
+  std::pair<Tensor, Tensor> forward_with_attention(const Tensor& x, const Graph& graph);
+  /// "16, 32, heads=2" (PyG's).
+  std::string extra_repr() const override;
+
+  std::int64_t in_channels() const { return in_; }
+  std::int64_t out_channels() const { return out_; }
+  std::int64_t heads() const { return heads_; }
+  const std::shared_ptr<Linear>& lin() const { return lin_; }
+  const Tensor& att_src() const { return att_src_; }
+  const Tensor& att_dst() const { return att_dst_; }
+  const Tensor& bias() const { return bias_; }
+  /// The generator the attention-dropout masks are drawn from.
+  Generator& generator() { return gen_; }
+
+ private:
+  std::int64_t in_, out_, heads_;
+  bool concat_;
+  double negative_slope_, dropout_;
+  bool add_self_loops_;
+  std::shared_ptr<Linear> lin_;
+  Tensor att_src_, att_dst_, bias_;
+  Generator gen_;
+};
+
+}  // namespace xgrad::nn
