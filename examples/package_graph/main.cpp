@@ -29,8 +29,8 @@
 // distribution of neighbourhood sizes). Exits non-zero when the graph model is not ahead of the
 // MLP by --min-margin (accuracy points / 100).
 //
-//   build/release/examples/package_graph              # the full run (about a minute on 2 cores)
-//   build/release/examples/package_graph --quick      # a few seconds (scripts/main.sh, the test)
+//   build/release/examples/package_graph              # the full run (under a minute on 2 cores)
+//   build/release/examples/package_graph --quick      # 4-7 s (scripts/main.sh, the test)
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
