@@ -17,11 +17,13 @@
 //   sage:  two layers h' = act(h·Ws + mean_out(h)·Wo + mean_in(h)·Wi + b), with separate weights
 //          for the package itself, the mean over what it depends on (mean_out = spmm with the
 //          row-normalised adjacency A) and the mean over what depends on it (mean_in, with Aᵀ
-//          row-normalised); each layer projects first and aggregates the projections (the same
-//          function: the mean is linear), so the first layer is one spmm(X, [Ws Wo Wi]).
+//          row-normalised); each layer multiplies by its weights first and then averages (the same
+//          function: the mean is linear), so the first layer is three spmm(X, W). While training,
+//          the last layer computes only the training nodes' rows (the loss needs no other).
 //   gat (--model gat, instead of sage): the same two layers with attention weights in place of the
-//          means: scores a_s·(h_i W) + a_d·(h_j W) through leaky_relu, segment_softmax over each
-//          row's entries, spmm with the attention as the matrix's values (SparseCsr::with_values).
+//          means: scores leaky_relu(⟨z_i, a_dst⟩ + ⟨z_j, a_src⟩) of the projections z = h·W (one
+//          sddmm), segment_softmax over each row's entries, spmm with the attention as the matrix's
+//          values (SparseCsr::with_values).
 //
 // Writes to --out: history_<model>.csv (per epoch: loss, train/validation/test accuracy) and
 // loss.png / accuracy.png, sections.csv and sections.png (per-section test accuracy of both
