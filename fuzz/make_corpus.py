@@ -4,7 +4,7 @@ Run with Debian's /usr/bin/python3 (numpy); the files are committed, so this is 
 change them.
 
 With --large DIR it writes instead the multi-MB hostile seeds (Note [Hostile files] in
-core/file_io.hpp) to DIR/safetensors/ and DIR/npy/: headers of several MB with many entries, long
+core/file_io.hpp) to DIR/safetensors/, DIR/npy/ and DIR/deb822/: headers of several MB with many entries, long
 similar names, a huge __metadata__, duplicates at the end, deep nesting, huge numbers and strings.
 scripts/fuzz.sh generates them at every run (they are too big to commit)."""
 import io
@@ -101,7 +101,25 @@ def large(folder, size=3_000_000):
         "huge_dim_v2": raw_npy(head + "(" + "9" * size + ",)}", b"", 2),
         "nested_v2": raw_npy(head + "(" * size + "}", b"", 2),
     }
-    for sub, files in (("safetensors", s), ("npy", n)):
+    # deb822 package indexes: many paragraphs, one huge continued field, a huge relation list, long
+    # names, a huge paragraph of distinct fields; each valid one also as a refused variant.
+    para = "Package: p%07d\nSection: contrib/net\nDescription: a package\nDepends: p0000000 (>= 1.0) | q:any, r\n\n"
+    many = "".join(para % i for i in range(valid // len(para % 0)))
+    rel = ", ".join("p%07d (>= 1:2.3-4~) | v%d:any" % (i, i) for i in range(valid // 36))
+    c = {
+        "many_paragraphs": many.encode(),
+        "many_paragraphs_dup": (many + "Package: x\nSection: a\nsection: b\n").encode(),
+        "long_continuation": ("Package: a\nDescription: x\n" + " more text\n" * (valid // 11)).encode(),
+        "huge_relations": ("Package: a\nDepends: " + rel + "\n").encode(),
+        "huge_relations_bad": ("Package: a\nDepends: " + rel + ", (\n").encode(),
+        "unclosed_brackets": ("Package: a\nDepends: b " + "[" * refused + "\n").encode(),
+        "long_name": ("Package: " + "n" * size + "\n").encode(),
+        "many_fields": ("Package: a\n" + "".join("F%d: v\n" % i for i in range(valid // 10))).encode(),
+        "many_fields_dup": ("Package: a\n" + "".join("F%d: v\n" % i for i in range(refused // 10)) + "F0: v\n").encode(),
+        "blank_lines": ("Package: a\n" + " \n" * (valid // 2)).encode(),
+        "no_colon": ("Package: a\n" + "x" * size).encode(),
+    }
+    for sub, files in (("safetensors", s), ("npy", n), ("deb822", c)):
         d = os.path.join(folder, sub)
         os.makedirs(d, exist_ok=True)
         for name, data in files.items():
@@ -151,7 +169,25 @@ def main():
         "bad_unknown_key": raw_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), 'x': 1}", b"\0" * 16),
         "bad_overflow": raw_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296)}"),
     }
-    for folder, files in (("safetensors", s), ("npy", n)):
+    c = {
+        "valid_dumpavail": (
+            "Package: 0ad\nVersion: 0.0.26-3\nArchitecture: amd64\n"
+            "Depends: 0ad-data (>= 0.0.26), libc6 (>= 2.34), python3:any | python3-minimal:any (>> 3.9~)\n"
+            "Pre-Depends: dpkg (>= 1.15.6~)\nDescription: Real-time strategy game of ancient warfare\n"
+            "Tag: game::strategy, interface::graphical,\n uitoolkit::sdl, use::gameplaying\nSection: games\n\n"
+            "Package: 0ad-data\nSuggests: 0ad\nDescription: Real-time strategy game (data files)\n"
+            " A long description.\n .\n More.\nSection: games\n\n"
+            "Package: firmware-x\nSection: non-free-firmware/kernel\nRecommends: 0ad | 0ad-data\n"
+        ).encode(),
+        "valid_crlf": b"Package: a\r\nsection: contrib/net\r\nDepends: b(=1), c [amd64] <!nocheck>\r\n \t\r\nPackage: b\r\n",
+        "valid_empty_fields": b"Package: a\nRecommends:\nDescription:\nSection:\n",
+        "bad_no_colon": b"Package: a\nno colon\n",
+        "bad_continuation_first": b" x\nPackage: a\n",
+        "bad_no_package": b"Version: 1\n\nPackage: a\n",
+        "bad_duplicate_field": b"Package: a\nDepends: b\nDEPENDS: c\n",
+        "bad_relation": b"Package: a\nDepends: b (>= 1, c | , d:\n",
+    }
+    for folder, files in (("safetensors", s), ("npy", n), ("deb822", c)):
         d = os.path.join(HERE, "corpus", folder)
         os.makedirs(d, exist_ok=True)
         for name, data in files.items():

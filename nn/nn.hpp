@@ -6,6 +6,7 @@
 #include "xgrad/nn/block_sparse_linear.hpp"
 #include "xgrad/nn/conv.hpp"
 #include "xgrad/nn/data.hpp"
+#include "xgrad/nn/datasets/debian_packages.hpp"
 #include "xgrad/nn/datasets/fashion_mnist.hpp"
 #include "xgrad/nn/datasets/idx.hpp"
 #include "xgrad/nn/datasets/words.hpp"

@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 seconds="${1:-${XGRAD_FUZZ_SECONDS:-60}}"
-targets=(${XGRAD_FUZZ_TARGETS:-fuzz_safetensors fuzz_safetensors_header fuzz_npy})
+targets=(${XGRAD_FUZZ_TARGETS:-fuzz_safetensors fuzz_safetensors_header fuzz_npy fuzz_deb822})
 max_len="${XGRAD_FUZZ_MAX_LEN:-4194304}"
 jobs=()
 if [[ -n "${XGRAD_FUZZ_JOBS:-}" ]]; then jobs=(-j "$XGRAD_FUZZ_JOBS"); fi

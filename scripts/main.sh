@@ -5,13 +5,27 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Examples to run, in order: folder names under examples/ (each builds to build/release/examples/<name>).
-examples=(spectral_fit block_sparse_mlp fashion_cnn char_model)
-# Extra arguments per example: the short forms of fashion_cnn (~300 steps on a subset) and
-# char_model (~10 s); their full runs are `build/release/examples/fashion_cnn` and
-# `build/release/examples/char_model` (README.md, Examples).
-declare -A example_args=([fashion_cnn]="--quick" [char_model]="--quick")
+examples=(spectral_fit block_sparse_mlp fashion_cnn char_model package_graph)
+# Extra arguments per example: the short forms of fashion_cnn (~300 steps on a subset), char_model
+# (~10 s) and package_graph (~5 s); their full runs are `build/release/examples/<name>` without
+# arguments (README.md, Examples).
+declare -A example_args=([fashion_cnn]="--quick" [char_model]="--quick" [package_graph]="--quick")
 
 bash scripts/install-deps.sh --main  # the test-only packages (PyTorch, Catch2, MPI) are not needed here
+# examples/package_graph reads apt's package index (apt-cache dumpavail), which a fresh container
+# lacks (/var/lib/apt/lists is empty): download it then (root or sudo, as install-deps.sh).
+if [[ -z "$(apt-cache dumpavail 2>/dev/null | head -c 1)" ]]; then
+  sudo=()
+  if ((EUID != 0)); then
+    if ! command -v sudo >/dev/null 2>&1; then
+      echo "main: apt's package index is empty and not root (run as root or install sudo): apt-get update" >&2
+      exit 1
+    fi
+    sudo=(sudo)
+  fi
+  echo "main: apt's package index is empty (examples/package_graph reads it): apt-get update"
+  "${sudo[@]}" apt-get update -q
+fi
 # The library and the examples only (no search for the test, MPI or PyTorch packages); not kept in the
 # cache: scripts/test.sh, run next in the same folder, builds the rest and reuses every object built here.
 cmake --preset release -DXGRAD_REQUIRE_ALL=OFF -DXGRAD_EXAMPLES_ONLY=ON
@@ -26,4 +40,4 @@ for name in "${examples[@]}"; do
   # shellcheck disable=SC2086  # the extra arguments are words
   "build/release/examples/${name}" --out "out/${name}" ${example_args[$name]:-}
 done
-echo "==> done: plots in $(pwd)/out/spectral_fit/*.png, $(pwd)/out/block_sparse_mlp/*.png and $(pwd)/out/fashion_cnn/*.png; samples in out/char_model/"
+echo "==> done: plots in $(pwd)/out/spectral_fit/*.png, $(pwd)/out/block_sparse_mlp/*.png, $(pwd)/out/fashion_cnn/*.png and $(pwd)/out/package_graph/*.png; samples in out/char_model/"
