@@ -3,10 +3,10 @@
 // run of empty rows costs little), found by binary search on crow; each chunk is one task. A row's
 // result is summed in entry order by one task, so the partition (which depends on the thread
 // count only through scheduling, never through the arithmetic) cannot change a bit. spmm keeps up
-// to four SIMD registers of the output row in registers over all the row's entries (one load of
-// x's row segment and one FMA per register per entry), then stores them: the output is written
-// once. sddmm is a dot product per entry with SIMD partial sums added by a fixed tree. The segment
-// reductions own whole segments in the same way (the compiler vectorises their inner loops).
+// to eight SIMD registers of the output row in registers over all the row's entries (one load of
+// x's row segment and one FMA per register per entry, the rows of x a few entries ahead prefetched),
+// then stores them: the output is written once. sddmm is a dot product per entry with SIMD partial sums added by a
+// fixed tree. The segment reductions own whole segments in the same way (the compiler vectorises their inner loops).
 #include "xgrad/ops/detail/sparse_kernels.hpp"
 
 #include <algorithm>
@@ -59,34 +59,68 @@ inline T value_at(const T* vals, const std::int64_t* perm, std::int64_t k) {
   return perm != nullptr ? vals[perm[k]] : vals[k];
 }
 
-// One output row: acc over the entries [k0, k1), written to o (f wide).
+// Entries ahead whose x rows are prefetched: a gather of rows in random order (a power-law graph's
+// columns) waits on memory at every entry without it. Measured on R-MAT 2^17 (sparse_ops_bench).
+constexpr std::int64_t kPrefetchAhead = 12;
+
+// Columns [j, j + NV·L) of one output row: NV registers accumulate over the row's entries [k0, k1)
+// (one load of x's row segment and one FMA per register per entry, one pass over the entries), then
+// are stored once.
+template <class T, int NV>
+void spmm_row_block(std::int64_t k0, std::int64_t k1, const std::int64_t* col, const T* vals, const std::int64_t* perm,
+                    const T* x, std::int64_t f, std::int64_t j, T* o) {
+  using B = simd::batch<T, Arch>;
+  constexpr std::int64_t L = simd::lanes<T, Arch>;
+  constexpr std::int64_t kLine = 64 / sizeof(T);  // elements per cache line
+  B acc[NV];
+  for (int v = 0; v < NV; ++v) acc[v] = B(T(0));
+  for (std::int64_t k = k0; k < k1; ++k) {
+    if (k + kPrefetchAhead < k1) {
+      const T* ahead = x + col[k + kPrefetchAhead] * f + j;
+      for (std::int64_t e = 0; e < NV * L; e += kLine) __builtin_prefetch(ahead + e);
+    }
+    const B w(value_at(vals, perm, k));
+    const T* xr = x + col[k] * f + j;
+    for (int v = 0; v < NV; ++v) acc[v] = xsimd::fma(w, simd::load<T, Arch>(xr + v * L), acc[v]);
+  }
+  for (int v = 0; v < NV; ++v) simd::store<T, Arch>(o + j + v * L, acc[v]);
+}
+
+// One output row: acc over the entries [k0, k1), written to o (f wide). Up to 8 registers per pass
+// over the entries (f <= 8 L in one pass); the last f % L columns in a scalar pass.
 template <class T>
 void spmm_row(std::int64_t k0, std::int64_t k1, const std::int64_t* col, const T* vals, const std::int64_t* perm,
               const T* x, std::int64_t f, T* o) {
-  using B = simd::batch<T, Arch>;
   constexpr std::int64_t L = simd::lanes<T, Arch>;
   std::int64_t j = 0;
-  for (; j + 4 * L <= f; j += 4 * L) {
-    B a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0));
-    for (std::int64_t k = k0; k < k1; ++k) {
-      const B v(value_at(vals, perm, k));
-      const T* xr = x + col[k] * f + j;
-      a0 = xsimd::fma(v, simd::load<T, Arch>(xr), a0);
-      a1 = xsimd::fma(v, simd::load<T, Arch>(xr + L), a1);
-      a2 = xsimd::fma(v, simd::load<T, Arch>(xr + 2 * L), a2);
-      a3 = xsimd::fma(v, simd::load<T, Arch>(xr + 3 * L), a3);
-    }
-    simd::store<T, Arch>(o + j, a0);
-    simd::store<T, Arch>(o + j + L, a1);
-    simd::store<T, Arch>(o + j + 2 * L, a2);
-    simd::store<T, Arch>(o + j + 3 * L, a3);
+  for (; j + 8 * L <= f; j += 8 * L) spmm_row_block<T, 8>(k0, k1, col, vals, perm, x, f, j, o);
+  const std::int64_t vecs = (f - j) / L;
+  switch (vecs) {
+    case 7:
+      spmm_row_block<T, 7>(k0, k1, col, vals, perm, x, f, j, o);
+      break;
+    case 6:
+      spmm_row_block<T, 6>(k0, k1, col, vals, perm, x, f, j, o);
+      break;
+    case 5:
+      spmm_row_block<T, 5>(k0, k1, col, vals, perm, x, f, j, o);
+      break;
+    case 4:
+      spmm_row_block<T, 4>(k0, k1, col, vals, perm, x, f, j, o);
+      break;
+    case 3:
+      spmm_row_block<T, 3>(k0, k1, col, vals, perm, x, f, j, o);
+      break;
+    case 2:
+      spmm_row_block<T, 2>(k0, k1, col, vals, perm, x, f, j, o);
+      break;
+    case 1:
+      spmm_row_block<T, 1>(k0, k1, col, vals, perm, x, f, j, o);
+      break;
+    default:
+      break;
   }
-  for (; j + L <= f; j += L) {
-    B a0(T(0));
-    for (std::int64_t k = k0; k < k1; ++k)
-      a0 = xsimd::fma(B(value_at(vals, perm, k)), simd::load<T, Arch>(x + col[k] * f + j), a0);
-    simd::store<T, Arch>(o + j, a0);
-  }
+  j += vecs * L;
   for (; j < f; ++j) {
     T a = 0;
     for (std::int64_t k = k0; k < k1; ++k) a = std::fma(value_at(vals, perm, k), x[col[k] * f + j], a);
