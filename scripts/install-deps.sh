@@ -2,7 +2,8 @@
 # Installs everything xgrad needs to build, test and benchmark (or with --main only what the main
 # job needs), from Debian 12 packages only.
 # Idempotent and fast when there is nothing to do: packages are checked with dpkg-query first and
-# apt-get (update + install) runs only for the missing ones. Needs root (or sudo) when it installs.
+# apt-get (update + install) runs only for the missing ones, or when apt's package index is empty
+# (examples/package_graph's data). Needs root (or sudo) when it installs.
 set -euo pipefail
 
 # What the main job (scripts/main.sh: build and run the examples) needs, including the data package
@@ -41,21 +42,29 @@ for p in "${packages[@]}"; do
   [[ "$status" == "install ok installed" ]] || missing+=("$p")
 done
 
-if ((${#missing[@]} == 0)); then
-  echo "install-deps: all ${#packages[@]} packages already installed"
+# examples/package_graph's data is apt's package index itself (apt-cache dumpavail), which a fresh
+# container lacks (/var/lib/apt/lists is empty): apt-get update fills it.
+index_empty=false
+if [[ -z "$(apt-cache dumpavail 2>/dev/null | head -c 1)" ]]; then index_empty=true; fi
+
+if ((${#missing[@]} == 0)) && ! $index_empty; then
+  echo "install-deps: all ${#packages[@]} packages already installed; apt's package index is present"
   exit 0
 fi
 
-echo "install-deps: installing ${missing[*]}"
+if ((${#missing[@]} > 0)); then echo "install-deps: installing ${missing[*]}"; fi
+if $index_empty; then echo "install-deps: apt's package index is empty (examples/package_graph reads it): apt-get update"; fi
 sudo=()
 if ((EUID != 0)); then
   if command -v sudo >/dev/null 2>&1; then
     sudo=(sudo)
   else
-    echo "install-deps: missing packages and not root (run as root or install sudo): ${missing[*]}" >&2
+    echo "install-deps: not root (run as root or install sudo); needed: apt-get update${missing[*]:+ and ${missing[*]}}" >&2
     exit 1
   fi
 fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -q
-"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+if ((${#missing[@]} > 0)); then
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi

@@ -11,21 +11,9 @@ examples=(spectral_fit block_sparse_mlp fashion_cnn char_model package_graph)
 # arguments (README.md, Examples).
 declare -A example_args=([fashion_cnn]="--quick" [char_model]="--quick" [package_graph]="--quick")
 
-bash scripts/install-deps.sh --main  # the test-only packages (PyTorch, Catch2, MPI) are not needed here
-# examples/package_graph reads apt's package index (apt-cache dumpavail), which a fresh container
-# lacks (/var/lib/apt/lists is empty): download it then (root or sudo, as install-deps.sh).
-if [[ -z "$(apt-cache dumpavail 2>/dev/null | head -c 1)" ]]; then
-  sudo=()
-  if ((EUID != 0)); then
-    if ! command -v sudo >/dev/null 2>&1; then
-      echo "main: apt's package index is empty and not root (run as root or install sudo): apt-get update" >&2
-      exit 1
-    fi
-    sudo=(sudo)
-  fi
-  echo "main: apt's package index is empty (examples/package_graph reads it): apt-get update"
-  "${sudo[@]}" apt-get update -q
-fi
+# The test-only packages (PyTorch, Catch2, MPI) are not needed here; install-deps.sh also fills apt's
+# package index when it is empty (examples/package_graph reads it).
+bash scripts/install-deps.sh --main
 # The library and the examples only (no search for the test, MPI or PyTorch packages); not kept in the
 # cache: scripts/test.sh, run next in the same folder, builds the rest and reuses every object built here.
 cmake --preset release -DXGRAD_REQUIRE_ALL=OFF -DXGRAD_EXAMPLES_ONLY=ON

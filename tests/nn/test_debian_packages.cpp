@@ -226,7 +226,8 @@ TEST_CASE("read_apt_packages reads this machine's index", "[datasets][debian]") 
   try {
     packages = ds::read_apt_packages();
   } catch (const Error& e) {
-    // an empty index is the state of a fresh container; scripts/main.sh runs apt-get update first.
+    // an empty index is the state of a fresh container; scripts/install-deps.sh (run by main.sh and
+    // test.sh) runs apt-get update first.
     // Skipped with a warning then, but a failure under XGRAD_REQUIRE_ALL (a full run skips nothing).
     const std::string what = e.what();
     REQUIRE_THAT(what, Contains("printed nothing"));
