@@ -21,7 +21,7 @@ mkdir -p "$out"
 cmake --preset release -DXGRAD_REQUIRE_ALL=OFF >/dev/null
 cmake --build --preset release --target resample_conv_bench block_sparse_linear_bench autograd_overhead \
   conv_step_bench $(grep -q torch_autograd_overhead build/release/build.ninja && echo torch_autograd_overhead) \
-  rnn_step_bench hvp_bench index_ops_bench sparse_ops_bench \
+  rnn_step_bench hvp_bench index_ops_bench sparse_ops_bench graph_layers_bench \
   $(grep -q torch_conv_step build/release/build.ninja && echo torch_conv_step torch_rnn_step torch_hvp)
 dir=build/release/bench
 start=$(date +%s)
@@ -37,6 +37,7 @@ bash bench/run_rnn_step.sh "$dir" --reps $((reps * 3)) >"$out/rnn_step.txt"
 bash bench/run_hvp.sh "$dir" --reps $((reps * 3)) >"$out/hvp.txt"
 ROUNDS=1 bash bench/run_index_ops.sh "$dir" $((reps * 5)) "$out/index_ops.csv" >"$out/index_ops.txt"
 ROUNDS=1 bash bench/run_sparse_ops.sh "$dir" $((reps * 5)) "$out/sparse_ops.csv" >"$out/sparse_ops.txt"
+ROUNDS=1 bash bench/run_graph_layers.sh "$dir" $((reps * 5)) "$out/graph_layers.csv" >"$out/graph_layers.txt"
 # The tables (the drivers print raw rows first, then tables from their first '## ' line on).
 for f in resample_conv block_sparse; do
   echo
@@ -61,5 +62,8 @@ sed -n '/^## /,$p' "$out/index_ops.txt"
 echo
 echo "================ sparse ops ================"
 sed -n '/^## /,$p' "$out/sparse_ops.txt"
+echo
+echo "================ graph layers ================"
+sed -n '/^## /,$p' "$out/graph_layers.txt"
 echo
 echo "run_all: $(($(date +%s) - start)) s; raw rows and tables in $out/"

@@ -13,20 +13,14 @@ rounds=${ROUNDS:-3}
 here=$(cd "$(dirname "$0")" && pwd)
 py=/usr/bin/python3 # Debian's python with torch (the python3 on PATH may lack it)
 ours="$dir/index_ops_bench"
+source "$here/peer_rounds.sh"
 : >"$csv"
-echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$csv"
-for r in $(seq "$rounds"); do
-  for t in 1 2; do
-    "$ours" --threads "$t" --reps "$reps" | tee -a "$csv"
-    # torch runs its CPU GEMMs through OpenBLAS here; none in these cases, but keep it to t threads.
-    OPENBLAS_NUM_THREADS="$t" "$py" "$here/torch_index_ops.py" "$t" "$reps" | tee -a "$csv"
-  done
-done
+# torch runs its CPU GEMMs through OpenBLAS here; none in these cases, but peer_rounds keeps it to t threads.
+peer_rounds "$csv" "$rounds" "$reps" "$ours" "$here/torch_index_ops.py"
 for c in gcn_aggregate index_select index_add gather scatter_add embedding; do
   "$ours" --threads 2 --peak "$c" | tee -a "$csv"
   OPENBLAS_NUM_THREADS=2 "$py" "$here/torch_index_ops.py" 2 --peak "$c" | tee -a "$csv"
 done
-echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$csv"
 echo "raw rows: $csv"
 "$py" - "$csv" <<'PY'
 import collections, statistics, sys

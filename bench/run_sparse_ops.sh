@@ -18,14 +18,8 @@ ours="$dir/sparse_ops_bench"
 big=()
 if [[ "${BIG:-0}" == 1 ]]; then big=(--big); fi
 : >"$csv"
-echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$csv"
-for r in $(seq "$rounds"); do
-  for t in 1 2; do
-    "$ours" --threads "$t" --reps "$reps" "${big[@]}" | tee -a "$csv"
-    OPENBLAS_NUM_THREADS="$t" "$py" "$here/torch_sparse_ops.py" "$t" "$reps" "${big[@]}" | tee -a "$csv"
-  done
-done
-echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$csv"
+source "$here/peer_rounds.sh"
+peer_rounds "$csv" "$rounds" "$reps" "$ours" "$here/torch_sparse_ops.py" "${big[@]}"
 echo "raw rows: $csv"
 "$py" - "$csv" <<'PY'
 import collections, statistics, sys

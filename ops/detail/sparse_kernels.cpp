@@ -10,8 +10,10 @@
 #include "xgrad/ops/detail/sparse_kernels.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "xgrad/core/parallel.hpp"
@@ -86,41 +88,25 @@ void spmm_row_block(std::int64_t k0, std::int64_t k1, const std::int64_t* col, c
   for (int v = 0; v < NV; ++v) simd::store<T, Arch>(o + j + v * L, acc[v]);
 }
 
+// spmm_row_block<T, NV> for NV = 1 .. 8, by NV - 1.
+template <class T, std::size_t... I>
+constexpr auto row_blocks(std::index_sequence<I...>) {
+  return std::array{&spmm_row_block<T, static_cast<int>(I) + 1>...};
+}
+
 // One output row: acc over the entries [k0, k1), written to o (f wide). Up to 8 registers per pass
 // over the entries (f <= 8 L in one pass); the last f % L columns in a scalar pass.
 template <class T>
 void spmm_row(std::int64_t k0, std::int64_t k1, const std::int64_t* col, const T* vals, const std::int64_t* perm,
               const T* x, std::int64_t f, T* o) {
   constexpr std::int64_t L = simd::lanes<T, Arch>;
+  constexpr auto kBlocks = row_blocks<T>(std::make_index_sequence<8>{});
   std::int64_t j = 0;
-  for (; j + 8 * L <= f; j += 8 * L) spmm_row_block<T, 8>(k0, k1, col, vals, perm, x, f, j, o);
-  const std::int64_t vecs = (f - j) / L;
-  switch (vecs) {
-    case 7:
-      spmm_row_block<T, 7>(k0, k1, col, vals, perm, x, f, j, o);
-      break;
-    case 6:
-      spmm_row_block<T, 6>(k0, k1, col, vals, perm, x, f, j, o);
-      break;
-    case 5:
-      spmm_row_block<T, 5>(k0, k1, col, vals, perm, x, f, j, o);
-      break;
-    case 4:
-      spmm_row_block<T, 4>(k0, k1, col, vals, perm, x, f, j, o);
-      break;
-    case 3:
-      spmm_row_block<T, 3>(k0, k1, col, vals, perm, x, f, j, o);
-      break;
-    case 2:
-      spmm_row_block<T, 2>(k0, k1, col, vals, perm, x, f, j, o);
-      break;
-    case 1:
-      spmm_row_block<T, 1>(k0, k1, col, vals, perm, x, f, j, o);
-      break;
-    default:
-      break;
+  for (; j + 8 * L <= f; j += 8 * L) kBlocks[7](k0, k1, col, vals, perm, x, f, j, o);
+  if (const std::int64_t vecs = (f - j) / L; vecs > 0) {
+    kBlocks[static_cast<std::size_t>(vecs - 1)](k0, k1, col, vals, perm, x, f, j, o);
+    j += vecs * L;
   }
-  j += vecs * L;
   for (; j < f; ++j) {
     T a = 0;
     for (std::int64_t k = k0; k < k1; ++k) a = std::fma(value_at(vals, perm, k), x[col[k] * f + j], a);
