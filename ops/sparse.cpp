@@ -410,6 +410,11 @@ Tensor linear(const SparseCsr& x, const Tensor& weight, const Tensor& bias) {
   return apply<SparseLinearFn>(x.values(), weight, bias, x.pattern());
 }
 
+SparseCsr sparse_softmax(const SparseCsr& a) {
+  XGRAD_CHECK(a.defined(), "sparse_softmax: argument 'a' is an undefined sparse matrix");
+  return a.with_values(segment_softmax(a.values(), a.crow_indices()));
+}
+
 // ---- segment reductions ----------------------------------------------------------------------------
 
 namespace {

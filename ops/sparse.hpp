@@ -181,5 +181,10 @@ Tensor segment_min(const Tensor& data, const Tensor& offsets);
 ///   m_i = the segment's max (per column) | ddata[e] = out[e]·(g[e] − Σ_{e'∈ segment i} g[e']·out[e'])
 ///   | — (compared through torch.softmax on each segment)
 Tensor segment_softmax(const Tensor& data, const Tensor& offsets);
+/// torch.sparse.softmax(A, 1) for a CSR matrix: the softmax over each row's stored entries
+/// (unstored entries take no part; an empty row stays empty), as a matrix on the same pattern. A
+/// composition, not an op of its own: a.with_values(segment_softmax(a.values(), a.crow_indices())),
+/// so its gradient (to A's values) and its tests are segment_softmax's. Differentiable to any order.
+SparseCsr sparse_softmax(const SparseCsr& a);
 
 }  // namespace xgrad

@@ -301,6 +301,18 @@ TEST_CASE("spmm and its gradients are bit-identical with 1 and 2 threads on a sk
   }
 }
 
+TEST_CASE("sparse_softmax is segment_softmax over each row's entries, on the same pattern", "[sparse][segment]") {
+  const SparseCsr a = example(true);  // rows {1, 2}, {}, {3, 4}
+  const SparseCsr s = sparse_softmax(a);
+  CHECK(s.pattern().same_object(a.pattern()));
+  const double e = std::exp(1.0);
+  CHECK(allclose(s.values(), Tensor::from_vector({1 / (1 + e), e / (1 + e), 1 / (1 + e), e / (1 + e)}, {4}, kFloat64),
+                 1e-15, 1e-15));
+  require_gradcheck([](const Tensors& in) { return sparse_softmax(example().with_values(in[0])).values(); },
+                    {Tensor::from_vector({0.3, -1.0, 2.0, 0.5}, {4}, kFloat64).set_requires_grad()});
+  require_error([] { (void)sparse_softmax(SparseCsr()); }, {"sparse_softmax", "'a'", "undefined"});
+}
+
 TEST_CASE("segment reductions over a CSR matrix's rows", "[sparse][segment]") {
   const SparseCsr a = example(true);  // rows [1, 2], [], [3, 4]
   const Tensor s = segment_sum(a.values(), a.crow_indices());
