@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 seconds="${1:-${XGRAD_FUZZ_SECONDS:-60}}"
-targets=(${XGRAD_FUZZ_TARGETS:-fuzz_safetensors fuzz_safetensors_header fuzz_npy fuzz_deb822})
+targets=(${XGRAD_FUZZ_TARGETS:-fuzz_safetensors fuzz_safetensors_header fuzz_npy fuzz_deb822 fuzz_sparse_csr})
 max_len="${XGRAD_FUZZ_MAX_LEN:-4194304}"
 jobs=()
 if [[ -n "${XGRAD_FUZZ_JOBS:-}" ]]; then jobs=(-j "$XGRAD_FUZZ_JOBS"); fi
@@ -72,7 +72,7 @@ for t in "${targets[@]}"; do
   seeds="fuzz/corpus/$format"
   large="$build/seeds_large/$format"
   work="$build/corpus/$name"
-  mkdir -p "$work"
+  mkdir -p "$work" "$large"  # make_corpus.py has no large seeds for every format
   dict=()
   [[ -f "fuzz/$format.dict" ]] && dict=("-dict=fuzz/$format.dict")
   # Two phases share the budget: first small inputs (up to 64 KB: thousands of runs per second, deep
