@@ -65,6 +65,20 @@ def median_ms(fn, reps):
     return ts[len(ts) // 2] * 1e3
 
 
+def timed_steps(fn, seed, clear):
+    """The two timed bodies of a case fn(grad): the forward without grad, and clear(), the forward
+    with grad and backward(seed). Shared with torch_sparse_ops.py."""
+    def fwd():
+        with torch.no_grad():
+            fn(False)
+
+    def fwdbwd():
+        clear()
+        fn(True).backward(seed)
+
+    return fwd, fwdbwd
+
+
 def main():
     args = sys.argv[1:]
     threads = int(args[0]) if args else 1
@@ -117,14 +131,7 @@ def main():
         if only is not None and name != only:
             continue
 
-        def fwd():
-            with torch.no_grad():
-                fn(False)
-
-        def fwdbwd():
-            clear()
-            fn(True).backward(seed)
-
+        fwd, fwdbwd = timed_steps(fn, seed, clear)
         row(name, "fwd_ms", median_ms(fwd, reps))
         row(name, "fwdbwd_ms", median_ms(fwdbwd, reps))
 

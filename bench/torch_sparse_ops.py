@@ -17,7 +17,7 @@ import torch
 
 # The same graph, generator and timer as the index ops peer (the scripts sit side by side).
 import numpy as np
-from torch_index_ops import E, F, N, median_ms, splitmix64
+from torch_index_ops import E, F, N, median_ms, splitmix64, timed_steps
 from torch_index_ops import make_graph as make_edges
 
 
@@ -90,14 +90,7 @@ def run_graph(graph, A, widths, reps, threads, only):
             seed = torch.ones(shape)
             case = f"{name}:{graph}:f{f}"
 
-            def fwd():
-                with torch.no_grad():
-                    fn(False)
-
-            def fwdbwd():
-                clear()
-                fn(True).backward(seed)
-
+            fwd, fwdbwd = timed_steps(fn, seed, clear)
             row(case, impl, "fwd_ms", median_ms(fwd, reps))
             try:
                 row(case, impl, "fwdbwd_ms", median_ms(fwdbwd, reps))
