@@ -206,18 +206,13 @@ TEST_CASE("save_safetensors refuses bad arguments", "[serialize]") {
   CHECK(dir.entries().empty());
 }
 
-template <class T>
-Tensor vector_tensor(const std::vector<T>& v) {
-  return Tensor::from_data<T>(std::span<const T>(v), {static_cast<std::int64_t>(v.size())});
-}
-
 TEST_CASE("sparse CSR matrices round trip through safetensors, damaged ones are refused", "[serialize][sparse]") {
   TempDir dir("sparse");
   const std::string p = dir.file("g.safetensors");
   // 3 x 4 with an empty middle row, and an empty 0 x 5 matrix
-  const SparseCsr a = sparse_csr_tensor(vector_tensor(std::vector<std::int64_t>{0, 2, 2, 3}),
-                                        vector_tensor(std::vector<std::int64_t>{1, 3, 0}),
-                                        vector_tensor(std::vector<double>{0.5, -2.0, 7.25}), {3, 4});
+  const SparseCsr a =
+      sparse_csr_tensor(Tensor::from_vector({0, 2, 2, 3}, {4}, kInt64), Tensor::from_vector({1, 3, 0}, {3}, kInt64),
+                        Tensor::from_vector({0.5, -2.0, 7.25}, {3}, kFloat64), {3, 4});
   const SparseCsr empty =
       sparse_csr_tensor(Tensor::zeros({1}, kInt64), Tensor::zeros({0}, kInt64), Tensor::zeros({0}, kFloat32), {0, 5});
   nn::NamedTensors tensors{{"dense", Tensor::ones({2})}};
@@ -253,8 +248,7 @@ TEST_CASE("sparse CSR matrices round trip through safetensors, damaged ones are 
   };
   require_error(
       [&] {
-        (void)nn::get_sparse_csr(damaged("adj.col_indices", vector_tensor(std::vector<std::int64_t>{1, 4, 0}), ""),
-                                 "adj");
+        (void)nn::get_sparse_csr(damaged("adj.col_indices", Tensor::from_vector({1, 4, 0}, {3}, kInt64), ""), "adj");
       },
       {"col_indices", "4"});
   require_error([&] { (void)nn::get_sparse_csr(damaged("", Tensor(), "3;4"), "adj"); },
