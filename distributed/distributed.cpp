@@ -2,11 +2,17 @@
 
 #include <mpi.h>
 
+#include <sched.h>
+
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <sstream>
+#include <thread>
 
 #include "xgrad/core/error.hpp"
 #include "xgrad/nn/serialize.hpp"
@@ -51,6 +57,171 @@ std::vector<std::string> split_lines(const std::string& s) {
   return out;
 }
 
+
+// ---- waiting: timeouts, ranks that left, no busy polling ----------------------------------------
+// Note [Waiting in collectives]: every collective is started non-blocking (MPI_I...; for the large
+// transfers of broadcast_ and average_gradients, an MPI_Ibarrier first, arrive()) and completed by
+// wait(), which calls MPI_Test (what drives Open MPI's progress) until the request completes, and
+// aborts the job (MPI_Abort, after a message on stderr naming this rank, the collective and the step)
+//  - when the collective timeout passes (set_timeout, XGRAD_DISTRIBUTED_TIMEOUT; 5 minutes by default), or
+//  - when another rank has left main (its MpiContext finalised, Note [Leaving]) and the collective has
+//    not completed kStrandedGrace later: a rank that already took part in the collective before
+//    leaving lets it complete at once, so only a collective it never joined waits that long.
+// For the first kSpin of a wait it tests in a loop with sched_yield (a collective of a training step
+// completes within it, at the latency of a blocking call), then sleeps kNap between tests, so a rank
+// that waits for a slow peer uses little CPU. Open MPI's own blocking calls poll (spin) instead;
+// init() also sets mpi_yield_when_idle unless the user chose (docs/distributed.md, "Failures and hangs").
+//
+// Note [Leaving]: init() duplicates MPI_COMM_WORLD into a communicator of its own and posts a receive
+// on it. A rank that finalises (MpiContext's destructor on a normal return, or finalize()) first sends
+// a one-int notice on it to every other rank, then waits until every other rank has sent it its own:
+// Open MPI's MPI_Finalize waits for every rank anyway, and this way every notice is matched. A rank
+// waiting in a collective learns from a notice that the sender will never join it.
+constexpr int kLeaveTag = 7001;
+constexpr auto kSpin = std::chrono::milliseconds(20);
+constexpr auto kNap = std::chrono::microseconds(200);
+constexpr auto kStrandedGrace = std::chrono::seconds(5);
+
+// Only the thread that initialised MPI communicates (MPI_THREAD_FUNNELED), so this state is not locked.
+struct WaitState {
+  MPI_Comm leave_comm = MPI_COMM_NULL;
+  MPI_Request leave_req = MPI_REQUEST_NULL;
+  int leave_msg = 0;
+  int notices = 0;        // notices received (ranks that left)
+  int first_left = -1;    // the first rank that left
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+};
+WaitState& wait_state() {
+  static WaitState s;
+  return s;
+}
+
+int world_size_raw() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+int rank_raw() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+// Takes the notices that have arrived; re-posts the receive while more can come.
+void poll_leave_notices() {
+  WaitState& st = wait_state();
+  const int others = world_size_raw() - 1;
+  while (st.leave_req != MPI_REQUEST_NULL) {
+    int done = 0;
+    MPI_Status status;
+    MPI_Test(&st.leave_req, &done, &status);
+    if (done == 0) return;
+    ++st.notices;
+    if (st.first_left < 0) st.first_left = status.MPI_SOURCE;
+    if (st.notices < others)
+      MPI_Irecv(&st.leave_msg, 1, MPI_INT, MPI_ANY_SOURCE, kLeaveTag, st.leave_comm, &st.leave_req);
+    else
+      st.leave_req = MPI_REQUEST_NULL;
+  }
+}
+
+[[noreturn]] void abort_job(const std::string& message) {
+  std::fprintf(stderr, "xgrad::distributed: rank %d: %s; aborting the job\n", rank_raw(), message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
+}
+
+// Completes `req`, a collective named by `what` (Note [Waiting in collectives]).
+void wait(MPI_Request& req, const std::string& what) {
+  using clock = std::chrono::steady_clock;
+  WaitState& st = wait_state();
+  const auto start = clock::now();
+  clock::time_point stranded_since{};
+  bool stranded = false;
+  for (;;) {
+    int done = 0;
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done != 0) return;
+    poll_leave_notices();
+    const auto now = clock::now();
+    if (st.first_left >= 0 && !stranded) {
+      stranded = true;
+      stranded_since = now;
+    }
+    if (stranded && now - stranded_since > kStrandedGrace)
+      abort_job(fmt::format("{} waits for rank {}, which has left main (returned or finalised without joining it)",
+                            what, st.first_left));
+    if (now - start > st.timeout)
+      abort_job(fmt::format("{} did not complete within the collective timeout of {} s (another rank is stuck, "
+                            "or slower than the timeout allows: xgrad::distributed::set_timeout, "
+                            "XGRAD_DISTRIBUTED_TIMEOUT)",
+                            what, static_cast<double>(st.timeout.count()) / 1000.0));
+    if (now - start < kSpin)
+      sched_yield();
+    else
+      std::this_thread::sleep_for(kNap);
+  }
+}
+
+// Waits (as wait() does) until every rank has reached this collective: an MPI_Ibarrier. The large
+// transfers that follow use Open MPI's blocking collectives, whose tuned algorithms measured 1.5-2x
+// faster than its non-blocking ones (libnbc) on 4-25 MiB buckets, and which cannot hang once every
+// rank has arrived (a rank that dies inside one makes mpirun end the job).
+void arrive(const std::string& what) {
+  MPI_Request req;
+  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  wait(req, what);
+}
+
+// Reads XGRAD_DISTRIBUTED_TIMEOUT (seconds, > 0) into the timeout, once, at init.
+void read_timeout_env() {
+  const char* v = std::getenv("XGRAD_DISTRIBUTED_TIMEOUT");
+  if (v == nullptr || *v == '\0') return;
+  char* end = nullptr;
+  const double seconds = std::strtod(v, &end);
+  XGRAD_CHECK(end != v && *end == '\0' && seconds > 0 && seconds < 1e9,
+              "distributed::init: environment variable XGRAD_DISTRIBUTED_TIMEOUT must be a positive number of "
+              "seconds, got '{}'",
+              v);
+  wait_state().timeout = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0 + 0.5));
+}
+
+// After MPI is initialised: the leave communicator and its first receive (Note [Leaving]). Collective.
+void setup_leave_notices() {
+  WaitState& st = wait_state();
+  if (st.leave_comm != MPI_COMM_NULL) return;
+  MPI_Comm_dup(MPI_COMM_WORLD, &st.leave_comm);
+  if (world_size_raw() > 1)
+    MPI_Irecv(&st.leave_msg, 1, MPI_INT, MPI_ANY_SOURCE, kLeaveTag, st.leave_comm, &st.leave_req);
+}
+
+// Before MPI_Finalize: tell every other rank, then wait for theirs (Note [Leaving]).
+void leave() {
+  WaitState& st = wait_state();
+  if (st.leave_comm == MPI_COMM_NULL) return;
+  const int n = world_size_raw(), me = rank_raw();
+  std::vector<MPI_Request> sends;
+  for (int r = 0; r < n; ++r) {
+    if (r == me) continue;
+    sends.emplace_back();
+    MPI_Isend(&me, 1, MPI_INT, r, kLeaveTag, st.leave_comm, &sends.back());
+  }
+  for (;;) {
+    poll_leave_notices();
+    int done = 0;
+    MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
+    if (done != 0 && st.leave_req == MPI_REQUEST_NULL) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  MPI_Comm_free(&st.leave_comm);
+  st.leave_comm = MPI_COMM_NULL;
+}
+
+// Open MPI polls while it waits; yielding lets other processes of an oversubscribed host run
+// (docs/distributed.md, "Failures and hangs"). Set before MPI_Init, unless the user set it.
+void default_yield_when_idle() { setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0); }
+
 }  // namespace
 
 // ---- process management -----------------------------------------------------------------------
@@ -67,14 +238,28 @@ void init(int& argc, char**& argv) {
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
   XGRAD_CHECK(fin == 0, "distributed::init: MPI was already finalised and cannot be initialised again");
-  if (init != 0) return;
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  read_timeout_env();
+  if (init == 0) {
+    default_yield_when_idle();
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  }
+  setup_leave_notices();
 }
 
 void finalize() {
-  if (is_initialized()) MPI_Finalize();
+  if (!is_initialized()) return;
+  leave();
+  MPI_Finalize();
 }
+
+void set_timeout(std::chrono::milliseconds timeout) {
+  XGRAD_CHECK(timeout.count() > 0, "distributed::set_timeout: argument 'timeout' must be positive, got {} ms",
+              timeout.count());
+  wait_state().timeout = timeout;
+}
+
+std::chrono::milliseconds timeout() { return wait_state().timeout; }
 
 void abort(int code) {
   if (is_initialized()) MPI_Abort(MPI_COMM_WORLD, code);
@@ -89,13 +274,16 @@ MpiContext::MpiContext(int& argc, char**& argv) : uncaught_at_start_(std::uncaug
 
 MpiContext::MpiContext() : uncaught_at_start_(std::uncaught_exceptions()), owns_(false) {
   const bool was = is_initialized();
+  int fin = 0;
+  MPI_Finalized(&fin);
+  XGRAD_CHECK(fin == 0, "MpiContext: MPI was already finalised and cannot be initialised again");
+  read_timeout_env();
   if (!was) {
-    int fin = 0;
-    MPI_Finalized(&fin);
-    XGRAD_CHECK(fin == 0, "MpiContext: MPI was already finalised and cannot be initialised again");
+    default_yield_when_idle();
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   }
+  setup_leave_notices();
   owns_ = !was;
 }
 
@@ -123,7 +311,9 @@ int world_size() {
 
 void barrier() {
   require_mpi("distributed::barrier");
-  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Request req;
+  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  wait(req, "distributed::barrier");
 }
 
 void broadcast_(const std::vector<Tensor>& tensors, int root) {
@@ -133,6 +323,7 @@ void broadcast_(const std::vector<Tensor>& tensors, int root) {
               "distributed::broadcast_: argument 'root' ({}) is not a rank of a world of size {}", root, n);
   for (std::size_t i = 0; i < tensors.size(); ++i)
     XGRAD_CHECK(tensors[i].defined(), "distributed::broadcast_: tensor {} is undefined", i);
+  arrive("distributed::broadcast_");
   for (const Tensor& t : tensors) {
     auto* data = static_cast<unsigned char*>(t.impl()->storage->data);
     in_chunks(t.nbytes(), 1, data,
@@ -144,14 +335,18 @@ void broadcast_(const std::vector<Tensor>& tensors, int root) {
 double all_reduce_mean(double value) {
   require_mpi("distributed::all_reduce_mean");
   double sum = 0.0;
-  MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Request req;
+  MPI_Iallreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req);
+  wait(req, "distributed::all_reduce_mean");
   return sum / world_size();
 }
 
 double all_reduce_max(double value) {
   require_mpi("distributed::all_reduce_max");
   double m = 0.0;
-  MPI_Allreduce(&value, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Request req;
+  MPI_Iallreduce(&value, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &req);
+  wait(req, "distributed::all_reduce_max");
   return m;
 }
 
@@ -194,22 +389,27 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
   const std::uint64_t mine[2] = {named.size(), fnv1a(signature)};
   const int n = world_size(), me = rank();
   std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(n));
-  MPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD);
+  const char* what = "DistributedDataParallel (the parameter check)";
+  MPI_Request req;
+  MPI_Iallgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD, &req);
+  wait(req, what);
   int bad = -1;
   for (int r = 1; r < n && bad < 0; ++r)
     if (all[2 * r] != all[0] || all[2 * r + 1] != all[1]) bad = r;
   if (bad >= 0) {
     const int len = static_cast<int>(signature.size());
     std::vector<int> lens(static_cast<std::size_t>(n)), offs(static_cast<std::size_t>(n));
-    MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    MPI_Iallgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD, &req);
+    wait(req, what);
     int total = 0;
     for (int r = 0; r < n; ++r) {
       offs[r] = total;
       total += lens[r];
     }
     std::string gathered(static_cast<std::size_t>(total), '\0');
-    MPI_Allgatherv(signature.data(), len, MPI_CHAR, gathered.data(), lens.data(), offs.data(), MPI_CHAR,
-                   MPI_COMM_WORLD);
+    MPI_Iallgatherv(signature.data(), len, MPI_CHAR, gathered.data(), lens.data(), offs.data(), MPI_CHAR,
+                    MPI_COMM_WORLD, &req);
+    wait(req, what);
     const auto lines_of = [&](int r) {
       return split_lines(gathered.substr(static_cast<std::size_t>(offs[r]), static_cast<std::size_t>(lens[r])));
     };
@@ -256,6 +456,8 @@ void DistributedDataParallel::average_gradients() {
   require_mpi("DistributedDataParallel::average_gradients");
   const int n = world_size();
   const bool root = rank() == 0;
+  ++steps_;
+  arrive(fmt::format("DistributedDataParallel::average_gradients (call {})", steps_));
   for (const Bucket& b : buckets_) {
     dispatch(b.dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;

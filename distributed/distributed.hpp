@@ -30,6 +30,14 @@
 //  - a rank that dies (signal, std::terminate, exit without MPI_Finalize) is noticed by mpirun,
 //    which then kills the other ranks and exits non-zero (Open MPI's default; tests/distributed
 //    checks it). MPI's default error handler MPI_ERRORS_ARE_FATAL aborts the job on MPI errors.
+//  - a rank that returns from main normally (e.g. after catching an error and returning 1) tells
+//    the others as its MpiContext finalises; a rank waiting in a collective that rank never joined
+//    aborts the job 5 s later with a message (Note [Leaving] in distributed.cpp);
+//  - every collective has a timeout (set_timeout; 5 minutes by default) after which the job aborts
+//    with a message naming the rank, the collective and the call (a rank stuck elsewhere);
+//  - waiting ranks sleep between progress tests after 20 ms instead of polling a core at 100%, and
+//    init() sets Open MPI's mpi_yield_when_idle unless the user set it.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -44,15 +52,29 @@
 namespace xgrad::distributed {
 
 /// Initialises MPI (MPI_Init_thread with MPI_THREAD_FUNNELED: only the thread that called init
-/// communicates; TBB workers never call MPI) unless it already is. Idempotent.
+/// communicates; TBB workers never call MPI) unless it already is, with OMPI_MCA_mpi_yield_when_idle=1
+/// unless the environment sets it; reads XGRAD_DISTRIBUTED_TIMEOUT; sets up the notices of ranks that
+/// leave (collective: every rank calls it). Idempotent.
 void init(int& argc, char**& argv);
-/// MPI_Finalize, if MPI is initialised and not yet finalised. Every rank must call it.
+/// Tells the other ranks this one is leaving, waits until each has left too (or aborts the job, when
+/// one is stranded in a collective), then MPI_Finalize; nothing if MPI is not initialised. Every rank
+/// must call it.
 void finalize();
 /// True between init() and finalize().
 bool is_initialized();
 /// MPI_Abort(MPI_COMM_WORLD, code): ends every rank of the job. Use instead of returning from main
 /// after an error that other ranks may not have seen (Note [Collective errors and hangs]).
 [[noreturn]] void abort(int code = 1);
+
+/// The collective timeout: a collective (barrier, broadcast_, all_reduce_*, DistributedDataParallel's
+/// construction and average_gradients) that has not completed after this long aborts the whole job
+/// (MPI_Abort) after printing, on stderr, this rank, the collective and the call (Note [Waiting in
+/// collectives] in distributed.cpp). Default 5 minutes; the environment variable
+/// XGRAD_DISTRIBUTED_TIMEOUT (seconds) sets it at init(). Applies to collectives started afterwards
+/// on this rank. Error: a timeout that is not positive.
+void set_timeout(std::chrono::milliseconds timeout);
+/// The current collective timeout.
+std::chrono::milliseconds timeout();
 
 /// RAII: init() in the constructor; finalize() in the destructor, or abort(1) when the destructor
 /// runs because an exception is propagating. Create one at the top of main(), before anything else
@@ -151,6 +173,7 @@ class DistributedDataParallel {
   std::vector<Tensor> params_;
   std::vector<Bucket> buckets_;
   std::vector<unsigned char> buffer_;  // reused packing buffer (largest bucket)
+  std::int64_t steps_ = 0;             // average_gradients calls, named in timeout messages
 };
 
 /// Runs `write` on rank 0 only, then waits at a barrier so that when save_on_rank0 returns on any

@@ -1,18 +1,26 @@
 #!/bin/sh
-# expect_job_failure.sh SECONDS COMMAND...: passes (exit 0) when COMMAND, an MPI job in which rank 1
+# expect_job_failure.sh SECONDS [--expect REGEX] COMMAND...: passes (exit 0) when COMMAND, an MPI job in which rank 1
 # fails on purpose, really started (rank 1 printed its marker) and then exited non-zero within
-# SECONDS. Fails when the job succeeds, hangs (timeout's status 124, or 137 after the follow-up KILL),
+# SECONDS (and, with --expect, printed a line matching REGEX). Fails when the job succeeds, hangs (timeout's status 124, or still running at the limit),
 # or never got as far as the planned failure (e.g. mpirun refused to start).
 limit="$1"
 shift
+expect=""
+if [ "$1" = "--expect" ]; then
+  expect="$2"
+  shift 2
+fi
 log=$(mktemp)
+start=$(date +%s)
 timeout -k 10 "$limit" "$@" >"$log" 2>&1
 status=$?
+elapsed=$(($(date +%s) - start))
 cat "$log"
 started=0
 grep -q "rank 1: failing on purpose" "$log" && started=1
-rm -f "$log"
+mv "$log" "$log.copy"
 if [ "$started" -ne 1 ]; then
+  rm -f "$log.copy"
   echo "expect_job_failure: rank 1 never reached its planned failure (status $status)" >&2
   exit 1
 fi
@@ -20,9 +28,17 @@ if [ "$status" -eq 0 ]; then
   echo "expect_job_failure: the job succeeded, but a rank was made to fail" >&2
   exit 1
 fi
-if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+# 124: timeout's status; mpirun's own 137 (a rank killed by SIGKILL) is a failure, not a hang, unless
+# it came from timeout's follow-up KILL at the limit
+if [ "$status" -eq 124 ] || [ "$elapsed" -ge "$limit" ]; then
   echo "expect_job_failure: the job did not end within ${limit}s (hang)" >&2
   exit 1
 fi
-echo "expect_job_failure: the job failed as expected with status $status"
+if [ -n "$expect" ] && ! grep -qE "$expect" "$log.copy"; then
+  echo "expect_job_failure: the job failed, but its output lacks the expected message /$expect/" >&2
+  rm -f "$log.copy"
+  exit 1
+fi
+rm -f "$log.copy"
+echo "expect_job_failure: the job failed as expected with status $status after ${elapsed}s"
 exit 0

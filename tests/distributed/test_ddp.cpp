@@ -4,10 +4,15 @@
 // (bucket sizes, modes, dtypes, undefined gradients), the cross-rank parameter check, checkpoints
 // written by rank 0, and local argument errors.
 #include <mpi.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <string>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 
@@ -293,6 +298,37 @@ TEST_CASE("save_on_rank0 writes once, and the file is there when every rank retu
   CHECK(loaded.named_parameters()[0].second.to_vector() == std::vector<double>{1.0, 1.0, 1.0});
   dist::barrier();
   if (r == 0) std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a rank waiting for a slow peer sleeps instead of polling, and the timeout is configurable",
+          "[distributed]") {
+  // Note [Waiting in collectives]: after 20 ms a waiting rank sleeps between progress tests.
+  const int r = dist::rank();
+  CHECK(std::string(std::getenv("OMPI_MCA_mpi_yield_when_idle") ? std::getenv("OMPI_MCA_mpi_yield_when_idle")
+                                                                  : "") == "1");
+  const auto before = dist::timeout();
+  CHECK(before.count() > 0);
+  dist::set_timeout(std::chrono::seconds(42));
+  CHECK(dist::timeout() == std::chrono::milliseconds(42000));
+  dist::set_timeout(before);
+  CHECK_THROWS_WITH(dist::set_timeout(std::chrono::milliseconds(0)),
+                    Catch::Contains("set_timeout") && Catch::Contains("must be positive"));
+  if (dist::world_size() < 2) return;
+  dist::barrier();
+  if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  rusage u0{}, u1{};
+  getrusage(RUSAGE_THREAD, &u0);
+  const auto t0 = std::chrono::steady_clock::now();
+  dist::barrier();  // rank 0 waits about 1.5 s here
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  getrusage(RUSAGE_THREAD, &u1);
+  const auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  const double cpu = secs(u1.ru_utime) - secs(u0.ru_utime) + secs(u1.ru_stime) - secs(u0.ru_stime);
+  if (r == 0) {
+    INFO("rank 0 waited " << wall << " s using " << cpu << " s of CPU");
+    CHECK(wall > 1.0);
+    CHECK(cpu < 0.5 * wall);  // polling would use about the whole wait
+  }
 }
 
 int main(int argc, char** argv) {
