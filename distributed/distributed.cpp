@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "xgrad/core/autograd.hpp"
 #include "xgrad/core/error.hpp"
 #include "xgrad/nn/serialize.hpp"
 
@@ -355,7 +356,7 @@ double all_reduce_max(double value) {
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, DdpOptions options)
     : module_(std::move(module)), options_(options) {
   XGRAD_CHECK(module_ != nullptr, "DistributedDataParallel: argument 'module' is null");
-  setup(module_->named_parameters());
+  setup(module_->named_parameters(), module_->named_buffers());
 }
 
 DistributedDataParallel::DistributedDataParallel(std::vector<std::pair<std::string, Tensor>> named_parameters,
@@ -375,7 +376,8 @@ std::vector<std::pair<std::string, Tensor>> numbered(const std::vector<Tensor>& 
 DistributedDataParallel::DistributedDataParallel(const std::vector<Tensor>& parameters, DdpOptions options)
     : DistributedDataParallel(numbered(parameters), options) {}
 
-void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> named) {
+void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> named,
+                                    const std::vector<std::pair<std::string, Tensor>>& named_buffers) {
   // Local checks first: they fail on the ranks that see them before any collective is entered.
   XGRAD_CHECK(options_.bucket_bytes > 0, "DistributedDataParallel: option 'bucket_bytes' must be positive, got 0");
   for (const auto& [name, t] : named)
@@ -386,6 +388,7 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
   //    rank reaches the same verdict.
   std::string signature;
   for (const auto& [name, t] : named) signature += describe(name, t) + "\n";
+  for (const auto& [name, t] : named_buffers) signature += "buffer " + describe(name, t) + "\n";
   const std::uint64_t mine[2] = {named.size(), fnv1a(signature)};
   const int n = world_size(), me = rank();
   std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(n));
@@ -429,7 +432,10 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
     params_.push_back(t);
   }
   // 2. Rank 0's values everywhere.
+  for (const auto& nb : named_buffers)
+    if (nb.second.defined()) buffers_.push_back(nb.second);
   broadcast_(params_, 0);
+  if (options_.broadcast_buffers) broadcast_buffers();
 
   // 3. Buckets: parameters in order, one dtype per bucket, up to bucket_bytes each.
   for (Dtype d : {kFloat32, kFloat64}) {
@@ -512,6 +518,48 @@ void DistributedDataParallel::average_gradients() {
       }
     });
   }
+  if (options_.broadcast_buffers) broadcast_buffers();
+}
+
+void DistributedDataParallel::broadcast_buffers() {
+  require_mpi("DistributedDataParallel::broadcast_buffers");
+  if (!buffers_.empty()) broadcast_(buffers_, 0);
+}
+
+// ---- all_reduce_sum ---------------------------------------------------------------------------
+
+namespace {
+
+Tensor all_reduce_sum_impl(const Tensor& x);
+
+struct AllReduceSumFn : Function<AllReduceSumFn> {
+  static constexpr const char* kName = "all_reduce_sum";
+  static constexpr bool kDifferentiableBackward = true;  // backward is all_reduce_sum again
+  Tensor forward(const Tensor& x) {
+    Tensor out = x.clone_data();
+    if (out.numel() == 0) return out;
+    arrive("distributed::all_reduce_sum");
+    auto* bytes = static_cast<unsigned char*>(out.impl()->storage->data);
+    const MPI_Datatype type = mpi_type(out.dtype());
+    in_chunks(static_cast<std::size_t>(out.numel()), dtype_size(out.dtype()), bytes, [&](unsigned char* p, int count) {
+      MPI_Allreduce(MPI_IN_PLACE, p, count, type, MPI_SUM, MPI_COMM_WORLD);
+    });
+    return out;
+  }
+  Tensors backward(const Tensors& grads) { return {all_reduce_sum_impl(grads[0])}; }
+};
+
+Tensor all_reduce_sum_impl(const Tensor& x) { return apply<AllReduceSumFn>(x); }
+
+}  // namespace
+
+Tensor all_reduce_sum(const Tensor& x) {
+  XGRAD_CHECK(x.defined(), "distributed::all_reduce_sum: argument 'x' is undefined");
+  XGRAD_CHECK(x.dtype() == kFloat32 || x.dtype() == kFloat64,
+              "distributed::all_reduce_sum: argument 'x' must be float32 or float64, got {} (shape {})", x.dtype(),
+              shape_str(x.shape()));
+  require_mpi("distributed::all_reduce_sum");
+  return all_reduce_sum_impl(x);
 }
 
 // ---- checkpoints ------------------------------------------------------------------------------

@@ -111,6 +111,13 @@ double all_reduce_mean(double value);
 /// Maximum over ranks of one number per rank (e.g. the slowest rank's step time). Collective.
 double all_reduce_max(double value);
 
+/// The sum over ranks of a floating-point tensor of the same shape and dtype on every rank, as a new
+/// tensor (torch.distributed.nn.functional.all_reduce with SUM): out = Σ_r x_r. Differentiable: the
+/// gradient of x_r is Σ_r' g_r' (the sum over ranks of the gradients of out), itself an all_reduce_sum,
+/// so backward is collective too (every rank must run it, in the same order) and create_graph works.
+/// Collective. Errors (local): undefined or non-floating x, MPI not initialised.
+Tensor all_reduce_sum(const Tensor& x);
+
 /// How average_gradients() sums across ranks.
 enum class ReduceMode {
   /// One MPI_Allreduce(SUM) per bucket. Every MPI implementation we know of (Open MPI's recursive
@@ -129,14 +136,19 @@ struct DdpOptions {
   /// call: fewer, larger messages than one call per parameter. torch's default is 25 MiB.
   std::size_t bucket_bytes = std::size_t{4} << 20;
   ReduceMode mode = ReduceMode::allreduce;
+  /// Copy rank 0's buffers (BatchNorm's running statistics and counts: Module::named_buffers) to
+  /// every rank at construction and at the end of each average_gradients(), so that the next forward
+  /// uses rank 0's, as torch's DDP(broadcast_buffers=True) does at the start of each forward. Off: each
+  /// rank keeps its own (use SyncBatchNorm to compute the statistics over all ranks instead).
+  bool broadcast_buffers = true;
 };
 
 /// Keeps the model replicas of all ranks in step.
-/// Construction (collective): checks that every rank has the same number of parameters, with the
-/// same names, shapes and dtypes in the same order (a 64-bit hash and the count are all-gathered;
+/// Construction (collective): checks that every rank has the same number of parameters (and
+/// buffers, for a module), with the same names, shapes and dtypes in the same order (a 64-bit hash and the count are all-gathered;
 /// on a mismatch the full descriptions are all-gathered and EVERY rank throws xgrad::Error naming the
 /// first differing parameter and both ranks' descriptions), then broadcasts rank 0's parameter
-/// values to all ranks (so ranks may initialise differently).
+/// values (and buffers, with broadcast_buffers) to all ranks (so ranks may initialise differently).
 /// Errors (local, before any communication): null module, an undefined parameter, bucket_bytes 0,
 /// MPI not initialised.
 class DistributedDataParallel {
@@ -153,6 +165,9 @@ class DistributedDataParallel {
   /// on every rank (see ReduceMode). With each rank's loss the mean over an equal share of the
   /// batch, the result equals the gradient of the mean loss over the whole batch.
   void average_gradients();
+  /// Copies rank 0's buffers to every rank now (what average_gradients does with broadcast_buffers).
+  /// Collective. Nothing when built from a parameter list.
+  void broadcast_buffers();
 
   const std::vector<Tensor>& parameters() const { return params_; }
   /// The wrapped module (null when built from a parameter list).
@@ -161,7 +176,8 @@ class DistributedDataParallel {
   std::size_t num_buckets() const { return buckets_.size(); }
 
  private:
-  void setup(std::vector<std::pair<std::string, Tensor>> named);
+  void setup(std::vector<std::pair<std::string, Tensor>> named,
+             const std::vector<std::pair<std::string, Tensor>>& named_buffers = {});
   struct Bucket {
     Dtype dtype;
     std::vector<std::size_t> params;  // indices into params_
@@ -172,6 +188,7 @@ class DistributedDataParallel {
   std::vector<std::string> names_;
   std::vector<Tensor> params_;
   std::vector<Bucket> buckets_;
+  std::vector<Tensor> buffers_;        // the module's buffers (none for a parameter list)
   std::vector<unsigned char> buffer_;  // reused packing buffer (largest bucket)
   std::int64_t steps_ = 0;             // average_gradients calls, named in timeout messages
 };

@@ -19,6 +19,8 @@
 #include "../catch_impl.hpp"
 #include "xgrad/core/core.hpp"
 #include "xgrad/distributed/distributed.hpp"
+#include "xgrad/distributed/sync_batch_norm.hpp"
+#include "xgrad/nn/normalization.hpp"
 #include "xgrad/nn/data.hpp"
 #include "xgrad/nn/optim.hpp"
 #include "xgrad/nn/serialize.hpp"
@@ -298,6 +300,111 @@ TEST_CASE("save_on_rank0 writes once, and the file is there when every rank retu
   CHECK(loaded.named_parameters()[0].second.to_vector() == std::vector<double>{1.0, 1.0, 1.0});
   dist::barrier();
   if (r == 0) std::filesystem::remove_all(dir);
+}
+
+namespace {
+void check_close(const Tensor& a, const Tensor& b, double tol) {
+  const auto va = a.to_vector(), vb = b.to_vector();
+  REQUIRE(va.size() == vb.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < va.size(); ++i) worst = std::max(worst, std::abs(va[i] - vb[i]));
+  INFO("largest difference " << worst);
+  CHECK(worst <= tol);
+}
+}  // namespace
+
+TEST_CASE("SyncBatchNorm: the ranks' shares of a batch equal one process with the whole batch", "[distributed]") {
+  const int r = dist::rank(), n = dist::world_size();
+  const std::int64_t batch = 8, c = 3;
+  Generator gen(11);
+  const Tensor full = add(mul(Tensor::randn({batch, c, 2, 3}, gen, kFloat64), 2.0), 1.0);
+  const Tensor seed = Tensor::randn({batch, c, 2, 3}, gen, kFloat64);
+  const Tensor w = Tensor::randn({c}, gen, kFloat64), b = Tensor::randn({c}, gen, kFloat64);
+  nn::BatchNorm2d ref(c, 1e-5, 0.1, true, true, kFloat64);
+  dist::SyncBatchNorm sync(c, 1e-5, 0.1, true, true, kFloat64);
+  for (nn::BatchNormBase* m : std::initializer_list<nn::BatchNormBase*>{&ref, &sync}) {
+    Tensor mw = m->weight(), mb = m->bias();
+    mw.detach().copy_(w);
+    mb.detach().copy_(b);
+  }
+  const std::int64_t lo = batch * r / n, hi = batch * (r + 1) / n;  // this rank's rows
+  for (int step = 0; step < 2; ++step) {
+    Tensor xf = full.detach().set_requires_grad();
+    const Tensor yf = ref.forward(xf);
+    sum(mul(yf, seed)).backward();
+    Tensor xl = slice(full, 0, lo, hi).detach().set_requires_grad();
+    const Tensor yl = sync.forward(xl);
+    sum(mul(yl, slice(seed, 0, lo, hi))).backward();
+    check_close(yl, slice(yf, 0, lo, hi), 1e-12);
+    check_close(xl.grad(), slice(xf.grad(), 0, lo, hi), 1e-12);
+    // each rank's parameter gradients are its share's; their sum is the whole batch's
+    check_close(dist::all_reduce_sum(sync.weight().grad()), ref.weight().grad(), 1e-12);
+    check_close(dist::all_reduce_sum(sync.bias().grad()), ref.bias().grad(), 1e-12);
+    check_close(sync.running_mean(), ref.running_mean(), 1e-12);
+    check_close(sync.running_var(), ref.running_var(), 1e-12);
+    CHECK(sync.num_batches_tracked().item<std::int64_t>() == step + 1);
+    ref.zero_grad();
+    sync.zero_grad();
+  }
+  // eval mode: the running statistics, no communication
+  ref.eval();
+  sync.eval();
+  check_close(sync.forward(slice(full, 0, lo, hi)), slice(ref.forward(full), 0, lo, hi), 1e-12);
+  sync.train();
+  // a batch of one value per channel over all ranks is refused on every rank
+  const Tensor one = Tensor::ones({r == 0 ? 1 : 0, c}, kFloat64);
+  dist::SyncBatchNorm sync1(c, 1e-5, 0.1, true, true, kFloat64);
+  CHECK_THROWS_WITH(sync1.forward(one), Catch::Contains("SyncBatchNorm") && Catch::Contains("more than 1 value"));
+  CHECK_THROWS_WITH(sync1.forward(Tensor::ones({4}, kFloat64)), Catch::Contains("at least 2D"));
+}
+
+TEST_CASE("DDP broadcasts rank 0's buffers at construction and after each gradient average", "[distributed]") {
+  const int r = dist::rank();
+  auto model = std::make_shared<nn::BatchNorm1d>(2, 1e-5, 0.1, true, true, kFloat64);
+  {
+    NoGradGuard g;
+    Tensor rm = model->running_mean();
+    rm.fill_(10.0 + r);
+  }
+  dist::DistributedDataParallel ddp(model);
+  CHECK(model->running_mean().to_vector() == std::vector<double>{10.0, 10.0});
+  // each rank normalises its own batch: the running statistics drift apart, then rank 0's win
+  Generator gen(static_cast<std::uint64_t>(100 + r));
+  const Tensor x = Tensor::randn({4, 2}, gen, kFloat64);
+  sum(model->forward(x)).backward();
+  const auto mine = model->running_mean().to_vector();
+  ddp.average_gradients();
+  const auto now = model->running_mean().to_vector();
+  const double first = dist::all_reduce_max(now[0]), neg_first = -dist::all_reduce_max(-now[0]);
+  CHECK(first == neg_first);  // equal on every rank
+  if (r == 0) CHECK(now == mine);
+  // off: each rank keeps its own
+  auto other = std::make_shared<nn::BatchNorm1d>(2, 1e-5, 0.1, true, true, kFloat64);
+  {
+    NoGradGuard g;
+    Tensor rm = other->running_mean();
+    rm.fill_(20.0 + r);
+  }
+  dist::DdpOptions off;
+  off.broadcast_buffers = false;
+  dist::DistributedDataParallel ddp_off(other, off);
+  CHECK(other->running_mean().to_vector() == std::vector<double>{20.0 + r, 20.0 + r});
+}
+
+TEST_CASE("all_reduce_sum sums over ranks and its gradient is the sum of the ranks' gradients", "[distributed]") {
+  const int r = dist::rank(), n = dist::world_size();
+  Tensor x = Tensor::full({3}, 1.0 + r, kFloat64).set_requires_grad();
+  const Tensor y = dist::all_reduce_sum(x);
+  double expect = 0;
+  for (int k = 0; k < n; ++k) expect += 1.0 + k;
+  CHECK(y.to_vector() == std::vector<double>(3, expect));
+  sum(mul(y, static_cast<double>(r + 1))).backward();  // rank k's loss weights y by k + 1
+  double g = 0;
+  for (int k = 0; k < n; ++k) g += k + 1;
+  CHECK(x.grad().to_vector() == std::vector<double>(3, g));
+  CHECK_THROWS_WITH(dist::all_reduce_sum(Tensor()), Catch::Contains("all_reduce_sum") && Catch::Contains("undefined"));
+  CHECK_THROWS_WITH(dist::all_reduce_sum(Tensor::zeros({2}, kInt64)),
+                    Catch::Contains("all_reduce_sum") && Catch::Contains("float32 or float64"));
 }
 
 TEST_CASE("a rank waiting for a slow peer sleeps instead of polling, and the timeout is configurable",

@@ -1,0 +1,57 @@
+#include "xgrad/distributed/sync_batch_norm.hpp"
+
+#include <vector>
+
+#include "xgrad/core/autograd.hpp"
+#include "xgrad/core/error.hpp"
+#include "xgrad/distributed/distributed.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/shape_ops.hpp"
+#include "xgrad/ops/unary_math.hpp"
+
+namespace xgrad::distributed {
+
+void SyncBatchNorm::check_input_dim(const Tensor& x) const {
+  XGRAD_CHECK(x.dim() >= 2, "SyncBatchNorm: expected at least 2D input (got {}D input of shape {})", x.dim(),
+              shape_str(x.shape()));
+}
+
+Tensor SyncBatchNorm::forward(const Tensor& x) {
+  if (!is_training()) return BatchNormBase::forward(x);
+  XGRAD_CHECK(x.defined(), "SyncBatchNorm: argument 'x' is an undefined tensor");
+  check_input_dim(x);
+  const std::int64_t c = num_features();
+  XGRAD_CHECK(x.size(1) == c, "SyncBatchNorm: argument 'x' has shape {} but must have num_features = {} channels (dim 1)",
+              shape_str(x.shape()), c);
+  XGRAD_CHECK(x.dtype() == kFloat32 || x.dtype() == kFloat64,
+              "SyncBatchNorm: argument 'x' must be float32 or float64, got {}", x.dtype());
+  std::vector<std::int64_t> axes{0};
+  Shape per_channel(static_cast<std::size_t>(x.dim()), 1);
+  per_channel[1] = c;
+  for (std::int64_t d = 2; d < x.dim(); ++d) axes.push_back(d);
+  // Values per channel over all ranks (the same verdict on every rank, after the collective).
+  const double local = static_cast<double>(x.numel() / c);
+  const double total = all_reduce_sum(Tensor::full({1}, local, kFloat64)).item<double>();
+  XGRAD_CHECK(total > 1, "SyncBatchNorm: expected more than 1 value per channel when training, got input of shape {} "
+                         "on this rank and {} values per channel over all ranks", shape_str(x.shape()), total);
+  const Tensor mean = mul(all_reduce_sum(sum(x, axes)), 1.0 / total);
+  const Tensor centred = sub(x, reshape(mean, per_channel));
+  const Tensor sq = all_reduce_sum(sum(mul(centred, centred), axes));
+  const Tensor var = mul(sq, 1.0 / total);
+  Tensor y = mul(centred, reshape(rsqrt(add(var, eps())), per_channel));
+  if (affine()) y = add(mul(y, reshape(weight(), per_channel)), reshape(bias(), per_channel));
+  if (track_running_stats()) {
+    // As BatchNormBase::forward: the count, then the averaging factor (1 / count without a momentum).
+    NoGradGuard guard;
+    const std::int64_t batches = num_batches_tracked().item<std::int64_t>() + 1;
+    const double f = momentum() ? *momentum() : 1.0 / static_cast<double>(batches);
+    Tensor rm = running_mean(), rv = running_var(), nb = num_batches_tracked();
+    rm.mul_(1.0 - f).add_(mean.detach().to(rm.dtype()), f);
+    rv.mul_(1.0 - f).add_(mul(sq.detach(), 1.0 / (total - 1.0)).to(rv.dtype()), f);
+    nb.fill_(static_cast<double>(batches));
+  }
+  return y;
+}
+
+}  // namespace xgrad::distributed
