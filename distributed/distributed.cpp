@@ -16,6 +16,7 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/error.hpp"
+#include "xgrad/distributed/detail/collectives.hpp"
 #include "xgrad/nn/serialize.hpp"
 
 namespace xgrad::distributed {
@@ -225,6 +226,11 @@ void default_yield_when_idle() { setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*o
 
 }  // namespace
 
+namespace detail {
+void wait_collective(MPI_Request& req, const std::string& what) { wait(req, what); }
+void arrive_collective(const std::string& what) { arrive(what); }
+}  // namespace detail
+
 // ---- process management -----------------------------------------------------------------------
 
 bool is_initialized() {
@@ -421,7 +427,7 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
     while (k < ref.size() && k < other.size() && ref[k] == other[k]) ++k;
     const std::string a = k < ref.size() ? ref[k] : std::string("(none)");
     const std::string b = k < other.size() ? other[k] : std::string("(none)");
-    detail::throw_error(fmt::format(
+    xgrad::detail::throw_error(fmt::format(
         "DistributedDataParallel: the ranks' parameters differ (every rank must build the same model): rank 0 has "
         "{} parameters, rank {} has {}; first difference at parameter {}: rank 0 {} vs rank {} {} (seen on rank {})",
         ref.size(), bad, other.size(), k, a, bad, b, me));

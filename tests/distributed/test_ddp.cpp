@@ -20,6 +20,7 @@
 #include "xgrad/core/core.hpp"
 #include "xgrad/distributed/distributed.hpp"
 #include "xgrad/distributed/sync_batch_norm.hpp"
+#include "xgrad/distributed/zero.hpp"
 #include "xgrad/nn/normalization.hpp"
 #include "xgrad/nn/data.hpp"
 #include "xgrad/nn/optim.hpp"
@@ -405,6 +406,65 @@ TEST_CASE("all_reduce_sum sums over ranks and its gradient is the sum of the ran
   CHECK_THROWS_WITH(dist::all_reduce_sum(Tensor()), Catch::Contains("all_reduce_sum") && Catch::Contains("undefined"));
   CHECK_THROWS_WITH(dist::all_reduce_sum(Tensor::zeros({2}, kInt64)),
                     Catch::Contains("all_reduce_sum") && Catch::Contains("float32 or float64"));
+}
+
+TEST_CASE("ZeroRedundancyOptimizer: DDP's trajectory with the unsharded optimizer, bit for bit, with a share of its state",
+          "[distributed]") {
+  const int r = dist::rank(), n = dist::world_size();
+  using Make = std::function<std::unique_ptr<nn::Optimizer>(std::vector<Tensor>)>;
+  const std::vector<std::pair<std::string, Make>> kinds{
+      {"SGD momentum", [](std::vector<Tensor> p) { return std::make_unique<nn::SGD>(p, nn::SGDOptions(0.1).momentum(0.9)); }},
+      {"Adam", [](std::vector<Tensor> p) { return std::make_unique<nn::Adam>(p, nn::AdamOptions(0.05)); }}};
+  for (const auto& [kind, make] : kinds) {
+    SECTION(kind) {
+      const std::vector<Tensor> a = values(make_mlp(1 + static_cast<std::uint64_t>(r)));  // rank 0's win
+      std::vector<Tensor> b;
+      for (const Tensor& t : a) b.push_back(t.clone_data().set_requires_grad());
+      dist::DistributedDataParallel ddp(a);
+      const std::unique_ptr<nn::Optimizer> plain = make(a);
+      dist::ZeroRedundancyOptimizer zero(b, make);
+      Generator gen(static_cast<std::uint64_t>(40 + r));  // each rank its own data
+      for (int step = 0; step < 5; ++step) {
+        const Tensor x = Tensor::randn({6, 4}, gen, kFloat64), y = Tensor::randn({6, 1}, gen, kFloat64);
+        plain->zero_grad();
+        zero.zero_grad();
+        mlp_loss(a, x, y).backward();
+        mlp_loss(b, x, y).backward();
+        ddp.average_gradients();
+        plain->step();
+        zero.step();
+        for (std::size_t i = 0; i < a.size(); ++i) {
+          INFO(kind << " step " << step << " parameter " << i);
+          if (n <= 2)
+            CHECK(b[i].to_vector() == a[i].to_vector());  // a + b either way
+          else
+            CHECK(max_abs_diff(b[i], a[i]) < 1e-12);  // the ring sums in another order than MPI_Allreduce
+          CHECK(same_on_all_ranks(b[i]));
+        }
+      }
+      // the state: each rank holds its share's; together, exactly the unsharded optimizer's
+      // (the buffers; the 0-d step counts are one per piece, so a parameter split across ranks has two)
+      const auto buffer_bytes = [](const nn::Optimizer* o) {
+        std::size_t bytes = 0;
+        if (o != nullptr)
+          for (const auto& entry : o->state_dict())
+            if (entry.first.rfind("state.", 0) == 0 && entry.second.dim() > 0) bytes += entry.second.nbytes();
+        return bytes;
+      };
+      const std::size_t full = buffer_bytes(plain.get()), mine = buffer_bytes(zero.local_optimizer());
+      CHECK(zero.local_state_bytes() >= mine);
+      const double total = dist::all_reduce_mean(static_cast<double>(mine)) * n;
+      CHECK(total == static_cast<double>(full));
+      std::size_t shard_bytes = 0;
+      for (const Tensor& t : zero.shard()) shard_bytes += t.nbytes();
+      // a share of T / W elements, to one element
+      if (n > 1) CHECK(static_cast<double>(mine) <= static_cast<double>(full) / n + 16.0);
+      INFO("rank " << r << " holds " << mine << " of " << full << " state bytes for " << shard_bytes << " parameter bytes");
+      CHECK(mine > 0);
+    }
+  }
+  CHECK_THROWS_WITH(dist::ZeroRedundancyOptimizer({}, [](std::vector<Tensor>) { return std::unique_ptr<nn::Optimizer>(); }),
+                    Catch::Contains("ZeroRedundancyOptimizer") && Catch::Contains("empty"));
 }
 
 TEST_CASE("a rank waiting for a slow peer sleeps instead of polling, and the timeout is configurable",
