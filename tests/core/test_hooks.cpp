@@ -1,8 +1,9 @@
 // Tests for autograd hooks (Note [Hooks] in core/autograd.hpp): Tensor::register_hook on leaves and
-// non-leaves (value replacement, order, removal, several paths, retain_grad, grad(), create_graph)
-// and Tensor::register_post_accumulate_grad_hook (once per backward, as soon as the leaf's gradient
-// is complete, with retain_graph, on the thread running the backward, with 1 and 2 kernel threads
-// and with concurrent backwards into a shared leaf).
+// non-leaves (value replacement, order, removal, several paths, retain_grad, grad(), create_graph,
+// gradients through hooks on intermediate tensors against torch's) and
+// Tensor::register_post_accumulate_grad_hook (once per backward, as soon as the leaf's gradient is
+// complete, with retain_graph, on the thread running the backward, with 1 and 2 kernel threads and
+// with concurrent backwards into a shared leaf).
 #include <atomic>
 #include <mutex>
 #include <string>
@@ -12,6 +13,7 @@
 #include "support.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduction.hpp"
+#include "xgrad/ops/unary_math.hpp"
 
 using namespace xgrad;
 using xgrad::test::require_error;
@@ -432,4 +434,42 @@ TEST_CASE("concurrent backwards into a shared leaf: each fires its hooks once, o
   };
   CHECK(ran_on_both(pre_threads));
   CHECK(ran_on_both(post_threads));
+}
+
+TEST_CASE("gradients through hooks on intermediate tensors match torch's", "[autograd][hooks][parity]") {
+  // torch 1.13's parity driver differentiates with torch.autograd.grad, which (unlike torch 2 and
+  // xgrad) runs no hook of a leaf: the cases hook intermediate tensors only
+  test::ParityBatch batch("hooks");
+  Generator gen(17);
+  const std::vector<test::ParityBatch::Input> xw = {{"x", Tensor::randn({3, 4}, gen, kFloat64)},
+                                                    {"w", Tensor::randn({3, 4}, gen, kFloat64)}};
+  batch.add("replace_several_paths",
+            "a = x * w\na.register_hook(lambda g: g * 3)\nout = a + a * a + torch.sin(a)", xw,
+            [](const Tensors& in) {
+              Tensor a = mul(in[0], in[1]);
+              a.register_hook([](const Tensor& g) { return mul(g, 3.0); });
+              return add(add(a, mul(a, a)), sin(a));
+            });
+  batch.add("order",
+            "y = torch.tanh(x)\ny.register_hook(lambda g: g + 1)\ny.register_hook(lambda g: g * w.detach())\n"
+            "out = y * w",
+            xw, [](const Tensors& in) {
+              Tensor y = tanh(in[0]);
+              y.register_hook([](const Tensor& g) { return add(g, 1.0); });
+              const Tensor w = in[1].detach();
+              y.register_hook([w](const Tensor& g) { return mul(g, w); });
+              return mul(y, in[1]);
+            });
+  batch.add("none_then_clamp_chain",
+            "y = x * w\ny.register_hook(lambda g: None)\ny.register_hook(lambda g: g.clamp(-0.5, 0.5))\n"
+            "z = torch.exp(y)\nz.register_hook(lambda g: g * 0.5)\nout = torch.sigmoid(z) * x",
+            xw, [](const Tensors& in) {
+              Tensor y = mul(in[0], in[1]);
+              y.register_hook([](const Tensor&) { return Tensor(); });
+              y.register_hook([](const Tensor& g) { return clamp(g, -0.5, 0.5); });
+              Tensor z = exp(y);
+              z.register_hook([](const Tensor& g) { return mul(g, 0.5); });
+              return mul(sigmoid(z), in[0]);
+            });
+  batch.run();
 }
