@@ -64,7 +64,9 @@
 // empty function in its slot, so indices stay valid; the engine copies each hook before calling it,
 // so a hook may register or remove hooks on the same tensor. Registration writes the lists without
 // a lock: it must not race with a backward that reaches the tensor (as retain_grad). With no hook
-// registered the engine's cost is an empty-vector test per node and a null test per leaf.
+// registered the engine's cost is an empty-vector test per node and a null test per leaf. The
+// node (or leaf) owns its hooks, so a hook holding its own tensor by value is a reference cycle
+// (C++ has no collector to break it, unlike torch's Python closures).
 //
 // Note [Pruned grad]: xgrad::grad() runs only the nodes from which a requested input is reachable,
 // and while a node runs, needs_input_grad(i) is false for an input that leads to no requested one

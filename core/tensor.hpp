@@ -200,6 +200,9 @@ class Tensor {
   /// with history and its result is differentiated through. Returns the hook's index for
   /// remove_hook. Error when this tensor does not require grad or `hook` is empty. Not thread-safe
   /// against a backward through this tensor running on another thread (register before it starts).
+  /// As torch's, a hook must not modify its argument in place (return a new tensor instead); and a
+  /// hook that holds this tensor by value (or anything that owns its grad_fn) makes a reference
+  /// cycle that is never freed: capture a reference, or remove the hook when done.
   unsigned register_hook(std::function<Tensor(const Tensor&)> hook) const;
   /// The same for a hook that returns nothing (it observes the gradient, which flows on unchanged),
   /// as torch's C++ register_hook accepts both kinds.
