@@ -19,6 +19,7 @@
 #include "op_table.hpp"
 #include "op_table_rows.hpp"
 #include "support.hpp"
+#include "xgrad/ops/elementwise.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;
