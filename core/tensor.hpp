@@ -219,9 +219,11 @@ class Tensor {
   /// another while it runs.
   void remove_hook(unsigned index) const;
   /// Registers `hook` on a leaf that requires grad (torch 2.1's register_post_accumulate_grad_hook):
-  /// called with this tensor once per backward that reaches it, right after that backward's
-  /// gradient has been added into .grad, i.e. as soon as no node left in the backward can contribute
-  /// to it (not at the end of the backward), so .grad() is final for this backward. Runs on the
+  /// called with this tensor once per backward that gives it a gradient, right after that
+  /// backward's gradient has been added into .grad, i.e. as soon as no node left in the backward can
+  /// contribute to it (not at the end of the backward), so .grad() is final for this backward. The
+  /// hook may read or replace .grad (set_grad, zero_grad) and update the tensor in place (grad mode
+  /// is off in it unless create_graph, as in torch: an optimizer step in the backward). Runs on the
   /// thread that called backward (never on a TBB worker), after the register_hook hooks; not run by
   /// xgrad::grad, which accumulates nothing. Concurrent backwards into this leaf on several threads
   /// run it concurrently, each once, and .grad() may then include the other backwards' sums.

@@ -351,6 +351,19 @@ TEST_CASE("post-accumulate-grad hook: once per backward, as soon as the leaf's g
   CHECK(fired == 0);
 }
 
+TEST_CASE("post-accumulate-grad hook: an optimizer step in the backward (torch's example)", "[autograd][hooks]") {
+  // torch's docs: v.register_post_accumulate_grad_hook(lambda p: p.add_(p.grad, alpha=-lr))
+  Tensor v = Tensor::zeros({3}, kFloat64).set_requires_grad();
+  const double lr = 0.01;
+  v.register_post_accumulate_grad_hook([lr](Tensor& p) {
+    p.add_(p.grad(), -lr);  // grad mode is off in the hook: no NoGradGuard needed
+    p.zero_grad();
+  });
+  v.backward(Tensor::of({1.0, 2.0, 3.0}, kFloat64));
+  CHECK(vec(v) == std::vector<double>{-0.01, -0.02, -0.03});
+  CHECK_FALSE(v.grad().defined());
+}
+
 TEST_CASE("post-accumulate-grad hook under create_graph: .grad has history when the hook runs",
           "[autograd][hooks][create_graph]") {
   Tensor x = Tensor::of({2.0}, kFloat64).set_requires_grad();
