@@ -144,6 +144,76 @@ void Tensor::retain_grad() {
   impl_->retains_grad = true;
 }
 
+// ---- hooks (Note [Hooks]) -----------------------------------------------------------------------
+namespace {
+template <class Fn>
+void remove_from(std::vector<Fn>* list, unsigned index, const char* op, const char* registrar) {
+  const std::size_t n = list ? list->size() : 0;
+  XGRAD_CHECK(index < n, "{}: no hook at index {} (this tensor has {} hook(s) registered with {})", op, index, n,
+              registrar);
+  (*list)[index] = nullptr;
+}
+}  // namespace
+
+std::vector<std::function<Tensor(const Tensor&)>>* Tensor::pre_hook_list(bool create) const {
+  if (impl_->grad_fn) {
+    auto& lists = impl_->grad_fn->output_hooks_;
+    if (lists.empty()) {
+      if (!create) return nullptr;
+      // sized once, to the node's outputs: the engine holds a reference into it while hooks run
+      lists.resize(impl_->grad_fn->output_meta_.size());
+    }
+    XGRAD_ASSERT(impl_->output_nr < lists.size());
+    return &lists[impl_->output_nr];
+  }
+  if (!impl_->hooks) {
+    if (!create) return nullptr;
+    impl_->hooks = std::make_shared<detail::TensorHooks>();
+  }
+  return &impl_->hooks->pre;
+}
+
+unsigned Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
+  check_defined("register_hook");
+  XGRAD_CHECK(hook != nullptr, "register_hook: argument 'hook' is empty (a std::function holding no callable)");
+  XGRAD_CHECK(requires_grad(),
+              "register_hook: cannot register a hook on a tensor that does not require grad (shape {}); call "
+              "set_requires_grad() on the leaf first",
+              shape_str(impl_->shape));
+  auto* list = pre_hook_list(/*create=*/true);
+  list->push_back(std::move(hook));
+  return static_cast<unsigned>(list->size() - 1);
+}
+
+void Tensor::remove_hook(unsigned index) const {
+  check_defined("remove_hook");
+  remove_from(pre_hook_list(/*create=*/false), index, "remove_hook", "register_hook");
+}
+
+unsigned Tensor::register_post_accumulate_grad_hook(std::function<void(Tensor&)> hook) const {
+  check_defined("register_post_accumulate_grad_hook");
+  XGRAD_CHECK(hook != nullptr,
+              "register_post_accumulate_grad_hook: argument 'hook' is empty (a std::function holding no callable)");
+  XGRAD_CHECK(!impl_->grad_fn,
+              "register_post_accumulate_grad_hook: post accumulate grad hooks cannot be registered on non-leaf "
+              "tensors (this one, of shape {}, was produced by '{}'); register it on a leaf, or use register_hook",
+              shape_str(impl_->shape), impl_->grad_fn ? impl_->grad_fn->name() : "");
+  XGRAD_CHECK(impl_->requires_grad,
+              "register_post_accumulate_grad_hook: cannot register a hook on a tensor that does not require grad "
+              "(shape {}); call set_requires_grad() first",
+              shape_str(impl_->shape));
+  if (!impl_->hooks) impl_->hooks = std::make_shared<detail::TensorHooks>();
+  auto& list = impl_->hooks->post_accumulate;
+  list.push_back(std::move(hook));
+  return static_cast<unsigned>(list.size() - 1);
+}
+
+void Tensor::remove_post_accumulate_grad_hook(unsigned index) const {
+  check_defined("remove_post_accumulate_grad_hook");
+  remove_from(impl_->hooks && !impl_->grad_fn ? &impl_->hooks->post_accumulate : nullptr, index,
+              "remove_post_accumulate_grad_hook", "register_post_accumulate_grad_hook");
+}
+
 // ---- leaf gradient lock (Note [Leaf accumulation]) ----------------------------------------------
 namespace detail {
 namespace {
@@ -293,6 +363,38 @@ void accumulate_into_grad(TensorImpl& impl, Tensor g, bool create_graph = false)
   // the previous gradient (now in `previous`) is freed here, outside the lock
 }
 
+// Note [Hooks]: runs a tensor's register_hook hooks on its gradient g, in registration order; a
+// hook's defined result replaces g. Each hook is copied before it runs, and the list re-read after
+// it, so a hook may register or remove hooks of this tensor (the list may grow or reallocate).
+Tensor run_hooks(const std::vector<std::function<Tensor(const Tensor&)>>& hooks, Tensor g, bool create_graph) {
+  AutoGradMode grad_mode(create_graph);
+  for (std::size_t i = 0; i < hooks.size(); ++i) {
+    if (!hooks[i]) continue;  // removed
+    const std::function<Tensor(const Tensor&)> hook = hooks[i];
+    Tensor r = hook(g);
+    if (!r.defined()) continue;
+    XGRAD_CHECK(r.shape() == g.shape() && r.dtype() == g.dtype(),
+                "register_hook: hook {} returned a gradient of shape {} {} for a gradient of shape {} {} (a hook "
+                "returns a tensor of the gradient's shape and dtype, or an undefined Tensor to keep it)",
+                i, shape_str(r.shape()), r.dtype(), shape_str(g.shape()), g.dtype());
+    g = std::move(r);
+  }
+  return g;
+}
+
+// Note [Hooks]: a leaf's post-accumulate-grad hooks, once its gradient for this backward is in .grad.
+void run_post_accumulate_hooks(const std::shared_ptr<TensorImpl>& leaf, bool create_graph) {
+  // the hooks object stays alive while they run, even if a hook replaced the leaf's
+  const std::shared_ptr<detail::TensorHooks> hooks = leaf->hooks;
+  AutoGradMode grad_mode(create_graph);
+  Tensor t(leaf);
+  for (std::size_t i = 0; i < hooks->post_accumulate.size(); ++i) {
+    if (!hooks->post_accumulate[i]) continue;
+    const std::function<void(Tensor&)> hook = hooks->post_accumulate[i];
+    hook(t);
+  }
+}
+
 struct Task {
   std::shared_ptr<Node> node;
   Tensors grads;  // one per output
@@ -436,8 +538,17 @@ struct Engine {
 
   void flush(LeafSlot& slot) const {
     if (!slot.sum.defined()) return;
-    accumulate_into_grad(*slot.leaf, std::move(slot.sum), create_graph);
+    Tensor sum = std::move(slot.sum);
     slot.sum = Tensor();
+    if (slot.leaf->hooks == nullptr) {
+      accumulate_into_grad(*slot.leaf, std::move(sum), create_graph);
+      return;
+    }
+    // Note [Hooks]: the leaf's hooks on this backward's sum, the add, then its post-accumulate hooks
+    const std::shared_ptr<detail::TensorHooks> hooks = slot.leaf->hooks;
+    if (!hooks->pre.empty()) sum = run_hooks(hooks->pre, std::move(sum), create_graph);
+    accumulate_into_grad(*slot.leaf, std::move(sum), create_graph);
+    if (!hooks->post_accumulate.empty()) run_post_accumulate_hooks(slot.leaf, create_graph);
   }
 
   // After a node has run (or was skipped): its edges to leaves are done; a leaf none of whose
@@ -492,6 +603,8 @@ struct Engine {
         for (std::size_t k = 0; k < task.grads.size(); ++k)
           if (!task.grads[k].defined())
             task.grads[k] = Tensor::zeros(node.output_meta()[k].shape, node.output_meta()[k].dtype);
+        if (!node.output_hooks_for_engine().empty() && (runs || capture_outputs.count(&node) != 0))
+          run_output_hooks(node, task.grads);
         handle_retained(node, task.grads);
       }
       if (runs) {
@@ -529,6 +642,30 @@ struct Engine {
       if (!retain_graph) node.release_saved();
     }
     for (auto& slot : leaves) flush(slot);  // leaves given a seed as roots, reached by no edge
+  }
+
+  // Note [Hooks]: the register_hook hooks of the node's outputs, on their summed gradients.
+  void run_output_hooks(const Node& node, Tensors& grads) const {
+    const auto& lists = node.output_hooks_for_engine();
+    for (std::size_t k = 0; k < lists.size() && k < grads.size(); ++k)
+      if (!lists[k].empty()) grads[k] = run_hooks(lists[k], std::move(grads[k]), create_graph);
+  }
+
+  // Note [Hooks]: in grad(), a requested leaf's hooks run once, on its captured sum, in the order of
+  // `inputs` (its non-leaf inputs had theirs on their node's output gradient).
+  void run_captured_leaf_hooks(const Tensors& inputs) {
+    std::vector<const TensorImpl*> done;
+    for (const auto& in : inputs) {
+      const TensorImpl* impl = in.impl().get();
+      if (impl->grad_fn || !impl->hooks || impl->hooks->pre.empty()) continue;
+      if (std::find(done.begin(), done.end(), impl) != done.end()) continue;
+      done.push_back(impl);
+      Tensor& g = (*captures)[impl];
+      if (g.defined()) {
+        const std::shared_ptr<detail::TensorHooks> hooks = impl->hooks;
+        g = run_hooks(hooks->pre, std::move(g), create_graph);
+      }
+    }
   }
 
   void handle_retained(const Node& node, const Tensors& grads) {
@@ -615,6 +752,7 @@ Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_
   eng.captures = &captures;
   seed_roots(eng, outputs, grad_outputs, "grad");
   eng.run(retain_graph.value_or(create_graph));
+  eng.run_captured_leaf_hooks(inputs);
   Tensors result;
   for (const auto& in : inputs) {
     Tensor g = captures[in.impl().get()];

@@ -46,6 +46,30 @@
 // a + b whatever their order; three or more give a sum whose rounding depends on the order. See
 // "Threads" in docs/concepts.md for the whole contract.
 //
+// Note [Hooks]: Tensor::register_hook follows torch's tensor hooks. A non-leaf's hooks live on its
+// grad_fn, one list per output (Node::output_hooks_, as torch keeps them as the node's tensor
+// pre-hooks), so they fire even after the tensor's last handle is gone; a leaf's live on its
+// TensorImpl (TensorImpl::hooks), as torch keeps them on the leaf's AccumulateGrad. The engine runs
+// a non-leaf's hooks on the node's summed output gradient just before the node runs (after an
+// output no gradient reached was given zeros, so a hook always sees a defined tensor), before
+// retain_grad stores it and grad() captures it: grad() returns the hooked gradient of a requested
+// non-leaf (torch 2 returns the unhooked one when that node also leads to another requested
+// input). A node that a pruned grad() does not run runs no hooks, unless one of its outputs is a
+// requested input. A leaf's hooks run on this backward's sum for it in flush (Note [Leaf
+// accumulation]), before the add into .grad, and its post-accumulate-grad hooks right after the
+// add, outside the leaf's lock (a hook may call grad()): that is the moment the last node with an
+// edge to the leaf has run, which is what a data-parallel wrapper needs to start reducing a
+// gradient while the backward goes on. In grad(), a requested leaf's hooks run once on its
+// captured sum, after the engine (as torch 2 runs them there; torch 1.13 did not). Hooks run on
+// the thread running the engine, which is the thread that called backward/grad (the engine is
+// serial; kernels inside a node use TBB), in grad mode iff create_graph. A removed hook leaves an
+// empty function in its slot, so indices stay valid; the engine copies each hook before calling
+// it, so a hook may register or remove hooks on the same tensor. Registration writes the lists
+// without a lock: it must not race with a backward that reaches the tensor (as retain_grad). With
+// no hook registered the engine's cost is an empty-vector test per node and a null test per leaf.
+// The node (or leaf) owns its hooks, so a hook holding its own tensor by value is a reference
+// cycle (C++ has no collector to break it, unlike torch's Python closures).
+//
 // Note [Pruned grad]: xgrad::grad() runs only the nodes from which a requested input is reachable,
 // and while a node runs, needs_input_grad(i) is false for an input that leads to no requested one
 // (the node's backward may skip that gradient, e.g. a weight-gradient GEMM); a gradient returned
@@ -54,6 +78,7 @@
 #include <array>
 #include <concepts>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -106,6 +131,15 @@ struct Edge {
   bool valid() const { return fn != nullptr || leaf != nullptr; }
 };
 
+namespace detail {
+/// The hooks registered on one tensor (Note [Hooks]): index i is the i-th registration, an empty
+/// function a removed hook. post_accumulate is used on leaves only.
+struct TensorHooks {
+  std::vector<std::function<Tensor(const Tensor&)>> pre;
+  std::vector<std::function<void(Tensor&)>> post_accumulate;
+};
+}  // namespace detail
+
 struct TensorMeta {
   Shape shape;
   Dtype dtype = kFloat32;
@@ -147,6 +181,11 @@ class Node {
   const std::vector<TensorMeta>& input_meta() const { return input_meta_; }
   const std::vector<TensorMeta>& output_meta() const { return output_meta_; }
   const std::vector<std::weak_ptr<TensorImpl>>& retained_outputs_for_engine() const;
+  /// The register_hook hooks of each output (Note [Hooks]): empty when none was ever registered,
+  /// else one (possibly empty) list per output.
+  const std::vector<std::vector<std::function<Tensor(const Tensor&)>>>& output_hooks_for_engine() const {
+    return output_hooks_;
+  }
 
  protected:
   bool released_ = false;
@@ -162,6 +201,7 @@ class Node {
   std::vector<TensorMeta> input_meta_;
   std::vector<TensorMeta> output_meta_;
   std::vector<std::weak_ptr<TensorImpl>> retained_outputs_;  // outputs that called retain_grad()
+  std::vector<std::vector<std::function<Tensor(const Tensor&)>>> output_hooks_;  // Note [Hooks]
 };
 
 /// Runs backward from several roots at once with their seed gradients (undefined = ones for

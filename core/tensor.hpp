@@ -8,12 +8,14 @@
 // in-place op, so that backward can refuse a saved tensor that was modified after it was saved.
 #include <concepts>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "xgrad/core/dtype.hpp"
@@ -23,6 +25,10 @@ namespace xgrad {
 
 class Node;
 class Generator;
+class Tensor;
+namespace detail {
+struct TensorHooks;  // core/autograd.hpp
+}
 
 /// Note [Small storage]: buffers of at most kInlineBytes bytes (16 floats) live inside the Storage
 /// object itself, 64-byte aligned like every buffer, so a small tensor costs no separate allocation.
@@ -50,9 +56,11 @@ struct TensorImpl {
   std::uint32_t output_nr = 0;
   std::shared_ptr<Node> grad_fn;     // null for leaves
   std::shared_ptr<TensorImpl> grad;  // accumulated gradient (leaves, or retain_grad)
+  // A leaf's hooks (register_hook, register_post_accumulate_grad_hook); null when it has none. A
+  // non-leaf's register_hook hooks live on its grad_fn (Note [Hooks] in core/autograd.hpp).
+  std::shared_ptr<detail::TensorHooks> hooks;
 };
 
-class Tensor;
 using Tensors = std::vector<Tensor>;
 
 /// The element types of Tensor::from_vector's template form (besides its std::vector<double> form).
@@ -181,6 +189,50 @@ class Tensor {
   void backward(const Tensor& grad = Tensor(), std::optional<bool> retain_graph = std::nullopt,
                 bool create_graph = false) const;
 
+  // ---- hooks (Note [Hooks] in core/autograd.hpp; the semantics of torch's Tensor.register_hook) ----
+  /// Registers `hook`, called with the gradient with respect to this tensor each time a backward
+  /// (or xgrad::grad) computes it: for a non-leaf, once per backward with the sum over every path,
+  /// before its grad_fn runs; for a leaf, once per backward with the sum of this backward's
+  /// contributions, before it is added into .grad. A defined result replaces the gradient (what
+  /// flows on, is accumulated into .grad or is returned by grad()); it must have the gradient's shape
+  /// and dtype. An undefined result keeps it. Several hooks run in registration order, each given
+  /// the previous one's result. Under create_graph the hook runs in grad mode, is given a gradient
+  /// with history and its result is differentiated through. Returns the hook's index for
+  /// remove_hook. Error when this tensor does not require grad or `hook` is empty. Not thread-safe
+  /// against a backward through this tensor running on another thread (register before it starts).
+  /// As torch's, a hook must not modify its argument in place (return a new tensor instead); and a
+  /// hook that holds this tensor by value (or anything that owns its grad_fn) makes a reference
+  /// cycle that is never freed: capture a reference, or remove the hook when done.
+  unsigned register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  /// The same for a hook that returns nothing (it observes the gradient, which flows on unchanged),
+  /// as torch's C++ register_hook accepts both kinds.
+  template <class F>
+  requires(std::invocable<F&, const Tensor&> && std::is_void_v<std::invoke_result_t<F&, const Tensor&>>)
+  unsigned register_hook(F hook) const {
+    return register_hook(std::function<Tensor(const Tensor&)>([h = std::move(hook)](const Tensor& g) mutable {
+      h(g);
+      return Tensor();
+    }));
+  }
+  /// Removes the hook that register_hook returned `index` for: it runs no more (removing it again is
+  /// a no-op, as torch's). Error when no hook was registered at `index`. A hook may remove itself or
+  /// another while it runs.
+  void remove_hook(unsigned index) const;
+  /// Registers `hook` on a leaf that requires grad (torch 2.1's register_post_accumulate_grad_hook):
+  /// called with this tensor once per backward that gives it a gradient, right after that
+  /// backward's gradient has been added into .grad, i.e. as soon as no node left in the backward can
+  /// contribute to it (not at the end of the backward), so .grad() is final for this backward. The
+  /// hook may read or replace .grad (set_grad, zero_grad) and update the tensor in place (grad mode
+  /// is off in it unless create_graph, as in torch: an optimizer step in the backward). Runs on the
+  /// thread that called backward (never on a TBB worker), after the register_hook hooks; not run by
+  /// xgrad::grad, which accumulates nothing. Concurrent backwards into this leaf on several threads
+  /// run it concurrently, each once, and .grad() may then include the other backwards' sums.
+  /// Returns the index for remove_post_accumulate_grad_hook. Error on a non-leaf, on a leaf that
+  /// does not require grad, or when `hook` is empty.
+  unsigned register_post_accumulate_grad_hook(std::function<void(Tensor&)> hook) const;
+  /// Removes the hook that register_post_accumulate_grad_hook returned `index` for (as remove_hook).
+  void remove_post_accumulate_grad_hook(unsigned index) const;
+
   // ---- in-place (bump the version counter; refuse tensors that require grad in grad mode) ---
   /// Any dtype (value converted by convert_value).
   Tensor& fill_(double value);
@@ -210,6 +262,9 @@ class Tensor {
       throw_undefined(what);
   }
   [[noreturn]] static void throw_undefined(const char* what);
+  // The register_hook list: on grad_fn (for this output) for a non-leaf, on impl_ for a leaf. Null
+  // when `create` is false and none exists (Note [Hooks] in core/autograd.hpp).
+  std::vector<std::function<Tensor(const Tensor&)>>* pre_hook_list(bool create) const;
   template <class T>
   static constexpr Dtype from_vector_dtype() {
     return std::same_as<T, int> ? kInt64 : dtype_of<T>();

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cmath>
 #include <latch>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "concurrency.hpp"
@@ -201,4 +203,51 @@ TEST_CASE("independent graphs per thread with retain_grad and grad() and graphs 
   for (int t = 0; t < kThreads; ++t) want += 2.0 * (t + 1) * (t + 1) * 100;  // per element, times x
   const auto g = shared.grad().to_vector();
   for (std::size_t k = 0; k < 3; ++k) CHECK(g[k] == Approx(want * (k + 1)).epsilon(1e-14));
+}
+
+TEST_CASE("hooks of shared leaves: each concurrent backward runs them once, on its own thread", "[concurrency]") {
+  // Note [Hooks]: a leaf's register_hook and post-accumulate-grad hooks run on the thread of the
+  // backward that reaches it, once per backward; concurrent backwards run them concurrently (these
+  // hooks are thread-safe: atomics and a mutex), and registration happened before the threads.
+  auto net = small_mlp(5);
+  const auto params = net->parameters();
+  constexpr int kIters = 25;
+  std::vector<std::atomic<int>> pre(params.size()), post(params.size());
+  std::mutex m;
+  std::map<std::thread::id, int> post_per_thread;
+  std::atomic<int> failures{0};
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    params[k].register_hook([&pre, k](const Tensor& g) {
+      ++pre[k];
+      return mul(g, 2.0);  // doubles every gradient: .grad becomes twice the unhooked sum
+    });
+    params[k].register_post_accumulate_grad_hook([&, k](Tensor& p) {
+      ++post[k];
+      if (!p.grad().defined()) ++failures;
+      const std::lock_guard<std::mutex> lock(m);
+      ++post_per_thread[std::this_thread::get_id()];
+    });
+  }
+  std::vector<std::thread::id> ids(kThreads);
+  run_threads(kThreads, [&](int t) {
+    ids[t] = std::this_thread::get_id();
+    for (int i = 0; i < kIters; ++i) batch_loss(*net, 31 + t).backward();
+  });
+  CHECK(failures.load() == 0);
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    CHECK(pre[k].load() == kThreads * kIters);
+    CHECK(post[k].load() == kThreads * kIters);
+  }
+  REQUIRE(post_per_thread.size() == static_cast<std::size_t>(kThreads));
+  for (int t = 0; t < kThreads; ++t)
+    CHECK(post_per_thread[ids[t]] == kIters * static_cast<int>(params.size()));
+  // .grad is the sum of the hooked (doubled) gradients, up to the order of the float additions;
+  // grad() runs a requested leaf's hooks too, so it returns them doubled
+  std::vector<Tensors> per_thread;
+  for (int t = 0; t < kThreads; ++t) per_thread.push_back(xgrad::grad({batch_loss(*net, 31 + t)}, params));
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    Tensor want = Tensor::zeros(params[k].shape(), kFloat64);
+    for (int t = 0; t < kThreads; ++t) want = add(want, mul(per_thread[t][k], static_cast<double>(kIters)));
+    CHECK(allclose(params[k].grad(), want, 1e-12, 1e-12));
+  }
 }

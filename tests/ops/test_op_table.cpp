@@ -1,9 +1,10 @@
 // The op table's driver (tests/ops/op_table.hpp): for every entry and dtype, gradcheck in float64,
 // PyTorch parity of values and gradients (one batch: Python starts once), 1-vs-2-thread bit
-// equality, a sweep of degenerate sizes {0, 1, 2, 7, large} per size parameter and of leading batch
-// shapes (forward and backward run; shapes and values match torch's, through the parity batch), and
-// bad inputs. A test fails when a public op in ops/*.hpp has no entry; the docs tests at the end, when
-// one has no `/// @op` row (tests/ops/op_table_rows.hpp) or docs/ops.md differs from the rows.
+// equality (the 2-thread run through autograd hooks that change nothing), a sweep of degenerate
+// sizes {0, 1, 2, 7, large} per size parameter and of leading batch shapes (forward and backward
+// run; shapes and values match torch's, through the parity batch), and bad inputs. A test fails
+// when a public op in ops/*.hpp has no entry; the docs tests at the end, when one has no `/// @op`
+// row (tests/ops/op_table_rows.hpp) or docs/ops.md differs from the rows.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "op_table.hpp"
 #include "op_table_rows.hpp"
 #include "support.hpp"
+#include "xgrad/ops/elementwise.hpp"
 
 using namespace xgrad;
 using namespace xgrad::test;
@@ -55,9 +57,49 @@ Tensors leaves(const OpInfo& op, const SampleInput& si) {
   return out;
 }
 
+// Hooks (Note [Hooks] in core/autograd.hpp) that change nothing, on an op's leaves and output: each
+// leaf's register_hook hook multiplies by 1 (exact, so the results keep their bits) and its
+// post-accumulate-grad hook checks that .grad is there; the output's hook observes. They count their
+// calls, which check_fired compares with what the backward did.
+struct IdentityHooks {
+  std::vector<int> pre, post;
+  int out = 0;
+  bool post_saw_grad = true;
+  void register_on(const Tensors& args, const Tensor& output, bool post_accumulate) {
+    pre.assign(args.size(), 0);
+    post.assign(args.size(), 0);
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (!args[i].requires_grad()) continue;
+      args[i].register_hook([this, i](const Tensor& g) {
+        ++pre[i];
+        return mul(g, 1.0);
+      });
+      if (post_accumulate)
+        args[i].register_post_accumulate_grad_hook([this, i](Tensor& t) {
+          ++post[i];
+          post_saw_grad = post_saw_grad && t.grad().defined();
+        });
+    }
+    if (output.grad_fn()) output.register_hook([this](const Tensor&) { ++out; });
+  }
+  // Each leaf's hooks fired once when a gradient reached it (`reached[i]`), else not; the output's once.
+  void check_fired(const Tensors& args, const std::vector<bool>& reached, const Tensor& output,
+                   bool post_accumulate) const {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (!args[i].requires_grad()) continue;
+      INFO("input " << i << ": its hooks fire once iff a gradient reaches it");
+      CHECK(pre[i] == (reached[i] ? 1 : 0));
+      if (post_accumulate) CHECK(post[i] == pre[i]);
+    }
+    CHECK(post_saw_grad);
+    if (output.grad_fn()) CHECK(out == 1);
+  }
+};
+
 // Forward, then backward from a fixed random seed gradient: {out, gradients of the inputs that
-// require grad (zeros when none flowed)}. CHECKs that every gradient has its input's shape.
-Tensors forward_backward(const OpInfo& op, const SampleInput& si) {
+// require grad (zeros when none flowed)}. CHECKs that every gradient has its input's shape. With
+// `with_hooks`, IdentityHooks on the inputs and the output, checked to have fired.
+Tensors forward_backward(const OpInfo& op, const SampleInput& si, bool with_hooks = false) {
   Tensors args = leaves(op, si);
   const Tensor out = si.call(args);
   Tensors res{out.detach()};
@@ -69,15 +111,20 @@ Tensors forward_backward(const OpInfo& op, const SampleInput& si) {
   for (const auto& a : args) any = any || a.requires_grad();
   if (!any) return res;
   REQUIRE(out.requires_grad());
+  IdentityHooks hooks;
+  if (with_hooks) hooks.register_on(args, out, /*post_accumulate=*/true);
   Generator gen(99);
   out.backward(Tensor::randn(out.shape(), gen, out.dtype()));
+  std::vector<bool> reached;
   for (const auto& a : args) {
+    reached.push_back(a.requires_grad() && a.grad().defined());
     if (!a.requires_grad()) continue;
     const Tensor g = a.grad().defined() ? a.grad() : Tensor::zeros(a.shape(), a.dtype());
     CHECK(g.shape() == a.shape());
     CHECK(g.dtype() == a.dtype());
     res.push_back(g);
   }
+  if (with_hooks) hooks.check_fired(args, reached, out, /*post_accumulate=*/true);
   return res;
 }
 
@@ -168,7 +215,14 @@ TEST_CASE("op table: second-order gradcheck (gradgradcheck) in float64", "[op_ta
         Generator gen(5);
         const Tensor seed = Tensor::randn(out.shape(), gen, out.dtype());
         const Tensors plain = xgrad::grad({out}, wrt, {seed}, true, /*create_graph=*/false, /*allow_unused=*/true);
+        // the recorded backward runs through hooks that multiply by 1 (recorded too) on the inputs and
+        // observe the output: they fire, and change nothing
+        IdentityHooks hooks;
+        hooks.register_on(wrt, out, /*post_accumulate=*/false);
         const Tensors recorded = xgrad::grad({out}, wrt, {seed}, true, /*create_graph=*/true, /*allow_unused=*/true);
+        std::vector<bool> reached;
+        for (const auto& r : recorded) reached.push_back(r.defined());
+        hooks.check_fired(wrt, reached, out, /*post_accumulate=*/false);
         for (std::size_t i = 0; i < wrt.size(); ++i) {
           INFO("input " << i << ": the recorded gradient differs from the first-order one");
           CHECK(plain[i].defined() == recorded[i].defined());
@@ -290,7 +344,15 @@ TEST_CASE("op table: bit-identical results with 1 and 2 threads", "[op_table][th
         const Tensor out = si.call(leaves(op, si));
         biggest = std::max(biggest, out.numel());
         CHECK(biggest > kParallelGrain);
-        require_thread_deterministic([&] { return forward_backward(op, si); });
+        // 1 thread without hooks, 2 threads with IdentityHooks (Note [Hooks]): the same bits, so the
+        // threads change nothing and neither do hooks that change nothing
+        const Tensors one = with_num_threads(1, [&] { return forward_backward(op, si); });
+        const Tensors two = with_num_threads(2, [&] { return forward_backward(op, si, /*with_hooks=*/true); });
+        REQUIRE(one.size() == two.size());
+        for (std::size_t i = 0; i < one.size(); ++i) {
+          INFO("result " << i << " differs between 1 thread and 2 threads with identity hooks");
+          REQUIRE(bit_equal(one[i], two[i]));
+        }
       }
     }
   }
