@@ -16,6 +16,7 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/error.hpp"
+#include "xgrad/core/from_blob.hpp"
 #include "xgrad/distributed/detail/collectives.hpp"
 #include "xgrad/nn/serialize.hpp"
 
@@ -443,86 +444,252 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
   broadcast_(params_, 0);
   if (options_.broadcast_buffers) broadcast_buffers();
 
-  // 3. Buckets: parameters in order, one dtype per bucket, up to bucket_bytes each.
-  for (Dtype d : {kFloat32, kFloat64}) {
-    Bucket cur{d, {}, 0};
-    const std::size_t cap = std::max<std::size_t>(1, options_.bucket_bytes / dtype_size(d));
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      if (params_[i].dtype() != d || params_[i].numel() == 0) continue;
-      const auto m = static_cast<std::size_t>(params_[i].numel());
-      if (!cur.params.empty() && cur.numel + m > cap) {
-        buckets_.push_back(cur);
-        cur = Bucket{d, {}, 0};
-      }
-      cur.params.push_back(i);
-      cur.numel += m;
+  // 3. Buckets, in parameter order until the first average_gradients() with overlap.
+  std::vector<std::size_t> order(params_.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  make_buckets(order);
+  if (options_.overlap)
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      hook_ids_.push_back(params_[i].requires_grad()
+                              ? params_[i].register_post_accumulate_grad_hook([this, i](Tensor&) { on_ready(i); })
+                              : ~0u);
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  for (std::size_t i = 0; i < hook_ids_.size(); ++i)
+    if (hook_ids_[i] != ~0u) params_[i].remove_post_accumulate_grad_hook(hook_ids_[i]);
+}
+
+// Note [Overlapped averaging]: every parameter's gradient has a slot in one bucket's storage (a 1-d
+// tensor; slots 64-byte aligned), and after averaging its .grad is a view of that slot (from_blob
+// sharing the bucket's storage): no copy out. With DdpOptions::overlap, a post-accumulate-grad hook on
+// each parameter copies the gradient backward has just completed into its slot and makes .grad that
+// view (one copy in: the engine adds gradients into a new buffer rather than into the .grad it holds,
+// Note [Leaf accumulation] in core/autograd.cpp, so it never writes into a bucket whose all-reduce is
+// in flight); when a bucket's last parameter is in, the bucket, and every complete one after the last
+// started, gets an MPI_Iallreduce (in bucket order: every rank must start the collectives in the same
+// order), and each hook tests the requests in flight (MPI_Test drives Open MPI's progress), dividing a
+// completed bucket by the world size in place. average_gradients() puts in the parameters that got no
+// gradient (their .grad as it is, zeros when undefined), starts the rest and waits (wait(), with the
+// collective timeout). The first call also rebuilds the buckets in rank 0's ready order of that
+// backward (broadcast, so all ranks agree), so that from the second step on the buckets fill in the
+// order backward produces them, the last layers' first. With 2 ranks every element is a + b, then
+// divided by 2, as without overlap: the same bits. Hooks run on the thread that called backward; on
+// another thread than MPI's (MPI_THREAD_FUNNELED) they only fill slots, and average_gradients() starts
+// everything.
+struct DistributedDataParallel::Flight {
+  Tensor storage;
+  MPI_Request req = MPI_REQUEST_NULL;
+  bool launched = false, done = false;
+};
+
+void DistributedDataParallel::make_buckets(const std::vector<std::size_t>& order) {
+  buckets_.clear();
+  struct Open {
+    Bucket b;
+    bool used = false;
+  };
+  Open open[2] = {{{kFloat32, {}, 0}, false}, {{kFloat64, {}, 0}, false}};
+  for (std::size_t i : order) {
+    if (params_[i].numel() == 0) continue;
+    const int k = params_[i].dtype() == kFloat32 ? 0 : 1;
+    Open& o = open[k];
+    const std::size_t cap = std::max<std::size_t>(1, options_.bucket_bytes / dtype_size(o.b.dtype));
+    const auto m = static_cast<std::size_t>(params_[i].numel());
+    if (!o.b.params.empty() && o.b.numel + m > cap) {
+      buckets_.push_back(o.b);
+      o.b = Bucket{o.b.dtype, {}, 0};
     }
-    if (!cur.params.empty()) buckets_.push_back(cur);
+    o.b.params.push_back(i);
+    o.b.numel += m;
   }
-  std::size_t largest = 0;
-  for (const auto& b : buckets_) largest = std::max(largest, b.numel * dtype_size(b.dtype));
-  buffer_.resize(largest);
+  for (Open& o : open)
+    if (!o.b.params.empty()) buckets_.push_back(o.b);
+  // storage and slots
+  slot_bucket_.assign(params_.size(), 0);
+  slot_offset_.assign(params_.size(), 0);
+  views_.assign(params_.size(), Tensor());
+  flights_.clear();
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    const Dtype d = buckets_[b].dtype;
+    const std::size_t align = 64 / dtype_size(d);
+    std::size_t off = 0;
+    for (std::size_t i : buckets_[b].params) {
+      slot_bucket_[i] = b;
+      slot_offset_[i] = off;
+      off += (static_cast<std::size_t>(params_[i].numel()) + align - 1) / align * align;
+    }
+    XGRAD_CHECK(off <= static_cast<std::size_t>(INT_MAX),
+                "DistributedDataParallel: a bucket of {} elements exceeds MPI's int counts (a parameter of more than "
+                "2^31 elements)",
+                off);
+    auto f = std::make_shared<Flight>();
+    f->storage = Tensor::zeros({static_cast<std::int64_t>(off)}, d);
+    const std::shared_ptr<TensorImpl> owner = f->storage.impl();
+    auto* base = static_cast<unsigned char*>(owner->storage->data);
+    for (std::size_t i : buckets_[b].params)
+      views_[i] = from_blob(base + slot_offset_[i] * dtype_size(d), params_[i].shape(), d, owner);
+    flights_.push_back(std::move(f));
+  }
+  ready_.assign(params_.size(), 0);
+  pending_.assign(buckets_.size(), 0);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].params.size();
+  next_launch_ = 0;
+}
+
+std::vector<std::vector<std::size_t>> DistributedDataParallel::bucket_parameters() const {
+  std::vector<std::vector<std::size_t>> out;
+  for (const Bucket& b : buckets_) out.push_back(b.params);
+  return out;
+}
+
+void DistributedDataParallel::put_in_bucket(std::size_t i) {
+  if (params_[i].numel() == 0) return;
+  const Tensor& view = views_[i];
+  const Tensor g = params_[i].grad();
+  if (g.defined() && g.impl()->storage == view.impl()->storage) return;  // already in its slot
+  void* slot = view.impl()->storage->data;  // from_blob's storage: the slot itself
+  if (g.defined()) {
+    XGRAD_CHECK(g.dtype() == params_[i].dtype() && g.numel() == params_[i].numel(),
+                "DistributedDataParallel::average_gradients: parameter '{}' ({}, {}) has a gradient of shape {} and "
+                "dtype {}",
+                names_[i], shape_str(params_[i].shape()), params_[i].dtype(), shape_str(g.shape()), g.dtype());
+    std::memcpy(slot, g.impl()->storage->data, g.nbytes());
+  } else {
+    std::memset(slot, 0, view.nbytes());
+  }
+  ++view.impl()->storage->version;
+  params_[i].set_grad(view);
+}
+
+void DistributedDataParallel::on_ready(std::size_t i) {
+  if (!sync_) return;
+  XGRAD_CHECK(!ready_[i],
+              "DistributedDataParallel: parameter '{}' received a second gradient before average_gradients() (two "
+              "backward passes without averaging in between: accumulate inside no_sync())",
+              names_[i]);
+  if (!rebuilt_) observed_.push_back(i);
+  put_in_bucket(i);
+  ready_[i] = 1;
+  const std::size_t b = slot_bucket_[i];
+  --pending_[b];
+  int main_thread = 0;
+  MPI_Is_thread_main(&main_thread);
+  if (options_.mode != ReduceMode::allreduce || main_thread == 0) return;
+  launch_complete_buckets();
+  progress();
+}
+
+void DistributedDataParallel::launch_complete_buckets() {
+  while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) {
+    Flight& f = *flights_[next_launch_];
+    MPI_Iallreduce(MPI_IN_PLACE, f.storage.impl()->storage->data, static_cast<int>(f.storage.numel()),
+                   mpi_type(f.storage.dtype()), MPI_SUM, MPI_COMM_WORLD, &f.req);
+    f.launched = true;
+    if (!in_finish_) ++started_in_backward_;
+    ++next_launch_;
+  }
+}
+
+void DistributedDataParallel::progress() {
+  for (std::size_t b = 0; b < next_launch_; ++b) {
+    Flight& f = *flights_[b];
+    if (!f.launched || f.done) continue;
+    int done = 0;
+    MPI_Test(&f.req, &done, MPI_STATUS_IGNORE);
+    if (done != 0) finish_bucket(b);
+  }
+}
+
+void DistributedDataParallel::finish_bucket(std::size_t b) {
+  Flight& f = *flights_[b];
+  const int n = world_size();
+  dispatch(f.storage.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = f.storage.data<T>();
+    const T world = static_cast<T>(n);
+    const std::int64_t m = f.storage.numel();
+    for (std::int64_t k = 0; k < m; ++k) p[k] = p[k] / world;
+  });
+  ++f.storage.impl()->storage->version;
+  f.done = true;
 }
 
 void DistributedDataParallel::average_gradients() {
   require_mpi("DistributedDataParallel::average_gradients");
-  const int n = world_size();
-  const bool root = rank() == 0;
+  XGRAD_CHECK(sync_, "DistributedDataParallel::average_gradients: called inside no_sync() (leave the no_sync scope "
+                     "first: the next average_gradients() averages the accumulated gradients)");
   ++steps_;
-  arrive(fmt::format("DistributedDataParallel::average_gradients (call {})", steps_));
-  for (const Bucket& b : buckets_) {
-    dispatch(b.dtype, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      T* buf = reinterpret_cast<T*>(buffer_.data());
-      std::size_t off = 0;
-      for (std::size_t i : b.params) {
-        const Tensor g = params_[i].grad();
-        const auto m = static_cast<std::size_t>(params_[i].numel());
-        if (g.defined()) {
-          XGRAD_CHECK(g.dtype() == b.dtype && g.numel() == params_[i].numel(),
-                      "DistributedDataParallel::average_gradients: parameter '{}' ({}, {}) has a gradient of shape {} "
-                      "and dtype {}",
-                      names_[i], shape_str(params_[i].shape()), b.dtype, shape_str(g.shape()), g.dtype());
-          std::memcpy(buf + off, g.data<T>(), m * sizeof(T));
-        } else {
-          std::fill(buf + off, buf + off + m, T(0));
-        }
-        off += m;
-      }
-      auto* bytes = reinterpret_cast<unsigned char*>(buf);
-      const MPI_Datatype type = mpi_type(b.dtype);
+  const std::string what = fmt::format("DistributedDataParallel::average_gradients (call {})", steps_);
+  in_finish_ = true;
+  // the parameters backward did not give a gradient this round (or every one, without overlap)
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (ready_[i] || params_[i].numel() == 0) continue;
+    put_in_bucket(i);
+    ready_[i] = 1;
+    --pending_[slot_bucket_[i]];
+  }
+  const std::size_t started = started_in_backward_;
+  if (options_.overlap && options_.mode == ReduceMode::allreduce) {
+    launch_complete_buckets();
+    for (std::size_t b = 0; b < flights_.size(); ++b) {
+      Flight& f = *flights_[b];
+      if (f.done) continue;
+      wait(f.req, what);
+      finish_bucket(b);
+    }
+  } else {
+    // every rank here first (arrive), then Open MPI's blocking tuned collectives
+    arrive(what);
+    const bool root = rank() == 0;
+    for (std::size_t b = 0; b < flights_.size(); ++b) {
+      Flight& f = *flights_[b];
+      void* p = f.storage.impl()->storage->data;
+      const int count = static_cast<int>(f.storage.numel());
+      const MPI_Datatype type = mpi_type(f.storage.dtype());
       if (options_.mode == ReduceMode::allreduce) {
-        in_chunks(b.numel, sizeof(T), bytes, [&](unsigned char* p, int count) {
-          MPI_Allreduce(MPI_IN_PLACE, p, count, type, MPI_SUM, MPI_COMM_WORLD);
-        });
+        MPI_Allreduce(MPI_IN_PLACE, p, count, type, MPI_SUM, MPI_COMM_WORLD);
       } else {
-        in_chunks(b.numel, sizeof(T), bytes, [&](unsigned char* p, int count) {
-          if (root)
-            MPI_Reduce(MPI_IN_PLACE, p, count, type, MPI_SUM, 0, MPI_COMM_WORLD);
-          else
-            MPI_Reduce(p, nullptr, count, type, MPI_SUM, 0, MPI_COMM_WORLD);
-          MPI_Bcast(p, count, type, 0, MPI_COMM_WORLD);
-        });
-      }
-      const T world = static_cast<T>(n);
-      off = 0;
-      for (std::size_t i : b.params) {
-        Tensor& p = params_[i];
-        const auto m = static_cast<std::size_t>(p.numel());
-        Tensor g = p.grad();
-        // Write in place when the gradient buffer is ours alone (the engine never shares a .grad's
-        // buffer, but a user's set_grad may); otherwise install a fresh tensor.
-        const bool in_place = g.defined() && g.impl()->storage.use_count() == 1;
-        if (!in_place) g = Tensor::empty(p.shape(), b.dtype);
-        T* dst = g.data<T>();
-        for (std::size_t k = 0; k < m; ++k) dst[k] = buf[off + k] / world;
-        if (in_place)
-          ++g.impl()->storage->version;
+        if (root)
+          MPI_Reduce(MPI_IN_PLACE, p, count, type, MPI_SUM, 0, MPI_COMM_WORLD);
         else
-          p.set_grad(g);
-        off += m;
+          MPI_Reduce(p, nullptr, count, type, MPI_SUM, 0, MPI_COMM_WORLD);
+        MPI_Bcast(p, count, type, 0, MPI_COMM_WORLD);
       }
-    });
+      finish_bucket(b);
+    }
+  }
+  // the next round
+  for (auto& f : flights_) {
+    f->launched = f->done = false;
+    f->req = MPI_REQUEST_NULL;
+  }
+  ready_.assign(params_.size(), 0);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].params.size();
+  next_launch_ = 0;
+  last_started_in_backward_ = started;
+  started_in_backward_ = 0;
+  in_finish_ = false;
+  if (options_.overlap && !rebuilt_) {
+    // Rank 0's ready order of this first backward (then the parameters it did not see, in position
+    // order), the same on every rank, and the buckets rebuilt in it; the averaged gradients move along.
+    std::vector<char> seen(params_.size(), 0);
+    std::vector<std::int64_t> order;
+    for (std::size_t i : observed_)
+      if (!seen[i]) {
+        seen[i] = 1;
+        order.push_back(static_cast<std::int64_t>(i));
+      }
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      if (!seen[i]) order.push_back(static_cast<std::int64_t>(i));
+    Tensor t = Tensor::from_vector(order, {static_cast<std::int64_t>(order.size())});
+    broadcast_({t}, 0);
+    std::vector<std::size_t> new_order;
+    for (double v : t.to_vector()) new_order.push_back(static_cast<std::size_t>(v));
+    make_buckets(new_order);
+    for (std::size_t i = 0; i < params_.size(); ++i) put_in_bucket(i);
+    rebuilt_ = true;
+    observed_.clear();
   }
   if (options_.broadcast_buffers) broadcast_buffers();
 }

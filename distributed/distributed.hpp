@@ -141,6 +141,13 @@ struct DdpOptions {
   /// uses rank 0's, as torch's DDP(broadcast_buffers=True) does at the start of each forward. Off: each
   /// rank keeps its own (use SyncBatchNorm to compute the statistics over all ranks instead).
   bool broadcast_buffers = true;
+  /// Overlap the all-reduce with backward (Note [Overlapped averaging] in distributed.cpp): each
+  /// parameter's post-accumulate-grad hook puts its gradient into its bucket, and a bucket whose
+  /// gradients are all in is all-reduced (non-blocking) while backward goes on; average_gradients()
+  /// then waits for what is still in flight. Buckets follow the gradients' ready order, taken from
+  /// rank 0's first backward. Same result, bit for bit with 2 ranks, as without. ReduceMode::
+  /// reduce_broadcast always runs at average_gradients() (no overlap).
+  bool overlap = true;
 };
 
 /// Keeps the model replicas of all ranks in step.
@@ -158,13 +165,37 @@ class DistributedDataParallel {
   explicit DistributedDataParallel(std::vector<std::pair<std::string, Tensor>> named_parameters,
                                    DdpOptions options = {});
   explicit DistributedDataParallel(const std::vector<Tensor>& parameters, DdpOptions options = {});
+  /// Removes the hooks it registered on the parameters (their .grad stay as they are).
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
   /// Collective, after backward() and before the optimizer step: replaces every parameter's .grad by
   /// the mean over ranks, g <- (sum over ranks of g) / world_size(). An undefined .grad counts as
   /// zeros (and is set, so every rank ends with the same defined gradients). The result is the same
   /// on every rank (see ReduceMode). With each rank's loss the mean over an equal share of the
   /// batch, the result equals the gradient of the mean loss over the whole batch.
+  /// With DdpOptions::overlap the reduction of most buckets has already run during backward; this
+  /// call completes the rest (a parameter that received no gradient in this backward contributes
+  /// its .grad as it is, zeros when undefined) and leaves every .grad a view into its bucket.
+  /// Error: called inside no_sync().
   void average_gradients();
+
+  /// RAII: while one lives, backward passes only accumulate gradients locally (no reduction starts);
+  /// the first average_gradients() after it averages the accumulated sums (torch's no_sync() for
+  /// gradient accumulation). Returned by no_sync().
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallel& ddp) : ddp_(&ddp) { ddp_->sync_ = false; }
+    ~NoSync() { ddp_->sync_ = true; }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    DistributedDataParallel* ddp_;
+  };
+  [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
+
   /// Copies rank 0's buffers to every rank now (what average_gradients does with broadcast_buffers).
   /// Collective. Nothing when built from a parameter list.
   void broadcast_buffers();
@@ -174,6 +205,11 @@ class DistributedDataParallel {
   const std::shared_ptr<nn::Module>& module() const { return module_; }
   /// Number of gradient buckets (all dtypes), fixed at construction (for benchmarks and tests).
   std::size_t num_buckets() const { return buckets_.size(); }
+  /// The parameter indices of each bucket, in launch order (after the first average_gradients with
+  /// overlap: rank 0's gradient-ready order of that first backward).
+  std::vector<std::vector<std::size_t>> bucket_parameters() const;
+  /// Buckets whose all-reduce started inside backward in the last average_gradients() round (overlap).
+  std::size_t buckets_started_in_backward() const { return last_started_in_backward_; }
 
  private:
   void setup(std::vector<std::pair<std::string, Tensor>> named,
@@ -189,8 +225,28 @@ class DistributedDataParallel {
   std::vector<Tensor> params_;
   std::vector<Bucket> buckets_;
   std::vector<Tensor> buffers_;        // the module's buffers (none for a parameter list)
-  std::vector<unsigned char> buffer_;  // reused packing buffer (largest bucket)
   std::int64_t steps_ = 0;             // average_gradients calls, named in timeout messages
+
+  // ---- overlap (Note [Overlapped averaging]) ----
+  void make_buckets(const std::vector<std::size_t>& order);
+  void on_ready(std::size_t i);
+  void put_in_bucket(std::size_t i);
+  void launch_complete_buckets();
+  void progress();
+  void finish_bucket(std::size_t b);
+  struct Flight;                                   // a bucket's storage and request (distributed.cpp)
+  std::vector<std::shared_ptr<Flight>> flights_;   // per bucket
+  std::vector<std::size_t> slot_bucket_, slot_offset_;  // per parameter: its bucket, element offset
+  std::vector<Tensor> views_;                      // per parameter: its slot as a tensor of its shape
+  std::vector<unsigned> hook_ids_;
+  std::vector<char> ready_;                        // per parameter, this round
+  std::vector<std::size_t> pending_;               // per bucket: parameters not ready yet
+  std::size_t next_launch_ = 0;
+  std::size_t started_in_backward_ = 0, last_started_in_backward_ = 0;
+  std::vector<std::size_t> observed_;              // ready order of the first round
+  bool rebuilt_ = false;
+  bool sync_ = true;
+  bool in_finish_ = false;
 };
 
 /// Runs `write` on rank 0 only, then waits at a barrier so that when save_on_rank0 returns on any

@@ -408,6 +408,61 @@ TEST_CASE("all_reduce_sum sums over ranks and its gradient is the sum of the ran
                     Catch::Contains("all_reduce_sum") && Catch::Contains("float32 or float64"));
 }
 
+TEST_CASE("DDP overlap: buckets reduced during backward, in ready order, the same bits as without; no_sync",
+          "[distributed]") {
+  const int r = dist::rank(), n = dist::world_size();
+  dist::DdpOptions small;
+  small.bucket_bytes = 64;  // several buckets: w1 (32 doubles), b1 + w2, b2
+  dist::DdpOptions plain_opts = small;
+  plain_opts.overlap = false;
+  std::vector<Tensor> a = values(make_mlp(1 + static_cast<std::uint64_t>(r)));
+  std::vector<Tensor> b;
+  for (const Tensor& t : a) b.push_back(t.clone_data().set_requires_grad());
+  dist::DistributedDataParallel over(a, small), plain(b, plain_opts);
+  CHECK(over.bucket_parameters().front().front() == 0);  // parameter order before the first round
+  Generator gen(static_cast<std::uint64_t>(70 + r));
+  for (int step = 0; step < 3; ++step) {
+    const Tensor x = Tensor::randn({5, 4}, gen, kFloat64), y = Tensor::randn({5, 1}, gen, kFloat64);
+    for (Tensor& t : a) t.zero_grad();
+    for (Tensor& t : b) t.zero_grad();
+    mlp_loss(a, x, y).backward();
+    mlp_loss(b, x, y).backward();
+    over.average_gradients();
+    plain.average_gradients();
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      INFO("step " << step << " parameter " << i);
+      if (n <= 2) CHECK(a[i].grad().to_vector() == b[i].grad().to_vector());
+      CHECK(max_abs_diff(a[i].grad(), b[i].grad()) < 1e-14);
+      CHECK(same_on_all_ranks(a[i].grad()));
+    }
+    if (step >= 1) {
+      // rebuilt in rank 0's ready order: the output layer's gradients come first; all but the last
+      // bucket (the first layer's) start inside backward
+      CHECK(over.bucket_parameters().front().front() >= 2);
+      if (n > 1) CHECK(over.buckets_started_in_backward() >= over.num_buckets() - 1);
+    }
+  }
+  // gradient accumulation: two backwards inside no_sync, one outside, one average
+  const Tensor x = Tensor::randn({5, 4}, gen, kFloat64), y = Tensor::randn({5, 1}, gen, kFloat64);
+  for (Tensor& t : a) t.zero_grad();
+  for (Tensor& t : b) t.zero_grad();
+  {
+    auto guard = over.no_sync();
+    mlp_loss(a, x, y).backward();
+    mlp_loss(a, x, y).backward();
+    CHECK_THROWS_WITH(over.average_gradients(), Catch::Contains("no_sync"));
+  }
+  mlp_loss(a, x, y).backward();
+  for (int k = 0; k < 3; ++k) mlp_loss(b, x, y).backward();
+  over.average_gradients();
+  plain.average_gradients();
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(max_abs_diff(a[i].grad(), b[i].grad()) < 1e-14);
+  // two backwards without averaging, outside no_sync: refused by the hook
+  mlp_loss(a, x, y).backward();
+  CHECK_THROWS_WITH(mlp_loss(a, x, y).backward(), Catch::Contains("second gradient") && Catch::Contains("no_sync"));
+  over.average_gradients();
+}
+
 TEST_CASE("ZeroRedundancyOptimizer: DDP's trajectory with the unsharded optimizer, bit for bit, with a share of its state",
           "[distributed]") {
   const int r = dist::rank(), n = dist::world_size();
