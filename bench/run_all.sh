@@ -38,6 +38,13 @@ bash bench/run_hvp.sh "$dir" --reps $((reps * 3)) >"$out/hvp.txt"
 ROUNDS=1 bash bench/run_index_ops.sh "$dir" $((reps * 5)) "$out/index_ops.csv" >"$out/index_ops.txt"
 ROUNDS=1 bash bench/run_sparse_ops.sh "$dir" $((reps * 5)) "$out/sparse_ops.csv" >"$out/sparse_ops.txt"
 ROUNDS=1 bash bench/run_graph_layers.sh "$dir" $((reps * 5)) "$out/graph_layers.csv" >"$out/graph_layers.txt"
+# DDP's overlap over a rate-limited link between two network namespaces: needs root, `ip`, `tc` and
+# the MPI build; skipped (with a line saying so) otherwise.
+if [[ -x "$dir/ddp_overlap" && $(id -u) == 0 ]] && command -v ip >/dev/null && command -v tc >/dev/null; then
+  bash bench/run_ddp_netns.sh "$dir" "$reps" >"$out/ddp_netns.txt" 2>&1 || echo "run_all: run_ddp_netns.sh failed (see $out/ddp_netns.txt)"
+else
+  echo "run_all: skipping bench/run_ddp_netns.sh (needs root, ip, tc and build/release/bench/ddp_overlap)" >"$out/ddp_netns.txt"
+fi
 # The tables (the drivers print raw rows first, then tables from their first '## ' line on).
 for f in resample_conv block_sparse; do
   echo
@@ -66,4 +73,7 @@ echo
 echo "================ graph layers ================"
 sed -n '/^## /,$p' "$out/graph_layers.txt"
 echo
+echo
+echo "================ DDP overlap (network namespaces) ================"
+grep -E '^(##|ring bound|run_all)' "$out/ddp_netns.txt" || true
 echo "run_all: $(($(date +%s) - start)) s; raw rows and tables in $out/"

@@ -38,11 +38,14 @@
 //  - waiting ranks sleep between progress tests after 20 ms instead of polling a core at 100%, and
 //    init() sets Open MPI's mpi_yield_when_idle unless the user set it.
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -51,8 +54,9 @@
 
 namespace xgrad::distributed {
 
-/// Initialises MPI (MPI_Init_thread with MPI_THREAD_FUNNELED: only the thread that called init
-/// communicates; TBB workers never call MPI) unless it already is, with OMPI_MCA_mpi_yield_when_idle=1
+/// Initialises MPI (MPI_Init_thread with MPI_THREAD_SERIALIZED: the thread that called init
+/// communicates, and DistributedDataParallel's progress thread while no other xgrad call does; TBB
+/// workers never call MPI) unless it already is, with OMPI_MCA_mpi_yield_when_idle=1
 /// unless the environment sets it; reads XGRAD_DISTRIBUTED_TIMEOUT; sets up the notices of ranks that
 /// leave (collective: every rank calls it). Idempotent.
 void init(int& argc, char**& argv);
@@ -143,10 +147,12 @@ struct DdpOptions {
   bool broadcast_buffers = true;
   /// Overlap the all-reduce with backward (Note [Overlapped averaging] in distributed.cpp): each
   /// parameter's post-accumulate-grad hook puts its gradient into its bucket, and a bucket whose
-  /// gradients are all in is all-reduced (non-blocking) while backward goes on; average_gradients()
-  /// then waits for what is still in flight. Buckets follow the gradients' ready order, taken from
-  /// rank 0's first backward. Same result, bit for bit with 2 ranks, as without. ReduceMode::
-  /// reduce_broadcast always runs at average_gradients() (no overlap).
+  /// gradients are all in is all-reduced (a ring of non-blocking messages, moved on by a progress
+  /// thread) while backward goes on; average_gradients() then completes what is still in flight.
+  /// Buckets follow the gradients' ready order, taken from rank 0's first backward. Same result, bit
+  /// for bit with 2 ranks, as without (with more ranks the ring sums in another order than
+  /// MPI_Allreduce: equal to rounding, the same on every rank). ReduceMode::reduce_broadcast always
+  /// runs at average_gradients() (no overlap). Measured in docs/distributed.md ("Overlap").
   bool overlap = true;
 };
 
@@ -232,7 +238,11 @@ class DistributedDataParallel {
   void on_ready(std::size_t i);
   void put_in_bucket(std::size_t i);
   void launch_complete_buckets();
-  void progress();
+  void launch_complete_buckets_one();
+  bool progress();  // true while a started bucket is still in flight
+  bool advance_ring(std::size_t b);
+  void progress_loop();
+  void stop_progress();
   void finish_bucket(std::size_t b);
   struct Flight;                                   // a bucket's storage and request (distributed.cpp)
   std::vector<std::shared_ptr<Flight>> flights_;   // per bucket
@@ -247,6 +257,14 @@ class DistributedDataParallel {
   bool rebuilt_ = false;
   bool sync_ = true;
   bool in_finish_ = false;
+  // the progress thread (Note [Progress thread] in distributed.cpp)
+  std::thread progress_;
+  std::mutex progress_m_;
+  std::condition_variable progress_cv_;
+  bool progress_stop_ = false;
+  std::function<void()> stopper_;
+  struct CommHolder;  // the ring's communicator (an MPI_Comm; distributed.cpp)
+  std::shared_ptr<CommHolder> comm_holder_;
 };
 
 /// Runs `write` on rank 0 only, then waits at a barrier so that when save_on_rank0 returns on any

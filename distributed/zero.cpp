@@ -109,6 +109,7 @@ void ZeroRedundancyOptimizer::zero_grad(bool set_to_none) {
 
 void ZeroRedundancyOptimizer::step() {
   XGRAD_CHECK(is_initialized(), "ZeroRedundancyOptimizer::step: MPI is not initialised");
+  detail::quiesce();
   const int n = world_size(), me = rank();
   ++steps_;
   for (const Flat& f : flats_)

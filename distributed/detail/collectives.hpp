@@ -7,6 +7,9 @@
 
 namespace xgrad::distributed::detail {
 
+/// Stops every DistributedDataParallel progress thread (Note [Progress thread] in distributed.cpp):
+/// call before communicating from this thread.
+void quiesce();
 /// Completes the non-blocking collective `req`, aborting the job on the collective timeout or when
 /// a rank that left main strands it; `what` names the collective in the message.
 void wait_collective(MPI_Request& req, const std::string& what);
