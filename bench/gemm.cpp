@@ -4,10 +4,11 @@
 // takes a second process), and prints the table.
 //
 // Rows: `gemm,<impl>,<isa>,<dtype>,<shape>,<metric>,<value>`:
-//   peak rows (impl "fma_peak", shape "-"): GFLOP/s of a register-only loop of independent vector FMAs in
-//     the widest instruction set the CPU has (avx512 if it has it, else avx2), float32 and float64;
-//   gemm rows: `gflops` (2 m n k / median time of REPS timed calls, each call repeated until it lasts
-//     >= 20 ms) and `of_peak` (gflops / peak of that dtype);
+//   peak rows (impl "fma_peak", shape "-"): GFLOP/s of a register-only loop of 12 independent chains of
+//     vector FMAs in the widest instruction set the CPU has (avx512 if it has it, else avx2), float32 and
+//     float64; "fma_peak_avx2" the same at 256 bits (on a CPU with AVX-512);
+//   gemm rows: `gflops` (2 m n k / median time of REPS timings, each of as many calls as last >= 20 ms,
+//     after one warm-up call) and `of_peak` (gflops / fma_peak of that dtype: the machine's peak);
 //   impl: `xgrad` (its own GEMM, the kernel family the CPU dispatches to), `xgrad_avx2` (its AVX2
 //     family forced, as XGRAD_CPU_CAPABILITY=avx2 would), `openblas` (whatever core it loaded: isa says
 //     which; with OPENBLAS_CORETYPE=Prescott that is the misdetected case);
@@ -97,11 +98,9 @@ double fma_loop_512(bool dbl) { return dbl ? fma_loop_512_pd() : fma_loop_512_ps
 double fma_loop_256(bool dbl) { return dbl ? fma_loop_256_pd() : fma_loop_256_ps(); }
 #endif
 
-// GFLOP/s of the register-only FMA loop in the widest ISA (median of 5), and that ISA's name.
-double fma_peak(bool dbl, const char** isa) {
+// GFLOP/s of the register-only FMA loop (median of 5) at 512 or 256 bits.
+double fma_peak(bool dbl, bool w512) {
 #if defined(__x86_64__)
-  const bool w512 = cpu_info().best_isa == Isa::avx512;
-  *isa = w512 ? "avx512" : "avx2";
   const int lanes = (w512 ? 16 : 8) / (dbl ? 2 : 1);
   std::vector<double> g;
   volatile double sink = 0;
@@ -114,7 +113,7 @@ double fma_peak(bool dbl, const char** isa) {
   return g[g.size() / 2];
 #else
   (void)dbl;
-  *isa = "none";
+  (void)w512;
   return 0;
 #endif
 }
@@ -185,14 +184,25 @@ int main(int argc, char** argv) {
     for (std::string line; std::getline(ss, line);) std::printf("# %s\n", line.c_str());
     if (!info.warning().empty()) std::printf("# %s\n", info.warning().c_str());
   }
-  const char* peak_isa = "";
-  const double peak_s = fma_peak(false, &peak_isa), peak_d = fma_peak(true, &peak_isa);
+  // The peak is the widest instruction set's (the machine's); the AVX2 one is printed too (on CPUs
+  // that run AVX-512 at full width it is half, on Zen 4 the same).
+  const bool w512 = cpu_info().best_isa == Isa::avx512;
+  if (cpu_info().best_isa < Isa::avx2) {
+    std::fprintf(stderr, "gemm_bench: needs AVX2 + FMA\n");
+    return 1;
+  }
+  const double peak_s = fma_peak(false, w512), peak_d = fma_peak(true, w512);
+  const char* peak_isa = w512 ? "avx512" : "avx2";
   std::printf("gemm,fma_peak,%s,float32,-,gflops,%.1f\n", peak_isa, peak_s);
   std::printf("gemm,fma_peak,%s,float64,-,gflops,%.1f\n", peak_isa, peak_d);
+  if (w512) {
+    std::printf("gemm,fma_peak_avx2,avx2,float32,-,gflops,%.1f\n", fma_peak(false, false));
+    std::printf("gemm,fma_peak_avx2,avx2,float64,-,gflops,%.1f\n", fma_peak(true, false));
+  }
   std::vector<Shape3> shapes = {{256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024},
                                 {64, 256, 784},  {784, 256, 64},  {32, 784, 9},
                                 {64, 784, 288},  {64, 196, 576}};
-  if (quick) shapes = {{1024, 1024, 1024}, {64, 256, 784}};
+  if (quick) shapes = {{1024, 1024, 1024}, {64, 256, 784}, {32, 784, 9}, {64, 196, 576}};
   for (const std::string& impl : split(impls)) {
     const bool own = impl == "xgrad" || impl == "xgrad_avx2";
     if (!own && impl != "openblas") {

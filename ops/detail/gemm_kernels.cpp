@@ -17,10 +17,14 @@ namespace {
 using Arch = xsimd::default_arch;
 constexpr int kLf = simd::lanes<float, Arch>, kLd = simd::lanes<double, Arch>;
 
-// Note [GEMM blocking]: 16 vector registers (AVX2): a micro-tile of 6 rows x 2 vectors, 12 accumulators,
-// the two B vectors and one broadcast (6 x 16 floats, 6 x 8 doubles). kc = 256 inner indices keeps a B
-// panel (256 x 16 floats, 16 KB; doubles 256 x 8) in a 32 KB L1 while the A block (mc x kc: 96 KB for
-// floats, 192 KB doubles) stays in L2; the B block (kc x nc, 1-2 MB) in L3.
+// Note [GEMM blocking]: the micro-tile fills the vector registers with accumulators, leaving the B
+// vectors of one inner index and a broadcast (the rest of Note [Packed GEMM] is in gemm_loops.hpp);
+// kc x NR (the B panel) is read once per tile of the block from L1 or L2; the mc x kc block of A stays in
+// L2; nc bounds the packed B block (kc x nc) to a few MB. Edge tiles take half the rows or one vector
+// (micro_tile). With 16 registers (AVX2): 6 rows x 2 vectors (6 x 16 floats, 6 x 8 doubles), 12
+// accumulators; kc = 256 (B panel 16 KB of floats), mc = 96 (A block 96 KB of floats). Measured
+// (docs/performance.md, forced with XGRAD_CPU_CAPABILITY=avx2): kc = 384 was not faster (1024^3 float32
+// 95 against 100-102 GFLOP/s). The AVX-512 blocking is in gemm_simd512.cpp.
 constexpr int kMR = 6, kNV = 2;
 constexpr std::int64_t kKC = 256, kMCf = 96, kMCd = 96, kNC = 1024;
 

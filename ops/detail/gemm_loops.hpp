@@ -11,8 +11,7 @@
 // values of the A panel and does MR x NR/L fused multiply-adds, all operands streaming from the packed
 // panels in order (the B panel, kc x NR, stays in L1 across the tiles of one block; the A block in L2).
 // Packing also makes every transpose the same micro-kernel, and pads the edges with zeros, so a
-// partial tile is computed by the same full-tile code into a scratch tile and only its valid part is
-// copied out.
+// partial tile is computed by the same full-tile code and only its valid part is written.
 //
 // Summation order (determinism): element (i, j) of C is, per panel of kc inner indices p0.., the sum
 // acc = fma(a[i][p], b[p][j], acc) over p ascending from zero, and C takes the panels in order: the first
@@ -40,58 +39,91 @@ constexpr I gmin(I a, I b) {
 // without reading C (beta == 0), the next ones added.
 enum class Update { overwrite, scale, add };
 
-// C[i * ldc + v * L + l] for i < MR, v < NV takes the tile op(A)[0..MR) x op(B)[.., 0..NV * L) of the packed
-// panels ap (kc x MR) and bp (kc x NV * L), as Note [Packed GEMM] says.
-template <class T, class A, int MR, int NV>
+// C[i * ldc + j] for i < mr <= MR, j < nr <= NV * L takes the tile op(A)[0..MR) x op(B)[.., 0..NV * L) of
+// the packed panels ap (kc x MR) and bp (kc x NV * L), as Note [Packed GEMM] says. A partial tile (the
+// last rows or columns of C) computes the whole tile on the zero padding of the panels and writes its
+// valid part only: rows past mr are skipped, a vector that crosses nr goes through a scratch vector, with
+// the same vector operations as a full one (so an element's bits do not depend on the tile it falls in).
+//
+// MU <= MR rows and NU <= NV vectors of the tile are computed (the panels keep their strides MR and
+// NV * L): the last rows or columns of C take a narrower tile rather than computing a full one on
+// padding (micro_tile). The sums are the same: each element is its own accumulator.
+template <class T, class A, int MR, int NV, int MU = MR, int NU = NV>
 inline void micro_kernel(std::int64_t kc, const T* __restrict ap, const T* __restrict bp, T* __restrict c,
-                         std::int64_t ldc, T alpha, T beta, Update up) {
+                         std::int64_t ldc, std::int64_t mr, std::int64_t nr, T alpha, T beta, Update up) {
   using V = simd::batch<T, A>;
   constexpr int L = simd::lanes<T, A>, NR = NV * L;
-  V acc[MR][NV];
+  static_assert(MU <= MR && NU <= NV);
+  V acc[MU][NU];
 #pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
+  for (int i = 0; i < MU; ++i)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[i][v] = V(T(0));
+    for (int v = 0; v < NU; ++v) acc[i][v] = V(T(0));
   for (std::int64_t p = 0; p < kc; ++p) {
     V b[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) b[v] = simd::load<T, A>(bp + p * NR + v * L);
+    for (int v = 0; v < NU; ++v) b[v] = simd::load<T, A>(bp + p * NR + v * L);
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < MU; ++i) {
       const V a(ap[p * MR + i]);
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[i][v] = xsimd::fma(a, b[v], acc[i][v]);
+      for (int v = 0; v < NU; ++v) acc[i][v] = xsimd::fma(a, b[v], acc[i][v]);
     }
   }
   const V va(alpha), vb(beta);
+  // The new value of C's vector at ci (old: its current value; not read for Update::overwrite).
+  const auto update = [&](const V& s, const T* old) {
+    if (up == Update::overwrite) return V(va * s);
+    if (up == Update::scale) return V(xsimd::fma(vb, simd::load<T, A>(old), va * s));
+    return V(xsimd::fma(va, s, simd::load<T, A>(old)));
+  };
+  if (mr == MU && nr == NU * L) {
 #pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
+    for (int i = 0; i < MU; ++i)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
+      for (int v = 0; v < NU; ++v) {
+        T* ci = c + i * ldc + v * L;
+        simd::store<T, A>(ci, update(acc[i][v], ci));
+      }
+    return;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MU; ++i) {
+    if (i >= mr) break;
+#pragma GCC unroll 4
+    for (int v = 0; v < NU; ++v) {
       T* ci = c + i * ldc + v * L;
-      if (up == Update::overwrite)
-        simd::store<T, A>(ci, va * acc[i][v]);
-      else if (up == Update::scale)
-        simd::store<T, A>(ci, xsimd::fma(vb, simd::load<T, A>(ci), va * acc[i][v]));
-      else
-        simd::store<T, A>(ci, xsimd::fma(va, acc[i][v], simd::load<T, A>(ci)));
+      const std::int64_t rem = nr - v * L;
+      if (rem >= L) {
+        simd::store<T, A>(ci, update(acc[i][v], ci));
+      } else if (rem > 0) {
+        alignas(64) T tmp[L];
+        for (int l = 0; l < L; ++l) tmp[l] = up != Update::overwrite && l < rem ? ci[l] : T(0);
+        simd::store<T, A>(tmp, update(acc[i][v], tmp));
+        for (std::int64_t l = 0; l < rem; ++l) ci[l] = tmp[l];
+      }
     }
+  }
 }
 
-// A partial tile (mr <= MR rows, nr <= NR columns of C): the full-tile kernel on a scratch tile holding
-// C's valid part (not read for Update::overwrite), then that part copied back. Same arithmetic per element.
+// The tile at c (mr <= MR rows, nr <= NV * L columns): the full micro-kernel, or for the last rows and
+// columns of C one of MR / 2 rows and as many vectors as nr needs.
 template <class T, class A, int MR, int NV>
-void edge_kernel(std::int64_t kc, const T* ap, const T* bp, T* c, std::int64_t ldc, std::int64_t mr, std::int64_t nr,
-                 T alpha, T beta, Update up) {
-  constexpr int NR = NV * simd::lanes<T, A>;
-  alignas(64) T tile[MR * NR];
-  for (int i = 0; i < MR * NR; ++i) tile[i] = T(0);
-  if (up != Update::overwrite)
-    for (std::int64_t i = 0; i < mr; ++i)
-      for (std::int64_t j = 0; j < nr; ++j) tile[i * NR + j] = c[i * ldc + j];
-  micro_kernel<T, A, MR, NV>(kc, ap, bp, tile, NR, alpha, beta, up);
-  for (std::int64_t i = 0; i < mr; ++i)
-    for (std::int64_t j = 0; j < nr; ++j) c[i * ldc + j] = tile[i * NR + j];
+inline void micro_tile(std::int64_t kc, const T* ap, const T* bp, T* c, std::int64_t ldc, std::int64_t mr,
+                       std::int64_t nr, T alpha, T beta, Update up) {
+  constexpr int L = simd::lanes<T, A>;
+  static_assert(NV == 2, "micro_tile: tiles of 2 vectors");
+  if (mr > MR / 2) {
+    if (nr > L)
+      micro_kernel<T, A, MR, NV>(kc, ap, bp, c, ldc, mr, nr, alpha, beta, up);
+    else
+      micro_kernel<T, A, MR, NV, MR, 1>(kc, ap, bp, c, ldc, mr, nr, alpha, beta, up);
+  } else {
+    if (nr > L)
+      micro_kernel<T, A, MR, NV, MR / 2, NV>(kc, ap, bp, c, ldc, mr, nr, alpha, beta, up);
+    else
+      micro_kernel<T, A, MR, NV, MR / 2, 1>(kc, ap, bp, c, ldc, mr, nr, alpha, beta, up);
+  }
 }
 
 // Packs rows [j0, j0 + nc) x inner indices [p0, p0 + kc) of op(B) (B stored k x n, or n x k when trans)
@@ -181,10 +213,7 @@ void packed_gemm(const Args<T>& g, T* ws) {
           for (std::int64_t ir = 0; ir < mc; ir += MR) {
             const std::int64_t mr = gmin<std::int64_t>(MR, mc - ir);
             T* c = g.c + (ic + ir) * g.ldc + jc + jr;
-            if (mr == MR && nr == NR)
-              micro_kernel<T, A, MR, NV>(kc, apack + ir * kc, bp, c, g.ldc, g.alpha, g.beta, up);
-            else
-              edge_kernel<T, A, MR, NV>(kc, apack + ir * kc, bp, c, g.ldc, mr, nr, g.alpha, g.beta, up);
+            micro_tile<T, A, MR, NV>(kc, apack + ir * kc, bp, c, g.ldc, mr, nr, g.alpha, g.beta, up);
           }
         }
       }

@@ -102,7 +102,8 @@ void check_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
 TEST_CASE("gemm: own GEMM matches a double-accumulated loop for every transpose and odd sizes", "[gemm]") {
   std::mt19937 gen(37);
   const std::vector<std::int64_t> sizes = {0, 1, 2, 3, 7, 17, 33, 65, 129};
-  const std::vector<std::int64_t> ks = {0, 1, 3, 17, 129, 300};  // 300: two panels of 256 inner indices
+  // 530: more than one panel of inner indices in either family (kc = 256 for AVX2, 512 for AVX-512)
+  const std::vector<std::int64_t> ks = {0, 1, 3, 17, 129, 530};
   with_backend(blas::Backend::xgrad, [&] {
     for (bool wide : families()) {
       detail::set_avx512_enabled(wide);
@@ -131,7 +132,7 @@ TEST_CASE("gemm: own GEMM honours leading dimensions, alpha and beta (beta = 0 o
         for (bool tb : {false, true}) {
           for (double alpha : {1.0, -0.5, 2.0})
             for (double beta : {0.0, 1.0, 0.25, -3.0}) {
-              check_gemm<float>(ta, tb, 37, 45, 300, static_cast<float>(alpha), static_cast<float>(beta), 5, gen);
+              check_gemm<float>(ta, tb, 37, 45, 530, static_cast<float>(alpha), static_cast<float>(beta), 5, gen);
               check_gemm<double>(ta, tb, 13, 70, 19, alpha, beta, 3, gen);
             }
           // beta = 0 never reads C: NaN there does not reach the result (also with k = 0).
