@@ -18,8 +18,10 @@ struct KernelInfo {
   Isa gemm_isa = Isa::scalar;  ///< the instruction set the chosen GEMM backend runs
   std::string gemm_reason;     ///< why that backend (XGRAD_GEMM, or what auto compared)
 
-  /// True when OpenBLAS's kernels are below the widest instruction set the CPU supports.
-  bool openblas_below_cpu() const { return openblas_core_known && openblas_isa < cpu.best_isa; }
+  /// True when OpenBLAS's kernels are below the widest instruction set the CPU supports, in FMA rate:
+  /// AVX2 kernels are not below AVX-512 on a CPU that runs 512-bit FMAs at the 256-bit rate (AMD Zen 4;
+  /// Note [GEMM backend] in ops/detail/blas.cpp).
+  bool openblas_below_cpu = false;
   /// A short multi-line report: cpu_info's lines, then "openblas: ...", "gemm: ...".
   std::string str() const;
   /// One line when OpenBLAS runs below the CPU's instruction set, e.g. "xgrad: OpenBLAS runs its

@@ -45,9 +45,13 @@ struct Choice {
 };
 /// Note [GEMM backend]: the choice for XGRAD_GEMM = env (null: unset), OpenBLAS's core name and the
 /// instruction set of xgrad's own GEMM kernels. "openblas" or "xgrad" force one; unset, "" or "auto"
-/// take xgrad's when OpenBLAS's core implies an instruction set below own_isa, else OpenBLAS. Any
-/// other value throws xgrad::Error naming XGRAD_GEMM.
-Choice choose_backend(const char* env, std::string_view core, Isa own_isa);
+/// take xgrad's when OpenBLAS's core implies an instruction set below own_isa, else OpenBLAS, where
+/// avx2 counts as avx512 when avx512_half_rate (the CPU runs a 512-bit FMA at the rate of two 256-bit
+/// ones: AMD Zen 4). Any other value throws xgrad::Error naming XGRAD_GEMM.
+Choice choose_backend(const char* env, std::string_view core, Isa own_isa, bool avx512_half_rate = false);
+/// True on CPUs whose 512-bit FMAs run at the 256-bit FMA rate (AMD family 0x19, Zen 3 / Zen 4: only
+/// Zen 4 has AVX-512), so AVX2 kernels reach the same peak as AVX-512 ones.
+bool avx512_half_rate(const CpuInfo& cpu);
 
 /// The backend blas::gemm runs: choose_backend for this process's XGRAD_GEMM, OpenBLAS core and
 /// xgrad's kernel family (decided at the first call), unless set_backend overrides it.
