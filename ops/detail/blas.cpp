@@ -136,14 +136,11 @@ Choice backend() {
 void set_backend(Backend b) { g_forced.store(static_cast<int>(b), std::memory_order_relaxed); }
 void reset_backend() { g_forced.store(-1, std::memory_order_relaxed); }
 
-namespace {
-// The backend of the next GEMM, without building the reason string on the hot path.
-Backend current_backend() {
+Backend active_backend() {
   const int forced = g_forced.load(std::memory_order_relaxed);
   if (forced >= 0) return static_cast<Backend>(forced);
   return chosen().backend;
 }
-}  // namespace
 
 template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
@@ -151,7 +148,7 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "blas::gemm: float or double");
   if (trivial(m, n, k, beta, c, ldc)) return;
   check_sizes(m, n, k, lda, ldb, ldc);
-  if (current_backend() == Backend::xgrad) {
+  if (active_backend() == Backend::xgrad) {
     gemmk::gemm<T>({trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
     return;
   }

@@ -56,6 +56,8 @@ bool avx512_half_rate(const CpuInfo& cpu);
 /// The backend blas::gemm runs: choose_backend for this process's XGRAD_GEMM, OpenBLAS core and
 /// xgrad's kernel family (decided at the first call), unless set_backend overrides it.
 Choice backend();
+/// backend().backend, without the reason (no allocation: for callers that ask per call).
+Backend active_backend();
 /// Test hook: forces blas::gemm onto backend b (process-wide) until reset_backend().
 void set_backend(Backend b);
 void reset_backend();
