@@ -146,8 +146,15 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
           std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "blas::gemm: float or double");
+  XGRAD_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm: sizes m={} n={} k={} must not be negative", m, n, k);
+  XGRAD_CHECK(m == 0 || n == 0 || ldc >= n, "gemm: argument 'ldc' = {} is less than the {} columns of C", ldc, n);
   if (trivial(m, n, k, beta, c, ldc)) return;
   check_sizes(m, n, k, lda, ldb, ldc);
+  // The stored rows of A (m x k, or k x m when trans_a) and B (k x n, or n x k), as cblas requires.
+  XGRAD_CHECK(lda >= (trans_a ? m : k), "gemm: argument 'lda' = {} is less than the {} columns of the stored A", lda,
+              trans_a ? m : k);
+  XGRAD_CHECK(ldb >= (trans_b ? k : n), "gemm: argument 'ldb' = {} is less than the {} columns of the stored B", ldb,
+              trans_b ? k : n);
   if (active_backend() == Backend::xgrad) {
     gemmk::gemm<T>({trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
     return;

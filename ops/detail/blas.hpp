@@ -16,8 +16,9 @@ namespace xgrad::detail::blas {
 /// Row-major C = alpha op(A) op(B) + beta C, one single-threaded BLAS call: op(X) = X, or X^T when
 /// trans_x; op(A) is m x k, op(B) is k x n, C is m x n, with leading dimensions lda, ldb, ldc.
 /// k == 0 gives C = beta C (beta == 0 writes zeros, whatever C held). T is float or double.
-/// alpha == 0 gives C = beta C without reading A and B. Sizes above the 32-bit BLAS interface throw
-/// xgrad::Error (with either backend). Runs backend(). Instantiated for float and double in blas.cpp.
+/// alpha == 0 gives C = beta C without reading A and B. Negative sizes, a leading dimension shorter
+/// than its matrix's stored rows, and sizes above the 32-bit BLAS interface throw xgrad::Error naming
+/// the argument (with either backend). Runs backend(). Instantiated for float and double in blas.cpp.
 template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
           std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc);

@@ -162,9 +162,19 @@ TEST_CASE("gemm: both backends agree and bad sizes are an error on either", "[ge
       xgrad::test::require_error(
           [] {
             float z = 0;
-            blas::gemm<float>(false, false, 1, 1, std::int64_t{1} << 32, 1.f, &z, 1, &z, 1, 0.f, &z, 1);
+            blas::gemm<float>(false, false, 1, 1, std::int64_t{1} << 32, 1.f, &z, std::int64_t{1} << 32, &z, 1, 0.f,
+                              &z, 1);
           },
           {"gemm", "k=4294967296"});
+      std::vector<double> buf(64, 0.0);
+      xgrad::test::require_error([&] { blas::gemm<double>(false, false, 2, -1, 3, 1.0, buf.data(), 3, buf.data(), 3, 0.0, buf.data(), 3); },
+                                 {"gemm", "n=-1", "negative"});
+      xgrad::test::require_error([&] { blas::gemm<double>(false, false, 2, 4, 3, 1.0, buf.data(), 2, buf.data(), 4, 0.0, buf.data(), 4); },
+                                 {"gemm", "'lda' = 2", "3 columns"});
+      xgrad::test::require_error([&] { blas::gemm<double>(true, true, 2, 4, 3, 1.0, buf.data(), 2, buf.data(), 2, 0.0, buf.data(), 4); },
+                                 {"gemm", "'ldb' = 2", "3 columns"});
+      xgrad::test::require_error([&] { blas::gemm<double>(false, false, 2, 4, 3, 1.0, buf.data(), 3, buf.data(), 4, 0.0, buf.data(), 3); },
+                                 {"gemm", "'ldc' = 3", "4 columns"});
     });
 }
 
