@@ -9,9 +9,10 @@
 // stored as kc columns of MR values. The micro-kernel then computes an MR x NR tile of C as MR x NR/L
 // vector accumulators (L lanes): per inner index it loads NR/L vectors of the B panel, broadcasts MR
 // values of the A panel and does MR x NR/L fused multiply-adds, all operands streaming from the packed
-// panels in order (the B panel, kc x NR, stays in L1 across the tiles of one block; the A block in L2).
-// Packing also makes every transpose the same micro-kernel, and pads the edges with zeros, so a
-// partial tile is computed by the same full-tile code and only its valid part is written.
+// panels in order (the B panel, kc x NR, is reused from L1 or L2 by every tile of a column of tiles; the
+// A block stays in L2). Packing also makes every transpose the same micro-kernel, and pads the edges
+// with zeros, so a partial tile is computed by the same code (on fewer rows or vectors where it can) and
+// only its valid part is written.
 //
 // Summation order (determinism): element (i, j) of C is, per panel of kc inner indices p0.., the sum
 // acc = fma(a[i][p], b[p][j], acc) over p ascending from zero, and C takes the panels in order: the first
@@ -40,14 +41,13 @@ constexpr I gmin(I a, I b) {
 enum class Update { overwrite, scale, add };
 
 // C[i * ldc + j] for i < mr <= MR, j < nr <= NV * L takes the tile op(A)[0..MR) x op(B)[.., 0..NV * L) of
-// the packed panels ap (kc x MR) and bp (kc x NV * L), as Note [Packed GEMM] says. A partial tile (the
-// last rows or columns of C) computes the whole tile on the zero padding of the panels and writes its
-// valid part only: rows past mr are skipped, a vector that crosses nr goes through a scratch vector, with
-// the same vector operations as a full one (so an element's bits do not depend on the tile it falls in).
-//
-// MU <= MR rows and NU <= NV vectors of the tile are computed (the panels keep their strides MR and
-// NV * L): the last rows or columns of C take a narrower tile rather than computing a full one on
-// padding (micro_tile). The sums are the same: each element is its own accumulator.
+// the packed panels ap (kc x MR) and bp (kc x NV * L), as Note [Packed GEMM] says. Only MU <= MR rows and
+// NU <= NV vectors of the tile are computed (the panels keep their strides MR and NV * L): the last rows
+// or columns of C take a narrower tile (micro_tile) instead of a full one on padding. A partial tile
+// (mr < MU or nr < NU * L) computes on the zero padding of the panels and writes its valid part only:
+// rows past mr are skipped, a vector that crosses nr goes through a scratch vector with the same vector
+// operations as a full one. Each element is its own accumulator, so its bits do not depend on the tile
+// it falls in.
 template <class T, class A, int MR, int NV, int MU = MR, int NU = NV>
 inline void micro_kernel(std::int64_t kc, const T* __restrict ap, const T* __restrict bp, T* __restrict c,
                          std::int64_t ldc, std::int64_t mr, std::int64_t nr, T alpha, T beta, Update up) {
