@@ -55,18 +55,19 @@ constexpr std::int64_t kIters = 1 << 24;
 #if defined(__x86_64__)
 // kAcc = 12 chains of r = fma(r, x, y) in named locals (an array would be stored to the stack every
 // iteration); the empty asm keeps each in a register and stops the compiler from folding the chains.
-#define XGRAD_FMA_CHAINS(V, FMA, SET1, CONSTRAINT)                                    \
-  V r0 = SET1(1), r1 = SET1(1), r2 = SET1(1), r3 = SET1(1), r4 = SET1(1), r5 = SET1(1); \
-  V r6 = SET1(1), r7 = SET1(1), r8 = SET1(1), r9 = SET1(1), r10 = SET1(1), r11 = SET1(1); \
-  const V x = SET1(1.0000001), y = SET1(0.9999999);                                     \
-  for (std::int64_t i = 0; i < kIters; ++i) {                                           \
-    r0 = FMA(r0, x, y), r1 = FMA(r1, x, y), r2 = FMA(r2, x, y), r3 = FMA(r3, x, y);     \
-    r4 = FMA(r4, x, y), r5 = FMA(r5, x, y), r6 = FMA(r6, x, y), r7 = FMA(r7, x, y);     \
-    r8 = FMA(r8, x, y), r9 = FMA(r9, x, y), r10 = FMA(r10, x, y), r11 = FMA(r11, x, y); \
-    asm("" : "+" CONSTRAINT(r0), "+" CONSTRAINT(r1), "+" CONSTRAINT(r2), "+" CONSTRAINT(r3), "+" CONSTRAINT(r4), \
-        "+" CONSTRAINT(r5), "+" CONSTRAINT(r6), "+" CONSTRAINT(r7), "+" CONSTRAINT(r8), "+" CONSTRAINT(r9),       \
-        "+" CONSTRAINT(r10), "+" CONSTRAINT(r11));                                                                \
-  }                                                                                     \
+#define XGRAD_FMA_CHAINS(V, FMA, SET1, CONSTRAINT)                                                            \
+  V r0 = SET1(1), r1 = SET1(1), r2 = SET1(1), r3 = SET1(1), r4 = SET1(1), r5 = SET1(1);                       \
+  V r6 = SET1(1), r7 = SET1(1), r8 = SET1(1), r9 = SET1(1), r10 = SET1(1), r11 = SET1(1);                     \
+  const V x = SET1(1.0000001), y = SET1(0.9999999);                                                           \
+  for (std::int64_t i = 0; i < kIters; ++i) {                                                                 \
+    r0 = FMA(r0, x, y), r1 = FMA(r1, x, y), r2 = FMA(r2, x, y), r3 = FMA(r3, x, y);                           \
+    r4 = FMA(r4, x, y), r5 = FMA(r5, x, y), r6 = FMA(r6, x, y), r7 = FMA(r7, x, y);                           \
+    r8 = FMA(r8, x, y), r9 = FMA(r9, x, y), r10 = FMA(r10, x, y), r11 = FMA(r11, x, y);                       \
+    asm(""                                                                                                    \
+        : "+" CONSTRAINT(r0), "+" CONSTRAINT(r1), "+" CONSTRAINT(r2), "+" CONSTRAINT(r3), "+" CONSTRAINT(r4), \
+          "+" CONSTRAINT(r5), "+" CONSTRAINT(r6), "+" CONSTRAINT(r7), "+" CONSTRAINT(r8), "+" CONSTRAINT(r9), \
+          "+" CONSTRAINT(r10), "+" CONSTRAINT(r11));                                                          \
+  }                                                                                                           \
   V sum = r0 + r1 + r2 + r3 + r4 + r5 + r6 + r7 + r8 + r9 + r10 + r11;
 
 __attribute__((target("avx512f"), noinline)) double fma_loop_512_ps() {
@@ -199,9 +200,8 @@ int main(int argc, char** argv) {
     std::printf("gemm,fma_peak_avx2,avx2,float32,-,gflops,%.1f\n", fma_peak(false, false));
     std::printf("gemm,fma_peak_avx2,avx2,float64,-,gflops,%.1f\n", fma_peak(true, false));
   }
-  std::vector<Shape3> shapes = {{256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024},
-                                {64, 256, 784},  {784, 256, 64},  {32, 784, 9},
-                                {64, 784, 288},  {64, 196, 576}};
+  std::vector<Shape3> shapes = {{256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}, {64, 256, 784},
+                                {784, 256, 64},  {32, 784, 9},    {64, 784, 288},     {64, 196, 576}};
   if (quick) shapes = {{1024, 1024, 1024}, {64, 256, 784}, {32, 784, 9}, {64, 196, 576}};
   for (const std::string& impl : split(impls)) {
     const bool own = impl == "xgrad" || impl == "xgrad_avx2";

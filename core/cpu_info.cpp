@@ -47,8 +47,8 @@ CpuInfo detect() {
   const int base_family = static_cast<int>((r1.a >> 8) & 0xf), base_model = static_cast<int>((r1.a >> 4) & 0xf);
   info.stepping = static_cast<int>(r1.a & 0xf);
   info.family = base_family == 0xf ? base_family + static_cast<int>((r1.a >> 20) & 0xff) : base_family;
-  info.model = base_family == 0x6 || base_family == 0xf ? (static_cast<int>((r1.a >> 16) & 0xf) << 4) | base_model
-                                                        : base_model;
+  info.model =
+      base_family == 0x6 || base_family == 0xf ? (static_cast<int>((r1.a >> 16) & 0xf) << 4) | base_model : base_model;
   // The OS must save the vector registers (XCR0) for AVX (YMM) and AVX-512 (opmask, ZMM) to be usable.
   const bool osxsave = bit(r1.c, 27);
   const std::uint64_t xcr0 = osxsave ? xgetbv0() : 0;
@@ -154,9 +154,9 @@ std::string CpuInfo::str() const {
   add(flags.avx512vl, "avx512vl");
   add(flags.avx512_vnni, "avx512_vnni");
   add(flags.avx512_bf16, "avx512_bf16");
-  std::string s = fmt::format("cpu: {} ({}, family {} model {} stepping {})\n",
-                              model_name.empty() ? "unknown" : model_name, vendor.empty() ? "?" : vendor, family,
-                              model, stepping);
+  std::string s =
+      fmt::format("cpu: {} ({}, family {} model {} stepping {})\n", model_name.empty() ? "unknown" : model_name,
+                  vendor.empty() ? "?" : vendor, family, model, stepping);
   s += fmt::format("cpu flags: {} (best: {})\n", flag_list.empty() ? "-" : flag_list, isa_name(best_isa));
   s += fmt::format("xgrad kernels: {}{}\n", isa_name(kernel_isa),
                    capability_override.empty() ? "" : " (XGRAD_CPU_CAPABILITY=" + capability_override + ")");

@@ -25,16 +25,19 @@ KernelInfo kernel_info() {
 
 std::string KernelInfo::str() const {
   std::string s = cpu.str();
-  s += fmt::format("openblas: core {} ({})\n", openblas_core, openblas_core_known ? isa_name(openblas_isa) : "isa unknown");
-  s += fmt::format("gemm: {} ({}; {})\n", gemm_backend, isa_name(gemm_isa), gemm_reason);
+  s += fmt::format("openblas: core {} ({})\n", openblas_core,
+                   openblas_core_known ? isa_name(openblas_isa) : "isa unknown");
+  const bool isa_known = gemm_backend != "openblas" || openblas_core_known;
+  s += fmt::format("gemm: {} ({}; {})\n", gemm_backend, isa_known ? isa_name(gemm_isa) : "isa unknown", gemm_reason);
   return s;
 }
 
 std::string KernelInfo::warning() const {
   if (!openblas_below_cpu) return {};
-  return fmt::format("xgrad: OpenBLAS runs its {} ({}) kernels on a CPU with {}; xgrad uses {}", openblas_core,
-                     isa_name(openblas_isa), isa_name(cpu.best_isa),
-                     gemm_backend == "xgrad" ? std::string("its own GEMM") : "OpenBLAS all the same (" + gemm_reason + ")");
+  return fmt::format(
+      "xgrad: OpenBLAS runs its {} ({}) kernels on a CPU with {}; xgrad uses {}", openblas_core, isa_name(openblas_isa),
+      isa_name(cpu.best_isa),
+      gemm_backend == "xgrad" ? std::string("its own GEMM") : "OpenBLAS all the same (" + gemm_reason + ")");
 }
 
 }  // namespace xgrad

@@ -10,13 +10,14 @@ namespace xgrad {
 
 /// The kernels xgrad runs: CPU, its own kernel family, OpenBLAS and the GEMM backend.
 struct KernelInfo {
-  CpuInfo cpu;                 ///< xgrad::cpu_info()
-  std::string openblas_core;   ///< the kernel set OpenBLAS chose at load time, e.g. "Haswell", "Prescott"
-  Isa openblas_isa = Isa::scalar;  ///< the instruction set that core implies (scalar if unknown)
+  CpuInfo cpu;                       ///< xgrad::cpu_info()
+  std::string openblas_core;         ///< the kernel set OpenBLAS chose at load time, e.g. "Haswell", "Prescott"
+  Isa openblas_isa = Isa::scalar;    ///< the instruction set that core implies (scalar if unknown)
   bool openblas_core_known = false;  ///< false for a core name xgrad does not map to an instruction set
-  std::string gemm_backend;    ///< "xgrad" (its own packed GEMM) or "openblas"
-  Isa gemm_isa = Isa::scalar;  ///< the instruction set the chosen GEMM backend runs
-  std::string gemm_reason;     ///< why that backend (XGRAD_GEMM, or what auto compared)
+  std::string gemm_backend;          ///< "xgrad" (its own packed GEMM) or "openblas"
+  /// The instruction set the chosen GEMM backend runs (scalar for OpenBLAS on a core xgrad does not know).
+  Isa gemm_isa = Isa::scalar;
+  std::string gemm_reason;  ///< why that backend (XGRAD_GEMM, or what auto compared)
 
   /// True when OpenBLAS's kernels are below the widest instruction set the CPU supports, in FMA rate:
   /// AVX2 kernels are not below AVX-512 on a CPU that runs 512-bit FMAs at the 256-bit rate (AMD Zen 4;

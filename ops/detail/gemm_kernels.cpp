@@ -45,8 +45,8 @@ constexpr const char* baseline_isa() {
 #endif
 }
 
-constexpr Kernels kBaseline = {baseline_isa(), &sgemm, &dgemm, {kMR, kNV * kLf, kKC, kMCf, kNC},
-                               {kMR, kNV * kLd, kKC, kMCd, kNC}};
+constexpr Kernels kBaseline = {
+    baseline_isa(), &sgemm, &dgemm, {kMR, kNV* kLf, kKC, kMCf, kNC}, {kMR, kNV* kLd, kKC, kMCd, kNC}};
 
 // The packing workspace of the calling thread: grown on demand, 64-byte aligned, freed at thread exit.
 // Each thread packs into its own, so callers may run GEMMs from any number of tasks at once.
@@ -56,13 +56,13 @@ struct Workspace {
   Workspace() = default;
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
-  ~Workspace() { ::operator delete(p, std::align_val_t{64}); }
+  ~Workspace() { ::operator delete (p, std::align_val_t{64}); }
   void* get(std::size_t want) {
     if (want > bytes) {
-      ::operator delete(p, std::align_val_t{64});
+      ::operator delete (p, std::align_val_t{64});
       p = nullptr;
       bytes = 0;
-      p = ::operator new(want, std::align_val_t{64});
+      p = ::operator new (want, std::align_val_t{64});
       bytes = want;
     }
     return p;

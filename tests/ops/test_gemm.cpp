@@ -49,8 +49,8 @@ std::vector<bool> families() {
 template <class T>
 void check_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, T beta, std::int64_t pad,
                 std::mt19937& gen, bool nan_c = false) {
-  INFO("trans_a " << ta << " trans_b " << tb << " m " << m << " n " << n << " k " << k << " alpha " << alpha
-                  << " beta " << beta << " pad " << pad);
+  INFO("trans_a " << ta << " trans_b " << tb << " m " << m << " n " << n << " k " << k << " alpha " << alpha << " beta "
+                  << beta << " pad " << pad);
   std::uniform_real_distribution<double> u(-1, 1);
   const std::int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
   const std::int64_t lda = ac + pad, ldb = bc + pad, ldc = n + pad;
@@ -62,10 +62,12 @@ void check_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
   const std::vector<T> c0 = c;
   blas::gemm<T>(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
   const auto at = [&](std::int64_t i, std::int64_t p) {
-    return static_cast<double>(ta ? a[static_cast<std::size_t>(p * lda + i)] : a[static_cast<std::size_t>(i * lda + p)]);
+    return static_cast<double>(ta ? a[static_cast<std::size_t>(p * lda + i)]
+                                  : a[static_cast<std::size_t>(i * lda + p)]);
   };
   const auto bt = [&](std::int64_t p, std::int64_t j) {
-    return static_cast<double>(tb ? b[static_cast<std::size_t>(j * ldb + p)] : b[static_cast<std::size_t>(p * ldb + j)]);
+    return static_cast<double>(tb ? b[static_cast<std::size_t>(j * ldb + p)]
+                                  : b[static_cast<std::size_t>(p * ldb + j)]);
   };
   const double eps = std::numeric_limits<T>::epsilon();
   int bad = 0;
@@ -83,8 +85,8 @@ void check_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
       }
       const double old = beta == T(0) ? 0.0 : static_cast<double>(c0[idx]);
       const double want = static_cast<double>(alpha) * s + static_cast<double>(beta) * old;
-      const double tol = static_cast<double>(k + 2) * eps * (std::abs(static_cast<double>(alpha)) * mag +
-                                                               std::abs(static_cast<double>(beta) * old)) +
+      const double tol = static_cast<double>(k + 2) * eps *
+                             (std::abs(static_cast<double>(alpha)) * mag + std::abs(static_cast<double>(beta) * old)) +
                          1e-30;
       const double got = static_cast<double>(c[idx]);
       if (!(std::abs(got - want) <= tol)) {
@@ -162,19 +164,23 @@ TEST_CASE("gemm: both backends agree and bad sizes are an error on either", "[ge
       xgrad::test::require_error(
           [] {
             float z = 0;
-            blas::gemm<float>(false, false, 1, 1, std::int64_t{1} << 32, 1.f, &z, std::int64_t{1} << 32, &z, 1, 0.f,
-                              &z, 1);
+            blas::gemm<float>(false, false, 1, 1, std::int64_t{1} << 32, 1.f, &z, std::int64_t{1} << 32, &z, 1, 0.f, &z,
+                              1);
           },
           {"gemm", "k=4294967296"});
       std::vector<double> buf(64, 0.0);
-      xgrad::test::require_error([&] { blas::gemm<double>(false, false, 2, -1, 3, 1.0, buf.data(), 3, buf.data(), 3, 0.0, buf.data(), 3); },
-                                 {"gemm", "n=-1", "negative"});
-      xgrad::test::require_error([&] { blas::gemm<double>(false, false, 2, 4, 3, 1.0, buf.data(), 2, buf.data(), 4, 0.0, buf.data(), 4); },
-                                 {"gemm", "'lda' = 2", "3 columns"});
-      xgrad::test::require_error([&] { blas::gemm<double>(true, true, 2, 4, 3, 1.0, buf.data(), 2, buf.data(), 2, 0.0, buf.data(), 4); },
-                                 {"gemm", "'ldb' = 2", "3 columns"});
-      xgrad::test::require_error([&] { blas::gemm<double>(false, false, 2, 4, 3, 1.0, buf.data(), 3, buf.data(), 4, 0.0, buf.data(), 3); },
-                                 {"gemm", "'ldc' = 3", "4 columns"});
+      xgrad::test::require_error(
+          [&] { blas::gemm<double>(false, false, 2, -1, 3, 1.0, buf.data(), 3, buf.data(), 3, 0.0, buf.data(), 3); },
+          {"gemm", "n=-1", "negative"});
+      xgrad::test::require_error(
+          [&] { blas::gemm<double>(false, false, 2, 4, 3, 1.0, buf.data(), 2, buf.data(), 4, 0.0, buf.data(), 4); },
+          {"gemm", "'lda' = 2", "3 columns"});
+      xgrad::test::require_error(
+          [&] { blas::gemm<double>(true, true, 2, 4, 3, 1.0, buf.data(), 2, buf.data(), 2, 0.0, buf.data(), 4); },
+          {"gemm", "'ldb' = 2", "3 columns"});
+      xgrad::test::require_error(
+          [&] { blas::gemm<double>(false, false, 2, 4, 3, 1.0, buf.data(), 3, buf.data(), 4, 0.0, buf.data(), 3); },
+          {"gemm", "'ldc' = 3", "4 columns"});
     });
 }
 
