@@ -17,7 +17,11 @@
 // gradient 784 x 256 over the batch); conv im2col GEMMs of the fashion_cnn step (3x3 convolutions on
 // 28 x 28 and 14 x 14 maps, 32 and 64 channels, per image: C[out_ch, pixels] = W[out_ch, in_ch*9] x cols).
 //
-// usage: gemm_bench [--reps N] [--impl xgrad,xgrad_avx2,openblas] [--quick]
+// --matmul-threads N adds rows `<impl>_matmul_t<N>`: xgrad::matmul (the public op, which cuts large
+// products into tiles run as TBB tasks, Note [Deterministic GEMM]) on the square shapes at N threads,
+// gflops against N times the peak.
+//
+// usage: gemm_bench [--reps N] [--impl xgrad,xgrad_avx2,openblas] [--quick] [--matmul-threads N]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -32,8 +36,11 @@
 #include "xgrad/core/cpu_info.hpp"
 #include "xgrad/core/detail/cpu.hpp"
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/core/random.hpp"
+#include "xgrad/core/tensor.hpp"
 #include "xgrad/ops/detail/blas.hpp"
 #include "xgrad/ops/kernel_info.hpp"
+#include "xgrad/ops/matmul.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -123,19 +130,11 @@ struct Shape3 {
   std::int64_t m, n, k;
 };
 
-template <class T>
-double gemm_gflops(const Shape3& s) {
-  std::mt19937 gen(7);
-  std::uniform_real_distribution<double> u(-1, 1);
-  std::vector<T> a(static_cast<std::size_t>(s.m * s.k)), b(static_cast<std::size_t>(s.k * s.n)),
-      c(static_cast<std::size_t>(s.m * s.n));
-  for (T& x : a) x = static_cast<T>(u(gen));
-  for (T& x : b) x = static_cast<T>(u(gen));
-  const auto call = [&] {
-    detail::blas::gemm<T>(false, false, s.m, s.n, s.k, T(1), a.data(), s.k, b.data(), s.n, T(0), c.data(), s.n);
-  };
-  call();  // warm-up: workspace, caches, OpenBLAS's buffers
-  // Calls per timing: enough for >= 20 ms.
+// GFLOP/s of `call` doing `flops`: the median of REPS timings, each of as many calls as last >= 20 ms,
+// after one warm-up call (workspace, caches, OpenBLAS's buffers).
+template <class F>
+double gflops_of(double flops, const F& call) {
+  call();
   int inner = 1;
   for (;;) {
     const auto t0 = Clock::now();
@@ -150,7 +149,27 @@ double gemm_gflops(const Shape3& s) {
     t.push_back(seconds_since(t0) / inner);
   }
   std::sort(t.begin(), t.end());
-  return 2.0 * static_cast<double>(s.m * s.n * s.k) / t[t.size() / 2] / 1e9;
+  return flops / t[t.size() / 2] / 1e9;
+}
+
+template <class T>
+double gemm_gflops(const Shape3& s) {
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<T> a(static_cast<std::size_t>(s.m * s.k)), b(static_cast<std::size_t>(s.k * s.n)),
+      c(static_cast<std::size_t>(s.m * s.n));
+  for (T& x : a) x = static_cast<T>(u(gen));
+  for (T& x : b) x = static_cast<T>(u(gen));
+  return gflops_of(2.0 * static_cast<double>(s.m * s.n * s.k), [&] {
+    detail::blas::gemm<T>(false, false, s.m, s.n, s.k, T(1), a.data(), s.k, b.data(), s.n, T(0), c.data(), s.n);
+  });
+}
+
+// xgrad::matmul (the public op: detail::gemm's tiles as TBB tasks) at the current thread limit.
+double matmul_gflops(const Shape3& s, Dtype dt) {
+  Generator gen(8);
+  const Tensor a = Tensor::randn({s.m, s.k}, gen, dt), b = Tensor::randn({s.k, s.n}, gen, dt);
+  return gflops_of(2.0 * static_cast<double>(s.m * s.n * s.k), [&] { (void)matmul(a, b); });
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -165,6 +184,7 @@ std::vector<std::string> split(const std::string& s) {
 int main(int argc, char** argv) {
   std::string impls = "xgrad,xgrad_avx2,openblas";
   bool quick = false;
+  int matmul_threads = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--reps" && i + 1 < argc) {
@@ -173,8 +193,11 @@ int main(int argc, char** argv) {
       impls = argv[++i];
     } else if (a == "--quick") {
       quick = true;
+    } else if (a == "--matmul-threads" && i + 1 < argc) {
+      matmul_threads = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: gemm_bench [--reps N] [--impl xgrad,xgrad_avx2,openblas] [--quick]\n");
+      std::fprintf(stderr,
+                   "usage: gemm_bench [--reps N] [--impl xgrad,xgrad_avx2,openblas] [--quick] [--matmul-threads N]\n");
       return 2;
     }
   }
@@ -223,6 +246,22 @@ int main(int argc, char** argv) {
       std::printf("gemm,%s,%s,float64,%s,gflops,%.1f\n", impl.c_str(), isa.c_str(), shape.c_str(), gd);
       std::printf("gemm,%s,%s,float64,%s,of_peak,%.3f\n", impl.c_str(), isa.c_str(), shape.c_str(), gd / peak_d);
       std::fflush(stdout);
+    }
+    if (matmul_threads > 0) {
+      set_num_threads(matmul_threads);
+      const std::string label = impl + "_matmul_t" + std::to_string(matmul_threads);
+      for (const Shape3& s : std::vector<Shape3>{{512, 512, 512}, {1024, 1024, 1024}}) {
+        const std::string shape = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+        for (Dtype dt : {kFloat32, kFloat64}) {
+          const double g = matmul_gflops(s, dt);
+          const double peak = (dt == kFloat32 ? peak_s : peak_d) * matmul_threads;
+          const char* dn = dt == kFloat32 ? "float32" : "float64";
+          std::printf("gemm,%s,%s,%s,%s,gflops,%.1f\n", label.c_str(), isa.c_str(), dn, shape.c_str(), g);
+          std::printf("gemm,%s,%s,%s,%s,of_peak,%.3f\n", label.c_str(), isa.c_str(), dn, shape.c_str(), g / peak);
+        }
+        std::fflush(stdout);
+      }
+      set_num_threads(1);
     }
   }
   detail::set_avx512_enabled(true);
