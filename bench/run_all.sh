@@ -11,8 +11,9 @@
 # MLP training step), the fashion_cnn training step (conv, batch norm, pooling), GRU/LSTM training
 # steps and Hessian-vector products (MLP) against libtorch, and the index ops (index_select,
 # index_add, gather, scatter_add, embedding, a GCN aggregation) and the sparse ops (spmm, sddmm)
-# against PyTorch. REPS (default 3) sets the repetitions behind each median (the short rnn and hvp
-# steps use 3 * REPS, the index and sparse ops 5 * REPS).
+# against PyTorch; and dense GEMM at 1 thread (xgrad's own GEMM, OpenBLAS as loaded and OpenBLAS on
+# its Prescott kernels, against the FMA peak). REPS (default 3) sets the repetitions behind each median
+# (the short rnn and hvp steps use 3 * REPS, the index and sparse ops 5 * REPS, GEMM 2 * REPS + 1).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 reps=${REPS:-3}
@@ -21,7 +22,7 @@ mkdir -p "$out"
 cmake --preset release -DXGRAD_REQUIRE_ALL=OFF >/dev/null
 cmake --build --preset release --target resample_conv_bench block_sparse_linear_bench autograd_overhead \
   conv_step_bench $(grep -q torch_autograd_overhead build/release/build.ninja && echo torch_autograd_overhead) \
-  rnn_step_bench hvp_bench index_ops_bench sparse_ops_bench graph_layers_bench \
+  rnn_step_bench hvp_bench index_ops_bench sparse_ops_bench graph_layers_bench gemm_bench \
   $(grep -q torch_conv_step build/release/build.ninja && echo torch_conv_step torch_rnn_step torch_hvp)
 dir=build/release/bench
 start=$(date +%s)
@@ -45,6 +46,7 @@ if [[ -x "$dir/ddp_overlap" && $(id -u) == 0 ]] && command -v ip >/dev/null && c
 else
   echo "run_all: skipping bench/run_ddp_netns.sh (needs root, ip, tc and build/release/bench/ddp_overlap)" >"$out/ddp_netns.txt"
 fi
+bash bench/run_gemm.sh "$dir" $((reps * 2 + 1)) "$out/gemm.csv" >"$out/gemm.txt"
 # The tables (the drivers print raw rows first, then tables from their first '## ' line on).
 for f in resample_conv block_sparse; do
   echo
@@ -72,6 +74,9 @@ sed -n '/^## /,$p' "$out/sparse_ops.txt"
 echo
 echo "================ graph layers ================"
 sed -n '/^## /,$p' "$out/graph_layers.txt"
+echo
+echo "================ dense GEMM (1 thread) ================"
+sed -n '/^## /,$p' "$out/gemm.txt"
 echo
 echo
 echo "================ DDP overlap (network namespaces) ================"

@@ -1,8 +1,9 @@
 #pragma once
 // The core layer: tensor, dtype, shapes, autograd engine and extension API, gradcheck, random
-// numbers, .npy I/O and parallel helpers.
+// numbers, .npy I/O, parallel helpers and the CPU report.
 #include "xgrad/core/allocator.hpp"
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/cpu_info.hpp"
 #include "xgrad/core/dtype.hpp"
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/file_io.hpp"

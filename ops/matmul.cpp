@@ -24,7 +24,9 @@ namespace xgrad {
 // ops/detail/blas.cpp) and parallelises a large GEMM itself: the output is cut into a grid of tiles
 // whose sizes depend on the shapes only, each tile is one single-threaded BLAS call, and the tiles
 // run as TBB tasks. Every output element is then computed by the same call with the same operands
-// whatever the thread count. Batched products run whole small GEMMs as tasks in the same way, and
+// whatever the thread count (with either backend of blas::gemm: xgrad's own GEMM also fixes each
+// element's order by k alone, Note [Packed GEMM] in ops/detail/gemm_loops.hpp). Batched products run
+// whole small GEMMs as tasks in the same way, and
 // gradients summed over broadcast batch dimensions accumulate the batches in increasing order per
 // output.
 namespace detail {

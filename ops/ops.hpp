@@ -6,6 +6,7 @@
 #include "xgrad/ops/conv.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/indexing.hpp"
+#include "xgrad/ops/kernel_info.hpp"
 #include "xgrad/ops/linear.hpp"
 #include "xgrad/ops/loss.hpp"
 #include "xgrad/ops/matmul.hpp"

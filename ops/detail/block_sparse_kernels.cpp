@@ -7,11 +7,9 @@
 #include "xgrad/ops/detail/block_sparse_kernels.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -395,15 +393,12 @@ constexpr double kTileWideMinReuse = 4;
 // 128 and beats them at 256).
 constexpr std::int64_t kTileMaxGroup512 = 256, kTileMaxGroup512Blas512 = 128;
 
-// True when OpenBLAS runs AVX-512 kernels (the core it chose at load time, by CPU or OPENBLAS_CORETYPE).
+// True when blas::gemm runs AVX-512 kernels: OpenBLAS on the core it chose at load time (by CPU or
+// OPENBLAS_CORETYPE), or xgrad's own GEMM (Note [GEMM backend] in blas.cpp) in its AVX-512 family. Asked
+// per call: the backend is fixed per process, but the tests switch it (blas::set_backend).
 bool blas_avx512() {
-  static const bool yes = [] {
-    std::string core = blas::core_name();
-    for (char& c : core) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    for (const char* k : {"skylakex", "cooperlake", "sapphirerapids"})
-      if (core.find(k) != std::string::npos) return true;
-    return false;
-  }();
+  if (blas::active_backend() == blas::Backend::xgrad) return blas::own_gemm_isa() == Isa::avx512;
+  static const bool yes = blas::core_isa(blas::core_name()).isa == Isa::avx512;
   return yes;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // Internal: xgrad's one SIMD vocabulary for the hand-written kernels (resample_conv, block_sparse_linear,
-// and the xsimd loops of vec_kernel.hpp): xsimd batches of an explicit architecture A.
+// xgrad's own GEMM, and the xsimd loops of vec_kernel.hpp): xsimd batches of an explicit architecture A.
 //
 // Note [Kernel architectures]: a kernel file is compiled for one instruction set and names it: the
 // library's files use xsimd::default_arch (XGRAD_ARCH, x86-64-v3 = fma3<avx2> by default: 8 float or 4
@@ -11,7 +11,7 @@
 // per-file instruction sets; the test ops_simd_odr (tests/check_simd_odr.cmake) checks the AVX-512 objects for weak
 // symbols that do not name their architecture). The loops that run at both widths are written once, as templates
 // over the architecture in an unnamed namespace of a header both files include (resample_loops.hpp,
-// block_sparse_tiles.hpp): each file compiles its own copy. xsimd 8 has no two-input lane permutation, so
+// block_sparse_tiles.hpp, gemm_loops.hpp): each file compiles its own copy. xsimd 8 has no two-input lane permutation, so
 // shuffle() applies the compiler's __builtin_shufflevector to the batch's register (GCC >= 12, Clang).
 //
 // The helpers do exactly the arithmetic they say, lane by lane, so a kernel gives the same bits as the

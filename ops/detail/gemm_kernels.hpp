@@ -1,0 +1,69 @@
+#pragma once
+// Internal: xgrad's own dense GEMM (Note [Packed GEMM] in gemm_loops.hpp), the backend blas::gemm
+// (ops/detail/blas.hpp) uses when OpenBLAS would run kernels below the CPU's instruction set
+// (Note [GEMM backend] in blas.cpp). The loops are written once, over the architecture
+// (gemm_loops.hpp); gemm_kernels.cpp instantiates them for the library's baseline (XGRAD_ARCH,
+// AVX2 + FMA by default) and gemm_simd512.cpp for AVX-512, reached through gemm512::table() only when
+// detail::avx512_enabled() (Note [Kernel architectures] in simd.hpp).
+//
+// This header includes nothing but <cstdint>: the AVX-512 file includes it, and every inline or
+// template function it pulled in would be a symbol the linker could merge across instruction sets.
+#include <cstdint>
+
+namespace xgrad::detail::gemmk {
+
+/// One row-major GEMM, C = alpha op(A) op(B) + beta C, as blas::gemm takes it (m, n, k > 0).
+template <class T>
+struct Args {
+  bool trans_a, trans_b;
+  std::int64_t m, n, k;
+  T alpha;
+  const T* a;
+  std::int64_t lda;
+  const T* b;
+  std::int64_t ldb;
+  T beta;
+  T* c;
+  std::int64_t ldc;
+};
+
+/// The blocking of one kernel family for one element type: micro-tiles of mr x nr elements of C,
+/// panels of kc inner indices, blocks of mc rows of A and nc columns of B.
+struct Blocking {
+  std::int64_t mr, nr, kc, mc, nc;
+};
+
+/// Elements of workspace a kernel with blocking bl needs for an m x n x k product (the packed panels).
+constexpr std::int64_t workspace_elements(const Blocking& bl, std::int64_t m, std::int64_t n, std::int64_t k) {
+  const std::int64_t kc = k < bl.kc ? k : bl.kc;
+  const std::int64_t mc = (m < bl.mc ? (m + bl.mr - 1) / bl.mr * bl.mr : bl.mc);
+  const std::int64_t nc = (n < bl.nc ? (n + bl.nr - 1) / bl.nr * bl.nr : bl.nc);
+  return kc * (mc + nc);
+}
+
+/// One kernel family: the single-threaded GEMM for float and double, each with its blocking, given
+/// workspace_elements(blocking, m, n, k) elements of 64-byte aligned workspace.
+struct Kernels {
+  const char* isa;  ///< "avx2", "avx512", ...
+  void (*sgemm)(const Args<float>& g, float* workspace);
+  void (*dgemm)(const Args<double>& g, double* workspace);
+  Blocking sblock, dblock;
+};
+
+/// The baseline family (gemm_kernels.cpp).
+const Kernels& baseline();
+/// table() when detail::avx512_enabled() (gemm_kernels.cpp), else the baseline.
+const Kernels& active();
+
+/// xgrad's GEMM with the active family (m, n, k > 0; sizes checked by the caller). Single-threaded;
+/// each element of C is summed in an order fixed by k and the family's blocking only (Note [Packed GEMM]).
+template <class T>
+void gemm(const Args<T>& g);
+
+}  // namespace xgrad::detail::gemmk
+
+namespace xgrad::detail::gemm512 {
+/// The AVX-512 family, or null when the library was built without it. Defined in gemm_simd512.cpp;
+/// does not itself check the CPU.
+const gemmk::Kernels* table();
+}  // namespace xgrad::detail::gemm512

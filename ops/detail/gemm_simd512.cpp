@@ -1,0 +1,49 @@
+// The AVX-512 family of xgrad's own GEMM (gemm_kernels.hpp): the loops of gemm_loops.hpp instantiated for
+// xsimd::avx512bw with micro-tiles of 8 x 2 vectors and kc = 512. This file alone is compiled with
+// -march=x86-64-v4; gemm_kernels.cpp reaches it through table() only when detail::avx512_enabled().
+//
+// Everything here has internal linkage except table(), and the only library templates it instantiates
+// take the architecture as an argument or live in gemm_loops.hpp's unnamed namespace (Note [Kernel
+// architectures] in simd.hpp); the test ops_simd_odr checks this file's object.
+#include "xgrad/ops/detail/gemm_kernels.hpp"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+#include "xgrad/ops/detail/gemm_loops.hpp"
+#endif
+
+namespace xgrad::detail::gemm512 {
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+namespace {
+
+using A = xsimd::avx512bw;
+using gemmk::Args;
+using gemmk::Kernels;
+constexpr int kLf = simd::lanes<float, A>, kLd = simd::lanes<double, A>;
+static_assert(kLf == 16 && kLd == 8);
+
+// Note [GEMM blocking] (gemm_kernels.cpp) for 32 registers: micro-tiles of 8 rows x 2 vectors (8 x 32
+// floats, 8 x 16 doubles), 16 accumulators: enough FMAs in flight for two 512-bit FMA ports of latency 4,
+// and on the m = 64 / 32 / 784 shapes of xgrad's layers no padded rows (12 x 32 computed 72 rows for 64).
+// kc = 512: the C tile is loaded and stored once per 512 inner indices; the B panel (512 x 32 floats,
+// 64 KB) streams from L2 with the hardware prefetcher. Measured on the AMD EPYC (Zen 4) of
+// docs/performance.md, 1 thread, GFLOP/s float32 1024^3 / 64x256x784 / 32x784x9 / 64x196x576:
+// 12x32 kc 256: 96 / 95 / 71 / 88; 12x32 kc 512: 103 / 95 / 72 / 87; 14x32 kc 512: 103 / 90 / 71 / 83;
+// 8x32 kc 512: 99-100 / 98 / 79 / 91 (the differences at 1024^3 are within the run-to-run noise).
+constexpr int kMR = 8, kNV = 2;
+constexpr std::int64_t kKCf = 512, kKCd = 512, kMCf = 96, kMCd = 96, kNC = 1024;
+
+void sgemm(const Args<float>& g, float* ws) { gemmk::packed_gemm<float, A, kMR, kNV, kKCf, kMCf, kNC>(g, ws); }
+void dgemm(const Args<double>& g, double* ws) { gemmk::packed_gemm<double, A, kMR, kNV, kKCd, kMCd, kNC>(g, ws); }
+
+constexpr Kernels kKernels = {
+    "avx512", &sgemm, &dgemm, {kMR, kNV* kLf, kKCf, kMCf, kNC}, {kMR, kNV* kLd, kKCd, kMCd, kNC}};
+
+}  // namespace
+
+const gemmk::Kernels* table() { return &kKernels; }
+#else
+const gemmk::Kernels* table() { return nullptr; }
+#endif
+
+}  // namespace xgrad::detail::gemm512
