@@ -723,7 +723,6 @@ void DistributedDataParallel::launch_complete_buckets_one() {
   Flight& f = *flights_[next_launch_];
   f.launched = true;
   f.step = 0;
-  if (!in_finish_) ++started_in_backward_;
   advance_ring(next_launch_);
   ++next_launch_;
 }
@@ -814,7 +813,9 @@ void DistributedDataParallel::average_gradients() {
                      "first: the next average_gradients() averages the accumulated gradients)");
   ++steps_;
   const std::string what = fmt::format("DistributedDataParallel::average_gradients (call {})", steps_);
-  in_finish_ = true;
+  last_ready_in_backward_ = 0;
+  if (options_.overlap)
+    for (std::size_t b = 0; b < buckets_.size(); ++b) last_ready_in_backward_ += pending_[b] == 0 ? 1 : 0;
   // the parameters backward did not give a gradient this round (or every one, without overlap)
   for (std::size_t i = 0; i < params_.size(); ++i) {
     if (ready_[i] || params_[i].numel() == 0) continue;
@@ -822,7 +823,6 @@ void DistributedDataParallel::average_gradients() {
     ready_[i] = 1;
     --pending_[slot_bucket_[i]];
   }
-  const std::size_t started = started_in_backward_;
   if (options_.overlap && options_.mode == ReduceMode::allreduce) {
     launch_complete_buckets();
     wait_until([&] { return !progress(); }, what);
@@ -855,9 +855,6 @@ void DistributedDataParallel::average_gradients() {
   ready_.assign(params_.size(), 0);
   for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].params.size();
   next_launch_ = 0;
-  last_started_in_backward_ = started;
-  started_in_backward_ = 0;
-  in_finish_ = false;
   if (options_.overlap && !rebuilt_) {
     // Rank 0's ready order of this first backward (then the parameters it did not see, in position
     // order), the same on every rank, and the buckets rebuilt in it; the averaged gradients move along.

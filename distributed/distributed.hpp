@@ -214,8 +214,10 @@ class DistributedDataParallel {
   /// The parameter indices of each bucket, in launch order (after the first average_gradients with
   /// overlap: rank 0's gradient-ready order of that first backward).
   std::vector<std::vector<std::size_t>> bucket_parameters() const;
-  /// Buckets whose all-reduce started inside backward in the last average_gradients() round (overlap).
-  std::size_t buckets_started_in_backward() const { return last_started_in_backward_; }
+  /// Buckets whose gradients were all in before the last average_gradients() (with overlap, the ones
+  /// whose all-reduce could start during backward; when it does start depends on the scheduling of
+  /// the progress thread).
+  std::size_t buckets_ready_in_backward() const { return last_ready_in_backward_; }
 
  private:
   void setup(std::vector<std::pair<std::string, Tensor>> named,
@@ -252,11 +254,10 @@ class DistributedDataParallel {
   std::vector<char> ready_;                        // per parameter, this round
   std::vector<std::size_t> pending_;               // per bucket: parameters not ready yet
   std::size_t next_launch_ = 0;
-  std::size_t started_in_backward_ = 0, last_started_in_backward_ = 0;
+  std::size_t last_ready_in_backward_ = 0;
   std::vector<std::size_t> observed_;              // ready order of the first round
   bool rebuilt_ = false;
   bool sync_ = true;
-  bool in_finish_ = false;
   // the progress thread (Note [Progress thread] in distributed.cpp)
   std::thread progress_;
   std::mutex progress_m_;

@@ -295,6 +295,8 @@ TEST_CASE("hooks under create_graph: the hook sees a gradient with history and i
   CHECK(vec(u.grad()) == std::vector<double>{2 * 1.5 * 1.5, 2 * 0.5 * 0.5});
   u.remove_hook(hu);  // else it would also scale the next grad() (a requested leaf's hooks run there)
   CHECK(vec(grad({sum(u.grad())}, {u})[0]) == std::vector<double>{4 * 1.5, 4 * 0.5});
+  // backward(create_graph) leaves u -> .grad -> its graph -> u: a cycle (as torch warns); break it
+  u.set_grad(Tensor());
 }
 
 TEST_CASE("post-accumulate-grad hook: once per backward, as soon as the leaf's gradient is complete",
@@ -372,6 +374,7 @@ TEST_CASE("post-accumulate-grad hook under create_graph: .grad has history when 
   sum(mul(mul(x, x), x)).backward(Tensor(), std::nullopt, /*create_graph=*/true);
   CHECK(had_history);
   CHECK(x.grad().item() == 12.0);
+  x.set_grad(Tensor());  // the cycle x -> .grad -> its graph -> x that backward(create_graph) makes
 }
 
 TEST_CASE("hooks with 1 and 2 kernel threads: the same results, fired once each, on the calling thread",
