@@ -23,7 +23,8 @@ cmake --preset release -DXGRAD_REQUIRE_ALL=OFF >/dev/null
 cmake --build --preset release --target resample_conv_bench block_sparse_linear_bench autograd_overhead \
   conv_step_bench $(grep -q torch_autograd_overhead build/release/build.ninja && echo torch_autograd_overhead) \
   rnn_step_bench hvp_bench index_ops_bench sparse_ops_bench graph_layers_bench gemm_bench \
-  $(grep -q torch_conv_step build/release/build.ninja && echo torch_conv_step torch_rnn_step torch_hvp)
+  $(grep -q torch_conv_step build/release/build.ninja && echo torch_conv_step torch_rnn_step torch_hvp) \
+  $(grep -q ddp_overlap_bench build/release/build.ninja && echo ddp_overlap_bench)
 dir=build/release/bench
 start=$(date +%s)
 {
