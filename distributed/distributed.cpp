@@ -531,8 +531,8 @@ DistributedDataParallel::~DistributedDataParallel() {
 // Note [Leaf accumulation] in core/autograd.cpp, so it never writes into a bucket whose all-reduce is
 // in flight); when a bucket's last parameter is in, the bucket, and every complete one after the last
 // started, starts its ring all-reduce (Note [Ring all-reduce]; in bucket order, the same on every
-// rank), moved on by the progress thread (Note [Progress thread]), and a completed bucket is divided by
-// the world size in place. average_gradients() puts in the parameters that got no gradient (their
+// rank), moved on by the progress thread (Note [Progress thread]), the division by the world size
+// folded into it. average_gradients() puts in the parameters that got no gradient (their
 // .grad as it is, zeros when undefined), starts the rest and moves every ring on until done
 // (wait_until, with the collective timeout and the stranded-rank rule). The first call also rebuilds the buckets in rank 0's ready order of that
 // backward (broadcast, so all ranks agree), so that from the second step on the buckets fill in the
@@ -557,8 +557,10 @@ struct DistributedDataParallel::Flight {
 // and adds chunk (r - s - 1) mod W from rank r - 1 into its own; then rank r holds the sum of chunk
 // (r + 1) mod W, and W - 1 all-gather steps pass the sums on (rank r sends (r + 1 - s) mod W, receives
 // (r - s) mod W in place). Each element is summed once along the ring, so every rank gets the same
-// bits; with 2 ranks the sum is a + b, MPI_Allreduce's, so overlap changes no bit. The bytes each
-// rank sends, 2 (W-1)/W of the bucket, are the ring bound.
+// bits; with 2 ranks the sum is a + b, MPI_Allreduce's, so overlap changes no bit. The division by
+// the world size is folded into the last reduce-scatter step, (sum + last) / W: the same operations
+// as summing, then dividing, without a pass of its own. The bytes each rank sends, 2 (W-1)/W of the
+// bucket, are the ring bound.
 
 void DistributedDataParallel::make_buckets(const std::vector<std::size_t>& order) {
   buckets_.clear();
@@ -745,18 +747,25 @@ bool DistributedDataParallel::advance_ring(std::size_t b) {
       if (flag == 0) return false;
       if (f.step < n - 1) {  // a reduce-scatter step: add the received chunk into ours
         const int c = ((me - f.step - 1) % n + n) % n;
+        const bool last = f.step == n - 2;  // the chunk's sum is complete: divide it here
         dispatch(d, [&](auto tag_t) {
           using T = typename decltype(tag_t)::type;
           T* own = reinterpret_cast<T*>(base) + lo(c);
           const T* got = reinterpret_cast<const T*>(f.scratch.data());
           const std::int64_t m = lo(c + 1) - lo(c);
-          for (std::int64_t e = 0; e < m; ++e) own[e] += got[e];
+          const T world = static_cast<T>(n);
+          if (last)
+            for (std::int64_t e = 0; e < m; ++e) own[e] = (own[e] + got[e]) / world;
+          else
+            for (std::int64_t e = 0; e < m; ++e) own[e] += got[e];
         });
       }
       ++f.step;
     }
     if (f.step >= 2 * (n - 1)) {
-      finish_bucket(b);
+      // divided in the last reduce-scatter step (nothing to divide with one rank)
+      ++f.storage.impl()->storage->version;
+      f.done = true;
       return true;
     }
     const int next = (me + 1) % n, prev = (me + n - 1) % n;
