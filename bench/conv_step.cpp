@@ -9,6 +9,9 @@
 //   fashion_cnn_eval_b64   forward in eval mode without a graph
 //   conv_block_fwdbwd_b64  the second conv block alone: conv2d(32->32) + batch_norm + relu +
 //                          max_pool2d, forward and backward (the dominant cost of the step)
+//   conv1d_fwdbwd_b64      conv1d x (64, 32, 256), w (64, 32, 5), padding 2: forward and backward to x, w
+//   depthwise_fwdbwd_b64   conv2d x (64, 64, 28, 28), w (64, 1, 3, 3), groups 64 (depthwise), padding 1
+//   grouped4_fwdbwd_b64    conv2d x (64, 64, 14, 14), w (64, 16, 3, 3), groups 4, padding 1
 // run_conv_step.sh runs ours and the peer with 1 and 2 threads and prints the ratios.
 //
 // usage: conv_step_bench [--threads N] [--iters N] [--reps N] [--case NAME]
@@ -72,6 +75,32 @@ int main(int argc, char** argv) {
       max_pool2d(relu(batch_norm(y, Tensor(), Tensor(), gamma, beta, true)), {2}).backward(seed);
     });
     row("conv_block_fwdbwd_b64", o.threads, us);
+  }
+  // Convolution shapes beyond the fashion_cnn model, forward and backward to x and w (seed ones).
+  struct ConvCase {
+    const char* name;
+    Shape x, w;
+    std::int64_t padding, groups;
+    bool one_d;
+  };
+  const ConvCase conv_cases[] = {
+      {"conv1d_fwdbwd_b64", {64, 32, 256}, {64, 32, 5}, 2, 1, true},
+      {"depthwise_fwdbwd_b64", {64, 64, 28, 28}, {64, 1, 3, 3}, 1, 64, false},
+      {"grouped4_fwdbwd_b64", {64, 64, 14, 14}, {64, 16, 3, 3}, 1, 4, false},
+  };
+  for (const ConvCase& c : conv_cases) {
+    if (!o.only.empty() && o.only != c.name) continue;
+    const Tensor cx = Tensor::randn(c.x, gen).set_requires_grad();
+    const Tensor cw = Tensor::randn(c.w, gen).mul_(0.1).set_requires_grad();
+    const double us = median_us(o.iters, o.reps, [&] {
+      Tensor gx = cx, gw = cw;
+      gx.zero_grad();
+      gw.zero_grad();
+      const Tensor y = c.one_d ? conv1d(cx, cw, Tensor(), {1}, c.padding, {1}, c.groups)
+                               : conv2d(cx, cw, Tensor(), {1}, c.padding, {1}, c.groups);
+      y.backward(Tensor::ones(y.shape()));
+    });
+    row(c.name, o.threads, us);
   }
   if (sink == 12345.678) std::puts("");
   return 0;

@@ -107,6 +107,31 @@ int main(int argc, char** argv) {
     });
     row("conv_block_fwdbwd_b64", o.threads, us);
   }
+  // conv_step.cpp's extra convolution shapes, forward and backward to x and w (seed ones)
+  struct ConvCase {
+    const char* name;
+    std::vector<std::int64_t> x, w;
+    std::int64_t padding, groups;
+    bool one_d;
+  };
+  const ConvCase conv_cases[] = {
+      {"conv1d_fwdbwd_b64", {64, 32, 256}, {64, 32, 5}, 2, 1, true},
+      {"depthwise_fwdbwd_b64", {64, 64, 28, 28}, {64, 1, 3, 3}, 1, 64, false},
+      {"grouped4_fwdbwd_b64", {64, 64, 14, 14}, {64, 16, 3, 3}, 1, 4, false},
+  };
+  for (const ConvCase& c : conv_cases) {
+    if (!o.only.empty() && o.only != c.name) continue;
+    auto cx = torch::randn(c.x).requires_grad_();
+    auto cw = (torch::randn(c.w) * 0.1).requires_grad_();
+    const double us = median_us(o.iters, o.reps, [&] {
+      cx.mutable_grad().reset();
+      cw.mutable_grad().reset();
+      auto y = c.one_d ? torch::conv1d(cx, cw, {}, 1, c.padding, 1, c.groups)
+                       : torch::conv2d(cx, cw, {}, 1, c.padding, 1, c.groups);
+      y.backward(torch::ones_like(y));
+    });
+    row(c.name, o.threads, us);
+  }
   if (sink == 12345.678) std::puts("");
   return 0;
 }

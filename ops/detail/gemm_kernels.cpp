@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <new>
+#include <vector>
 
 #include "xgrad/core/detail/cpu.hpp"
 #include "xgrad/ops/detail/gemm_loops.hpp"
@@ -70,6 +71,58 @@ struct Workspace {
 };
 thread_local Workspace t_workspace;
 
+// Note [Small GEMMs]: below kSmallWork multiply-adds the packing costs more than the product (a
+// depthwise convolution's per-sample GEMMs are 1 x 784 x 9: packing B each call made the whole
+// depthwise step 4x slower than with OpenBLAS, bench/conv_step.cpp), so such products run as plain
+// loops: without trans_b, each row of C accumulates the rows of B scaled by A's entries (contiguous,
+// vectorised); with trans_b, dot products of contiguous rows (in two vectors of lane-wise partial sums
+// added by a fixed tree when A's rows are contiguous too). Each element's sum has an order fixed by
+// the shape, and the choice depends on the shape only, so results stay the same at any thread count.
+constexpr std::int64_t kSmallWork = 32768;
+
+template <class T>
+void small_gemm(const Args<T>& g) {
+  const auto a_at = [&](std::int64_t i, std::int64_t kk) {
+    return g.trans_a ? g.a[kk * g.lda + i] : g.a[i * g.lda + kk];
+  };
+  const auto store = [&](T* c, T v) { *c = g.beta == T(0) ? g.alpha * v : g.alpha * v + g.beta * *c; };
+  if (!g.trans_b) {
+    thread_local std::vector<T> acc;
+    acc.resize(static_cast<std::size_t>(g.n));
+    T* r = acc.data();
+    for (std::int64_t i = 0; i < g.m; ++i) {
+      for (std::int64_t j = 0; j < g.n; ++j) r[j] = T(0);
+      for (std::int64_t kk = 0; kk < g.k; ++kk) {
+        const T av = a_at(i, kk);
+        const T* brow = g.b + kk * g.ldb;
+        for (std::int64_t j = 0; j < g.n; ++j) r[j] += av * brow[j];
+      }
+      T* crow = g.c + i * g.ldc;
+      for (std::int64_t j = 0; j < g.n; ++j) store(crow + j, r[j]);
+    }
+    return;
+  }
+  using B = simd::batch<T, Arch>;
+  constexpr std::int64_t L = simd::lanes<T, Arch>;
+  for (std::int64_t i = 0; i < g.m; ++i)
+    for (std::int64_t j = 0; j < g.n; ++j) {
+      const T* brow = g.b + j * g.ldb;
+      T sum = T(0);
+      std::int64_t kk = 0;
+      if (!g.trans_a && g.k >= 2 * L) {  // both rows contiguous: L lanes of partial sums, then a fixed tree
+        const T* arow = g.a + i * g.lda;
+        B acc0(T(0)), acc1(T(0));
+        for (; kk + 2 * L <= g.k; kk += 2 * L) {
+          acc0 = xsimd::fma(simd::load<T, Arch>(arow + kk), simd::load<T, Arch>(brow + kk), acc0);
+          acc1 = xsimd::fma(simd::load<T, Arch>(arow + kk + L), simd::load<T, Arch>(brow + kk + L), acc1);
+        }
+        sum = simd::tree_sum(acc0 + acc1);
+      }
+      for (; kk < g.k; ++kk) sum += a_at(i, kk) * brow[kk];
+      store(g.c + i * g.ldc + j, sum);
+    }
+}
+
 }  // namespace
 
 const Kernels& baseline() { return kBaseline; }
@@ -88,6 +141,10 @@ void gemm(const Args<T>& g) {
         T& c = g.c[i * g.ldc + j];
         c = g.beta == T(0) ? T(0) : g.beta * c;
       }
+    return;
+  }
+  if (g.m * g.n * g.k <= kSmallWork) {  // Note [Small GEMMs]
+    small_gemm(g);
     return;
   }
   const Kernels& k = active();
