@@ -92,11 +92,13 @@ int main(int argc, char** argv) {
       auto t0 = std::chrono::steady_clock::now();
       ddp.average_gradients();
       plain->step();
-      const double a = dist::all_reduce_max(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      const double a = dist::all_reduce_max(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       dist::barrier();
       t0 = std::chrono::steady_clock::now();
       zero.step();
-      const double b = dist::all_reduce_max(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      const double b = dist::all_reduce_max(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       if (rep > 0) {
         t_plain.push_back(a);
         t_zero.push_back(b);
@@ -111,7 +113,8 @@ int main(int argc, char** argv) {
     if (dist::rank() == 0) {
       std::printf("adam_state_bytes/mlp5.8M/ranks=%d,unsharded,%d,bytes,%zu\n", ranks, ranks, full);
       std::printf("adam_state_bytes/mlp5.8M/ranks=%d,zero1_largest_rank,%d,bytes,%.0f\n", ranks, ranks, largest);
-      std::printf("adam_sync_step/mlp5.8M/ranks=%d,ddp_plus_adam,%d,ms,%.4f\n", ranks, ranks, t_plain[t_plain.size() / 2]);
+      std::printf("adam_sync_step/mlp5.8M/ranks=%d,ddp_plus_adam,%d,ms,%.4f\n", ranks, ranks,
+                  t_plain[t_plain.size() / 2]);
       std::printf("adam_sync_step/mlp5.8M/ranks=%d,zero1_adam,%d,ms,%.4f\n", ranks, ranks, t_zero[t_zero.size() / 2]);
     }
   }

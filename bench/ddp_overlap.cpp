@@ -5,8 +5,8 @@
 //   mpirun -np 2 build/<preset>/bench/ddp_overlap [reps] [batch]
 //
 // Model: an MLP 784-1024-...-1024-10 with ten hidden layers of 1024 (9.2M float32 parameters, 37 MB of
-// gradients), a batch of `batch` rows per rank (default 128), 1 thread per rank. Per rep, after a barrier, each case times
-// one training step without the optimizer (the slowest rank's time, median over reps):
+// gradients), a batch of `batch` rows per rank (default 128), 1 thread per rank. Per rep, after a barrier, each case
+// times one training step without the optimizer (the slowest rank's time, median over reps):
 //   compute     forward + backward, no averaging (DDP not involved)
 //   allreduce   average_gradients() alone, the gradients already computed (overlap off)
 //   serial      forward + backward, then average_gradients() (overlap off: today's path)

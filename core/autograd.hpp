@@ -200,7 +200,7 @@ class Node {
   std::vector<Edge> next_edges_;
   std::vector<TensorMeta> input_meta_;
   std::vector<TensorMeta> output_meta_;
-  std::vector<std::weak_ptr<TensorImpl>> retained_outputs_;  // outputs that called retain_grad()
+  std::vector<std::weak_ptr<TensorImpl>> retained_outputs_;                      // outputs that called retain_grad()
   std::vector<std::vector<std::function<Tensor(const Tensor&)>>> output_hooks_;  // Note [Hooks]
 };
 

@@ -207,8 +207,8 @@ class Tensor {
   /// The same for a hook that returns nothing (it observes the gradient, which flows on unchanged),
   /// as torch's C++ register_hook accepts both kinds.
   template <class F>
-  requires(std::invocable<F&, const Tensor&> && std::is_void_v<std::invoke_result_t<F&, const Tensor&>>)
-  unsigned register_hook(F hook) const {
+  requires(std::invocable<F&, const Tensor&>&&
+               std::is_void_v<std::invoke_result_t<F&, const Tensor&>>) unsigned register_hook(F hook) const {
     return register_hook(std::function<Tensor(const Tensor&)>([h = std::move(hook)](const Tensor& g) mutable {
       h(g);
       return Tensor();

@@ -1,20 +1,19 @@
 #include "xgrad/distributed/distributed.hpp"
 
 #include <mpi.h>
-
 #include <sched.h>
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <sstream>
 #include <thread>
-#include <condition_variable>
-#include <mutex>
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/error.hpp"
@@ -67,7 +66,6 @@ std::vector<std::string> split_lines(const std::string& s) {
   return out;
 }
 
-
 // ---- waiting: timeouts, ranks that left, no busy polling ----------------------------------------
 // Note [Waiting in collectives]: every collective is started non-blocking (MPI_I...; for the large
 // transfers of broadcast_ and average_gradients, an MPI_Ibarrier first, arrive()) and completed by
@@ -98,8 +96,8 @@ struct WaitState {
   MPI_Comm leave_comm = MPI_COMM_NULL;
   MPI_Request leave_req = MPI_REQUEST_NULL;
   int leave_msg = 0;
-  int notices = 0;        // notices received (ranks that left)
-  int first_left = -1;    // the first rank that left
+  int notices = 0;      // notices received (ranks that left)
+  int first_left = -1;  // the first rank that left
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 };
 WaitState& wait_state() {
@@ -180,10 +178,11 @@ void wait_until(Test&& test, const std::string& what) {
       abort_job(fmt::format("{} waits for rank {}, which has left main (returned or finalised without joining it)",
                             what, st.first_left));
     if (now - start > st.timeout)
-      abort_job(fmt::format("{} did not complete within the collective timeout of {} s (another rank is stuck, "
-                            "or slower than the timeout allows: xgrad::distributed::set_timeout, "
-                            "XGRAD_DISTRIBUTED_TIMEOUT)",
-                            what, static_cast<double>(st.timeout.count()) / 1000.0));
+      abort_job(
+          fmt::format("{} did not complete within the collective timeout of {} s (another rank is stuck, "
+                      "or slower than the timeout allows: xgrad::distributed::set_timeout, "
+                      "XGRAD_DISTRIBUTED_TIMEOUT)",
+                      what, static_cast<double>(st.timeout.count()) / 1000.0));
     if (now - start < kSpin)
       sched_yield();
     else
@@ -285,19 +284,25 @@ bool is_initialized() {
   return init != 0 && fin == 0;
 }
 
-void init(int& argc, char**& argv) {
+namespace {
+// init() and MpiContext(): MPI up (unless it is), with the timeout and the leave notices. `who` names
+// the caller in the error; argc/argv may be null (MPI_Init_thread accepts that).
+void init_mpi(const char* who, int* argc, char*** argv) {
   int init = 0, fin = 0;
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
-  XGRAD_CHECK(fin == 0, "distributed::init: MPI was already finalised and cannot be initialised again");
+  XGRAD_CHECK(fin == 0, "{}: MPI was already finalised and cannot be initialised again", who);
   read_timeout_env();
   if (init == 0) {
     default_yield_when_idle();
     int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+    MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
   }
   setup_leave_notices();
 }
+}  // namespace
+
+void init(int& argc, char**& argv) { init_mpi("distributed::init", &argc, &argv); }
 
 void finalize() {
   if (!is_initialized()) return;
@@ -327,16 +332,7 @@ MpiContext::MpiContext(int& argc, char**& argv) : uncaught_at_start_(std::uncaug
 
 MpiContext::MpiContext() : uncaught_at_start_(std::uncaught_exceptions()), owns_(false) {
   const bool was = is_initialized();
-  int fin = 0;
-  MPI_Finalized(&fin);
-  XGRAD_CHECK(fin == 0, "MpiContext: MPI was already finalised and cannot be initialised again");
-  read_timeout_env();
-  if (!was) {
-    default_yield_when_idle();
-    int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
-  }
-  setup_leave_notices();
+  init_mpi("MpiContext", nullptr, nullptr);
   owns_ = !was;
 }
 
@@ -416,7 +412,6 @@ struct DistributedDataParallel::CommHolder {
     if (comm != MPI_COMM_NULL && finalized == 0) MPI_Comm_free(&comm);
   }
 };
-
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, DdpOptions options)
     : module_(std::move(module)), options_(options) {
@@ -507,8 +502,10 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   make_buckets(order);
   stopper_ = [this] { stop_progress(); };
-  comm_holder_ = std::make_shared<CommHolder>();
-  MPI_Comm_dup(MPI_COMM_WORLD, &comm_holder_->comm);  // the ring's messages (Note [Ring all-reduce])
+  if (options_.overlap) {
+    comm_holder_ = std::make_shared<CommHolder>();
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm_holder_->comm);  // the ring's messages (Note [Ring all-reduce])
+  }
   if (options_.overlap)
     for (std::size_t i = 0; i < params_.size(); ++i)
       hook_ids_.push_back(params_[i].requires_grad()
@@ -534,11 +531,11 @@ DistributedDataParallel::~DistributedDataParallel() {
 // rank), moved on by the progress thread (Note [Progress thread]), the division by the world size
 // folded into it. average_gradients() puts in the parameters that got no gradient (their
 // .grad as it is, zeros when undefined), starts the rest and moves every ring on until done
-// (wait_until, with the collective timeout and the stranded-rank rule). The first call also rebuilds the buckets in rank 0's ready order of that
-// backward (broadcast, so all ranks agree), so that from the second step on the buckets fill in the
-// order backward produces them, the last layers' first. With 2 ranks every element is a + b, then
-// divided by 2, as without overlap: the same bits. Hooks run on the thread that called backward and
-// make no MPI call: a progress thread starts and tests the buckets (Note [Progress thread]).
+// (wait_until, with the collective timeout and the stranded-rank rule). The first call also rebuilds the buckets in
+// rank 0's ready order of that backward (broadcast, so all ranks agree), so that from the second step on the buckets
+// fill in the order backward produces them, the last layers' first. With 2 ranks every element is a + b, then divided
+// by 2, as without overlap: the same bits. Hooks run on the thread that called backward and make no MPI call: a
+// progress thread starts and tests the buckets (Note [Progress thread]).
 struct DistributedDataParallel::Flight {
   Tensor storage;
   bool launched = false, done = false;
@@ -627,7 +624,7 @@ void DistributedDataParallel::put_in_bucket(std::size_t i) {
   const Tensor& view = views_[i];
   const Tensor g = params_[i].grad();
   if (g.defined() && g.impl()->storage == view.impl()->storage) return;  // already in its slot
-  void* slot = view.impl()->storage->data;  // from_blob's storage: the slot itself
+  void* slot = view.impl()->storage->data;                               // from_blob's storage: the slot itself
   if (g.defined()) {
     XGRAD_CHECK(g.dtype() == params_[i].dtype() && g.numel() == params_[i].numel(),
                 "DistributedDataParallel::average_gradients: parameter '{}' ({}, {}) has a gradient of shape {} and "
@@ -699,9 +696,8 @@ void DistributedDataParallel::progress_loop() {
     if (in_flight)
       progress_cv_.wait_for(lock, std::chrono::microseconds(100));  // 1 and 3 ms measured the same
     else
-      progress_cv_.wait(lock, [&] {
-        return progress_stop_ || (next_launch_ < buckets_.size() && pending_[next_launch_] == 0);
-      });
+      progress_cv_.wait(
+          lock, [&] { return progress_stop_ || (next_launch_ < buckets_.size() && pending_[next_launch_] == 0); });
     if (progress_stop_) return;
   }
 }
@@ -782,7 +778,8 @@ bool DistributedDataParallel::advance_ring(std::size_t b) {
       recv_c = ((me - s) % n + n) % n;
       recv_to = base + static_cast<std::size_t>(lo(recv_c)) * es;
     }
-    MPI_Irecv(recv_to, static_cast<int>(lo(recv_c + 1) - lo(recv_c)), mpi_type(d), prev, tag, comm_holder_->comm, &f.reqs[0]);
+    MPI_Irecv(recv_to, static_cast<int>(lo(recv_c + 1) - lo(recv_c)), mpi_type(d), prev, tag, comm_holder_->comm,
+              &f.reqs[0]);
     MPI_Isend(base + static_cast<std::size_t>(lo(send_c)) * es, static_cast<int>(lo(send_c + 1) - lo(send_c)),
               mpi_type(d), next, tag, comm_holder_->comm, &f.reqs[1]);
   }
@@ -818,8 +815,9 @@ void DistributedDataParallel::finish_bucket(std::size_t b) {
 
 void DistributedDataParallel::average_gradients() {
   require_mpi("DistributedDataParallel::average_gradients");
-  XGRAD_CHECK(sync_, "DistributedDataParallel::average_gradients: called inside no_sync() (leave the no_sync scope "
-                     "first: the next average_gradients() averages the accumulated gradients)");
+  XGRAD_CHECK(sync_,
+              "DistributedDataParallel::average_gradients: called inside no_sync() (leave the no_sync scope "
+              "first: the next average_gradients() averages the accumulated gradients)");
   ++steps_;
   const std::string what = fmt::format("DistributedDataParallel::average_gradients (call {})", steps_);
   last_ready_in_backward_ = 0;

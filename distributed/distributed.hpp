@@ -158,8 +158,8 @@ struct DdpOptions {
 
 /// Keeps the model replicas of all ranks in step.
 /// Construction (collective): checks that every rank has the same number of parameters (and
-/// buffers, for a module), with the same names, shapes and dtypes in the same order (a 64-bit hash and the count are all-gathered;
-/// on a mismatch the full descriptions are all-gathered and EVERY rank throws xgrad::Error naming the
+/// buffers, for a module), with the same names, shapes and dtypes in the same order (a 64-bit hash and the count are
+/// all-gathered; on a mismatch the full descriptions are all-gathered and EVERY rank throws xgrad::Error naming the
 /// first differing parameter and both ranks' descriptions), then broadcasts rank 0's parameter
 /// values (and buffers, with broadcast_buffers) to all ranks (so ranks may initialise differently).
 /// Errors (local, before any communication): null module, an undefined parameter, bucket_bytes 0,
@@ -232,8 +232,8 @@ class DistributedDataParallel {
   std::vector<std::string> names_;
   std::vector<Tensor> params_;
   std::vector<Bucket> buckets_;
-  std::vector<Tensor> buffers_;        // the module's buffers (none for a parameter list)
-  std::int64_t steps_ = 0;             // average_gradients calls, named in timeout messages
+  std::vector<Tensor> buffers_;  // the module's buffers (none for a parameter list)
+  std::int64_t steps_ = 0;       // average_gradients calls, named in timeout messages
 
   // ---- overlap (Note [Overlapped averaging]) ----
   void make_buckets(const std::vector<std::size_t>& order);
@@ -246,16 +246,16 @@ class DistributedDataParallel {
   void progress_loop();
   void stop_progress();
   void finish_bucket(std::size_t b);
-  struct Flight;                                   // a bucket's storage and request (distributed.cpp)
-  std::vector<std::shared_ptr<Flight>> flights_;   // per bucket
+  struct Flight;                                        // a bucket's storage and request (distributed.cpp)
+  std::vector<std::shared_ptr<Flight>> flights_;        // per bucket
   std::vector<std::size_t> slot_bucket_, slot_offset_;  // per parameter: its bucket, element offset
-  std::vector<Tensor> views_;                      // per parameter: its slot as a tensor of its shape
+  std::vector<Tensor> views_;                           // per parameter: its slot as a tensor of its shape
   std::vector<unsigned> hook_ids_;
-  std::vector<char> ready_;                        // per parameter, this round
-  std::vector<std::size_t> pending_;               // per bucket: parameters not ready yet
+  std::vector<char> ready_;           // per parameter, this round
+  std::vector<std::size_t> pending_;  // per bucket: parameters not ready yet
   std::size_t next_launch_ = 0;
   std::size_t last_ready_in_backward_ = 0;
-  std::vector<std::size_t> observed_;              // ready order of the first round
+  std::vector<std::size_t> observed_;  // ready order of the first round
   bool rebuilt_ = false;
   bool sync_ = true;
   // the progress thread (Note [Progress thread] in distributed.cpp)

@@ -22,19 +22,24 @@ Tensor SyncBatchNorm::forward(const Tensor& x) {
   XGRAD_CHECK(x.defined(), "SyncBatchNorm: argument 'x' is an undefined tensor");
   check_input_dim(x);
   const std::int64_t c = num_features();
-  XGRAD_CHECK(x.size(1) == c, "SyncBatchNorm: argument 'x' has shape {} but must have num_features = {} channels (dim 1)",
+  XGRAD_CHECK(x.size(1) == c,
+              "SyncBatchNorm: argument 'x' has shape {} but must have num_features = {} channels (dim 1)",
               shape_str(x.shape()), c);
   XGRAD_CHECK(x.dtype() == kFloat32 || x.dtype() == kFloat64,
               "SyncBatchNorm: argument 'x' must be float32 or float64, got {}", x.dtype());
   std::vector<std::int64_t> axes{0};
-  Shape per_channel(static_cast<std::size_t>(x.dim()), 1);
-  per_channel[1] = c;
-  for (std::int64_t d = 2; d < x.dim(); ++d) axes.push_back(d);
+  Shape per_channel{1, c};  // (1, C, 1, ...): the statistics broadcast over x
+  for (std::int64_t d = 2; d < x.dim(); ++d) {
+    axes.push_back(d);
+    per_channel.push_back(1);
+  }
   // Values per channel over all ranks (the same verdict on every rank, after the collective).
   const double local = static_cast<double>(x.numel() / c);
   const double total = all_reduce_sum(Tensor::full({1}, local, kFloat64)).item<double>();
-  XGRAD_CHECK(total > 1, "SyncBatchNorm: expected more than 1 value per channel when training, got input of shape {} "
-                         "on this rank and {} values per channel over all ranks", shape_str(x.shape()), total);
+  XGRAD_CHECK(total > 1,
+              "SyncBatchNorm: expected more than 1 value per channel when training, got input of shape {} "
+              "on this rank and {} values per channel over all ranks",
+              shape_str(x.shape()), total);
   const Tensor mean = mul(all_reduce_sum(sum(x, axes)), 1.0 / total);
   const Tensor centred = sub(x, reshape(mean, per_channel));
   const Tensor sq = all_reduce_sum(sum(mul(centred, centred), axes));

@@ -51,7 +51,11 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Tensor> params, Fac
   XGRAD_CHECK(is_initialized(), "{}: MPI is not initialised (create an xgrad::distributed::MpiContext in main first)",
               op);
   // The same parameters everywhere, rank 0's values: DistributedDataParallel's checks and broadcast.
-  { DistributedDataParallel check(params_, DdpOptions{}); }
+  {
+    DdpOptions check_only;  // no hooks, no communicator: only the check and the broadcast
+    check_only.overlap = false;
+    DistributedDataParallel check(params_, check_only);
+  }
   const int n = world_size(), me = rank();
   for (Dtype d : {kFloat32, kFloat64}) {
     Flat f{d, {}, std::vector<int>(static_cast<std::size_t>(n)), std::vector<int>(static_cast<std::size_t>(n)), {}, 0};

@@ -54,7 +54,11 @@ std::atomic<int> g_forced{-1};
 
 Isa isa_of(const char* name) {
   const std::string_view s(name);
-  return s == "avx512" ? Isa::avx512 : s == "avx2" ? Isa::avx2 : s == "avx" ? Isa::avx : s == "sse3" ? Isa::sse3 : Isa::scalar;
+  return s == "avx512" ? Isa::avx512
+         : s == "avx2" ? Isa::avx2
+         : s == "avx"  ? Isa::avx
+         : s == "sse3" ? Isa::sse3
+                       : Isa::scalar;
 }
 
 }  // namespace
@@ -72,8 +76,8 @@ Isa isa_of(const char* name) {
 // 512-bit FMA runs as two 256-bit halves, so OpenBLAS's Haswell (AVX2) kernels reach the AVX-512 peak
 // (measured: 117 GFLOP/s float32 either way) and are kept (104-110 GFLOP/s against our 98-106 on the
 // large shapes); on Intel's AVX-512 CPUs the Haswell kernels reach half the peak and ours are taken. An
-// OpenBLAS core name xgrad does not know keeps OpenBLAS. The choice is made once per process (the core cannot change), and
-// xgrad::kernel_info() (ops/kernel_info.hpp) reports it with the reason.
+// OpenBLAS core name xgrad does not know keeps OpenBLAS. The choice is made once per process (the core cannot change),
+// and xgrad::kernel_info() (ops/kernel_info.hpp) reports it with the reason.
 CoreIsa core_isa(std::string_view core) {
   std::string c(core);
   for (char& ch : c) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
@@ -82,10 +86,9 @@ CoreIsa core_isa(std::string_view core) {
     Isa isa;
   };
   static constexpr Entry kCores[] = {
-      {"prescott", Isa::sse3},    {"core2", Isa::sse3},     {"penryn", Isa::sse3},
-      {"dunnington", Isa::sse3},  {"nehalem", Isa::sse3},   {"atom", Isa::sse3},
-      {"sandybridge", Isa::avx},  {"haswell", Isa::avx2},   {"zen", Isa::avx2},
-      {"skylakex", Isa::avx512},  {"cooperlake", Isa::avx512}, {"sapphirerapids", Isa::avx512}};
+      {"prescott", Isa::sse3}, {"core2", Isa::sse3},      {"penryn", Isa::sse3},       {"dunnington", Isa::sse3},
+      {"nehalem", Isa::sse3},  {"atom", Isa::sse3},       {"sandybridge", Isa::avx},   {"haswell", Isa::avx2},
+      {"zen", Isa::avx2},      {"skylakex", Isa::avx512}, {"cooperlake", Isa::avx512}, {"sapphirerapids", Isa::avx512}};
   for (const Entry& e : kCores)
     if (c == e.name) return {e.isa, true};
   return {};
@@ -99,8 +102,7 @@ Choice choose_backend(const char* env, std::string_view core, Isa own_isa, bool 
   const std::string_view e = env ? env : "";
   if (e == "openblas") return {Backend::openblas, "XGRAD_GEMM=openblas"};
   if (e == "xgrad") return {Backend::xgrad, "XGRAD_GEMM=xgrad"};
-  XGRAD_CHECK(e.empty() || e == "auto", "gemm: environment variable XGRAD_GEMM='{}' is not openblas, xgrad or auto",
-              e);
+  XGRAD_CHECK(e.empty() || e == "auto", "gemm: environment variable XGRAD_GEMM='{}' is not openblas, xgrad or auto", e);
   const CoreIsa ci = core_isa(core);
   if (!ci.known) return {Backend::openblas, fmt::format("auto: OpenBLAS core '{}' not known to xgrad: kept", core)};
   // The FMA rate each set reaches: on a half-rate AVX-512 CPU, AVX2 kernels reach AVX-512's.

@@ -11,8 +11,8 @@
 // per-file instruction sets; the test ops_simd_odr (tests/check_simd_odr.cmake) checks the AVX-512 objects for weak
 // symbols that do not name their architecture). The loops that run at both widths are written once, as templates
 // over the architecture in an unnamed namespace of a header both files include (resample_loops.hpp,
-// block_sparse_tiles.hpp, gemm_loops.hpp): each file compiles its own copy. xsimd 8 has no two-input lane permutation, so
-// shuffle() applies the compiler's __builtin_shufflevector to the batch's register (GCC >= 12, Clang).
+// block_sparse_tiles.hpp, gemm_loops.hpp): each file compiles its own copy. xsimd 8 has no two-input lane permutation,
+// so shuffle() applies the compiler's __builtin_shufflevector to the batch's register (GCC >= 12, Clang).
 //
 // The helpers do exactly the arithmetic they say, lane by lane, so a kernel gives the same bits as the
 // GCC vector-extension loops it replaced (the compiler contracts a * b + c into an FMA in both forms).

@@ -239,8 +239,7 @@ TEST_CASE("hooks of shared leaves: each concurrent backward runs them once, on i
     CHECK(post[k].load() == kThreads * kIters);
   }
   REQUIRE(post_per_thread.size() == static_cast<std::size_t>(kThreads));
-  for (int t = 0; t < kThreads; ++t)
-    CHECK(post_per_thread[ids[t]] == kIters * static_cast<int>(params.size()));
+  for (int t = 0; t < kThreads; ++t) CHECK(post_per_thread[ids[t]] == kIters * static_cast<int>(params.size()));
   // .grad is the sum of the hooked (doubled) gradients, up to the order of the float additions;
   // grad() runs a requested leaf's hooks too, so it returns them doubled
   std::vector<Tensors> per_thread;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "scale_and_square.hpp"
 #include "support.hpp"
 #include "xgrad/ops/elementwise.hpp"
 
@@ -26,18 +27,7 @@ std::int64_t resident_bytes() {
   return resident * static_cast<std::int64_t>(::sysconf(_SC_PAGESIZE));
 }
 
-// y = 3x, but split into two outputs (y, x^2) to exercise multi-output nodes.
-struct ScaleAndSquare : Function<ScaleAndSquare> {
-  static constexpr const char* kName = "scale_and_square";
-  Tensors forward(const Tensor& x) {
-    save_for_backward({x});
-    return {mul(x, 3.0), mul(x, x)};
-  }
-  Tensors backward(const Tensors& grads) {
-    const Tensor x = saved(0);
-    return {add(mul(grads[0], 3.0), mul(mul(grads[1], x), 2.0))};
-  }
-};
+using test::ScaleAndSquare;
 
 // A broken op: returns a gradient of the wrong shape.
 struct WrongShapeGrad : Function<WrongShapeGrad> {

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "scale_and_square.hpp"
 #include "support.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduction.hpp"
@@ -35,18 +36,7 @@ struct Probe : Function<Probe> {
   }
 };
 
-// y = 3x and x^2 as two outputs of one node (hooks per output of a multi-output node).
-struct ScaleAndSquare : Function<ScaleAndSquare> {
-  static constexpr const char* kName = "scale_and_square";
-  Tensors forward(const Tensor& x) {
-    save_for_backward({x});
-    return {mul(x, 3.0), mul(x, x)};
-  }
-  Tensors backward(const Tensors& grads) {
-    const Tensor x = saved(0);
-    return {add(mul(grads[0], 3.0), mul(mul(grads[1], x), 2.0))};
-  }
-};
+using test::ScaleAndSquare;
 }  // namespace
 
 TEST_CASE("register_hook on a non-leaf: a returned gradient replaces the one that flows on", "[autograd][hooks]") {
@@ -57,7 +47,7 @@ TEST_CASE("register_hook on a non-leaf: a returned gradient replaces the one tha
     seen = vec(g);
     return mul(g, 10.0);
   });
-  sum(mul(y, y)).backward();         // dL/dy = 2y = 4x
+  sum(mul(y, y)).backward();  // dL/dy = 2y = 4x
   CHECK(seen == std::vector<double>{4.0, -8.0});
   CHECK(vec(x.grad()) == std::vector<double>{80.0, -160.0});  // 10 * 4x * 2
 
@@ -155,8 +145,7 @@ TEST_CASE("register_hook and register_post_accumulate_grad_hook refuse bad argum
   require_error([] { Tensor().register_hook([](const Tensor&) {}); }, {"register_hook", "undefined tensor"});
   // a hook returning a gradient of another shape or dtype is refused by the backward, naming it
   y.register_hook([](const Tensor&) { return Tensor::ones({3}, kFloat64); });
-  require_error([&] { sum(y).backward(Tensor(), /*retain_graph=*/true); },
-                {"register_hook", "hook 0", "(3,)", "(2,)"});
+  require_error([&] { sum(y).backward(Tensor(), /*retain_graph=*/true); }, {"register_hook", "hook 0", "(3,)", "(2,)"});
   Tensor w = Tensor::of({1.0, 2.0}, kFloat64).set_requires_grad();
   w.register_hook([](const Tensor& g) { return g.to(kFloat32); });
   require_error([&] { sum(mul(w, 2.0)).backward(); }, {"register_hook", "float32", "float64"});
@@ -251,12 +240,12 @@ TEST_CASE("hooks in grad(): a non-leaf's and a requested leaf's change what grad
   x.register_post_accumulate_grad_hook([&](Tensor&) { ++post_calls; });
   Tensor y = mul(x, w);
   y.register_hook([](const Tensor& g) { return add(g, 1.0); });
-  const Tensors g = grad({sum(y)}, {x, x});  // the same input twice: its hooks run once
+  const Tensors g = grad({sum(y)}, {x, x});             // the same input twice: its hooks run once
   CHECK(vec(g[0]) == std::vector<double>{40.0, 40.0});  // (1 + 1) * w * 10
   CHECK(vec(g[1]) == std::vector<double>{40.0, 40.0});
   CHECK(x_calls == 1);
-  CHECK(w_calls == 0);      // w is not requested: no gradient is computed for it
-  CHECK(post_calls == 0);   // grad() accumulates nothing
+  CHECK(w_calls == 0);     // w is not requested: no gradient is computed for it
+  CHECK(post_calls == 0);  // grad() accumulates nothing
   CHECK_FALSE(x.grad().defined());
   const Tensors gy = grad({sum(mul(y, y))}, {y});  // a requested non-leaf: its hook applies
   CHECK(vec(gy[0]) == std::vector<double>{2 * 2.0 + 1, 2 * 6.0 + 1});
@@ -459,8 +448,7 @@ TEST_CASE("gradients through hooks on intermediate tensors match torch's", "[aut
   Generator gen(17);
   const std::vector<test::ParityBatch::Input> xw = {{"x", Tensor::randn({3, 4}, gen, kFloat64)},
                                                     {"w", Tensor::randn({3, 4}, gen, kFloat64)}};
-  batch.add("replace_several_paths",
-            "a = x * w\na.register_hook(lambda g: g * 3)\nout = a + a * a + torch.sin(a)", xw,
+  batch.add("replace_several_paths", "a = x * w\na.register_hook(lambda g: g * 3)\nout = a + a * a + torch.sin(a)", xw,
             [](const Tensors& in) {
               Tensor a = mul(in[0], in[1]);
               a.register_hook([](const Tensor& g) { return mul(g, 3.0); });

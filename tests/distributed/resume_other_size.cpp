@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
   const long from = std::atol(argv[1]), to = std::atol(argv[2]);
   const std::string in = argv[3], out = argv[4];
   const int w = dist::world_size(), r = dist::rank();
-  XGRAD_CHECK(kGlobal % static_cast<std::size_t>(w) == 0, "the global batch {} is not divisible by {} ranks", kGlobal, w);
+  XGRAD_CHECK(kGlobal % static_cast<std::size_t>(w) == 0, "the global batch {} is not divisible by {} ranks", kGlobal,
+              w);
 
   Generator data_gen(3);
   const Tensor xs = Tensor::randn({static_cast<std::int64_t>(kSamples), 4}, data_gen, kFloat64);

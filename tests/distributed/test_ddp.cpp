@@ -11,18 +11,18 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <string>
-#include <thread>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <thread>
 
 #include "../catch_impl.hpp"
 #include "xgrad/core/core.hpp"
 #include "xgrad/distributed/distributed.hpp"
 #include "xgrad/distributed/sync_batch_norm.hpp"
 #include "xgrad/distributed/zero.hpp"
-#include "xgrad/nn/normalization.hpp"
 #include "xgrad/nn/data.hpp"
+#include "xgrad/nn/normalization.hpp"
 #include "xgrad/nn/optim.hpp"
 #include "xgrad/nn/serialize.hpp"
 #include "xgrad/ops/ops.hpp"
@@ -463,12 +463,14 @@ TEST_CASE("DDP overlap: buckets reduced during backward, in ready order, the sam
   over.average_gradients();
 }
 
-TEST_CASE("ZeroRedundancyOptimizer: DDP's trajectory with the unsharded optimizer, bit for bit, with a share of its state",
-          "[distributed]") {
+TEST_CASE(
+    "ZeroRedundancyOptimizer: DDP's trajectory with the unsharded optimizer, bit for bit, with a share of its state",
+    "[distributed]") {
   const int r = dist::rank(), n = dist::world_size();
   using Make = std::function<std::unique_ptr<nn::Optimizer>(std::vector<Tensor>)>;
   const std::vector<std::pair<std::string, Make>> kinds{
-      {"SGD momentum", [](std::vector<Tensor> p) { return std::make_unique<nn::SGD>(p, nn::SGDOptions(0.1).momentum(0.9)); }},
+      {"SGD momentum",
+       [](std::vector<Tensor> p) { return std::make_unique<nn::SGD>(p, nn::SGDOptions(0.1).momentum(0.9)); }},
       {"Adam", [](std::vector<Tensor> p) { return std::make_unique<nn::Adam>(p, nn::AdamOptions(0.05)); }}};
   for (const auto& [kind, make] : kinds) {
     SECTION(kind) {
@@ -514,20 +516,22 @@ TEST_CASE("ZeroRedundancyOptimizer: DDP's trajectory with the unsharded optimize
       for (const Tensor& t : zero.shard()) shard_bytes += t.nbytes();
       // a share of T / W elements, to one element
       if (n > 1) CHECK(static_cast<double>(mine) <= static_cast<double>(full) / n + 16.0);
-      INFO("rank " << r << " holds " << mine << " of " << full << " state bytes for " << shard_bytes << " parameter bytes");
+      INFO("rank " << r << " holds " << mine << " of " << full << " state bytes for " << shard_bytes
+                   << " parameter bytes");
       CHECK(mine > 0);
     }
   }
-  CHECK_THROWS_WITH(dist::ZeroRedundancyOptimizer({}, [](std::vector<Tensor>) { return std::unique_ptr<nn::Optimizer>(); }),
-                    Catch::Contains("ZeroRedundancyOptimizer") && Catch::Contains("empty"));
+  CHECK_THROWS_WITH(
+      dist::ZeroRedundancyOptimizer({}, [](std::vector<Tensor>) { return std::unique_ptr<nn::Optimizer>(); }),
+      Catch::Contains("ZeroRedundancyOptimizer") && Catch::Contains("empty"));
 }
 
 TEST_CASE("a rank waiting for a slow peer sleeps instead of polling, and the timeout is configurable",
           "[distributed]") {
   // Note [Waiting in collectives]: after 20 ms a waiting rank sleeps between progress tests.
   const int r = dist::rank();
-  CHECK(std::string(std::getenv("OMPI_MCA_mpi_yield_when_idle") ? std::getenv("OMPI_MCA_mpi_yield_when_idle")
-                                                                  : "") == "1");
+  CHECK(std::string(std::getenv("OMPI_MCA_mpi_yield_when_idle") ? std::getenv("OMPI_MCA_mpi_yield_when_idle") : "") ==
+        "1");
   const auto before = dist::timeout();
   CHECK(before.count() > 0);
   dist::set_timeout(std::chrono::seconds(42));
@@ -544,7 +548,9 @@ TEST_CASE("a rank waiting for a slow peer sleeps instead of polling, and the tim
   dist::barrier();  // rank 0 waits about 1.5 s here
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   getrusage(RUSAGE_THREAD, &u1);
-  const auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  const auto secs = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
+  };
   const double cpu = secs(u1.ru_utime) - secs(u0.ru_utime) + secs(u1.ru_stime) - secs(u0.ru_stime);
   if (r == 0) {
     INFO("rank 0 waited " << wall << " s using " << cpu << " s of CPU");

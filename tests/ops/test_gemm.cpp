@@ -184,27 +184,7 @@ TEST_CASE("gemm: both backends agree and bad sizes are an error on either", "[ge
     });
 }
 
-TEST_CASE("gemm: matmul on the own backend is bit-identical with 1 and 2 threads", "[gemm][threads]") {
-  Generator gen(40);
-  const std::vector<std::pair<Shape, Shape>> cases = {
-      {{256, 512}, {512, 384}}, {{257, 513}, {513, 383}}, {{5, 1, 60, 70}, {3, 70, 50}}, {{1000}, {1000, 700}}};
-  with_backend(blas::Backend::xgrad, [&] {
-    for (Dtype dt : {kFloat32, kFloat64})
-      for (const auto& [sa, sb] : cases) {
-        INFO(dtype_name(dt) << " " << shape_str(sa) << " @ " << shape_str(sb));
-        Tensor a0 = Tensor::randn(sa, gen, dt);
-        Tensor b0 = Tensor::randn(sb, gen, dt);
-        test::require_thread_deterministic([&] {
-          Tensor a = a0.clone_data().set_requires_grad();
-          Tensor b = b0.clone_data().set_requires_grad();
-          Tensor c = matmul(a, b);
-          Generator sg(41);
-          c.backward(Tensor::randn(c.shape(), sg, dt));
-          return Tensors{c, a.grad(), b.grad()};
-        });
-      }
-  });
-}
+// matmul's 1-vs-2-thread bit equality on each backend: test_matmul.cpp.
 
 TEST_CASE("gemm: XGRAD_GEMM and the OpenBLAS core decide the backend", "[gemm]") {
   using blas::Backend;
