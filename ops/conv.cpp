@@ -1,6 +1,7 @@
 #include "xgrad/ops/conv.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/detail/gemm_kernels.hpp"
 #include "xgrad/ops/matmul.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
@@ -72,60 +74,241 @@ struct Plan {
   }
 };
 
+// The valid range of one im2col row: output columns ow in [lo, hi) read input column ow * sw + x0
+// inside [0, iw); output rows oh in [ylo, yhi) read input row oh * sh + y0 inside [0, ih).
+struct RowRange {
+  std::int64_t x0, lo, hi, y0, ylo, yhi;
+};
+
+RowRange row_range(const Plan& p, std::int64_t a, std::int64_t b) {
+  RowRange r{};
+  r.x0 = b * p.dw - p.pw;
+  r.lo = std::min(p.gw, r.x0 >= 0 ? 0 : ceil_div(-r.x0, p.sw));
+  r.hi = std::max(r.lo, std::min(p.gw, p.iw - r.x0 <= 0 ? 0 : ceil_div(p.iw - r.x0, p.sw)));
+  r.y0 = a * p.dh - p.ph;
+  r.ylo = std::min(p.gh, r.y0 >= 0 ? 0 : ceil_div(-r.y0, p.sh));
+  r.yhi = std::max(r.ylo, std::min(p.gh, p.ih - r.y0 <= 0 ? 0 : ceil_div(p.ih - r.y0, p.sh)));
+  return r;
+}
+
+// Note [Contiguous im2col]: with unit strides and a grid as wide as the image (gw == iw: "same"
+// padding, or any 1-d convolution), output position (oh, ow) of row (c, a, b) reads input element
+// (oh + y0) * iw + ow + x0 = oh * gw + ow + shift, so the valid rows of a col row are one contiguous
+// copy of the plane; the few elements of that copy that wrapped around a row's end (ow outside
+// [lo, hi)) are then set to zero. For 14 x 14 planes this is one copy and 28 stores instead of 14
+// short copies and 28 short fills per row (the calls dominated: bench/conv_step, conv block).
+bool contiguous_rows(const Plan& p) { return p.sw == 1 && p.sh == 1 && p.gw == p.iw; }
+
 // Columns [0, gh * gw) of rows (c, a, b) of col (leading dimension ld) from one group of one sample.
 template <class T>
 void im2col(const Plan& p, const T* img, T* col, std::int64_t ld) {
-  for (std::int64_t c = 0; c < p.ci; ++c)
-    for (std::int64_t a = 0; a < p.kh; ++a)
-      for (std::int64_t b = 0; b < p.kw; ++b) {
+  const bool contiguous = contiguous_rows(p);
+  const std::int64_t L = p.glen();
+  for (std::int64_t a = 0; a < p.kh; ++a)
+    for (std::int64_t b = 0; b < p.kw; ++b) {
+      const RowRange r = row_range(p, a, b);
+      for (std::int64_t c = 0; c < p.ci; ++c) {
         T* row = col + ((c * p.kh + a) * p.kw + b) * ld;
         const T* plane = img + c * p.ilen();
-        const std::int64_t x0 = b * p.dw - p.pw;  // input column = ow * sw + x0
-        const std::int64_t lo = std::min(p.gw, x0 >= 0 ? 0 : ceil_div(-x0, p.sw));
-        const std::int64_t hi = std::max(lo, std::min(p.gw, p.iw - x0 <= 0 ? 0 : ceil_div(p.iw - x0, p.sw)));
+        if (r.lo >= r.hi || r.ylo >= r.yhi) {
+          std::fill(row, row + L, T(0));
+          continue;
+        }
+        if (contiguous) {
+          // Positions [first, last) of the row: the first valid one to the last valid one.
+          const std::int64_t first = r.ylo * p.gw + r.lo, last = (r.yhi - 1) * p.gw + r.hi;
+          const std::int64_t shift = r.y0 * p.iw + r.x0;
+          std::fill(row, row + first, T(0));
+          std::copy(plane + first + shift, plane + last + shift, row + first);
+          std::fill(row + last, row + L, T(0));
+          if (r.lo > 0 || r.hi < p.gw)
+            for (std::int64_t oh = r.ylo; oh < r.yhi; ++oh) {
+              T* out = row + oh * p.gw;
+              if (oh > r.ylo)
+                for (std::int64_t ow = 0; ow < r.lo; ++ow) out[ow] = T(0);
+              if (oh + 1 < r.yhi)
+                for (std::int64_t ow = r.hi; ow < p.gw; ++ow) out[ow] = T(0);
+            }
+          continue;
+        }
         for (std::int64_t oh = 0; oh < p.gh; ++oh) {
           T* out = row + oh * p.gw;
-          const std::int64_t y = oh * p.sh - p.ph + a * p.dh;
-          if (y < 0 || y >= p.ih) {
+          if (oh < r.ylo || oh >= r.yhi) {
             std::fill(out, out + p.gw, T(0));
             continue;
           }
-          const T* src = plane + y * p.iw;  // input column ow * sw + x0, in range for ow in [lo, hi)
-          std::fill(out, out + lo, T(0));
-          if (p.sw == 1 && hi > lo)
-            std::copy(src + (lo + x0), src + (hi + x0), out + lo);
+          const T* src = plane + (oh * p.sh + r.y0) * p.iw;  // input column ow * sw + x0, in range for ow in [lo, hi)
+          std::fill(out, out + r.lo, T(0));
+          if (p.sw == 1)
+            std::copy(src + (r.lo + r.x0), src + (r.hi + r.x0), out + r.lo);
           else
-            for (std::int64_t ow = lo; ow < hi; ++ow) out[ow] = src[ow * p.sw + x0];
-          std::fill(out + hi, out + p.gw, T(0));
+            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) out[ow] = src[ow * p.sw + r.x0];
+          std::fill(out + r.hi, out + p.gw, T(0));
+        }
+      }
+    }
+}
+
+// The adjoint of im2col: adds the columns back into one group of one sample (in a fixed order: for
+// each input element, its rows (c, a, b) in increasing order). With contiguous rows (Note
+// [Contiguous im2col]) the wrapped elements of each col row, which belong to no input element, are
+// first zeroed in col (a scratch buffer), so one contiguous add covers the row: adding +0 leaves
+// every element as it was.
+template <class T>
+void col2im(const Plan& p, T* col, std::int64_t ld, T* img) {
+  const bool contiguous = contiguous_rows(p);
+  for (std::int64_t c = 0; c < p.ci; ++c)
+    for (std::int64_t a = 0; a < p.kh; ++a)
+      for (std::int64_t b = 0; b < p.kw; ++b) {
+        const RowRange r = row_range(p, a, b);
+        if (r.lo >= r.hi || r.ylo >= r.yhi) continue;
+        T* row = col + ((c * p.kh + a) * p.kw + b) * ld;
+        T* plane = img + c * p.ilen();
+        if (contiguous) {
+          const std::int64_t first = r.ylo * p.gw + r.lo, last = (r.yhi - 1) * p.gw + r.hi;
+          const std::int64_t shift = r.y0 * p.iw + r.x0;
+          if (r.lo > 0 || r.hi < p.gw)
+            for (std::int64_t oh = r.ylo; oh < r.yhi; ++oh) {
+              T* in = row + oh * p.gw;
+              if (oh > r.ylo)
+                for (std::int64_t ow = 0; ow < r.lo; ++ow) in[ow] = T(0);
+              if (oh + 1 < r.yhi)
+                for (std::int64_t ow = r.hi; ow < p.gw; ++ow) in[ow] = T(0);
+            }
+          for (std::int64_t i = first; i < last; ++i) plane[i + shift] += row[i];
+          continue;
+        }
+        for (std::int64_t oh = r.ylo; oh < r.yhi; ++oh) {
+          const T* in = row + oh * p.gw;
+          T* dst = plane + (oh * p.sh + r.y0) * p.iw;
+          for (std::int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow * p.sw + r.x0] += in[ow];
         }
       }
 }
 
-// The adjoint of im2col: adds the columns back into one group of one sample (in a fixed order).
+// Note [Direct convolution] (ops/detail/gemm_kernels.hpp) as conv.cpp uses it: with contiguous rows
+// (Note [Contiguous im2col]) K1 needs no im2col matrix: the kernel reads each tap's shifted plane
+// straight from the image, masked where the tap falls outside it, with the weights packed once per
+// call; and K2 is K1 itself, on the grid with the weights flipped and transposed and the padding
+// mirrored (d image[c, y, x] = sum over o, a, b of W[o, c, a, b] Z[o, y + ph - a dh, x + pw - b dw]),
+// so it writes the image gradient with no col2im. Both sum each element over (channel, tap) in a
+// fixed order, whatever the thread count. Not taken for fewer output rows than half a micro-tile
+// (depthwise: the im2col path's small GEMMs are faster), for grids of fewer than kSampleCols
+// positions, or when the masks would exceed kMaxMaskBytes. K3 keeps im2col: its sums run over the
+// positions, which the kernel's tiles do not.
+struct DirectGeom {
+  std::int64_t rows = 0, chans = 0;             // result channels (the GEMM's m) and image channels, per group
+  std::int64_t in_h = 0, out_h = 0, width = 0;  // image height, result height, the width both share
+  std::int64_t kh = 1, kw = 1, dh = 1, dw = 1, ph = 0, pw = 0;
+  std::int64_t taps() const { return kh * kw; }
+  std::int64_t in_len() const { return in_h * width; }
+  std::int64_t out_len() const { return out_h * width; }
+};
+
+constexpr std::int64_t kMaxMaskBytes = std::int64_t{16} << 20;
+
+// K1's geometry (image I, result Z), or K2's (image Z, result I), for a plan with contiguous rows.
+DirectGeom k1_geom(const Plan& p) { return {p.co, p.ci, p.ih, p.gh, p.gw, p.kh, p.kw, p.dh, p.dw, p.ph, p.pw}; }
+DirectGeom k2_geom(const Plan& p) {
+  return {p.ci, p.co, p.gh, p.ih, p.iw, p.kh, p.kw, p.dh, p.dw, (p.kh - 1) * p.dh - p.ph, (p.kw - 1) * p.dw - p.pw};
+}
+
 template <class T>
-void col2im(const Plan& p, const T* col, std::int64_t ld, T* img) {
-  for (std::int64_t c = 0; c < p.ci; ++c)
-    for (std::int64_t a = 0; a < p.kh; ++a)
-      for (std::int64_t b = 0; b < p.kw; ++b) {
-        const T* row = col + ((c * p.kh + a) * p.kw + b) * ld;
-        T* plane = img + c * p.ilen();
-        const std::int64_t x0 = b * p.dw - p.pw;
-        const std::int64_t lo = std::min(p.gw, x0 >= 0 ? 0 : ceil_div(-x0, p.sw));
-        const std::int64_t hi = std::max(lo, std::min(p.gw, p.iw - x0 <= 0 ? 0 : ceil_div(p.iw - x0, p.sw)));
-        for (std::int64_t oh = 0; oh < p.gh; ++oh) {
-          const std::int64_t y = oh * p.sh - p.ph + a * p.dh;
-          if (y < 0 || y >= p.ih) continue;
-          const T* in = row + oh * p.gw;
-          T* dst = plane + y * p.iw;
-          for (std::int64_t ow = lo; ow < hi; ++ow) dst[ow * p.sw + x0] += in[ow];
-        }
+bool use_direct(const Plan& p, const DirectGeom& d) {
+  if (!contiguous_rows(p) || p.glen() < kSampleCols) return false;
+  const detail::gemmk::Blocking& bl =
+      sizeof(T) == sizeof(float) ? detail::gemmk::active().sblock : detail::gemmk::active().dblock;
+  const std::int64_t padded = ceil_div(d.out_len(), bl.nr) * bl.nr;
+  return d.rows * 2 >= bl.mr && d.taps() * padded * static_cast<std::int64_t>(sizeof(T)) <= kMaxMaskBytes;
+}
+
+// Runs Note [Direct convolution] over `blocks` (sample, group) blocks: block i's image at
+// img + i * chans * in_len, its result at out + i * rows * out_len, the weights of its group
+// (i % groups) at w + (i % groups) * wstride, packed as the note says.
+template <class T>
+void direct_blocks(const DirectGeom& d, std::int64_t blocks, std::int64_t groups, const T* img, const T* w,
+                   std::int64_t wstride, T* out, std::int64_t grain) {
+  const detail::gemmk::Blocking& bl =
+      sizeof(T) == sizeof(float) ? detail::gemmk::active().sblock : detail::gemmk::active().dblock;
+  const std::int64_t taps = d.taps(), L = d.out_len(), IL = d.in_len();
+  const std::int64_t padded = ceil_div(L, bl.nr) * bl.nr;
+  std::vector<std::int64_t> shift(static_cast<std::size_t>(taps));
+  std::vector<T> mask(static_cast<std::size_t>(taps * padded));
+  T ones;
+  {
+    unsigned char bytes[sizeof(T)];
+    std::fill(bytes, bytes + sizeof(T), static_cast<unsigned char>(0xff));
+    std::memcpy(&ones, bytes, sizeof(T));
+  }
+  std::int64_t lo = 0, hi = 0;  // the reads of one block reach [lo, chans * IL + hi) of its image
+  for (std::int64_t a = 0; a < d.kh; ++a)
+    for (std::int64_t b = 0; b < d.kw; ++b) {
+      const std::int64_t t = a * d.kw + b, y0 = a * d.dh - d.ph, x0 = b * d.dw - d.pw;
+      shift[static_cast<std::size_t>(t)] = y0 * d.width + x0;
+      lo = std::min(lo, y0 * d.width + x0);
+      hi = std::max(hi, y0 * d.width + x0 + padded - IL);
+      T* m = mask.data() + t * padded;
+      for (std::int64_t l = 0; l < L; ++l) {
+        const std::int64_t y = l / d.width + y0, x = l % d.width + x0;
+        m[l] = y >= 0 && y < d.in_h && x >= 0 && x < d.width ? ones : T(0);
       }
+    }
+  const std::int64_t block_in = d.chans * IL, total_in = blocks * block_in;
+  parallel_for(0, blocks, grain, [&](std::int64_t i0, std::int64_t i1) {
+    std::vector<T> guarded;  // a block whose reads would leave the tensor: a copy between zero guards
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const T* src = img + i * block_in;
+      if (i * block_in + lo < 0 || (i + 1) * block_in + hi > total_in) {
+        guarded.assign(static_cast<std::size_t>(-lo + block_in + std::max<std::int64_t>(hi, 0)), T(0));
+        std::copy(src, src + block_in, guarded.data() - lo);
+        src = guarded.data() - lo;
+      }
+      detail::gemmk::direct_conv<T>({d.rows, L, d.chans * taps, taps, w + (i % groups) * wstride, src, IL, shift.data(),
+                                     mask.data(), padded, out + i * d.rows * L, L});
+    }
+  });
+}
+
+// The weights of every group packed for direct_blocks: group g's (rows x chans * taps) matrix, whose
+// element (r, k) is at(g, r, k), in panels of the family's mr rows. Returns the stride per group.
+template <class T, class At>
+std::int64_t pack_direct_weights(const DirectGeom& d, std::int64_t groups, At at, std::vector<T>& out) {
+  const detail::gemmk::Blocking& bl =
+      sizeof(T) == sizeof(float) ? detail::gemmk::active().sblock : detail::gemmk::active().dblock;
+  const std::int64_t K = d.chans * d.taps(), panels = ceil_div(d.rows, bl.mr), stride = panels * bl.mr * K;
+  out.assign(static_cast<std::size_t>(groups * stride), T(0));
+  for (std::int64_t g = 0; g < groups; ++g)
+    for (std::int64_t r = 0; r < d.rows; ++r) {
+      T* panel = out.data() + g * stride + (r / bl.mr) * bl.mr * K + r % bl.mr;
+      for (std::int64_t k = 0; k < K; ++k) panel[k * bl.mr] = at(g, r, k);
+    }
+  return stride;
+}
+
+template <class T>
+void add_bias(T* y, const T* bias, std::int64_t n, std::int64_t channels, std::int64_t len) {
+  const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, len));
+  parallel_for(0, n * channels, grain, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      T* dst = y + r * len;
+      const T b = bias[r % channels];
+      for (std::int64_t l = 0; l < len; ++l) dst[l] += b;
+    }
+  });
 }
 
 // K1: Z[n, g co + o, :] = bias[g co + o] + (W_g col(I_n,g))[o, :].
 template <class T>
 void k1_forward(const Plan& p, const T* img, const T* w, const T* bias, T* z) {
   const std::int64_t K = p.krows(), L = p.glen(), IL = p.ilen();
+  if (const DirectGeom d = k1_geom(p); use_direct<T>(p, d)) {  // Note [Direct convolution]
+    std::vector<T> packed;
+    const std::int64_t ws = pack_direct_weights<T>(
+        d, p.groups, [&](std::int64_t g, std::int64_t r, std::int64_t k) { return w[(g * p.co + r) * K + k]; }, packed);
+    direct_blocks<T>(d, p.n * p.groups, p.groups, img, packed.data(), ws, z, p.grain());
+    if (bias != nullptr) add_bias<T>(z, bias, p.n, p.groups * p.co, L);
+    return;
+  }
   parallel_for(0, p.chunks(), p.grain(), [&](std::int64_t c0, std::int64_t c1) {
     std::vector<T> col, zb;
     for (std::int64_t c = c0; c < c1; ++c) {
@@ -165,6 +348,18 @@ void k1_forward(const Plan& p, const T* img, const T* w, const T* bias, T* z) {
 template <class T>
 void k2_adjoint(const Plan& p, const T* z, const T* w, T* img) {
   const std::int64_t K = p.krows(), L = p.glen(), IL = p.ilen();
+  if (const DirectGeom d = k2_geom(p); use_direct<T>(p, d)) {  // Note [Direct convolution]: K1 on the grid
+    const std::int64_t taps = p.kh * p.kw;
+    std::vector<T> packed;
+    const std::int64_t ws = pack_direct_weights<T>(
+        d, p.groups,
+        [&](std::int64_t g, std::int64_t c, std::int64_t k) {  // k = (o, flipped tap)
+          return w[(g * p.co + k / taps) * K + c * taps + (taps - 1 - k % taps)];
+        },
+        packed);
+    direct_blocks<T>(d, p.n * p.groups, p.groups, z, packed.data(), ws, img, p.grain());
+    return;
+  }
   parallel_for(0, p.chunks(), p.grain(), [&](std::int64_t c0, std::int64_t c1) {
     std::vector<T> col, zb;
     for (std::int64_t c = c0; c < c1; ++c) {
@@ -254,18 +449,6 @@ void bias_grad(const T* g, std::int64_t n, std::int64_t channels, std::int64_t l
         for (std::int64_t l = 0; l < len; ++l) acc += static_cast<double>(src[l]);
       }
       db[o] = static_cast<T>(acc);
-    }
-  });
-}
-
-template <class T>
-void add_bias(T* y, const T* bias, std::int64_t n, std::int64_t channels, std::int64_t len) {
-  const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, len));
-  parallel_for(0, n * channels, grain, [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t r = r0; r < r1; ++r) {
-      T* dst = y + r * len;
-      const T b = bias[r % channels];
-      for (std::int64_t l = 0; l < len; ++l) dst[l] += b;
     }
   });
 }

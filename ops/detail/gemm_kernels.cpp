@@ -31,6 +31,8 @@ constexpr std::int64_t kKC = 256, kMCf = 96, kMCd = 96, kNC = 1024;
 
 void sgemm(const Args<float>& g, float* ws) { packed_gemm<float, Arch, kMR, kNV, kKC, kMCf, kNC>(g, ws); }
 void dgemm(const Args<double>& g, double* ws) { packed_gemm<double, Arch, kMR, kNV, kKC, kMCd, kNC>(g, ws); }
+void sconv(const ConvArgs<float>& g) { direct_conv_loops<float, Arch, kMR, kNV>(g); }
+void dconv(const ConvArgs<double>& g) { direct_conv_loops<double, Arch, kMR, kNV>(g); }
 
 constexpr const char* baseline_isa() {
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
@@ -47,7 +49,7 @@ constexpr const char* baseline_isa() {
 }
 
 constexpr Kernels kBaseline = {
-    baseline_isa(), &sgemm, &dgemm, {kMR, kNV* kLf, kKC, kMCf, kNC}, {kMR, kNV* kLd, kKC, kMCd, kNC}};
+    baseline_isa(), &sgemm, &dgemm, {kMR, kNV* kLf, kKC, kMCf, kNC}, {kMR, kNV* kLd, kKC, kMCd, kNC}, &sconv, &dconv};
 
 // The packing workspace of the calling thread: grown on demand, 64-byte aligned, freed at thread exit.
 // Each thread packs into its own, so callers may run GEMMs from any number of tasks at once.
@@ -161,6 +163,19 @@ void gemm(const Args<T>& g) {
 
 template void gemm<float>(const Args<float>&);
 template void gemm<double>(const Args<double>&);
+
+template <class T>
+void direct_conv(const ConvArgs<T>& g) {
+  if (g.m <= 0 || g.len <= 0) return;
+  const Kernels& k = active();
+  if constexpr (sizeof(T) == sizeof(float))
+    k.sconv(g);
+  else
+    k.dconv(g);
+}
+
+template void direct_conv<float>(const ConvArgs<float>&);
+template void direct_conv<double>(const ConvArgs<double>&);
 
 }  // namespace gemmk
 

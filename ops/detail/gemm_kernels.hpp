@@ -27,6 +27,28 @@ struct Args {
   std::int64_t ldc;
 };
 
+/// Note [Direct convolution]: one sample (and group) of a convolution with unit strides whose grid is
+/// as wide as its image (Note [Contiguous im2col] in ops/conv.cpp), computed without an im2col matrix:
+///   out[o * ldo + l] = sum over c < k / taps, t < taps (in that order, one accumulator) of
+///                      w(o, c * taps + t) * (mask[t * mask_ld + l] ? img[c * plane + shift[t] + l] : 0)
+/// for o < m, l < len. The mask holds T values whose bits are all ones (take) or all zeros (skip: a
+/// padding position or a wrapped one, whatever the image holds there, NaN included). w is packed:
+/// for each panel of mr (the family's Blocking::mr) output rows, k x mr values, row o of panel r at
+/// w[r * mr * k + kk * mr + (o - r * mr)], zero past m. Reads of img reach c * plane + shift[t] + l for
+/// l < len rounded up to the family's nr, all of which must be in bounds; the mask covers as many.
+template <class T>
+struct ConvArgs {
+  std::int64_t m, len, k, taps;
+  const T* w;
+  const T* img;
+  std::int64_t plane;
+  const std::int64_t* shift;
+  const T* mask;
+  std::int64_t mask_ld;
+  T* out;
+  std::int64_t ldo;
+};
+
 /// The blocking of one kernel family for one element type: micro-tiles of mr x nr elements of C,
 /// panels of kc inner indices, blocks of mc rows of A and nc columns of B.
 struct Blocking {
@@ -48,6 +70,8 @@ struct Kernels {
   void (*sgemm)(const Args<float>& g, float* workspace);
   void (*dgemm)(const Args<double>& g, double* workspace);
   Blocking sblock, dblock;
+  void (*sconv)(const ConvArgs<float>& g);  ///< Note [Direct convolution]
+  void (*dconv)(const ConvArgs<double>& g);
 };
 
 /// The baseline family (gemm_kernels.cpp).
@@ -59,6 +83,11 @@ const Kernels& active();
 /// each element of C is summed in an order fixed by k and the family's blocking only (Note [Packed GEMM]).
 template <class T>
 void gemm(const Args<T>& g);
+
+/// Note [Direct convolution] with the active family (its Blocking gives the packing of w and the
+/// rounding of len). Single-threaded; each element's sum has the order the note gives.
+template <class T>
+void direct_conv(const ConvArgs<T>& g);
 
 }  // namespace xgrad::detail::gemmk
 

@@ -221,5 +221,82 @@ void packed_gemm(const Args<T>& g, T* ws) {
   }
 }
 
+// One tile of Note [Direct convolution] (gemm_kernels.hpp): rows [0, mr) of the panel wp (k x MR) and
+// columns [l0, l0 + nr) of the result, MU <= MR rows and NU <= NV vectors computed.
+template <class T, class A, int MR, int NV, int MU, int NU>
+inline void conv_tile(const ConvArgs<T>& g, const T* __restrict wp, std::int64_t l0, T* __restrict out, std::int64_t mr,
+                      std::int64_t nr) {
+  using V = simd::batch<T, A>;
+  constexpr int L = simd::lanes<T, A>;
+  V acc[MU][NU];
+#pragma GCC unroll 16
+  for (int i = 0; i < MU; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NU; ++v) acc[i][v] = V(T(0));
+  const std::int64_t channels = g.k / g.taps;
+  const T* mask0 = g.mask + l0;
+  std::int64_t kk = 0;
+  for (std::int64_t c = 0; c < channels; ++c) {
+    const T* base = g.img + c * g.plane + l0;
+    for (std::int64_t t = 0; t < g.taps; ++t, ++kk) {
+      const T* src = base + g.shift[t];
+      const T* mk = mask0 + t * g.mask_ld;
+      V b[NU];
+#pragma GCC unroll 4
+      for (int v = 0; v < NU; ++v) b[v] = simd::load<T, A>(src + v * L) & simd::load<T, A>(mk + v * L);
+      const T* a = wp + kk * MR;
+#pragma GCC unroll 16
+      for (int i = 0; i < MU; ++i) {
+        const V av(a[i]);
+#pragma GCC unroll 4
+        for (int v = 0; v < NU; ++v) acc[i][v] = xsimd::fma(av, b[v], acc[i][v]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MU; ++i) {
+    if (i >= mr) break;
+#pragma GCC unroll 4
+    for (int v = 0; v < NU; ++v) {
+      T* o = out + i * g.ldo + l0 + v * L;
+      const std::int64_t rem = nr - v * L;
+      if (rem >= L) {
+        simd::store<T, A>(o, acc[i][v]);
+      } else if (rem > 0) {
+        alignas(64) T tmp[L];
+        simd::store<T, A>(tmp, acc[i][v]);
+        for (std::int64_t l = 0; l < rem; ++l) o[l] = tmp[l];
+      }
+    }
+  }
+}
+
+// Note [Direct convolution]: tiles of MR rows x NV vectors, the columns outermost so that the image
+// columns one tile reads (k rows of NV vectors) stay in L1 / L2 for every panel of rows.
+template <class T, class A, int MR, int NV>
+void direct_conv_loops(const ConvArgs<T>& g) {
+  constexpr int L = simd::lanes<T, A>, NR = NV * L;
+  static_assert(NV == 2, "direct_conv: tiles of 2 vectors");
+  for (std::int64_t l0 = 0; l0 < g.len; l0 += NR) {
+    const std::int64_t nr = gmin<std::int64_t>(NR, g.len - l0);
+    for (std::int64_t r = 0; r < g.m; r += MR) {
+      const std::int64_t mr = gmin<std::int64_t>(MR, g.m - r);
+      const T* wp = g.w + r * g.k;
+      T* out = g.out + r * g.ldo;
+      if (mr > MR / 2) {
+        if (nr > L)
+          conv_tile<T, A, MR, NV, MR, NV>(g, wp, l0, out, mr, nr);
+        else
+          conv_tile<T, A, MR, NV, MR, 1>(g, wp, l0, out, mr, nr);
+      } else {
+        if (nr > L)
+          conv_tile<T, A, MR, NV, MR / 2, NV>(g, wp, l0, out, mr, nr);
+        else
+          conv_tile<T, A, MR, NV, MR / 2, 1>(g, wp, l0, out, mr, nr);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace xgrad::detail::gemmk

@@ -35,9 +35,11 @@ constexpr std::int64_t kKCf = 512, kKCd = 512, kMCf = 96, kMCd = 96, kNC = 1024;
 
 void sgemm(const Args<float>& g, float* ws) { gemmk::packed_gemm<float, A, kMR, kNV, kKCf, kMCf, kNC>(g, ws); }
 void dgemm(const Args<double>& g, double* ws) { gemmk::packed_gemm<double, A, kMR, kNV, kKCd, kMCd, kNC>(g, ws); }
+void sconv(const gemmk::ConvArgs<float>& g) { gemmk::direct_conv_loops<float, A, kMR, kNV>(g); }
+void dconv(const gemmk::ConvArgs<double>& g) { gemmk::direct_conv_loops<double, A, kMR, kNV>(g); }
 
 constexpr Kernels kKernels = {
-    "avx512", &sgemm, &dgemm, {kMR, kNV* kLf, kKCf, kMCf, kNC}, {kMR, kNV* kLd, kKCd, kMCd, kNC}};
+    "avx512", &sgemm, &dgemm, {kMR, kNV* kLf, kKCf, kMCf, kNC}, {kMR, kNV* kLd, kKCd, kMCd, kNC}, &sconv, &dconv};
 
 }  // namespace
 

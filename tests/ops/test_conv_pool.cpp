@@ -160,3 +160,74 @@ TEST_CASE("conv and pooling: sizes near 2^63 are an Error naming the op and the 
   CHECK(max_pool2d(x, {2}, {max}).shape() == Shape{1, 1, 1, 1});
   CHECK(adaptive_avg_pool1d(x1, {3}).shape() == Shape{1, 1, 3});
 }
+
+namespace {
+// conv2d in float64 by its definition (torch's "same": the odd padding element at the end), with the
+// gradients to x and w of sum(y * g).
+struct DirectConv {
+  std::vector<double> y, dx, dw;
+};
+DirectConv direct_conv2d(const Tensor& x, const Tensor& w, const Tensor& g, std::int64_t s, std::int64_t ph,
+                         std::int64_t pw, std::int64_t d) {
+  const std::int64_t n = x.size(0), ci = x.size(1), ih = x.size(2), iw = x.size(3);
+  const std::int64_t co = w.size(0), kh = w.size(2), kw = w.size(3), gh = g.size(2), gw = g.size(3);
+  const double *xv = x.data<double>(), *wv = w.data<double>(), *gv = g.data<double>();
+  DirectConv r{std::vector<double>(static_cast<std::size_t>(g.numel())),
+               std::vector<double>(static_cast<std::size_t>(x.numel())),
+               std::vector<double>(static_cast<std::size_t>(w.numel()))};
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t o = 0; o < co; ++o)
+      for (std::int64_t oh = 0; oh < gh; ++oh)
+        for (std::int64_t ow = 0; ow < gw; ++ow) {
+          const std::int64_t yi = ((i * co + o) * gh + oh) * gw + ow;
+          for (std::int64_t c = 0; c < ci; ++c)
+            for (std::int64_t a = 0; a < kh; ++a)
+              for (std::int64_t b = 0; b < kw; ++b) {
+                const std::int64_t yy = oh * s - ph + a * d, xx = ow * s - pw + b * d;
+                if (yy < 0 || yy >= ih || xx < 0 || xx >= iw) continue;
+                const std::int64_t xi = ((i * ci + c) * ih + yy) * iw + xx, wi = ((o * ci + c) * kh + a) * kw + b;
+                r.y[static_cast<std::size_t>(yi)] += wv[wi] * xv[xi];
+                r.dx[static_cast<std::size_t>(xi)] += wv[wi] * gv[yi];
+                r.dw[static_cast<std::size_t>(wi)] += xv[xi] * gv[yi];
+              }
+        }
+  return r;
+}
+}  // namespace
+
+TEST_CASE("conv2d with unit strides and a grid as wide as the image (contiguous im2col rows) equals the direct sum",
+          "[conv]") {
+  // Note [Contiguous im2col]: "same" padding copies whole planes and zeroes the wrapped elements; the
+  // cases cover odd and even kernels (the odd padding element at the end), dilation, kernels taller
+  // than the image (rows entirely outside), one-column images, and a stride-2 control on the
+  // row-by-row path. Forward, and the gradients to x (col2im) and w.
+  // The cases with grids of 64 positions or more and 4 or more channels on both sides also take Note
+  // [Direct convolution] for the forward and the x gradient.
+  struct Case {
+    Shape x;
+    std::int64_t out, kh, kw, stride, dilation;
+  };
+  const Case cases[] = {{{2, 3, 5, 7}, 4, 3, 3, 1, 1},  {{1, 2, 6, 6}, 4, 4, 2, 1, 1},   {{2, 2, 7, 5}, 4, 3, 3, 1, 2},
+                        {{1, 3, 2, 9}, 4, 5, 3, 1, 1},  {{2, 2, 4, 1}, 4, 3, 3, 1, 1},   {{1, 2, 1, 8}, 4, 1, 5, 1, 2},
+                        {{3, 1, 9, 9}, 4, 1, 1, 1, 1},  {{2, 3, 11, 11}, 4, 5, 5, 1, 3}, {{2, 2, 9, 8}, 4, 3, 3, 2, 1},
+                        {{2, 8, 9, 10}, 8, 3, 3, 1, 1}, {{1, 6, 12, 8}, 13, 4, 2, 1, 1}, {{2, 9, 3, 40}, 9, 5, 3, 1, 2},
+                        {{2, 8, 1, 70}, 5, 1, 5, 1, 1}, {{1, 16, 2, 33}, 17, 7, 3, 1, 1}};
+  Generator gen(7);
+  for (const Case& c : cases) {
+    CAPTURE(shape_str(c.x), c.out, c.kh, c.kw, c.stride, c.dilation);
+    const Tensor x = Tensor::randn(c.x, gen, kFloat64).set_requires_grad();
+    const Tensor w = Tensor::randn({c.out, c.x[1], c.kh, c.kw}, gen, kFloat64).set_requires_grad();
+    const std::int64_t th = c.dilation * (c.kh - 1), tw = c.dilation * (c.kw - 1);
+    const Tensor y = c.stride == 1 ? conv2d(x, w, Tensor(), {1}, "same", {c.dilation})
+                                   : conv2d(x, w, Tensor(), {c.stride}, V{th / 2, tw / 2}, {c.dilation});
+    if (c.stride == 1) REQUIRE(y.shape() == Shape{c.x[0], c.out, c.x[2], c.x[3]});
+    const Tensor g = Tensor::randn(y.shape(), gen, kFloat64);
+    y.backward(g);
+    const DirectConv want = direct_conv2d(x, w, g, c.stride, th / 2, tw / 2, c.dilation);
+    for (const auto& [got, ref] : {std::pair{y.to_vector(), want.y}, std::pair{x.grad().to_vector(), want.dx},
+                                   std::pair{w.grad().to_vector(), want.dw}}) {
+      const auto [err, scale] = test::max_error(got, ref);
+      CHECK(err <= 1e-12 * scale);
+    }
+  }
+}
