@@ -222,50 +222,65 @@ bool use_direct(const Plan& p, const DirectGeom& d) {
   return d.rows * 2 >= bl.mr && d.taps() * padded * static_cast<std::int64_t>(sizeof(T)) <= kMaxMaskBytes;
 }
 
+// The taps of a DirectGeom: each one's shift and mask (Note [Direct convolution]), padded to the
+// family's nr, and the range [lo, chans * in_len + hi) of a block's image its reads reach.
+template <class T>
+struct DirectTaps {
+  std::int64_t padded = 0, lo = 0, hi = 0;
+  std::vector<std::int64_t> shift;
+  std::vector<T> mask;
+
+  explicit DirectTaps(const DirectGeom& d) {
+    const detail::gemmk::Blocking& bl =
+        sizeof(T) == sizeof(float) ? detail::gemmk::active().sblock : detail::gemmk::active().dblock;
+    const std::int64_t taps = d.taps(), L = d.out_len(), IL = d.in_len();
+    padded = ceil_div(L, bl.nr) * bl.nr;
+    shift.resize(static_cast<std::size_t>(taps));
+    mask.assign(static_cast<std::size_t>(taps * padded), T(0));
+    T ones;
+    unsigned char bytes[sizeof(T)];
+    std::fill(bytes, bytes + sizeof(T), static_cast<unsigned char>(0xff));
+    std::memcpy(&ones, bytes, sizeof(T));
+    for (std::int64_t a = 0; a < d.kh; ++a)
+      for (std::int64_t b = 0; b < d.kw; ++b) {
+        const std::int64_t t = a * d.kw + b, y0 = a * d.dh - d.ph, x0 = b * d.dw - d.pw;
+        shift[static_cast<std::size_t>(t)] = y0 * d.width + x0;
+        lo = std::min(lo, y0 * d.width + x0);
+        hi = std::max(hi, y0 * d.width + x0 + padded - IL);
+        T* m = mask.data() + t * padded;
+        for (std::int64_t l = 0; l < L; ++l) {
+          const std::int64_t y = l / d.width + y0, x = l % d.width + x0;
+          m[l] = y >= 0 && y < d.in_h && x >= 0 && x < d.width ? ones : T(0);
+        }
+      }
+  }
+
+  // Block i of `blocks` image blocks of `block_in` values at img, readable over [lo, block_in + hi):
+  // in place, or, when those reads would leave the tensor, a copy between zero guards in `guarded`.
+  const T* image(const T* img, std::int64_t i, std::int64_t blocks, std::int64_t block_in,
+                 std::vector<T>& guarded) const {
+    const T* src = img + i * block_in;
+    if (i * block_in + lo >= 0 && (i + 1) * block_in + hi <= blocks * block_in) return src;
+    guarded.assign(static_cast<std::size_t>(-lo + block_in + hi), T(0));
+    std::copy(src, src + block_in, guarded.data() - lo);
+    return guarded.data() - lo;
+  }
+};
+
 // Runs Note [Direct convolution] over `blocks` (sample, group) blocks: block i's image at
 // img + i * chans * in_len, its result at out + i * rows * out_len, the weights of its group
 // (i % groups) at w + (i % groups) * wstride, packed as the note says.
 template <class T>
 void direct_blocks(const DirectGeom& d, std::int64_t blocks, std::int64_t groups, const T* img, const T* w,
                    std::int64_t wstride, T* out, std::int64_t grain) {
-  const detail::gemmk::Blocking& bl =
-      sizeof(T) == sizeof(float) ? detail::gemmk::active().sblock : detail::gemmk::active().dblock;
-  const std::int64_t taps = d.taps(), L = d.out_len(), IL = d.in_len();
-  const std::int64_t padded = ceil_div(L, bl.nr) * bl.nr;
-  std::vector<std::int64_t> shift(static_cast<std::size_t>(taps));
-  std::vector<T> mask(static_cast<std::size_t>(taps * padded));
-  T ones;
-  {
-    unsigned char bytes[sizeof(T)];
-    std::fill(bytes, bytes + sizeof(T), static_cast<unsigned char>(0xff));
-    std::memcpy(&ones, bytes, sizeof(T));
-  }
-  std::int64_t lo = 0, hi = 0;  // the reads of one block reach [lo, chans * IL + hi) of its image
-  for (std::int64_t a = 0; a < d.kh; ++a)
-    for (std::int64_t b = 0; b < d.kw; ++b) {
-      const std::int64_t t = a * d.kw + b, y0 = a * d.dh - d.ph, x0 = b * d.dw - d.pw;
-      shift[static_cast<std::size_t>(t)] = y0 * d.width + x0;
-      lo = std::min(lo, y0 * d.width + x0);
-      hi = std::max(hi, y0 * d.width + x0 + padded - IL);
-      T* m = mask.data() + t * padded;
-      for (std::int64_t l = 0; l < L; ++l) {
-        const std::int64_t y = l / d.width + y0, x = l % d.width + x0;
-        m[l] = y >= 0 && y < d.in_h && x >= 0 && x < d.width ? ones : T(0);
-      }
-    }
-  const std::int64_t block_in = d.chans * IL, total_in = blocks * block_in;
+  const DirectTaps<T> taps(d);
+  const std::int64_t L = d.out_len(), block_in = d.chans * d.in_len();
   parallel_for(0, blocks, grain, [&](std::int64_t i0, std::int64_t i1) {
-    std::vector<T> guarded;  // a block whose reads would leave the tensor: a copy between zero guards
-    for (std::int64_t i = i0; i < i1; ++i) {
-      const T* src = img + i * block_in;
-      if (i * block_in + lo < 0 || (i + 1) * block_in + hi > total_in) {
-        guarded.assign(static_cast<std::size_t>(-lo + block_in + std::max<std::int64_t>(hi, 0)), T(0));
-        std::copy(src, src + block_in, guarded.data() - lo);
-        src = guarded.data() - lo;
-      }
-      detail::gemmk::direct_conv<T>({d.rows, L, d.chans * taps, taps, w + (i % groups) * wstride, src, IL, shift.data(),
-                                     mask.data(), padded, out + i * d.rows * L, L});
-    }
+    std::vector<T> guarded;
+    for (std::int64_t i = i0; i < i1; ++i)
+      detail::gemmk::direct_conv<T>({d.rows, L, d.chans * d.taps(), d.taps(), w + (i % groups) * wstride,
+                                     taps.image(img, i, blocks, block_in, guarded), d.in_len(), taps.shift.data(),
+                                     taps.mask.data(), taps.padded, out + i * d.rows * L, L});
   });
 }
 
@@ -391,6 +406,7 @@ void k2_adjoint(const Plan& p, const T* z, const T* w, T* img) {
 // beta = 1 after the first), and the partials are added in slot order (Note [im2col convolution]).
 // The slots bound the memory of the partials to kWeightSlots weight-sized buffers.
 constexpr std::int64_t kWeightSlots = 8;
+constexpr std::int64_t kWeightRunBytes = std::int64_t{256} << 10;
 
 template <class T>
 void k3_weight(const Plan& p, const T* img, const T* z, T* dw) {
@@ -404,30 +420,60 @@ void k3_weight(const Plan& p, const T* img, const T* z, T* dw) {
   const std::int64_t slots = ceil_div(nchunks, per_slot);
   std::vector<T> partial(static_cast<std::size_t>((slots - 1) * wsize));
   const std::int64_t grain = p.grain() >= p.chunks() ? slots : 1;
-  parallel_for(0, slots, grain, [&](std::int64_t s0, std::int64_t s1) {
-    std::vector<T> col, zb;
-    for (std::int64_t sl = s0; sl < s1; ++sl) {
-      T* out = sl == 0 ? dw : partial.data() + (sl - 1) * wsize;
-      for (std::int64_t c = sl * per_slot; c < std::min(nchunks, (sl + 1) * per_slot); ++c) {
-        const T beta = c == sl * per_slot ? T(0) : T(1);
-        const std::int64_t n0 = c * p.chunk, nb = std::min(p.chunk, p.n - n0), cols = nb * L;
-        col.resize(static_cast<std::size_t>(K * cols));
-        if (nb > 1) zb.resize(static_cast<std::size_t>(p.co * cols));
-        for (std::int64_t g = 0; g < p.groups; ++g) {
-          for (std::int64_t s = 0; s < nb; ++s) {
-            im2col(p, img + ((n0 + s) * p.groups + g) * p.ci * IL, col.data() + s * L, cols);
-            if (nb == 1) break;
-            for (std::int64_t o = 0; o < p.co; ++o) {
-              const T* src = z + (((n0 + s) * p.groups + g) * p.co + o) * L;
-              std::copy(src, src + L, zb.data() + o * cols + s * L);
+  if (const DirectGeom d = k1_geom(p); p.gh > 1 && use_direct<T>(p, d)) {
+    // Note [Direct weight gradient]: chunks are single samples here (kSampleCols). A slot's samples go
+    // in runs of about kWeightRunBytes of grid and image, so that a run stays in L2 while every tile
+    // of the weight gradient passes over it; runs after the first add to the slot's partial.
+    const DirectTaps<T> taps(d);
+    const std::int64_t block_in = p.ci * IL, blocks = p.n * p.groups;
+    const std::int64_t run =
+        std::max<std::int64_t>(1, kWeightRunBytes / (static_cast<std::int64_t>(sizeof(T)) * (p.co * L + block_in)));
+    parallel_for(0, slots, grain, [&](std::int64_t s0, std::int64_t s1) {
+      std::vector<std::vector<T>> guarded(static_cast<std::size_t>(run));
+      std::vector<const T*> grids(static_cast<std::size_t>(run)), imgs(static_cast<std::size_t>(run));
+      for (std::int64_t sl = s0; sl < s1; ++sl) {
+        T* out = sl == 0 ? dw : partial.data() + (sl - 1) * wsize;
+        const std::int64_t first = sl * per_slot, last = std::min(p.n, (sl + 1) * per_slot);
+        for (std::int64_t g = 0; g < p.groups; ++g)
+          for (std::int64_t r0 = first; r0 < last; r0 += run) {
+            const std::int64_t nb = std::min(run, last - r0);
+            for (std::int64_t s = 0; s < nb; ++s) {
+              const std::int64_t i = (r0 + s) * p.groups + g;
+              grids[static_cast<std::size_t>(s)] = z + i * p.co * L;
+              imgs[static_cast<std::size_t>(s)] =
+                  taps.image(img, i, blocks, block_in, guarded[static_cast<std::size_t>(s)]);
             }
+            detail::gemmk::direct_conv_weight<T>({p.co, L, K, p.kh * p.kw, nb, grids.data(), imgs.data(), IL,
+                                                  taps.shift.data(), taps.mask.data(), taps.padded, out + g * p.co * K,
+                                                  K, r0 > first});
           }
-          const T* zg = nb == 1 ? z + (n0 * p.groups + g) * p.co * L : zb.data();  // one sample: in place
-          detail::gemm<T>(false, true, p.co, K, cols, zg, cols, col.data(), cols, beta, out + g * p.co * K, K);
+      }
+    });
+  } else
+    parallel_for(0, slots, grain, [&](std::int64_t s0, std::int64_t s1) {
+      std::vector<T> col, zb;
+      for (std::int64_t sl = s0; sl < s1; ++sl) {
+        T* out = sl == 0 ? dw : partial.data() + (sl - 1) * wsize;
+        for (std::int64_t c = sl * per_slot; c < std::min(nchunks, (sl + 1) * per_slot); ++c) {
+          const T beta = c == sl * per_slot ? T(0) : T(1);
+          const std::int64_t n0 = c * p.chunk, nb = std::min(p.chunk, p.n - n0), cols = nb * L;
+          col.resize(static_cast<std::size_t>(K * cols));
+          if (nb > 1) zb.resize(static_cast<std::size_t>(p.co * cols));
+          for (std::int64_t g = 0; g < p.groups; ++g) {
+            for (std::int64_t s = 0; s < nb; ++s) {
+              im2col(p, img + ((n0 + s) * p.groups + g) * p.ci * IL, col.data() + s * L, cols);
+              if (nb == 1) break;
+              for (std::int64_t o = 0; o < p.co; ++o) {
+                const T* src = z + (((n0 + s) * p.groups + g) * p.co + o) * L;
+                std::copy(src, src + L, zb.data() + o * cols + s * L);
+              }
+            }
+            const T* zg = nb == 1 ? z + (n0 * p.groups + g) * p.co * L : zb.data();  // one sample: in place
+            detail::gemm<T>(false, true, p.co, K, cols, zg, cols, col.data(), cols, beta, out + g * p.co * K, K);
+          }
         }
       }
-    }
-  });
+    });
   // The fixed-order sum of the partials, cut by weight elements.
   parallel_for(0, wsize, kParallelGrain, [&](std::int64_t i0, std::int64_t i1) {
     for (std::int64_t sl = 1; sl < slots; ++sl) {

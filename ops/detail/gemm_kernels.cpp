@@ -33,6 +33,10 @@ void sgemm(const Args<float>& g, float* ws) { packed_gemm<float, Arch, kMR, kNV,
 void dgemm(const Args<double>& g, double* ws) { packed_gemm<double, Arch, kMR, kNV, kKC, kMCd, kNC>(g, ws); }
 void sconv(const ConvArgs<float>& g) { direct_conv_loops<float, Arch, kMR, kNV>(g); }
 void dconv(const ConvArgs<double>& g) { direct_conv_loops<double, Arch, kMR, kNV>(g); }
+// Note [Direct weight gradient]: 2 x 4 tiles, 8 accumulators, the 4 image vectors and a grid vector
+// of one step in the 16 registers.
+void sconv_weight(const ConvWeightArgs<float>& g) { conv_weight_loops<float, Arch, 2, 4>(g); }
+void dconv_weight(const ConvWeightArgs<double>& g) { conv_weight_loops<double, Arch, 2, 4>(g); }
 
 constexpr const char* baseline_isa() {
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
@@ -48,8 +52,15 @@ constexpr const char* baseline_isa() {
 #endif
 }
 
-constexpr Kernels kBaseline = {
-    baseline_isa(), &sgemm, &dgemm, {kMR, kNV* kLf, kKC, kMCf, kNC}, {kMR, kNV* kLd, kKC, kMCd, kNC}, &sconv, &dconv};
+constexpr Kernels kBaseline = {baseline_isa(),
+                               &sgemm,
+                               &dgemm,
+                               {kMR, kNV* kLf, kKC, kMCf, kNC},
+                               {kMR, kNV* kLd, kKC, kMCd, kNC},
+                               &sconv,
+                               &dconv,
+                               &sconv_weight,
+                               &dconv_weight};
 
 // The packing workspace of the calling thread: grown on demand, 64-byte aligned, freed at thread exit.
 // Each thread packs into its own, so callers may run GEMMs from any number of tasks at once.
@@ -176,6 +187,19 @@ void direct_conv(const ConvArgs<T>& g) {
 
 template void direct_conv<float>(const ConvArgs<float>&);
 template void direct_conv<double>(const ConvArgs<double>&);
+
+template <class T>
+void direct_conv_weight(const ConvWeightArgs<T>& g) {
+  if (g.m <= 0 || g.k <= 0) return;
+  const Kernels& k = active();
+  if constexpr (sizeof(T) == sizeof(float))
+    k.sconv_weight(g);
+  else
+    k.dconv_weight(g);
+}
+
+template void direct_conv_weight<float>(const ConvWeightArgs<float>&);
+template void direct_conv_weight<double>(const ConvWeightArgs<double>&);
 
 }  // namespace gemmk
 

@@ -49,6 +49,29 @@ struct ConvArgs {
   std::int64_t ldo;
 };
 
+/// Note [Direct weight gradient]: the weight gradient of Note [Direct convolution]'s product over a
+/// run of blocks (samples), without an im2col matrix:
+///   dw[o * ldw + c * taps + t] (+)= sum over blocks s in order, l < len of
+///                                   grid[s][o * len + l] * (mask[t * mask_ld + l] ? img[s][c * plane + shift[t] + l] :
+///                                   0)
+/// for o < m, c * taps + t < k; "+=" when accumulate. Each element is summed lane-wise (lane l % L of
+/// the family's vectors, over the blocks in order and l ascending) and its lanes then by a fixed tree,
+/// so the order depends on the shapes only. The reads of img reach l < len rounded up to the vector
+/// length; those of grid stay inside each block's m x len values.
+template <class T>
+struct ConvWeightArgs {
+  std::int64_t m, len, k, taps, blocks;
+  const T* const* grid;
+  const T* const* img;
+  std::int64_t plane;
+  const std::int64_t* shift;
+  const T* mask;
+  std::int64_t mask_ld;
+  T* dw;
+  std::int64_t ldw;
+  bool accumulate;
+};
+
 /// The blocking of one kernel family for one element type: micro-tiles of mr x nr elements of C,
 /// panels of kc inner indices, blocks of mc rows of A and nc columns of B.
 struct Blocking {
@@ -72,6 +95,8 @@ struct Kernels {
   Blocking sblock, dblock;
   void (*sconv)(const ConvArgs<float>& g);  ///< Note [Direct convolution]
   void (*dconv)(const ConvArgs<double>& g);
+  void (*sconv_weight)(const ConvWeightArgs<float>& g);  ///< Note [Direct weight gradient]
+  void (*dconv_weight)(const ConvWeightArgs<double>& g);
 };
 
 /// The baseline family (gemm_kernels.cpp).
@@ -88,6 +113,10 @@ void gemm(const Args<T>& g);
 /// rounding of len). Single-threaded; each element's sum has the order the note gives.
 template <class T>
 void direct_conv(const ConvArgs<T>& g);
+
+/// Note [Direct weight gradient] with the active family. Single-threaded.
+template <class T>
+void direct_conv_weight(const ConvWeightArgs<T>& g);
 
 }  // namespace xgrad::detail::gemmk
 

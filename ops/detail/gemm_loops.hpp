@@ -298,5 +298,77 @@ void direct_conv_loops(const ConvArgs<T>& g) {
   }
 }
 
+// Note [Direct weight gradient] (gemm_kernels.hpp): tiles of MR gradient rows x NK weight columns, each
+// element a vector of lane-wise partial sums over every block of the run, reduced by simd::tree_sum at
+// the end. The tiles at the edges compute on their last valid row or column again and store only the
+// valid ones.
+template <class T, class A, int MR, int NK>
+void conv_weight_loops(const ConvWeightArgs<T>& g) {
+  using V = simd::batch<T, A>;
+  constexpr int L = simd::lanes<T, A>;
+  const std::int64_t full = g.len / L * L, rem = g.len - full;
+  for (std::int64_t o0 = 0; o0 < g.m; o0 += MR)
+    for (std::int64_t k0 = 0; k0 < g.k; k0 += NK) {
+      std::int64_t grow[MR], ioff[NK], moff[NK];
+      for (int i = 0; i < MR; ++i) grow[i] = gmin<std::int64_t>(o0 + i, g.m - 1) * g.len;
+      for (int j = 0; j < NK; ++j) {
+        const std::int64_t kk = gmin<std::int64_t>(k0 + j, g.k - 1), c = kk / g.taps, t = kk % g.taps;
+        ioff[j] = c * g.plane + g.shift[t];
+        moff[j] = t * g.mask_ld;
+      }
+      V acc[MR][NK];
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+        for (int j = 0; j < NK; ++j) acc[i][j] = V(T(0));
+      for (std::int64_t s = 0; s < g.blocks; ++s) {
+        const T* gp[MR];
+        const T* ip[NK];
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; ++i) gp[i] = g.grid[s] + grow[i];
+#pragma GCC unroll 8
+        for (int j = 0; j < NK; ++j) ip[j] = g.img[s] + ioff[j];
+        for (std::int64_t l = 0; l < full; l += L) {
+          V b[NK];
+#pragma GCC unroll 8
+          for (int j = 0; j < NK; ++j) b[j] = simd::load<T, A>(ip[j] + l) & simd::load<T, A>(g.mask + moff[j] + l);
+#pragma GCC unroll 8
+          for (int i = 0; i < MR; ++i) {
+            const V a = simd::load<T, A>(gp[i] + l);
+#pragma GCC unroll 8
+            for (int j = 0; j < NK; ++j) acc[i][j] = xsimd::fma(a, b[j], acc[i][j]);
+          }
+        }
+        if (rem > 0) {  // the last partial vector: the grid's values past len are zeros, not the next row's
+          alignas(64) T tmp[MR][L];
+#pragma GCC unroll 8
+          for (int i = 0; i < MR; ++i)
+            for (int l = 0; l < L; ++l) tmp[i][l] = l < rem ? gp[i][full + l] : T(0);
+          V b[NK];
+#pragma GCC unroll 8
+          for (int j = 0; j < NK; ++j)
+            b[j] = simd::load<T, A>(ip[j] + full) & simd::load<T, A>(g.mask + moff[j] + full);
+#pragma GCC unroll 8
+          for (int i = 0; i < MR; ++i) {
+            const V a = simd::load<T, A>(tmp[i]);
+#pragma GCC unroll 8
+            for (int j = 0; j < NK; ++j) acc[i][j] = xsimd::fma(a, b[j], acc[i][j]);
+          }
+        }
+      }
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) {
+        if (o0 + i >= g.m) break;
+#pragma GCC unroll 8
+        for (int j = 0; j < NK; ++j) {
+          if (k0 + j >= g.k) break;
+          T* d = g.dw + (o0 + i) * g.ldw + k0 + j;
+          const T v = simd::tree_sum(acc[i][j]);
+          *d = g.accumulate ? *d + v : v;
+        }
+      }
+    }
+}
+
 }  // namespace
 }  // namespace xgrad::detail::gemmk

@@ -37,9 +37,13 @@ void sgemm(const Args<float>& g, float* ws) { gemmk::packed_gemm<float, A, kMR, 
 void dgemm(const Args<double>& g, double* ws) { gemmk::packed_gemm<double, A, kMR, kNV, kKCd, kMCd, kNC>(g, ws); }
 void sconv(const gemmk::ConvArgs<float>& g) { gemmk::direct_conv_loops<float, A, kMR, kNV>(g); }
 void dconv(const gemmk::ConvArgs<double>& g) { gemmk::direct_conv_loops<double, A, kMR, kNV>(g); }
+// Note [Direct weight gradient]: 4 x 4 tiles, 16 accumulators (of 32 registers).
+void sconv_weight(const gemmk::ConvWeightArgs<float>& g) { gemmk::conv_weight_loops<float, A, 4, 6>(g); }
+void dconv_weight(const gemmk::ConvWeightArgs<double>& g) { gemmk::conv_weight_loops<double, A, 4, 4>(g); }
 
 constexpr Kernels kKernels = {
-    "avx512", &sgemm, &dgemm, {kMR, kNV* kLf, kKCf, kMCf, kNC}, {kMR, kNV* kLd, kKCd, kMCd, kNC}, &sconv, &dconv};
+    "avx512", &sgemm,        &dgemm,       {kMR, kNV* kLf, kKCf, kMCf, kNC}, {kMR, kNV* kLd, kKCd, kMCd, kNC}, &sconv,
+    &dconv,   &sconv_weight, &dconv_weight};
 
 }  // namespace
 
