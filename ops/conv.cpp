@@ -34,8 +34,9 @@ namespace xgrad {
 // tiles fixed by the shapes: Note [Deterministic GEMM]); K1 and K2 write disjoint samples, and K3 accumulates runs of
 // consecutive chunks into at most kWeightSlots partial weight gradients, added in slot order.
 // Nothing depends on the thread count.
-// oneDNN (libdnnl-dev) is the alternative; docs/design.md ("Convolution: im2col plus the one BLAS
-// entry") says why im2col stays for now, bench/results/conv_step.csv has the measurements.
+// With unit strides and a grid as wide as its image, K1, K2 and (2-d grids) K3 run as direct kernels
+// instead (Note [Direct convolution] below); docs/design.md ("Convolution: direct kernels where the
+// rows are contiguous") says why, against oneDNN.
 namespace {
 
 constexpr std::int64_t kColElems = std::int64_t{1} << 20;
@@ -194,8 +195,9 @@ void col2im(const Plan& p, T* col, std::int64_t ld, T* img) {
 // so it writes the image gradient with no col2im. Both sum each element over (channel, tap) in a
 // fixed order, whatever the thread count. Not taken for fewer output rows than half a micro-tile
 // (depthwise: the im2col path's small GEMMs are faster), for grids of fewer than kSampleCols
-// positions, or when the masks would exceed kMaxMaskBytes. K3 keeps im2col: its sums run over the
-// positions, which the kernel's tiles do not.
+// positions, or when the masks would exceed kMaxMaskBytes. K3 runs Note [Direct weight gradient]
+// (lane-wise sums over the positions of a run of samples) for 2-d grids; for 1-d ones (a grid of one
+// row) im2col + GEMM measured faster (bench/conv_step conv1d: 10.7 against 12.0 ms) and stays.
 struct DirectGeom {
   std::int64_t rows = 0, chans = 0;             // result channels (the GEMM's m) and image channels, per group
   std::int64_t in_h = 0, out_h = 0, width = 0;  // image height, result height, the width both share
