@@ -196,8 +196,9 @@ void col2im(const Plan& p, T* col, std::int64_t ld, T* img) {
 // fixed order, whatever the thread count. Not taken for fewer output rows than half a micro-tile
 // (depthwise: the im2col path's small GEMMs are faster), for grids of fewer than kSampleCols
 // positions, or when the masks would exceed kMaxMaskBytes. K3 runs Note [Direct weight gradient]
-// (lane-wise sums over the positions of a run of samples) for 2-d grids; for 1-d ones (a grid of one
-// row) im2col + GEMM measured faster (bench/conv_step conv1d: 10.7 against 12.0 ms) and stays.
+// (lane-wise sums over the positions of a run of samples). Where a tap's mask is all ones over a
+// whole vector (1-d convolutions away from the ends, the centre column of 2-d ones), the kernels load
+// without it.
 struct DirectGeom {
   std::int64_t rows = 0, chans = 0;             // result channels (the GEMM's m) and image channels, per group
   std::int64_t in_h = 0, out_h = 0, width = 0;  // image height, result height, the width both share
@@ -229,7 +230,7 @@ bool use_direct(const Plan& p, const DirectGeom& d) {
 template <class T>
 struct DirectTaps {
   std::int64_t padded = 0, lo = 0, hi = 0;
-  std::vector<std::int64_t> shift;
+  std::vector<std::int64_t> shift, ones;  // ones: per tap, the longest run [lo, hi) of its mask's ones
   std::vector<T> mask;
 
   explicit DirectTaps(const DirectGeom& d) {
@@ -238,11 +239,12 @@ struct DirectTaps {
     const std::int64_t taps = d.taps(), L = d.out_len(), IL = d.in_len();
     padded = ceil_div(L, bl.nr) * bl.nr;
     shift.resize(static_cast<std::size_t>(taps));
+    ones.resize(static_cast<std::size_t>(2 * taps));
     mask.assign(static_cast<std::size_t>(taps * padded), T(0));
-    T ones;
+    T all_ones;
     unsigned char bytes[sizeof(T)];
     std::fill(bytes, bytes + sizeof(T), static_cast<unsigned char>(0xff));
-    std::memcpy(&ones, bytes, sizeof(T));
+    std::memcpy(&all_ones, bytes, sizeof(T));
     for (std::int64_t a = 0; a < d.kh; ++a)
       for (std::int64_t b = 0; b < d.kw; ++b) {
         const std::int64_t t = a * d.kw + b, y0 = a * d.dh - d.ph, x0 = b * d.dw - d.pw;
@@ -250,10 +252,16 @@ struct DirectTaps {
         lo = std::min(lo, y0 * d.width + x0);
         hi = std::max(hi, y0 * d.width + x0 + padded - IL);
         T* m = mask.data() + t * padded;
+        std::int64_t run = 0, best_lo = 0, best_hi = 0;
         for (std::int64_t l = 0; l < L; ++l) {
           const std::int64_t y = l / d.width + y0, x = l % d.width + x0;
-          m[l] = y >= 0 && y < d.in_h && x >= 0 && x < d.width ? ones : T(0);
+          const bool in = y >= 0 && y < d.in_h && x >= 0 && x < d.width;
+          m[l] = in ? all_ones : T(0);
+          run = in ? run + 1 : 0;
+          if (run > best_hi - best_lo) best_lo = l + 1 - run, best_hi = l + 1;
         }
+        ones[static_cast<std::size_t>(2 * t)] = best_lo;
+        ones[static_cast<std::size_t>(2 * t + 1)] = best_hi;
       }
   }
 
@@ -282,7 +290,7 @@ void direct_blocks(const DirectGeom& d, std::int64_t blocks, std::int64_t groups
     for (std::int64_t i = i0; i < i1; ++i)
       detail::gemmk::direct_conv<T>({d.rows, L, d.chans * d.taps(), d.taps(), w + (i % groups) * wstride,
                                      taps.image(img, i, blocks, block_in, guarded), d.in_len(), taps.shift.data(),
-                                     taps.mask.data(), taps.padded, out + i * d.rows * L, L});
+                                     taps.mask.data(), taps.padded, taps.ones.data(), out + i * d.rows * L, L});
   });
 }
 
@@ -408,7 +416,7 @@ void k2_adjoint(const Plan& p, const T* z, const T* w, T* img) {
 // beta = 1 after the first), and the partials are added in slot order (Note [im2col convolution]).
 // The slots bound the memory of the partials to kWeightSlots weight-sized buffers.
 constexpr std::int64_t kWeightSlots = 8;
-constexpr std::int64_t kWeightRunBytes = std::int64_t{256} << 10;
+constexpr std::int64_t kWeightRunBytes = std::int64_t{512} << 10;
 
 template <class T>
 void k3_weight(const Plan& p, const T* img, const T* z, T* dw) {
@@ -422,7 +430,7 @@ void k3_weight(const Plan& p, const T* img, const T* z, T* dw) {
   const std::int64_t slots = ceil_div(nchunks, per_slot);
   std::vector<T> partial(static_cast<std::size_t>((slots - 1) * wsize));
   const std::int64_t grain = p.grain() >= p.chunks() ? slots : 1;
-  if (const DirectGeom d = k1_geom(p); p.gh > 1 && use_direct<T>(p, d)) {
+  if (const DirectGeom d = k1_geom(p); use_direct<T>(p, d)) {
     // Note [Direct weight gradient]: chunks are single samples here (kSampleCols). A slot's samples go
     // in runs of about kWeightRunBytes of grid and image, so that a run stays in L2 while every tile
     // of the weight gradient passes over it; runs after the first add to the slot's partial.
@@ -446,8 +454,8 @@ void k3_weight(const Plan& p, const T* img, const T* z, T* dw) {
                   taps.image(img, i, blocks, block_in, guarded[static_cast<std::size_t>(s)]);
             }
             detail::gemmk::direct_conv_weight<T>({p.co, L, K, p.kh * p.kw, nb, grids.data(), imgs.data(), IL,
-                                                  taps.shift.data(), taps.mask.data(), taps.padded, out + g * p.co * K,
-                                                  K, r0 > first});
+                                                  taps.shift.data(), taps.mask.data(), taps.padded, taps.ones.data(),
+                                                  out + g * p.co * K, K, r0 > first});
           }
       }
     });

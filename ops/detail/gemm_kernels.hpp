@@ -36,6 +36,8 @@ struct Args {
 /// for each panel of mr (the family's Blocking::mr) output rows, k x mr values, row o of panel r at
 /// w[r * mr * k + kk * mr + (o - r * mr)], zero past m. Reads of img reach c * plane + shift[t] + l for
 /// l < len rounded up to the family's nr, all of which must be in bounds; the mask covers as many.
+/// ones[2 t], ones[2 t + 1]: a range of positions [lo, hi) where tap t's mask is all ones (the
+/// kernel skips the mask there).
 template <class T>
 struct ConvArgs {
   std::int64_t m, len, k, taps;
@@ -45,6 +47,7 @@ struct ConvArgs {
   const std::int64_t* shift;
   const T* mask;
   std::int64_t mask_ld;
+  const std::int64_t* ones;
   T* out;
   std::int64_t ldo;
 };
@@ -57,7 +60,8 @@ struct ConvArgs {
 /// for o < m, c * taps + t < k; "+=" when accumulate. Each element is summed lane-wise (lane l % L of
 /// the family's vectors, over the blocks in order and l ascending) and its lanes then by a fixed tree,
 /// so the order depends on the shapes only. The reads of img reach l < len rounded up to the vector
-/// length; those of grid stay inside each block's m x len values.
+/// length; those of grid stay inside each block's m x len values. ones[2 t], ones[2 t + 1]: a range
+/// of positions [lo, hi) where tap t's mask is all ones (the kernel skips the mask there).
 template <class T>
 struct ConvWeightArgs {
   std::int64_t m, len, k, taps, blocks;
@@ -67,6 +71,7 @@ struct ConvWeightArgs {
   const std::int64_t* shift;
   const T* mask;
   std::int64_t mask_ld;
+  const std::int64_t* ones;
   T* dw;
   std::int64_t ldw;
   bool accumulate;

@@ -242,8 +242,13 @@ inline void conv_tile(const ConvArgs<T>& g, const T* __restrict wp, std::int64_t
       const T* src = base + g.shift[t];
       const T* mk = mask0 + t * g.mask_ld;
       V b[NU];
+      if (l0 >= g.ones[2 * t] && l0 + NU * L <= g.ones[2 * t + 1]) {  // inside the image: no mask
 #pragma GCC unroll 4
-      for (int v = 0; v < NU; ++v) b[v] = simd::load<T, A>(src + v * L) & simd::load<T, A>(mk + v * L);
+        for (int v = 0; v < NU; ++v) b[v] = simd::load<T, A>(src + v * L);
+      } else {
+#pragma GCC unroll 4
+        for (int v = 0; v < NU; ++v) b[v] = simd::load<T, A>(src + v * L) & simd::load<T, A>(mk + v * L);
+      }
       const T* a = wp + kk * MR;
 #pragma GCC unroll 16
       for (int i = 0; i < MU; ++i) {
@@ -298,6 +303,11 @@ void direct_conv_loops(const ConvArgs<T>& g) {
   }
 }
 
+template <bool B>
+struct Masked {
+  static constexpr bool value = B;
+};
+
 // Note [Direct weight gradient] (gemm_kernels.hpp): tiles of MR gradient rows x NK weight columns, each
 // element a vector of lane-wise partial sums over every block of the run, reduced by simd::tree_sum at
 // the end. The tiles at the edges compute on their last valid row or column again and store only the
@@ -310,12 +320,19 @@ void conv_weight_loops(const ConvWeightArgs<T>& g) {
   for (std::int64_t o0 = 0; o0 < g.m; o0 += MR)
     for (std::int64_t k0 = 0; k0 < g.k; k0 += NK) {
       std::int64_t grow[MR], ioff[NK], moff[NK];
+      // Whole vectors in [ulo, uhi) are all ones in every mask of the tile: loaded without the mask.
+      std::int64_t ulo = 0, uhi = full;
       for (int i = 0; i < MR; ++i) grow[i] = gmin<std::int64_t>(o0 + i, g.m - 1) * g.len;
       for (int j = 0; j < NK; ++j) {
         const std::int64_t kk = gmin<std::int64_t>(k0 + j, g.k - 1), c = kk / g.taps, t = kk % g.taps;
         ioff[j] = c * g.plane + g.shift[t];
         moff[j] = t * g.mask_ld;
+        ulo = g.ones[2 * t] > ulo ? g.ones[2 * t] : ulo;
+        uhi = g.ones[2 * t + 1] < uhi ? g.ones[2 * t + 1] : uhi;
       }
+      ulo = (ulo + L - 1) / L * L;
+      uhi = uhi / L * L;
+      if (uhi < ulo) uhi = ulo;
       V acc[MR][NK];
 #pragma GCC unroll 8
       for (int i = 0; i < MR; ++i)
@@ -328,17 +345,24 @@ void conv_weight_loops(const ConvWeightArgs<T>& g) {
         for (int i = 0; i < MR; ++i) gp[i] = g.grid[s] + grow[i];
 #pragma GCC unroll 8
         for (int j = 0; j < NK; ++j) ip[j] = g.img[s] + ioff[j];
-        for (std::int64_t l = 0; l < full; l += L) {
+        // The same steps in three ranges (masked, unmasked, masked): each element's order is unchanged.
+        const auto step = [&](std::int64_t l, auto masked) {
           V b[NK];
 #pragma GCC unroll 8
-          for (int j = 0; j < NK; ++j) b[j] = simd::load<T, A>(ip[j] + l) & simd::load<T, A>(g.mask + moff[j] + l);
+          for (int j = 0; j < NK; ++j) {
+            b[j] = simd::load<T, A>(ip[j] + l);
+            if constexpr (decltype(masked)::value) b[j] = b[j] & simd::load<T, A>(g.mask + moff[j] + l);
+          }
 #pragma GCC unroll 8
           for (int i = 0; i < MR; ++i) {
             const V a = simd::load<T, A>(gp[i] + l);
 #pragma GCC unroll 8
             for (int j = 0; j < NK; ++j) acc[i][j] = xsimd::fma(a, b[j], acc[i][j]);
           }
-        }
+        };
+        for (std::int64_t l = 0; l < ulo; l += L) step(l, Masked<true>{});
+        for (std::int64_t l = ulo; l < uhi; l += L) step(l, Masked<false>{});
+        for (std::int64_t l = uhi; l < full; l += L) step(l, Masked<true>{});
         if (rem > 0) {  // the last partial vector: the grid's values past len are zeros, not the next row's
           alignas(64) T tmp[MR][L];
 #pragma GCC unroll 8
