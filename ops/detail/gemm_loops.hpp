@@ -288,11 +288,17 @@ void direct_conv_loops(const ConvArgs<T>& g) {
       const std::int64_t mr = gmin<std::int64_t>(MR, g.m - r);
       const T* wp = g.w + r * g.k;
       T* out = g.out + r * g.ldo;
-      if (mr > MR / 2) {
+      constexpr int MQ = MR * 2 / 3;  // a two-thirds tile: 16 rows on AVX2 are 6 + 6 + 4, not 6 + 6 + 6
+      if (mr > MQ) {
         if (nr > L)
           conv_tile<T, A, MR, NV, MR, NV>(g, wp, l0, out, mr, nr);
         else
           conv_tile<T, A, MR, NV, MR, 1>(g, wp, l0, out, mr, nr);
+      } else if (mr > MR / 2) {
+        if (nr > L)
+          conv_tile<T, A, MR, NV, MQ, NV>(g, wp, l0, out, mr, nr);
+        else
+          conv_tile<T, A, MR, NV, MQ, 1>(g, wp, l0, out, mr, nr);
       } else {
         if (nr > L)
           conv_tile<T, A, MR, NV, MR / 2, NV>(g, wp, l0, out, mr, nr);
