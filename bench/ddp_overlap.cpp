@@ -74,8 +74,9 @@ int main(int argc, char** argv) {
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return dist::all_reduce_max(ms);
   };
-  const auto zero = [&] {
-    for (Tensor& t : p) t.zero_grad();
+  const auto zero = [&] {  // as Optimizer::zero_grad() does by default: in place, .grad kept
+    for (Tensor& t : p)
+      if (t.grad().defined()) t.grad().zero_();
   };
   {
     dist::DistributedDataParallel serial(p, serial_opts);

@@ -23,7 +23,12 @@ while [ "$r" -le "$rounds" ]; do
   for t in $threads; do
     # Alternate ours and the peer so that a burst of load from other processes hits both.
     "$ours" --threads "$t" "$@" | tee -a "$rows"
-    if [ -x "$peer" ]; then "$peer" --threads "$t" "$@" | tee -a "$rows"; fi
+    if [ -x "$peer" ]; then
+      "$peer" --threads "$t" "$@" | tee -a "$rows"
+      # A separately labelled row: torch::set_num_threads does not reach Debian's OpenBLAS, which runs
+      # libtorch's GEMMs on every core by default; with OPENBLAS_NUM_THREADS=t the peer really uses t.
+      OPENBLAS_NUM_THREADS=$t "$peer" --threads "$t" "$@" | sed 's/,libtorch,/,libtorch_blas_t,/' | tee -a "$rows"
+    fi
   done
   r=$((r + 1))
 done
@@ -31,7 +36,8 @@ done
 [ -x "$peer" ] || { echo "# libtorch peer not built: no ratios"; exit 0; }
 echo
 echo "# ours/libtorch time ratio (median over $rounds round(s); < 1 means we are faster)"
-echo "case,threads,xgrad_us,libtorch_us,ratio,xgrad_minflt_per_iter,libtorch_minflt_per_iter"
+echo "# the last two columns: the peer with OPENBLAS_NUM_THREADS equal to its thread count"
+echo "case,threads,xgrad_us,libtorch_us,ratio,xgrad_minflt_per_iter,libtorch_minflt_per_iter,libtorch_blas_t_us,ratio_blas_t"
 awk -F, '
   $4 == "us" || $4 == "minflt" { key = $1 "," $3; v[key, $2, $4, ++n[key, $2, $4]] = $5; keys[key] = 1 }
   function med(key, impl, metric,   m, i, j, t, a) {
@@ -42,8 +48,9 @@ awk -F, '
   }
   END {
     for (k in keys) {
-      o = med(k, "xgrad", "us"); p = med(k, "libtorch", "us")
+      o = med(k, "xgrad", "us"); p = med(k, "libtorch", "us"); b = med(k, "libtorch_blas_t", "us")
       if (o > 0 && p > 0)
-        printf "%s,%.3f,%.3f,%.3f,%.3f,%.3f\n", k, o, p, o / p, med(k, "xgrad", "minflt"), med(k, "libtorch", "minflt")
+        printf "%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", k, o, p, o / p, med(k, "xgrad", "minflt"),
+               med(k, "libtorch", "minflt"), b, (b > 0 ? o / b : 0)
     }
   }' "$rows" | sort

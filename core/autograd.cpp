@@ -242,6 +242,12 @@ void store_grad(TensorImpl& impl, std::shared_ptr<TensorImpl> grad) {
   }
   // the previous gradient (now in `grad`) is freed here, outside the lock
 }
+
+void set_accumulate_in_place(const Tensor& leaf, const Tensor& grad, bool on) {
+  XGRAD_CHECK(leaf.defined() && grad.defined(), "set_accumulate_in_place: the leaf and the gradient must be defined");
+  std::lock_guard<std::mutex> lock(grad_mutex(leaf.impl().get()));
+  grad.impl()->accumulate_in_place = on;
+}
 }  // namespace detail
 
 // ---- engine -------------------------------------------------------------------------------------
@@ -347,6 +353,18 @@ void accumulate_into_grad(TensorImpl& impl, Tensor g, bool create_graph = false)
     previous = g.impl();
     impl.grad.swap(previous);
     return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(detail::grad_mutex(&impl));
+    if (impl.grad && impl.grad->accumulate_in_place) {  // the owner's buffer (detail::set_accumulate_in_place)
+      XGRAD_CHECK(impl.grad->shape == g.impl()->shape && impl.grad->dtype == g.impl()->dtype,
+                  "backward: the accumulated .grad has shape {} {} but the new gradient has shape {} {}",
+                  shape_str(impl.grad->shape), impl.grad->dtype, shape_str(g.shape()), g.dtype());
+      Tensor acc(impl.grad);
+      add_in_place(acc, g);  // grad + g: the same bits as the new buffer below would hold
+      ++impl.grad->storage->version;
+      return;
+    }
   }
   if (!exclusively_owned(g) || g.grad_fn()) g = g.clone_data();
   std::shared_ptr<TensorImpl> previous = g.impl();

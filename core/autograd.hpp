@@ -42,7 +42,9 @@
 // concurrently on several threads into shared leaves each add their sum atomically, in whichever
 // order they get there. The sum is written into the engine's own buffer (grad + sum, commutative,
 // so the same bits as sum + grad), never into the buffer .grad held before: a Tensor returned by an
-// earlier grad() keeps its values. Two backwards into an undefined .grad therefore give bit-exact
+// earlier grad() keeps its values. The one exception is a .grad its owner marked with
+// detail::set_accumulate_in_place (outside create_graph): the sum is added into that buffer, under
+// the lock, with the same bits. Two backwards into an undefined .grad therefore give bit-exact
 // a + b whatever their order; three or more give a sum whose rounding depends on the order. See
 // "Threads" in docs/concepts.md for the whole contract.
 //
@@ -326,6 +328,11 @@ void collect_input(InputList&, const T&) {}
 /// (Note [Leaf accumulation]).
 std::shared_ptr<TensorImpl> load_grad(const TensorImpl& impl);
 void store_grad(TensorImpl& impl, std::shared_ptr<TensorImpl> grad);
+/// Marks `grad` (a tensor that `leaf`'s .grad is or will be set to) so that, while it is the
+/// leaf's .grad, backward adds the leaf's gradient into its buffer in place instead of into a new
+/// buffer (Note [Leaf accumulation]); under the leaf's lock. For an owner of .grad buffers that
+/// nobody reads during backward: DistributedDataParallel's bucket views (Note [Overlapped averaging]).
+void set_accumulate_in_place(const Tensor& leaf, const Tensor& grad, bool on);
 
 /// True when `t` could still be given the history of the op being recorded (see Note [Saved tensors]).
 inline bool may_become_output(const Tensor& t) { return !t.impl()->grad_fn && !t.impl()->requires_grad; }

@@ -53,6 +53,9 @@ struct TensorImpl {
   Dtype dtype = Dtype::float32;
   bool requires_grad = false;  // meaningful for leaves; non-leaves require grad iff grad_fn
   bool retains_grad = false;   // non-leaf asked to keep its .grad (retain_grad())
+  // As a leaf's .grad: backward adds into this buffer in place (detail::set_accumulate_in_place,
+  // Note [Leaf accumulation]); read and written under the leaf's lock.
+  bool accumulate_in_place = false;
   std::uint32_t output_nr = 0;
   std::shared_ptr<Node> grad_fn;     // null for leaves
   std::shared_ptr<TensorImpl> grad;  // accumulated gradient (leaves, or retain_grad)

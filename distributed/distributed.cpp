@@ -515,6 +515,7 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
 
 DistributedDataParallel::~DistributedDataParallel() {
   stop_progress();
+  set_in_place(false);  // a .grad that outlives this object is an ordinary tensor again
   comm_holder_.reset();
   for (std::size_t i = 0; i < hook_ids_.size(); ++i)
     if (hook_ids_[i] != ~0u) params_[i].remove_post_accumulate_grad_hook(hook_ids_[i]);
@@ -522,11 +523,13 @@ DistributedDataParallel::~DistributedDataParallel() {
 
 // Note [Overlapped averaging]: every parameter's gradient has a slot in one bucket's storage (a 1-d
 // tensor; slots 64-byte aligned), and after averaging its .grad is a view of that slot (from_blob
-// sharing the bucket's storage): no copy out. With DdpOptions::overlap, a post-accumulate-grad hook on
-// each parameter copies the gradient backward has just completed into its slot and makes .grad that
-// view (one copy in: the engine adds gradients into a new buffer rather than into the .grad it holds,
-// Note [Leaf accumulation] in core/autograd.cpp, so it never writes into a bucket whose all-reduce is
-// in flight); when a bucket's last parameter is in, the bucket, and every complete one after the last
+// sharing the bucket's storage): no copy out. With DdpOptions::overlap, the views are marked
+// (detail::set_accumulate_in_place) from the end of each average_gradients() until their parameter's
+// hook runs, so the next backward adds each gradient straight into its slot (no copy in, as torch's
+// AccumulateGrad adds into a bucket view); a post-accumulate-grad hook on each parameter then finds
+// it there, or copies it in when .grad was another tensor (the first step, after zero_grad(true)),
+// makes .grad the view and unmarks it: a bucket whose all-reduce may be in flight is never written;
+// when a bucket's last parameter is in, the bucket, and every complete one after the last
 // started, starts its ring all-reduce (Note [Ring all-reduce]; in bucket order, the same on every
 // rank), moved on by the progress thread (Note [Progress thread]), the division by the world size
 // folded into it. average_gradients() puts in the parameters that got no gradient (their
@@ -631,6 +634,7 @@ void DistributedDataParallel::put_in_bucket(std::size_t i) {
                 "dtype {}",
                 names_[i], shape_str(params_[i].shape()), params_[i].dtype(), shape_str(g.shape()), g.dtype());
     std::memcpy(slot, g.impl()->storage->data, g.nbytes());
+    ++copies_;
   } else {
     std::memset(slot, 0, view.nbytes());
   }
@@ -646,6 +650,9 @@ void DistributedDataParallel::on_ready(std::size_t i) {
               names_[i]);
   if (!rebuilt_) observed_.push_back(i);
   put_in_bucket(i);  // a slot of a bucket not complete yet: nobody else touches it
+  // From now until average_gradients() ends, the slot may be in flight: a second gradient must not
+  // be added into it (the check above refuses it, after backward has added it elsewhere).
+  if (params_[i].numel() > 0) xgrad::detail::set_accumulate_in_place(params_[i], views_[i], false);
   ready_[i] = 1;
   const std::size_t b = slot_bucket_[i];
   {
@@ -883,7 +890,14 @@ void DistributedDataParallel::average_gradients() {
     rebuilt_ = true;
     observed_.clear();
   }
+  // Every ring is done: backward may add the next gradients into the slots (Note [Overlapped averaging]).
+  if (options_.overlap) set_in_place(true);
   if (options_.broadcast_buffers) broadcast_buffers();
+}
+
+void DistributedDataParallel::set_in_place(bool on) {
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].numel() > 0 && views_[i].defined()) xgrad::detail::set_accumulate_in_place(params_[i], views_[i], on);
 }
 
 void DistributedDataParallel::broadcast_buffers() {

@@ -218,6 +218,12 @@ class DistributedDataParallel {
   /// whose all-reduce could start during backward; when it does start depends on the scheduling of
   /// the progress thread).
   std::size_t buckets_ready_in_backward() const { return last_ready_in_backward_; }
+  /// Gradients copied into their bucket slot so far. With overlap, backward adds a gradient straight
+  /// into its slot once .grad is the slot's view (from the second average_gradients() on, while
+  /// .grad is zeroed rather than set to none: Optimizer::zero_grad()'s default); a gradient is copied
+  /// in only when .grad is some other tensor (the first step, after zero_grad(true), or one set by
+  /// the caller).
+  std::size_t gradient_copies() const { return copies_; }
 
  private:
   void setup(std::vector<std::pair<std::string, Tensor>> named,
@@ -255,6 +261,8 @@ class DistributedDataParallel {
   std::vector<std::size_t> pending_;  // per bucket: parameters not ready yet
   std::size_t next_launch_ = 0;
   std::size_t last_ready_in_backward_ = 0;
+  std::size_t copies_ = 0;
+  void set_in_place(bool on);
   std::vector<std::size_t> observed_;  // ready order of the first round
   bool rebuilt_ = false;
   bool sync_ = true;

@@ -12,6 +12,7 @@
 #include "scale_and_square.hpp"
 #include "support.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/reduction.hpp"
 
 using namespace xgrad;
 using xgrad::test::require_error;
@@ -642,4 +643,29 @@ TEST_CASE("two threads build and backpropagate separate graphs at once", "[autog
   a.join();
   b.join();
   CHECK(failures.load() == 0);
+}
+
+TEST_CASE("a .grad marked accumulate-in-place receives backward's sum in its own buffer", "[autograd]") {
+  Tensor w = Tensor::of({1.0, 2.0, 3.0}, kFloat64).set_requires_grad();
+  const Tensor mine = Tensor::of({10.0, 20.0, 30.0}, kFloat64);
+  const void* buffer = mine.data<double>();
+  w.set_grad(mine);
+  detail::set_accumulate_in_place(w, mine, true);
+  sum(mul(w, w)).backward();  // d/dw = 2 w
+  CHECK(w.grad().data<double>() == buffer);
+  CHECK(mine.to_vector() == std::vector<double>{12, 24, 36});
+  // unmarked: the sum goes into a new buffer, the old one keeps its values (Note [Leaf accumulation])
+  detail::set_accumulate_in_place(w, mine, false);
+  sum(mul(w, w)).backward();
+  CHECK(w.grad().data<double>() != buffer);
+  CHECK(mine.to_vector() == std::vector<double>{12, 24, 36});
+  CHECK(w.grad().to_vector() == std::vector<double>{14, 28, 42});
+  // create_graph records the sum whatever the mark
+  w.set_grad(mine);
+  detail::set_accumulate_in_place(w, mine, true);
+  sum(mul(w, w)).backward(Tensor(), std::nullopt, true);
+  CHECK(w.grad().data<double>() != buffer);
+  CHECK(w.grad().grad_fn() != nullptr);
+  CHECK(mine.to_vector() == std::vector<double>{12, 24, 36});
+  w.zero_grad();
 }

@@ -408,8 +408,10 @@ TEST_CASE("all_reduce_sum sums over ranks and its gradient is the sum of the ran
                     Catch::Contains("all_reduce_sum") && Catch::Contains("float32 or float64"));
 }
 
-TEST_CASE("DDP overlap: buckets reduced during backward, in ready order, the same bits as without; no_sync",
-          "[distributed]") {
+TEST_CASE(
+    "DDP overlap: buckets reduced during backward, in ready order, the same bits as without, gradients added into the "
+    "buckets; no_sync",
+    "[distributed]") {
   const int r = dist::rank(), n = dist::world_size();
   dist::DdpOptions small;
   small.bucket_bytes = 64;  // several buckets: w1 (32 doubles), b1 + w2, b2
@@ -421,9 +423,16 @@ TEST_CASE("DDP overlap: buckets reduced during backward, in ready order, the sam
   dist::DistributedDataParallel over(a, small), plain(b, plain_opts);
   CHECK(over.bucket_parameters().front().front() == 0);  // parameter order before the first round
   Generator gen(static_cast<std::uint64_t>(70 + r));
-  for (int step = 0; step < 3; ++step) {
+  std::size_t copies_after_first = 0;
+  for (int step = 0; step < 4; ++step) {
     const Tensor x = Tensor::randn({5, 4}, gen, kFloat64), y = Tensor::randn({5, 1}, gen, kFloat64);
-    for (Tensor& t : a) t.zero_grad();
+    // steps 1 and 2 zero .grad in place (Optimizer::zero_grad()'s default), so backward adds into the
+    // bucket slots; steps 0 and 3 set it to none, so the hooks copy the new gradients in
+    for (Tensor& t : a)
+      if (step == 1 || step == 2)
+        t.grad().zero_();
+      else
+        t.zero_grad();
     for (Tensor& t : b) t.zero_grad();
     mlp_loss(a, x, y).backward();
     mlp_loss(b, x, y).backward();
@@ -441,6 +450,10 @@ TEST_CASE("DDP overlap: buckets reduced during backward, in ready order, the sam
       CHECK(over.bucket_parameters().front().front() >= 2);
       CHECK(over.buckets_ready_in_backward() == over.num_buckets());
     }
+    // no copy in while .grad is zeroed in place: backward added each gradient into its slot
+    if (step == 0) copies_after_first = over.gradient_copies();
+    if (step == 1 || step == 2) CHECK(over.gradient_copies() == copies_after_first);
+    if (step == 3) CHECK(over.gradient_copies() == copies_after_first + a.size());
   }
   // gradient accumulation: two backwards inside no_sync, one outside, one average
   const Tensor x = Tensor::randn({5, 4}, gen, kFloat64), y = Tensor::randn({5, 1}, gen, kFloat64);
