@@ -192,7 +192,7 @@ void col2im(const Plan& p, T* col, std::int64_t ld, T* img) {
 // straight from the image, masked where the tap falls outside it, with the weights packed once per
 // call; and K2 is K1 itself, on the grid with the weights flipped and transposed and the padding
 // mirrored (d image[c, y, x] = sum over o, a, b of W[o, c, a, b] Z[o, y + ph - a dh, x + pw - b dw]),
-// so it writes the image gradient with no col2im. Both sum each element over (channel, tap) in a
+// so it writes the image gradient with no col2im. Both sum each element over (tap, channel) in a
 // fixed order, whatever the thread count. Not taken for fewer output rows than half a micro-tile
 // (depthwise: the im2col path's small GEMMs are faster), for grids of fewer than kSampleCols
 // positions, or when the masks would exceed kMaxMaskBytes. K3 runs Note [Direct weight gradient]

@@ -29,7 +29,7 @@ struct Args {
 
 /// Note [Direct convolution]: one sample (and group) of a convolution with unit strides whose grid is
 /// as wide as its image (Note [Contiguous im2col] in ops/conv.cpp), computed without an im2col matrix:
-///   out[o * ldo + l] = sum over c < k / taps, t < taps (in that order, one accumulator) of
+///   out[o * ldo + l] = sum over t < taps, c < k / taps (in that order, one accumulator) of
 ///                      w(o, c * taps + t) * (mask[t * mask_ld + l] ? img[c * plane + shift[t] + l] : 0)
 /// for o < m, l < len. The mask holds T values whose bits are all ones (take) or all zeros (skip: a
 /// padding position or a wrapped one, whatever the image holds there, NaN included). w is packed:

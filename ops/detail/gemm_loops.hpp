@@ -221,6 +221,11 @@ void packed_gemm(const Args<T>& g, T* ws) {
   }
 }
 
+template <bool B>
+struct Masked {
+  static constexpr bool value = B;
+};
+
 // One tile of Note [Direct convolution] (gemm_kernels.hpp): rows [0, mr) of the panel wp (k x MR) and
 // columns [l0, l0 + nr) of the result, MU <= MR rows and NU <= NV vectors computed.
 template <class T, class A, int MR, int NV, int MU, int NU>
@@ -233,23 +238,25 @@ inline void conv_tile(const ConvArgs<T>& g, const T* __restrict wp, std::int64_t
   for (int i = 0; i < MU; ++i)
 #pragma GCC unroll 4
     for (int v = 0; v < NU; ++v) acc[i][v] = V(T(0));
+  // Taps outermost: a tap's mask vectors are loaded once for all channels (or not at all inside
+  // its all-ones range); each element is summed over (tap, channel) in that fixed order.
   const std::int64_t channels = g.k / g.taps;
-  const T* mask0 = g.mask + l0;
-  std::int64_t kk = 0;
-  for (std::int64_t c = 0; c < channels; ++c) {
-    const T* base = g.img + c * g.plane + l0;
-    for (std::int64_t t = 0; t < g.taps; ++t, ++kk) {
-      const T* src = base + g.shift[t];
-      const T* mk = mask0 + t * g.mask_ld;
+  const auto run_tap = [&](std::int64_t t, auto masked) {
+    const T* base = g.img + g.shift[t] + l0;
+    V m[NU];
+    if constexpr (decltype(masked)::value) {
+#pragma GCC unroll 4
+      for (int v = 0; v < NU; ++v) m[v] = simd::load<T, A>(g.mask + t * g.mask_ld + l0 + v * L);
+    }
+    for (std::int64_t c = 0; c < channels; ++c) {
+      const T* src = base + c * g.plane;
       V b[NU];
-      if (l0 >= g.ones[2 * t] && l0 + NU * L <= g.ones[2 * t + 1]) {  // inside the image: no mask
 #pragma GCC unroll 4
-        for (int v = 0; v < NU; ++v) b[v] = simd::load<T, A>(src + v * L);
-      } else {
-#pragma GCC unroll 4
-        for (int v = 0; v < NU; ++v) b[v] = simd::load<T, A>(src + v * L) & simd::load<T, A>(mk + v * L);
+      for (int v = 0; v < NU; ++v) {
+        b[v] = simd::load<T, A>(src + v * L);
+        if constexpr (decltype(masked)::value) b[v] = b[v] & m[v];
       }
-      const T* a = wp + kk * MR;
+      const T* a = wp + (c * g.taps + t) * MR;
 #pragma GCC unroll 16
       for (int i = 0; i < MU; ++i) {
         const V av(a[i]);
@@ -257,6 +264,12 @@ inline void conv_tile(const ConvArgs<T>& g, const T* __restrict wp, std::int64_t
         for (int v = 0; v < NU; ++v) acc[i][v] = xsimd::fma(av, b[v], acc[i][v]);
       }
     }
+  };
+  for (std::int64_t t = 0; t < g.taps; ++t) {
+    if (l0 >= g.ones[2 * t] && l0 + NU * L <= g.ones[2 * t + 1])  // inside the image: no mask
+      run_tap(t, Masked<false>{});
+    else
+      run_tap(t, Masked<true>{});
   }
 #pragma GCC unroll 16
   for (int i = 0; i < MU; ++i) {
@@ -308,11 +321,6 @@ void direct_conv_loops(const ConvArgs<T>& g) {
     }
   }
 }
-
-template <bool B>
-struct Masked {
-  static constexpr bool value = B;
-};
 
 // Note [Direct weight gradient] (gemm_kernels.hpp): tiles of MR gradient rows x NK weight columns, each
 // element a vector of lane-wise partial sums over every block of the run, reduced by simd::tree_sum at
