@@ -209,6 +209,7 @@ struct DirectGeom {
 };
 
 constexpr std::int64_t kMaxMaskBytes = std::int64_t{16} << 20;
+constexpr std::int64_t kMaxLanes = 16;  // of any kernel family's vectors (AVX-512 float)
 
 // K1's geometry (image I, result Z), or K2's (image Z, result I), for a plan with contiguous rows.
 DirectGeom k1_geom(const Plan& p) { return {p.co, p.ci, p.ih, p.gh, p.gw, p.kh, p.kw, p.dh, p.dw, p.ph, p.pw}; }
@@ -440,6 +441,7 @@ void k3_weight(const Plan& p, const T* img, const T* z, T* dw) {
         std::max<std::int64_t>(1, kWeightRunBytes / (static_cast<std::int64_t>(sizeof(T)) * (p.co * L + block_in)));
     parallel_for(0, slots, grain, [&](std::int64_t s0, std::int64_t s1) {
       std::vector<std::vector<T>> guarded(static_cast<std::size_t>(run));
+      std::vector<T> last_grid;
       std::vector<const T*> grids(static_cast<std::size_t>(run)), imgs(static_cast<std::size_t>(run));
       for (std::int64_t sl = s0; sl < s1; ++sl) {
         T* out = sl == 0 ? dw : partial.data() + (sl - 1) * wsize;
@@ -450,6 +452,11 @@ void k3_weight(const Plan& p, const T* img, const T* z, T* dw) {
             for (std::int64_t s = 0; s < nb; ++s) {
               const std::int64_t i = (r0 + s) * p.groups + g;
               grids[static_cast<std::size_t>(s)] = z + i * p.co * L;
+              if (i == blocks - 1) {  // its last row's last vector may read past the tensor: a copy
+                last_grid.assign(static_cast<std::size_t>(p.co * L + kMaxLanes), T(0));
+                std::copy(z + i * p.co * L, z + (i + 1) * p.co * L, last_grid.data());
+                grids[static_cast<std::size_t>(s)] = last_grid.data();
+              }
               imgs[static_cast<std::size_t>(s)] =
                   taps.image(img, i, blocks, block_in, guarded[static_cast<std::size_t>(s)]);
             }

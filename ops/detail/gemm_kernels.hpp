@@ -59,8 +59,9 @@ struct ConvArgs {
 ///                                   0)
 /// for o < m, c * taps + t < k; "+=" when accumulate. Each element is summed lane-wise (lane l % L of
 /// the family's vectors, over the blocks in order and l ascending) and its lanes then by a fixed tree,
-/// so the order depends on the shapes only. The reads of img reach l < len rounded up to the vector
-/// length; those of grid stay inside each block's m x len values. ones[2 t], ones[2 t + 1]: a range
+/// so the order depends on the shapes only. The reads of img and of each grid row reach l < len
+/// rounded up to the vector length (in bounds: the last block's grid needs that many values after
+/// its end; the lanes past len are not used). ones[2 t], ones[2 t + 1]: a range
 /// of positions [lo, hi) where tap t's mask is all ones (the kernel skips the mask there).
 template <class T>
 struct ConvWeightArgs {

@@ -331,6 +331,7 @@ void conv_weight_loops(const ConvWeightArgs<T>& g) {
   using V = simd::batch<T, A>;
   constexpr int L = simd::lanes<T, A>;
   const std::int64_t full = g.len / L * L, rem = g.len - full;
+  const auto tail = simd::iota<T, A>(T(0)) < V(static_cast<T>(rem));  // the lanes of the last vector in len
   for (std::int64_t o0 = 0; o0 < g.m; o0 += MR)
     for (std::int64_t k0 = 0; k0 < g.k; k0 += NK) {
       std::int64_t grow[MR], ioff[NK], moff[NK];
@@ -377,18 +378,14 @@ void conv_weight_loops(const ConvWeightArgs<T>& g) {
         for (std::int64_t l = 0; l < ulo; l += L) step(l, Masked<true>{});
         for (std::int64_t l = ulo; l < uhi; l += L) step(l, Masked<false>{});
         for (std::int64_t l = uhi; l < full; l += L) step(l, Masked<true>{});
-        if (rem > 0) {  // the last partial vector: the grid's values past len are zeros, not the next row's
-          alignas(64) T tmp[MR][L];
-#pragma GCC unroll 8
-          for (int i = 0; i < MR; ++i)
-            for (int l = 0; l < L; ++l) tmp[i][l] = l < rem ? gp[i][full + l] : T(0);
+        if (rem > 0) {  // the last partial vector: the grid's lanes past len are zeros, not the next row's
           V b[NK];
 #pragma GCC unroll 8
           for (int j = 0; j < NK; ++j)
             b[j] = simd::load<T, A>(ip[j] + full) & simd::load<T, A>(g.mask + moff[j] + full);
 #pragma GCC unroll 8
           for (int i = 0; i < MR; ++i) {
-            const V a = simd::load<T, A>(tmp[i]);
+            const V a = xsimd::select(tail, simd::load<T, A>(gp[i] + full), V(T(0)));
 #pragma GCC unroll 8
             for (int j = 0; j < NK; ++j) acc[i][j] = xsimd::fma(a, b[j], acc[i][j]);
           }
