@@ -221,6 +221,18 @@ void packed_gemm(const Args<T>& g, T* ws) {
   }
 }
 
+// The unsigned integer type of T's size.
+template <class T>
+struct Bits;
+template <>
+struct Bits<float> {
+  using type = std::uint32_t;
+};
+template <>
+struct Bits<double> {
+  using type = std::uint64_t;
+};
+
 template <bool B>
 struct Masked {
   static constexpr bool value = B;
@@ -331,7 +343,14 @@ void conv_weight_loops(const ConvWeightArgs<T>& g) {
   using V = simd::batch<T, A>;
   constexpr int L = simd::lanes<T, A>;
   const std::int64_t full = g.len / L * L, rem = g.len - full;
-  const auto tail = simd::iota<T, A>(T(0)) < V(static_cast<T>(rem));  // the lanes of the last vector in len
+  // The lanes of the last vector inside len, as a bit mask (all ones or zeros per lane).
+  alignas(64) T tail_bits[L];
+  for (int l = 0; l < L; ++l) {
+    using U = typename Bits<T>::type;
+    const U u = l < rem ? static_cast<U>(~U(0)) : U(0);
+    __builtin_memcpy(&tail_bits[l], &u, sizeof(T));
+  }
+  const V tail = simd::load<T, A>(tail_bits);
   for (std::int64_t o0 = 0; o0 < g.m; o0 += MR)
     for (std::int64_t k0 = 0; k0 < g.k; k0 += NK) {
       std::int64_t grow[MR], ioff[NK], moff[NK];
@@ -385,7 +404,7 @@ void conv_weight_loops(const ConvWeightArgs<T>& g) {
             b[j] = simd::load<T, A>(ip[j] + full) & simd::load<T, A>(g.mask + moff[j] + full);
 #pragma GCC unroll 8
           for (int i = 0; i < MR; ++i) {
-            const V a = xsimd::select(tail, simd::load<T, A>(gp[i] + full), V(T(0)));
+            const V a = simd::load<T, A>(gp[i] + full) & tail;
 #pragma GCC unroll 8
             for (int j = 0; j < NK; ++j) acc[i][j] = xsimd::fma(a, b[j], acc[i][j]);
           }
