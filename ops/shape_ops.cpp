@@ -71,10 +71,14 @@ void copy_rows(const Tensor& src, Tensor& dst, std::int64_t rows, std::int64_t l
   // 2-core test machine: 0.92 ms streamed against 1.6 ms with memcpy (1.3 ms with 32-byte stores)
   // at 1 thread; at 2 threads both are bound by memory bandwidth, about 1 ms. The price: the output
   // is not left in the cache for its consumer (torch's memcpy into a reused buffer that fits the L3
-  // can beat us there at 2 threads: bench/index_ops.cpp's embedding forward).
+  // can beat us there at 2 threads: bench/index_ops.cpp's embedding forward). So only a single
+  // thread streams: with two, memcpy into the (reused, cache-warm) output measured faster, 0.66-0.80
+  // against 0.88-1.07 ms for the embedding lookup and 1.57-1.76 against 1.80-1.85 ms for
+  // index_select, while at one thread streaming kept index_select at 2.0 against 2.6-3.1 ms
+  // (index_ops_bench, alternating runs). A copy gives the same bits either way.
   constexpr std::size_t kStreamMinBytes = std::size_t{8} << 20;
   if (bytes % 32 == 0 && static_cast<std::size_t>(rows) * bytes >= kStreamMinBytes &&
-      reinterpret_cast<std::uintptr_t>(d) % 32 == 0) {
+      reinterpret_cast<std::uintptr_t>(d) % 32 == 0 && get_num_threads() == 1) {
     parallel_for(0, rows, row_grain(len), [&](std::int64_t r0, std::int64_t r1) {
       for (std::int64_t r = r0; r < r1; ++r) {
         auto* dp = reinterpret_cast<__m256i*>(d + static_cast<std::size_t>(dst_row(r)) * bytes);
