@@ -897,7 +897,8 @@ void DistributedDataParallel::average_gradients() {
 
 void DistributedDataParallel::set_in_place(bool on) {
   for (std::size_t i = 0; i < params_.size(); ++i)
-    if (params_[i].numel() > 0 && views_[i].defined()) xgrad::detail::set_accumulate_in_place(params_[i], views_[i], on);
+    if (params_[i].numel() > 0 && views_[i].defined())
+      xgrad::detail::set_accumulate_in_place(params_[i], views_[i], on);
 }
 
 void DistributedDataParallel::broadcast_buffers() {

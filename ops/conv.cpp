@@ -79,6 +79,7 @@ struct Plan {
 // inside [0, iw); output rows oh in [ylo, yhi) read input row oh * sh + y0 inside [0, ih).
 struct RowRange {
   std::int64_t x0, lo, hi, y0, ylo, yhi;
+  bool empty() const { return lo >= hi || ylo >= yhi; }
 };
 
 RowRange row_range(const Plan& p, std::int64_t a, std::int64_t b) {
@@ -100,6 +101,29 @@ RowRange row_range(const Plan& p, std::int64_t a, std::int64_t b) {
 // short copies and 28 short fills per row (the calls dominated: bench/conv_step, conv block).
 bool contiguous_rows(const Plan& p) { return p.sw == 1 && p.sh == 1 && p.gw == p.iw; }
 
+// With contiguous rows: the positions [first, last) of a col row, from its first valid one to its
+// last, and the offset of the plane element each reads (position + shift).
+struct ContiguousSpan {
+  std::int64_t first, last, shift;
+};
+ContiguousSpan contiguous_span(const Plan& p, const RowRange& r) {
+  return {r.ylo * p.gw + r.lo, (r.yhi - 1) * p.gw + r.hi, r.y0 * p.iw + r.x0};
+}
+
+// Zeroes the wrapped positions of a col row inside its span (ow outside [lo, hi) on the rows after
+// the first and before the last): they read a neighbouring image row's elements.
+template <class T>
+void zero_wrapped(const Plan& p, const RowRange& r, T* row) {
+  if (r.lo == 0 && r.hi == p.gw) return;
+  for (std::int64_t oh = r.ylo; oh < r.yhi; ++oh) {
+    T* out = row + oh * p.gw;
+    if (oh > r.ylo)
+      for (std::int64_t ow = 0; ow < r.lo; ++ow) out[ow] = T(0);
+    if (oh + 1 < r.yhi)
+      for (std::int64_t ow = r.hi; ow < p.gw; ++ow) out[ow] = T(0);
+  }
+}
+
 // Columns [0, gh * gw) of rows (c, a, b) of col (leading dimension ld) from one group of one sample.
 template <class T>
 void im2col(const Plan& p, const T* img, T* col, std::int64_t ld) {
@@ -111,25 +135,16 @@ void im2col(const Plan& p, const T* img, T* col, std::int64_t ld) {
       for (std::int64_t c = 0; c < p.ci; ++c) {
         T* row = col + ((c * p.kh + a) * p.kw + b) * ld;
         const T* plane = img + c * p.ilen();
-        if (r.lo >= r.hi || r.ylo >= r.yhi) {
+        if (r.empty()) {
           std::fill(row, row + L, T(0));
           continue;
         }
         if (contiguous) {
-          // Positions [first, last) of the row: the first valid one to the last valid one.
-          const std::int64_t first = r.ylo * p.gw + r.lo, last = (r.yhi - 1) * p.gw + r.hi;
-          const std::int64_t shift = r.y0 * p.iw + r.x0;
-          std::fill(row, row + first, T(0));
-          std::copy(plane + first + shift, plane + last + shift, row + first);
-          std::fill(row + last, row + L, T(0));
-          if (r.lo > 0 || r.hi < p.gw)
-            for (std::int64_t oh = r.ylo; oh < r.yhi; ++oh) {
-              T* out = row + oh * p.gw;
-              if (oh > r.ylo)
-                for (std::int64_t ow = 0; ow < r.lo; ++ow) out[ow] = T(0);
-              if (oh + 1 < r.yhi)
-                for (std::int64_t ow = r.hi; ow < p.gw; ++ow) out[ow] = T(0);
-            }
+          const ContiguousSpan sp = contiguous_span(p, r);
+          std::fill(row, row + sp.first, T(0));
+          std::copy(plane + sp.first + sp.shift, plane + sp.last + sp.shift, row + sp.first);
+          std::fill(row + sp.last, row + L, T(0));
+          zero_wrapped(p, r, row);
           continue;
         }
         for (std::int64_t oh = 0; oh < p.gh; ++oh) {
@@ -162,21 +177,13 @@ void col2im(const Plan& p, T* col, std::int64_t ld, T* img) {
     for (std::int64_t a = 0; a < p.kh; ++a)
       for (std::int64_t b = 0; b < p.kw; ++b) {
         const RowRange r = row_range(p, a, b);
-        if (r.lo >= r.hi || r.ylo >= r.yhi) continue;
+        if (r.empty()) continue;
         T* row = col + ((c * p.kh + a) * p.kw + b) * ld;
         T* plane = img + c * p.ilen();
         if (contiguous) {
-          const std::int64_t first = r.ylo * p.gw + r.lo, last = (r.yhi - 1) * p.gw + r.hi;
-          const std::int64_t shift = r.y0 * p.iw + r.x0;
-          if (r.lo > 0 || r.hi < p.gw)
-            for (std::int64_t oh = r.ylo; oh < r.yhi; ++oh) {
-              T* in = row + oh * p.gw;
-              if (oh > r.ylo)
-                for (std::int64_t ow = 0; ow < r.lo; ++ow) in[ow] = T(0);
-              if (oh + 1 < r.yhi)
-                for (std::int64_t ow = r.hi; ow < p.gw; ++ow) in[ow] = T(0);
-            }
-          for (std::int64_t i = first; i < last; ++i) plane[i + shift] += row[i];
+          const ContiguousSpan sp = contiguous_span(p, r);
+          zero_wrapped(p, r, row);
+          for (std::int64_t i = sp.first; i < sp.last; ++i) plane[i + sp.shift] += row[i];
           continue;
         }
         for (std::int64_t oh = r.ylo; oh < r.yhi; ++oh) {
@@ -217,11 +224,17 @@ DirectGeom k2_geom(const Plan& p) {
   return {p.ci, p.co, p.gh, p.ih, p.iw, p.kh, p.kw, p.dh, p.dw, (p.kh - 1) * p.dh - p.ph, (p.kw - 1) * p.dw - p.pw};
 }
 
+// The active kernel family's blocking for T (its mr and nr shape the packed weights and the masks).
+template <class T>
+const detail::gemmk::Blocking& blocking() {
+  const detail::gemmk::Kernels& k = detail::gemmk::active();
+  return sizeof(T) == sizeof(float) ? k.sblock : k.dblock;
+}
+
 template <class T>
 bool use_direct(const Plan& p, const DirectGeom& d) {
   if (!contiguous_rows(p) || p.glen() < kSampleCols) return false;
-  const detail::gemmk::Blocking& bl =
-      sizeof(T) == sizeof(float) ? detail::gemmk::active().sblock : detail::gemmk::active().dblock;
+  const detail::gemmk::Blocking& bl = blocking<T>();
   const std::int64_t padded = ceil_div(d.out_len(), bl.nr) * bl.nr;
   return d.rows * 2 >= bl.mr && d.taps() * padded * static_cast<std::int64_t>(sizeof(T)) <= kMaxMaskBytes;
 }
@@ -235,8 +248,7 @@ struct DirectTaps {
   std::vector<T> mask;
 
   explicit DirectTaps(const DirectGeom& d) {
-    const detail::gemmk::Blocking& bl =
-        sizeof(T) == sizeof(float) ? detail::gemmk::active().sblock : detail::gemmk::active().dblock;
+    const detail::gemmk::Blocking& bl = blocking<T>();
     const std::int64_t taps = d.taps(), L = d.out_len(), IL = d.in_len();
     padded = ceil_div(L, bl.nr) * bl.nr;
     shift.resize(static_cast<std::size_t>(taps));
@@ -299,8 +311,7 @@ void direct_blocks(const DirectGeom& d, std::int64_t blocks, std::int64_t groups
 // element (r, k) is at(g, r, k), in panels of the family's mr rows. Returns the stride per group.
 template <class T, class At>
 std::int64_t pack_direct_weights(const DirectGeom& d, std::int64_t groups, At at, std::vector<T>& out) {
-  const detail::gemmk::Blocking& bl =
-      sizeof(T) == sizeof(float) ? detail::gemmk::active().sblock : detail::gemmk::active().dblock;
+  const detail::gemmk::Blocking& bl = blocking<T>();
   const std::int64_t K = d.chans * d.taps(), panels = ceil_div(d.rows, bl.mr), stride = panels * bl.mr * K;
   out.assign(static_cast<std::size_t>(groups * stride), T(0));
   for (std::int64_t g = 0; g < groups; ++g)
