@@ -57,7 +57,9 @@ std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings, 
 }
 
 Tensor Embedding::lookup(std::vector<std::int64_t> indices, const Shape& out_batch_shape) {
-  for (std::size_t i = 0; i < indices.size(); ++i)
+  bool in_range = true;  // one vectorised pass; the first bad index is found only when there is one
+  for (const std::int64_t i : indices) in_range &= (i >= 0) & (i < num_embeddings_);
+  for (std::size_t i = 0; !in_range && i < indices.size(); ++i)
     XGRAD_CHECK(indices[i] >= 0 && indices[i] < num_embeddings_,
                 "Embedding: index {} at position {} is out of range for {} embeddings", indices[i], i, num_embeddings_);
   // index_select's backward is the row scatter (Note [Row scatter]): one index per looked-up row
