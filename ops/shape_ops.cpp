@@ -688,10 +688,13 @@ Tensor index_select(const Tensor& x, std::int64_t axis, std::vector<std::int64_t
   const std::int64_t a = normalize_axis(axis, static_cast<std::int64_t>(s.size()), "index_select", s);
   const std::int64_t n = s[static_cast<std::size_t>(a)];
   // checked and wrapped in place (taken by value); one vectorised min/max pass when none is negative
-  // or out of range (the serial check was an eighth of a 2-thread embedding lookup)
-  bool plain = true;
-  for (const std::int64_t i : index) plain &= (i >= 0) & (i < n);
-  for (std::size_t j = 0; !plain && j < index.size(); ++j) {
+  // or out of range (a vectorised min/max; the serial check was an eighth of a 2-thread embedding lookup)
+  std::int64_t lo = 0, hi = 0;
+  for (const std::int64_t i : index) {
+    lo = std::min(lo, i);
+    hi = std::max(hi, i);
+  }
+  for (std::size_t j = 0; (lo < 0 || hi >= n) && j < index.size(); ++j) {
     XGRAD_CHECK(index[j] >= -n && index[j] < n,
                 "index_select: index {} (entry {} of 'index') is out of range for axis {} of size {} (x has shape {})",
                 index[j], j, axis, n, shape_str(s));
