@@ -17,6 +17,10 @@ void add_conv_pool_entries(std::vector<OpInfo>& t) {
       std::vector<std::int64_t> padv;  // numeric padding (one per dim)
       std::string pad_mode;            // "same" / "valid", else numeric
       std::string torch_args;          // Python keyword arguments after (x, w, b)
+      // the gradcheck sizes (n, cg, og, [h,] w) when not the default: the *_direct entries' grids of
+      // 64 positions or more, with og and cg of at least half a tile's rows, run the direct kernels
+      // of Note [Direct convolution] in the forward, both gradients and second order
+      std::vector<std::int64_t> small = {};
     };
     const std::vector<ConvCase> cases = {
         {"conv1d", "conv1d", 1, false, true, false, 1, {3}, {2}, {1}, {}, {1}, "", "stride=2, padding=1"},
@@ -62,6 +66,36 @@ void add_conv_pool_entries(std::vector<OpInfo>& t) {
          {},
          "same",
          "padding='same', groups=2"},
+        {"conv1d_same_direct",
+         "conv1d",
+         1,
+         false,
+         true,
+         false,
+         1,
+         {5},
+         {1},
+         {1},
+         {},
+         {2},
+         "",
+         "padding=2",
+         {2, 4, 4, 70}},
+        {"conv2d_same_direct",
+         "conv2d",
+         2,
+         false,
+         true,
+         false,
+         1,
+         {3, 3},
+         {1, 1},
+         {1, 1},
+         {},
+         {},
+         "same",
+         "padding='same'",
+         {1, 4, 4, 9, 8}},
         {"conv2d_valid_dilated_unbatched",
          "conv2d",
          2,
@@ -162,6 +196,7 @@ void add_conv_pool_entries(std::vector<OpInfo>& t) {
         op.threads.push_back(cc.dims == 1 ? 1000 : 28);
         op.large.push_back(cc.dims == 1 ? 300 : 40);
       }
+      if (!cc.small.empty()) op.small = cc.small;
       if (cc.unbatched) op.threads = {1, 16, 16, 64, 64};  // no batch: more channels and pixels instead
       op.refuses = [cc](const SampleSpec& s) -> std::string {
         const std::int64_t cg = s.sizes[1], og = s.sizes[2];
