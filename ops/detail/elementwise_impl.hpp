@@ -118,6 +118,27 @@ Tensor map1(const Tensor& x, F f) {
 // (recorded, so differentiable again). kSaves says what the partials read: Saves::nothing (g alone:
 // they always run on tensors), Saves::input (a and b) or Saves::output (a, b and y). The ops defined
 // elsewhere (atan2, fmod, remainder in ops/unary_math.cpp) follow the same contract.
+//
+// Note [Saved operands]: an op with Saves::input may say which operands each partial reads
+// (kDaReads, kDbReads: kReadsA | kReadsB; both when it does not say), as torch's derivatives.yaml
+// does. An operand no needed partial reads is not kept alive by the node: its slot holds the other
+// operand, which broadcasts to g's shape as well and is never read there. For mul of a gathered
+// (E, F) message by a constant edge weight, that frees the message at once instead of at backward.
+inline constexpr int kReadsA = 1, kReadsB = 2;
+template <class Op>
+constexpr int da_reads() {
+  if constexpr (requires { Op::kDaReads; })
+    return Op::kDaReads;
+  else
+    return kReadsA | kReadsB;
+}
+template <class Op>
+constexpr int db_reads() {
+  if constexpr (requires { Op::kDbReads; })
+    return Op::kDbReads;
+  else
+    return kReadsA | kReadsB;
+}
 using pw::lit;
 using pw::Saves;
 using pw::select;
@@ -133,11 +154,13 @@ struct SubOp : pw::Def<"sub"> {
   static constexpr auto db = [](const auto& g, const auto&, const auto&, const auto&) { return -g; };
 };
 struct MulOp : pw::Def<"mul", Saves::input> {
+  static constexpr int kDaReads = kReadsB, kDbReads = kReadsA;  // Note [Saved operands]
   static constexpr auto f = [](const auto& a, const auto& b) { return a * b; };
   static constexpr auto da = [](const auto& g, const auto&, const auto& b, const auto&) { return g * b; };
   static constexpr auto db = [](const auto& g, const auto& a, const auto&, const auto&) { return g * a; };
 };
 struct DivOp : pw::Def<"div", Saves::input> {
+  static constexpr int kDaReads = kReadsB, kDbReads = kReadsA | kReadsB;  // Note [Saved operands]
   static constexpr auto f = [](const auto& a, const auto& b) { return a / b; };
   static constexpr auto da = [](const auto& g, const auto&, const auto& b, const auto&) { return g / b; };
   static constexpr auto db = [](const auto& g, const auto& a, const auto& b, const auto&) { return -g * a / (b * b); };
@@ -200,9 +223,13 @@ struct Binary : Function<Binary<Op>> {
     const auto op = [](auto x, auto z) { return Op::f(x, z); };
     Tensor y = a.shape() == b.shape() ? map2(a, b, a.shape(), op)
                                       : map2(a, b, broadcast_shapes(a.shape(), b.shape(), Op::kName), op);
-    if (this->needs_input_grad(0) || this->needs_input_grad(1)) {
-      if constexpr (Op::kSaves != Saves::nothing) this->save_for_backward({a, b});
-      if constexpr (Op::kSaves == Saves::output) this->save_for_backward({y});
+    const bool ga = this->needs_input_grad(0), gb = this->needs_input_grad(1);
+    if (ga || gb) {
+      if constexpr (Op::kSaves == Saves::input) {  // Note [Saved operands]
+        const int reads = (ga ? da_reads<Op>() : 0) | (gb ? db_reads<Op>() : 0);
+        this->save_for_backward({(reads & kReadsA) != 0 ? a : b, (reads & kReadsB) != 0 ? b : a});
+      }
+      if constexpr (Op::kSaves == Saves::output) this->save_for_backward({a, b, y});
     }
     return y;
   }

@@ -59,6 +59,42 @@ TEST_CASE("binary ops: gradcheck over broadcast shapes", "[elementwise]") {
     }
 }
 
+// Note [Saved operands]: with one operand requiring grad, mul and div keep only what that partial reads.
+TEST_CASE("mul and div with one operand requiring grad: gradients, second order, and the other operand freed",
+          "[elementwise][memory]") {
+  Generator gen(3);
+  const std::pair<Shape, Shape> shapes[] = {{{3, 4}, {3, 4}}, {{3, 4}, {4}}, {{4}, {3, 4}}, {{2, 1, 3}, {4, 1}}};
+  for (const BinaryFn fn : {static_cast<BinaryFn>(mul), static_cast<BinaryFn>(div)})
+    for (const auto& [sa, sb] : shapes) {
+      INFO((fn == static_cast<BinaryFn>(mul) ? "mul " : "div ") << shape_str(sa) << " x " << shape_str(sb));
+      const Tensor a = test::uniform_leaf(sa, gen, 0.5, 2), b = test::uniform_leaf(sb, gen, 0.5, 2);
+      const Tensor ca = a.detach(), cb = b.detach();
+      const auto only_a = [&](const Tensors& in) { return fn(in[0], cb); };
+      const auto only_b = [&](const Tensors& in) { return fn(ca, in[0]); };
+      test::require_gradcheck(only_a, {a});
+      test::require_gradcheck(only_b, {b});
+      CHECK(gradgradcheck(only_a, {a}).ok);
+      CHECK(gradgradcheck(only_b, {b}).ok);
+    }
+  // The operand no needed partial reads is released with its last handle, not kept by the node.
+  const Tensor x = Tensor::randn({64, 64}, gen).set_requires_grad(), w = Tensor::randn({64, 64}, gen);
+  const std::size_t before = memory_stats().allocated_bytes;
+  Tensor y;
+  {
+    const Tensor m = add(x, x);  // an intermediate that requires grad (add saves nothing)
+    y = mul(m, w);               // dy/dm = w: m is not needed by backward
+  }
+  CHECK(memory_stats().allocated_bytes == before + y.nbytes());
+  Tensor z;
+  {
+    const Tensor m = add(x, x);
+    z = div(w, m);  // d/dm (w / m) = -w / m^2: both operands are kept
+  }
+  CHECK(memory_stats().allocated_bytes == before + y.nbytes() + z.nbytes() + x.nbytes());
+  sum(y).backward();
+  CHECK(allclose(x.grad(), mul(w, 2.0)));
+}
+
 TEST_CASE("unary ops: gradcheck", "[elementwise]") {
   Generator gen(2);
   for (const auto& c : kUnary)
