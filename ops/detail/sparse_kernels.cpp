@@ -68,16 +68,19 @@ constexpr std::int64_t kPrefetchAhead = 12;
 // Columns [j, j + NV·L) of one output row: NV registers accumulate over the row's entries [k0, k1)
 // (one load of x's row segment and one FMA per register per entry, one pass over the entries), then
 // are stored once.
+// The prefetch runs ahead through the entries of the following rows too, up to kend (the end of the
+// chunk's entries): on a power-law graph most rows have fewer entries than kPrefetchAhead, and a
+// prefetch that stopped at the row's end never ran for them.
 template <class T, int NV>
-void spmm_row_block(std::int64_t k0, std::int64_t k1, const std::int64_t* col, const T* vals, const std::int64_t* perm,
-                    const T* x, std::int64_t f, std::int64_t j, T* o) {
+void spmm_row_block(std::int64_t k0, std::int64_t k1, std::int64_t kend, const std::int64_t* col, const T* vals,
+                    const std::int64_t* perm, const T* x, std::int64_t f, std::int64_t j, T* o) {
   using B = simd::batch<T, Arch>;
   constexpr std::int64_t L = simd::lanes<T, Arch>;
   constexpr std::int64_t kLine = 64 / sizeof(T);  // elements per cache line
   B acc[NV];
   for (int v = 0; v < NV; ++v) acc[v] = B(T(0));
   for (std::int64_t k = k0; k < k1; ++k) {
-    if (k + kPrefetchAhead < k1) {
+    if (k + kPrefetchAhead < kend) {
       const T* ahead = x + col[k + kPrefetchAhead] * f + j;
       for (std::int64_t e = 0; e < NV * L; e += kLine) __builtin_prefetch(ahead + e);
     }
@@ -97,14 +100,14 @@ constexpr auto row_blocks(std::index_sequence<I...>) {
 // One output row: acc over the entries [k0, k1), written to o (f wide). Up to 8 registers per pass
 // over the entries (f <= 8 L in one pass); the last f % L columns in a scalar pass.
 template <class T>
-void spmm_row(std::int64_t k0, std::int64_t k1, const std::int64_t* col, const T* vals, const std::int64_t* perm,
-              const T* x, std::int64_t f, T* o) {
+void spmm_row(std::int64_t k0, std::int64_t k1, std::int64_t kend, const std::int64_t* col, const T* vals,
+              const std::int64_t* perm, const T* x, std::int64_t f, T* o) {
   constexpr std::int64_t L = simd::lanes<T, Arch>;
   constexpr auto kBlocks = row_blocks<T>(std::make_index_sequence<8>{});
   std::int64_t j = 0;
-  for (; j + 8 * L <= f; j += 8 * L) kBlocks[7](k0, k1, col, vals, perm, x, f, j, o);
+  for (; j + 8 * L <= f; j += 8 * L) kBlocks[7](k0, k1, kend, col, vals, perm, x, f, j, o);
   if (const std::int64_t vecs = (f - j) / L; vecs > 0) {
-    kBlocks[static_cast<std::size_t>(vecs - 1)](k0, k1, col, vals, perm, x, f, j, o);
+    kBlocks[static_cast<std::size_t>(vecs - 1)](k0, k1, kend, col, vals, perm, x, f, j, o);
     j += vecs * L;
   }
   for (; j < f; ++j) {
@@ -143,7 +146,7 @@ void csr_spmm(std::int64_t rows, const std::int64_t* crow, const std::int64_t* c
               const std::int64_t* perm, const T* x, std::int64_t f, T* out) {
   if (f == 0) return;
   for_row_chunks(rows, crow, f, [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t i = r0; i < r1; ++i) spmm_row(crow[i], crow[i + 1], col, vals, perm, x, f, out + i * f);
+    for (std::int64_t i = r0; i < r1; ++i) spmm_row(crow[i], crow[i + 1], crow[r1], col, vals, perm, x, f, out + i * f);
   });
 }
 
