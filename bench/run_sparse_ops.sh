@@ -40,11 +40,14 @@ def peer(case, t, m):  # the fastest torch form
                 best = (v, impl[len("torch_"):])
     return best or (None, "-")
 f = lambda v, s="{:.2f}": "-" if v is None else s.format(v)
-cases = sorted({k[0] for k in vals if k[1] == "xgrad" and k[0] != "stream"},
+cases = sorted({k[0] for k in vals if k[1] == "xgrad" and k[0] != "stream" and not k[0].startswith("gather_")},
                key=lambda c: (c.split(":")[1], c.split(":")[0], int(c.split(":")[2][1:])))
 print("\n## Sparse ops: ms (median over rounds of the medians of REPS calls), ratio = xgrad / fastest torch form (< 1: faster)")
 for t in (1, 2):
     print(f"copy bandwidth at {t} thread(s): {f(med('stream', 'xgrad', t, 'gbps'), '{:.1f}')} GB/s")
+    print(f"random 64-byte gathers at {t} thread(s), ns per line per thread by working set: " +
+          ", ".join(f"{mb} MB {f(med(f'gather_{mb}MB', 'xgrad', t, 'ns_per_line'), '{:.1f}')}"
+                    for mb in (4, 8, 16, 32, 64, 128)))
 print("| case | threads | xgrad fwd | torch fwd (form) | ratio fwd | xgrad fwd+bwd | torch fwd+bwd (form) | ratio fwd+bwd | of bw bound fwd, fwd+bwd |")
 print("|---|---|---|---|---|---|---|---|---|")
 for c in cases:

@@ -25,6 +25,11 @@
 // permutation), the values, G read once and dX written once. bound / measured is the fraction of
 // the bandwidth bound reached.
 //
+// Gathers: `gather_<S>MB,xgrad,T,ns_per_line,..` is the time per random 64-byte line read from a
+// working set of S MB (4 to 128), the access of spmm's rows of X at F = 16 with the same prefetch
+// distance, per line and thread (T threads gather from one shared set; median of 5 passes over 4M
+// lines each). Where it jumps is the cache the gather of X actually gets on this machine.
+//
 // usage: sparse_ops_bench [--threads N] [--reps N] [--case NAME] [--big]
 #include <algorithm>
 #include <chrono>
@@ -73,6 +78,33 @@ double stream_gbps() {
   return 2.0 * static_cast<double>(n) * sizeof(float) / (ms * 1e6);
 }
 
+/// Nanoseconds per random 64-byte line gathered from a working set of `mb` MB at the current thread
+/// count (per line of one thread: each thread gathers its share of the lines), prefetched 12 lines
+/// ahead as spmm prefetches its rows.
+double gather_ns_per_line(std::int64_t mb) {
+  const std::int64_t lines = (mb << 20) / 64, n = std::int64_t{1} << 22;
+  std::vector<float> x(static_cast<std::size_t>(lines * 16), 1.0f);
+  std::vector<std::uint32_t> at(static_cast<std::size_t>(n));
+  for (std::int64_t k = 0; k < n; ++k)
+    at[static_cast<std::size_t>(k)] =
+        static_cast<std::uint32_t>(splitmix64(static_cast<std::uint64_t>(k)) % static_cast<std::uint64_t>(lines));
+  std::vector<float> sink(64, 0.0f);
+  const double ms = median_ms(
+      [&] {
+        parallel_for(0, n, std::int64_t{1} << 16, [&](std::int64_t lo, std::int64_t hi) {
+          float acc[16] = {};
+          for (std::int64_t k = lo; k < hi; ++k) {
+            if (k + 12 < hi) __builtin_prefetch(x.data() + std::size_t{at[static_cast<std::size_t>(k + 12)]} * 16);
+            const float* line = x.data() + std::size_t{at[static_cast<std::size_t>(k)]} * 16;
+            for (int j = 0; j < 16; ++j) acc[j] += line[j];
+          }
+          sink[static_cast<std::size_t>(lo >> 16) % 64] += acc[0] + acc[15];  // keeps the loads
+        });
+      },
+      5);
+  return ms * 1e6 * g_threads / static_cast<double>(n);
+}
+
 void row(const std::string& c, const char* metric, double v) { print_row(c, g_threads, metric, v); }
 
 struct Case {
@@ -104,6 +136,8 @@ int main(int argc, char** argv) {
   set_num_threads(g_threads);
   const double gbps = stream_gbps();
   std::printf("stream,xgrad,%d,gbps,%.6g\n", g_threads, gbps);
+  for (const std::int64_t mb : {4, 8, 16, 32, 64, 128})
+    std::printf("gather_%ldMB,xgrad,%d,ns_per_line,%.6g\n", static_cast<long>(mb), g_threads, gather_ns_per_line(mb));
 
   struct GraphCase {
     std::string name;
