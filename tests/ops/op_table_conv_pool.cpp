@@ -633,7 +633,7 @@ void add_conv_pool_entries(std::vector<OpInfo>& t) {
         op.threads.push_back(dims == 1 ? 600 : 32);
         op.large.push_back(dims == 1 ? 300 : 60);
       }
-      op.refuses = [dims](const SampleSpec& s) -> std::string {
+      op.refuses = [](const SampleSpec& s) -> std::string {
         for (std::size_t i = 1; i < s.sizes.size(); ++i)
           if (s.sizes[i] == 0) return "empty non-batch dimension";
         // 2-d: height kernel 2, dilation 2 (span 3) with padding 1: any H >= 1 fits
