@@ -125,16 +125,12 @@ Tensor map1(const Tensor& x, F f) {
 // operand, which broadcasts to g's shape as well and is never read there. For mul of a gathered
 // (E, F) message by a constant edge weight, that frees the message at once instead of at backward.
 inline constexpr int kReadsA = 1, kReadsB = 2;
-template <class Op>
-constexpr int da_reads() {
-  if constexpr (requires { Op::kDaReads; })
+// What the partial of a (kWrtA) or of b reads.
+template <class Op, bool kWrtA>
+constexpr int partial_reads() {
+  if constexpr (kWrtA && requires { Op::kDaReads; })
     return Op::kDaReads;
-  else
-    return kReadsA | kReadsB;
-}
-template <class Op>
-constexpr int db_reads() {
-  if constexpr (requires { Op::kDbReads; })
+  else if constexpr (!kWrtA && requires { Op::kDbReads; })
     return Op::kDbReads;
   else
     return kReadsA | kReadsB;
@@ -226,7 +222,7 @@ struct Binary : Function<Binary<Op>> {
     const bool ga = this->needs_input_grad(0), gb = this->needs_input_grad(1);
     if (ga || gb) {
       if constexpr (Op::kSaves == Saves::input) {  // Note [Saved operands]
-        const int reads = (ga ? da_reads<Op>() : 0) | (gb ? db_reads<Op>() : 0);
+        const int reads = (ga ? partial_reads<Op, true>() : 0) | (gb ? partial_reads<Op, false>() : 0);
         this->save_for_backward({(reads & kReadsA) != 0 ? a : b, (reads & kReadsB) != 0 ? b : a});
       }
       if constexpr (Op::kSaves == Saves::output) this->save_for_backward({a, b, y});
