@@ -1,4 +1,5 @@
 // Tests for ops/shape_ops.*: gradcheck, views, torch parity, thread determinism, bad inputs.
+#include <algorithm>
 #include <limits>
 
 #include "support.hpp"
@@ -270,6 +271,33 @@ TEST_CASE("shape ops: bit-identical with 1 and 2 threads", "[shape_ops][threads]
                  {seed(p), seed(t), seed(s), seed(sel), seed(sel_inner), seed(cat), seed(st), seed(ex)});
     return Tensors{p, t, s, sel, cat, st, ex, x.grad(), y.grad(), r.grad()};
   });
+}
+
+// Row copies (ops/shape_ops.cpp): short rows of whole 32-byte vectors take an inlined copy with a
+// prefetch 8 rows ahead at 2 threads, streaming stores at 1, memcpy otherwise; each must give the rows.
+TEST_CASE("index_select: every row-copy path gives the selected rows, at 1 and 2 threads", "[shape_ops][threads]") {
+  Generator gen(26);
+  const int default_threads = get_num_threads();
+  for (const auto& [cols, dtype] : std::vector<std::pair<std::int64_t, Dtype>>{
+           {24, kFloat32}, {8, kFloat64}, {256, kFloat32}, {5, kFloat32}, {300, kFloat32}}) {
+    INFO(cols << " columns of " << dtype_name(dtype));
+    const std::int64_t n = 97;
+    const Tensor x = Tensor::randn({n, cols}, gen, dtype);
+    std::vector<std::int64_t> idx;
+    for (std::int64_t i = 0; i < 40000; ++i) idx.push_back((i * 7919 + i / 3) % n);
+    const std::vector<double> xv = x.to_vector();
+    std::vector<double> want;
+    for (const std::int64_t r : idx) want.insert(want.end(), xv.begin() + r * cols, xv.begin() + (r + 1) * cols);
+    for (const int threads : {1, 2}) {
+      INFO(threads << " threads");
+      set_num_threads(threads);
+      const std::vector<double> got = index_select(x, 0, idx).to_vector();
+      REQUIRE(got.size() == want.size());
+      const auto bad = std::mismatch(got.begin(), got.end(), want.begin()).first - got.begin();
+      CHECK(bad == static_cast<std::ptrdiff_t>(got.size()));  // the first wrong element, if any
+    }
+    set_num_threads(default_threads);
+  }
 }
 
 TEST_CASE("shape ops: bad inputs raise xgrad::Error naming op and shapes", "[shape_ops][errors]") {
