@@ -687,8 +687,8 @@ Tensor index_select(const Tensor& x, std::int64_t axis, std::vector<std::int64_t
   const Shape& s = x.shape();
   const std::int64_t a = normalize_axis(axis, static_cast<std::int64_t>(s.size()), "index_select", s);
   const std::int64_t n = s[static_cast<std::size_t>(a)];
-  // checked and wrapped in place (taken by value); one vectorised min/max pass when none is negative
-  // or out of range (a vectorised min/max; the serial check was an eighth of a 2-thread embedding lookup)
+  // Checked and wrapped in place (taken by value). A min/max pass (it vectorises; a per-element check
+  // did not) finds whether any index is negative or out of range; only then the loop below runs.
   std::int64_t lo = 0, hi = 0;
   for (const std::int64_t i : index) {
     lo = std::min(lo, i);
