@@ -56,11 +56,6 @@ void for_row_chunks(std::int64_t rows, const std::int64_t* crow, std::int64_t f,
   });
 }
 
-template <class T>
-inline T value_at(const T* vals, const std::int64_t* perm, std::int64_t k) {
-  return perm != nullptr ? vals[perm[k]] : vals[k];
-}
-
 // Entries ahead whose x rows are prefetched: a gather of rows in random order (a power-law graph's
 // columns) waits on memory at every entry without it. Measured on R-MAT 2^17 (sparse_ops_bench).
 constexpr std::int64_t kPrefetchAhead = 12;
@@ -73,7 +68,7 @@ constexpr std::int64_t kPrefetchAhead = 12;
 // prefetch that stopped at the row's end never ran for them.
 template <class T, int NV>
 void spmm_row_block(std::int64_t k0, std::int64_t k1, std::int64_t kend, const std::int64_t* col, const T* vals,
-                    const std::int64_t* perm, const T* x, std::int64_t f, std::int64_t j, T* o) {
+                    const T* x, std::int64_t f, std::int64_t j, T* o) {
   using B = simd::batch<T, Arch>;
   constexpr std::int64_t L = simd::lanes<T, Arch>;
   constexpr std::int64_t kLine = 64 / sizeof(T);  // elements per cache line
@@ -84,7 +79,7 @@ void spmm_row_block(std::int64_t k0, std::int64_t k1, std::int64_t kend, const s
       const T* ahead = x + col[k + kPrefetchAhead] * f + j;
       for (std::int64_t e = 0; e < NV * L; e += kLine) __builtin_prefetch(ahead + e);
     }
-    const B w(value_at(vals, perm, k));
+    const B w(vals[k]);
     const T* xr = x + col[k] * f + j;
     for (int v = 0; v < NV; ++v) acc[v] = xsimd::fma(w, simd::load<T, Arch>(xr + v * L), acc[v]);
   }
@@ -100,19 +95,19 @@ constexpr auto row_blocks(std::index_sequence<I...>) {
 // One output row: acc over the entries [k0, k1), written to o (f wide). Up to 8 registers per pass
 // over the entries (f <= 8 L in one pass); the last f % L columns in a scalar pass.
 template <class T>
-void spmm_row(std::int64_t k0, std::int64_t k1, std::int64_t kend, const std::int64_t* col, const T* vals,
-              const std::int64_t* perm, const T* x, std::int64_t f, T* o) {
+void spmm_row(std::int64_t k0, std::int64_t k1, std::int64_t kend, const std::int64_t* col, const T* vals, const T* x,
+              std::int64_t f, T* o) {
   constexpr std::int64_t L = simd::lanes<T, Arch>;
   constexpr auto kBlocks = row_blocks<T>(std::make_index_sequence<8>{});
   std::int64_t j = 0;
-  for (; j + 8 * L <= f; j += 8 * L) kBlocks[7](k0, k1, kend, col, vals, perm, x, f, j, o);
+  for (; j + 8 * L <= f; j += 8 * L) kBlocks[7](k0, k1, kend, col, vals, x, f, j, o);
   if (const std::int64_t vecs = (f - j) / L; vecs > 0) {
-    kBlocks[static_cast<std::size_t>(vecs - 1)](k0, k1, kend, col, vals, perm, x, f, j, o);
+    kBlocks[static_cast<std::size_t>(vecs - 1)](k0, k1, kend, col, vals, x, f, j, o);
     j += vecs * L;
   }
   for (; j < f; ++j) {
     T a = 0;
-    for (std::int64_t k = k0; k < k1; ++k) a = std::fma(value_at(vals, perm, k), x[col[k] * f + j], a);
+    for (std::int64_t k = k0; k < k1; ++k) a = std::fma(vals[k], x[col[k] * f + j], a);
     o[j] = a;
   }
 }
@@ -142,11 +137,18 @@ T dot(const T* a, const T* b, std::int64_t f) {
 }  // namespace
 
 template <class T>
-void csr_spmm(std::int64_t rows, const std::int64_t* crow, const std::int64_t* col, const T* vals,
-              const std::int64_t* perm, const T* x, std::int64_t f, T* out) {
+void csr_spmm(std::int64_t rows, const std::int64_t* crow, const std::int64_t* col, const T* vals, const T* x,
+              std::int64_t f, T* out) {
   if (f == 0) return;
   for_row_chunks(rows, crow, f, [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t i = r0; i < r1; ++i) spmm_row(crow[i], crow[i + 1], crow[r1], col, vals, perm, x, f, out + i * f);
+    for (std::int64_t i = r0; i < r1; ++i) spmm_row(crow[i], crow[i + 1], crow[r1], col, vals, x, f, out + i * f);
+  });
+}
+
+template <class T>
+void permute_values(std::int64_t n, const std::int64_t* perm, const T* src, T* out) {
+  parallel_for(0, n, kParallelGrain, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t k = lo; k < hi; ++k) out[k] = src[perm[k]];
   });
 }
 
@@ -308,8 +310,8 @@ void csr_linear_backward_values(std::int64_t rows, const std::int64_t* crow, con
 }
 
 template <class T>
-void csr_linear_backward_weight(std::int64_t in, const std::int64_t* tcrow, const std::int64_t* trow,
-                                const std::int64_t* perm, const T* vals, const T* g, std::int64_t out, T* dw) {
+void csr_linear_backward_weight(std::int64_t in, const std::int64_t* tcrow, const std::int64_t* trow, const T* tvals,
+                                const T* g, std::int64_t out, T* dw) {
   const std::int64_t work = tcrow[in] + in;  // per output row of dw
   parallel_for(0, out, std::max<std::int64_t>(1, kChunkWork / std::max<std::int64_t>(work, 1)),
                [&](std::int64_t o0, std::int64_t o1) {
@@ -317,7 +319,7 @@ void csr_linear_backward_weight(std::int64_t in, const std::int64_t* tcrow, cons
                    for (std::int64_t c = 0; c < in; ++c) {
                      T acc = 0;
                      for (std::int64_t k = tcrow[c]; k < tcrow[c + 1]; ++k)
-                       acc = std::fma(vals[perm[k]], g[trow[k] * out + o], acc);
+                       acc = std::fma(tvals[k], g[trow[k] * out + o], acc);
                      dw[o * in + c] = acc;
                    }
                });
@@ -331,11 +333,10 @@ template void csr_linear_backward_values<float>(std::int64_t, const std::int64_t
                                                 const float*, std::int64_t, std::int64_t, float*);
 template void csr_linear_backward_values<double>(std::int64_t, const std::int64_t*, const std::int64_t*, const double*,
                                                  const double*, std::int64_t, std::int64_t, double*);
-template void csr_linear_backward_weight<float>(std::int64_t, const std::int64_t*, const std::int64_t*,
-                                                const std::int64_t*, const float*, const float*, std::int64_t, float*);
-template void csr_linear_backward_weight<double>(std::int64_t, const std::int64_t*, const std::int64_t*,
-                                                 const std::int64_t*, const double*, const double*, std::int64_t,
-                                                 double*);
+template void csr_linear_backward_weight<float>(std::int64_t, const std::int64_t*, const std::int64_t*, const float*,
+                                                const float*, std::int64_t, float*);
+template void csr_linear_backward_weight<double>(std::int64_t, const std::int64_t*, const std::int64_t*, const double*,
+                                                 const double*, std::int64_t, double*);
 template void segment_max<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float*);
 template void segment_max<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double*);
 template void segment_max_backward<float>(std::int64_t, const std::int64_t*, const float*, const float*, const float*,
@@ -352,10 +353,12 @@ template void segment_sum<float>(std::int64_t, const std::int64_t*, const float*
 template void segment_sum<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double*);
 template void segment_expand<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float*);
 template void segment_expand<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double*);
-template void csr_spmm<float>(std::int64_t, const std::int64_t*, const std::int64_t*, const float*, const std::int64_t*,
-                              const float*, std::int64_t, float*);
-template void csr_spmm<double>(std::int64_t, const std::int64_t*, const std::int64_t*, const double*,
-                               const std::int64_t*, const double*, std::int64_t, double*);
+template void csr_spmm<float>(std::int64_t, const std::int64_t*, const std::int64_t*, const float*, const float*,
+                              std::int64_t, float*);
+template void csr_spmm<double>(std::int64_t, const std::int64_t*, const std::int64_t*, const double*, const double*,
+                               std::int64_t, double*);
+template void permute_values<float>(std::int64_t, const std::int64_t*, const float*, float*);
+template void permute_values<double>(std::int64_t, const std::int64_t*, const double*, double*);
 template void csr_sddmm<float>(std::int64_t, const std::int64_t*, const std::int64_t*, const float*, const float*,
                                std::int64_t, float*);
 template void csr_sddmm<double>(std::int64_t, const std::int64_t*, const std::int64_t*, const double*, const double*,

@@ -5,11 +5,16 @@
 
 namespace xgrad::detail {
 
-/// out (rows x f) = A·x: row i of out = Σ_k vals[perm ? perm[k] : k]·x[col[k], :] over k in
-/// [crow[i], crow[i + 1]), summed in k order. x is (any rows x f), row-major.
+/// out (rows x f) = A·x: row i of out = Σ_k vals[k]·x[col[k], :] over k in [crow[i], crow[i + 1]),
+/// summed in k order. x is (any rows x f), row-major.
 template <class T>
-void csr_spmm(std::int64_t rows, const std::int64_t* crow, const std::int64_t* col, const T* vals,
-              const std::int64_t* perm, const T* x, std::int64_t f, T* out);
+void csr_spmm(std::int64_t rows, const std::int64_t* crow, const std::int64_t* col, const T* vals, const T* x,
+              std::int64_t f, T* out);
+
+/// out[k] = src[perm[k]] for k < n, in parallel: A's values in the order of its transposed pattern
+/// (Note [Cached transpose]), gathered once before a kernel walks Aᵀ.
+template <class T>
+void permute_values(std::int64_t n, const std::int64_t* perm, const T* src, T* out);
 
 /// out[k] = ⟨x[i, :], y[col[k], :]⟩ for every entry k of row i (x: rows x f, y: any rows x f).
 template <class T>
@@ -27,11 +32,12 @@ template <class T>
 void csr_linear_backward_values(std::int64_t rows, const std::int64_t* crow, const std::int64_t* col, const T* g,
                                 const T* w, std::int64_t in, std::int64_t out, T* dv);
 
-/// dw (out x in) = gᵀ·A, written in W's layout: dw[o, c] = Σ vals[perm[k]]·g[trow[k], o] over the entries k of
-/// column c (tcrow, trow, perm: A's transposed pattern), in increasing row order. Parallel over o.
+/// dw (out x in) = gᵀ·A, written in W's layout: dw[o, c] = Σ tvals[k]·g[trow[k], o] over the entries k of
+/// column c (tcrow, trow: A's transposed pattern; tvals: A's values in that order, permute_values), in
+/// increasing row order. Parallel over o.
 template <class T>
-void csr_linear_backward_weight(std::int64_t in, const std::int64_t* tcrow, const std::int64_t* trow,
-                                const std::int64_t* perm, const T* vals, const T* g, std::int64_t out, T* dw);
+void csr_linear_backward_weight(std::int64_t in, const std::int64_t* tcrow, const std::int64_t* trow, const T* tvals,
+                                const T* g, std::int64_t out, T* dw);
 
 /// out[i, :] = scale_i · Σ_e data[e, :] over e in [off[i], off[i + 1]), summed in e order; scale_i =
 /// 1 / (off[i + 1] - off[i]) when `mean` (NaN for an empty segment, as torch.segment_reduce), else 1.
