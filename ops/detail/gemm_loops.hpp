@@ -337,12 +337,17 @@ void direct_conv_loops(const ConvArgs<T>& g) {
 // Note [Direct weight gradient] (gemm_kernels.hpp): tiles of MR gradient rows x NK weight columns, each
 // element a vector of lane-wise partial sums over every block of the run, reduced by simd::tree_sum at
 // the end. The tiles at the edges compute on their last valid row or column again and store only the
-// valid ones.
+// valid ones. A tile's columns run tap-major (column kk is tap kk / chans of channel kk % chans), so
+// the NK columns of a tile mostly share one tap and so one mask: one mask vector per step instead of NK,
+// and NK fewer pointers in the loop (with a mask pointer per column, 4 x 6 tiles spilled pointers to
+// the stack on every step). Tiles that straddle two taps keep a mask per column. The order in which
+// each element is summed does not depend on the tiling.
 template <class T, class A, int MR, int NK>
 void conv_weight_loops(const ConvWeightArgs<T>& g) {
   using V = simd::batch<T, A>;
   constexpr int L = simd::lanes<T, A>;
   const std::int64_t full = g.len / L * L, rem = g.len - full;
+  const std::int64_t chans = g.k / g.taps;  // k = channels x taps
   // The lanes of the last vector inside len, as a bit mask (all ones or zeros per lane).
   alignas(64) T tail_bits[L];
   for (int l = 0; l < L; ++l) {
@@ -353,12 +358,13 @@ void conv_weight_loops(const ConvWeightArgs<T>& g) {
   const V tail = simd::load<T, A>(tail_bits);
   for (std::int64_t o0 = 0; o0 < g.m; o0 += MR)
     for (std::int64_t k0 = 0; k0 < g.k; k0 += NK) {
-      std::int64_t grow[MR], ioff[NK], moff[NK];
+      std::int64_t grow[MR], ioff[NK], moff[NK], dcol[NK];
       // Whole vectors in [ulo, uhi) are all ones in every mask of the tile: loaded without the mask.
       std::int64_t ulo = 0, uhi = full;
       for (int i = 0; i < MR; ++i) grow[i] = gmin<std::int64_t>(o0 + i, g.m - 1) * g.len;
       for (int j = 0; j < NK; ++j) {
-        const std::int64_t kk = gmin<std::int64_t>(k0 + j, g.k - 1), c = kk / g.taps, t = kk % g.taps;
+        const std::int64_t kk = gmin<std::int64_t>(k0 + j, g.k - 1), t = kk / chans, c = kk % chans;
+        dcol[j] = c * g.taps + t;
         ioff[j] = c * g.plane + g.shift[t];
         moff[j] = t * g.mask_ld;
         ulo = g.ones[2 * t] > ulo ? g.ones[2 * t] : ulo;
@@ -372,51 +378,68 @@ void conv_weight_loops(const ConvWeightArgs<T>& g) {
       for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
         for (int j = 0; j < NK; ++j) acc[i][j] = V(T(0));
-      for (std::int64_t s = 0; s < g.blocks; ++s) {
-        const T* gp[MR];
-        const T* ip[NK];
+      // Tap-major columns are in increasing tap order, so the first and the last share a tap only if all do.
+      const auto run_blocks = [&](auto one_tap) {  // Masked<true>: every column on one tap
+        constexpr bool kOneTap = decltype(one_tap)::value;
+        for (std::int64_t s = 0; s < g.blocks; ++s) {
+          const T* gp[MR];
+          const T* ip[NK];
+          const T* mp[kOneTap ? 1 : NK];
 #pragma GCC unroll 8
-        for (int i = 0; i < MR; ++i) gp[i] = g.grid[s] + grow[i];
+          for (int i = 0; i < MR; ++i) gp[i] = g.grid[s] + grow[i];
 #pragma GCC unroll 8
-        for (int j = 0; j < NK; ++j) ip[j] = g.img[s] + ioff[j];
-        // The same steps in three ranges (masked, unmasked, masked): each element's order is unchanged.
-        const auto step = [&](std::int64_t l, auto masked) {
-          V b[NK];
+          for (int j = 0; j < NK; ++j) ip[j] = g.img[s] + ioff[j];
 #pragma GCC unroll 8
-          for (int j = 0; j < NK; ++j) {
-            b[j] = simd::load<T, A>(ip[j] + l);
-            if constexpr (decltype(masked)::value) b[j] = b[j] & simd::load<T, A>(g.mask + moff[j] + l);
-          }
+          for (int j = 0; j < (kOneTap ? 1 : NK); ++j) mp[j] = g.mask + moff[j];
+          // The same steps in three ranges (masked, unmasked, masked): each element's order is unchanged.
+          const auto step = [&](std::int64_t l, auto masked) {
+            V b[NK];
+            if constexpr (decltype(masked)::value && kOneTap) {
+              const V mk = simd::load<T, A>(mp[0] + l);
 #pragma GCC unroll 8
-          for (int i = 0; i < MR; ++i) {
-            const V a = simd::load<T, A>(gp[i] + l);
+              for (int j = 0; j < NK; ++j) b[j] = simd::load<T, A>(ip[j] + l) & mk;
+            } else {
 #pragma GCC unroll 8
-            for (int j = 0; j < NK; ++j) acc[i][j] = xsimd::fma(a, b[j], acc[i][j]);
-          }
-        };
-        for (std::int64_t l = 0; l < ulo; l += L) step(l, Masked<true>{});
-        for (std::int64_t l = ulo; l < uhi; l += L) step(l, Masked<false>{});
-        for (std::int64_t l = uhi; l < full; l += L) step(l, Masked<true>{});
-        if (rem > 0) {  // the last partial vector: the grid's lanes past len are zeros, not the next row's
-          V b[NK];
+              for (int j = 0; j < NK; ++j) {
+                b[j] = simd::load<T, A>(ip[j] + l);
+                if constexpr (decltype(masked)::value) b[j] = b[j] & simd::load<T, A>(mp[j] + l);
+              }
+            }
 #pragma GCC unroll 8
-          for (int j = 0; j < NK; ++j)
-            b[j] = simd::load<T, A>(ip[j] + full) & simd::load<T, A>(g.mask + moff[j] + full);
+            for (int i = 0; i < MR; ++i) {
+              const V a = simd::load<T, A>(gp[i] + l);
 #pragma GCC unroll 8
-          for (int i = 0; i < MR; ++i) {
-            const V a = simd::load<T, A>(gp[i] + full) & tail;
+              for (int j = 0; j < NK; ++j) acc[i][j] = xsimd::fma(a, b[j], acc[i][j]);
+            }
+          };
+          for (std::int64_t l = 0; l < ulo; l += L) step(l, Masked<true>{});
+          for (std::int64_t l = ulo; l < uhi; l += L) step(l, Masked<false>{});
+          for (std::int64_t l = uhi; l < full; l += L) step(l, Masked<true>{});
+          if (rem > 0) {  // the last partial vector: the grid's lanes past len are zeros, not the next row's
+            V b[NK];
 #pragma GCC unroll 8
-            for (int j = 0; j < NK; ++j) acc[i][j] = xsimd::fma(a, b[j], acc[i][j]);
+            for (int j = 0; j < NK; ++j)
+              b[j] = simd::load<T, A>(ip[j] + full) & simd::load<T, A>(g.mask + moff[j] + full);
+#pragma GCC unroll 8
+            for (int i = 0; i < MR; ++i) {
+              const V a = simd::load<T, A>(gp[i] + full) & tail;
+#pragma GCC unroll 8
+              for (int j = 0; j < NK; ++j) acc[i][j] = xsimd::fma(a, b[j], acc[i][j]);
+            }
           }
         }
-      }
+      };
+      if (moff[0] == moff[NK - 1])
+        run_blocks(Masked<true>{});
+      else
+        run_blocks(Masked<false>{});
 #pragma GCC unroll 8
       for (int i = 0; i < MR; ++i) {
         if (o0 + i >= g.m) break;
 #pragma GCC unroll 8
         for (int j = 0; j < NK; ++j) {
           if (k0 + j >= g.k) break;
-          T* d = g.dw + (o0 + i) * g.ldw + k0 + j;
+          T* d = g.dw + (o0 + i) * g.ldw + dcol[j];
           const T v = simd::tree_sum(acc[i][j]);
           *d = g.accumulate ? *d + v : v;
         }

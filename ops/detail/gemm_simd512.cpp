@@ -37,9 +37,12 @@ void sgemm(const Args<float>& g, float* ws) { gemmk::packed_gemm<float, A, kMR, 
 void dgemm(const Args<double>& g, double* ws) { gemmk::packed_gemm<double, A, kMR, kNV, kKCd, kMCd, kNC>(g, ws); }
 void sconv(const gemmk::ConvArgs<float>& g) { gemmk::direct_conv_loops<float, A, kMR, kNV>(g); }
 void dconv(const gemmk::ConvArgs<double>& g) { gemmk::direct_conv_loops<double, A, kMR, kNV>(g); }
-// Note [Direct weight gradient]: 4 x 6 tiles, 24 accumulators of the 32 registers (16 image, mask and
-// grid loads per 24 FMAs). Measured (bench/conv_step, 1 thread, ms, conv block / grouped4 / conv1d):
-// 4 x 4 7.6 / 10.4 / 12.5; 6 x 4 7.6 / 8.8 / 11.6; 4 x 6 7.7 / 8.1 / 12.0 (conv1d then on 256 KB runs).
+// Note [Direct weight gradient]: 4 x 6 tiles, 24 accumulators of the 32 registers (11 image, mask and
+// grid loads per 24 FMAs where the tile's columns share a tap, 16 where they straddle two). Measured
+// (bench/conv_step, 1 thread, ms, conv block / grouped4 / conv1d): 4 x 4 7.6 / 10.4 / 12.5; 6 x 4 7.6 /
+// 8.8 / 11.6; 4 x 6 7.7 / 8.1 / 12.0 (conv1d then on 256 KB runs), with a mask per column; the shared
+// mask of tap-major tiles then took the conv block from 6.6 to 6.25 ms and grouped4 from 8.5 to 8.1
+// (alternating runs).
 void sconv_weight(const gemmk::ConvWeightArgs<float>& g) { gemmk::conv_weight_loops<float, A, 4, 6>(g); }
 void dconv_weight(const gemmk::ConvWeightArgs<double>& g) { gemmk::conv_weight_loops<double, A, 4, 6>(g); }
 
