@@ -3,8 +3,7 @@
 // loss sum(output^2), the backward to every parameter and zero_grad. torch_rnn_step.cpp is the
 // libtorch peer (torch::nn::GRU / LSTM, the same shapes and rows); bench/run_rnn_step.sh runs both
 // with 1 and 2 threads and prints the ratios. Rows: `case,impl,threads,metric,value`, metric ms
-// (median over --reps steps, after one warm-up step) and minflt (minor page faults per step). No numbers are recorded
-// yet.
+// (median over --reps steps, after one warm-up step) and minflt (minor page faults per step).
 //
 // usage: rnn_step_bench [--threads N] [--reps N]
 #include <algorithm>
