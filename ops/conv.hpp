@@ -8,10 +8,13 @@
 // The 1-d forms are the 2-d ones with a height of 1. An input with 0 channels gives the bias
 // broadcast (torch 1.13 returns an empty (N, 0, ...) tensor there); a batch of 0 gives an empty output.
 //
-// Implementation (Note [im2col convolution] in conv.cpp): im2col + one GEMM per group and chunk of
-// samples, through detail::gemm (the project's BLAS entry), chunks fixed by the shapes and run as TBB
-// tasks; the weight gradient sums per-chunk partial products in chunk order: bit-identical results
-// whatever the thread count.
+// Implementation: with unit strides and an output grid as wide as the image ("same" padding, every
+// such 1-d convolution), xgrad's direct kernels (Notes [Direct convolution] and [Direct weight
+// gradient] in ops/detail/gemm_loops.hpp: the forward and the input gradient read each tap's shifted
+// plane straight from the image, no im2col matrix, no col2im); otherwise (Note [im2col convolution]
+// in conv.cpp) im2col + one GEMM per group and chunk of samples, through detail::gemm (the project's
+// BLAS entry). Chunks are fixed by the shapes and run as TBB tasks; the weight gradient sums per-run
+// partials in a fixed order: bit-identical results whatever the thread count.
 //
 // Errors (xgrad::Error naming the op, the argument and the shapes): undefined or integer x or weight, wrong
 // ranks, input channels != weight's in-channels * groups, groups < 1 or not dividing the channels,
@@ -56,7 +59,7 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 /// "same" or "valid".
 /// @op `conv2d(x, W, b, stride, padding, dilation, groups)`
 ///   | y[n,o,i,j] = b[o] + Σ_{c∈group(o),p,q} W[o,c,p,q]·x[n,c, i·s−pad+p·d, j·s−pad+q·d] (0 outside x), Ho =
-///     ⌊(H + 2pad − d(k − 1) − 1)/s⌋ + 1; im2col + GEMM
+///     ⌊(H + 2pad − d(k − 1) − 1)/s⌋ + 1; direct kernels at unit strides on a grid as wide as x, else im2col + GEMM
 ///   | dx = col2im(Wᵀ·g), dW = Σ_batch g·col(x)ᵀ (per-chunk partials added in chunk order), db = Σ_{n,i,j} g;
 ///     col(x) the im2col matrix of x, a row per (c, p, q) and a column per (n, i, j)
 ///   | torch.nn.functional.conv2d
