@@ -152,10 +152,10 @@ const CsrPattern::Transposed& CsrPattern::transposed() const {
     const std::int64_t* col = p.col.data();
     const std::int64_t blocks = nnz < (std::int64_t{1} << 16) ? 1 : std::clamp<std::int64_t>(get_num_threads(), 1, 8);
     // block b holds rows [first[b], first[b + 1]): about nnz / blocks entries each
-    std::vector<std::int64_t> first(static_cast<std::size_t>(blocks) + 1, rows);
-    first[0] = 0;
+    std::vector<std::int64_t> first{0};
     for (std::int64_t b = 1; b < blocks; ++b)
-      first[static_cast<std::size_t>(b)] = std::upper_bound(crow, crow + rows, nnz * b / blocks) - crow - 1;
+      first.push_back(std::upper_bound(crow, crow + rows, nnz * b / blocks) - crow - 1);
+    first.push_back(rows);
     // next[b * cols + c]: the slot of block b's next entry in column c (counts first)
     std::vector<std::int64_t> next(
         static_cast<std::size_t>(checked_mul(blocks, cols, "CsrPattern::transposed", "cols")), 0);
