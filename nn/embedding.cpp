@@ -57,14 +57,11 @@ std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings, 
 }
 
 Tensor Embedding::lookup(std::vector<std::int64_t> indices, const Shape& out_batch_shape) {
-  std::int64_t lo = 0, hi = 0;  // one vectorised min/max pass; the bad index is looked for only if there is one
-  for (const std::int64_t i : indices) {
-    lo = std::min(lo, i);
-    hi = std::max(hi, i);
-  }
-  for (std::size_t i = 0; (lo < 0 || hi >= num_embeddings_) && i < indices.size(); ++i)
-    XGRAD_CHECK(indices[i] >= 0 && indices[i] < num_embeddings_,
-                "Embedding: index {} at position {} is out of range for {} embeddings", indices[i], i, num_embeddings_);
+  if (!all_in_range(indices, num_embeddings_))  // the bad index is looked for only if there is one
+    for (std::size_t i = 0; i < indices.size(); ++i)
+      XGRAD_CHECK(indices[i] >= 0 && indices[i] < num_embeddings_,
+                  "Embedding: index {} at position {} is out of range for {} embeddings", indices[i], i,
+                  num_embeddings_);
   // index_select's backward is the row scatter (Note [Row scatter]): one index per looked-up row
   Tensor rows = index_select(weight_, 0, std::move(indices));
   Shape out = out_batch_shape;

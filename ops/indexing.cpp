@@ -52,6 +52,7 @@ std::vector<std::int64_t> index_values(const char* op, const char* arg, const Te
 // one is reported with its position in the index tensor.
 void check_range(const char* op, const char* arg, std::vector<std::int64_t>& v, std::int64_t n, std::int64_t dim,
                  const Shape& x_shape, bool negative_ok) {
+  if (all_in_range(v, n)) return;  // nothing to report or wrap
   for (std::size_t e = 0; e < v.size(); ++e) {
     const std::int64_t i = v[e];
     const bool ok = negative_ok ? (i >= -n && i < n) : (i >= 0 && i < n);

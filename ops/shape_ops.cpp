@@ -687,19 +687,16 @@ Tensor index_select(const Tensor& x, std::int64_t axis, std::vector<std::int64_t
   const Shape& s = x.shape();
   const std::int64_t a = normalize_axis(axis, static_cast<std::int64_t>(s.size()), "index_select", s);
   const std::int64_t n = s[static_cast<std::size_t>(a)];
-  // Checked and wrapped in place (taken by value). A min/max pass (it vectorises; a per-element check
-  // did not) finds whether any index is negative or out of range; only then the loop below runs.
-  std::int64_t lo = 0, hi = 0;
-  for (const std::int64_t i : index) {
-    lo = std::min(lo, i);
-    hi = std::max(hi, i);
-  }
-  for (std::size_t j = 0; (lo < 0 || hi >= n) && j < index.size(); ++j) {
-    XGRAD_CHECK(index[j] >= -n && index[j] < n,
-                "index_select: index {} (entry {} of 'index') is out of range for axis {} of size {} (x has shape {})",
-                index[j], j, axis, n, shape_str(s));
-    if (index[j] < 0) index[j] += n;
-  }
+  // Checked and wrapped in place (taken by value); the loop runs only when an index is negative or
+  // out of range (all_in_range: one vectorised pass).
+  if (!all_in_range(index, n))
+    for (std::size_t j = 0; j < index.size(); ++j) {
+      XGRAD_CHECK(
+          index[j] >= -n && index[j] < n,
+          "index_select: index {} (entry {} of 'index') is out of range for axis {} of size {} (x has shape {})",
+          index[j], j, axis, n, shape_str(s));
+      if (index[j] < 0) index[j] += n;
+    }
   Shape out = s;
   out[static_cast<std::size_t>(a)] = checked_size(index.size(), "index_select", "index");
   checked_numel(out, "index_select", "index");
