@@ -302,11 +302,25 @@ inline void conv_tile(const ConvArgs<T>& g, const T* __restrict wp, std::int64_t
 }
 
 // Note [Direct convolution]: tiles of MR rows x NV vectors, the columns outermost so that the image
-// columns one tile reads (k rows of NV vectors) stay in L1 / L2 for every panel of rows.
+// columns one tile reads (k rows of NV vectors) stay in L1 / L2 for every panel of rows. The last
+// tile of a row computes only the vectors that reach len (reads stay below len rounded up to L).
+template <class T, class A, int MR, int NV, int MU>
+inline void conv_tile_cols(const ConvArgs<T>& g, const T* wp, std::int64_t l0, T* out, std::int64_t mr,
+                           std::int64_t nr) {
+  constexpr int L = simd::lanes<T, A>;
+  if constexpr (NV >= 3) {
+    if (nr > 2 * L) return conv_tile<T, A, MR, NV, MU, 3>(g, wp, l0, out, mr, nr);
+  }
+  if (nr > L)
+    conv_tile<T, A, MR, NV, MU, 2>(g, wp, l0, out, mr, nr);
+  else
+    conv_tile<T, A, MR, NV, MU, 1>(g, wp, l0, out, mr, nr);
+}
+
 template <class T, class A, int MR, int NV>
 void direct_conv_loops(const ConvArgs<T>& g) {
   constexpr int L = simd::lanes<T, A>, NR = NV * L;
-  static_assert(NV == 2, "direct_conv: tiles of 2 vectors");
+  static_assert(NV == 2 || NV == 3, "direct_conv: tiles of 2 or 3 vectors");
   for (std::int64_t l0 = 0; l0 < g.len; l0 += NR) {
     const std::int64_t nr = gmin<std::int64_t>(NR, g.len - l0);
     for (std::int64_t r = 0; r < g.m; r += MR) {
@@ -314,22 +328,12 @@ void direct_conv_loops(const ConvArgs<T>& g) {
       const T* wp = g.w + r * g.k;
       T* out = g.out + r * g.ldo;
       constexpr int MQ = MR * 2 / 3;  // a two-thirds tile: 16 rows on AVX2 are 6 + 6 + 4, not 6 + 6 + 6
-      if (mr > MQ) {
-        if (nr > L)
-          conv_tile<T, A, MR, NV, MR, NV>(g, wp, l0, out, mr, nr);
-        else
-          conv_tile<T, A, MR, NV, MR, 1>(g, wp, l0, out, mr, nr);
-      } else if (mr > MR / 2) {
-        if (nr > L)
-          conv_tile<T, A, MR, NV, MQ, NV>(g, wp, l0, out, mr, nr);
-        else
-          conv_tile<T, A, MR, NV, MQ, 1>(g, wp, l0, out, mr, nr);
-      } else {
-        if (nr > L)
-          conv_tile<T, A, MR, NV, MR / 2, NV>(g, wp, l0, out, mr, nr);
-        else
-          conv_tile<T, A, MR, NV, MR / 2, 1>(g, wp, l0, out, mr, nr);
-      }
+      if (mr > MQ)
+        conv_tile_cols<T, A, MR, NV, MR>(g, wp, l0, out, mr, nr);
+      else if (mr > MR / 2)
+        conv_tile_cols<T, A, MR, NV, MQ>(g, wp, l0, out, mr, nr);
+      else
+        conv_tile_cols<T, A, MR, NV, MR / 2>(g, wp, l0, out, mr, nr);
     }
   }
 }
