@@ -245,6 +245,7 @@ template <class T>
 struct DirectTaps {
   std::int64_t padded = 0, lo = 0, hi = 0;
   std::vector<std::int64_t> shift, ones;  // ones: per tap, the longest run [lo, hi) of its mask's ones
+  std::vector<std::int64_t> runs, run_start;  // every run of ones, tap by tap (ConvWeightArgs)
   std::vector<T> mask;
 
   explicit DirectTaps(const DirectGeom& d) {
@@ -254,6 +255,7 @@ struct DirectTaps {
     shift.resize(static_cast<std::size_t>(taps));
     ones.resize(static_cast<std::size_t>(2 * taps));
     mask.assign(static_cast<std::size_t>(taps * padded), T(0));
+    run_start.assign(1, 0);
     T all_ones;
     unsigned char bytes[sizeof(T)];
     std::fill(bytes, bytes + sizeof(T), static_cast<unsigned char>(0xff));
@@ -272,9 +274,12 @@ struct DirectTaps {
           m[l] = in ? all_ones : T(0);
           run = in ? run + 1 : 0;
           if (run > best_hi - best_lo) best_lo = l + 1 - run, best_hi = l + 1;
+          if (in && run == 1) runs.insert(runs.end(), {l, l + 1});
+          if (in) runs.back() = l + 1;
         }
         ones[static_cast<std::size_t>(2 * t)] = best_lo;
         ones[static_cast<std::size_t>(2 * t + 1)] = best_hi;
+        run_start.push_back(static_cast<std::int64_t>(runs.size() / 2));
       }
   }
 
@@ -453,6 +458,10 @@ void k3_weight(const Plan& p, const T* img, const T* z, T* dw) {
     parallel_for(0, slots, grain, [&](std::int64_t s0, std::int64_t s1) {
       std::vector<std::vector<T>> guarded(static_cast<std::size_t>(run));
       std::vector<T> last_grid;
+      // Note [Co-vectorised weight gradient]: the transposed grid and image of each block of a run,
+      // uninitialised storage from the cache, where the channel counts allow the kernel at all
+      const bool cv = p.co % 8 == 0 && p.ci % 8 == 0;
+      Tensor work = cv ? Tensor::empty({run * (p.co * L + block_in)}, dtype_of<T>()) : Tensor();
       std::vector<const T*> grids(static_cast<std::size_t>(run)), imgs(static_cast<std::size_t>(run));
       for (std::int64_t sl = s0; sl < s1; ++sl) {
         T* out = sl == 0 ? dw : partial.data() + (sl - 1) * wsize;
@@ -473,7 +482,8 @@ void k3_weight(const Plan& p, const T* img, const T* z, T* dw) {
             }
             detail::gemmk::direct_conv_weight<T>({p.co, L, K, p.kh * p.kw, nb, grids.data(), imgs.data(), IL,
                                                   taps.shift.data(), taps.mask.data(), taps.padded, taps.ones.data(),
-                                                  out + g * p.co * K, K, r0 > first});
+                                                  out + g * p.co * K, K, r0 > first, taps.runs.data(),
+                                                  taps.run_start.data(), cv ? work.data<T>() : nullptr});
           }
       }
     });

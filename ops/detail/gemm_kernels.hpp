@@ -58,8 +58,10 @@ struct ConvArgs {
 ///                                   grid[s][o * len + l] * (mask[t * mask_ld + l] ? img[s][c * plane + shift[t] + l] :
 ///                                   0)
 /// for o < m, c * taps + t < k; "+=" when accumulate. Each element is summed lane-wise (lane l % L of
-/// the family's vectors, over the blocks in order and l ascending) and its lanes then by a fixed tree,
-/// so the order depends on the shapes only. The reads of img and of each grid row reach l < len
+/// the family's vectors, over the blocks in order and l ascending) and its lanes then by a fixed tree;
+/// or, where the family runs Note [Co-vectorised weight gradient] (gemm_loops.hpp: work given, m a
+/// multiple of L, k / taps a multiple of 8), in one accumulator over the blocks in order and tap t's
+/// valid positions ascending. Either way the order depends on the shapes and the family only. The reads of img and of each grid row reach l < len
 /// rounded up to the vector length (in bounds: the last block's grid needs that many values after
 /// its end; the lanes past len are not used). ones[2 t], ones[2 t + 1]: a range
 /// of positions [lo, hi) where tap t's mask is all ones (the kernel skips the mask there).
@@ -76,6 +78,13 @@ struct ConvWeightArgs {
   T* dw;
   std::int64_t ldw;
   bool accumulate;
+  /// Tap t's valid positions (its mask's ones) as runs [runs[2 r], runs[2 r + 1]) for
+  /// run_start[t] <= r < run_start[t + 1], in increasing order.
+  const std::int64_t* runs;
+  const std::int64_t* run_start;
+  /// Workspace of blocks x (len x m + plane x k / taps) elements, or null: Note [Co-vectorised weight
+  /// gradient] (gemm_loops.hpp), which a family may use when it is given.
+  T* work;
 };
 
 /// The blocking of one kernel family for one element type: micro-tiles of mr x nr elements of C,

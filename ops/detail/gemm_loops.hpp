@@ -24,6 +24,7 @@
 // including file compiles its own copy (see block_sparse_tiles.hpp; the test ops_simd_odr checks the
 // AVX-512 object).
 #include <cstdint>
+#include <type_traits>
 
 #include "xgrad/ops/detail/gemm_kernels.hpp"
 #include "xgrad/ops/detail/simd.hpp"
@@ -449,6 +450,137 @@ void conv_weight_loops(const ConvWeightArgs<T>& g) {
         }
       }
     }
+}
+
+
+#if defined(__AVX512F__)
+// g++ 12 warns that the intrinsics' internal _mm512_undefined_ps() is used uninitialized (GCC bug
+// 105593, fixed in 13); it is the don't-care source of an all-ones mask.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// The 16 x 16 float block at src (rows lds apart) transposed into dst (rows ldd apart): two unpack and
+// two 128-bit lane shuffle stages, 64 shuffles for 256 elements.
+inline void transpose16x16(const float* src, std::int64_t lds, float* dst, std::int64_t ldd) {
+  __m512 r[16], t[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, r[i]);
+}
+#pragma GCC diagnostic pop
+#endif
+
+// dst[q * ldd + r] = src[r * lds + q] for r < rows, q < cols: 16 x 16 blocks by shuffles where the
+// family is AVX-512 and T float, element by element elsewhere.
+template <class T, class A>
+inline void transpose_copy(const T* src, std::int64_t lds, std::int64_t rows, std::int64_t cols, T* dst,
+                           std::int64_t ldd) {
+  std::int64_t r0 = 0;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<A, xsimd::avx512bw>) {
+    for (; r0 + 16 <= rows; r0 += 16) {
+      std::int64_t q0 = 0;
+      for (; q0 + 16 <= cols; q0 += 16) transpose16x16(src + r0 * lds + q0, lds, dst + q0 * ldd + r0, ldd);
+      for (; q0 < cols; ++q0)
+        for (std::int64_t r = r0; r < r0 + 16; ++r) dst[q0 * ldd + r] = src[r * lds + q0];
+    }
+  }
+#endif
+  for (std::int64_t r = r0; r < rows; ++r)
+    for (std::int64_t q = 0; q < cols; ++q) dst[q * ldd + r] = src[r * lds + q];
+}
+
+// Note [Co-vectorised weight gradient]: where a block's output channels fill whole
+// vectors (m a multiple of L) and its input channels come in multiples of 8, the weight gradient is
+// vectorised over the output channels instead of the positions. Each block's grid is transposed to
+// (len x m) and its image to (plane x chans) in g.work; a tile is one vector of L output channels x NK
+// input channels of one tap, and a step (one position l of one of the tap's runs of valid positions)
+// is one vector load of the transposed grid and NK FMAs with broadcast image values, which sit side by
+// side (compile-time offsets): no masks, no horizontal sums, no lanes past len, and 1 + NK loads per NK
+// FMAs, all but one 4-byte broadcasts. Each element is one lane of one accumulator, summed over the
+// blocks in order and each block's valid positions in increasing order. (Positions outside a tap's
+// window are skipped, not multiplied by zero: a NaN in the gradient there reaches the weights only
+// through the taps that see it, as the direct sum has it.) The transposes cost about a fifth of the
+// time (they are the first to read the run from memory); AVX2 does not use the path (gemm_kernels.cpp).
+// Measured in gemm_simd512.cpp.
+template <class T, class A, int NK>
+void conv_weight_cv_tiles(const ConvWeightArgs<T>& g, std::int64_t chans) {
+  using V = simd::batch<T, A>;
+  constexpr int L = simd::lanes<T, A>;
+  const std::int64_t gstride = g.len * g.m, istride = g.plane * chans;
+  const T* gt = g.work;
+  const T* it = g.work + g.blocks * gstride;
+  for (std::int64_t t = 0; t < g.taps; ++t) {
+    const std::int64_t sh = g.shift[t], r0 = g.run_start[t], r1 = g.run_start[t + 1];
+    for (std::int64_t c0 = 0; c0 < chans; c0 += NK)
+      for (std::int64_t o0 = 0; o0 < g.m; o0 += L) {
+        V acc[NK];
+#pragma GCC unroll 24
+        for (int j = 0; j < NK; ++j) acc[j] = V(T(0));
+        for (std::int64_t s = 0; s < g.blocks; ++s) {
+          const T* gs = gt + s * gstride + o0;
+          const T* is = it + s * istride + c0;
+          for (std::int64_t r = r0; r < r1; ++r)
+            for (std::int64_t l = g.runs[2 * r]; l < g.runs[2 * r + 1]; ++l) {
+              const V a = simd::load<T, A>(gs + l * g.m);
+              const T* b = is + (l + sh) * chans;
+#pragma GCC unroll 24
+              for (int j = 0; j < NK; ++j) acc[j] = xsimd::fma(a, V(b[j]), acc[j]);
+            }
+        }
+#pragma GCC unroll 24
+        for (int j = 0; j < NK; ++j) {
+          alignas(64) T lanes[L];
+          simd::store<T, A>(lanes, acc[j]);
+          T* d = g.dw + o0 * g.ldw + (c0 + j) * g.taps + t;
+          for (int i = 0; i < L; ++i, d += g.ldw) *d = g.accumulate ? *d + lanes[i] : lanes[i];
+        }
+      }
+  }
+}
+
+// Note [Direct weight gradient] with the co-vectorised tiles where they apply (g.work given, m a
+// multiple of L, input channels a multiple of 8), else tiles of MR x NK over the positions. CV: the
+// most input channels a co-vectorised tile takes (24 with 32 registers), 0 for none.
+template <class T, class A, int MR, int NK, int CV>
+void conv_weight(const ConvWeightArgs<T>& g) {
+  constexpr int L = simd::lanes<T, A>;
+  const std::int64_t chans = g.k / g.taps;
+  if (CV == 0 || g.work == nullptr || g.m % L != 0 || chans % 8 != 0) return conv_weight_loops<T, A, MR, NK>(g);
+  const std::int64_t gstride = g.len * g.m, istride = g.plane * chans;
+  for (std::int64_t s = 0; s < g.blocks; ++s) {  // the transposed copies
+    transpose_copy<T, A>(g.grid[s], g.len, g.m, g.len, g.work + s * gstride, g.m);
+    transpose_copy<T, A>(g.img[s], g.plane, chans, g.plane, g.work + g.blocks * gstride + s * istride, chans);
+  }
+  if constexpr (CV >= 24) {
+    if (chans % 24 == 0) return conv_weight_cv_tiles<T, A, 24>(g, chans);
+    if (chans % 16 == 0) return conv_weight_cv_tiles<T, A, 16>(g, chans);
+  }
+  conv_weight_cv_tiles<T, A, 8>(g, chans);
 }
 
 }  // namespace

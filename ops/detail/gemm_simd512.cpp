@@ -48,9 +48,12 @@ void dconv(const gemmk::ConvArgs<double>& g) { gemmk::direct_conv_loops<double, 
 // (bench/conv_step, 1 thread, ms, conv block / grouped4 / conv1d): 4 x 4 7.6 / 10.4 / 12.5; 6 x 4 7.6 /
 // 8.8 / 11.6; 4 x 6 7.7 / 8.1 / 12.0 (conv1d then on 256 KB runs), with a mask per column; the shared
 // mask of tap-major tiles then took the conv block from 6.6 to 6.25 ms and grouped4 from 8.5 to 8.1
-// (alternating runs).
-void sconv_weight(const gemmk::ConvWeightArgs<float>& g) { gemmk::conv_weight_loops<float, A, 4, 6>(g); }
-void dconv_weight(const gemmk::ConvWeightArgs<double>& g) { gemmk::conv_weight_loops<double, A, 4, 6>(g); }
+// (alternating runs). Where the channels allow it, Note [Co-vectorised weight gradient] instead
+// (tiles of 16 output x 24, 16 or 8 input channels, 16 x 16 transposes by shuffles): the weight
+// gradient alone (a harness timing conv2d, alternating builds, 1 thread) 2.19-2.21 against 2.72-2.82 ms
+// on the conv block's 32->32 at 14x14, 2.59-2.67 against 2.89-3.31 ms on grouped4.
+void sconv_weight(const gemmk::ConvWeightArgs<float>& g) { gemmk::conv_weight<float, A, 4, 6, 24>(g); }
+void dconv_weight(const gemmk::ConvWeightArgs<double>& g) { gemmk::conv_weight<double, A, 4, 6, 24>(g); }
 
 constexpr Kernels kKernels = {
     "avx512", &sgemm,        &dgemm,       {kMR, kNV* kLf, kKCf, kMCf, kNC}, {kMR, kNV* kLd, kKCd, kMCd, kNC}, &sconv,
