@@ -239,17 +239,22 @@ TEST_CASE("conv2d's direct kernels in float32 equal the float64 direct sum to fl
   // its input channels come in multiples of 8: with AVX-512, 16 / 24 / 8 input channels (tiles of 16,
   // 24 and 8), 16 and 32 output channels, grids of 90 and 88 positions (16 x 16 transposed blocks and
   // a remainder), 2 groups; the last case (12 output channels) takes the position tiles.
+  // Then a 5 x 5 kernel, dilation 2, a 1 x 5 kernel on one-row images, and a kernel taller than
+  // the image (taps with no valid position).
   struct Case {
     Shape x;
-    std::int64_t out, groups;
+    std::int64_t out, groups, kh = 3, kw = 3, dilation = 1;
   };
-  const Case cases[] = {{{2, 16, 9, 10}, 16, 1}, {{1, 24, 8, 11}, 32, 1}, {{2, 8, 7, 12}, 16, 1},
-                        {{2, 32, 9, 10}, 32, 2}, {{1, 16, 9, 10}, 12, 1}};
+  const Case cases[] = {{{2, 16, 9, 10}, 16, 1},          {{1, 24, 8, 11}, 32, 1},
+                        {{2, 8, 7, 12}, 16, 1},           {{2, 32, 9, 10}, 32, 2},
+                        {{1, 16, 9, 10}, 12, 1},          {{2, 16, 9, 10}, 16, 1, 5, 5, 1},
+                        {{1, 16, 8, 12}, 16, 1, 3, 3, 2}, {{2, 16, 1, 70}, 16, 1, 1, 5, 1},
+                        {{1, 16, 2, 40}, 16, 1, 7, 3, 1}};
   Generator gen(11);
   for (const Case& c : cases) {
-    CAPTURE(shape_str(c.x), c.out, c.groups);
+    CAPTURE(shape_str(c.x), c.out, c.groups, c.kh, c.kw, c.dilation);
     const Tensor x = Tensor::randn(c.x, gen, kFloat64);
-    const Tensor w = Tensor::randn({c.out, c.x[1] / c.groups, 3, 3}, gen, kFloat64);
+    const Tensor w = Tensor::randn({c.out, c.x[1] / c.groups, c.kh, c.kw}, gen, kFloat64);
     const Tensor g = Tensor::randn({c.x[0], c.out, c.x[2], c.x[3]}, gen, kFloat64);
     // the float64 reference, group by group
     const std::int64_t cig = c.x[1] / c.groups, cog = c.out / c.groups;
@@ -260,16 +265,17 @@ TEST_CASE("conv2d's direct kernels in float32 equal the float64 direct sum to fl
       const Tensor xq = slice(x, 1, q * cig, (q + 1) * cig);
       const Tensor gq = slice(g, 1, q * cog, (q + 1) * cog);
       const Tensor wq = slice(w, 0, q * cog, (q + 1) * cog);
-      const DirectConv r = direct_conv2d(xq, wq, gq, 1, 1, 1, 1);
+      const DirectConv r =
+          direct_conv2d(xq, wq, gq, 1, c.dilation * (c.kh - 1) / 2, c.dilation * (c.kw - 1) / 2, c.dilation);
       const std::int64_t plane = c.x[2] * c.x[3];
       for (std::int64_t i = 0; i < c.x[0]; ++i) {
         std::copy_n(r.y.begin() + i * cog * plane, cog * plane, want.y.begin() + (i * c.out + q * cog) * plane);
         std::copy_n(r.dx.begin() + i * cig * plane, cig * plane, want.dx.begin() + (i * c.x[1] + q * cig) * plane);
       }
-      std::copy(r.dw.begin(), r.dw.end(), want.dw.begin() + q * cog * cig * 9);
+      std::copy(r.dw.begin(), r.dw.end(), want.dw.begin() + q * cog * cig * c.kh * c.kw);
     }
     const Tensor xf = x.to(kFloat32).set_requires_grad(), wf = w.to(kFloat32).set_requires_grad();
-    const Tensor y = conv2d(xf, wf, Tensor(), {1}, {1}, {1}, c.groups);
+    const Tensor y = conv2d(xf, wf, Tensor(), {1}, "same", {c.dilation}, c.groups);
     y.backward(g.to(kFloat32));
     for (const auto& [got, ref] : {std::pair{y.to_vector(), want.y}, std::pair{xf.grad().to_vector(), want.dx},
                                    std::pair{wf.grad().to_vector(), want.dw}}) {
