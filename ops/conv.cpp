@@ -244,7 +244,7 @@ bool use_direct(const Plan& p, const DirectGeom& d) {
 template <class T>
 struct DirectTaps {
   std::int64_t padded = 0, lo = 0, hi = 0;
-  std::vector<std::int64_t> shift, ones;  // ones: per tap, the longest run [lo, hi) of its mask's ones
+  std::vector<std::int64_t> shift, ones;      // ones: per tap, the longest run [lo, hi) of its mask's ones
   std::vector<std::int64_t> runs, run_start;  // every run of ones, tap by tap (ConvWeightArgs)
   std::vector<T> mask;
 

@@ -61,10 +61,11 @@ struct ConvArgs {
 /// the family's vectors, over the blocks in order and l ascending) and its lanes then by a fixed tree;
 /// or, where the family runs Note [Co-vectorised weight gradient] (gemm_loops.hpp: work given, m a
 /// multiple of L, k / taps a multiple of 8), in one accumulator over the blocks in order and tap t's
-/// valid positions ascending. Either way the order depends on the shapes and the family only. The reads of img and of each grid row reach l < len
-/// rounded up to the vector length (in bounds: the last block's grid needs that many values after
-/// its end; the lanes past len are not used). ones[2 t], ones[2 t + 1]: a range
-/// of positions [lo, hi) where tap t's mask is all ones (the kernel skips the mask there).
+/// valid positions ascending. Either way the order depends on the shapes and the family only.
+/// The reads of img and of each grid row reach l < len rounded up to the vector length (in bounds:
+/// the last block's grid needs that many values after its end; the lanes past len are not used).
+/// ones[2 t], ones[2 t + 1]: a range of positions [lo, hi) where tap t's mask is all ones (the kernel
+/// skips the mask there).
 template <class T>
 struct ConvWeightArgs {
   std::int64_t m, len, k, taps, blocks;

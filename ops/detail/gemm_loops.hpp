@@ -452,7 +452,6 @@ void conv_weight_loops(const ConvWeightArgs<T>& g) {
     }
 }
 
-
 #if defined(__AVX512F__)
 // g++ 12 warns that the intrinsics' internal _mm512_undefined_ps() is used uninitialized (GCC bug
 // 105593, fixed in 13); it is the don't-care source of an all-ones mask.
