@@ -236,7 +236,7 @@ bool use_direct(const Plan& p, const DirectGeom& d) {
   if (!contiguous_rows(p) || p.glen() < kSampleCols) return false;
   const detail::gemmk::Blocking& bl = blocking<T>();
   const std::int64_t padded = ceil_div(d.out_len(), bl.nr) * bl.nr;
-  return d.rows * 2 >= bl.mr && d.taps() * padded * static_cast<std::int64_t>(sizeof(T)) <= kMaxMaskBytes;
+  return d.taps() * padded * static_cast<std::int64_t>(sizeof(T)) <= kMaxMaskBytes;
 }
 
 // The taps of a DirectGeom: each one's shift and mask (Note [Direct convolution]), padded to the

@@ -235,21 +235,31 @@ TEST_CASE("conv2d with unit strides and a grid as wide as the image (contiguous 
   }
 }
 
-TEST_CASE("conv2d's direct kernels in float32 equal the float64 direct sum to float precision", "[conv]") {
+TEST_CASE("conv2d's direct kernels, grouped and depthwise, in float32 and float64 equal the direct sum", "[conv]") {
   // Note [Co-vectorised weight gradient] runs where a group's output channels fill whole vectors and
   // its input channels come in multiples of 8: with AVX-512, 16 / 24 / 8 input channels (tiles of 16,
   // 24 and 8), 16 and 32 output channels, grids of 90 and 88 positions (16 x 16 transposed blocks and
   // a remainder), 2 groups; the last case (12 output channels) takes the position tiles.
   // Then a 5 x 5 kernel, dilation 2, a 1 x 5 kernel on one-row images, and a kernel taller than
-  // the image (taps with no valid position).
+  // the image (taps with no valid position); then depthwise convolutions (one input and one output
+  // channel per group: single-row tiles and the depthwise weight gradient) and two outputs per input.
   struct Case {
     Shape x;
     std::int64_t out, groups, kh = 3, kw = 3, dilation = 1;
   };
-  const Case cases[] = {
-      {{2, 16, 9, 10}, 16, 1},          {{1, 24, 8, 11}, 32, 1},          {{2, 8, 7, 12}, 16, 1},
-      {{2, 32, 9, 10}, 32, 2},          {{1, 16, 9, 10}, 12, 1},          {{2, 16, 9, 10}, 16, 1, 5, 5, 1},
-      {{1, 16, 8, 12}, 16, 1, 3, 3, 2}, {{2, 16, 1, 70}, 16, 1, 1, 5, 1}, {{1, 16, 2, 40}, 16, 1, 7, 3, 1}};
+  const Case cases[] = {{{2, 16, 9, 10}, 16, 1},
+                        {{1, 24, 8, 11}, 32, 1},
+                        {{2, 8, 7, 12}, 16, 1},
+                        {{2, 32, 9, 10}, 32, 2},
+                        {{1, 16, 9, 10}, 12, 1},
+                        {{2, 16, 9, 10}, 16, 1, 5, 5, 1},
+                        {{1, 16, 8, 12}, 16, 1, 3, 3, 2},
+                        {{2, 16, 1, 70}, 16, 1, 1, 5, 1},
+                        {{1, 16, 2, 40}, 16, 1, 7, 3, 1},
+                        {{2, 8, 9, 10}, 8, 8},
+                        {{2, 4, 9, 10}, 8, 4},
+                        {{1, 4, 9, 10}, 4, 4, 5, 5, 1},
+                        {{2, 4, 1, 70}, 4, 4, 1, 5, 1}};
   Generator gen(11);
   for (const Case& c : cases) {
     CAPTURE(shape_str(c.x), c.out, c.groups, c.kh, c.kw, c.dilation);
@@ -274,13 +284,18 @@ TEST_CASE("conv2d's direct kernels in float32 equal the float64 direct sum to fl
       }
       std::copy(r.dw.begin(), r.dw.end(), want.dw.begin() + q * cog * cig * c.kh * c.kw);
     }
-    const Tensor xf = x.to(kFloat32).set_requires_grad(), wf = w.to(kFloat32).set_requires_grad();
-    const Tensor y = conv2d(xf, wf, Tensor(), {1}, "same", {c.dilation}, c.groups);
-    y.backward(g.to(kFloat32));
-    for (const auto& [got, ref] : {std::pair{y.to_vector(), want.y}, std::pair{xf.grad().to_vector(), want.dx},
-                                   std::pair{wf.grad().to_vector(), want.dw}}) {
-      const auto [err, scale] = test::max_error(got, ref);
-      CHECK(err <= 1e-5 * scale);
+    // float32 to float precision; float64 (the same kernels with vectors of half as many lanes: other
+    // remainders, e.g. 4 vectors left after the depthwise gradient's 4-vector steps) to 1e-12
+    for (const auto& [dt, tol] : {std::pair{kFloat32, 1e-5}, std::pair{kFloat64, 1e-12}}) {
+      CAPTURE(dt);
+      const Tensor xf = x.to(dt).set_requires_grad(), wf = w.to(dt).set_requires_grad();
+      const Tensor y = conv2d(xf, wf, Tensor(), {1}, "same", {c.dilation}, c.groups);
+      y.backward(g.to(dt));
+      for (const auto& [got, ref] : {std::pair{y.to_vector(), want.y}, std::pair{xf.grad().to_vector(), want.dx},
+                                     std::pair{wf.grad().to_vector(), want.dw}}) {
+        const auto [err, scale] = test::max_error(got, ref);
+        CHECK(err <= tol * scale);
+      }
     }
   }
 }
