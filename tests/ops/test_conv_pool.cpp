@@ -69,6 +69,22 @@ TEST_CASE("conv2d, max_pool2d at the target workload: bit-identical with 1 and 2
   });
 }
 
+TEST_CASE("depthwise and grouped direct convolutions: bit-identical with 1 and 2 threads", "[conv][threads]") {
+  // Depthwise (single-row tiles, the depthwise weight gradient) and 2 groups of 16 -> 32 channels (the
+  // co-vectorised weight gradient on AVX-512), 24 samples: three per weight-gradient slot.
+  Generator gen(8);
+  const Tensor x = Tensor::randn({24, 32, 14, 14}, gen).set_requires_grad();
+  const Tensor wd = Tensor::randn({32, 1, 3, 3}, gen).set_requires_grad();
+  const Tensor wg = Tensor::randn({64, 16, 3, 3}, gen).set_requires_grad();
+  const Tensor seed = Tensor::randn({24, 64, 14, 14}, gen);
+  test::require_thread_deterministic([&] {
+    for (const Tensor& t : {x, wd, wg}) const_cast<Tensor&>(t).zero_grad();
+    const Tensor y = conv2d(relu(conv2d(x, wd, Tensor(), {1}, "same", {1}, 32)), wg, Tensor(), {1}, "same", {1}, 2);
+    y.backward(seed);
+    return Tensors{y, x.grad(), wd.grad(), wg.grad()};
+  });
+}
+
 TEST_CASE("conv2d's weight gradient over many chunks (more than the 8 partial slots) is the sum over samples",
           "[conv]") {
   // 16 x 3 x 3 rows and 64 x 64 columns per sample: more than 2^19 im2col elements, so one sample per
