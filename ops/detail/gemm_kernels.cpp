@@ -36,10 +36,13 @@ void dconv(const ConvArgs<double>& g) { direct_conv_loops<double, Arch, kMR, kNV
 // Note [Direct weight gradient]: 4 x 3 tiles, 12 accumulators, the 3 image vectors and a grid vector
 // of one step fill the 16 registers. Measured (bench/conv_step, conv block, XGRAD_CPU_CAPABILITY=avx2,
 // 1 thread, ms): 2 x 4 9.0, 3 x 3 8.3-8.9, 3 x 4 9.8-10.2 (spills), 4 x 3 7.5-7.8.
-// The co-vectorised tiles (CV 8, element-by-element transposes) measured slower here on the conv
-// block (3.8 against 3.2 ms for its weight gradient, AVX2 forced on the Zen 4) though faster on
-// grouped4 (3.2 against 3.6): not used.
-void sconv_weight(const ConvWeightArgs<float>& g) { conv_weight<float, Arch, 4, 3, 0>(g); }
+// Note [Co-vectorised weight gradient] with tiles of 2 output vectors x 4 input channels (8
+// accumulators) and element-by-element transposes: the weight gradient alone (a harness timing
+// conv2d, alternating builds, AVX2 forced on the Zen 4, 1 thread) 2.65-2.70 against 3.16-3.29 ms on
+// the conv block's 32->32 at 14x14, 2.72-3.03 against 3.37-3.54 ms on grouped4. Tiles of one vector
+// x 8 input channels had been slower on the conv block (3.8 against 3.2 ms). Float only: the double
+// kernels serve gradchecks.
+void sconv_weight(const ConvWeightArgs<float>& g) { conv_weight<float, Arch, 4, 3, 8>(g); }
 void dconv_weight(const ConvWeightArgs<double>& g) { conv_weight<double, Arch, 4, 3, 0>(g); }
 
 constexpr const char* baseline_isa() {

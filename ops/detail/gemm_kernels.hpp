@@ -60,7 +60,7 @@ struct ConvArgs {
 /// for o < m, c * taps + t < k; "+=" when accumulate. Each element is summed lane-wise (lane l % L of
 /// the family's vectors, over the blocks in order and l ascending) and its lanes then by a fixed tree;
 /// or, where the family runs Note [Co-vectorised weight gradient] (gemm_loops.hpp: work given, m a
-/// multiple of L, k / taps a multiple of 8), in one accumulator over the blocks in order and tap t's
+/// multiple of L or 2 L, k / taps a multiple of 8), in one accumulator over the blocks in order and tap t's
 /// valid positions ascending. Either way the order depends on the shapes and the family only.
 /// The reads of img and of each grid row reach l < len rounded up to the vector length (in bounds:
 /// the last block's grid needs that many values after its end; the lanes past len are not used).

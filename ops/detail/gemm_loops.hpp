@@ -525,20 +525,20 @@ inline void transpose_copy(const T* src, std::int64_t lds, std::int64_t rows, st
     for (std::int64_t q = 0; q < cols; ++q) dst[q * ldd + r] = src[r * lds + q];
 }
 
-// Note [Co-vectorised weight gradient]: where a block's output channels fill whole
-// vectors (m a multiple of L) and its input channels come in multiples of 8, the weight gradient is
-// vectorised over the output channels instead of the positions. Each block's grid is transposed to
-// (len x m) and its image to (plane x chans) in g.work; a tile is one vector of L output channels x NK
-// input channels of one tap, and a step (one position l of one of the tap's runs of valid positions)
-// is one vector load of the transposed grid and NK FMAs with broadcast image values, which sit side by
-// side (compile-time offsets): no masks, no horizontal sums, no lanes past len, and 1 + NK loads per NK
-// FMAs, all but one 4-byte broadcasts. Each element is one lane of one accumulator, summed over the
-// blocks in order and each block's valid positions in increasing order. (Positions outside a tap's
-// window are skipped, not multiplied by zero: a NaN in the gradient there reaches the weights only
-// through the taps that see it, as the direct sum has it.) The transposes cost about a fifth of the
-// time (they are the first to read the run from memory); AVX2 does not use the path (gemm_kernels.cpp).
-// Measured in gemm_simd512.cpp.
-template <class T, class A, int NK>
+// Note [Co-vectorised weight gradient]: where a block's output channels fill whole vectors (m a
+// multiple of L; of 2 L with 16 registers) and its input channels come in multiples of 8, the weight
+// gradient is vectorised over the output channels instead of the positions. Each block's grid is
+// transposed to (len x m) and its image to (plane x chans) in g.work; a tile is MV vectors of L
+// output channels x NK input channels of one tap, and a step (one position l of one of the tap's
+// runs of valid positions) is MV vector loads of the transposed grid and MV x NK FMAs with broadcast
+// image values, which sit side by side (compile-time offsets): no masks, no horizontal sums, no
+// lanes past len. Each element is one lane of one accumulator, summed over the blocks in order and
+// each block's valid positions in increasing order. (Positions outside a tap's window are skipped,
+// not multiplied by zero: a NaN in the gradient there reaches the weights only through the taps
+// that see it, as the direct sum has it.) The transposes cost about a fifth of the time (they are
+// the first to read the run from memory); AVX-512 does them in 16 x 16 blocks by shuffles, AVX2
+// element by element. Measured in gemm_simd512.cpp and gemm_kernels.cpp.
+template <class T, class A, int MV, int NK>
 void conv_weight_cv_tiles(const ConvWeightArgs<T>& g, std::int64_t chans) {
   using V = simd::batch<T, A>;
   constexpr int L = simd::lanes<T, A>;
@@ -548,28 +548,38 @@ void conv_weight_cv_tiles(const ConvWeightArgs<T>& g, std::int64_t chans) {
   for (std::int64_t t = 0; t < g.taps; ++t) {
     const std::int64_t sh = g.shift[t], r0 = g.run_start[t], r1 = g.run_start[t + 1];
     for (std::int64_t c0 = 0; c0 < chans; c0 += NK)
-      for (std::int64_t o0 = 0; o0 < g.m; o0 += L) {
-        V acc[NK];
+      for (std::int64_t o0 = 0; o0 < g.m; o0 += MV * L) {
+        V acc[MV][NK];
+#pragma GCC unroll 4
+        for (int v = 0; v < MV; ++v)
 #pragma GCC unroll 24
-        for (int j = 0; j < NK; ++j) acc[j] = V(T(0));
+          for (int j = 0; j < NK; ++j) acc[v][j] = V(T(0));
         for (std::int64_t s = 0; s < g.blocks; ++s) {
           const T* gs = gt + s * gstride + o0;
           const T* is = it + s * istride + c0;
           for (std::int64_t r = r0; r < r1; ++r)
             for (std::int64_t l = g.runs[2 * r]; l < g.runs[2 * r + 1]; ++l) {
-              const V a = simd::load<T, A>(gs + l * g.m);
+              V a[MV];
+#pragma GCC unroll 4
+              for (int v = 0; v < MV; ++v) a[v] = simd::load<T, A>(gs + l * g.m + v * L);
               const T* b = is + (l + sh) * chans;
 #pragma GCC unroll 24
-              for (int j = 0; j < NK; ++j) acc[j] = xsimd::fma(a, V(b[j]), acc[j]);
+              for (int j = 0; j < NK; ++j) {
+                const V bj(b[j]);
+#pragma GCC unroll 4
+                for (int v = 0; v < MV; ++v) acc[v][j] = xsimd::fma(a[v], bj, acc[v][j]);
+              }
             }
         }
+#pragma GCC unroll 4
+        for (int v = 0; v < MV; ++v)
 #pragma GCC unroll 24
-        for (int j = 0; j < NK; ++j) {
-          alignas(64) T lanes[L];
-          simd::store<T, A>(lanes, acc[j]);
-          T* d = g.dw + o0 * g.ldw + (c0 + j) * g.taps + t;
-          for (int i = 0; i < L; ++i, d += g.ldw) *d = g.accumulate ? *d + lanes[i] : lanes[i];
-        }
+          for (int j = 0; j < NK; ++j) {
+            alignas(64) T lanes[L];
+            simd::store<T, A>(lanes, acc[v][j]);
+            T* d = g.dw + (o0 + v * L) * g.ldw + (c0 + j) * g.taps + t;
+            for (int i = 0; i < L; ++i, d += g.ldw) *d = g.accumulate ? *d + lanes[i] : lanes[i];
+          }
       }
   }
 }
@@ -614,25 +624,30 @@ void conv_weight_depthwise(const ConvWeightArgs<T>& g) {
 }
 
 // Note [Direct weight gradient] with the co-vectorised tiles where they apply (g.work given, m a
-// multiple of L, input channels a multiple of 8), else tiles of MR x NK over the positions. CV: the
-// most input channels a co-vectorised tile takes (24 with 32 registers), 0 for none.
+// multiple of the tile's output vectors, input channels a multiple of 8), else tiles of MR x NK over
+// the positions. CV: 24 with 32 registers (tiles of 1 output vector x 24, 16 or 8 input channels), 8
+// with 16 (2 output vectors x 4 input channels), 0 for none.
 template <class T, class A, int MR, int NK, int CV>
 void conv_weight(const ConvWeightArgs<T>& g) {
   constexpr int L = simd::lanes<T, A>;
   const std::int64_t chans = g.k / g.taps;
   if (g.m == 1 && chans == 1) return conv_weight_depthwise<T, A>(g);
   if (g.m == 1) return conv_weight_loops<T, A, 1, 2 * NK>(g);  // one output channel per group
-  if (CV == 0 || g.work == nullptr || g.m % L != 0 || chans % 8 != 0) return conv_weight_loops<T, A, MR, NK>(g);
+  // tiles of one output vector with 32 registers (CV 24), of two with 16 (CV 8: 2 x 4 accumulators)
+  const std::int64_t mv = CV >= 24 ? L : 2 * L;
+  if (CV == 0 || g.work == nullptr || g.m % mv != 0 || chans % 8 != 0) return conv_weight_loops<T, A, MR, NK>(g);
   const std::int64_t gstride = g.len * g.m, istride = g.plane * chans;
   for (std::int64_t s = 0; s < g.blocks; ++s) {  // the transposed copies
     transpose_copy<T, A>(g.grid[s], g.len, g.m, g.len, g.work + s * gstride, g.m);
     transpose_copy<T, A>(g.img[s], g.plane, chans, g.plane, g.work + g.blocks * gstride + s * istride, chans);
   }
   if constexpr (CV >= 24) {
-    if (chans % 24 == 0) return conv_weight_cv_tiles<T, A, 24>(g, chans);
-    if (chans % 16 == 0) return conv_weight_cv_tiles<T, A, 16>(g, chans);
+    if (chans % 24 == 0) return conv_weight_cv_tiles<T, A, 1, 24>(g, chans);
+    if (chans % 16 == 0) return conv_weight_cv_tiles<T, A, 1, 16>(g, chans);
+    conv_weight_cv_tiles<T, A, 1, 8>(g, chans);
+  } else if constexpr (CV > 0) {
+    conv_weight_cv_tiles<T, A, 2, 4>(g, chans);
   }
-  conv_weight_cv_tiles<T, A, 8>(g, chans);
 }
 
 }  // namespace
