@@ -258,7 +258,9 @@ TEST_CASE("conv2d's direct kernels, grouped and depthwise, in float32 and float6
   // a remainder), 2 groups; the last case (12 output channels) takes the position tiles.
   // Then a 5 x 5 kernel, dilation 2, a 1 x 5 kernel on one-row images, and a kernel taller than
   // the image (taps with no valid position); then depthwise convolutions (one input and one output
-  // channel per group: single-row tiles and the depthwise weight gradient) and two outputs per input.
+  // channel per group: single-row tiles and the depthwise weight gradient) and two outputs per input;
+  // last, one output channel from several inputs (single-row tiles with several channels, and the
+  // weight gradient's single-row position tiles).
   struct Case {
     Shape x;
     std::int64_t out, groups, kh = 3, kw = 3, dilation = 1;
@@ -275,7 +277,10 @@ TEST_CASE("conv2d's direct kernels, grouped and depthwise, in float32 and float6
                         {{2, 8, 9, 10}, 8, 8},
                         {{2, 4, 9, 10}, 8, 4},
                         {{1, 4, 9, 10}, 4, 4, 5, 5, 1},
-                        {{2, 4, 1, 70}, 4, 4, 1, 5, 1}};
+                        {{2, 4, 1, 70}, 4, 4, 1, 5, 1},
+                        {{2, 8, 9, 10}, 1, 1},
+                        {{2, 6, 9, 10}, 2, 2},
+                        {{2, 3, 1, 70}, 1, 1, 1, 5, 1}};
   Generator gen(11);
   for (const Case& c : cases) {
     CAPTURE(shape_str(c.x), c.out, c.groups, c.kh, c.kw, c.dilation);
