@@ -12,6 +12,8 @@
 #include <memory>
 #include <mutex>
 
+#include "xgrad/core/checked.hpp"
+
 namespace xgrad {
 namespace {
 
@@ -138,4 +140,18 @@ void parallel_invoke_threads(FunctionRef<void()> a, FunctionRef<void()> b) {
 }
 
 }  // namespace detail
+bool detail::all_in_range_parallel(std::span<const std::int64_t> v, std::int64_t n) {
+  std::atomic<bool> ok{true};  // a yes/no answer: the same whatever the chunks' order
+  parallel_for(0, static_cast<std::int64_t>(v.size()), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+    std::int64_t lo = 0, hi = -1;
+    for (std::int64_t k = b; k < e; ++k) {
+      const std::int64_t i = v[static_cast<std::size_t>(k)];
+      lo = i < lo ? i : lo;
+      hi = i > hi ? i : hi;
+    }
+    if (lo < 0 || hi >= n) ok.store(false, std::memory_order_relaxed);
+  });
+  return ok.load(std::memory_order_relaxed);
+}
+
 }  // namespace xgrad

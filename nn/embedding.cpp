@@ -56,14 +56,15 @@ std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings, 
   return std::shared_ptr<Embedding>(new Embedding(embeddings.detach(), !freeze));
 }
 
-Tensor Embedding::lookup(std::vector<std::int64_t> indices, const Shape& out_batch_shape) {
+Tensor Embedding::lookup(std::span<const std::int64_t> indices, const Shape& out_batch_shape) {
   if (!all_in_range(indices, num_embeddings_))  // the bad index is looked for only if there is one
     for (std::size_t i = 0; i < indices.size(); ++i)
       XGRAD_CHECK(indices[i] >= 0 && indices[i] < num_embeddings_,
                   "Embedding: index {} at position {} is out of range for {} embeddings", indices[i], i,
                   num_embeddings_);
-  // index_select's backward is the row scatter (Note [Row scatter]): one index per looked-up row
-  Tensor rows = index_select(weight_, 0, std::move(indices));
+  // index_select's backward is the row scatter (Note [Row scatter]): one index per looked-up row.
+  // The indices are read where they are: copied only when the weight takes a gradient.
+  Tensor rows = xgrad::detail::index_select_checked(weight_, 0, indices);  // checked above
   Shape out = out_batch_shape;
   out.push_back(embedding_dim_);
   return out == rows.shape() ? rows : reshape(rows, out);
@@ -79,15 +80,10 @@ Tensor Embedding::forward(const Tensor& indices) {
               "Embedding: argument 'indices' must be an int64 (or int32) tensor, got {} of shape {} (convert "
               "with indices.to(xgrad::kInt64))",
               indices.dtype(), shape_str(indices.shape()));
-  std::vector<std::int64_t> idx(static_cast<std::size_t>(indices.numel()));
-  if (indices.dtype() == kInt64) {
-    const std::int64_t* p = indices.data<std::int64_t>();
-    std::copy(p, p + idx.size(), idx.begin());
-  } else {
-    const std::int32_t* p = indices.data<std::int32_t>();
-    std::copy(p, p + idx.size(), idx.begin());
-  }
-  return lookup(std::move(idx), indices.shape());
+  const auto n = static_cast<std::size_t>(indices.numel());
+  if (indices.dtype() == kInt64) return lookup({indices.data<std::int64_t>(), n}, indices.shape());
+  const std::int32_t* p = indices.data<std::int32_t>();
+  return lookup(std::vector<std::int64_t>(p, p + n), indices.shape());
 }
 
 }  // namespace xgrad::nn

@@ -4,6 +4,7 @@
 // indices.shape + (embedding_dim); the gradient of weight row r is the sum of the output gradients
 // of every position that looked r up (index_select's backward). Init is torch's: N(0, 1).
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "xgrad/core/random.hpp"
@@ -42,7 +43,7 @@ class Embedding : public UnaryModule {
 
  private:
   Embedding(Tensor weight, bool requires_grad);
-  Tensor lookup(std::vector<std::int64_t> indices, const Shape& out_batch_shape);
+  Tensor lookup(std::span<const std::int64_t> indices, const Shape& out_batch_shape);
   std::int64_t num_embeddings_, embedding_dim_;
   Tensor weight_;
 };

@@ -628,18 +628,25 @@ void check_float_pair(const char* op, const Tensor& x, const Tensor& src) {
 
 Tensor detail::index_select_tensor(const Tensor& x, std::int64_t dim, const Tensor& index) {
   check_defined("index_select", x, "x");
-  std::vector<std::int64_t> idx = index_values("index_select", "index", index, true);
+  check_index_dtype("index_select", "index", index, true);
   XGRAD_CHECK(index.dim() <= 1, "index_select: argument 'index' must be 0-d or 1-d, got shape {}",
               shape_str(index.shape()));
   const Shape& s = x.shape();
   const std::int64_t a = norm_dim("index_select", dim, s);
+  if (!s.empty() && index.dtype() == kInt64) {  // the tensor's own indices: checked, never copied
+    const std::span<const std::int64_t> idx(index.data<std::int64_t>(), static_cast<std::size_t>(index.numel()));
+    const std::int64_t n = s[static_cast<std::size_t>(a)];
+    if (!all_in_range(idx, n)) check_range_tensor("index_select", "index", index, n, a, s);
+    return detail::index_select_checked(x, a, idx);
+  }
+  std::vector<std::int64_t> idx = index_values("index_select", "index", index, true);
   if (s.empty()) {
     check_range("index_select", "index", idx, 1, a, s, false);
     return detail::gather_map("index_select", x, Shape(index.dim() == 1 ? 1 : 0, idx.size() == 1 ? 1 : 0),
                               std::vector<std::int64_t>(idx.size(), 0), false);
   }
   check_range("index_select", "index", idx, s[static_cast<std::size_t>(a)], a, s, false);
-  return xgrad::index_select(x, a, std::move(idx));
+  return detail::index_select_checked(x, a, idx);
 }
 
 Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index) {

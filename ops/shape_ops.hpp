@@ -8,6 +8,7 @@
 // Every op of the first block takes tensors of any dtype (integer and bool too, as torch's: they only
 // move elements); integer and bool tensors have no gradient. concat and stack need one dtype.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,12 @@ Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_
 /// @op `index_select(x, axis, index)` (a list) | a copy of x at the index positions along axis (negative
 ///   indices count from the end) | g added into zeros at the indices (repeats add up) | torch.index_select
 Tensor index_select(const Tensor& x, std::int64_t axis, std::vector<std::int64_t> index);
+namespace detail {
+/// index_select for a caller that has checked its indices itself (the tensor overload, nn::Embedding):
+/// axis in [0, x.dim()), every index in [0, x.size(axis)). Skips the second pass over the indices,
+/// and copies them only when x requires grad (the backward's positions).
+Tensor index_select_checked(const Tensor& x, std::int64_t axis, std::span<const std::int64_t> index);
+}  // namespace detail
 /// @op `concat(xs, axis)`, `cat(xs, dim)` | the xs (one dtype) joined along axis | each x its slice of g
 ///   | torch.cat
 Tensor concat(const Tensors& xs, std::int64_t axis = 0);

@@ -312,6 +312,24 @@ TEST_CASE("Embedding: bad inputs raise xgrad::Error", "[embedding][errors]") {
       {"Embedding", "'indices'", "int64", "float32", "indices.to(xgrad::kInt64)"});
   test::require_error([&] { emb(Tensor::of({1, 0}, kBool)); }, {"Embedding", "bool"});
   test::require_error([&] { emb(Tensor()); }, {"Embedding", "undefined"});
+  // Long index lists are range-checked across threads (all_in_range_parallel): a bad index in any
+  // chunk, low or high, is found and the first one named, at 1 and 2 threads.
+  for (const int threads : {1, 2}) {
+    with_num_threads(threads, [&] {
+      std::vector<std::int64_t> many(200000, 4);
+      many[150001] = -3;
+      many[199999] = 5;
+      test::require_error([&] { emb(many); }, {"Embedding", "index -3", "position 150001"});
+      many[150001] = 0;
+      test::require_error(
+          [&] {
+            emb(Tensor::from_data(std::span<const std::int64_t>(many), {400, 500}));
+          },
+          {"Embedding", "index 5", "position 199999"});
+      many[199999] = 4;
+      CHECK(emb(many).size(0) == 200000);
+    });
+  }
   test::require_error([] { nn::Embedding bad(-2, 3); }, {"Embedding", "-2"});
   test::require_error([] { nn::Embedding bad(Tensor::zeros({4})); }, {"Embedding", "'weight'", "(4,)"});
 }

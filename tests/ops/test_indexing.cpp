@@ -282,6 +282,26 @@ TEST_CASE("gather and scatter_add check their indices in the kernel and name the
   }
 }
 
+TEST_CASE("index_select checks a long index list across threads and names the first bad index", "[indexing][errors]") {
+  const Tensor x = Tensor::zeros({10, 2});
+  std::vector<std::int64_t> idx(100000, 9);  // past kParallelRangeCheckMin: the check runs in chunks
+  idx[99998] = 10;
+  idx[70000] = -11;
+  for (const int threads : {1, 2}) {
+    with_num_threads(threads, [&] {
+      test::require_error([&] { index_select(x, 0, idx); }, {"index_select", "index -11", "entry 70000", "size 10"});
+      test::require_error([&] { index_select(x, 0, Tensor::from_data(std::span<const std::int64_t>(idx), {100000})); },
+                          {"index_select", "-11"});
+      std::vector<std::int64_t> wrapped(100000, 3);  // the list overload wraps a negative index
+      wrapped[80000] = -1;
+      const Tensor r = reshape(Tensor::arange(0.0, 20.0), {10, 2});
+      const Tensor y = index_select(r, 0, wrapped);
+      CHECK(y.data<float>()[80000 * 2] == 18.0f);
+      CHECK(y.data<float>()[80001 * 2] == 6.0f);
+    });
+  }
+}
+
 TEST_CASE("index_select copies the rows of an output larger than the caches (streaming stores)", "[indexing]") {
   const std::int64_t n = 1000, f = 36, e = 40000;  // 11.5 MB of float64 output, rows of 288 bytes
   Generator gen(3);
