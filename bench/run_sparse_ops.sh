@@ -48,8 +48,8 @@ for t in (1, 2):
     print(f"random 64-byte gathers at {t} thread(s), ns per line per thread by working set: " +
           ", ".join(f"{mb} MB {f(med(f'gather_{mb}MB', 'xgrad', t, 'ns_per_line'), '{:.1f}')}"
                     for mb in (4, 8, 16, 32, 64, 128)))
-print("| case | threads | xgrad fwd | torch fwd (form) | ratio fwd | xgrad fwd+bwd | torch fwd+bwd (form) | ratio fwd+bwd | of bw bound fwd, fwd+bwd |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| case | threads | xgrad fwd | torch fwd (form) | ratio fwd | xgrad fwd+bwd | torch fwd+bwd (form) | ratio fwd+bwd | of bw bound fwd, fwd+bwd | gathered GB/s fwd |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for c in cases:
     for t in (1, 2):
         xf, (tf, ff) = med(c, "xgrad", t, "fwd_ms"), peer(c, t, "fwd_ms")
@@ -58,5 +58,6 @@ for c in cases:
         rb = xb / tb if xb and tb else None
         bf, bb = med(c, "xgrad", t, "bound_fwd_ms"), med(c, "xgrad", t, "bound_fwdbwd_ms")
         eff = "-" if bf is None else f"{bf / xf:.0%}, {bb / xb:.0%}"
-        print(f"| {c} | {t} | {f(xf)} | {f(tf)} ({ff}) | {f(rf)} | {f(xb)} | {f(tb)} ({fb}) | {f(rb)} | {eff} |")
+        gg = f(med(c, "xgrad", t, "gathered_gbps"), "{:.1f}")
+        print(f"| {c} | {t} | {f(xf)} | {f(tf)} ({ff}) | {f(rf)} | {f(xb)} | {f(tb)} ({fb}) | {f(rb)} | {eff} | {gg} |")
 PY

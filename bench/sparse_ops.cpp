@@ -8,6 +8,8 @@
 //           splitmix64(h), weight in [0.5, 1.5)); F = 64
 //   rmat17  R-MAT, 2^17 = 131,072 nodes, 16 edges per node (Note [R-MAT graphs] in gcn_graph.hpp);
 //           F = 16, 64, 256
+//   rmat17deg  rmat17 with its nodes renumbered by descending column count (spmm only; no peer):
+//           what a locality-improving node order gains
 //   rmat20  R-MAT, 2^20 = 1,048,576 nodes, 16.8M edges; F = 16, 64 (with --big only: minutes per run)
 // each as the sparse (N x N) matrix A[dst, src] = weight (duplicate edges summed: sparse_coo_tensor),
 // so that A·X is the GCN aggregation out[dst] += w · X[src]. float32.
@@ -23,7 +25,8 @@
 // least over that bandwidth: CSR row offsets and int64 columns, float32 values, X read once, Y
 // written once (forward); the backward adds the transposed pattern (offsets, columns and the int64
 // permutation), the values, G read once and dX written once. bound / measured is the fraction of
-// the bandwidth bound reached.
+// the bandwidth bound reached. gathered_gbps: nnz x F x 4 bytes (a row of X per entry, what the
+// gather moves without reuse) over the forward's time.
 //
 // Gathers: `gather_<S>MB,xgrad,T,ns_per_line,..` is the time per random 64-byte line read from a
 // working set of S MB (4 to 128), the access of spmm's rows of X at F = 16 with the same prefetch
@@ -38,6 +41,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <numeric>
 #include <span>
 #include <string>
 #include <vector>
@@ -62,6 +66,22 @@ SparseCsr to_matrix(const EdgeList& g, std::int64_t n) {
   idx.insert(idx.end(), g.src.begin(), g.src.end());
   return sparse_coo_tensor(Tensor::from_data(std::span<const std::int64_t>(idx), {2, e}),
                            Tensor::from_data(std::span<const float>(g.weight), {e}), {n, n});
+}
+
+/// g with node v renamed to its rank by the number of edges whose source it is (descending, ties
+/// by id), in both columns: the hub rows of X that spmm reads most come first and share lines of cache.
+EdgeList degree_sorted(EdgeList g, std::int64_t n) {
+  std::vector<std::int64_t> reads(static_cast<std::size_t>(n), 0), order(static_cast<std::size_t>(n));
+  for (const std::int64_t v : g.src) ++reads[static_cast<std::size_t>(v)];
+  std::iota(order.begin(), order.end(), std::int64_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+    return reads[static_cast<std::size_t>(a)] > reads[static_cast<std::size_t>(b)];
+  });
+  std::vector<std::int64_t> label(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) label[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])] = i;
+  for (std::int64_t& v : g.src) v = label[static_cast<std::size_t>(v)];
+  for (std::int64_t& v : g.dst) v = label[static_cast<std::size_t>(v)];
+  return g;
 }
 
 /// STREAM copy bandwidth in GB/s at the current thread count (bytes read + written).
@@ -149,6 +169,10 @@ int main(int argc, char** argv) {
   std::vector<GraphCase> graphs;
   graphs.push_back({"gcn", gcn_edges(), kNodes, {kFeatures}, g_reps});
   graphs.push_back({"rmat17", rmat_edges(17), std::int64_t{1} << 17, {16, 64, 256}, std::max(3, g_reps / 3)});
+  // The same graph with its nodes relabelled by how often spmm reads their row of X (entries per
+  // column, descending; ties by id): a locality-improving order, as a caller could apply once.
+  graphs.push_back({"rmat17deg", degree_sorted(rmat_edges(17), std::int64_t{1} << 17), std::int64_t{1} << 17,
+                    {16, 64, 256}, std::max(3, g_reps / 3)});
   if (big) graphs.push_back({"rmat20", rmat_edges(20), std::int64_t{1} << 20, {16, 64}, 3});
   Generator gen(1);
   for (GraphCase& gc : graphs) {
@@ -174,7 +198,8 @@ int main(int argc, char** argv) {
       for (const Case& c : cases) {
         if (!only.empty() && c.name != only) continue;
         const std::string name = c.name + suffix;
-        row(name, "fwd_ms", median_ms([&] { (void)c.forward(false); }, gc.reps));
+        const double fwd_ms = median_ms([&] { (void)c.forward(false); }, gc.reps);
+        row(name, "fwd_ms", fwd_ms);
         const Tensor out = c.forward(false);
         const Tensor seed = Tensor::ones(out.shape());
         row(name, "fwdbwd_ms",
@@ -190,6 +215,9 @@ int main(int argc, char** argv) {
           const double fwd_bytes = 8 * (n + 1) + 12 * nnz + 8 * n * f;
           const double bwd_bytes = 8 * (n + 1) + 20 * nnz + 8 * n * f;
           row(name, "bound_fwd_ms", fwd_bytes / (gbps * 1e6));
+          // What the forward's gather moves at the least without reuse, one row of X per entry, over
+          // its time: how close the kernel runs to the copy bandwidth.
+          row(name, "gathered_gbps", nnz * f * 4 / (fwd_ms * 1e6));
           row(name, "bound_fwdbwd_ms", (fwd_bytes + bwd_bytes) / (gbps * 1e6));
         }
       }
