@@ -71,18 +71,18 @@ void copy_rows(const Tensor& src, Tensor& dst, std::int64_t rows, std::int64_t l
   // each destination line before writing it. 100,000 rows of 256 bytes from a 2.5 MB table on the
   // 2-core test machine: 0.92 ms streamed against 1.6 ms with memcpy (1.3 ms with 32-byte stores)
   // at 1 thread; at 2 threads both are bound by memory bandwidth, about 1 ms. The price: the output
-  // is not left in the cache for its consumer (torch's memcpy into a reused buffer that fits the L3
-  // can beat us there at 2 threads: bench/index_ops.cpp's embedding forward). So only a single
+  // is not left in the cache for its consumer (nor written into the cache where a reused output fits
+  // the L3, as the embedding benchmark's does). So only a single
   // thread streams: with two, plain stores into the (reused, cache-warm) output measured faster,
   // 0.66-0.80 against 0.88-1.07 ms for the embedding lookup and 1.57-1.76 against 1.80-1.85 ms for
   // index_select, while at one thread streaming kept index_select at 2.0 against 2.6-3.1 ms
   // (index_ops_bench, alternating runs). A copy gives the same bits either way.
   constexpr std::size_t kStreamMinBytes = std::size_t{8} << 20;
   // The row length is a local of each task, not read through the lambda's captured reference: the
-  // stores could alias it, and reloading it between stores cost the streamed lookup half its speed
-  // (1.4 against 0.8 ms, stores of 32 bytes with the length reloaded from the stack between them).
-  // Streamed rows go a whole 64-byte line (two stores) at a time, so each line's write-combining
-  // buffer fills at once.
+  // stores could alias it, and reloading it between stores cost the streamed lookup about half its
+  // speed (a harness, 1 thread: 1.6 ms for 32-byte stores with the length reloaded between them,
+  // 0.8-1.1 ms for whole lines from locals). Rows go a whole 64-byte line (two stores) at a time,
+  // so a streamed line's write-combining buffer fills at once.
   const std::size_t vecs = bytes / 32;
   if (bytes % 32 == 0 && static_cast<std::size_t>(rows) * bytes >= kStreamMinBytes &&
       reinterpret_cast<std::uintptr_t>(d) % 32 == 0 && get_num_threads() == 1) {
