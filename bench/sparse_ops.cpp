@@ -171,8 +171,11 @@ int main(int argc, char** argv) {
   graphs.push_back({"rmat17", rmat_edges(17), std::int64_t{1} << 17, {16, 64, 256}, std::max(3, g_reps / 3)});
   // The same graph with its nodes relabelled by how often spmm reads their row of X (entries per
   // column, descending; ties by id): a locality-improving order, as a caller could apply once.
-  graphs.push_back({"rmat17deg", degree_sorted(rmat_edges(17), std::int64_t{1} << 17), std::int64_t{1} << 17,
-                    {16, 64, 256}, std::max(3, g_reps / 3)});
+  graphs.push_back({"rmat17deg",
+                    degree_sorted(rmat_edges(17), std::int64_t{1} << 17),
+                    std::int64_t{1} << 17,
+                    {16, 64, 256},
+                    std::max(3, g_reps / 3)});
   if (big) graphs.push_back({"rmat20", rmat_edges(20), std::int64_t{1} << 20, {16, 64}, 3});
   Generator gen(1);
   for (GraphCase& gc : graphs) {
