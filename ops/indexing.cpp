@@ -62,12 +62,14 @@ void check_range(const char* op, const char* arg, std::vector<std::int64_t>& v, 
   }
 }
 
-// Checks every element of an int64 index tensor against [0, n) in parallel chunks; the first bad
-// one in position order (whatever the split) is reported as check_range does.
+// Checks every element of an int64 index tensor against [0, n): one vectorised min/max pass
+// (all_in_range, across threads for long tensors), then, only if it fails, a search in parallel
+// chunks; the first bad one in position order (whatever the split) is reported as check_range does.
 void check_range_tensor(const char* op, const char* arg, const Tensor& t, std::int64_t n, std::int64_t dim,
                         const Shape& x_shape) {
   const std::int64_t* p = t.data<std::int64_t>();
   const std::int64_t count = t.numel();
+  if (all_in_range({p, static_cast<std::size_t>(count)}, n)) return;
   constexpr std::int64_t kChunk = 65536;
   const std::int64_t chunks = (count + kChunk - 1) / kChunk;
   std::vector<std::int64_t> bad(static_cast<std::size_t>(chunks), -1);
@@ -636,7 +638,7 @@ Tensor detail::index_select_tensor(const Tensor& x, std::int64_t dim, const Tens
   if (!s.empty() && index.dtype() == kInt64) {  // the tensor's own indices: checked, never copied
     const std::span<const std::int64_t> idx(index.data<std::int64_t>(), static_cast<std::size_t>(index.numel()));
     const std::int64_t n = s[static_cast<std::size_t>(a)];
-    if (!all_in_range(idx, n)) check_range_tensor("index_select", "index", index, n, a, s);
+    check_range_tensor("index_select", "index", index, n, a, s);
     return detail::index_select_checked(x, a, idx);
   }
   std::vector<std::int64_t> idx = index_values("index_select", "index", index, true);
