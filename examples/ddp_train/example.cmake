@@ -15,7 +15,7 @@ if(XGRAD_BUILD_TESTS)
   add_test(NAME example_ddp_train
            COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${XGRAD_MPIEXEC_FLAGS} ${MPIEXEC_PREFLAGS}
                    $<TARGET_FILE:example_ddp_train> --epochs 30)
-  set_tests_properties(example_ddp_train PROPERTIES LABELS "example;distributed" TIMEOUT 300 ENVIRONMENT
+  set_tests_properties(example_ddp_train PROPERTIES LABELS "example;distributed" TIMEOUT ${example_timeout} ENVIRONMENT
                        "OMPI_MCA_btl=self,tcp;OMPI_MCA_btl_tcp_if_include=lo;OMPI_MCA_oob_tcp_if_include=lo")
   if(XGRAD_SANITIZE)  # no leak checking for MPI programs: see tests/distributed/CMakeLists.txt
     set_property(TEST example_ddp_train APPEND PROPERTY ENVIRONMENT
