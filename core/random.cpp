@@ -31,4 +31,11 @@ std::uint64_t Generator::integer(std::uint64_t n) {
   return x % n;
 }
 
+Generator& default_generator() {
+  static Generator gen(0);
+  return gen;
+}
+
+void manual_seed(std::uint64_t seed) { default_generator().manual_seed(seed); }
+
 }  // namespace xgrad

@@ -30,4 +30,11 @@ class Generator {
   double spare_ = 0.0;
 };
 
+/// The process-wide generator that every layer, init function, dropout and random fill uses when it
+/// is given no Generator (torch's default CPU generator). Thread-safe to draw from.
+Generator& default_generator();
+/// Reseeds the default generator (torch::manual_seed): the same program after the same seed draws the
+/// same numbers.
+void manual_seed(std::uint64_t seed);
+
 }  // namespace xgrad
