@@ -1,13 +1,12 @@
 #include "xgrad/core/autograd.hpp"
 
-#include <tbb/task_arena.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
 
+#include "xgrad/core/detail/thread_state.hpp"
 #include "xgrad/core/parallel.hpp"
 
 namespace xgrad {
@@ -28,6 +27,21 @@ namespace detail {
 const char* current_op() noexcept { return t_current_op; }
 CurrentOpGuard::CurrentOpGuard(const char* name) noexcept : prev_(t_current_op) { t_current_op = name; }
 CurrentOpGuard::~CurrentOpGuard() { t_current_op = prev_; }
+
+ThreadState capture_thread_state() noexcept { return {t_grad_enabled, t_current_op, t_running_node}; }
+
+namespace {
+void set_thread_state(const ThreadState& s) noexcept {
+  t_grad_enabled = s.grad_enabled;
+  t_current_op = s.current_op;
+  t_running_node = static_cast<const std::shared_ptr<Node>*>(s.running_node);
+}
+}  // namespace
+
+ThreadStateGuard::ThreadStateGuard(const ThreadState& s) noexcept : prev_(capture_thread_state()) {
+  set_thread_state(s);
+}
+ThreadStateGuard::~ThreadStateGuard() { set_thread_state(prev_); }
 }  // namespace detail
 
 // ---- node destruction ---------------------------------------------------------------------------
@@ -327,9 +341,9 @@ void add_in_place(Tensor& acc, const Tensor& g) {
       add(0, n);
       return;
     }
-    // Runs under a leaf lock: isolate, so that this thread, while it waits for the chunks, does not
-    // pick up an unrelated TBB task that could ask for the same lock (a self-deadlock).
-    tbb::this_task_arena::isolate([&] { parallel_for(0, n, kParallelGrain, add); });
+    // Runs under a leaf lock: parallel_for is isolated (Note [Task state]), so this thread, while it
+    // waits for the chunks, does not pick up an unrelated task that could ask for the same lock.
+    parallel_for(0, n, kParallelGrain, add);
   });
 }
 

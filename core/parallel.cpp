@@ -9,10 +9,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <memory>
 #include <mutex>
 
 #include "xgrad/core/checked.hpp"
+#include "xgrad/core/detail/thread_state.hpp"
 
 namespace xgrad {
 namespace {
@@ -23,8 +28,21 @@ namespace {
 // the arena they are in (t_in_arena below).
 struct ArenaState {
   std::mutex mutex;
-  std::shared_ptr<tbb::task_arena> arena;  // created on first use
-  std::atomic<int> requested{0};           // 0: the default (all cores)
+  std::shared_ptr<tbb::task_arena> arena;                  // created on first use
+  std::atomic<int> requested{threads_from_environment()};  // 0: the default (all cores)
+
+  // XGRAD_NUM_THREADS (as OMP_NUM_THREADS for PyTorch): a positive integer sets the initial limit; any
+  // other value is reported on stderr and ignored, as torch does with a bad OMP_NUM_THREADS.
+  static int threads_from_environment() {
+    const char* text = std::getenv("XGRAD_NUM_THREADS");
+    if (text == nullptr || *text == '\0') return 0;
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(text, &end, 10);
+    if (errno == 0 && *end == '\0' && n > 0 && n <= std::numeric_limits<int>::max()) return static_cast<int>(n);
+    std::fprintf(stderr, "xgrad: ignoring XGRAD_NUM_THREADS='%s': not a positive integer; using all cores\n", text);
+    return 0;
+  }
 };
 
 ArenaState& state() {
@@ -56,17 +74,15 @@ struct InArena {
   InArena& operator=(const InArena&) = delete;
 };
 
-// A call from outside the arena enters it, isolated: while it waits for its own tasks, the calling
-// thread runs only those, never another user thread's (which might need a lock the caller holds:
-// this keeps a caller's tbb::this_task_arena::isolate meaningful across the arena boundary).
+// A call from outside the arena enters it; the call itself is isolated (Note [Task state]), so while
+// it waits for its own tasks the calling thread runs only those, never another user thread's (which
+// might need a lock the caller holds).
 template <class Run>
 void enter_arena(const Run& run) {
   const std::shared_ptr<tbb::task_arena> arena = current_arena();
   arena->execute([&] {
-    tbb::this_task_arena::isolate([&] {
-      const InArena in;
-      run();
-    });
+    const InArena in;
+    run();
   });
 }
 
@@ -106,29 +122,41 @@ int requested_num_threads() { return state().requested.load(std::memory_order_re
 
 void parallel_for_threads(std::int64_t begin, std::int64_t end, std::int64_t grain,
                           FunctionRef<void(std::int64_t, std::int64_t)> fn) {
+  const ThreadState caller = capture_thread_state();  // Note [Task state]
+  const auto chunk = [&](std::int64_t b, std::int64_t e) {
+    const ThreadStateGuard state(caller);
+    fn(b, e);
+  };
   const auto run = [&] {
-    tbb::parallel_for(tbb::blocked_range<std::int64_t>(begin, end, grain),
-                      [&](const tbb::blocked_range<std::int64_t>& r) {
-                        const InArena in;
-                        fn(r.begin(), r.end());
-                      });
+    tbb::this_task_arena::isolate([&] {
+      tbb::parallel_for(tbb::blocked_range<std::int64_t>(begin, end, grain),
+                        [&](const tbb::blocked_range<std::int64_t>& r) {
+                          const InArena in;
+                          chunk(r.begin(), r.end());
+                        });
+    });
   };
   if (t_in_arena > 0) return run();  // a nested call, already inside the arena
-  if (const HostParallelFor host = host_parallel_for()) return host(begin, end, grain, fn);
+  if (const HostParallelFor host = host_parallel_for()) return host(begin, end, grain, chunk);
   enter_arena(run);
 }
 
 void parallel_invoke_threads(FunctionRef<void()> a, FunctionRef<void()> b) {
+  const ThreadState caller = capture_thread_state();  // Note [Task state]
   const auto run = [&] {
-    tbb::parallel_invoke(
-        [&] {
-          const InArena in;
-          a();
-        },
-        [&] {
-          const InArena in;
-          b();
-        });
+    tbb::this_task_arena::isolate([&] {
+      tbb::parallel_invoke(
+          [&] {
+            const InArena in;
+            const ThreadStateGuard state(caller);
+            a();
+          },
+          [&] {
+            const InArena in;
+            const ThreadStateGuard state(caller);
+            b();
+          });
+    });
   };
   if (t_in_arena > 0) return run();
   if (host_parallel_for()) {  // one after the other, each with the whole host pool

@@ -24,7 +24,9 @@
 namespace xgrad {
 
 /// Limits xgrad's parallel work to n threads (its task arena's concurrency); n <= 0 restores the
-/// default (all cores). Any n is accepted: above the cores TBB may use in this process (the
+/// default (all cores). The limit at start is the environment variable XGRAD_NUM_THREADS when it holds
+/// a positive integer (as OMP_NUM_THREADS for PyTorch; another value is reported on stderr and
+/// ignored), else the default. Any n is accepted: above the cores TBB may use in this process (the
 /// machine's, or an application's tbb::global_control limit) the arena is clamped to that number
 /// (no more threads would run), and get_num_threads reports the clamped value. Safe to call while
 /// other threads run xgrad ops (they finish with the limit they started with). OpenBLAS always runs single-threaded

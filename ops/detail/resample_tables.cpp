@@ -2,7 +2,6 @@
 // search and cache, and a sampled response's cells (see ops/detail/resample_kernels.hpp for the notes).
 // The kernels that read them are in resample_kernels.cpp.
 #include <fmt/format.h>
-#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <array>
@@ -78,31 +77,29 @@ double fit_pieces(const Fn& fn, const Interpolator& ip, std::int64_t pieces, Arg
   constexpr std::int64_t kChunk = 256;
   const std::int64_t nch = (pieces + kChunk - 1) / kChunk;
   std::vector<double> chunk_abs(static_cast<std::size_t>(nch), 0.0), chunk_err(static_cast<std::size_t>(nch), 0.0);
-  // Isolated: callers hold a table mutex, and a waiting thread must not pick up an outer task that
-  // could ask for the same table.
-  tbb::this_task_arena::isolate([&] {
-    parallel_for(0, nch, 1, [&](std::int64_t c0, std::int64_t c1) {
-      double vals[kMaxDegree + 1], coef[kMaxDegree + 1];
-      for (std::int64_t ch = c0; ch < c1; ++ch) {
-        double maxabs = 0, maxerr = 0;
-        for (std::int64_t q = ch * kChunk; q < std::min(pieces, (ch + 1) * kChunk); ++q) {
-          for (int i = 0; i <= D; ++i) {
-            vals[i] = fn(arg(q, ip.nodes[i]));
-            maxabs = std::max(maxabs, std::abs(vals[i]));
-          }
-          ip.fit(vals, coef);
-          for (int k = 0; k <= D; ++k) store(q, k, coef[k]);
-          for (int i = 0; i < D; ++i) {
-            const double exact = fn(arg(q, ip.tests[i]));
-            maxabs = std::max(maxabs, std::abs(exact));
-            const double e = std::abs(Interpolator::eval(coef, D, ip.tests[i]) - exact);
-            maxerr = std::max(maxerr, std::isfinite(e) ? e : HUGE_VAL);
-          }
+  // Callers hold a table mutex: parallel_for is isolated (Note [Task state]), so a waiting thread
+  // does not pick up an outer task that could ask for the same table.
+  parallel_for(0, nch, 1, [&](std::int64_t c0, std::int64_t c1) {
+    double vals[kMaxDegree + 1], coef[kMaxDegree + 1];
+    for (std::int64_t ch = c0; ch < c1; ++ch) {
+      double maxabs = 0, maxerr = 0;
+      for (std::int64_t q = ch * kChunk; q < std::min(pieces, (ch + 1) * kChunk); ++q) {
+        for (int i = 0; i <= D; ++i) {
+          vals[i] = fn(arg(q, ip.nodes[i]));
+          maxabs = std::max(maxabs, std::abs(vals[i]));
         }
-        chunk_abs[static_cast<std::size_t>(ch)] = maxabs;
-        chunk_err[static_cast<std::size_t>(ch)] = maxerr;
+        ip.fit(vals, coef);
+        for (int k = 0; k <= D; ++k) store(q, k, coef[k]);
+        for (int i = 0; i < D; ++i) {
+          const double exact = fn(arg(q, ip.tests[i]));
+          maxabs = std::max(maxabs, std::abs(exact));
+          const double e = std::abs(Interpolator::eval(coef, D, ip.tests[i]) - exact);
+          maxerr = std::max(maxerr, std::isfinite(e) ? e : HUGE_VAL);
+        }
       }
-    });
+      chunk_abs[static_cast<std::size_t>(ch)] = maxabs;
+      chunk_err[static_cast<std::size_t>(ch)] = maxerr;
+    }
   });
   double maxabs = 0, maxerr = 0;
   for (std::int64_t ch = 0; ch < nch; ++ch) {
@@ -188,71 +185,69 @@ std::shared_ptr<Table> try_polyphase(const Fn& fn, double lo, double hi, double 
   const Interpolator ip(D);
   const std::int64_t S = t->stride;
   std::vector<double> phase_abs(static_cast<std::size_t>(P), 0.0), phase_err(static_cast<std::size_t>(P), 0.0);
-  tbb::this_task_arena::isolate([&] {  // callers hold a table mutex (see fit_pieces)
-    parallel_for(0, P, 1, [&](std::int64_t p0, std::int64_t p1) {
-      std::vector<double> vals(static_cast<std::size_t>((2 * D + 1) * S));
-      std::vector<double> ca, cb;  // with breakpoints: each tap's argument interval
-      for (std::int64_t p = p0; p < p1; ++p) {
-        double ta, tb;
-        t->phase_bounds(static_cast<int>(p), ta, tb);
-        const std::int64_t cnt = t->count[static_cast<std::size_t>(p)];
-        if (with_bps) {
-          ca.resize(static_cast<std::size_t>(cnt));
-          cb.resize(static_cast<std::size_t>(cnt));
-          for (std::int64_t j = 0; j < cnt; ++j)
-            breakpoint_interval(*bps, lo, hi, nudge, hi - (static_cast<double>(j) + 0.5 * (ta + tb)) * dx,
-                                ca[static_cast<std::size_t>(j)], cb[static_cast<std::size_t>(j)]);
-        }
-        // rows 0..D: the nodes; rows D+1..2D: the test points
-        for (int i = 0; i < 2 * D + 1; ++i) {
-          const double sg =
-              i <= D ? ip.nodes[static_cast<std::size_t>(i)] : ip.tests[static_cast<std::size_t>(i - D - 1)];
-          const double tau = ta + (sg + 1) * 0.5 * (tb - ta);
-          double* v = vals.data() + i * S;
-          if constexpr (requires { fn.row(lo, hi, tau, dx, cnt, v); }) {
-            if (!with_bps) {
-              fn.row(lo, hi, tau, dx, cnt, v);  // the same values, a cell at a time
-              continue;
-            }
-          }
-          if (with_bps) {
-            for (std::int64_t j = 0; j < cnt; ++j)
-              v[j] = fn(std::clamp(hi - (static_cast<double>(j) + tau) * dx, ca[static_cast<std::size_t>(j)],
-                                   cb[static_cast<std::size_t>(j)]));
-          } else {
-            for (std::int64_t j = 0; j < cnt; ++j)
-              v[j] = fn(std::clamp(hi - (static_cast<double>(j) + tau) * dx, lo, hi));
-          }
-        }
-        double* cp = t->coef.data() + p * (D + 1) * S;
-        for (int k = 0; k <= D; ++k) {
-          double* c = cp + k * S;
-          for (std::int64_t j = 0; j < cnt; ++j) c[j] = 0;
-          for (int i = 0; i <= D; ++i) {
-            const double w = ip.inv[static_cast<std::size_t>(k * (D + 1) + i)];
-            const double* v = vals.data() + i * S;
-            for (std::int64_t j = 0; j < cnt; ++j) c[j] += w * v[j];
-          }
-        }
-        double maxabs = 0, maxerr = 0;
-        for (int i = 0; i < 2 * D + 1; ++i) {
-          const double* v = vals.data() + i * S;
-          for (std::int64_t j = 0; j < cnt; ++j) maxabs = std::max(maxabs, std::abs(v[j]));
-        }
-        for (int i = 0; i < D; ++i) {
-          const double sg = ip.tests[static_cast<std::size_t>(i)];
-          const double* v = vals.data() + (D + 1 + i) * S;
-          for (std::int64_t j = 0; j < cnt; ++j) {
-            double e = cp[D * S + j];
-            for (int k = D - 1; k >= 0; --k) e = e * sg + cp[k * S + j];
-            e = std::abs(e - v[j]);
-            maxerr = std::max(maxerr, std::isfinite(e) ? e : HUGE_VAL);
-          }
-        }
-        phase_abs[static_cast<std::size_t>(p)] = maxabs;
-        phase_err[static_cast<std::size_t>(p)] = maxerr;
+  parallel_for(0, P, 1, [&](std::int64_t p0, std::int64_t p1) {
+    std::vector<double> vals(static_cast<std::size_t>((2 * D + 1) * S));
+    std::vector<double> ca, cb;  // with breakpoints: each tap's argument interval
+    for (std::int64_t p = p0; p < p1; ++p) {
+      double ta, tb;
+      t->phase_bounds(static_cast<int>(p), ta, tb);
+      const std::int64_t cnt = t->count[static_cast<std::size_t>(p)];
+      if (with_bps) {
+        ca.resize(static_cast<std::size_t>(cnt));
+        cb.resize(static_cast<std::size_t>(cnt));
+        for (std::int64_t j = 0; j < cnt; ++j)
+          breakpoint_interval(*bps, lo, hi, nudge, hi - (static_cast<double>(j) + 0.5 * (ta + tb)) * dx,
+                              ca[static_cast<std::size_t>(j)], cb[static_cast<std::size_t>(j)]);
       }
-    });
+      // rows 0..D: the nodes; rows D+1..2D: the test points
+      for (int i = 0; i < 2 * D + 1; ++i) {
+        const double sg =
+            i <= D ? ip.nodes[static_cast<std::size_t>(i)] : ip.tests[static_cast<std::size_t>(i - D - 1)];
+        const double tau = ta + (sg + 1) * 0.5 * (tb - ta);
+        double* v = vals.data() + i * S;
+        if constexpr (requires { fn.row(lo, hi, tau, dx, cnt, v); }) {
+          if (!with_bps) {
+            fn.row(lo, hi, tau, dx, cnt, v);  // the same values, a cell at a time
+            continue;
+          }
+        }
+        if (with_bps) {
+          for (std::int64_t j = 0; j < cnt; ++j)
+            v[j] = fn(std::clamp(hi - (static_cast<double>(j) + tau) * dx, ca[static_cast<std::size_t>(j)],
+                                 cb[static_cast<std::size_t>(j)]));
+        } else {
+          for (std::int64_t j = 0; j < cnt; ++j)
+            v[j] = fn(std::clamp(hi - (static_cast<double>(j) + tau) * dx, lo, hi));
+        }
+      }
+      double* cp = t->coef.data() + p * (D + 1) * S;
+      for (int k = 0; k <= D; ++k) {
+        double* c = cp + k * S;
+        for (std::int64_t j = 0; j < cnt; ++j) c[j] = 0;
+        for (int i = 0; i <= D; ++i) {
+          const double w = ip.inv[static_cast<std::size_t>(k * (D + 1) + i)];
+          const double* v = vals.data() + i * S;
+          for (std::int64_t j = 0; j < cnt; ++j) c[j] += w * v[j];
+        }
+      }
+      double maxabs = 0, maxerr = 0;
+      for (int i = 0; i < 2 * D + 1; ++i) {
+        const double* v = vals.data() + i * S;
+        for (std::int64_t j = 0; j < cnt; ++j) maxabs = std::max(maxabs, std::abs(v[j]));
+      }
+      for (int i = 0; i < D; ++i) {
+        const double sg = ip.tests[static_cast<std::size_t>(i)];
+        const double* v = vals.data() + (D + 1 + i) * S;
+        for (std::int64_t j = 0; j < cnt; ++j) {
+          double e = cp[D * S + j];
+          for (int k = D - 1; k >= 0; --k) e = e * sg + cp[k * S + j];
+          e = std::abs(e - v[j]);
+          maxerr = std::max(maxerr, std::isfinite(e) ? e : HUGE_VAL);
+        }
+      }
+      phase_abs[static_cast<std::size_t>(p)] = maxabs;
+      phase_err[static_cast<std::size_t>(p)] = maxerr;
+    }
   });
   double maxabs = 0, maxerr = 0;
   for (int p = 0; p < P; ++p) {
