@@ -11,6 +11,7 @@
 #include "xgrad/core/allocator.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
+#include "xgrad/core/detail/philox.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/random.hpp"
 #include "xgrad/core/small_object_allocator.hpp"
@@ -157,22 +158,22 @@ Tensor Tensor::linspace(double start, double stop, std::int64_t steps, Dtype dty
 Tensor Tensor::rand(const Shape& shape, Generator& gen, Dtype dtype) {
   check_floating_creation("rand", dtype);
   Tensor t = empty(shape, dtype);
-  dispatch(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    fill_with<T>(t, [&](std::int64_t) { return gen.uniform(); });
-  });
+  dispatch(dtype,
+           [&](auto tag) { detail::uniform_fill(t.data<typename decltype(tag)::type>(), t.numel(), gen, 0.0, 1.0); });
   return t;
 }
+
+Tensor Tensor::rand(const Shape& shape, Dtype dtype) { return rand(shape, default_generator(), dtype); }
 
 Tensor Tensor::randn(const Shape& shape, Generator& gen, Dtype dtype) {
   check_floating_creation("randn", dtype);
   Tensor t = empty(shape, dtype);
-  dispatch(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    fill_with<T>(t, [&](std::int64_t) { return gen.normal(); });
-  });
+  dispatch(dtype,
+           [&](auto tag) { detail::normal_fill(t.data<typename decltype(tag)::type>(), t.numel(), gen, 0.0, 1.0); });
   return t;
 }
+
+Tensor Tensor::randn(const Shape& shape, Dtype dtype) { return randn(shape, default_generator(), dtype); }
 
 Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape, Dtype dtype) {
   XGRAD_CHECK(static_cast<std::int64_t>(values.size()) == checked_numel(shape, "from_vector", "shape"),
@@ -407,6 +408,28 @@ Tensor& Tensor::fill_(double value) {
     T* p = data<T>();
     std::fill(p, p + numel(), convert_value<T>(value));
   });
+  return *this;
+}
+
+Tensor& Tensor::uniform_(double from, double to, Generator& gen) {
+  check_defined("uniform_");
+  check_floating("uniform_", "self", *this);
+  XGRAD_CHECK(std::isfinite(from) && std::isfinite(to) && from <= to,
+              "uniform_: expects finite from <= to, got from = {}, to = {}", from, to);
+  check_inplace(*this, "uniform_");
+  dispatch(dtype(),
+           [&](auto tag) { detail::uniform_fill(data<typename decltype(tag)::type>(), numel(), gen, from, to); });
+  return *this;
+}
+
+Tensor& Tensor::normal_(double mean, double std, Generator& gen) {
+  check_defined("normal_");
+  check_floating("normal_", "self", *this);
+  XGRAD_CHECK(std::isfinite(mean) && std::isfinite(std) && std >= 0,
+              "normal_: expects a finite mean and a finite std >= 0, got mean = {}, std = {}", mean, std);
+  check_inplace(*this, "normal_");
+  dispatch(dtype(),
+           [&](auto tag) { detail::normal_fill(data<typename decltype(tag)::type>(), numel(), gen, mean, std); });
   return *this;
 }
 

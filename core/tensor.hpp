@@ -25,6 +25,7 @@ namespace xgrad {
 
 class Node;
 class Generator;
+Generator& default_generator();  // core/random.hpp
 class Tensor;
 namespace detail {
 struct TensorHooks;  // core/autograd.hpp
@@ -97,10 +98,15 @@ class Tensor {
   static Tensor arange(double start, double stop, double step = 1.0, Dtype dtype = kFloat32);
   /// `steps` points from start to stop inclusive, like torch.linspace.
   static Tensor linspace(double start, double stop, std::int64_t steps, Dtype dtype = kFloat32);
-  /// Uniform on [0, 1) from `gen` (same seed, same numbers on every machine).
+  /// Uniform on [0, 1) from `gen` (same seed, same numbers on every machine and at any thread count:
+  /// Note [Counter-based random numbers] in core/random.hpp). Floating point dtypes only.
   static Tensor rand(const Shape& shape, Generator& gen, Dtype dtype = kFloat32);
+  /// The same from the default generator (torch::rand).
+  static Tensor rand(const Shape& shape, Dtype dtype = kFloat32);
   /// Standard normal from `gen`.
   static Tensor randn(const Shape& shape, Generator& gen, Dtype dtype = kFloat32);
+  /// The same from the default generator (torch::randn).
+  static Tensor randn(const Shape& shape, Dtype dtype = kFloat32);
   /// Copies `values` (row-major) into a tensor of `shape`; sizes must match.
   static Tensor from_vector(const std::vector<double>& values, const Shape& shape, Dtype dtype = kFloat32);
   /// Copies the values of a std::vector of std::int64_t, int, float, std::uint8_t or bool exactly
@@ -240,6 +246,12 @@ class Tensor {
   /// Any dtype (value converted by convert_value).
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }
+  /// Uniform values on [from, to) from `gen` (torch's uniform_; floating point only). Errors: from > to,
+  /// a bound not finite.
+  Tensor& uniform_(double from = 0.0, double to = 1.0, Generator& gen = default_generator());
+  /// Normal values of mean `mean` and standard deviation `std` from `gen` (torch's normal_; floating
+  /// point only). Errors: std < 0, mean or std not finite.
+  Tensor& normal_(double mean = 0.0, double std = 1.0, Generator& gen = default_generator());
   /// this += alpha * other (same shape and dtype; floating point only).
   Tensor& add_(const Tensor& other, double alpha = 1.0);
   /// this *= value (floating point only).

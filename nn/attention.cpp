@@ -98,11 +98,11 @@ MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& options,
     Tensor b = out_proj_->bias();
     b.zero_();
   }
-  gen_.manual_seed(gen.next_u64());
+  gen_ = mask_generator(gen);
 }
 
-MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& options, std::uint64_t seed)
-    : MultiheadAttention(options, *std::make_unique<Generator>(seed)) {}
+MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& options, std::optional<std::uint64_t> seed)
+    : MultiheadAttention(options, SeedOrDefault(seed)) {}
 
 std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                                       const Tensor& key_padding_mask, bool need_weights,
@@ -178,13 +178,13 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   Tensor out, weights;
   if (need_weights) {
     const Tensors r =
-        xgrad::detail::scaled_dot_product_attention_with_weights(q, k, v, mask, p, false, std::nullopt, &gen_);
+        xgrad::detail::scaled_dot_product_attention_with_weights(q, k, v, mask, p, false, std::nullopt, &generator());
     out = r[0];
     weights = r[1];
     if (average_attn_weights) weights = mean(weights, {1});
     if (!batched) weights = squeeze(weights, 0);
   } else {
-    out = scaled_dot_product_attention(q, k, v, mask, p, false, std::nullopt, &gen_);
+    out = scaled_dot_product_attention(q, k, v, mask, p, false, std::nullopt, &generator());
   }
   out = (*out_proj_)(reshape(permute(out, {0, 2, 1, 3}), {N, L, E}));
   if (!batched)
@@ -234,8 +234,9 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayerOp
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(o.dropout(), gen));
 }
 
-TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayerOptions& options, std::uint64_t seed)
-    : TransformerEncoderLayer(options, *std::make_unique<Generator>(seed)) {}
+TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayerOptions& options,
+                                                 std::optional<std::uint64_t> seed)
+    : TransformerEncoderLayer(options, SeedOrDefault(seed)) {}
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask) {
   const auto sa = [&](const Tensor& x) {
@@ -265,9 +266,11 @@ TransformerEncoder::TransformerEncoder(const TransformerEncoderLayer& layer, std
   auto list = register_module("layers", std::make_shared<ModuleList>());
   const auto source = layer.named_parameters();
   for (std::int64_t i = 0; i < num_layers; ++i) {
-    // A copy of `layer` (torch deep-copies it): the same options and parameter values; the dropout
-    // generators are seeded per copy.
-    auto copy = std::make_shared<TransformerEncoderLayer>(layer.options(), static_cast<std::uint64_t>(i + 1));
+    // A copy of `layer` (torch deep-copies it): the same options and parameter values; its dropouts
+    // draw from the default generator as the layer's do, or from generators seeded per copy.
+    Generator own(static_cast<std::uint64_t>(i + 1));
+    const bool shared = &layer.dropout->generator() == &default_generator();
+    auto copy = std::make_shared<TransformerEncoderLayer>(layer.options(), shared ? default_generator() : own);
     const auto params = copy->named_parameters();
     {
       NoGradGuard guard;

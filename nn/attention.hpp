@@ -20,6 +20,7 @@
 // Gradients are those of the ops it is made of (linear, reshape, permute, the attention op).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,7 +69,8 @@ class MultiheadAttention : public Module {
   /// Errors: embed_dim <= 0, num_heads <= 0 or not dividing embed_dim, kdim or vdim < 0, dropout
   /// outside [0, 1], add_bias_kv or add_zero_attn.
   MultiheadAttention(const MultiheadAttentionOptions& options, Generator& gen);
-  explicit MultiheadAttention(const MultiheadAttentionOptions& options, std::uint64_t seed = 0);
+  explicit MultiheadAttention(const MultiheadAttentionOptions& options,
+                              std::optional<std::uint64_t> seed = std::nullopt);
   MultiheadAttention(std::int64_t embed_dim, std::int64_t num_heads)
       : MultiheadAttention(MultiheadAttentionOptions(embed_dim, num_heads)) {}
 
@@ -94,14 +96,15 @@ class MultiheadAttention : public Module {
   /// (3E), undefined without bias.
   const Tensor& in_proj_bias() const { return in_proj_bias_; }
   const std::shared_ptr<Linear>& out_proj() const { return out_proj_; }
-  /// The generator of the attention-weight dropout.
-  Generator& generator() { return gen_; }
+  /// The generator of the attention-weight dropout: the default generator, or the module's own when
+  /// it was built with a seed or a generator other than the default (mask_generator).
+  Generator& generator() { return gen_ ? *gen_ : default_generator(); }
 
  private:
   MultiheadAttentionOptions options_;
   Tensor in_proj_weight_, q_proj_weight_, k_proj_weight_, v_proj_weight_, in_proj_bias_;
   std::shared_ptr<Linear> out_proj_;
-  Generator gen_;
+  std::optional<Generator> gen_;
 };
 
 /// torch.nn.Transformer.generate_square_subsequent_mask(sz): the (sz, sz) additive causal mask, 0 on and
@@ -137,7 +140,8 @@ class TransformerEncoderLayerOptions {
 class TransformerEncoderLayer : public UnaryModule {
  public:
   TransformerEncoderLayer(const TransformerEncoderLayerOptions& options, Generator& gen);
-  explicit TransformerEncoderLayer(const TransformerEncoderLayerOptions& options, std::uint64_t seed = 0);
+  explicit TransformerEncoderLayer(const TransformerEncoderLayerOptions& options,
+                                   std::optional<std::uint64_t> seed = std::nullopt);
   TransformerEncoderLayer(std::int64_t d_model, std::int64_t nhead)
       : TransformerEncoderLayer(TransformerEncoderLayerOptions(d_model, nhead)) {}
 
@@ -158,7 +162,8 @@ class TransformerEncoderLayer : public UnaryModule {
 
 /// torch.nn.TransformerEncoder(encoder_layer, num_layers, norm): num_layers copies of `layer`
 /// (same options and same initial parameter values, as torch's deepcopy; each copy's dropout
-/// reseeded), children `layers.0`, `layers.1`, ... and `norm` (when given) applied at the end.
+/// drawing from the default generator when the layer's does, else reseeded per copy), children `layers.0`, `layers.1`,
+/// ... and `norm` (when given) applied at the end.
 class TransformerEncoder : public UnaryModule {
  public:
   /// Errors: undefined layer, num_layers < 1.

@@ -28,18 +28,25 @@ std::pair<Tensor, Tensor> init(const BlockSparsePattern& p, Generator& gen, bool
     detail::throw_error(fmt::format("BlockSparseLinear: out of memory: {} stored weights ({} bytes in double) for {}",
                                     p.stored_elements(), p.stored_elements() * 8, p.str()));
   }
+  // One bulk draw of uniforms on [0, 1) for the weights, one for the biases (in storage order),
+  // each scaled to U(-bound, bound) of its output row.
+  const Tensor uw = Tensor::rand({p.stored_elements()}, gen, kFloat64);
+  const double* u = uw.data<double>();
   for (const auto& b : p.blocks())
     for (std::int64_t i = 0; i < b.rows; ++i) {
       const double bound = 1.0 / std::sqrt(double(fan[static_cast<std::size_t>(b.row + i)]));
-      for (std::int64_t j = 0; j < b.cols; ++j)
-        w[static_cast<std::size_t>(b.offset + i * b.cols + j)] = gen.uniform(-bound, bound);
+      for (std::int64_t j = 0; j < b.cols; ++j) {
+        const auto k = static_cast<std::size_t>(b.offset + i * b.cols + j);
+        w[k] = -bound + 2.0 * bound * u[k];
+      }
     }
   Tensor bias;
   if (with_bias) {
     std::vector<double> bv(static_cast<std::size_t>(p.out_features()));
+    const Tensor ub = Tensor::rand({p.out_features()}, gen, kFloat64);
     for (std::size_t i = 0; i < bv.size(); ++i) {
       const double bound = fan[i] > 0 ? 1.0 / std::sqrt(double(fan[i])) : 0.0;
-      bv[i] = bound > 0 ? gen.uniform(-bound, bound) : 0.0;
+      bv[i] = bound > 0 ? -bound + 2.0 * bound * ub.data<double>()[i] : 0.0;
     }
     bias = Tensor::from_vector(bv, {p.out_features()}, dtype);
   }
@@ -57,11 +64,9 @@ BlockSparseLinear::BlockSparseLinear(BlockSparsePattern pattern, std::pair<Tenso
 BlockSparseLinear::BlockSparseLinear(BlockSparsePattern pattern, Generator& gen, bool with_bias, Dtype dtype)
     : BlockSparseLinear(pattern, init(pattern, gen, with_bias, dtype)) {}
 
-BlockSparseLinear::BlockSparseLinear(BlockSparsePattern pattern, bool with_bias, Dtype dtype, std::uint64_t seed)
-    : BlockSparseLinear(pattern, [&] {
-        Generator gen(seed);
-        return init(pattern, gen, with_bias, dtype);
-      }()) {}
+BlockSparseLinear::BlockSparseLinear(BlockSparsePattern pattern, bool with_bias, Dtype dtype,
+                                     std::optional<std::uint64_t> seed)
+    : BlockSparseLinear(pattern, init(pattern, SeedOrDefault(seed), with_bias, dtype)) {}
 
 std::shared_ptr<BlockSparseLinear> BlockSparseLinear::from_dense(const Tensor& weight,
                                                                  const BlockSparsePattern& pattern,

@@ -13,6 +13,7 @@
 // connected to output i; a row with no connection gets b[i] = 0.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "xgrad/core/random.hpp"
@@ -27,7 +28,7 @@ class BlockSparseLinear : public UnaryModule {
   BlockSparseLinear(BlockSparsePattern pattern, Generator& gen, bool with_bias = true, Dtype dtype = kFloat32);
   /// Same with a Generator seeded with `seed`.
   explicit BlockSparseLinear(BlockSparsePattern pattern, bool with_bias = true, Dtype dtype = kFloat32,
-                             std::uint64_t seed = 0);
+                             std::optional<std::uint64_t> seed = std::nullopt);
 
   /// A layer whose blocks are read from a dense (out, in) weight (entries outside the pattern are
   /// dropped); `bias` (out,) or undefined for no bias. Dtype follows `weight`.

@@ -105,23 +105,23 @@ ConvPadding ConvBase::op_padding() const {
 }
 
 Conv1d::Conv1d(const ConvOptions& options, Generator& gen) : ConvBase("Conv1d", 1, false, options, gen) {}
-Conv1d::Conv1d(const ConvOptions& options, std::uint64_t seed)
-    : ConvBase("Conv1d", 1, false, options, *std::make_unique<Generator>(seed)) {}
+Conv1d::Conv1d(const ConvOptions& options, std::optional<std::uint64_t> seed)
+    : ConvBase("Conv1d", 1, false, options, SeedOrDefault(seed)) {}
 Tensor Conv1d::forward(const Tensor& x) {
   return conv1d(pad_input(x), weight_, bias_, options_.stride(), op_padding(), options_.dilation(), options_.groups());
 }
 
 Conv2d::Conv2d(const ConvOptions& options, Generator& gen) : ConvBase("Conv2d", 2, false, options, gen) {}
-Conv2d::Conv2d(const ConvOptions& options, std::uint64_t seed)
-    : ConvBase("Conv2d", 2, false, options, *std::make_unique<Generator>(seed)) {}
+Conv2d::Conv2d(const ConvOptions& options, std::optional<std::uint64_t> seed)
+    : ConvBase("Conv2d", 2, false, options, SeedOrDefault(seed)) {}
 Tensor Conv2d::forward(const Tensor& x) {
   return conv2d(pad_input(x), weight_, bias_, options_.stride(), op_padding(), options_.dilation(), options_.groups());
 }
 
 ConvTranspose1d::ConvTranspose1d(const ConvOptions& options, Generator& gen)
     : ConvBase("ConvTranspose1d", 1, true, options, gen) {}
-ConvTranspose1d::ConvTranspose1d(const ConvOptions& options, std::uint64_t seed)
-    : ConvBase("ConvTranspose1d", 1, true, options, *std::make_unique<Generator>(seed)) {}
+ConvTranspose1d::ConvTranspose1d(const ConvOptions& options, std::optional<std::uint64_t> seed)
+    : ConvBase("ConvTranspose1d", 1, true, options, SeedOrDefault(seed)) {}
 Tensor ConvTranspose1d::forward(const Tensor& x) {
   return conv_transpose1d(x, weight_, bias_, options_.stride(), padding_, output_padding_, options_.groups(),
                           options_.dilation());
@@ -129,8 +129,8 @@ Tensor ConvTranspose1d::forward(const Tensor& x) {
 
 ConvTranspose2d::ConvTranspose2d(const ConvOptions& options, Generator& gen)
     : ConvBase("ConvTranspose2d", 2, true, options, gen) {}
-ConvTranspose2d::ConvTranspose2d(const ConvOptions& options, std::uint64_t seed)
-    : ConvBase("ConvTranspose2d", 2, true, options, *std::make_unique<Generator>(seed)) {}
+ConvTranspose2d::ConvTranspose2d(const ConvOptions& options, std::optional<std::uint64_t> seed)
+    : ConvBase("ConvTranspose2d", 2, true, options, SeedOrDefault(seed)) {}
 Tensor ConvTranspose2d::forward(const Tensor& x) {
   return conv_transpose2d(x, weight_, bias_, options_.stride(), padding_, output_padding_, options_.groups(),
                           options_.dilation());

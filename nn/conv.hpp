@@ -16,6 +16,7 @@
 // The transposed layers take "zeros" only, as torch. Gradients are the ops' (ops/conv.hpp,
 // ops/shape_ops.hpp).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,7 +92,7 @@ class Conv1d : public ConvBase {
  public:
   Conv1d(const ConvOptions& options, Generator& gen);
   /// Initialised from a Generator seeded with `seed`.
-  explicit Conv1d(const ConvOptions& options, std::uint64_t seed = 0);
+  explicit Conv1d(const ConvOptions& options, std::optional<std::uint64_t> seed = std::nullopt);
   Conv1d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size)
       : Conv1d(ConvOptions(in_channels, out_channels, {kernel_size})) {}
   Tensor forward(const Tensor& x) override;
@@ -101,7 +102,7 @@ class Conv1d : public ConvBase {
 class Conv2d : public ConvBase {
  public:
   Conv2d(const ConvOptions& options, Generator& gen);
-  explicit Conv2d(const ConvOptions& options, std::uint64_t seed = 0);
+  explicit Conv2d(const ConvOptions& options, std::optional<std::uint64_t> seed = std::nullopt);
   Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size)
       : Conv2d(ConvOptions(in_channels, out_channels, {kernel_size})) {}
   Tensor forward(const Tensor& x) override;
@@ -113,7 +114,7 @@ class Conv2d : public ConvBase {
 class ConvTranspose1d : public ConvBase {
  public:
   ConvTranspose1d(const ConvOptions& options, Generator& gen);
-  explicit ConvTranspose1d(const ConvOptions& options, std::uint64_t seed = 0);
+  explicit ConvTranspose1d(const ConvOptions& options, std::optional<std::uint64_t> seed = std::nullopt);
   ConvTranspose1d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size)
       : ConvTranspose1d(ConvOptions(in_channels, out_channels, {kernel_size})) {}
   Tensor forward(const Tensor& x) override;
@@ -124,7 +125,7 @@ class ConvTranspose1d : public ConvBase {
 class ConvTranspose2d : public ConvBase {
  public:
   ConvTranspose2d(const ConvOptions& options, Generator& gen);
-  explicit ConvTranspose2d(const ConvOptions& options, std::uint64_t seed = 0);
+  explicit ConvTranspose2d(const ConvOptions& options, std::optional<std::uint64_t> seed = std::nullopt);
   ConvTranspose2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size)
       : ConvTranspose2d(ConvOptions(in_channels, out_channels, {kernel_size})) {}
   Tensor forward(const Tensor& x) override;

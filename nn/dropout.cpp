@@ -1,9 +1,6 @@
 #include "xgrad/nn/dropout.hpp"
 
-#include <cmath>
-#include <vector>
-
-#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/dropout.hpp"
 
 namespace xgrad::nn {
 
@@ -14,31 +11,21 @@ void check_p(double p, const char* op) {
 }  // namespace
 
 namespace functional {
-
-Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
-  check_p(p, "dropout");
-  XGRAD_CHECK(x.defined(), "dropout: argument 'x' is undefined");
-  if (!training || p == 0.0) return x;
-  // p = 1 drops everything (as torch does): zeros, with a zero gradient, instead of scale 1/0.
-  if (p == 1.0) return mul(x, Tensor::zeros(x.shape(), x.dtype()));
-  const double scale = 1.0 / (1.0 - p);
-  std::vector<double> mask(static_cast<std::size_t>(x.numel()));
-  for (auto& m : mask) m = gen.uniform() >= p ? scale : 0.0;  // kept with probability 1 - p
-  return mul(x, Tensor::from_vector(mask, x.shape(), x.dtype()));
-}
-
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) { return xgrad::dropout(x, p, training, gen); }
 }  // namespace functional
 
-Dropout::Dropout(double p, std::uint64_t seed) : UnaryModule("Dropout"), p_(p), gen_(seed) { check_p(p, "Dropout"); }
-
-Dropout::Dropout(double p, Generator& gen) : UnaryModule("Dropout"), p_(p) {
+Dropout::Dropout(double p, std::optional<std::uint64_t> seed) : UnaryModule("Dropout"), p_(p) {
   check_p(p, "Dropout");
-  gen_.manual_seed(gen.next_u64());
+  if (seed) gen_.emplace(*seed);
+}
+
+Dropout::Dropout(double p, Generator& gen) : UnaryModule("Dropout"), p_(p), gen_(mask_generator(gen)) {
+  check_p(p, "Dropout");
 }
 
 Tensor Dropout::forward(const Tensor& x) {
   XGRAD_CHECK(x.defined(), "Dropout: argument 'x' is undefined");
-  return functional::dropout(x, p_, is_training(), gen_);
+  return xgrad::dropout(x, p_, is_training(), generator());
 }
 
 }  // namespace xgrad::nn

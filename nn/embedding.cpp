@@ -33,13 +33,9 @@ void check_weight(const Tensor& w) {
 Embedding::Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim, Generator& gen, Dtype dtype)
     : Embedding(make_weight(num_embeddings, embedding_dim, gen, dtype), true) {}
 
-Embedding::Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim, Dtype dtype, std::uint64_t seed)
-    : Embedding(
-          [&] {
-            Generator gen(seed);
-            return make_weight(num_embeddings, embedding_dim, gen, dtype);
-          }(),
-          true) {}
+Embedding::Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim, Dtype dtype,
+                     std::optional<std::uint64_t> seed)
+    : Embedding(make_weight(num_embeddings, embedding_dim, SeedOrDefault(seed), dtype), true) {}
 
 Embedding::Embedding(Tensor weight) : Embedding((check_weight(weight), std::move(weight)), true) {}
 

@@ -4,6 +4,7 @@
 // indices.shape + (embedding_dim); the gradient of weight row r is the sum of the output gradients
 // of every position that looked r up (index_select's backward). Init is torch's: N(0, 1).
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -19,7 +20,7 @@ class Embedding : public UnaryModule {
   Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim, Generator& gen, Dtype dtype = kFloat32);
   /// Same with a Generator seeded with `seed`.
   explicit Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim, Dtype dtype = kFloat32,
-                     std::uint64_t seed = 0);
+                     std::optional<std::uint64_t> seed = std::nullopt);
   /// Adopts `weight` (num, dim) as the parameter itself (shared, not copied; ties weights).
   /// Errors: weight not 2-d.
   explicit Embedding(Tensor weight);

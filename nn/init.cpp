@@ -1,9 +1,9 @@
 #include "xgrad/nn/init.hpp"
 
 #include <cmath>
-#include <vector>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/checked.hpp"
 
 namespace xgrad::nn::init {
 
@@ -22,15 +22,17 @@ void check_random_target(const Tensor& t, const char* op) {
               dtype_name(t.dtype()), shape_str(t.shape()));
 }
 
-// Draws every element from `draw` in row-major order (one fixed sequence per generator state, so the
-// result does not depend on the thread count) and writes them in place without recording.
-template <class Draw>
-Tensor& fill_from(Tensor& t, Draw&& draw) {
-  if (t.numel() == 0) return t;
-  std::vector<double> v(static_cast<std::size_t>(t.numel()));
-  for (auto& x : v) x = draw();
+// Random fills write in place without recording (Note [Counter-based random numbers]: the same
+// values at any thread count).
+Tensor& uniform_fill(Tensor& t, Generator& gen, double a, double b) {
   NoGradGuard no_grad;
-  t.copy_(Tensor::from_vector(v, t.shape(), t.dtype()));
+  t.uniform_(a, b, gen);
+  return t;
+}
+
+Tensor& normal_fill(Tensor& t, Generator& gen, double mean, double std) {
+  NoGradGuard no_grad;
+  t.normal_(mean, std, gen);
   return t;
 }
 
@@ -68,23 +70,25 @@ std::pair<std::int64_t, std::int64_t> calculate_fan_in_and_fan_out(const Tensor&
   XGRAD_CHECK(t.dim() >= 2,
               "init::{}: fan in and fan out cannot be computed for a tensor with fewer than 2 dimensions, got shape {}",
               op, shape_str(t.shape()));
+  const std::string name = std::string("init::") + op;
   std::int64_t receptive = 1;
-  for (std::int64_t d = 2; d < t.dim(); ++d) receptive *= t.size(d);
-  return {t.size(1) * receptive, t.size(0) * receptive};
+  for (std::int64_t d = 2; d < t.dim(); ++d) receptive = checked_mul(receptive, t.size(d), name.c_str(), "tensor");
+  return {checked_mul(t.size(1), receptive, name.c_str(), "tensor"),
+          checked_mul(t.size(0), receptive, name.c_str(), "tensor")};
 }
 
 Tensor& uniform_(Tensor& t, Generator& gen, double a, double b) {
   check_random_target(t, "uniform_");
   XGRAD_CHECK(std::isfinite(a) && std::isfinite(b) && a <= b,
               "init::uniform_: bounds must be finite with a <= b, got a = {}, b = {}", a, b);
-  return fill_from(t, [&] { return gen.uniform(a, b); });
+  return uniform_fill(t, gen, a, b);
 }
 
 Tensor& normal_(Tensor& t, Generator& gen, double mean, double std) {
   check_random_target(t, "normal_");
   XGRAD_CHECK(std::isfinite(mean) && std::isfinite(std) && std >= 0,
               "init::normal_: mean must be finite and std finite and >= 0, got mean = {}, std = {}", mean, std);
-  return fill_from(t, [&] { return mean + std * gen.normal(); });
+  return normal_fill(t, gen, mean, std);
 }
 
 Tensor& constant_(Tensor& t, double value) {
@@ -101,16 +105,16 @@ Tensor& xavier_uniform_(Tensor& t, Generator& gen, double gain) {
   check_random_target(t, "xavier_uniform_");
   const auto [fan_in, fan_out] = calculate_fan_in_and_fan_out(t, "xavier_uniform_");
   if (t.numel() == 0) return t;
-  const double bound = gain * std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
-  return fill_from(t, [&] { return gen.uniform(-bound, bound); });
+  const double bound = gain * std::sqrt(6.0 / (static_cast<double>(fan_in) + static_cast<double>(fan_out)));
+  return uniform_fill(t, gen, -bound, bound);
 }
 
 Tensor& xavier_normal_(Tensor& t, Generator& gen, double gain) {
   check_random_target(t, "xavier_normal_");
   const auto [fan_in, fan_out] = calculate_fan_in_and_fan_out(t, "xavier_normal_");
   if (t.numel() == 0) return t;
-  const double std = gain * std::sqrt(2.0 / static_cast<double>(fan_in + fan_out));
-  return fill_from(t, [&] { return std * gen.normal(); });
+  const double std = gain * std::sqrt(2.0 / (static_cast<double>(fan_in) + static_cast<double>(fan_out)));
+  return normal_fill(t, gen, 0.0, std);
 }
 
 Tensor& kaiming_uniform_(Tensor& t, Generator& gen, double a, FanMode mode, Nonlinearity nonlinearity) {
@@ -118,7 +122,7 @@ Tensor& kaiming_uniform_(Tensor& t, Generator& gen, double a, FanMode mode, Nonl
   const double fan = fan_for(t, mode, "kaiming_uniform_");
   if (t.numel() == 0) return t;
   const double bound = std::sqrt(3.0) * calculate_gain(nonlinearity, a) / std::sqrt(fan);
-  return fill_from(t, [&] { return gen.uniform(-bound, bound); });
+  return uniform_fill(t, gen, -bound, bound);
 }
 
 Tensor& kaiming_normal_(Tensor& t, Generator& gen, double a, FanMode mode, Nonlinearity nonlinearity) {
@@ -126,7 +130,18 @@ Tensor& kaiming_normal_(Tensor& t, Generator& gen, double a, FanMode mode, Nonli
   const double fan = fan_for(t, mode, "kaiming_normal_");
   if (t.numel() == 0) return t;
   const double std = calculate_gain(nonlinearity, a) / std::sqrt(fan);
-  return fill_from(t, [&] { return std * gen.normal(); });
+  return normal_fill(t, gen, 0.0, std);
+}
+
+Tensor& uniform_(Tensor& t, double a, double b) { return uniform_(t, default_generator(), a, b); }
+Tensor& normal_(Tensor& t, double mean, double std) { return normal_(t, default_generator(), mean, std); }
+Tensor& xavier_uniform_(Tensor& t, double gain) { return xavier_uniform_(t, default_generator(), gain); }
+Tensor& xavier_normal_(Tensor& t, double gain) { return xavier_normal_(t, default_generator(), gain); }
+Tensor& kaiming_uniform_(Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity) {
+  return kaiming_uniform_(t, default_generator(), a, mode, nonlinearity);
+}
+Tensor& kaiming_normal_(Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity) {
+  return kaiming_normal_(t, default_generator(), a, mode, nonlinearity);
 }
 
 }  // namespace xgrad::nn::init

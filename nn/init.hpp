@@ -1,14 +1,16 @@
 #pragma once
 // nn::init: in-place initialisers for parameters, with torch.nn.init's formulas and names. Each one
 // overwrites the tensor's values under NoGradGuard (so it works on leaves that require grad, and
-// records nothing), keeps its shape and dtype, and returns the tensor. Random ones take an explicit
-// Generator, so the same seed gives the same values on every machine. A tensor with no elements is
-// left as it is (torch warns and does the same). The random ones refuse an integer or bool tensor with
-// an xgrad::Error naming the initialiser (as torch does: the draws would be truncated, xavier's to
-// all zeros); constant_, zeros_ and ones_ take any dtype.
+// records nothing), keeps its shape and dtype, and returns the tensor. Random ones draw from the
+// Generator they are given, or from the default generator (xgrad::manual_seed) in the forms without
+// one, as torch's; the same seed gives the same values on every machine and at any thread count. A tensor with no
+// elements is left as it is (torch warns and does the same). The random ones refuse an integer or bool tensor with an
+// xgrad::Error naming the initialiser (as torch does: the draws would be truncated, xavier's to all zeros); constant_,
+// zeros_ and ones_ take any dtype.
 //
 // Fans (torch's _calculate_fan_in_and_fan_out), for a tensor of shape (out, in, k...):
-//   fan_in = in * prod(k...), fan_out = out * prod(k...); tensors with fewer than 2 dims are an error.
+//   fan_in = in * prod(k...), fan_out = out * prod(k...); fewer than 2 dims, or fans that overflow int64,
+//   are an error.
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -53,6 +55,16 @@ Tensor& kaiming_uniform_(Tensor& t, Generator& gen, double a = 0.0, FanMode mode
                          Nonlinearity nonlinearity = Nonlinearity::leaky_relu);
 /// He normal: N(0, std^2), std = gain / sqrt(fan) (gain and fan as in kaiming_uniform_). Errors: dim < 2.
 Tensor& kaiming_normal_(Tensor& t, Generator& gen, double a = 0.0, FanMode mode = FanMode::fan_in,
+                        Nonlinearity nonlinearity = Nonlinearity::leaky_relu);
+
+// The same from the default generator (torch's forms without a generator).
+Tensor& uniform_(Tensor& t, double a = 0.0, double b = 1.0);
+Tensor& normal_(Tensor& t, double mean = 0.0, double std = 1.0);
+Tensor& xavier_uniform_(Tensor& t, double gain = 1.0);
+Tensor& xavier_normal_(Tensor& t, double gain = 1.0);
+Tensor& kaiming_uniform_(Tensor& t, double a = 0.0, FanMode mode = FanMode::fan_in,
+                         Nonlinearity nonlinearity = Nonlinearity::leaky_relu);
+Tensor& kaiming_normal_(Tensor& t, double a = 0.0, FanMode mode = FanMode::fan_in,
                         Nonlinearity nonlinearity = Nonlinearity::leaky_relu);
 
 }  // namespace xgrad::nn::init

@@ -47,11 +47,11 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, Generator& g
   init_parameters(gen, bias, dtype);
 }
 
-Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias, Dtype dtype, std::uint64_t seed)
+Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias, Dtype dtype,
+               std::optional<std::uint64_t> seed)
     : UnaryModule("Linear"), in_features_(in_features), out_features_(out_features) {
   check_sizes(in_features, out_features, dtype);
-  Generator gen(seed);
-  init_parameters(gen, bias, dtype);
+  init_parameters(SeedOrDefault(seed), bias, dtype);
 }
 
 Linear::Linear(Tensor weight, Tensor bias) : UnaryModule("Linear"), in_features_(0), out_features_(0) {

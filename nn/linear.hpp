@@ -9,6 +9,7 @@
 // kaiming_uniform_(weight, a = sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in)), and the bias uniform on the
 // same interval (zeros when in = 0). Gradients: dx = g W, dW = sum over batch of g^T x, db = sum of g.
 #include <cstdint>
+#include <optional>
 
 #include "xgrad/core/random.hpp"
 #include "xgrad/core/tensor.hpp"
@@ -30,7 +31,7 @@ class Linear : public UnaryModule {
   Linear(std::int64_t in_features, std::int64_t out_features, Generator& gen, bool bias = true, Dtype dtype = kFloat32);
   /// Same with a Generator seeded with `seed`.
   explicit Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true, Dtype dtype = kFloat32,
-                  std::uint64_t seed = 0);
+                  std::optional<std::uint64_t> seed = std::nullopt);
   /// Adopts `weight` (out, in) and `bias` (out) or undefined as the parameters themselves (shared, not
   /// copied: this ties weights between layers, e.g. an Embedding's weight and an output Linear's).
   /// Errors: weight not 2-d, bias of the wrong shape or dtype.

@@ -62,10 +62,11 @@ Tensor cell_state(const char* type, const char* arg, const Tensor& h, const Tens
 
 // ---- cells ------------------------------------------------------------------------------------
 
-LSTMCell::LSTMCell(std::int64_t input_size, std::int64_t hidden_size, bool bias, Dtype dtype, std::uint64_t seed)
+LSTMCell::LSTMCell(std::int64_t input_size, std::int64_t hidden_size, bool bias, Dtype dtype,
+                   std::optional<std::uint64_t> seed)
     : Module("LSTMCell"), input_size_(input_size), hidden_size_(hidden_size) {
   check_sizes("LSTMCell", input_size, hidden_size, 4, dtype);
-  Generator gen(seed);
+  SeedOrDefault gen(seed);
   struct {
     Tensor w_ih, w_hh, b_ih, b_hh;
   } w;
@@ -82,10 +83,11 @@ Tensors LSTMCell::forward(const Tensor& input, const Tensor& h, const Tensor& c)
   return lstm_cell(input, {h0, c0}, w_ih_, w_hh_, b_ih_, b_hh_);
 }
 
-GRUCell::GRUCell(std::int64_t input_size, std::int64_t hidden_size, bool bias, Dtype dtype, std::uint64_t seed)
+GRUCell::GRUCell(std::int64_t input_size, std::int64_t hidden_size, bool bias, Dtype dtype,
+                 std::optional<std::uint64_t> seed)
     : Module("GRUCell"), input_size_(input_size), hidden_size_(hidden_size) {
   check_sizes("GRUCell", input_size, hidden_size, 3, dtype);
-  Generator gen(seed);
+  SeedOrDefault gen(seed);
   struct {
     Tensor w_ih, w_hh, b_ih, b_hh;
   } w;
@@ -102,7 +104,7 @@ Tensor GRUCell::forward(const Tensor& input, const Tensor& h) {
 
 RNNBase::RNNBase(const char* type, std::int64_t gates, std::int64_t input_size, std::int64_t hidden_size,
                  std::int64_t num_layers, bool bias, bool batch_first, double dropout, bool bidirectional, Dtype dtype,
-                 std::uint64_t seed)
+                 std::optional<std::uint64_t> seed)
     : Module(type),
       type_(type),
       input_size_(input_size),
@@ -111,13 +113,12 @@ RNNBase::RNNBase(const char* type, std::int64_t gates, std::int64_t input_size, 
       bias_(bias),
       batch_first_(batch_first),
       dropout_(dropout),
-      bidirectional_(bidirectional),
-      gen_(seed) {
+      bidirectional_(bidirectional) {
   check_sizes(type, input_size, hidden_size, gates, dtype);
   XGRAD_CHECK(num_layers >= 1, "{}: num_layers must be >= 1, got {}", type, num_layers);
   XGRAD_CHECK(dropout >= 0.0 && dropout <= 1.0, "{}: dropout must be in [0, 1], got {}", type, dropout);
   const std::int64_t dirs = bidirectional ? 2 : 1;
-  Generator init_gen(seed);
+  SeedOrDefault init_gen(seed);
   for (std::int64_t l = 0; l < num_layers; ++l)
     for (std::int64_t dir = 0; dir < dirs; ++dir) {
       Weights w;
@@ -126,7 +127,7 @@ RNNBase::RNNBase(const char* type, std::int64_t gates, std::int64_t input_size, 
                    dtype);
       weights_.push_back(w);
     }
-  gen_ = Generator(init_gen.next_u64());
+  if (seed) gen_.emplace(static_cast<Generator&>(init_gen).next_u64());
 }
 
 Tensors RNNBase::run(const Tensor& input, const Tensor& h0, const Tensor& c0, bool lstm) {
@@ -172,7 +173,8 @@ Tensors RNNBase::run(const Tensor& input, const Tensor& h0, const Tensor& c0, bo
       if (lstm) c_n.push_back(r[2]);
     }
     x = dirs == 2 ? cat(outs, 2) : outs[0];
-    if (l + 1 < num_layers_ && dropout_ > 0 && is_training()) x = functional::dropout(x, dropout_, true, gen_);
+    if (l + 1 < num_layers_ && dropout_ > 0 && is_training())
+      x = functional::dropout(x, dropout_, true, gen_ ? *gen_ : default_generator());
   }
   Tensor output = !batched ? squeeze(x, 1) : batch_first_ ? transpose(x, 0, 1) : x;
   Tensor hn = stack(h_n, 0);
@@ -185,7 +187,7 @@ Tensors RNNBase::run(const Tensor& input, const Tensor& h0, const Tensor& c0, bo
 }
 
 LSTM::LSTM(std::int64_t input_size, std::int64_t hidden_size, std::int64_t num_layers, bool bias, bool batch_first,
-           double dropout, bool bidirectional, Dtype dtype, std::uint64_t seed)
+           double dropout, bool bidirectional, Dtype dtype, std::optional<std::uint64_t> seed)
     : RNNBase("LSTM", 4, input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype, seed) {}
 
 LSTMOutput LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& c0) {
@@ -194,7 +196,7 @@ LSTMOutput LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& c0
 }
 
 GRU::GRU(std::int64_t input_size, std::int64_t hidden_size, std::int64_t num_layers, bool bias, bool batch_first,
-         double dropout, bool bidirectional, Dtype dtype, std::uint64_t seed)
+         double dropout, bool bidirectional, Dtype dtype, std::optional<std::uint64_t> seed)
     : RNNBase("GRU", 3, input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype, seed) {}
 
 GRUOutput GRU::forward(const Tensor& input, const Tensor& h0) {

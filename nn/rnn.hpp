@@ -21,6 +21,7 @@
 // (L D, B, H) ((L D, H) unbatched), zeros when undefined; output (T, B, D H) (batch_first:
 // (B, T, D H)), h_n and c_n (L D, B, H). The states are never batch-first, as in torch.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,7 @@ class LSTMCell : public Module {
  public:
   /// Errors: negative sizes.
   LSTMCell(std::int64_t input_size, std::int64_t hidden_size, bool bias = true, Dtype dtype = kFloat32,
-           std::uint64_t seed = 0);
+           std::optional<std::uint64_t> seed = std::nullopt);
   /// input (B, in) or (in); h, c (B, H) or (H), zeros when undefined. Returns {h', c'}.
   /// Errors (naming LSTMCell and the shapes): input not 1-d or 2-d, its last dim != input_size, a state
   /// of the wrong shape, one state given without the other.
@@ -55,7 +56,7 @@ class LSTMCell : public Module {
 class GRUCell : public Module {
  public:
   GRUCell(std::int64_t input_size, std::int64_t hidden_size, bool bias = true, Dtype dtype = kFloat32,
-          std::uint64_t seed = 0);
+          std::optional<std::uint64_t> seed = std::nullopt);
   /// input (B, in) or (in); h (B, H) or (H), zeros when undefined. Returns h'.
   Tensor forward(const Tensor& input, const Tensor& h = Tensor());
   std::string extra_repr() const override;
@@ -93,7 +94,7 @@ class RNNBase : public Module {
   /// Errors: negative sizes, num_layers < 1, dropout outside [0, 1].
   RNNBase(const char* type, std::int64_t gates, std::int64_t input_size, std::int64_t hidden_size,
           std::int64_t num_layers, bool bias, bool batch_first, double dropout, bool bidirectional, Dtype dtype,
-          std::uint64_t seed);
+          std::optional<std::uint64_t> seed);
   /// Runs the stack; `lstm` selects the cell. Returns {output, h_n, c_n (LSTM only)}.
   Tensors run(const Tensor& input, const Tensor& h0, const Tensor& c0, bool lstm);
 
@@ -106,14 +107,14 @@ class RNNBase : public Module {
   double dropout_;
   bool bidirectional_;
   std::vector<Weights> weights_;  // layer-major: index l * D + direction
-  Generator gen_;                 // the dropout masks
+  std::optional<Generator> gen_;  // the dropout masks: seeded from the init's generator, or none (default)
 };
 
 class LSTM : public RNNBase {
  public:
   explicit LSTM(std::int64_t input_size, std::int64_t hidden_size, std::int64_t num_layers = 1, bool bias = true,
                 bool batch_first = false, double dropout = 0.0, bool bidirectional = false, Dtype dtype = kFloat32,
-                std::uint64_t seed = 0);
+                std::optional<std::uint64_t> seed = std::nullopt);
   /// See the shapes above. Errors (naming LSTM, the argument and the shapes): input not 2-d or 3-d,
   /// its last dim != input_size, h0 or c0 of the wrong shape, one of them given without the other.
   LSTMOutput forward(const Tensor& input, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor());
@@ -123,7 +124,7 @@ class GRU : public RNNBase {
  public:
   explicit GRU(std::int64_t input_size, std::int64_t hidden_size, std::int64_t num_layers = 1, bool bias = true,
                bool batch_first = false, double dropout = 0.0, bool bidirectional = false, Dtype dtype = kFloat32,
-               std::uint64_t seed = 0);
+               std::optional<std::uint64_t> seed = std::nullopt);
   /// See the shapes above. Errors as LSTM::forward.
   GRUOutput forward(const Tensor& input, const Tensor& h0 = Tensor());
 };

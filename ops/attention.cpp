@@ -27,8 +27,8 @@ namespace {
 // detail::blas::gemm (single-threaded BLAS, so a problem's bits do not depend on which thread runs
 // it). Nothing is shared between problems except the float mask's gradient, which is written per
 // problem into a full (B, L, S) buffer and then summed over the broadcast dims by xgrad::sum (itself
-// deterministic). The dropout mask is drawn serially, row-major over (B, L, S), before the parallel
-// part, so it depends on the generator only.
+// deterministic). The dropout mask is drawn before the parallel part, one uniform per entry of
+// (B, L, S) in one bulk draw, so it depends on the generator only.
 constexpr const char* kOp = "scaled_dot_product_attention";
 
 struct Geometry {
@@ -37,7 +37,7 @@ struct Geometry {
 };
 
 Geometry check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p,
-                      bool is_causal, std::optional<double> scale, Generator* gen) {
+                      bool is_causal, std::optional<double> scale) {
   const std::pair<const Tensor*, const char*> named[] = {{&q, "query"}, {&k, "key"}, {&v, "value"}};
   for (const auto& [t, name] : named) {
     XGRAD_CHECK(t->defined(), "{}: argument '{}' is an undefined tensor", kOp, name);
@@ -85,8 +85,6 @@ Geometry check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const T
   }
   XGRAD_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, "{}: argument 'dropout_p' must be in [0, 1], got {}", kOp,
               dropout_p);
-  XGRAD_CHECK(dropout_p == 0.0 || gen != nullptr,
-              "{}: argument 'dropout_p' = {} needs a 'generator' for the dropout mask (got none)", kOp, dropout_p);
   XGRAD_CHECK(!scale || std::isfinite(*scale), "{}: argument 'scale' must be finite, got {}", kOp,
               scale ? *scale : 0.0);
   return g;
@@ -138,7 +136,7 @@ struct AttentionOp : Function<AttentionOp> {
 
   Tensors forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p_,
                   bool is_causal, std::optional<double> scale_, Generator* gen, bool with_weights_) {
-    geo = check_inputs(q, k, v, mask, dropout_p_, is_causal, scale_, gen);
+    geo = check_inputs(q, k, v, mask, dropout_p_, is_causal, scale_);
     dropout_p = dropout_p_;
     causal = is_causal;
     with_weights = with_weights_;
@@ -153,8 +151,10 @@ struct AttentionOp : Function<AttentionOp> {
     Tensor p = Tensor::empty(p_shape, q.dtype());
     const bool dropout = dropout_p > 0.0;
     if (dropout) {
+      // kept with probability 1 - p: one bulk draw of uniforms (Note [Counter-based random numbers])
+      const Tensor u = Tensor::rand({B * L * S}, gen != nullptr ? *gen : default_generator(), kFloat64);
       keep.resize(static_cast<std::size_t>(B * L * S));
-      for (auto& kept : keep) kept = gen->uniform() >= dropout_p ? 1 : 0;  // kept with probability 1 - p
+      for (std::size_t i = 0; i < keep.size(); ++i) keep[i] = u.data<double>()[i] >= dropout_p ? 1 : 0;
     }
     Tensor pd = dropout ? Tensor::empty(p_shape, q.dtype()) : p;  // P' = P * D / (1 - p)
     dispatch(q.dtype(), [&](auto tag) {
@@ -352,7 +352,7 @@ struct AttentionOp : Function<AttentionOp> {
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const Tensor& attn_mask, double dropout_p, bool is_causal,
                                     std::optional<double> scale, Generator* generator) {
-  check_inputs(query, key, value, attn_mask, dropout_p, is_causal, scale, generator);
+  check_inputs(query, key, value, attn_mask, dropout_p, is_causal, scale);
   return apply<AttentionOp>(query, key, value, attn_mask, dropout_p, is_causal, scale, generator, false)[0];
 }
 
@@ -360,7 +360,7 @@ namespace detail {
 Tensors scaled_dot_product_attention_with_weights(const Tensor& query, const Tensor& key, const Tensor& value,
                                                   const Tensor& attn_mask, double dropout_p, bool is_causal,
                                                   std::optional<double> scale, Generator* generator) {
-  check_inputs(query, key, value, attn_mask, dropout_p, is_causal, scale, generator);
+  check_inputs(query, key, value, attn_mask, dropout_p, is_causal, scale);
   return apply<AttentionOp>(query, key, value, attn_mask, dropout_p, is_causal, scale, generator, true);
 }
 }  // namespace detail

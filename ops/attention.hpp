@@ -29,13 +29,14 @@ namespace xgrad {
 /// that requires grad gets its gradient. is_causal: query l sees keys s <= l (torch's top-left
 /// aligned tril(ones(L, S))); not together with attn_mask (as torch). scale: default 1 / sqrt(E)
 /// (with E = 0 the empty dot products are 0 and attention is uniform). dropout_p > 0 drops entries
-/// of P with that probability (one uniform draw of `generator` per entry of P, row-major) and scales
-/// the rest by 1 / (1 - dropout_p); the same mask is used in backward. It needs a generator (xgrad
-/// has no global one) and applies whenever dropout_p > 0 (torch's functional has no training flag).
+/// of P with that probability (one bulk draw of uniforms from `generator`, or from the default
+/// generator when it is null, one per entry of P, row-major) and scales the rest by 1 / (1 - dropout_p);
+/// the same mask is used in backward. It applies whenever dropout_p > 0 (torch's functional has no
+/// training flag).
 /// Errors (xgrad::Error naming the op, the argument and the shapes): undefined or non-floating
 /// inputs, fewer than 2 dims, batch dims or E of key / value differing from query's, key and value
 /// with different S, a mask of another dtype or not broadcastable to (..., L, S), attn_mask with
-/// is_causal, dropout_p outside [0, 1], dropout_p > 0 without a generator, a scale not finite.
+/// is_causal, dropout_p outside [0, 1], a scale not finite.
 /// @op `scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, generator)`
 ///   | per batch index: A = scale·q·kᵀ + M (M additive, −∞ where a bool mask is false or is_causal hides s > l;
 ///     scale = 1/√E by default), P = softmax(A) row-wise, P′ = P·D/(1 − p) (dropout keep mask D drawn from

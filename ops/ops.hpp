@@ -4,6 +4,7 @@
 #include "xgrad/ops/attention.hpp"
 #include "xgrad/ops/block_sparse_linear.hpp"
 #include "xgrad/ops/conv.hpp"
+#include "xgrad/ops/dropout.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/indexing.hpp"
 #include "xgrad/ops/kernel_info.hpp"

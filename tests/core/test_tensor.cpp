@@ -8,12 +8,15 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <numbers>
 #include <random>
 #include <sstream>
+#include <thread>
 #include <xtensor/xtensor.hpp>
 
 #include "support.hpp"
 #include "xgrad/core/checked.hpp"
+#include "xgrad/core/detail/philox.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/indexing.hpp"
 #include "xgrad/ops/reduction.hpp"
@@ -210,77 +213,139 @@ TEST_CASE("linspace: counts, exact end points, values agree with torch.linspace"
 
 // ---- random numbers -----------------------------------------------------------------------------
 
-TEST_CASE("Generator: mt19937_64 stream fixed by the C++ standard", "[random]") {
-  // [rand.predef]: the 10000th invocation of a default-constructed mt19937_64 (seed 5489) gives
-  // 9981545732273789042; its first value is 14514284786278117030. These hold on every machine.
-  Generator g(5489);
-  CHECK(g.next_u64() == 14514284786278117030ULL);
-  std::uint64_t v = 0;
-  for (int i = 1; i < 10000; ++i) v = g.next_u64();
-  CHECK(v == 9981545732273789042ULL);
+TEST_CASE("Philox4x32-10: Random123's known-answer vectors", "[random]") {
+  using detail::philox4x32;
+  using W = std::array<std::uint32_t, 4>;
+  CHECK(philox4x32({0, 0, 0, 0}, {0, 0}) == W{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8});
+  CHECK(philox4x32({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}) ==
+        W{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd});
+  CHECK(philox4x32({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}) ==
+        W{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1});
+  // The vectorised lanes compute the same blocks (counter: the block number's halves, then 0, 0).
+  std::uint32_t w[4][detail::kPhiloxLanes];
+  const std::uint64_t key = 0x299f31d0a4093822ULL, base = 0xfffffff8ULL;  // lanes cross a 2^32 boundary
+  detail::philox_lanes(key, base, w);
+  for (int l = 0; l < detail::kPhiloxLanes; ++l) {
+    const std::uint64_t c = base + static_cast<std::uint64_t>(l);
+    const W want = philox4x32({static_cast<std::uint32_t>(c), static_cast<std::uint32_t>(c >> 32), 0, 0},
+                              {0xa4093822, 0x299f31d0});
+    CHECK(W{w[0][l], w[1][l], w[2][l], w[3][l]} == want);
+  }
+}
 
-  // uniform() uses the top 53 bits of one draw.
-  Generator u(5489);
-  CHECK(u.uniform() == static_cast<double>(14514284786278117030ULL >> 11) * 0x1.0p-53);
-
-  // manual_seed restarts the stream (and forgets a pending Box-Muller value).
-  Generator a(42);
-  const double n0 = a.normal();  // leaves the pair's second value pending
-  a.manual_seed(42);
-  CHECK(a.normal() == n0);
-
-  // integer(n) is in range.
+TEST_CASE("Generator: scalar draws take one block each, manual_seed restarts and a copy repeats", "[random]") {
+  const auto block = [](std::uint64_t seed, std::uint64_t b) {
+    return detail::philox4x32({static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(b >> 32), 0, 0},
+                              {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
+  };
+  Generator g(0x123456789abcdefULL);
+  const auto b0 = block(0x123456789abcdefULL, 0), b1 = block(0x123456789abcdefULL, 1);
+  CHECK(g.next_u64() == (std::uint64_t{b0[1]} << 32 | b0[0]));
+  CHECK(g.uniform() == static_cast<double>((std::uint64_t{b1[1]} << 32 | b1[0]) >> 11) * 0x1.0p-53);
+  CHECK(g.offset() == 2);
+  const Generator copy = g;  // same seed and position
+  Generator h = copy;
+  CHECK(h.next_u64() == g.next_u64());
+  g.manual_seed(0x123456789abcdefULL);
+  CHECK(g.offset() == 0);
+  CHECK(g.next_u64() == (std::uint64_t{b0[1]} << 32 | b0[0]));
   Generator r(3);
   for (int i = 0; i < 1000; ++i) CHECK(r.integer(7) < 7);
   CHECK(r.integer(1) == 0);
   require_error([&] { (void)r.integer(0); }, {"integer", "positive"});
 }
 
-TEST_CASE("rand and randn: same seed gives the same numbers, values match the definition", "[random]") {
+TEST_CASE("rand, randn, uniform_, normal_: the documented layout of the Philox stream", "[random]") {
+  // Note [Counter-based random numbers] (core/random.hpp): a bulk draw takes whole groups of 16
+  // blocks; element 64g + 16k + l (float32 uniform) takes word k of block 16g + l, element 32g + 16h + l
+  // (float64 uniform) words 2h, 2h + 1, and a block's Box-Muller pair goes to 32g + l and 32g + 16 + l.
+  constexpr std::uint64_t seed = 77;
+  const auto block = [](std::uint64_t b) {
+    return detail::philox4x32({static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(b >> 32), 0, 0},
+                              {static_cast<std::uint32_t>(seed), 0});
+  };
+  const auto u53 = [](std::uint32_t lo, std::uint32_t hi) {
+    return static_cast<double>((std::uint64_t{hi} << 32 | lo) >> 11) * 0x1.0p-53;
+  };
+  const std::int64_t n = 150;  // two full groups of float32 values and part of a third
+  Generator g(seed);
+  const auto f = Tensor::rand({n}, g, kFloat32).to_vector();
+  CHECK(g.offset() == 3 * 16);  // whole groups
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto w = block(static_cast<std::uint64_t>(16 * (i / 64) + i % 16));
+    CHECK(f[static_cast<std::size_t>(i)] == static_cast<double>(w[(i % 64) / 16] >> 8) * 0x1.0p-24);
+  }
+  const auto d = Tensor::rand({n}, g, kFloat64).to_vector();  // starts at block 48
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto w = block(static_cast<std::uint64_t>(48 + 16 * (i / 32) + i % 16));
+    const std::int64_t h = (i % 32) / 16;
+    CHECK(d[static_cast<std::size_t>(i)] == u53(w[2 * h], w[2 * h + 1]));
+  }
   for (Dtype dt : {kFloat32, kFloat64}) {
-    INFO(dtype_name(dt));
-    Generator g1(123), g2(123), g3(124);
-    const Tensor a = Tensor::rand({3, 5}, g1, dt);
-    const Tensor b = Tensor::rand({3, 5}, g2, dt);
-    const Tensor c = Tensor::rand({3, 5}, g3, dt);
-    CHECK(a.shape() == Shape{3, 5});
-    CHECK(a.dtype() == dt);
-    CHECK(bit_equal(a, b));
-    CHECK_FALSE(bit_equal(a, c));
-    // Continuing the stream gives new numbers.
-    CHECK_FALSE(bit_equal(Tensor::rand({3, 5}, g1, dt), a));
-
-    // rand is (next_u64 >> 11) * 2^-53 from the standard engine, element by element.
-    std::mt19937_64 ref(123);
-    const auto av = a.to_vector();
-    for (double x : av) {
-      const double want = static_cast<double>(ref() >> 11) * 0x1.0p-53;
-      CHECK(x == (dt == kFloat32 ? static_cast<double>(static_cast<float>(want)) : want));
-      CHECK(x >= 0.0);
-      CHECK(x <= 1.0);  // float32 rounding may reach 1.0f from just below 1
-    }
-
-    Generator h1(7), h2(7);
-    const Tensor n1 = Tensor::randn({4, 3}, h1, dt);
-    const Tensor n2 = Tensor::randn({4, 3}, h2, dt);
-    CHECK(bit_equal(n1, n2));
-    // randn is Box-Muller on consecutive uniforms, both values used (cos first, then sin).
-    std::mt19937_64 e(7);
-    const auto nv = n1.to_vector();
-    for (std::size_t i = 0; i + 1 < nv.size(); i += 2) {
-      double u1 = static_cast<double>(e() >> 11) * 0x1.0p-53;
-      while (u1 <= 0.0) u1 = static_cast<double>(e() >> 11) * 0x1.0p-53;
-      const double u2 = static_cast<double>(e() >> 11) * 0x1.0p-53;
-      const double r = std::sqrt(-2.0 * std::log(u1));
-      const double th = 2.0 * 3.14159265358979323846 * u2;
-      const double tol = dt == kFloat32 ? 1e-6 : 1e-14;
-      CHECK(std::abs(nv[i] - r * std::cos(th)) <= tol * (1 + std::abs(nv[i])));
-      CHECK(std::abs(nv[i + 1] - r * std::sin(th)) <= tol * (1 + std::abs(nv[i + 1])));
+    Generator gn(seed);
+    const auto z = Tensor::randn({n}, gn, dt).to_vector();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto w = block(static_cast<std::uint64_t>(16 * (i / 32) + i % 16));
+      const double u1 = static_cast<double>(((std::uint64_t{w[1]} << 32 | w[0]) >> 11) + 1) * 0x1.0p-53;
+      const double th = 2.0 * std::numbers::pi * u53(w[2], w[3]);
+      const double want = std::sqrt(-2.0 * std::log(u1)) * ((i % 32) < 16 ? std::cos(th) : std::sin(th));
+      CHECK(z[static_cast<std::size_t>(i)] == (dt == kFloat32 ? static_cast<double>(static_cast<float>(want)) : want));
     }
   }
-  // A 0-d random tensor.
-  Generator g(9);
-  CHECK(Tensor::rand({}, g).dim() == 0);
+  // uniform_ and normal_ in place are the same draws, scaled.
+  Generator g1(seed), g2(seed);
+  Tensor t = Tensor::empty({5, 7}, kFloat64);
+  t.uniform_(-2.0, 3.0, g1);
+  const auto base = Tensor::rand({5, 7}, g2, kFloat64).to_vector();
+  const auto tv = t.to_vector();
+  for (std::size_t i = 0; i < tv.size(); ++i) CHECK(tv[i] == Approx(-2.0 + 5.0 * base[i]).epsilon(1e-15).margin(1e-15));
+  require_error([&] { t.uniform_(1.0, 0.0, g1); }, {"uniform_", "from <= to"});
+  require_error([&] { t.normal_(0.0, -1.0, g1); }, {"normal_", "std"});
+  Tensor ints = Tensor::zeros({3}, kInt64);
+  require_error([&] { ints.uniform_(0.0, 1.0, g1); }, {"uniform_", "int64"});
+  CHECK(Tensor::rand({}, g1).dim() == 0);
+  CHECK(Tensor::rand({0, 3}, g1).numel() == 0);
+}
+
+TEST_CASE("random fills: the same bits at 1 and 2 threads, and from threads drawing at once", "[random]") {
+  for (Dtype dt : {kFloat32, kFloat64}) {
+    const auto draw = [&] {
+      Generator g(5);
+      return Tensors{Tensor::rand({1000003}, g, dt), Tensor::randn({300001}, g, dt)};
+    };
+    const Tensors one = with_num_threads(1, draw), two = with_num_threads(2, draw);
+    CHECK(bit_equal(one[0], two[0]));
+    CHECK(bit_equal(one[1], two[1]));
+  }
+  // Concurrent draws from one generator reserve disjoint blocks: 4 threads x 100 draws use 400 blocks.
+  Generator shared(9);
+  std::vector<std::thread> threads;
+  std::vector<std::vector<std::uint64_t>> got(4);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 100; ++i) got[static_cast<std::size_t>(t)].push_back(shared.next_u64());
+    });
+  for (auto& th : threads) th.join();
+  CHECK(shared.offset() == 400);
+  std::vector<std::uint64_t> all;
+  for (const auto& v : got) all.insert(all.end(), v.begin(), v.end());
+  std::sort(all.begin(), all.end());
+  Generator serial(9);
+  std::vector<std::uint64_t> want;
+  for (int i = 0; i < 400; ++i) want.push_back(serial.next_u64());
+  std::sort(want.begin(), want.end());
+  CHECK(all == want);
+}
+
+TEST_CASE("the default generator: manual_seed repeats its draws", "[random]") {
+  manual_seed(31);
+  const Tensor a = Tensor::rand({4, 4}), b = Tensor::randn({3});
+  manual_seed(31);
+  CHECK(bit_equal(Tensor::rand({4, 4}), a));
+  CHECK(bit_equal(Tensor::randn({3}), b));
+  CHECK_FALSE(bit_equal(Tensor::rand({4, 4}), a));  // the stream goes on
+  Generator own(31);
+  CHECK(bit_equal(Tensor::rand({4, 4}, own), a));  // the default generator is a Generator like any other
 }
 
 TEST_CASE("randn and rand: statistics are sane", "[random]") {

@@ -8,11 +8,17 @@
 
 #include "support.hpp"
 #include "xgrad/nn/activation.hpp"
+#include "xgrad/nn/attention.hpp"
+#include "xgrad/nn/block_sparse_linear.hpp"
+#include "xgrad/nn/conv.hpp"
 #include "xgrad/nn/dropout.hpp"
 #include "xgrad/nn/embedding.hpp"
+#include "xgrad/nn/init.hpp"
 #include "xgrad/nn/layer_norm.hpp"
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/optim/sgd.hpp"
+#include "xgrad/nn/rnn.hpp"
+#include "xgrad/nn/sequential.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/loss.hpp"
 #include "xgrad/ops/reduction.hpp"
@@ -332,6 +338,64 @@ TEST_CASE("Embedding: bad inputs raise xgrad::Error", "[embedding][errors]") {
   }
   test::require_error([] { nn::Embedding bad(-2, 3); }, {"Embedding", "-2"});
   test::require_error([] { nn::Embedding bad(Tensor::zeros({4})); }, {"Embedding", "'weight'", "(4,)"});
+}
+
+// ---- the default generator -----------------------------------------------------------------------
+
+namespace {
+// Every parameter of `m`, detached, in order.
+Tensors params_of(nn::Module& m) {
+  Tensors out;
+  for (const auto& p : m.parameters()) out.push_back(p.detach().clone_data());
+  return out;
+}
+bool same_params(const Tensors& a, const Tensors& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!bit_equal(a[i], b[i])) return false;
+  return true;
+}
+// A model built from layers without a generator or a seed, as a libtorch program writes it.
+Tensors build_model() {
+  nn::Sequential seq(nn::Linear(8, 8), nn::ReLU(), nn::Linear(8, 8));
+  nn::Conv2d conv(nn::ConvOptions(3, 4, {3}));
+  nn::Embedding emb(10, 6);
+  nn::GRU gru(6, 5);
+  nn::MultiheadAttention mha(nn::MultiheadAttentionOptions(8, 2));
+  nn::BlockSparseLinear bsl(
+      BlockSparsePattern::block_diagonal({{InFeatures{2}, OutFeatures{3}}, {InFeatures{2}, OutFeatures{3}}}));
+  Tensors all;
+  for (nn::Module* m : std::initializer_list<nn::Module*>{&seq, &conv, &emb, &gru, &mha, &bsl})
+    for (const Tensor& t : params_of(*m)) all.push_back(t);
+  Tensor w = Tensor::empty({4, 5});
+  nn::init::xavier_uniform_(w);
+  all.push_back(w);
+  nn::Dropout drop(0.5);
+  all.push_back(drop(Tensor::ones({64})));
+  all.push_back(Tensor::randn({7}));
+  return all;
+}
+}  // namespace
+
+TEST_CASE("layers without a generator draw from the default generator: distinct, and repeated by manual_seed",
+          "[linear][init][random]") {
+  // Two layers built one after the other start from different values (not both from seed 0).
+  nn::Linear a(8, 8), b(8, 8);
+  CHECK_FALSE(bit_equal(a.weight().detach(), b.weight().detach()));
+  nn::Sequential seq(nn::Linear(8, 8), nn::ReLU(), nn::Linear(8, 8));
+  const auto ps = seq.parameters();
+  CHECK_FALSE(bit_equal(ps[0].detach(), ps[2].detach()));
+  // The same program after the same seed: the same bits, at 1 and at 2 threads.
+  manual_seed(2024);
+  const Tensors first = with_num_threads(1, build_model);
+  manual_seed(2024);
+  const Tensors again = with_num_threads(2, build_model);
+  CHECK(same_params(first, again));
+  manual_seed(2025);
+  CHECK_FALSE(same_params(build_model(), first));
+  // A seed or a generator still gives a layer values of its own, whatever the default generator's state.
+  nn::Linear s1(8, 8, true, kFloat32, 3), s2(8, 8, true, kFloat32, 3);
+  CHECK(bit_equal(s1.weight().detach(), s2.weight().detach()));
 }
 
 // ---- Dropout --------------------------------------------------------------------------------------

@@ -324,9 +324,6 @@ void add_attention_entries(std::vector<OpInfo>& t) {
          scaled_dot_product_attention(q, k, v, Tensor::zeros({3, 5}, kBool), 0.0, true);
        },
        {"scaled_dot_product_attention", "'attn_mask'", "is_causal"}},
-      {"dropout without a generator",
-       [q, k, v] { scaled_dot_product_attention(q, k, v, Tensor(), 0.1); },
-       {"scaled_dot_product_attention", "'dropout_p'", "generator"}},
       {"query 1-d",
        [k, v] { scaled_dot_product_attention(Tensor::zeros({4}, kFloat64), k, v); },
        {"scaled_dot_product_attention", "'query'", "(4,)"}},
