@@ -10,10 +10,10 @@
 # and PyTorch (masked dense, ModuleList, grouped bmm), the autograd overhead (small graphs and an
 # MLP training step), the fashion_cnn training step (conv, batch norm, pooling), GRU/LSTM training
 # steps and Hessian-vector products (MLP) against libtorch, and the index ops (index_select,
-# index_add, gather, scatter_add, embedding, a GCN aggregation) and the sparse ops (spmm, sddmm)
-# against PyTorch; and dense GEMM at 1 thread (xgrad's own GEMM, OpenBLAS as loaded and OpenBLAS on
+# index_add, gather, scatter_add, embedding, a GCN aggregation), dropout and the random fills, and the
+# sparse ops (spmm, sddmm) against PyTorch; and dense GEMM at 1 thread (xgrad's own GEMM, OpenBLAS as loaded and OpenBLAS on
 # its Prescott kernels, against the FMA peak). REPS (default 3) sets the repetitions behind each median
-# (the short rnn and hvp steps use 3 * REPS, the index and sparse ops 5 * REPS, GEMM 2 * REPS + 1).
+# (the short rnn and hvp steps use 3 * REPS, the index, random and sparse ops 5 * REPS, GEMM 2 * REPS + 1).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 reps=${REPS:-3}
@@ -22,7 +22,7 @@ mkdir -p "$out"
 cmake --preset release -DXGRAD_REQUIRE_ALL=OFF >/dev/null
 cmake --build --preset release --target resample_conv_bench block_sparse_linear_bench autograd_overhead \
   conv_step_bench $(grep -q torch_autograd_overhead build/release/build.ninja && echo torch_autograd_overhead) \
-  rnn_step_bench hvp_bench index_ops_bench sparse_ops_bench graph_layers_bench gemm_bench \
+  rnn_step_bench hvp_bench index_ops_bench random_ops_bench sparse_ops_bench graph_layers_bench gemm_bench \
   $(grep -q torch_conv_step build/release/build.ninja && echo torch_conv_step torch_rnn_step torch_hvp) \
   $(grep -q ddp_overlap_bench build/release/build.ninja && echo ddp_overlap_bench)
 dir=build/release/bench
@@ -38,6 +38,7 @@ ROUNDS=1 bash bench/run_conv_step.sh "$dir" --reps "$reps" --iters 10 >"$out/con
 bash bench/run_rnn_step.sh "$dir" --reps $((reps * 3)) >"$out/rnn_step.txt"
 bash bench/run_hvp.sh "$dir" --reps $((reps * 3)) >"$out/hvp.txt"
 ROUNDS=1 bash bench/run_index_ops.sh "$dir" $((reps * 5)) "$out/index_ops.csv" >"$out/index_ops.txt"
+ROUNDS=1 bash bench/run_random_ops.sh "$dir" $((reps * 5)) "$out/random_ops.csv" >"$out/random_ops.txt"
 ROUNDS=1 bash bench/run_sparse_ops.sh "$dir" $((reps * 5)) "$out/sparse_ops.csv" >"$out/sparse_ops.txt"
 ROUNDS=1 bash bench/run_graph_layers.sh "$dir" $((reps * 5)) "$out/graph_layers.csv" >"$out/graph_layers.txt"
 # DDP's overlap over a rate-limited link between two network namespaces: needs root, `ip`, `tc` and
@@ -69,6 +70,9 @@ sed -n '/^## /,$p' "$out/hvp.txt"
 echo
 echo "================ index ops ================"
 sed -n '/^## /,$p' "$out/index_ops.txt"
+echo
+echo "================ random ops (dropout) ================"
+sed -n '/^## /,$p' "$out/random_ops.txt"
 echo
 echo "================ sparse ops ================"
 sed -n '/^## /,$p' "$out/sparse_ops.txt"

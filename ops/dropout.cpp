@@ -19,7 +19,8 @@ constexpr std::int64_t kGroup = 4 * kLanes;  // elements a group of blocks decid
 // element 64g + 16k + l takes word k of lane l of group g).
 template <class T>
 void dropout_kernel(const T* x, T* y, T* m, std::int64_t n, double p, Generator& gen) {
-  const std::uint64_t threshold = static_cast<std::uint64_t>(std::ldexp(p, 32));  // p < 1: below 2^32
+  // dropped when the word is below p·2^32; p < 1, so the threshold fits in 32 bits
+  const auto threshold = static_cast<std::uint32_t>(std::ldexp(p, 32));
   const T scale = static_cast<T>(1.0 / (1.0 - p));
   const std::int64_t groups = (n + kGroup - 1) / kGroup;
   detail::for_each_group(gen.reserve(static_cast<std::uint64_t>(groups * kLanes)), groups, kParallelGrain / kGroup,

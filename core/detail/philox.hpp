@@ -16,15 +16,18 @@ namespace xgrad::detail {
 inline constexpr std::uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
 inline constexpr std::uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
 
-/// One round on the counter words c0..c3 under key words k0, k1.
-inline void philox_round(std::uint32_t& c0, std::uint32_t& c1, std::uint32_t& c2, std::uint32_t& c3, std::uint32_t k0,
-                         std::uint32_t k1) {
-  const std::uint64_t p0 = std::uint64_t{kPhiloxM0} * c0;
-  const std::uint64_t p1 = std::uint64_t{kPhiloxM1} * c2;
-  c0 = static_cast<std::uint32_t>(p1 >> 32) ^ c1 ^ k0;
-  c2 = static_cast<std::uint32_t>(p0 >> 32) ^ c3 ^ k1;
-  c1 = static_cast<std::uint32_t>(p1);
-  c3 = static_cast<std::uint32_t>(p0);
+/// One round on the counter words c0..c3 under key words k0, k1. W is std::uint32_t, or std::uint64_t
+/// holding 32-bit words: in 64-bit lanes the products are one vpmuludq each, so the lanes' loop
+/// vectorises without widening shuffles.
+template <class W>
+inline void philox_round(W& c0, W& c1, W& c2, W& c3, W k0, W k1) {
+  constexpr std::uint64_t kLow = 0xffffffffu;
+  const std::uint64_t p0 = (std::uint64_t{c0} & kLow) * kPhiloxM0;
+  const std::uint64_t p1 = (std::uint64_t{c2} & kLow) * kPhiloxM1;
+  c0 = static_cast<W>((p1 >> 32) ^ c1 ^ k0);
+  c2 = static_cast<W>((p0 >> 32) ^ c3 ^ k1);
+  c1 = static_cast<W>(p1 & kLow);
+  c3 = static_cast<W>(p0 & kLow);
 }
 
 /// One block: philox(key, counter) with the full 128-bit counter {c[0], c[1], c[2], c[3]} and key
@@ -38,29 +41,31 @@ inline std::array<std::uint32_t, 4> philox4x32(std::array<std::uint32_t, 4> c, s
   return c;
 }
 
-/// Blocks computed together: wide enough that the rounds vectorise (16 lanes of 64-bit products fill
-/// two AVX-512 or four AVX2 registers).
+/// Blocks computed together: 16 lanes of 64-bit words fill four AVX2 or two AVX-512 registers.
 inline constexpr int kPhiloxLanes = 16;
 
 /// out[w][l] = word w of block base + l of the stream keyed by `key` (the counter's words: base + l's
 /// low and high halves, then 0, 0; the key's: key's low and high halves).
 inline void philox_lanes(std::uint64_t key, std::uint64_t base, std::uint32_t (&out)[4][kPhiloxLanes]) {
-  std::uint32_t(&c0)[kPhiloxLanes] = out[0];
-  std::uint32_t(&c1)[kPhiloxLanes] = out[1];
-  std::uint32_t(&c2)[kPhiloxLanes] = out[2];
-  std::uint32_t(&c3)[kPhiloxLanes] = out[3];
+  std::uint64_t c0[kPhiloxLanes], c1[kPhiloxLanes], c2[kPhiloxLanes], c3[kPhiloxLanes];
   for (int l = 0; l < kPhiloxLanes; ++l) {
     const std::uint64_t c = base + static_cast<std::uint64_t>(l);
-    c0[l] = static_cast<std::uint32_t>(c);
-    c1[l] = static_cast<std::uint32_t>(c >> 32);
+    c0[l] = c & 0xffffffffu;
+    c1[l] = c >> 32;
     c2[l] = 0;
     c3[l] = 0;
   }
-  std::uint32_t k0 = static_cast<std::uint32_t>(key), k1 = static_cast<std::uint32_t>(key >> 32);
+  std::uint64_t k0 = key & 0xffffffffu, k1 = key >> 32;
   for (int round = 0; round < 10; ++round) {
     for (int l = 0; l < kPhiloxLanes; ++l) philox_round(c0[l], c1[l], c2[l], c3[l], k0, k1);
-    k0 += kPhiloxW0;
-    k1 += kPhiloxW1;
+    k0 = (k0 + kPhiloxW0) & 0xffffffffu;
+    k1 = (k1 + kPhiloxW1) & 0xffffffffu;
+  }
+  for (int l = 0; l < kPhiloxLanes; ++l) {
+    out[0][l] = static_cast<std::uint32_t>(c0[l]);
+    out[1][l] = static_cast<std::uint32_t>(c1[l]);
+    out[2][l] = static_cast<std::uint32_t>(c2[l]);
+    out[3][l] = static_cast<std::uint32_t>(c3[l]);
   }
 }
 

@@ -274,3 +274,16 @@ TEST_CASE("parallel: any thread count is accepted, the arena clamped to the core
   }
   set_num_threads(0);
 }
+
+// Run by ctest with the environment variable set (tests/CMakeLists.txt): the limit at start.
+TEST_CASE("XGRAD_NUM_THREADS=1 at start: one thread", "[.][env_threads_1]") {
+  CHECK(get_num_threads() == 1);
+  set_num_threads(0);  // the default is all cores again, not the variable's value
+  CHECK(get_num_threads() >= 1);
+}
+
+TEST_CASE("XGRAD_NUM_THREADS=abc at start: ignored, the default limit", "[.][env_threads_bad]") {
+  const int at_start = get_num_threads();
+  set_num_threads(0);
+  CHECK(at_start == get_num_threads());
+}
