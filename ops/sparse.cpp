@@ -21,6 +21,7 @@
 #include <mutex>
 #include <numeric>
 #include <span>
+#include <type_traits>
 #include <utility>
 
 #include "xgrad/core/autograd.hpp"
@@ -71,6 +72,38 @@ void check_size(const Shape& size, const char* op) {
 
 Tensor index_tensor(const std::vector<std::int64_t>& v) {
   return Tensor::from_data<std::int64_t>(std::span<const std::int64_t>(v), {static_cast<std::int64_t>(v.size())});
+}
+
+// out (n,) with out[dest[e]] += values[e], in e order, for integer and bool values (not
+// differentiable, so no index_add, whose gradient is for float values): torch's coalesce, exact in
+// the values' dtype; integers wrap on overflow, bools sum to their logical or.
+Tensor scatter_sum_exact(const Tensor& values, const std::vector<std::int64_t>& dest, std::int64_t n) {
+  Tensor out = Tensor::zeros({n}, values.dtype());
+  dispatch_all(values.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* v = values.data<T>();
+    T* o = out.data<T>();
+    for (std::size_t e = 0; e < dest.size(); ++e) {
+      T& y = o[dest[e]];
+      if constexpr (std::is_same_v<T, bool>) {
+        y = y || v[e];
+      } else if constexpr (std::is_integral_v<T>) {
+        using U = std::make_unsigned_t<T>;
+        y = static_cast<T>(static_cast<U>(y) + static_cast<U>(v[e]));
+      } else {
+        y += v[e];
+      }
+    }
+  });
+  return out;
+}
+
+// The transposed pattern's buffers (Note [Cached transpose]): crow (cols + 1), one counter per
+// (block, column) with at most 8 blocks, col and perm (nnz each). A width such as 2^62 is an
+// xgrad::Error naming `op` before any of them is allocated.
+void check_transpose_memory(std::int64_t cols, std::int64_t nnz, const char* op) {
+  const std::size_t per_column = checked_nbytes(checked_add(cols, 1, op, "cols"), 9 * sizeof(std::int64_t), op, "cols");
+  check_host_memory(per_column + static_cast<std::size_t>(nnz) * 2 * sizeof(std::int64_t), op, "cols");
 }
 
 void check_values(const Tensor& values, std::int64_t nnz, const char* op) {
@@ -145,6 +178,7 @@ bool CsrPattern::operator==(const CsrPattern& o) const {
 // counting sort does not depend on P, so it is the same at any thread count.
 const CsrPattern::Transposed& CsrPattern::transposed() const {
   const Impl& p = *impl_;
+  if (!has_transposed()) check_transpose_memory(p.cols, nnz(), "CsrPattern::transposed");
   std::call_once(p.transposed_once, [&p] {
     Transposed t;
     const std::int64_t nnz = static_cast<std::int64_t>(p.col.size()), cols = p.cols, rows = p.rows;
@@ -304,8 +338,9 @@ void check_sparse(const char* op, const SparseCsr& a) {
 
 }  // namespace
 
-Tensor spmm(const SparseCsr& a, const Tensor& x) {
-  constexpr const char* op = "spmm";
+namespace {
+// spmm under the public name `op` (spmm, matmul).
+Tensor checked_spmm(const SparseCsr& a, const Tensor& x, const char* op) {
   check_sparse(op, a);
   check_floating(op, "a.values", a.values());
   check_dense(op, "x", x, a.cols(), "a.cols", a);
@@ -313,6 +348,10 @@ Tensor spmm(const SparseCsr& a, const Tensor& x) {
               dtype_name(x.dtype()), dtype_name(a.dtype()));
   return spmm_impl(a.values(), x, a.pattern(), false);
 }
+}  // namespace
+
+Tensor spmm(const SparseCsr& a, const Tensor& x) { return checked_spmm(a, x, "spmm"); }
+Tensor matmul(const SparseCsr& a, const Tensor& x) { return checked_spmm(a, x, "matmul"); }
 
 Tensor sddmm(const SparseCsr& a, const Tensor& x, const Tensor& y) {
   constexpr const char* op = "sddmm";
@@ -324,6 +363,24 @@ Tensor sddmm(const SparseCsr& a, const Tensor& x, const Tensor& y) {
   XGRAD_CHECK(x.dtype() == y.dtype(), "{}: arguments 'x' ({}) and 'y' ({}) must have the same dtype", op,
               dtype_name(x.dtype()), dtype_name(y.dtype()));
   return sddmm_impl(x, y, a.pattern());
+}
+
+SparseCsr sampled_addmm(const SparseCsr& input, const Tensor& mat1, const Tensor& mat2, double beta, double alpha) {
+  constexpr const char* op = "sampled_addmm";
+  XGRAD_CHECK(input.defined(), "{}: argument 'input' (the sparse matrix) is undefined", op);
+  check_floating(op, "input.values", input.values());
+  XGRAD_CHECK(mat1.defined() && mat2.defined(), "{}: argument '{}' is undefined", op, mat1.defined() ? "mat2" : "mat1");
+  check_floating(op, "mat1", mat1);
+  check_floating(op, "mat2", mat2);
+  XGRAD_CHECK(mat1.dim() == 2 && mat2.dim() == 2 && mat1.size(0) == input.rows() && mat2.size(1) == input.cols() &&
+                  mat1.size(1) == mat2.size(0),
+              "{}: arguments 'mat1' {} and 'mat2' {} must be (M, K) and (K, N) for the sparse input {}", op,
+              shape_str(mat1.shape()), shape_str(mat2.shape()), shape_str(input.shape()));
+  XGRAD_CHECK(mat1.dtype() == input.dtype() && mat2.dtype() == input.dtype(),
+              "{}: arguments 'mat1' ({}) and 'mat2' ({}) must have the dtype of the input's values ({})", op,
+              dtype_name(mat1.dtype()), dtype_name(mat2.dtype()), dtype_name(input.dtype()));
+  const Tensor sampled = sddmm_impl(mat1, transpose(mat2, 0, 1), input.pattern());
+  return input.with_values(add(mul(input.values(), beta), mul(sampled, alpha)));
 }
 
 // ---- linear on a sparse input ------------------------------------------------------------------------
@@ -424,7 +481,14 @@ Tensor linear(const SparseCsr& x, const Tensor& weight, const Tensor& bias) {
 
 SparseCsr sparse_softmax(const SparseCsr& a) {
   XGRAD_CHECK(a.defined(), "sparse_softmax: argument 'a' is an undefined sparse matrix");
+  check_floating("sparse_softmax", "a.values", a.values());
   return a.with_values(segment_softmax(a.values(), a.crow_indices()));
+}
+
+SparseCsr sparse_log_softmax(const SparseCsr& a) {
+  XGRAD_CHECK(a.defined(), "sparse_log_softmax: argument 'a' is an undefined sparse matrix");
+  check_floating("sparse_log_softmax", "a.values", a.values());
+  return a.with_values(segment_log_softmax(a.values(), a.crow_indices()));
 }
 
 // ---- segment reductions ----------------------------------------------------------------------------
@@ -440,10 +504,10 @@ Shape with_rows(Shape s, std::int64_t rows) {
   return s;
 }
 
-Tensor segment_sum_impl(const Tensor& data, const Offsets& off, bool mean);
+Tensor segment_sum_impl(const Tensor& data, const Offsets& off, bool mean, double empty = 0);
 Tensor segment_expand_impl(const Tensor& g, const Offsets& off, bool mean, const Shape& data_shape);
 
-// out[i] = (1 / n_i if mean) Σ_e data[e] over segment i.
+// out[i] = (1 / n_i if mean) Σ_e data[e] over segment i; an empty segment's mean is `empty`.
 struct SegmentSumFn : Function<SegmentSumFn> {
   static constexpr const char* kName = "segment_sum";
   static constexpr bool kDifferentiableBackward = true;  // through segment_expand, whose backward is this op
@@ -451,7 +515,7 @@ struct SegmentSumFn : Function<SegmentSumFn> {
   bool mean = false;
   Shape data_shape;
 
-  Tensor forward(const Tensor& data, const Offsets& off, bool m) {
+  Tensor forward(const Tensor& data, const Offsets& off, bool m, double empty) {
     offsets = off;
     mean = m;
     data_shape = data.shape();
@@ -460,7 +524,7 @@ struct SegmentSumFn : Function<SegmentSumFn> {
     const std::int64_t f = segments == 0 ? 0 : out.numel() / segments;
     dispatch(data.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      detail::segment_sum<T>(segments, off->data(), data.data<T>(), f, m, out.data<T>());
+      detail::segment_sum<T>(segments, off->data(), data.data<T>(), f, m, static_cast<T>(empty), out.data<T>());
     });
     return out;
   }
@@ -486,39 +550,48 @@ struct SegmentExpandFn : Function<SegmentExpandFn> {
     });
     return out;
   }
-  Tensors backward(const Tensors& grads) { return {segment_sum_impl(grads[0], offsets, mean)}; }
+  // an empty segment's g[i] reaches no entry: its gradient is 0, also for the mean
+  Tensors backward(const Tensors& grads) { return {segment_sum_impl(grads[0], offsets, mean, 0)}; }
 };
 
-Tensor segment_sum_impl(const Tensor& data, const Offsets& off, bool mean) {
-  return apply<SegmentSumFn>(data, off, mean);
+Tensor segment_sum_impl(const Tensor& data, const Offsets& off, bool mean, double empty) {
+  return apply<SegmentSumFn>(data, off, mean, empty);
 }
 Tensor segment_expand_impl(const Tensor& g, const Offsets& off, bool mean, const Shape& data_shape) {
   return apply<SegmentExpandFn>(g, off, mean, data_shape);
 }
 
-// softmax's backward over segments: dx = y ⊙ (g − expand(segment_sum(g ⊙ y))). The kernel for first
-// order; the formula of recorded ops when the result will be differentiated (Note [Fused ops]).
+// segment_softmax's (Log = false) and segment_log_softmax's (Log = true) backward from the result y:
+//   softmax:     dx = y ⊙ (g − expand(segment_sum(g ⊙ y)))
+//   log_softmax: dx = g − exp(y) ⊙ expand(segment_sum(g))
+// The kernel for first order; the formula of recorded ops when the result will be differentiated
+// (Note [Fused ops]).
+template <bool Log>
 struct SegmentSoftmaxBackward {
-  static constexpr const char* kName = "segment_softmax_backward";
+  static constexpr const char* kName = Log ? "segment_log_softmax_backward" : "segment_softmax_backward";
   static Tensor kernel(const Tensor& g, const Tensor& y, const Offsets& off) {
     Tensor dx = Tensor::empty(y.shape(), y.dtype());
     const auto segments = static_cast<std::int64_t>(off->size()) - 1;
     const std::int64_t f = y.size(0) == 0 ? 0 : y.numel() / y.size(0);
     dispatch(y.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      detail::segment_softmax_backward<T>(segments, off->data(), g.data<T>(), y.data<T>(), f, dx.data<T>());
+      detail::segment_softmax_backward<T>(segments, off->data(), g.data<T>(), y.data<T>(), f, Log, dx.data<T>());
     });
     return dx;
   }
   static Tensor formula(const Tensor& g, const Tensor& y, const Offsets& off) {
-    const Tensor gy = mul(g, y);
-    return mul(y, sub(g, segment_expand_impl(segment_sum_impl(gy, off, false), off, false, y.shape())));
+    const auto expand_sum = [&](const Tensor& t) {
+      return segment_expand_impl(segment_sum_impl(t, off, false), off, false, y.shape());
+    };
+    if (Log) return sub(g, mul(exp(y), expand_sum(g)));
+    return mul(y, sub(g, expand_sum(mul(g, y))));
   }
 };
 
-// out = softmax over each segment's entries (per column).
-struct SegmentSoftmaxFn : Function<SegmentSoftmaxFn> {
-  static constexpr const char* kName = "segment_softmax";
+// out = softmax (Log = false) or log_softmax over each segment's entries (per column).
+template <bool Log>
+struct SegmentSoftmaxFn : Function<SegmentSoftmaxFn<Log>> {
+  static constexpr const char* kName = Log ? "segment_log_softmax" : "segment_softmax";
   static constexpr bool kDifferentiableBackward = true;  // the formula of SegmentSoftmaxBackward
   Offsets offsets;
 
@@ -529,17 +602,19 @@ struct SegmentSoftmaxFn : Function<SegmentSoftmaxFn> {
     const std::int64_t f = data.size(0) == 0 ? 0 : data.numel() / data.size(0);
     dispatch(data.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      detail::segment_softmax<T>(segments, off->data(), data.data<T>(), f, out.data<T>());
+      detail::segment_softmax<T>(segments, off->data(), data.data<T>(), f, Log, out.data<T>());
     });
-    save_for_backward({out});
+    this->save_for_backward({out});
     return out;
   }
-  Tensors backward(const Tensors& grads) { return {apply_fused<SegmentSoftmaxBackward>(grads[0], saved(0), offsets)}; }
+  Tensors backward(const Tensors& grads) {
+    return {apply_fused<SegmentSoftmaxBackward<Log>>(grads[0], this->saved(0), offsets)};
+  }
 };
 
-// segment_max's backward (torch 1.13's tie rule, detail::segment_max_backward): the kernel for first
-// order; under create_graph, ddata = expand(g / d) ⊙ ties with the tie mask and the divisor d as
-// constants (they are piecewise constant in data and g), so the formula is linear in g and its
+// segment_max's backward (g split evenly among the ties, detail::segment_max_backward): the kernel for
+// first order; under create_graph, ddata = expand(g / c) ⊙ ties with the tie mask and the tie count c
+// as constants (they are piecewise constant in data), so the formula is linear in g and its
 // derivative in data is 0, as the kernel's (Note [Fused ops]).
 template <bool Max>
 struct SegmentMaxBackward {
@@ -572,14 +647,14 @@ struct SegmentMaxFn : Function<SegmentMaxFn<Max>> {
   static constexpr bool kDifferentiableBackward = true;  // the formula of SegmentMaxBackward
   Offsets offsets;
 
-  Tensor forward(const Tensor& data, const Offsets& off) {
+  Tensor forward(const Tensor& data, const Offsets& off, double empty) {
     offsets = off;
     const auto segments = static_cast<std::int64_t>(off->size()) - 1;
     Tensor out = Tensor::empty(with_rows(data.shape(), segments), data.dtype());
     const std::int64_t f = segments == 0 ? 0 : out.numel() / segments;
     dispatch(data.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      detail::segment_max<T>(segments, off->data(), data.data<T>(), f, Max, out.data<T>());
+      detail::segment_max<T>(segments, off->data(), data.data<T>(), f, Max, static_cast<T>(empty), out.data<T>());
     });
     this->save_for_backward({data, out});
     return out;
@@ -616,17 +691,20 @@ Offsets check_offsets(const Tensor& data, const Tensor& offsets, const char* op)
 Tensor segment_sum(const Tensor& data, const Tensor& offsets) {
   return segment_sum_impl(data, check_offsets(data, offsets, "segment_sum"), false);
 }
-Tensor segment_mean(const Tensor& data, const Tensor& offsets) {
-  return segment_sum_impl(data, check_offsets(data, offsets, "segment_mean"), true);
+Tensor segment_mean(const Tensor& data, const Tensor& offsets, double empty_value) {
+  return segment_sum_impl(data, check_offsets(data, offsets, "segment_mean"), true, empty_value);
 }
-Tensor segment_max(const Tensor& data, const Tensor& offsets) {
-  return apply<SegmentMaxFn<true>>(data, check_offsets(data, offsets, "segment_max"));
+Tensor segment_max(const Tensor& data, const Tensor& offsets, double empty_value) {
+  return apply<SegmentMaxFn<true>>(data, check_offsets(data, offsets, "segment_max"), empty_value);
 }
-Tensor segment_min(const Tensor& data, const Tensor& offsets) {
-  return apply<SegmentMaxFn<false>>(data, check_offsets(data, offsets, "segment_min"));
+Tensor segment_min(const Tensor& data, const Tensor& offsets, double empty_value) {
+  return apply<SegmentMaxFn<false>>(data, check_offsets(data, offsets, "segment_min"), empty_value);
 }
 Tensor segment_softmax(const Tensor& data, const Tensor& offsets) {
-  return apply<SegmentSoftmaxFn>(data, check_offsets(data, offsets, "segment_softmax"));
+  return apply<SegmentSoftmaxFn<false>>(data, check_offsets(data, offsets, "segment_softmax"));
+}
+Tensor segment_log_softmax(const Tensor& data, const Tensor& offsets) {
+  return apply<SegmentSoftmaxFn<true>>(data, check_offsets(data, offsets, "segment_log_softmax"));
 }
 
 // ---- SparseCsr -------------------------------------------------------------------------------------
@@ -645,19 +723,23 @@ SparseCsr SparseCsr::with_values(const Tensor& values) const {
 
 SparseCsr SparseCsr::t() const {
   XGRAD_CHECK(defined(), "SparseCsr::t: the sparse matrix is undefined");
+  check_transpose_memory(cols(), nnz(), "SparseCsr::t");
   const auto& tp = pattern_.transposed();
   return SparseCsr(CsrPattern::from_indices(tp.crow, tp.col, cols(), rows(), "SparseCsr::t"),
                    index_select(values_, 0, index_tensor(tp.perm)));
 }
 
 Tensor SparseCsr::to_dense() const {
-  XGRAD_CHECK(defined(), "to_dense: the sparse matrix is undefined");
-  const std::int64_t n = checked_mul(rows(), cols(), "to_dense", "size");
+  constexpr const char* op = "to_dense";
+  XGRAD_CHECK(defined(), "{}: the sparse matrix is undefined", op);
+  const std::int64_t n = checked_mul(rows(), cols(), op, "size");
+  check_host_memory(checked_nbytes(n, dtype_size(dtype()), op, "size"), op, "size");
   std::vector<std::int64_t> pos(static_cast<std::size_t>(nnz()));
   for (std::int64_t i = 0; i < rows(); ++i)
     for (std::int64_t k = pattern_.crow()[static_cast<std::size_t>(i)];
          k < pattern_.crow()[static_cast<std::size_t>(i + 1)]; ++k)
       pos[static_cast<std::size_t>(k)] = i * cols() + pattern_.col()[static_cast<std::size_t>(k)];
+  if (!is_floating_point(dtype())) return reshape(scatter_sum_exact(values_, pos, n), {rows(), cols()});
   return reshape(index_add(Tensor::zeros({n}, dtype()), 0, index_tensor(pos), values_), {rows(), cols()});
 }
 
@@ -690,6 +772,9 @@ SparseCsr sparse_coo_tensor(const Tensor& indices, const Tensor& values, const S
               indices.defined() ? shape_str(indices.shape()) : std::string("undefined"));
   const std::int64_t n = indices.size(1);
   check_values(values, n, op);
+  // the row offsets and two working copies of them (rows + 1 each) are the size-dependent memory
+  check_host_memory(checked_nbytes(checked_add(size[0], 1, op, "size"), 3 * sizeof(std::int64_t), op, "size"), op,
+                    "size");
   const std::vector<std::int64_t> idx = read_index(indices, op, "indices");
   const std::int64_t* r = idx.data();
   const std::int64_t* c = idx.data() + n;
@@ -728,6 +813,7 @@ SparseCsr sparse_coo_tensor(const Tensor& indices, const Tensor& values, const S
   const auto nu = static_cast<std::int64_t>(ucol.size());
   CsrPattern p = CsrPattern::from_indices(std::move(ucrow), std::move(ucol), size[0], size[1], op);
   if (identity) return SparseCsr(std::move(p), values);
+  if (!is_floating_point(values.dtype())) return SparseCsr(std::move(p), scatter_sum_exact(values, dest, nu));
   return SparseCsr(std::move(p), index_add(Tensor::zeros({nu}, values.dtype()), 0, index_tensor(dest), values));
 }
 

@@ -18,6 +18,7 @@
 // pattern and every later backward reuses it. Aᵀ·G is then a gather per output row, like A·X: no
 // scatter, no atomics, the same bits at any thread count.
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -50,7 +51,8 @@ class CsrPattern {
   std::int64_t nnz() const;
   const std::vector<std::int64_t>& crow() const;
   const std::vector<std::int64_t>& col() const;
-  /// The cached transposed pattern (built once, thread-safe; Note [Cached transpose]).
+  /// The cached transposed pattern (built once, thread-safe; Note [Cached transpose]). Its cols + 1
+  /// row offsets are checked against this machine's memory before they are allocated.
   const Transposed& transposed() const;
   /// True when the transposed pattern has been built (for tests of the cache).
   bool has_transposed() const;
@@ -91,10 +93,11 @@ class SparseCsr {
   /// The same pattern with other values (shape (nnz,)): e.g. the result of sddmm, or a detached copy.
   SparseCsr with_values(const Tensor& values) const;
   /// Aᵀ in CSR form: the cached transposed pattern (Note [Cached transpose]) and the values gathered
-  /// by its permutation (differentiable: the gradient flows back to this matrix's values).
+  /// by its permutation (differentiable: the gradient flows back to this matrix's values). A width
+  /// whose transpose cannot be held in memory is an xgrad::Error naming SparseCsr::t.
   SparseCsr t() const;
-  /// The dense (rows, cols) matrix, zeros outside the pattern. Differentiable with respect to the
-  /// values (the gradient is the dense gradient read at the stored entries).
+  /// The dense (rows, cols) matrix, zeros outside the pattern, in the values' dtype. Differentiable
+  /// with respect to float values (the gradient is the dense gradient read at the stored entries).
   Tensor to_dense() const;
   /// "SparseCsr(rows=.., cols=.., nnz=.., dtype=..)".
   std::string str() const;
@@ -108,15 +111,26 @@ class SparseCsr {
 /// and unique within each row), values (nnz,), size (rows, cols). The values tensor is kept as is
 /// (no copy), so a leaf that requires grad stays that leaf. Bad indices are an xgrad::Error naming
 /// the argument and the offending value.
+/// @op `sparse_csr_tensor(crow, col, values, size)` | the (rows x cols) matrix with values[k] at (i, col[k]) for k
+///   in [crow[i], crow[i + 1]) (its values are `values` itself) | dvalues = g's values | torch.sparse_csr_tensor
+///   (compared through torch.sparse_coo_tensor(...).to_dense: torch 1.13 has no autograd on CSR values)
 SparseCsr sparse_csr_tensor(const Tensor& crow_indices, const Tensor& col_indices, const Tensor& values,
                             const Shape& size);
 /// torch.sparse_coo_tensor(...).to_sparse_csr(): indices (2, nnz) as (row, col) pairs in any order,
 /// int64 or int32; values (nnz,); size (rows, cols). Entries are sorted by row, then column, and
-/// duplicates are summed (in their input order). The result's values are `values` itself when the
-/// entries are already sorted and unique, else a differentiable sum of them (index_add).
+/// duplicates are summed (in their input order): float values through a differentiable index_add,
+/// integer and bool values exactly in their own dtype (as torch's coalesce). The result's values are
+/// `values` itself when the entries are already sorted and unique. A size whose row offsets (rows + 1
+/// int64) cannot be held in memory is an xgrad::Error before anything is allocated.
+/// @op `sparse_coo_tensor(indices, values, size)` | entries sorted by (row, col), out.values[k] = Σ values[e] over the
+///   input entries e at k's position | dvalues[e] = g.values[k] for the k that e adds into
+///   | torch.sparse_coo_tensor (with coalesce)
 SparseCsr sparse_coo_tensor(const Tensor& indices, const Tensor& values, const Shape& size);
 /// torch's Tensor.to_sparse_csr: the non-zero entries of a dense 2-D float tensor. The values are
 /// differentiable (a gather of the dense entries).
+/// @op `to_sparse_csr(dense)` | out.values = dense's non-zero entries in row-major order | ddense = g.values placed at
+///   the entries, 0 elsewhere | torch.Tensor.to_sparse_csr (compared through torch.Tensor.to_sparse, the same
+///   entries in COO form)
 SparseCsr to_sparse_csr(const Tensor& dense);
 
 /// Sparse (M x K) times dense (K x F) -> dense (M x F). A: float32 or float64 values; X: same dtype.
@@ -126,6 +140,10 @@ SparseCsr to_sparse_csr(const Tensor& dense);
 ///     entry k at (i, j), i.e. sddmm(A, g, X)
 ///   | torch.sparse.mm
 Tensor spmm(const SparseCsr& a, const Tensor& x);
+/// torch.matmul for a sparse left operand: spmm under torch's name (2-d x only; errors name matmul).
+/// @op `matmul(A, X)` (A sparse) | spmm(A, X) | as spmm | torch.matmul (compared through torch.sparse.mm, as spmm:
+///   torch 1.13 has no backward for a sparse left operand of matmul)
+Tensor matmul(const SparseCsr& a, const Tensor& x);
 
 /// Sampled dense-dense product: for each stored entry k = (i, j) of A's pattern, out[k] =
 /// ⟨X[i, :], Y[j, :]⟩; X (M x F), Y (K x F) for A (M x K); A's values are not read. Returns the
@@ -136,6 +154,16 @@ Tensor spmm(const SparseCsr& a, const Tensor& x);
 ///   | dX = G·Y, dY = Gᵀ·X with G = A's pattern holding g (spmm with the pattern and its cached transpose)
 ///   | — (compared through (X[row]·Y[col]).sum(-1))
 Tensor sddmm(const SparseCsr& a, const Tensor& x, const Tensor& y);
+/// torch.sparse.sampled_addmm: β·input + α·(mat1·mat2) sampled at input's stored entries, a matrix on
+/// input's pattern. input (M x N) sparse, mat1 (M x K), mat2 (K x N), one float dtype. A composition:
+/// input.with_values(β·input.values() + α·sddmm(input, mat1, mat2ᵀ)), so it is differentiable with
+/// respect to input's values, mat1 and mat2 to any order, and, as torch 1.13, β = 0 or α = 0 still
+/// multiplies (a NaN there propagates).
+/// @op `sampled_addmm(input, mat1, mat2, beta, alpha)` | out.values[k] = β·input.values[k] + α·⟨mat1[i, :], mat2[:, j]⟩
+///   for entry k at (i, j) | dinput.values = β·g.values; dmat1 = α·G·mat2ᵀ, dmat2 = α·(Gᵀ·mat1)ᵀ with G = input's
+///   pattern holding g.values (sddmm's gradient) | torch.sparse.sampled_addmm
+SparseCsr sampled_addmm(const SparseCsr& input, const Tensor& mat1, const Tensor& mat2, double beta = 1.0,
+                        double alpha = 1.0);
 
 /// torch.nn.functional.linear on a sparse input (bag-of-words rows): x (rows, in) sparse, weight
 /// (out, in), bias (out,) or undefined; y (rows, out) dense = spmm(x, weightᵀ) + bias, no dense x:
@@ -155,25 +183,34 @@ Tensor linear(const SparseCsr& x, const Tensor& weight, const Tensor& bias = Ten
 /// @op `segment_sum(data, offsets)` | out[i] = Σ data[e] over e in [offsets[i], offsets[i + 1]) (0 for an empty
 ///   segment) | ddata[e] = g[i] for e in segment i | torch.segment_reduce
 Tensor segment_sum(const Tensor& data, const Tensor& offsets);
-/// As segment_sum, divided by the segment's length: NaN for an empty segment, as torch.
-/// @op `segment_mean(data, offsets)` | out[i] = segment_sum(data)[i] / n_i with n_i = offsets[i + 1] - offsets[i]
-///   (NaN when n_i = 0) | ddata[e] = g[i]/n_i for e in segment i | torch.segment_reduce
-Tensor segment_mean(const Tensor& data, const Tensor& offsets);
+/// As segment_sum, divided by the segment's length. An empty segment's result is `empty_value`: NaN
+/// by default, as torch; 0 is message passing's value for a node without neighbours (PyG's).
+/// @op `segment_mean(data, offsets, empty_value)` | out[i] = segment_sum(data)[i] / n_i with n_i = offsets[i + 1] -
+///   offsets[i] (empty_value, default NaN, when n_i = 0) | ddata[e] = g[i]/n_i for e in segment i |
+///   torch.segment_reduce
+Tensor segment_mean(const Tensor& data, const Tensor& offsets,
+                    double empty_value = std::numeric_limits<double>::quiet_NaN());
 /// The maximum (minimum) of each segment along dim 0, per column (offsets as for segment_sum): as
 /// torch.segment_reduce(data, "max" / "min", offsets=offsets, axis=0). A NaN in a segment makes its
-/// result NaN; an empty segment gives −inf (max) or +inf (min), torch's value without `initial`.
-/// The gradient goes to the ties (the entries equal to the result, or NaN) with torch 1.13's rule:
-/// a positive g[i] is split evenly among 2 or more ties, any other g[i] goes whole to each of them
-/// (torch's kernel divides only positive gradients). Differentiable to any order (the gradient is
-/// linear in g; its derivative in data is 0).
-/// @op `segment_max(data, offsets)` | out[i] = max data[e] over e in segment i, per column (NaN if one is NaN;
-///   −inf for an empty segment) | ddata[e] = g[i]/c_i at the c_i ties e (data[e] = out[i] or NaN) when c_i ≥ 2
-///   and g[i] > 0, g[i] at each tie otherwise, 0 elsewhere (torch 1.13's rule) | torch.segment_reduce
-Tensor segment_max(const Tensor& data, const Tensor& offsets);
-/// As segment_max, with the minimum (+inf for an empty segment).
-/// @op `segment_min(data, offsets)` | out[i] = min data[e] over e in segment i, per column (NaN if one is NaN;
-///   +inf for an empty segment) | as segment_max, at the entries equal to the minimum | torch.segment_reduce
-Tensor segment_min(const Tensor& data, const Tensor& offsets);
+/// result NaN. An empty segment's result is `empty_value`: −inf (max) or +inf (min) by default,
+/// torch's value without `initial`; 0 is message passing's value for a node without neighbours
+/// (PyG's). Unlike torch's `initial`, it takes no part in a non-empty segment's reduction.
+/// The gradient g[i] is split evenly among the c_i ties (the entries equal to the result, or NaN),
+/// as torch's amax and scatter_reduce (torch 1.13's segment_reduce splits a positive g only and gives
+/// any other g whole to each tie, so that the gradient sums to c_i·g). Differentiable to any order
+/// (the gradient is linear in g; its derivative in data is 0).
+/// @op `segment_max(data, offsets, empty_value)` | out[i] = max data[e] over e in segment i, per column (NaN if one is
+///   NaN; empty_value, default −inf, for an empty segment) | ddata[e] = g[i]/c_i at the c_i ties e (data[e] = out[i]
+///   or NaN), 0 elsewhere | torch.segment_reduce (compared through torch.Tensor.scatter_reduce with amax, whose
+///   gradient splits evenly at ties)
+Tensor segment_max(const Tensor& data, const Tensor& offsets,
+                   double empty_value = -std::numeric_limits<double>::infinity());
+/// As segment_max, with the minimum (+inf for an empty segment by default).
+/// @op `segment_min(data, offsets, empty_value)` | out[i] = min data[e] over e in segment i, per column (NaN if one is
+///   NaN; empty_value, default +inf, for an empty segment) | as segment_max, at the entries equal to the minimum
+///   | torch.segment_reduce (compared through torch.Tensor.scatter_reduce with amin)
+Tensor segment_min(const Tensor& data, const Tensor& offsets,
+                   double empty_value = std::numeric_limits<double>::infinity());
 /// Softmax over each segment's entries along dim 0, per column (offsets as for segment_sum): with a
 /// CSR matrix's row offsets, the edge softmax of an attention layer, over each row's stored entries
 /// as torch.sparse.softmax(A, 1) (unstored entries take no part). Differentiable to any order.
@@ -181,10 +218,26 @@ Tensor segment_min(const Tensor& data, const Tensor& offsets);
 ///   m_i = the segment's max (per column) | ddata[e] = out[e]·(g[e] − Σ_{e'∈ segment i} g[e']·out[e'])
 ///   | — (compared through torch.softmax on each segment)
 Tensor segment_softmax(const Tensor& data, const Tensor& offsets);
+/// Log-softmax over each segment's entries along dim 0, per column (offsets as for segment_sum): the
+/// log of segment_softmax, computed as data − (m_i + log Σ exp(data − m_i)) without forming the
+/// softmax. Its backward is a kernel of its own (and, under create_graph, the same formula written
+/// with segment_sum), as torch's log_softmax. Differentiable to any order.
+/// @op `segment_log_softmax(data, offsets)` | out[e] = data[e] − m_i − log Σ_{e'∈ segment i} exp(data[e'] − m_i), m_i =
+///   the segment's max (per column) | ddata[e] = g[e] − exp(out[e])·Σ_{e'∈ segment i} g[e']
+///   | — (compared through torch.log_softmax on each segment)
+Tensor segment_log_softmax(const Tensor& data, const Tensor& offsets);
 /// torch.sparse.softmax(A, 1) for a CSR matrix: the softmax over each row's stored entries
-/// (unstored entries take no part; an empty row stays empty), as a matrix on the same pattern. A
-/// composition, not an op of its own: a.with_values(segment_softmax(a.values(), a.crow_indices())),
-/// so its gradient (to A's values) and its tests are segment_softmax's. Differentiable to any order.
+/// (unstored entries take no part; an empty row stays empty), as a matrix on the same pattern:
+/// a.with_values(segment_softmax(a.values(), a.crow_indices())). Float values only. Differentiable
+/// to any order.
+/// @op `sparse_softmax(A)` | out.values = segment_softmax(A.values, A's row offsets) | as segment_softmax
+///   | torch.sparse.softmax (on A's COO form, dim 1)
 SparseCsr sparse_softmax(const SparseCsr& a);
+/// torch.sparse.log_softmax(A, 1) for a CSR matrix: the log-softmax over each row's stored entries, on
+/// the same pattern: a.with_values(segment_log_softmax(a.values(), a.crow_indices())). Float values
+/// only. Differentiable to any order.
+/// @op `sparse_log_softmax(A)` | out.values = segment_log_softmax(A.values, A's row offsets) | as segment_log_softmax
+///   | torch.sparse.log_softmax (on A's COO form, dim 1)
+SparseCsr sparse_log_softmax(const SparseCsr& a);
 
 }  // namespace xgrad

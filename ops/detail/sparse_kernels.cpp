@@ -162,11 +162,16 @@ void csr_sddmm(std::int64_t rows, const std::int64_t* crow, const std::int64_t* 
 }
 
 template <class T>
-void segment_sum(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, bool mean, T* out) {
+void segment_sum(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, bool mean, T empty,
+                 T* out) {
   if (f == 0) return;
   for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t i = r0; i < r1; ++i) {
       T* o = out + i * f;
+      if (mean && off[i] == off[i + 1]) {
+        std::fill(o, o + f, empty);
+        continue;
+      }
       std::fill(o, o + f, T(0));
       for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
         for (std::int64_t j = 0; j < f; ++j) o[j] += data[e * f + j];
@@ -191,7 +196,7 @@ void segment_expand(std::int64_t segments, const std::int64_t* off, const T* g, 
 }
 
 template <class T>
-void segment_softmax(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, T* out) {
+void segment_softmax(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, bool log, T* out) {
   if (f == 0) return;
   for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
     std::vector<T> m(static_cast<std::size_t>(f)), s(static_cast<std::size_t>(f));
@@ -205,42 +210,56 @@ void segment_softmax(std::int64_t segments, const std::int64_t* off, const T* da
       for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
         for (std::int64_t j = 0; j < f; ++j) {
           const T v = std::exp(data[e * f + j] - m[static_cast<std::size_t>(j)]);
-          out[e * f + j] = v;
+          if (!log) out[e * f + j] = v;
           s[static_cast<std::size_t>(j)] += v;
         }
-      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
-        for (std::int64_t j = 0; j < f; ++j) out[e * f + j] /= s[static_cast<std::size_t>(j)];
+      if (log) {
+        // x − (m + log s): the shift by the max keeps exp from overflowing, as torch's log_softmax
+        for (std::int64_t j = 0; j < f; ++j) m[static_cast<std::size_t>(j)] += std::log(s[static_cast<std::size_t>(j)]);
+        for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+          for (std::int64_t j = 0; j < f; ++j) out[e * f + j] = data[e * f + j] - m[static_cast<std::size_t>(j)];
+      } else {
+        for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+          for (std::int64_t j = 0; j < f; ++j) out[e * f + j] /= s[static_cast<std::size_t>(j)];
+      }
     }
   });
 }
 
 template <class T>
 void segment_softmax_backward(std::int64_t segments, const std::int64_t* off, const T* g, const T* y, std::int64_t f,
-                              T* dx) {
+                              bool log, T* dx) {
   if (f == 0) return;
   for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
     std::vector<T> d(static_cast<std::size_t>(f));
     for (std::int64_t i = r0; i < r1; ++i) {
       std::fill(d.begin(), d.end(), T(0));
       for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
-        for (std::int64_t j = 0; j < f; ++j) d[static_cast<std::size_t>(j)] += g[e * f + j] * y[e * f + j];
-      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
         for (std::int64_t j = 0; j < f; ++j)
-          dx[e * f + j] = y[e * f + j] * (g[e * f + j] - d[static_cast<std::size_t>(j)]);
+          d[static_cast<std::size_t>(j)] += log ? g[e * f + j] : g[e * f + j] * y[e * f + j];
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j) {
+          const T dj = d[static_cast<std::size_t>(j)];
+          dx[e * f + j] = log ? g[e * f + j] - std::exp(y[e * f + j]) * dj : y[e * f + j] * (g[e * f + j] - dj);
+        }
     }
   });
 }
 
 template <class T>
-void segment_max(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, bool is_max, T* out) {
+void segment_max(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, bool is_max, T empty,
+                 T* out) {
   if (f == 0) return;
-  const T empty = is_max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
   for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t i = r0; i < r1; ++i) {
       T* o = out + i * f;
-      std::fill(o, o + f, empty);
+      if (off[i] == off[i + 1]) {
+        std::fill(o, o + f, empty);
+        continue;
+      }
+      std::copy(data + off[i] * f, data + off[i] * f + f, o);
       // torch's update: a NaN replaces the running value and stays (std::max(NaN, x) is NaN)
-      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+      for (std::int64_t e = off[i] + 1; e < off[i + 1]; ++e)
         for (std::int64_t j = 0; j < f; ++j) {
           const T v = data[e * f + j];
           o[j] = std::isnan(v) ? v : (is_max ? std::max(o[j], v) : std::min(o[j], v));
@@ -262,19 +281,17 @@ void segment_max_backward(std::int64_t segments, const std::int64_t* off, const 
           const T v = data[e * f + j];
           const bool tie = std::isnan(v) || v == out[i * f + j];
           count[static_cast<std::size_t>(j)] += tie ? 1 : 0;
-          dx[e * f + j] = tie ? (divisor != nullptr ? T(1) : g[i * f + j]) : T(0);
+          dx[e * f + j] = tie ? T(1) : T(0);
         }
+      // the c ties of a column share g evenly (a non-empty segment has at least one)
       for (std::int64_t j = 0; j < f; ++j) {
-        // torch 1.13 divides a positive gradient among 2 or more ties, and gives any other one whole
-        // to each tie (SegmentReduce.cpp: `if (grad_input_data[index] > 0)`)
-        const std::int64_t c = count[static_cast<std::size_t>(j)];
-        const T gv = g[i * f + j];
-        const T d = c >= 2 && gv > 0 ? static_cast<T>(c) : T(1);
+        const T d = static_cast<T>(std::max<std::int64_t>(count[static_cast<std::size_t>(j)], 1));
         if (divisor != nullptr) {
           divisor[i * f + j] = d;
-        } else if (d != T(1)) {
+        } else {
+          const T share = g[i * f + j] / d;
           for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
-            if (dx[e * f + j] != T(0)) dx[e * f + j] = gv / d;
+            if (dx[e * f + j] != T(0)) dx[e * f + j] = share;
         }
       }
     }
@@ -337,20 +354,22 @@ template void csr_linear_backward_weight<float>(std::int64_t, const std::int64_t
                                                 const float*, std::int64_t, float*);
 template void csr_linear_backward_weight<double>(std::int64_t, const std::int64_t*, const std::int64_t*, const double*,
                                                  const double*, std::int64_t, double*);
-template void segment_max<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float*);
-template void segment_max<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double*);
+template void segment_max<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float, float*);
+template void segment_max<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double,
+                                  double*);
 template void segment_max_backward<float>(std::int64_t, const std::int64_t*, const float*, const float*, const float*,
                                           std::int64_t, float*, float*);
 template void segment_max_backward<double>(std::int64_t, const std::int64_t*, const double*, const double*,
                                            const double*, std::int64_t, double*, double*);
-template void segment_softmax<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, float*);
-template void segment_softmax<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, double*);
+template void segment_softmax<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float*);
+template void segment_softmax<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double*);
 template void segment_softmax_backward<float>(std::int64_t, const std::int64_t*, const float*, const float*,
-                                              std::int64_t, float*);
+                                              std::int64_t, bool, float*);
 template void segment_softmax_backward<double>(std::int64_t, const std::int64_t*, const double*, const double*,
-                                               std::int64_t, double*);
-template void segment_sum<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float*);
-template void segment_sum<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double*);
+                                               std::int64_t, bool, double*);
+template void segment_sum<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float, float*);
+template void segment_sum<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double,
+                                  double*);
 template void segment_expand<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float*);
 template void segment_expand<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double*);
 template void csr_spmm<float>(std::int64_t, const std::int64_t*, const std::int64_t*, const float*, const float*,

@@ -40,32 +40,35 @@ void csr_linear_backward_weight(std::int64_t in, const std::int64_t* tcrow, cons
                                 const T* g, std::int64_t out, T* dw);
 
 /// out[i, :] = scale_i · Σ_e data[e, :] over e in [off[i], off[i + 1]), summed in e order; scale_i =
-/// 1 / (off[i + 1] - off[i]) when `mean` (NaN for an empty segment, as torch.segment_reduce), else 1.
+/// 1 / (off[i + 1] - off[i]) when `mean` (an empty segment's mean is `empty`), else 1.
 template <class T>
-void segment_sum(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, bool mean, T* out);
+void segment_sum(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, bool mean, T empty,
+                 T* out);
 
 /// out[e, :] = scale_i · g[i, :] for every e of segment i (the transpose of segment_sum).
 template <class T>
 void segment_expand(std::int64_t segments, const std::int64_t* off, const T* g, std::int64_t f, bool mean, T* out);
 
-/// out[e, :] = softmax over the entries e of segment i of data[e, :] (per column, max-subtracted).
+/// out[e, :] = softmax (or, with `log`, log_softmax) over the entries e of segment i of data[e, :] (per
+/// column, max-subtracted).
 template <class T>
-void segment_softmax(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, T* out);
+void segment_softmax(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, bool log, T* out);
 
-/// dx[e, :] = y[e, :]·(g[e, :] − Σ_{e' in segment i} g[e', :]·y[e', :]) (softmax's backward).
+/// Their backward from the result y: dx[e, :] = y[e, :]·(g[e, :] − Σ_{e' in segment i} g[e', :]·y[e', :])
+/// (softmax), or g[e, :] − exp(y[e, :])·Σ_{e' in segment i} g[e', :] (log_softmax).
 template <class T>
 void segment_softmax_backward(std::int64_t segments, const std::int64_t* off, const T* g, const T* y, std::int64_t f,
-                              T* dx);
+                              bool log, T* dx);
 
 /// out[i, :] = the maximum (is_max) or minimum of data[e, :] over segment i, per column: NaN when
-/// any is NaN; −inf (max) or +inf (min) for an empty segment (torch.segment_reduce's values).
+/// any is NaN; `empty` for an empty segment.
 template <class T>
-void segment_max(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, bool is_max, T* out);
+void segment_max(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, bool is_max, T empty,
+                 T* out);
 
-/// segment_max's backward (torch 1.13's rule): dx[e, :] = g[i, :] / d where data[e, :] equals out[i, :] or
-/// is NaN (a tie), else 0, with d = the number of ties in the column when it is 2 or more and g > 0,
-/// else 1. When `divisor` is not null, the kernel writes d (segments x f) there and the 0/1 tie mask
-/// into dx instead (the constants of the create_graph formula).
+/// segment_max's backward: dx[e, :] = g[i, :] / c where data[e, :] equals out[i, :] or is NaN (one of the
+/// c ties of its column), else 0. When `divisor` is not null, the kernel writes c (segments x f)
+/// there and the 0/1 tie mask into dx instead (the constants of the create_graph formula).
 template <class T>
 void segment_max_backward(std::int64_t segments, const std::int64_t* off, const T* g, const T* data, const T* out,
                           std::int64_t f, T* dx, T* divisor);

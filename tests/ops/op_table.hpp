@@ -105,8 +105,8 @@ struct OpInfo {
 /// The table (built once).
 const std::vector<OpInfo>& op_table();
 
-/// The public op declarations of the headers in `ops_dir` (non-inline functions returning Tensor or
-/// Tensors in namespace xgrad, outside detail namespaces and classes), normalised like
+/// The public op declarations of the headers in `ops_dir` (non-inline functions returning Tensor,
+/// Tensors or SparseCsr in namespace xgrad, outside detail namespaces and classes), normalised like
 /// OpInfo::signature: name(type,type,...) without const, &, parameter names and defaults.
 std::vector<std::string> public_op_signatures(const std::string& ops_dir);
 

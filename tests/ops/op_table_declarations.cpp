@@ -58,7 +58,8 @@ std::vector<OpDeclaration> public_op_declarations(const std::string& ops_dir) {
     if (e.path().extension() == ".hpp") files.push_back(e.path().string());
   std::sort(files.begin(), files.end());
   std::vector<OpDeclaration> out;
-  const std::regex decl_re("^(Tensor|Tensors|std::tuple<Tensor, Tensor>) (operator\\S+|[A-Za-z_][A-Za-z0-9_]*)\\(");
+  const std::regex decl_re(
+      "^(Tensor|Tensors|std::tuple<Tensor, Tensor>|SparseCsr) (operator\\S+|[A-Za-z_][A-Za-z0-9_]*)\\(");
   for (const auto& file : files) {
     std::ifstream in(file);
     std::string line;

@@ -1,7 +1,8 @@
 // Tests for ops/sparse.*: the CSR type (construction from CSR, COO and dense, validation, the cached
 // transpose, to_dense and t() with their gradients) and what the op table cannot express for spmm,
 // sddmm, linear on a sparse input and the segment reductions (composition, a large skewed graph with
-// 1 and 2 threads, the parallel transpose, empty segments, NaN, torch's tie rule). Gradcheck,
+// 1 and 2 threads, the parallel transpose, empty segments, NaN, the tie rule, sizes beyond memory,
+// integer values). Gradcheck,
 // gradgradcheck, PyTorch parity, thread equality, degenerate sizes and bad inputs of every op are in
 // the op table.
 #include <algorithm>
@@ -332,6 +333,8 @@ TEST_CASE("segment reductions over a CSR matrix's rows", "[sparse][segment]") {
 
 TEST_CASE("segment_max and segment_min: empty segments, NaN, infinities and ties match torch.segment_reduce",
           "[sparse][segment][parity]") {
+  // values (the gradient at ties is the even split, which torch.segment_reduce gives a positive g only:
+  // the next test)
   const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
   // 5 segments: [0, 3) ties in both columns, [3, 3) empty, [3, 6) a NaN in column 0, [6, 8) -inf
   // twice in column 0 and +inf in column 1, [8, 9) one entry
@@ -344,33 +347,138 @@ TEST_CASE("segment_max and segment_min: empty segments, NaN, infinities and ties
       const Tensor offsets = longs({0, 3, 3, 6, 8, 9});
       batch.add(fmt::format("{}_{}", is_max ? "max" : "min", dtype_name(dt)),
                 fmt::format("out = torch.segment_reduce(data, '{}', offsets={}, axis=0)", is_max ? "max" : "min", off),
-                {{"data", Tensor::from_vector(d, {9, 2}, dt)}}, [is_max, offsets](const Tensors& in) {
+                {{"data", Tensor::from_vector(d, {9, 2}, dt), false}}, [is_max, offsets](const Tensors& in) {
                   return is_max ? segment_max(in[0], offsets) : segment_min(in[0], offsets);
                 });
     }
   batch.run();
 }
 
-TEST_CASE("segment_max splits a positive gradient among ties and gives a negative one whole, as torch 1.13",
-          "[sparse][segment]") {
-  // one segment of three equal entries, two columns: g = (3, -3)
+TEST_CASE("segment_max and segment_min split g evenly among the ties, whatever its sign", "[sparse][segment]") {
+  // one segment of three equal entries, two columns: g = (3, -3); torch 1.13's segment_reduce gives
+  // the -3 whole to each tie (a gradient summing to -9)
   Tensor d = Tensor::from_vector({2, 5, 2, 5, 2, 5}, {3, 2}, kFloat64);
   d.set_requires_grad();
   const Tensor out = segment_max(d, longs({0, 3}));
   CHECK(out.to_vector() == V{2, 5});
   out.backward(Tensor::from_vector({3, -3}, {1, 2}, kFloat64));
-  CHECK(d.grad().to_vector() == V{1, -3, 1, -3, 1, -3});
-  // int32 offsets are accepted, and the gradient of the gradient is linear in g (create_graph)
-  Tensor e = Tensor::from_vector({1, 4, 4, 0}, {4, 1}, kFloat64);
+  CHECK(d.grad().to_vector() == V{1, -1, 1, -1, 1, -1});
+  // g = 0 and the ties NaN (a NaN wins) and −inf (the maximum of −inf entries)
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  Tensor e = Tensor::from_vector({nan, -inf, 1, -inf, nan, 7}, {3, 2}, kFloat64);
   e.set_requires_grad();
-  Tensor gy = Tensor::from_vector({2, 5}, {2, 1}, kFloat64);
+  const Tensor m = segment_max(e, longs({0, 2, 3}));  // segments [nan, 1] x [-inf, -inf] and [nan] x [7]
+  m.backward(Tensor::from_vector({-4, 0, -1, -6}, {2, 2}, kFloat64));
+  CHECK(e.grad().to_vector() == V{-4, 0, 0, 0, -1, -6});
+  Tensor f = Tensor::from_vector({nan, -inf, nan, -inf}, {2, 2}, kFloat64);
+  f.set_requires_grad();
+  segment_max(f, longs({0, 2})).backward(Tensor::from_vector({-4, -6}, {1, 2}, kFloat64));
+  CHECK(f.grad().to_vector() == V{-2, -3, -2, -3});
+  // int32 offsets, segment_min, and the gradient of the gradient (create_graph): linear in g
+  Tensor x = Tensor::from_vector({1, 4, 1, 0}, {4, 1}, kFloat64);
+  x.set_requires_grad();
+  Tensor gy = Tensor::from_vector({-2, 5}, {2, 1}, kFloat64);
   gy.set_requires_grad();
-  const Tensor m = segment_min(e, ints({0, 3, 4}));
-  CHECK(m.to_vector() == V{1, 0});
-  const Tensors ge = grad({m}, {e}, {gy}, true, true);
-  CHECK(ge[0].to_vector() == V{2, 0, 0, 5});
-  const Tensors gg = grad({sum(mul(ge[0], Tensor::from_vector({1, 10, 100, 1000}, {4, 1}, kFloat64)))}, {gy});
-  CHECK(gg[0].to_vector() == V{1, 1000});
+  const Tensor mn = segment_min(x, ints({0, 3, 4}));
+  CHECK(mn.to_vector() == V{1, 0});
+  const Tensors gx = grad({mn}, {x}, {gy}, true, true);
+  CHECK(gx[0].to_vector() == V{-1, 0, -1, 5});
+  const Tensors gg = grad({sum(mul(gx[0], Tensor::from_vector({1, 10, 100, 1000}, {4, 1}, kFloat64)))}, {gy});
+  CHECK(gg[0].to_vector() == V{50.5, 1000});
+}
+
+TEST_CASE("segment_mean, segment_max and segment_min give an empty segment empty_value (0 for message passing)",
+          "[sparse][segment]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor d = Tensor::from_vector({-3, -1, 2, -5}, {4, 1}, kFloat64);
+  d.set_requires_grad();
+  const Tensor off = longs({0, 2, 2, 4});                    // segments [-3, -1], [], [2, -5]
+  CHECK(segment_max(d, off).to_vector() == V{-1, -inf, 2});  // torch's values by default
+  CHECK(segment_min(d, off).to_vector() == V{-3, inf, -5});
+  CHECK(std::isnan(segment_mean(d, off).to_vector()[1]));
+  // unlike torch's `initial`, the value takes no part in the other segments: max -1 stays -1
+  const Tensor mx = segment_max(d, off, 0.0), mn = segment_min(d, off, 0.0), me = segment_mean(d, off, 0.0);
+  CHECK(mx.to_vector() == V{-1, 0, 2});
+  CHECK(mn.to_vector() == V{-3, 0, -5});
+  CHECK(me.to_vector() == V{-2, 0, -1.5});
+  sum(add(add(mx, mn), me)).backward();
+  CHECK(d.grad().to_vector() == V{1.5, 1.5, 1.5, 1.5});
+  // the gradient of segment_mean's gradient with respect to g is 0 for an empty segment (not NaN)
+  Tensor gy = Tensor::from_vector({1, 2, 3}, {3, 1}, kFloat64);
+  gy.set_requires_grad();
+  const Tensors gx = grad({segment_mean(d, off)}, {d}, {gy}, true, true);
+  const Tensors gg = grad({sum(gx[0])}, {gy});
+  CHECK(gg[0].to_vector() == V{1, 0, 1});
+}
+
+TEST_CASE("sparse_log_softmax is segment_log_softmax over each row's entries, stable for large values",
+          "[sparse][segment]") {
+  const SparseCsr a = example(true);  // rows {1, 2}, {}, {3, 4}
+  const SparseCsr s = sparse_log_softmax(a);
+  CHECK(s.pattern().same_object(a.pattern()));
+  CHECK(allclose(s.values(), log(sparse_softmax(a).values()), 1e-15, 1e-15));
+  // no exp of 1000 formed: finite where the softmax's log would be log(0) = -inf
+  const Tensor big = Tensor::from_vector({1000, 0, 1000, 1001}, {4}, kFloat64);
+  const V lv = sparse_log_softmax(a.with_values(big)).values().to_vector();
+  CHECK(lv[0] == 0);
+  CHECK(lv[1] == -1000);
+  CHECK(std::abs(lv[2] - (-1 - std::log1p(std::exp(-1.0)))) < 1e-12);
+  require_gradcheck([](const Tensors& in) { return sparse_log_softmax(example().with_values(in[0])).values(); },
+                    {Tensor::from_vector({0.3, -1.0, 2.0, 0.5}, {4}, kFloat64).set_requires_grad()});
+}
+
+TEST_CASE("sampled_addmm is beta * input + alpha * (mat1 @ mat2) on input's pattern", "[sparse]") {
+  const SparseCsr a = example();  // entries (0, 1), (0, 2), (2, 0), (2, 2): values 1, 2, 3, 4
+  Generator g(4);
+  const Tensor x = Tensor::randn({3, 5}, g, kFloat64), y = Tensor::randn({5, 3}, g, kFloat64);
+  const SparseCsr r = sampled_addmm(a, x, y, 0.5, -2.0);
+  CHECK(r.pattern().same_object(a.pattern()));
+  const Tensor nonzero = Tensor::from_vector({0, 1, 1, 0, 0, 0, 1, 0, 1}, {3, 3}, kFloat64);
+  CHECK(allclose(r.to_dense(), add(mul(a.to_dense(), 0.5), mul(mul(matmul(x, y), nonzero), -2.0)), 1e-12, 1e-12));
+  // defaults beta = alpha = 1; matmul(SparseCsr, Tensor) is spmm
+  CHECK(allclose(sampled_addmm(a, x, y).values(), add(a.values(), sddmm(a, x, transpose(y, 0, 1))), 1e-15, 1e-15));
+  CHECK(matmul(a, x).to_vector() == spmm(a, x).to_vector());
+}
+
+TEST_CASE("sizes beyond memory are an xgrad::Error naming the call, before any allocation", "[sparse][errors]") {
+  // torch.sparse_coo_tensor's shapes: std::bad_alloc and std::length_error before the check
+  const Tensor one = Tensor::from_vector({0, 0}, {2, 1}, kInt64), v = Tensor::ones({1});
+  require_error(
+      [&] {
+        sparse_coo_tensor(one, v, {std::int64_t{1} << 40, 4});
+      },
+      {"sparse_coo_tensor", "'size'", "bytes", "memory"});
+  require_error([&] { sparse_coo_tensor(one, v, {INT64_MAX, 1}); }, {"sparse_coo_tensor", "'size'", "overflows"});
+  // a 1 x 2^62 matrix without entries: its transpose would have 2^62 + 1 row offsets
+  const SparseCsr wide = sparse_csr_tensor(longs({0, 0}), longs({}), Tensor::zeros({0}), {1, std::int64_t{1} << 62});
+  require_error([&] { (void)wide.t(); }, {"SparseCsr::t", "'cols'", "bytes"});
+  require_error([&] { (void)wide.pattern().transposed(); }, {"CsrPattern::transposed", "'cols'", "bytes"});
+  CHECK_FALSE(wide.pattern().has_transposed());
+  require_error([&] { (void)wide.to_dense(); }, {"to_dense", "'size'", "bytes"});
+  const SparseCsr huge = sparse_csr_tensor(longs({0, 0}), longs({}), Tensor::zeros({0}), {1, INT64_MAX});
+  require_error([&] { (void)huge.t(); }, {"SparseCsr::t", "'cols'", "overflows"});
+}
+
+TEST_CASE("integer values: duplicates summed and to_dense exact, softmaxes refused naming the call",
+          "[sparse][errors]") {
+  // (0, 1) three times and (1, 0) once, int64 values beyond float32's exact integers (2^24)
+  const Tensor idx = Tensor::from_vector({0, 1, 0, 0, 1, 0, 1, 1}, {2, 4}, kInt64);
+  const std::int64_t big = (std::int64_t{1} << 40) + 1;
+  const Tensor v = Tensor::from_data<std::int64_t>(std::vector<std::int64_t>{big, 7, 1, -2}, {4});
+  const SparseCsr a = sparse_coo_tensor(idx, v, {2, 2});
+  CHECK(a.dtype() == kInt64);
+  CHECK(a.col_indices().to_vector() == V{1, 0});
+  const Tensor dense = a.to_dense();
+  REQUIRE(dense.dtype() == kInt64);
+  const std::int64_t* p = dense.data<std::int64_t>();
+  CHECK(std::vector<std::int64_t>(p, p + 4) == std::vector<std::int64_t>{0, big - 1, 7, 0});
+  // bool values: the sum of duplicates is their logical or
+  const Tensor bools = Tensor::from_vector({1, 0, 1, 0}, {4}, kBool);
+  CHECK(sparse_coo_tensor(idx, bools, {2, 2}).to_dense().to_vector() == V{0, 1, 0, 0});
+  CHECK(a.t().to_dense().dtype() == kInt64);
+  require_error([&] { (void)sparse_softmax(a); }, {"sparse_softmax", "'a.values'", "int64"});
+  require_error([&] { (void)sparse_log_softmax(a); }, {"sparse_log_softmax", "'a.values'", "int64"});
+  require_error([&] { (void)spmm(a, Tensor::ones({2, 2})); }, {"spmm", "'a.values'", "int64"});
 }
 
 TEST_CASE("linear on a sparse input equals the dense linear on to_dense(x), values and gradients", "[sparse][linear]") {
