@@ -141,7 +141,27 @@ std::vector<OpInfo> build() {
                       {"negative step", [z23] { slice(z23, 0, 0, 2, -1); }, {"slice", "step", "(2, 3)"}}});
   more("softmax_last", {{"axis 1 of a 0-d tensor", [s0] { softmax(s0, 1); }, {"softmax", "axis 1", "()"}}});
   more("sum_all", {{"axis -3 of a 2-d tensor", [z23] { sum(z23, {-3}); }, {"sum", "-3", "(2, 3)"}},
-                   {"axis 1 of a 0-d tensor", [s0] { sum(s0, {1}); }, {"sum", "axis 1", "()"}}});
+                   {"axis 1 of a 0-d tensor", [s0] { sum(s0, {1}); }, {"sum", "axis 1", "()"}},
+                   {"int64: axis out of range",
+                    [] {
+                      sum(Tensor::zeros({2, 3}, kInt64), {2});
+                    },
+                    {"sum", "axis 2"}}});
+  // the integer paths of max and min check their axes as the float ones do
+  for (const char* n : {"max", "min"}) {
+    using Reduce = Tensor (*)(const Tensor&, const std::vector<std::int64_t>&, bool);
+    const Reduce f = std::string(n) == "max" ? static_cast<Reduce>(&xgrad::max) : static_cast<Reduce>(&xgrad::min);
+    more(std::string(n) + "_all", {{"int64 over an empty axis",
+                                    [f] {
+                                      f(Tensor::zeros({2, 0}, kInt64), {1}, false);
+                                    },
+                                    {n, "axis 1", "size 0", "(2, 0)"}},
+                                   {"int64: axis named twice",
+                                    [f] {
+                                      f(Tensor::zeros({2, 3}, kInt64), {1, -1}, false);
+                                    },
+                                    {n, "twice"}}});
+  }
   more("matmul_mm", {{"empty inner sizes that differ",
                       [] {
                         matmul(Tensor::zeros({2, 0}, kFloat64), Tensor::zeros({3, 4}, kFloat64));
