@@ -20,9 +20,14 @@
 // int_tensor + 2.5 (C++ cannot tell 2 from 2.0, so the value decides). div by a number is float32.
 //
 // Each op's formulas are its `/// @op` row (op | forward y | gradient, g = dL/dy | torch), from which
-// docs/ops.md's table is generated. A condition or mask (where, masked_fill, masked_select) may be
-// of any dtype and selects where it is != 0 (bool, as PyTorch takes it, or numbers, as xgrad always
-// did); comparisons compare in promote_types(a, b) and return bool, as do the logical ops.
+// docs/ops.md's table is generated. A condition or mask (where, masked_select) may be of any dtype
+// and selects where it is != 0 (bool, as PyTorch takes it, or numbers, as xgrad always did);
+// masked_fill's mask is bool or an integer dtype, a float mask is an error (torch 1.13 ignores one
+// silently, later torch refuses it). Comparisons compare in promote_types(a, b) and return bool, as
+// do the logical ops.
+#include <cstdint>
+#include <type_traits>
+
 #include "xgrad/core/tensor.hpp"
 
 namespace xgrad {
@@ -75,7 +80,8 @@ Tensor clamp(const Tensor& x, double lo, double hi);
 /// @op `where(c, a, b)` | c ≠ 0 ? a : b | da = g where c ≠ 0, db = g where c = 0; none for c | torch.where
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 /// value is converted to x's dtype; mask must broadcast to x's shape.
-/// @op `masked_fill(x, m, v)` | m ≠ 0 ? v : x | dx = g where m = 0, else 0; none for m | torch.Tensor.masked_fill
+/// @op `masked_fill(x, m, v)` (m bool or integer) | m ≠ 0 ? v : x | dx = g where m = 0, else 0; none for m
+///   | torch.Tensor.masked_fill
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 /// @op `masked_select(x, m)` | the x where m (broadcast to x's shape) ≠ 0, 1-d, in row-major order
 ///   | g scattered back to the selected places | torch.masked_select
@@ -118,13 +124,32 @@ Tensor operator/(double a, const Tensor& b);
 // like return bool tensors (eq, gt, ...), so `==` is not identity: Tensor::is_same is. A number is
 // compared in x's dtype when x is floating point (x == 0.1 converts 0.1 to float32 for a float32 x,
 // as torch); for an integer or bool x, a whole number is compared as int64 and any other number
-// (2.5, inf, NaN) in float32: the dtypes torch compares in. &, | and ^ are torch's bitwise ops,
-// given here on bool tensors only (logical_and, logical_or, logical_xor); ~ is bitwise_not on bool
-// tensors (logical_not); ! (not in libtorch) is logical_not on any dtype. Integer operands of &, |,
-// ^ and ~ are an xgrad::Error (bitwise ops on integers are not implemented).
+// (2.5, inf, NaN) in float32: the dtypes torch compares in. A C++ integer operand is taken as int64
+// exactly (x == (1LL << 53) + 1 holds for that int64 element: a double would round it). &, | and ^
+// are torch's bitwise ops, given here on bool tensors only (logical_and, logical_or, logical_xor);
+// ~ is bitwise_not on bool tensors (logical_not); ! (not in libtorch) is logical_not on any dtype.
+// Integer operands of &, |, ^ and ~ are an xgrad::Error (bitwise ops on integers are not implemented).
+/// The C++ operand types of the comparison operators: any arithmetic type (bool included).
+template <class N>
+concept CppNumber = std::is_arithmetic_v<N>;
 namespace detail {
 /// The 0-d tensor a comparison operator compares x with (the rule above); x undefined: float32.
 Tensor comparison_operand(const Tensor& x, double value);
+/// The same for an integer: int64 exactly unless x is floating point (then x's dtype).
+Tensor comparison_operand(const Tensor& x, std::int64_t value);
+/// comparison_operand of a C++ number: integers (but bool) exactly, when they fit in int64.
+template <class N>
+Tensor number_operand(const Tensor& x, N value) {
+  if constexpr (std::is_same_v<N, bool> || std::is_floating_point_v<N>) {
+    return comparison_operand(x, static_cast<double>(value));
+  } else if constexpr (std::is_unsigned_v<N>) {
+    if (static_cast<std::uint64_t>(value) > static_cast<std::uint64_t>(INT64_MAX))
+      return comparison_operand(x, static_cast<double>(value));
+    return comparison_operand(x, static_cast<std::int64_t>(value));
+  } else {
+    return comparison_operand(x, static_cast<std::int64_t>(value));
+  }
+}
 /// Refuses operands of a bitwise operator (`op`: "operator&", ...) that are not both bool.
 void check_bool_operands(const char* op, const Tensor& a, const Tensor& b);
 }  // namespace detail
@@ -134,18 +159,54 @@ inline Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
 inline Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
 inline Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
 inline Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
-inline Tensor operator==(const Tensor& a, double b) { return eq(a, detail::comparison_operand(a, b)); }
-inline Tensor operator!=(const Tensor& a, double b) { return ne(a, detail::comparison_operand(a, b)); }
-inline Tensor operator<(const Tensor& a, double b) { return lt(a, detail::comparison_operand(a, b)); }
-inline Tensor operator<=(const Tensor& a, double b) { return le(a, detail::comparison_operand(a, b)); }
-inline Tensor operator>(const Tensor& a, double b) { return gt(a, detail::comparison_operand(a, b)); }
-inline Tensor operator>=(const Tensor& a, double b) { return ge(a, detail::comparison_operand(a, b)); }
-inline Tensor operator==(double a, const Tensor& b) { return eq(detail::comparison_operand(b, a), b); }
-inline Tensor operator!=(double a, const Tensor& b) { return ne(detail::comparison_operand(b, a), b); }
-inline Tensor operator<(double a, const Tensor& b) { return lt(detail::comparison_operand(b, a), b); }
-inline Tensor operator<=(double a, const Tensor& b) { return le(detail::comparison_operand(b, a), b); }
-inline Tensor operator>(double a, const Tensor& b) { return gt(detail::comparison_operand(b, a), b); }
-inline Tensor operator>=(double a, const Tensor& b) { return ge(detail::comparison_operand(b, a), b); }
+template <CppNumber N>
+inline Tensor operator==(const Tensor& a, N b) {
+  return eq(a, detail::number_operand(a, b));
+}
+template <CppNumber N>
+inline Tensor operator!=(const Tensor& a, N b) {
+  return ne(a, detail::number_operand(a, b));
+}
+template <CppNumber N>
+inline Tensor operator<(const Tensor& a, N b) {
+  return lt(a, detail::number_operand(a, b));
+}
+template <CppNumber N>
+inline Tensor operator<=(const Tensor& a, N b) {
+  return le(a, detail::number_operand(a, b));
+}
+template <CppNumber N>
+inline Tensor operator>(const Tensor& a, N b) {
+  return gt(a, detail::number_operand(a, b));
+}
+template <CppNumber N>
+inline Tensor operator>=(const Tensor& a, N b) {
+  return ge(a, detail::number_operand(a, b));
+}
+template <CppNumber N>
+inline Tensor operator==(N a, const Tensor& b) {
+  return eq(detail::number_operand(b, a), b);
+}
+template <CppNumber N>
+inline Tensor operator!=(N a, const Tensor& b) {
+  return ne(detail::number_operand(b, a), b);
+}
+template <CppNumber N>
+inline Tensor operator<(N a, const Tensor& b) {
+  return lt(detail::number_operand(b, a), b);
+}
+template <CppNumber N>
+inline Tensor operator<=(N a, const Tensor& b) {
+  return le(detail::number_operand(b, a), b);
+}
+template <CppNumber N>
+inline Tensor operator>(N a, const Tensor& b) {
+  return gt(detail::number_operand(b, a), b);
+}
+template <CppNumber N>
+inline Tensor operator>=(N a, const Tensor& b) {
+  return ge(detail::number_operand(b, a), b);
+}
 inline Tensor operator!(const Tensor& x) { return logical_not(x); }
 inline Tensor operator~(const Tensor& x) {
   detail::check_bool_operands("operator~", x, x);

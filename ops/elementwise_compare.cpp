@@ -46,6 +46,11 @@ Tensor logical_not(const Tensor& x) {
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   XGRAD_CHECK(x.defined() && mask.defined(), "masked_fill: argument '{}' is an undefined tensor",
               x.defined() ? "mask" : "x");
+  // torch takes a bool mask; torch 1.13 ignores a float one silently, later versions refuse it.
+  XGRAD_CHECK(!is_floating_point(mask.dtype()),
+              "masked_fill: argument 'mask' has dtype {} (shape {}): a mask must be bool (or an integer dtype, "
+              "nonzero = fill); compare first, e.g. masked_fill(x, mask != 0, value)",
+              mask.dtype(), shape_str(mask.shape()));
   XGRAD_CHECK(broadcast_shapes(x.shape(), mask.shape(), "masked_fill") == x.shape(),
               "masked_fill: mask of shape {} must broadcast to x's shape {}", shape_str(mask.shape()),
               shape_str(x.shape()));
@@ -59,6 +64,11 @@ Tensor comparison_operand(const Tensor& x, double value) {
   if (!x.defined()) return Tensor::scalar(value);  // the op then names the undefined argument
   const bool whole = std::isfinite(value) && std::trunc(value) == value && std::abs(value) < 0x1p63;
   return Tensor::scalar(value, whole ? kInt64 : kFloat32);
+}
+
+Tensor comparison_operand(const Tensor& x, std::int64_t value) {
+  if (x.defined() && is_floating_point(x.dtype())) return Tensor::scalar(static_cast<double>(value), x.dtype());
+  return Tensor::from_vector(std::vector<std::int64_t>{value}, {});
 }
 
 void check_bool_operands(const char* op, const Tensor& a, const Tensor& b) {

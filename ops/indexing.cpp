@@ -962,11 +962,11 @@ std::tuple<Tensor, Tensor> take_sorted(const char* op, const Tensor& x, std::int
 
 // torch.max(x, dim) / torch.min(x, dim): the values are x taken at the indices (the first arg-max /
 // arg-min along dim), so the gradient goes to that one element, as torch's (Note [Tie rules] in
-// ops/reduction.cpp: max(x, axes), torch.amax, shares it among ties instead).
+// ops/reduction.cpp: max(x, axes), torch.amax, shares it among ties instead). Any dtype: integer
+// values are taken exactly (no gradient).
 template <bool kMax>
 std::tuple<Tensor, Tensor> extremum_with_indices(const char* op, const Tensor& x, std::int64_t dim, bool keepdim) {
   check_defined(op, x, "x");
-  check_floating(op, "x", x);
   const Tensor pos = arg_reduce<kMax>(op, x, dim, true);
   const std::int64_t a = norm_dim(op, dim, x.shape());
   auto [v, i] = take_sorted(op, x, a, pos);

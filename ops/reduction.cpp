@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
@@ -188,27 +189,52 @@ std::int64_t grain_for(std::int64_t per_output) {
 
 constexpr std::int64_t kColBlock = 256;  // columns per task in the kCols kernels
 
-// "v beats best" for max: larger, or the first NaN (NaN propagates, like torch.amax).
 template <class T>
-inline bool beats(T v, T best) {
-  return v > best || (v != v && best == best);
+inline bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>)
+    return v != v;
+  else
+    return false;
 }
 
-// out[o] = max of output o's reduced elements; idx[o] (when idx != nullptr) = the flat index into
-// x of the first arg-max in row-major order of the reduced elements.
-template <class T>
+// "v beats best" for max (kMax) or min: larger (smaller), or the first NaN (NaN propagates, like
+// torch.amax and torch.amin).
+template <bool kMax = true, class T>
+inline bool beats(T v, T best) {
+  if (is_nan(v) && !is_nan(best)) return true;
+  return kMax ? v > best : v < best;
+}
+
+// The maximum (kMax) or minimum of p[0..n), n >= 1: vectorised for the floating point maximum,
+// a plain loop otherwise (integers: exact, in their own type).
+template <bool kMax, class T>
+T row_extremum(const T* p, std::int64_t n) {
+  if constexpr (kMax && std::is_floating_point_v<T>) {
+    return detail::vec_max(p, n);
+  } else {
+    T best = p[0];
+    for (std::int64_t k = 1; k < n; ++k)
+      if (beats<kMax>(p[k], best)) best = p[k];
+    return best;
+  }
+}
+
+// out[o] = max (kMax) or min of output o's reduced elements; idx[o] (when idx != nullptr) = the flat
+// index into x of the first arg-max in row-major order of the reduced elements. The float min goes
+// through the row reductions below (RowReduction<kMin>); integers take both directions here.
+template <class T, bool kMax = true>
 void max_kernel(const T* in, T* out, std::int64_t* idx, const Layout& l) {
   switch (l.kind) {
     case Layout::kRows:
       parallel_for(0, l.outer, grain_for(l.mid), [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t o = b; o < e; ++o) {
           const T* row = in + o * l.mid;
-          const T best = detail::vec_max(row, l.mid);  // vectorised; then find its first position
+          const T best = row_extremum<kMax>(row, l.mid);  // then find its first position
           out[o] = best;
           if (idx) {
             std::int64_t k = 0;
-            if (best != best)
-              while (row[k] == row[k]) ++k;
+            if (is_nan(best))
+              while (!is_nan(row[k])) ++k;
             else
               while (row[k] != best) ++k;
             idx[o] = o * l.mid + k;
@@ -232,7 +258,7 @@ void max_kernel(const T* in, T* out, std::int64_t* idx, const Layout& l) {
           for (std::int64_t m = 1; m < l.mid; ++m) {
             const T* row = src + m * l.inner;
             for (std::int64_t i = 0; i < w; ++i) {
-              const bool take = beats(row[i], best[i]);
+              const bool take = beats<kMax>(row[i], best[i]);
               best[i] = take ? row[i] : best[i];
               bi[i] = take ? m : bi[i];
             }
@@ -252,7 +278,7 @@ void max_kernel(const T* in, T* out, std::int64_t* idx, const Layout& l) {
           T best = in[bo];
           for (std::size_t k = 1; k < l.roffs.size(); ++k) {
             const std::int64_t off = base + l.roffs[k];
-            if (beats(in[off], best)) {
+            if (beats<kMax>(in[off], best)) {
               best = in[off];
               bo = off;
             }
@@ -550,6 +576,24 @@ Tensor sum_integer(const Tensor& x, const std::vector<std::int64_t>& axes, bool 
   }
   return alias_with_shape(out, p.out_shape);
 }
+
+// max (kMax) or min of an integer or bool tensor: exact, in x's dtype (as torch.amax / amin), with
+// no gradient. The kernel and tie rule are max's; an empty reduced axis is refused as for floats.
+template <bool kMax>
+Tensor extremum_integer(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
+  const char* op = kMax ? "max" : "min";
+  const Plan p = make_plan(op, x, axes, keepdim);
+  check_nonempty_axes(op, x, p);
+  if (p.count == 1) return copy_as(x, p.out_shape);
+  Tensor y = Tensor::empty(p.out_shape, x.dtype());
+  if (y.numel() == 0) return y;
+  const Layout l = make_layout(x.shape(), p.axes);
+  dispatch_all(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_floating_point_v<T>) max_kernel<T, kMax>(x.data<T>(), y.data<T>(), nullptr, l);
+  });
+  return y;
+}
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
@@ -561,6 +605,8 @@ Tensor mean(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim
   return apply<Mean>(x, axes, keepdim);
 }
 Tensor max(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
+  if (x.defined() && !is_floating_point(x.dtype())) [[unlikely]]
+    return extremum_integer<true>(x, axes, keepdim);
   return apply<Max>(x, axes, keepdim);
 }
 Tensor logsumexp(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
@@ -1001,7 +1047,8 @@ struct Cumsum : Function<Cumsum> {
 }  // namespace
 
 Tensor min(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
-  check_floating("min", "x", x);
+  if (x.defined() && !is_floating_point(x.dtype())) [[unlikely]]
+    return extremum_integer<false>(x, axes, keepdim);
   return apply<RowReduction<RowOp::kMin>>(x, axes, keepdim, RowReduce{RowOp::kMin});
 }
 Tensor prod(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {

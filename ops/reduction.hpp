@@ -11,7 +11,8 @@
 //   long reductions), whatever the thread count. A reduction over non-adjacent axes runs as one pass
 //   per block of adjacent axes. The sum over an empty axis is 0; the mean over one is NaN (0/0).
 // - sum of an integer or bool tensor is int64 (as torch), exact and wrapping on overflow, with no
-//   gradient; mean, max and logsumexp take float32/float64 only.
+//   gradient; max and min of one (over axes, or with an integer dim and indices) keep its dtype and
+//   are exact, as torch.amax/amin and torch.max/min. The other reductions take float32/float64 only.
 // - max's tie rule is torch.amax's (Note [Tie rules] in ops/reduction.cpp). Where the result is NaN,
 //   torch.max() over all elements shares the gradient among the NaNs as max does, while torch.amax
 //   over some axes gives NaN gradients there. The max with an integer dim, max(x, dim, keepdim)
@@ -31,11 +32,12 @@
 
 namespace xgrad {
 
-/// @op `sum(x, axes, keepdim)` | Σ over axes | g broadcast back | torch.sum
+/// @op `sum(x, axes, keepdim)` | Σ over axes (an integer or bool x: int64, exact) | g broadcast back | torch.sum
 Tensor sum(const Tensor& x, const std::vector<std::int64_t>& axes = {}, bool keepdim = false);
 /// @op `mean(x, axes, keepdim)` | Σ/count | g/count broadcast back | torch.mean
 Tensor mean(const Tensor& x, const std::vector<std::int64_t>& axes = {}, bool keepdim = false);
-/// @op `max(x, axes, keepdim)` | the maximum over axes (torch.amax); NaN where a reduced element is NaN
+/// @op `max(x, axes, keepdim)` | the maximum over axes (torch.amax); NaN where a reduced element is NaN; an
+///   integer or bool x: exact, in its dtype
 ///   | g/K to each of the K elements equal to y (ties share evenly, as torch.amax); a NaN y: shared by its NaNs
 ///   | torch.amax
 Tensor max(const Tensor& x, const std::vector<std::int64_t>& axes = {}, bool keepdim = false);
@@ -50,7 +52,8 @@ Tensor logsumexp(const Tensor& x, const std::vector<std::int64_t>& axes = {}, bo
 // reduced in a fixed order by one task (deterministic); cumsum runs along the dim sequentially, in
 // parallel over the other positions.
 
-/// @op `min(x, axes, keepdim)` | the minimum over axes (torch.amin); NaN where a reduced element is NaN
+/// @op `min(x, axes, keepdim)` | the minimum over axes (torch.amin); NaN where a reduced element is NaN; an
+///   integer or bool x: exact, in its dtype
 ///   | g/K to each of the K elements equal to y (ties share evenly, as torch.amin) | torch.amin
 Tensor min(const Tensor& x, const std::vector<std::int64_t>& axes = {}, bool keepdim = false);
 /// @op `prod(x, axes, keepdim)` | Π over axes (1 over nothing)
@@ -81,11 +84,11 @@ Tensor cumsum(const Tensor& x, std::int64_t dim);
 /// Also spelled max(x, dim, keepdim) with an integer dim, as in torch (below); the positions are
 /// argmax(x, dim, keepdim) (ops/indexing.hpp).
 /// @op `max_with_indices(x, dim, keepdim)`, `max(x, dim, keepdim)` (integer dim)
-///   | (the maxima along dim, their int64 positions) | values: g to the first arg-max | torch.max
+///   | (the maxima along dim in x's dtype, their int64 positions) | values: g to the first arg-max | torch.max
 std::tuple<Tensor, Tensor> max_with_indices(const Tensor& x, std::int64_t dim, bool keepdim = false);
 /// Also spelled min(x, dim, keepdim) with an integer dim; the positions are argmin(x, dim, keepdim).
 /// @op `min_with_indices(x, dim, keepdim)`, `min(x, dim, keepdim)` (integer dim)
-///   | (the minima along dim, their int64 positions) | values: g to the first arg-min | torch.min
+///   | (the minima along dim in x's dtype, their int64 positions) | values: g to the first arg-min | torch.min
 std::tuple<Tensor, Tensor> min_with_indices(const Tensor& x, std::int64_t dim, bool keepdim = false);
 // torch's spelling: max(x, 1) / min(x, 1) (an integer dim) return (values, indices), while
 // max(x, {1}) (a braced list of axes) stays the values-only reduction above: a template parameter

@@ -706,21 +706,19 @@ Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_
   return apply<Slice>(x, a, std::move(pos), count);
 }
 
-Tensor index_select(const Tensor& x, std::int64_t axis, std::vector<std::int64_t> index) {
+Tensor index_select(const Tensor& x, std::int64_t axis, const std::vector<std::int64_t>& index) {
   check_defined("index_select", x);
   const Shape& s = x.shape();
   const std::int64_t a = normalize_axis(axis, static_cast<std::int64_t>(s.size()), "index_select", s);
   const std::int64_t n = s[static_cast<std::size_t>(a)];
-  // Checked and wrapped in place (taken by value); the loop runs only when an index is negative or
-  // out of range (all_in_range: one vectorised pass).
+  // Every index in [0, n): no negative indices, as torch.index_select and the tensor overload (the
+  // same message). The loop runs only when all_in_range's vectorised pass fails.
   if (!all_in_range(index, n))
-    for (std::size_t j = 0; j < index.size(); ++j) {
-      XGRAD_CHECK(
-          index[j] >= -n && index[j] < n,
-          "index_select: index {} (entry {} of 'index') is out of range for axis {} of size {} (x has shape {})",
-          index[j], j, axis, n, shape_str(s));
-      if (index[j] < 0) index[j] += n;
-    }
+    for (std::size_t j = 0; j < index.size(); ++j)
+      XGRAD_CHECK(index[j] >= 0 && index[j] < n,
+                  "index_select: index {} (element {} of 'index') is out of range for dim {} of size {} (x has shape "
+                  "{})",
+                  index[j], j, a, n, shape_str(s));
   return detail::index_select_checked(x, a, index);
 }
 

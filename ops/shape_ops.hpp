@@ -37,9 +37,10 @@ Tensor transpose(const Tensor& x, std::int64_t dim0, std::int64_t dim1);
 ///   (negative start and end count from the end, clipped to the axis like Python slices; step ≥ 1)
 ///   | g written into zeros at the slice | torch.Tensor.__getitem__
 Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t end, std::int64_t step = 1);
-/// @op `index_select(x, axis, index)` (a list) | a copy of x at the index positions along axis (negative
-///   indices count from the end) | g added into zeros at the indices (repeats add up) | torch.index_select
-Tensor index_select(const Tensor& x, std::int64_t axis, std::vector<std::int64_t> index);
+/// @op `index_select(x, axis, index)` (a list) | a copy of x at the index positions along axis (no negative
+///   indices, as torch and the tensor overload) | g added into zeros at the indices (repeats add up) |
+///   torch.index_select
+Tensor index_select(const Tensor& x, std::int64_t axis, const std::vector<std::int64_t>& index);
 namespace detail {
 /// index_select for a caller that has checked its indices itself (the tensor overload, nn::Embedding):
 /// axis in [0, x.dim()), every index in [0, x.size(axis)). Skips the second pass over the indices,

@@ -113,6 +113,11 @@ void Optimizer::add_param_group(ParamGroup group) {
     XGRAD_CHECK(p.defined(), "{}: parameter {} of group {} is an undefined tensor", name_, i, index);
     XGRAD_CHECK(p.is_leaf(), "{}: parameter {} of group {} (shape {}) is not a leaf tensor; can't optimize a non-leaf",
                 name_, i, index, shape_str(p.shape()));
+    // Only floating point tensors have gradients (Note [Dtypes]): an integer one would never move.
+    XGRAD_CHECK(is_floating_point(p.dtype()),
+                "{}: parameter {} of group {} has dtype {} (shape {}); only float32 and float64 tensors can be "
+                "optimized",
+                name_, i, index, p.dtype(), shape_str(p.shape()));
     for (std::size_t j = 0; j < i; ++j)
       XGRAD_CHECK(!group.params[j].is_same(p), "{}: parameter {} of group {} (shape {}) appears twice in the group",
                   name_, i, index, shape_str(p.shape()));

@@ -69,9 +69,9 @@ class Optimizer {
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
 
-  /// Adds a group; its unset options take the defaults. Errors (naming the optimizer): an undefined
-  /// or non-leaf tensor, a tensor already in this or another group, an option the optimizer does
-  /// not have, an invalid option value.
+  /// Adds a group; its unset options take the defaults. Errors (naming the optimizer): an undefined,
+  /// non-leaf or not floating point tensor, a tensor already in this or another group, an option
+  /// the optimizer does not have, an invalid option value.
   void add_param_group(ParamGroup group);
 
   /// The learning rate of group `group`.

@@ -48,5 +48,14 @@ int main() {
     threw = true;
   }
   expect(threw, "bad shapes throw xgrad::Error");
+
+  // run_consumer_test.cmake configures without a build type, as docs/getting-started.md's recipe
+  // is used: its CMakeLists.txt must make that an optimised (Release) build, not CMake's -O0.
+#ifdef __OPTIMIZE__
+  constexpr bool optimised = true;
+#else
+  constexpr bool optimised = false;
+#endif
+  expect(optimised, "compiled with optimisation when no build type is given (the recipe's default: Release)");
   return failures == 0 ? 0 : 1;
 }

@@ -1,7 +1,8 @@
 # cmake -DXGRAD_BUILD_DIR=... -DCONSUMER_SOURCE_DIR=... -DWORK_DIR=... -DGENERATOR=... \
 #       -DCXX_COMPILER=... -DBUILD_TYPE=... -P run_consumer_test.cmake
-# Installs the xgrad build tree into a fresh prefix, then configures, builds and runs the
-# out-of-tree consumer project against that prefix only. Any failing step fails the test.
+# Installs the xgrad build tree (its configuration BUILD_TYPE) into a fresh prefix, then configures,
+# builds and runs the out-of-tree consumer project against that prefix only. Any failing step fails
+# the test.
 foreach(var XGRAD_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run_consumer_test.cmake: -D${var}=... is required")
@@ -36,9 +37,9 @@ if(NOT config)
 endif()
 
 # CMAKE_FIND_USE_PACKAGE_REGISTRY off and only the fresh prefix on the path: the consumer can find
-# xgrad nowhere but in what was just installed.
+# xgrad nowhere but in what was just installed. No CMAKE_BUILD_TYPE, as in docs/getting-started.md:
+# the consumer's CMakeLists.txt (the recipe) makes it Release, which main.cpp checks.
 run_step(configure ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${build} -G ${GENERATOR}
-         -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_BUILD_TYPE=${BUILD_TYPE} -DCMAKE_PREFIX_PATH=${prefix}
-         -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+         -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
 run_step(build ${CMAKE_COMMAND} --build ${build})
 run_step(run ${build}/consumer)

@@ -577,6 +577,32 @@ TEST_CASE("optimizers reject bad arguments", "[optim][nn]") {
   test::require_error([&] { opt.step(); }, {"SGD", "learning rate", "-1"});
 }
 
+TEST_CASE("optimizers refuse integer and bool parameters when built, naming the parameter and its dtype",
+          "[optim][nn]") {
+  // Only float tensors have gradients: an integer parameter would never move (torch 1.13 takes one
+  // silently). Every optimizer's constructor and add_param_group refuse it.
+  Generator gen(5);
+  const Tensor w = test::randn_leaf({2, 2}, gen), ids = Tensor::zeros({3}, kInt64);
+  const std::vector<std::string> want = {"parameter 1 of group 0", "int64", "(3,)", "float32 and float64"};
+  const auto with = [&want](const std::string& name) {
+    std::vector<std::string> f{name};
+    f.insert(f.end(), want.begin(), want.end());
+    return f;
+  };
+  test::require_error([&] { nn::SGD({w, ids}, nn::SGDOptions(0.1)); }, with("SGD"));
+  test::require_error([&] { nn::Adam({w, ids}); }, with("Adam"));
+  test::require_error([&] { nn::AdamW({w, ids}); }, with("AdamW"));
+  test::require_error([&] { nn::RMSprop({w, ids}); }, with("RMSprop"));
+  test::require_error([&] { nn::Adagrad({w, ids}); }, with("Adagrad"));
+  test::require_error([&] { nn::LBFGS({w, ids}); }, with("LBFGS"));
+  nn::SGD opt({w}, nn::SGDOptions(0.1));
+  test::require_error([&] { opt.add_param_group(nn::ParamGroup{{Tensor::zeros({2}, kBool)}}); },
+                      {"SGD", "parameter 0 of group 1", "bool", "(2,)"});
+  test::require_error([&] { opt.add_param_group(nn::ParamGroup{{Tensor::zeros({2}, kInt32)}}); },
+                      {"SGD", "parameter 0 of group 1", "int32"});
+  CHECK(opt.param_groups().size() == 1);  // nothing was added
+}
+
 TEST_CASE("clip_grad_norm_ and schedulers reject bad arguments", "[optim][nn]") {
   Generator gen(6);
   Tensor w = test::randn_leaf({2, 2}, gen);

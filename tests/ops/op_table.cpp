@@ -134,12 +134,34 @@ std::vector<OpInfo> build() {
                            index_select(Tensor::zeros({0, 3}, kFloat64), 0, {0});
                          },
                          {"index_select", "(0, 3)"}},
-                        {"index below -n", [z23] { index_select(z23, 0, {-3}); }, {"index_select", "-3", "(2, 3)"}}});
+                        {"negative index (as torch)",
+                         [z23] { index_select(z23, 0, {-1}); },
+                         {"index_select", "index -1", "dim 0 of size 2", "(2, 3)"}}});
   more("slice_step", {{"axis of a 0-d tensor", [s0] { slice(s0, 0, 0, 1); }, {"slice", "()"}},
                       {"negative step", [z23] { slice(z23, 0, 0, 2, -1); }, {"slice", "step", "(2, 3)"}}});
   more("softmax_last", {{"axis 1 of a 0-d tensor", [s0] { softmax(s0, 1); }, {"softmax", "axis 1", "()"}}});
   more("sum_all", {{"axis -3 of a 2-d tensor", [z23] { sum(z23, {-3}); }, {"sum", "-3", "(2, 3)"}},
-                   {"axis 1 of a 0-d tensor", [s0] { sum(s0, {1}); }, {"sum", "axis 1", "()"}}});
+                   {"axis 1 of a 0-d tensor", [s0] { sum(s0, {1}); }, {"sum", "axis 1", "()"}},
+                   {"int64: axis out of range",
+                    [] {
+                      sum(Tensor::zeros({2, 3}, kInt64), {2});
+                    },
+                    {"sum", "axis 2"}}});
+  // the integer paths of max and min check their axes as the float ones do
+  for (const char* n : {"max", "min"}) {
+    using Reduce = Tensor (*)(const Tensor&, const std::vector<std::int64_t>&, bool);
+    const Reduce f = std::string(n) == "max" ? static_cast<Reduce>(&xgrad::max) : static_cast<Reduce>(&xgrad::min);
+    more(std::string(n) + "_all", {{"int64 over an empty axis",
+                                    [f] {
+                                      f(Tensor::zeros({2, 0}, kInt64), {1}, false);
+                                    },
+                                    {n, "axis 1", "size 0", "(2, 0)"}},
+                                   {"int64: axis named twice",
+                                    [f] {
+                                      f(Tensor::zeros({2, 3}, kInt64), {1, -1}, false);
+                                    },
+                                    {n, "twice"}}});
+  }
   more("matmul_mm", {{"empty inner sizes that differ",
                       [] {
                         matmul(Tensor::zeros({2, 0}, kFloat64), Tensor::zeros({3, 4}, kFloat64));
@@ -187,7 +209,9 @@ std::vector<OpInfo> build() {
     op.name = "masked_fill";
     op.signature = "masked_fill(Tensor,Tensor,double)";
     op.torch = "out = x.masked_fill(m != 0, 0.5)";
-    op.call = [](const Tensors& in) { return masked_fill(in[0], in[1], 0.5); };
+    op.call = [](const Tensors& in) {  // the sample's 0/1 mask as bool (a float mask is refused)
+      return masked_fill(in[0], in[1].defined() && is_floating_point(in[1].dtype()) ? in[1].to(kBool) : in[1], 0.5);
+    };
     op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
       if (s.scalar) return SampleInput{{{"x", values({}, g, dt)}, {"m", values({}, g, dt, D::mask), false}}, {}, {}};
       return SampleInput{{{"x", values(bshape(s.batch, {s.sizes[0], s.sizes[1]}), g, dt)},
@@ -205,7 +229,10 @@ std::vector<OpInfo> build() {
                   [] {
                     masked_fill(Tensor::zeros({3}), Tensor::zeros({2, 3}, kBool), 1.0);
                   },
-                  {"masked_fill", "(2, 3)", "(3,)"}}};
+                  {"masked_fill", "(2, 3)", "(3,)"}},
+                 {"float mask",
+                  [] { masked_fill(Tensor::zeros({3}), Tensor::ones({3}, kFloat64), 1.0); },
+                  {"masked_fill", "argument 'mask'", "float64", "(3,)"}}};
     t.push_back(op);
   }
   for (auto [name, py, fn] :
@@ -459,6 +486,45 @@ std::vector<OpInfo> build() {
       if (op.name == n) op.int64_inputs = {"*"};
   for (auto& op : t)
     if (op.name.rfind("sum_", 0) == 0) op.int64_inputs = {"*"};  // integer sums are int64
+  // max and min (over axes, or along a dim with indices) keep an integer dtype, exactly, as torch
+  for (auto& op : t)
+    for (const char* n :
+         {"max_all", "max_last", "max_rows_keepdim", "max_outer_axes", "min_all", "min_last", "min_rows_keepdim",
+          "min_outer_axes", "max_dim_values", "max_dim_indices", "min_dim_values", "min_dim_indices"})
+      if (op.name == n) op.int64_inputs = {"*"};
+  // Ops exact on int64 beyond 2^53 (the int64 parity test draws such values for them).
+  for (auto& op : t) {
+    for (const char* n : {"max_all",
+                          "max_last",
+                          "max_rows_keepdim",
+                          "max_outer_axes",
+                          "min_all",
+                          "min_last",
+                          "min_rows_keepdim",
+                          "min_outer_axes",
+                          "max_dim_values",
+                          "max_dim_indices",
+                          "min_dim_values",
+                          "min_dim_indices",
+                          "argmax_last",
+                          "argmax_all_keepdim",
+                          "argmin_last",
+                          "argmin_all_keepdim",
+                          "maximum",
+                          "minimum",
+                          "maximum_outer",
+                          "gt",
+                          "lt",
+                          "ge",
+                          "le",
+                          "eq",
+                          "ne",
+                          "where",
+                          "masked_fill",
+                          "masked_select"})
+      if (op.name == n) op.int64_exact = true;
+    if (op.name.rfind("sum_", 0) == 0) op.int64_exact = true;
+  }
   // Ops that only move or read integer data run on int64 inputs too (shape ops copy any dtype; the
   // index and position inputs are read as numbers).
   for (auto& op : t)

@@ -62,6 +62,10 @@ struct OpInfo {
   /// and the others as sampled. Every other input given as int64 must be refused with an
   /// xgrad::Error naming the op (tests/ops/test_op_table.cpp). Default: float-only.
   std::vector<std::string> int64_inputs;
+  /// The op is exact on int64 (it orders, compares, selects or sums): the int64 parity test draws
+  /// its data inputs (those that require grad in the sample) as integers beyond 2^53, where a
+  /// detour through double or float32 would round them. Otherwise they are the sample truncated.
+  bool int64_exact = false;
 
   /// Sizes the op refuses on purpose (documented): returns the fragment the xgrad::Error must
   /// contain besides the op's name, or "" when the spec must run. E.g. max over an empty axis,

@@ -166,14 +166,12 @@ void add_shape_entries(std::vector<OpInfo>& t) {
     op.call = nullptr;  // set by every sample (the index list depends on n)
     op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
       const std::int64_t n = s.sizes[0];
-      // repeats (gradients add up), a negative index, and an empty list when n = 0
+      // repeats (gradients add up), and an empty list when n = 0
       std::vector<std::int64_t> idx;
-      if (n > 0) idx = {n - 1, 0, n - 1, n / 2, -1};
-      std::vector<std::int64_t> pos;
-      for (auto i : idx) pos.push_back(i < 0 ? i + n : i);
+      if (n > 0) idx = {n - 1, 0, n - 1, n / 2};
       SampleInput si{{{"a", values(bshape(s.batch, {n, s.sizes[1]}), g, dt)}}, {}, {}};
       si.call = [idx](const Tensors& in) { return index_select(in[0], -2, idx); };
-      si.torch_prelude = fmt::format("idx = [{}]\n", fmt::join(pos, ", "));
+      si.torch_prelude = fmt::format("idx = [{}]\n", fmt::join(idx, ", "));
       return si;
     };
     op.size_names = {"n", "m"};

@@ -622,7 +622,7 @@ void add_index_entries(std::vector<OpInfo>& t) {
   for (bool is_max : {true, false}) {
     const std::string arg = is_max ? "argmax" : "argmin";
     OpInfo op = base(arg + "_last", arg + "(Tensor,optional<int64_t>,bool)",
-                     fmt::format("out = torch.{}(a, -1).double()", arg));
+                     fmt::format("out = torch.{}(a, -1).to(a.dtype)", arg));
     op.call = [is_max](const Tensors& in) { return as_float(is_max ? argmax(in[0], -1) : argmin(in[0], -1), in[0]); };
     op.sample = nm_sample;
     op.differentiable = false;
@@ -636,7 +636,7 @@ void add_index_entries(std::vector<OpInfo>& t) {
          {arg, "empty"}}};
     t.push_back(op);
     op = base(arg + "_all_keepdim", arg + "(Tensor,optional<int64_t>,bool)",
-              fmt::format("out = torch.{}(a, None, True).double()", arg));
+              fmt::format("out = torch.{}(a, None, True).to(a.dtype)", arg));
     op.call = [is_max](const Tensors& in) {
       return as_float(is_max ? argmax(in[0], std::nullopt, true) : argmin(in[0], std::nullopt, true), in[0]);
     };
@@ -653,7 +653,7 @@ void add_index_entries(std::vector<OpInfo>& t) {
     for (bool values_out : {true, false}) {
       op = base(opname + (values_out ? "_dim_values" : "_dim_indices"), opname + "_with_indices(Tensor,int64_t,bool)",
                 fmt::format("out = torch.{}(a, -1, keepdim=True)[{}]{}", opname, values_out ? 0 : 1,
-                            values_out ? "" : ".double()"));
+                            values_out ? "" : ".to(a.dtype)"));
       op.op = opname;
       op.call = [is_max, values_out](const Tensors& in) {
         auto [v, i] = is_max ? max(in[0], -1, true) : min(in[0], -1, true);  // torch's spelling (integer dim)
@@ -664,9 +664,11 @@ void add_index_entries(std::vector<OpInfo>& t) {
       op.supports_batch = true;
       op.supports_scalar = true;
       op.refuses = [](const SampleSpec& s) -> std::string { return !s.scalar && s.sizes[1] == 0 ? "size 0" : ""; };
-      op.errors = {{"integer x",
-                    [is_max] { is_max ? max(Tensor::zeros({2}, kInt64), 0) : min(Tensor::zeros({2}, kInt64), 0); },
-                    {opname, "int64"}}};
+      op.errors = {{"int64 x with an empty dim",
+                    [is_max] {
+                      is_max ? max(Tensor::zeros({2, 0}, kInt64), 1) : min(Tensor::zeros({2, 0}, kInt64), 1);
+                    },
+                    {opname, "size 0", "(2, 0)"}}};
       t.push_back(op);
     }
   }
@@ -721,7 +723,7 @@ void add_index_entries(std::vector<OpInfo>& t) {
     }
   }
   {
-    OpInfo op = base("nonzero", "nonzero(Tensor)", "out = torch.nonzero(a).double()");
+    OpInfo op = base("nonzero", "nonzero(Tensor)", "out = torch.nonzero(a).to(a.dtype)");
     op.call = [](const Tensors& in) { return as_float(nonzero(in[0]), in[0]); };
     op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
       return SampleInput{

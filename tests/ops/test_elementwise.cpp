@@ -397,6 +397,62 @@ TEST_CASE("integer arithmetic wraps around like PyTorch, bool sub and neg are re
   CHECK(masked_fill(x, Tensor::of({1, 0}, kBool), 3.0).requires_grad());
 }
 
+TEST_CASE("comparisons of int64 are exact beyond 2^53, with tensors and with C++ integers", "[elementwise][dtype]") {
+  // B and B + 1 are one double (and one float32): comparing through either would be wrong.
+  constexpr std::int64_t B = std::int64_t{1} << 53;
+  const Tensor a = Tensor::from_vector(std::vector<std::int64_t>{B, B + 1, B + 2}, {3});
+  const Tensor b = Tensor::from_vector(std::vector<std::int64_t>{B + 1}, {});
+  const auto bools = [](const Tensor& t) {
+    REQUIRE(t.dtype() == kBool);
+    return std::vector<bool>(t.data<bool>(), t.data<bool>() + t.numel());
+  };
+  using VB = std::vector<bool>;
+  CHECK(bools(eq(a, b)) == VB{false, true, false});
+  CHECK(bools(ne(a, b)) == VB{true, false, true});
+  CHECK(bools(lt(a, b)) == VB{true, false, false});
+  CHECK(bools(le(a, b)) == VB{true, true, false});
+  CHECK(bools(gt(a, b)) == VB{false, false, true});
+  CHECK(bools(ge(a, b)) == VB{false, true, true});
+  // The operators take a C++ integer as int64, exactly (a double would make B + 1 into B).
+  CHECK(bools(a == B + 1) == VB{false, true, false});
+  CHECK(bools(a != B + 1) == VB{true, false, true});
+  CHECK(bools(a < B + 1) == VB{true, false, false});
+  CHECK(bools(a <= B + 1) == VB{true, true, false});
+  CHECK(bools(a > B) == VB{false, true, true});
+  CHECK(bools(a >= B + 2) == VB{false, false, true});
+  CHECK(bools(B + 1 == a) == VB{false, true, false});
+  CHECK(bools(B + 1 < a) == VB{false, false, true});
+  CHECK(bools(a == static_cast<std::uint64_t>(B + 2)) == VB{false, false, true});
+  CHECK(bools(a < std::numeric_limits<std::uint64_t>::max()) == VB{true, true, true});  // beyond int64: a double
+  CHECK(bools(Tensor::of({1.0, 2.5}) == 2) == VB{false, false});  // a float x: the number in x's dtype
+  CHECK(bools(Tensor::of({1, 0}, kBool) == true) == VB{true, false});
+  // maximum and minimum stay in int64 too.
+  const Tensor c = Tensor::from_vector(std::vector<std::int64_t>{B + 1, B, B + 1}, {3});
+  CHECK(maximum(a, c).data<std::int64_t>()[0] == B + 1);
+  CHECK(minimum(a, c).data<std::int64_t>()[1] == B);
+  CHECK(maximum(a, c).data<std::int64_t>()[2] == B + 2);
+  // torch agrees (the parity compares bool and integer results exactly).
+  ParityBatch batch("compare_int64");
+  batch.add("eq", "out = a == b\nassert out.dtype == torch.bool", {{"a", a, false}, {"b", b, false}},
+            [](const Tensors& in) { return eq(in[0], in[1]); });
+  batch.add("le_number", "out = a <= 9007199254740993\nassert out.dtype == torch.bool", {{"a", a, false}},
+            [](const Tensors& in) { return in[0] <= B + 1; });
+  batch.add("maximum", "out = torch.maximum(a, c)\nassert out.dtype == torch.int64", {{"a", a, false}, {"c", c, false}},
+            [](const Tensors& in) { return maximum(in[0], in[1]); });
+  batch.run();
+}
+
+TEST_CASE("masked_fill refuses a float mask, as torch", "[elementwise][dtype][errors]") {
+  // torch wants a bool mask: 1.13 ignores a float one silently (nothing is filled), later versions
+  // refuse it. Integer masks keep working (nonzero = fill), as in torch 1.13.
+  const Tensor x = Tensor::zeros({2, 3});
+  for (const Dtype dt : {kFloat32, kFloat64})
+    test::require_error([&] { masked_fill(x, Tensor::ones({3}, dt), 1.0); },
+                        {"masked_fill", "argument 'mask'", std::string(dtype_name(dt)), "(3,)", "bool"});
+  CHECK(masked_fill(x, Tensor::of({1, 0, 1}, kInt64), 2.0).to_vector() == std::vector<double>{2, 0, 2, 2, 0, 2});
+  CHECK(masked_fill(x, Tensor::of({0, 0, 1}, kBool), 2.0).to_vector() == std::vector<double>{0, 0, 2, 0, 0, 2});
+}
+
 TEST_CASE("integer ops are bit-identical with 1 and 2 threads", "[elementwise][dtype][threads]") {
   Generator gen(5);
   const Tensor a = ints({300, 200}, gen, kInt64), b = ints({200}, gen, kInt32), m = ints({300, 200}, gen, kBool);

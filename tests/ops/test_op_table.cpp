@@ -412,6 +412,61 @@ TEST_CASE("op table: each input taken as int64 runs, or is refused naming the op
   }
 }
 
+TEST_CASE("op table: int64 inputs give PyTorch's values and dtypes", "[op_table][dtypes][parity]") {
+  // Each entry that takes int64 inputs runs with them (the small sample's, truncated) against torch
+  // on the same int64 tensors; torch's result dtype must be ours, and integer results must agree
+  // exactly. Entries exact on int64 (OpInfo::int64_exact) get data beyond 2^53.
+  ParityBatch batch("op_table_int64");
+  batch.set_equal_nonfinite();  // an integer division by 0 gives inf or NaN in both
+  const std::map<std::string, std::string> no_parity = {
+      {"pad_reflect", "torch 1.13 has no int64 kernel (xgrad's copy takes any dtype)"},
+      {"pad_replicate", "torch 1.13 has no int64 kernel (xgrad's copy takes any dtype)"},
+      {"resample_conv_sampled_points", "its int64 input x is the grid for torch's code; ours ignores it"},
+      {"resample_conv_cos2_uniform", "its int64 input x is the grid for torch's code; ours ignores it"}};
+  int k = 0, exact = 0;
+  for (const auto& op : op_table()) {
+    if (op.int64_inputs.empty() || no_parity.count(op.name)) continue;
+    const auto takes = [&](const std::string& n) {
+      return std::find(op.int64_inputs.begin(), op.int64_inputs.end(), n) != op.int64_inputs.end() ||
+             std::find(op.int64_inputs.begin(), op.int64_inputs.end(), "*") != op.int64_inputs.end();
+    };
+    SampleInput si = make_sample(op, kFloat64, {op.small, {}});
+    bool any = false;
+    for (auto& in : si.inputs) {
+      const bool data = in.requires_grad;
+      in.requires_grad = false;
+      if (!is_floating_point(in.value.dtype()) || !takes(in.name)) continue;
+      any = true;
+      if (!op.int64_exact || !data) {
+        in.value = in.value.to(kInt64);
+        continue;
+      }
+      // 2^53 plus small integers: neighbours that no double tells apart
+      const Tensor v = in.value.to(kFloat64);
+      Tensor w = Tensor::empty(v.shape(), kInt64);
+      for (std::int64_t i = 0; i < v.numel(); ++i)
+        w.data<std::int64_t>()[i] = (std::int64_t{1} << 53) + static_cast<std::int64_t>(v.data<double>()[i] * 8);
+      in.value = w;
+    }
+    if (!any) continue;
+    exact += op.int64_exact ? 1 : 0;
+    Tensors args;
+    for (const auto& in : si.inputs) args.push_back(in.value);
+    Dtype ours = kFloat32;
+    try {
+      ours = si.call(args).dtype();
+    } catch (const std::exception& e) {
+      FAIL_CHECK(op.name << " on int64 inputs threw: " << e.what());
+      continue;
+    }
+    const std::string check = fmt::format("\nassert out.dtype == torch.{}, f'torch gives {{out.dtype}}, xgrad {}'",
+                                          dtype_name(ours), dtype_name(ours));
+    batch.add(fmt::format("{}_int64_{}", op.name, k++), si.torch_prelude + op.torch + check, si.inputs, si.call);
+  }
+  CHECK(exact >= 30);  // the int64_exact block of build() found its entries
+  batch.run();
+}
+
 TEST_CASE("op table: bad inputs raise xgrad::Error naming the op", "[op_table][errors]") {
   for (const auto& op : op_table()) {
     DYNAMIC_SECTION(op.name) {

@@ -6,6 +6,7 @@
 
 #include "support.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/indexing.hpp"
 #include "xgrad/ops/reduction.hpp"
 
 using namespace xgrad;
@@ -324,4 +325,90 @@ TEST_CASE("min shares ties evenly, var and std use the correction, cumsum runs a
   CHECK(cumsum(Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, kFloat64), 0).to_vector() == V{1, 2, 3, 5, 7, 9});
   CHECK(cumsum(Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, kFloat64), -1).to_vector() == V{1, 3, 6, 4, 9, 15});
   test::require_error([] { min(Tensor::zeros({2, 0}), {1}); }, {"min", "size 0", "(2, 0)"});
+}
+
+// ---- integer dtypes: max, min, argmax, argmin and sum, exact (as torch) --------------------------
+namespace {
+constexpr std::int64_t kB = std::int64_t{1} << 53;  // above it a double (and float32 from 2^24) rounds
+Tensor longs_exact(const std::vector<std::int64_t>& v, const Shape& s) { return Tensor::from_vector(v, s); }
+std::vector<std::int64_t> exact(const Tensor& t) {
+  REQUIRE(t.dtype() == kInt64);
+  return {t.data<std::int64_t>(), t.data<std::int64_t>() + t.numel()};
+}
+using L = std::vector<std::int64_t>;
+}  // namespace
+
+TEST_CASE("max, min, argmax, argmin and sum of int64 are exact beyond 2^53, in torch's dtypes", "[reduction][dtype]") {
+  // In doubles B and B + 1 are one value, and -B, -(B + 1) too: a reduction through floats would
+  // pick the wrong element and round the result.
+  const Tensor x = longs_exact({kB, kB + 1, kB - 1, -kB, -(kB + 1), kB + 3}, {2, 3});
+  CHECK(exact(max(x)) == L{kB + 3});
+  CHECK(exact(min(x)) == L{-(kB + 1)});
+  CHECK(exact(max(x, {1})) == L{kB + 1, kB + 3});
+  CHECK(exact(min(x, {1})) == L{kB - 1, -(kB + 1)});
+  CHECK(exact(max(x, {0})) == L{kB, kB + 1, kB + 3});  // columns
+  CHECK(exact(min(x, {0}, true)) == L{-kB, -(kB + 1), kB - 1});
+  CHECK(min(x, {0}, true).shape() == Shape{1, 3});
+  const Tensor x3 = longs_exact({kB, kB + 1, kB - 1, 5, 1, 2, -kB, -(kB + 1), kB + 3, 0, 3, 4}, {2, 3, 2});
+  CHECK(exact(max(x3, {0, 2})) == L{kB + 1, kB + 3, 4});  // non-adjacent axes: the gathered layout
+  CHECK(exact(min(x3, {0, 2})) == L{-(kB + 1), 0, 1});
+  const auto [mv, mi] = max(x, 1);
+  CHECK(exact(mv) == L{kB + 1, kB + 3});
+  CHECK(exact(mi) == L{1, 2});
+  const auto [nv, ni] = min(x, -1, true);
+  CHECK(exact(nv) == L{kB - 1, -(kB + 1)});
+  CHECK(exact(ni) == L{2, 1});
+  CHECK(nv.shape() == Shape{2, 1});
+  CHECK(exact(argmax(x, 1)) == L{1, 2});
+  CHECK(exact(argmin(x, 1)) == L{2, 1});
+  CHECK(exact(argmax(x)) == L{5});
+  CHECK(exact(argmin(x)) == L{4});
+  CHECK(exact(sum(x)) == L{2 * kB + 2});
+  CHECK(exact(sum(x, {1})) == L{3 * kB, -kB + 2});
+  CHECK_FALSE(max(x).requires_grad());
+  // Other integer and bool dtypes keep theirs, as torch.amax / torch.amin.
+  CHECK(max(Tensor::of({0, 1, 0}, kBool)).dtype() == kBool);
+  CHECK(max(Tensor::of({0, 1, 0}, kBool)).item() == 1.0);
+  CHECK(min(Tensor::of({200, 7, 9}, kUInt8)).dtype() == kUInt8);
+  CHECK(min(Tensor::of({200, 7, 9}, kUInt8)).item() == 7.0);
+  CHECK(max(Tensor::of({-5, -2}, kInt32), {0}).item<std::int32_t>() == -2);
+  // As for floats, an empty reduced axis has no extremum.
+  test::require_error([] { max(Tensor::zeros({2, 0}, kInt64), {1}); }, {"max", "size 0", "(2, 0)"});
+  test::require_error([] { min(Tensor::zeros({2, 0}, kInt64), {1}); }, {"min", "size 0", "(2, 0)"});
+  test::require_error([] { max(Tensor::zeros({2, 0}, kInt64), 1); }, {"max", "size 0", "(2, 0)"});
+  test::require_error([] { max(Tensor::zeros({2, 3}, kInt64), {2}); }, {"max", "axis 2", "(2, 3)"});
+
+  // torch agrees, dtypes included (the parity compares integer results exactly).
+  ParityBatch batch("reduction_int64");
+  const auto add = [&](const std::string& name, const std::string& torch,
+                       const std::function<Tensor(const Tensors&)>& f) {
+    const Dtype dt = f({x}).dtype();
+    batch.add(name, torch + fmt::format("\nassert out.dtype == torch.{}, out.dtype", dtype_name(dt)), {{"x", x, false}},
+              f);
+  };
+  add("amax", "out = torch.amax(x, 1)", [](const Tensors& in) { return max(in[0], {1}); });
+  add("amin_all", "out = torch.amin(x, (0, 1))", [](const Tensors& in) { return min(in[0]); });
+  add("max_values", "out = torch.max(x, 1)[0]", [](const Tensors& in) { return std::get<0>(max(in[0], 1)); });
+  add("min_indices", "out = torch.min(x, 0)[1]", [](const Tensors& in) { return std::get<1>(min(in[0], 0)); });
+  add("argmax", "out = torch.argmax(x, 1)", [](const Tensors& in) { return argmax(in[0], 1); });
+  add("argmin_all", "out = torch.argmin(x)", [](const Tensors& in) { return argmin(in[0]); });
+  add("sum", "out = x.sum(1)", [](const Tensors& in) { return sum(in[0], {1}); });
+  batch.run();
+}
+
+TEST_CASE("max and min of int64: bit-identical with 1 and 2 threads", "[reduction][dtype][threads]") {
+  Generator gen(15);
+  Tensor a = Tensor::empty({300, 500}, kInt64);
+  for (std::int64_t i = 0; i < a.numel(); ++i)
+    a.data<std::int64_t>()[i] = kB + static_cast<std::int64_t>(gen.uniform() * 1000.0) - 500;
+  test::require_thread_deterministic([&] {
+    Tensors out;
+    for (const auto& axes : {L{1}, L{0}, L{}}) {
+      out.push_back(max(a, axes));
+      out.push_back(min(a, axes));
+    }
+    out.push_back(std::get<1>(max(a, 0)));
+    out.push_back(max(reshape(a, {30, 10, 500}), {0, 2}));
+    return out;
+  });
 }

@@ -153,8 +153,14 @@ Tensor uniform_leaf(const Shape& shape, Generator& gen, double lo, double hi, Dt
 }
 
 namespace {
-// allclose, where NaN == NaN and inf == inf of the same sign when `nonfinite` is set.
+// allclose, where NaN == NaN and inf == inf of the same sign when `nonfinite` is set. Two integer
+// or bool results compare exactly, as int64 (through doubles, values beyond 2^53 would round).
 bool close(const Tensor& got, const Tensor& want, double rtol, double atol, bool nonfinite) {
+  if (!is_floating_point(got.dtype()) && !is_floating_point(want.dtype())) {
+    if (got.shape() != want.shape()) return false;
+    const Tensor a = got.to(kInt64), b = want.to(kInt64);
+    return std::equal(a.data<std::int64_t>(), a.data<std::int64_t>() + a.numel(), b.data<std::int64_t>());
+  }
   if (!nonfinite) return allclose(got, want, rtol, atol);
   if (got.shape() != want.shape()) return false;
   const auto a = got.to_vector(), b = want.to_vector();
