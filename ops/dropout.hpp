@@ -11,9 +11,9 @@
 
 namespace xgrad {
 
+/// float32 and float64. Errors: undefined x, an integer x, p outside [0, 1] (or NaN).
 /// @op `dropout(x, p, train, gen)` | x·m, m_i = 1/(1 − p) with probability 1 − p, else 0 (x itself
 ///   when not train or p = 0) | g·m | torch.dropout
-/// float32 and float64. Errors: undefined x, an integer x, p outside [0, 1] (or NaN).
 Tensor dropout(const Tensor& x, double p, bool train, Generator& gen = default_generator());
 
 }  // namespace xgrad
