@@ -816,8 +816,9 @@ TEST_CASE("GATConv::forward_with_attention on an edge_index: α in the input edg
 
 // ---- init from the default generator ---------------------------------------------------------------
 
-TEST_CASE("graph layers built without a Generator or seed draw from the default generator; manual_seed repeats them",
-          "[nn][graph][random]") {
+TEST_CASE(
+    "graph layers built without a Generator or seed draw from the default generator, and manual_seed repeats them",
+    "[nn][graph][random]") {
   const auto build = [] {
     return std::vector<std::shared_ptr<nn::Module>>{
         std::make_shared<nn::GCNConv>(8, 8),    std::make_shared<nn::GCNConv>(8, 8),
