@@ -139,8 +139,8 @@ class Graph {
 /// is linear in the features (every one but SAGEConv's max, which refuses sparse features).
 class NodeFeatures {
  public:
-  NodeFeatures(Tensor x) : dense_(std::move(x)) {}
-  NodeFeatures(SparseCsr x) : sparse_(std::move(x)) {}
+  NodeFeatures(Tensor x) : dense_(std::move(x)) {}      // NOLINT(google-explicit-constructor): conv(x, graph)
+  NodeFeatures(SparseCsr x) : sparse_(std::move(x)) {}  // NOLINT(google-explicit-constructor)
   bool is_sparse() const { return sparse_.defined(); }
   const Tensor& dense() const { return dense_; }
   const SparseCsr& sparse() const { return sparse_; }
