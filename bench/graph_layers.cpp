@@ -9,7 +9,7 @@
 // keeps the duplicate edges, as PyG does). x (N, 64) float32. The graph's normalisations are built
 // once before timing (nn::Graph caches them), as a training loop on a fixed graph sees them.
 //   sage  SAGEConv(64, 64): mean over in-neighbours through lin_l, + lin_r(x), bias
-//   gcn   GraphConv(64, 64): D^-1/2 (A + I) D^-1/2 x W + b
+//   gcn   GCNConv(64, 64): D^-1/2 (A + I) D^-1/2 x W + b
 //   gat   GATConv(64, 8, heads = 8): attention over in-edges and self-loops, 8 heads concatenated
 //
 // usage: graph_layers_bench [--threads N] [--reps N]
@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   const Tensor x = Tensor::randn({kNodes, kFeatures}, gen);
   Tensor xg = x.detach().set_requires_grad();
   nn::SAGEConv sage(kFeatures, 64);
-  nn::GraphConv gcn(kFeatures, 64);
+  nn::GCNConv gcn(kFeatures, 64);
   nn::GATConv gat(kFeatures, 8, 8);
   const Tensor seed = Tensor::ones({kNodes, 64});
   const auto step = [&](nn::Module& m, auto&& fwd) {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "xgrad/core/checked.hpp"
 #include "xgrad/core/error.hpp"
 #include "xgrad/nn/dropout.hpp"
 #include "xgrad/nn/init.hpp"
@@ -47,8 +48,7 @@ Tensor safe_pow(const Tensor& deg, double p) {
 
 // The adjacency from edges src[e] -> dst[e] (validated) and weights (E,).
 SparseCsr build_adjacency(const std::int64_t* src, const std::int64_t* dst, std::int64_t num_edges,
-                          std::int64_t num_nodes, const Tensor& weight, graph::Duplicates duplicates) {
-  constexpr const char* op = "graph::adjacency";
+                          std::int64_t num_nodes, const Tensor& weight, graph::Duplicates duplicates, const char* op) {
   for (std::int64_t e = 0; e < num_edges; ++e)
     XGRAD_CHECK(src[e] >= 0 && src[e] < num_nodes && dst[e] >= 0 && dst[e] < num_nodes,
                 "{}: edge {} is {} -> {}, but node indices must be in [0, num_nodes = {})", op, e, src[e], dst[e],
@@ -70,8 +70,12 @@ SparseCsr build_adjacency(const std::int64_t* src, const std::int64_t* dst, std:
   return sparse_coo_tensor(Tensor::from_vector(indices, {2, num_edges}), weight, {num_nodes, num_nodes});
 }
 
-void check_num_nodes(std::int64_t num_nodes) {
-  XGRAD_CHECK(num_nodes >= 0, "graph::adjacency: argument 'num_nodes' must be >= 0, got {}", num_nodes);
+// Note [Checked sizes]: the adjacency's row offsets are num_nodes + 1 int64s; an impossible count
+// is refused here, naming the call, before anything is allocated.
+void check_num_nodes(std::int64_t num_nodes, const char* op) {
+  XGRAD_CHECK(num_nodes >= 0, "{}: argument 'num_nodes' must be >= 0, got {}", op, num_nodes);
+  check_host_memory(checked_nbytes(checked_add(num_nodes, 1, op, "num_nodes"), sizeof(std::int64_t), op, "num_nodes"),
+                    op, "num_nodes");
 }
 
 Tensor default_weights(std::int64_t num_edges, Dtype dtype) {
@@ -79,46 +83,11 @@ Tensor default_weights(std::int64_t num_edges, Dtype dtype) {
   return Tensor::ones({num_edges}, dtype);
 }
 
-// x must be the (num_nodes, in) features of `graph`, of its dtype.
-void check_features(const Tensor& x, const Graph& graph, std::int64_t in, const char* module) {
-  XGRAD_CHECK(x.defined(), "{}: argument 'x' is undefined", module);
-  XGRAD_CHECK(x.dim() == 2 && x.size(1) == in,
-              "{}: argument 'x' has shape {} but must be (num_nodes, in_channels = {})", module, shape_str(x.shape()),
-              in);
-  XGRAD_CHECK(x.size(0) == graph.num_nodes(),
-              "{}: argument 'x' has {} rows (shape {}) but the graph has num_nodes = {}", module, x.size(0),
-              shape_str(x.shape()), graph.num_nodes());
-  XGRAD_CHECK(x.dtype() == graph.dtype(), "{}: argument 'x' is {} but the graph's adjacency is {}", module, x.dtype(),
-              graph.dtype());
-}
-
-void check_channels(std::int64_t in, std::int64_t out, const char* module) {
-  XGRAD_CHECK(in >= 0 && out >= 0, "{}: in_channels and out_channels must be >= 0, got in = {}, out = {}", module, in,
-              out);
-}
-
-// A Linear (in -> out) initialised from `gen`, its weight then re-drawn with glorot when asked
-// (PyG's Linear(weight_initializer='glorot')).
-std::shared_ptr<Linear> make_linear(std::int64_t in, std::int64_t out, bool bias, bool glorot, Dtype dtype,
-                                    Generator& gen) {
-  auto lin = std::make_shared<Linear>(in, out, gen, bias, dtype);
-  if (glorot) {
-    Tensor w = lin->weight();
-    init::xavier_uniform_(w, gen);
-  }
-  return lin;
-}
-
-}  // namespace
-
-// ---- utilities ----------------------------------------------------------------------------------
-
-namespace graph {
-
-SparseCsr adjacency(const Tensor& edge_index, std::int64_t num_nodes, const Tensor& edge_weight, Dtype dtype,
-                    Duplicates duplicates) {
-  constexpr const char* op = "graph::adjacency";
-  check_num_nodes(num_nodes);
+// graph::adjacency from an edge_index (2, E) and weights (E,) (undefined: ones of `dtype`); `op`
+// names the public call in the errors.
+SparseCsr edge_index_adjacency(const Tensor& edge_index, std::int64_t num_nodes, const Tensor& edge_weight, Dtype dtype,
+                               graph::Duplicates duplicates, const char* op) {
+  check_num_nodes(num_nodes, op);
   XGRAD_CHECK(edge_index.defined() && edge_index.dim() == 2 && edge_index.size(0) == 2,
               "{}: argument 'edge_index' must have shape (2, num_edges) (sources, then targets), got {}", op,
               edge_index.defined() ? shape_str(edge_index.shape()) : std::string("undefined"));
@@ -134,16 +103,137 @@ SparseCsr adjacency(const Tensor& edge_index, std::int64_t num_nodes, const Tens
     weight = default_weights(e, dtype);
   const Tensor idx = edge_index.to(kInt64);
   const std::int64_t* p = idx.data<std::int64_t>();
-  return build_adjacency(p, p + e, e, num_nodes, weight, duplicates);
+  return build_adjacency(p, p + e, e, num_nodes, weight, duplicates, op);
+}
+
+// x must be the (num_nodes, in) features of `graph`, of its dtype.
+void check_features(const NodeFeatures& x, const Graph& graph, std::int64_t in, const char* module) {
+  const bool defined = x.is_sparse() || x.dense().defined();
+  XGRAD_CHECK(defined, "{}: argument 'x' is undefined", module);
+  const Shape shape = x.is_sparse() ? x.sparse().shape() : x.dense().shape();
+  const Dtype dtype = x.is_sparse() ? x.sparse().dtype() : x.dense().dtype();
+  XGRAD_CHECK(shape.size() == 2 && shape[1] == in,
+              "{}: argument 'x' has shape {} but must be (num_nodes, in_channels = {})", module, shape_str(shape), in);
+  XGRAD_CHECK(shape[0] == graph.num_nodes(), "{}: argument 'x' has {} rows (shape {}) but the graph has num_nodes = {}",
+              module, shape[0], shape_str(shape), graph.num_nodes());
+  XGRAD_CHECK(dtype == graph.dtype(), "{}: argument 'x' is {} but the graph's adjacency is {}", module, dtype,
+              graph.dtype());
+}
+
+// The graph of an edge_index (2, E) over x's rows, with x's dtype (Note [Graph layer forms]).
+Graph graph_of(const NodeFeatures& x, const Tensor& edge_index, const Tensor& edge_weight, const char* module) {
+  XGRAD_CHECK(x.is_sparse() || x.dense().defined(), "{}: argument 'x' is undefined", module);
+  XGRAD_CHECK(x.is_sparse() || x.dense().dim() >= 1,
+              "{}: argument 'x' has shape {} but must be (num_nodes, in_channels)", module,
+              shape_str(x.dense().shape()));
+  const std::int64_t n = x.is_sparse() ? x.sparse().rows() : x.dense().size(0);
+  const Dtype dtype = x.is_sparse() ? x.sparse().dtype() : x.dense().dtype();
+  return Graph(edge_index_adjacency(edge_index, n, edge_weight, is_float(dtype) ? dtype : kFloat32,
+                                    graph::Duplicates::sum, module));
+}
+
+// lin(x) on dense or sparse features.
+Tensor apply(Linear& lin, const NodeFeatures& x) { return x.is_sparse() ? lin(x.sparse()) : lin(x.dense()); }
+
+// Note [Layer init]: the parameter count of a layer, checked before any parameter is allocated.
+void check_parameters(std::int64_t count, Dtype dtype, const char* module) {
+  check_host_memory(checked_nbytes(count, dtype_size(dtype), module, "in_channels, out_channels"), module,
+                    "in_channels, out_channels");
+}
+
+// `matrices` (out, in) weights and `vectors` (out) biases: checked (Note [Layer init]).
+void check_channels(std::int64_t in, std::int64_t out, std::int64_t matrices, std::int64_t vectors, Dtype dtype,
+                    const char* module) {
+  XGRAD_CHECK(in >= 0 && out >= 0, "{}: in_channels and out_channels must be >= 0, got in = {}, out = {}", module, in,
+              out);
+  const char* arg = "in_channels * out_channels";
+  check_parameters(checked_add(checked_mul(matrices, checked_mul(in, out, module, arg), module, arg),
+                               checked_mul(vectors, out, module, "out_channels"), module, arg),
+                   dtype, module);
+}
+
+// The generator a layer constructed with `seed` draws from (Note [Layer init]): `local` seeded with
+// it, or the default generator without one. `local` is a temporary of the caller's full expression,
+// alive through the constructor call it is passed to.
+Generator& init_generator(const std::optional<std::uint64_t>& seed, Generator&& local = Generator()) {
+  if (!seed) return default_generator();
+  local.manual_seed(*seed);
+  return local;
+}
+
+// A Linear (in -> out) initialised from `gen`, its weight then re-drawn with glorot when asked
+// (PyG's Linear(weight_initializer='glorot')).
+std::shared_ptr<Linear> make_linear(std::int64_t in, std::int64_t out, bool bias, bool glorot, Dtype dtype,
+                                    Generator& gen) {
+  auto lin = std::make_shared<Linear>(in, out, gen, bias, dtype);
+  if (glorot) {
+    Tensor w = lin->weight();
+    init::xavier_uniform_(w, gen);
+  }
+  return lin;
+}
+
+// The adjacency of the neighbours `direction` (in or out) picks: A, or Aᵀ (the graph's cached reverse).
+SparseCsr neighbours(const Graph& graph, graph::Direction direction) {
+  return direction == graph::Direction::in ? graph.adjacency() : graph.reverse().adjacency();
+}
+
+// The aggregation over the neighbours `direction` picks (in or out), of x (N, F): the weighted
+// mean (spmm with mean_norm), the weighted sum (spmm with A), or the per-column max over the
+// neighbours' rows gathered in entry order, 0 for a node without neighbours (PyG's scatter max).
+Tensor aggregate(const Graph& graph, graph::Direction direction, graph::Aggregation aggr, const Tensor& x) {
+  if (aggr == graph::Aggregation::mean) return spmm(graph.mean_norm(direction), x);
+  const SparseCsr a = neighbours(graph, direction);
+  if (aggr == graph::Aggregation::sum) return spmm(a, x);
+  const auto& crow = a.pattern().crow();
+  std::vector<std::uint8_t> isolated(static_cast<std::size_t>(a.rows()));
+  for (std::size_t i = 0; i < isolated.size(); ++i) isolated[i] = crow[i + 1] == crow[i];
+  return masked_fill(segment_max(index_select(x, 0, a.pattern().col()), a.crow_indices()),
+                     Tensor::from_vector(isolated, {a.rows(), 1}, kBool), 0.0);
+}
+
+// The (2, nnz) edge_index of a pattern's entries, in entry order: row 0 sources (columns), row 1
+// targets (rows).
+Tensor pattern_edges(const CsrPattern& p) {
+  std::vector<std::int64_t> v(p.col());
+  const std::vector<std::int64_t> rows = row_index(p);
+  v.insert(v.end(), rows.begin(), rows.end());
+  return Tensor::from_vector(v, {2, p.nnz()});
+}
+
+// The entry of pattern p at (row, col), or -1 when it is not stored.
+std::int64_t entry_at(const CsrPattern& p, std::int64_t row, std::int64_t col) {
+  const auto first = p.col().begin() + p.crow()[static_cast<std::size_t>(row)];
+  const auto last = p.col().begin() + p.crow()[static_cast<std::size_t>(row) + 1];
+  const auto it = std::lower_bound(first, last, col);
+  return it != last && *it == col ? it - p.col().begin() : -1;
+}
+
+Tensor add_bias(const Tensor& x, const Tensor& bias) { return bias.defined() ? add(x, bias) : x; }
+
+}  // namespace
+
+// ---- utilities ----------------------------------------------------------------------------------
+
+namespace graph {
+
+SparseCsr adjacency(const Tensor& edge_index, std::int64_t num_nodes, Dtype dtype, Duplicates duplicates) {
+  return edge_index_adjacency(edge_index, num_nodes, Tensor(), dtype, duplicates, "graph::adjacency");
+}
+
+SparseCsr adjacency(const Tensor& edge_index, std::int64_t num_nodes, const Tensor& edge_weight,
+                    Duplicates duplicates) {
+  return edge_index_adjacency(edge_index, num_nodes, edge_weight, kFloat32, duplicates, "graph::adjacency");
 }
 
 SparseCsr adjacency(const std::vector<std::int64_t>& src, const std::vector<std::int64_t>& dst, std::int64_t num_nodes,
                     Dtype dtype, Duplicates duplicates) {
-  check_num_nodes(num_nodes);
+  check_num_nodes(num_nodes, "graph::adjacency");
   XGRAD_CHECK(src.size() == dst.size(), "graph::adjacency: 'src' has {} edges but 'dst' has {}", src.size(),
               dst.size());
   const auto e = static_cast<std::int64_t>(src.size());
-  return build_adjacency(src.data(), dst.data(), e, num_nodes, default_weights(e, dtype), duplicates);
+  return build_adjacency(src.data(), dst.data(), e, num_nodes, default_weights(e, dtype), duplicates,
+                         "graph::adjacency");
 }
 
 SparseCsr add_remaining_self_loops(const SparseCsr& adj, double fill_value) {
@@ -295,54 +385,106 @@ SparseCsr Graph::with_self_loops() const {
   return cached(*impl_, impl_->loops, [&] { return graph::add_remaining_self_loops(impl_->adj); });
 }
 
-// ---- GraphConv ----------------------------------------------------------------------------------
+// ---- GCNConv ------------------------------------------------------------------------------------
 
-GraphConv::GraphConv(std::int64_t in_channels, std::int64_t out_channels, bool bias, bool add_self_loops,
-                     bool normalize, Dtype dtype, std::uint64_t seed)
-    : Module("GraphConv"),
-      in_(in_channels),
-      out_(out_channels),
-      add_self_loops_(add_self_loops),
-      normalize_(normalize) {
-  check_channels(in_channels, out_channels, "GraphConv");
-  Generator gen(seed);
+GCNConv::GCNConv(std::int64_t in_channels, std::int64_t out_channels, bool bias, bool add_self_loops, bool normalize,
+                 Dtype dtype, std::optional<std::uint64_t> seed)
+    : GCNConv(in_channels, out_channels, init_generator(seed), bias, add_self_loops, normalize, dtype) {}
+
+GCNConv::GCNConv(std::int64_t in_channels, std::int64_t out_channels, Generator& gen, bool bias, bool add_self_loops,
+                 bool normalize, Dtype dtype)
+    : Module("GCNConv"), in_(in_channels), out_(out_channels), add_self_loops_(add_self_loops), normalize_(normalize) {
+  check_channels(in_, out_, 1, 1, dtype, "GCNConv");
   lin_ = register_module("lin", make_linear(in_, out_, false, true, dtype, gen));
   if (bias) bias_ = register_parameter("bias", Tensor::zeros({out_}, dtype));
 }
 
-Tensor GraphConv::forward(const Tensor& x, const Graph& graph) {
+Tensor GCNConv::forward(const NodeFeatures& x, const Graph& graph) {
+  check_features(x, graph, in_, "GCNConv");
+  return add_bias(spmm(normalize_ ? graph.gcn_norm(add_self_loops_) : graph.adjacency(), apply(*lin_, x)), bias_);
+}
+
+Tensor GCNConv::forward(const NodeFeatures& x, const Tensor& edge_index, const Tensor& edge_weight) {
+  return forward(x, graph_of(x, edge_index, edge_weight, "GCNConv"));
+}
+
+// ---- GraphConv ----------------------------------------------------------------------------------
+
+GraphConv::GraphConv(std::int64_t in_channels, std::int64_t out_channels, bool bias, Dtype dtype,
+                     std::optional<std::uint64_t> seed)
+    : GraphConv(in_channels, out_channels, init_generator(seed), bias, dtype) {}
+
+GraphConv::GraphConv(std::int64_t in_channels, std::int64_t out_channels, Generator& gen, bool bias, Dtype dtype)
+    : Module("GraphConv"), in_(in_channels), out_(out_channels) {
+  check_channels(in_, out_, 2, 1, dtype, "GraphConv");
+  lin_rel_ = register_module("lin_rel", make_linear(in_, out_, bias, false, dtype, gen));
+  lin_root_ = register_module("lin_root", make_linear(in_, out_, false, false, dtype, gen));
+}
+
+Tensor GraphConv::forward(const NodeFeatures& x, const Graph& graph) {
   check_features(x, graph, in_, "GraphConv");
-  const Tensor h = (*lin_)(x);
-  Tensor out = spmm(normalize_ ? graph.gcn_norm(add_self_loops_) : graph.adjacency(), h);
-  return bias_.defined() ? add(out, bias_) : out;
+  const SparseCsr& a = graph.adjacency();
+  // On sparse features: W · (A x) = A (x Wᵀ), and x Wᵀ is dense.
+  const Tensor rel = x.is_sparse() ? add_bias(spmm(a, linear(x.sparse(), lin_rel_->weight())), lin_rel_->bias())
+                                   : (*lin_rel_)(spmm(a, x.dense()));
+  return add(rel, apply(*lin_root_, x));
+}
+
+Tensor GraphConv::forward(const NodeFeatures& x, const Tensor& edge_index, const Tensor& edge_weight) {
+  return forward(x, graph_of(x, edge_index, edge_weight, "GraphConv"));
 }
 
 // ---- SAGEConv -----------------------------------------------------------------------------------
 
-SAGEConv::SAGEConv(std::int64_t in_channels, std::int64_t out_channels, bool bias, bool root_weight,
-                   graph::Direction direction, Dtype dtype, std::uint64_t seed)
-    : Module("SAGEConv"), in_(in_channels), out_(out_channels), direction_(direction) {
-  check_channels(in_channels, out_channels, "SAGEConv");
-  Generator gen(seed);
+SAGEConv::SAGEConv(std::int64_t in_channels, std::int64_t out_channels, graph::Aggregation aggr, bool bias,
+                   bool root_weight, graph::Direction direction, Dtype dtype, std::optional<std::uint64_t> seed)
+    : SAGEConv(in_channels, out_channels, init_generator(seed), aggr, bias, root_weight, direction, dtype) {}
+
+SAGEConv::SAGEConv(std::int64_t in_channels, std::int64_t out_channels, Generator& gen, graph::Aggregation aggr,
+                   bool bias, bool root_weight, graph::Direction direction, Dtype dtype)
+    : Module("SAGEConv"), in_(in_channels), out_(out_channels), aggr_(aggr), direction_(direction) {
+  const bool both = direction == graph::Direction::both;
+  check_channels(in_, out_, 1 + (both ? 1 : 0) + (root_weight ? 1 : 0), 1, dtype, "SAGEConv");
   lin_l_ = register_module("lin_l", make_linear(in_, out_, bias, false, dtype, gen));
-  if (direction == graph::Direction::both)
-    lin_rev_ = register_module("lin_rev", make_linear(in_, out_, false, false, dtype, gen));
+  if (both) lin_rev_ = register_module("lin_rev", make_linear(in_, out_, false, false, dtype, gen));
   if (root_weight) lin_r_ = register_module("lin_r", make_linear(in_, out_, false, false, dtype, gen));
 }
 
-Tensor SAGEConv::forward(const Tensor& x, const Graph& graph) {
+Tensor SAGEConv::forward(const NodeFeatures& x, const Graph& graph) {
   check_features(x, graph, in_, "SAGEConv");
+  XGRAD_CHECK(!(x.is_sparse() && aggr_ == graph::Aggregation::max),
+              "SAGEConv: argument 'x' is a SparseCsr, which Aggregation::max does not take (the max of the "
+              "neighbours' rows is not linear in them, so the layer cannot multiply by its weights first); use "
+              "mean or sum, or dense features");
   const graph::Direction first = direction_ == graph::Direction::out ? graph::Direction::out : graph::Direction::in;
-  Tensor out = (*lin_l_)(spmm(graph.mean_norm(first), x));
-  if (lin_rev_) out = add(out, (*lin_rev_)(spmm(graph.mean_norm(graph::Direction::out), x)));
-  if (lin_r_) out = add(out, (*lin_r_)(x));
+  // On sparse features: W · agg(x) = agg(x Wᵀ) for the mean and the sum, and x Wᵀ is dense.
+  const auto term = [&](Linear& lin, graph::Direction d) {
+    return x.is_sparse() ? aggregate(graph, d, aggr_, linear(x.sparse(), lin.weight()))
+                         : lin(aggregate(graph, d, aggr_, x.dense()));
+  };
+  Tensor out = term(*lin_l_, first);
+  if (x.is_sparse()) out = add_bias(out, lin_l_->bias());
+  if (lin_rev_) out = add(out, term(*lin_rev_, graph::Direction::out));
+  if (lin_r_) out = add(out, apply(*lin_r_, x));
   return out;
+}
+
+Tensor SAGEConv::forward(const NodeFeatures& x, const Tensor& edge_index) {
+  return forward(x, graph_of(x, edge_index, Tensor(), "SAGEConv"));
 }
 
 // ---- GATConv ------------------------------------------------------------------------------------
 
 GATConv::GATConv(std::int64_t in_channels, std::int64_t out_channels, std::int64_t heads, bool concat,
-                 double negative_slope, double dropout, bool add_self_loops, bool bias, Dtype dtype, std::uint64_t seed)
+                 double negative_slope, double dropout, bool add_self_loops, bool bias, Dtype dtype,
+                 std::optional<std::uint64_t> seed)
+    : GATConv(in_channels, out_channels, init_generator(seed), heads, concat, negative_slope, dropout, add_self_loops,
+              bias, dtype) {
+  if (!seed) gen_.reset();  // masks from the default generator, at each forward
+}
+
+GATConv::GATConv(std::int64_t in_channels, std::int64_t out_channels, Generator& gen, std::int64_t heads, bool concat,
+                 double negative_slope, double dropout, bool add_self_loops, bool bias, Dtype dtype)
     : Module("GATConv"),
       in_(in_channels),
       out_(out_channels),
@@ -351,46 +493,49 @@ GATConv::GATConv(std::int64_t in_channels, std::int64_t out_channels, std::int64
       negative_slope_(negative_slope),
       dropout_(dropout),
       add_self_loops_(add_self_loops) {
-  check_channels(in_channels, out_channels, "GATConv");
+  constexpr const char* op = "GATConv";
+  XGRAD_CHECK(in_channels >= 0 && out_channels >= 0,
+              "GATConv: in_channels and out_channels must be >= 0, got in = {}, out = {}", in_channels, out_channels);
   XGRAD_CHECK(heads >= 1, "GATConv: argument 'heads' must be >= 1, got {}", heads);
   XGRAD_CHECK(dropout >= 0.0 && dropout <= 1.0, "GATConv: argument 'dropout' must be in [0, 1], got {}", dropout);
   XGRAD_CHECK(std::isfinite(negative_slope), "GATConv: argument 'negative_slope' must be finite, got {}",
               negative_slope);
-  XGRAD_CHECK(out_channels == 0 || heads <= INT64_MAX / out_channels,
-              "GATConv: heads * out_channels overflows: heads = {}, out_channels = {}", heads, out_channels);
-  Generator gen(seed);
-  lin_ = register_module("lin", make_linear(in_, heads_ * out_, false, true, dtype, gen));
-  // PyG's glorot on (1, H, C): U(±sqrt(6 / (H + C))), from the last two sizes.
-  const double bound = std::sqrt(6.0 / static_cast<double>(heads_ + out_));
+  // lin (H·C, in), att_src and att_dst (H·C each), bias (H·C) at most (Note [Layer init]).
+  const char* arg = "heads * out_channels";
+  const std::int64_t hc = checked_mul(heads, out_channels, op, arg);
+  check_parameters(checked_add(checked_mul(hc, in_channels, op, "heads * out_channels * in_channels"),
+                               checked_mul(3, hc, op, arg), op, arg),
+                   dtype, op);
+  lin_ = register_module("lin", make_linear(in_, hc, false, true, dtype, gen));
+  // PyG's glorot on (1, H, C): U(±sqrt(6 / (H + C))), from the last two sizes (their sum in double:
+  // H + C may not fit in int64).
+  const double bound = std::sqrt(6.0 / (static_cast<double>(heads_) + static_cast<double>(out_)));
   Tensor att_src = Tensor::empty({1, heads_, out_}, dtype);
   Tensor att_dst = Tensor::empty({1, heads_, out_}, dtype);
   init::uniform_(att_src, gen, -bound, bound);
   init::uniform_(att_dst, gen, -bound, bound);
   att_src_ = register_parameter("att_src", att_src);
   att_dst_ = register_parameter("att_dst", att_dst);
-  if (bias) bias_ = register_parameter("bias", Tensor::zeros({concat ? heads_ * out_ : out_}, dtype));
-  gen_.manual_seed(gen.next_u64());
+  if (bias) bias_ = register_parameter("bias", Tensor::zeros({concat ? hc : out_}, dtype));
+  gen_.emplace(gen.next_u64());
 }
 
-std::pair<Tensor, Tensor> GATConv::forward_with_attention(const Tensor& x, const Graph& graph) {
+GATConv::WithAttention GATConv::forward_with_attention(const NodeFeatures& x, const Graph& graph) {
   check_features(x, graph, in_, "GATConv");
-  const std::int64_t n = x.size(0);
-  const Tensor h = (*lin_)(x);  // (N, H·C)
+  const std::int64_t n = graph.num_nodes();
+  const Tensor h = apply(*lin_, x);  // (N, H·C)
   const Tensor hv = reshape(h, {n, heads_, out_});
   const Tensor s_src = sum(mul(hv, att_src_), {2});  // (N, H)
   const Tensor s_dst = sum(mul(hv, att_dst_), {2});
   const SparseCsr a = add_self_loops_ ? graph.with_self_loops() : graph.adjacency();
   const std::int64_t nnz = a.nnz();
   // e[k] = s_dst[target] + s_src[source] for entry k: two gathers of (N, H) rows, all heads at once
-  // (the same graph: 5 ms forward + backward, against 17 ms for an sddmm of [s_dst, 1]·[1, s_src]
-  // per head).
+  // (rather than an sddmm per head, which computes a width-2 dot product per entry and head).
   const Tensor e = leaky_relu(
       add(index_select(s_dst, 0, row_index(a.pattern())), index_select(s_src, 0, a.pattern().col())), negative_slope_);
-  const Tensor alpha = functional::dropout(segment_softmax(e, a.crow_indices()), dropout_, is_training(), gen_);
+  const Tensor alpha = functional::dropout(segment_softmax(e, a.crow_indices()), dropout_, is_training(), generator());
   // One spmm per head. The heads are split along dim 0 of (H, nnz) and (H, N, C) copies: a slice
   // of a column of (nnz, H) or (N, H·C) copies and scatters back one short row per entry or node.
-  // (10,000 nodes, 178k entries, 8 heads of 8, one thread: the aggregation's forward + backward
-  // took 72 ms with column slices, 31 ms this way.)
   const Tensor alpha_h = heads_ == 1 ? alpha : transpose(alpha, 0, 1);  // (H, nnz)
   const Tensor h_h = heads_ == 1 ? h : permute(hv, {1, 0, 2});          // (H, N, C)
   Tensors outs;
@@ -399,11 +544,39 @@ std::pair<Tensor, Tensor> GATConv::forward_with_attention(const Tensor& x, const
     const Tensor hk = heads_ == 1 ? h : reshape(slice(h_h, 0, k, k + 1), {n, out_});
     outs.push_back(spmm(a.with_values(ak), hk));
   }
-  Tensor out = heads_ == 1 ? outs[0] : concat_ ? xgrad::concat(outs, 1) : mean(stack(outs, 0), {0});
-  if (bias_.defined()) out = add(out, bias_);
-  return {out, alpha};
+  const Tensor out = heads_ == 1 ? outs[0] : concat_ ? xgrad::concat(outs, 1) : mean(stack(outs, 0), {0});
+  return {add_bias(out, bias_), pattern_edges(a.pattern()), alpha};
 }
 
-Tensor GATConv::forward(const Tensor& x, const Graph& graph) { return forward_with_attention(x, graph).first; }
+GATConv::WithAttention GATConv::forward_with_attention(const NodeFeatures& x, const Tensor& edge_index) {
+  const Graph graph = graph_of(x, edge_index, Tensor(), "GATConv");
+  WithAttention r = forward_with_attention(x, graph);
+  // α's entries in the input edges' order, then the self-loops added (nodes without one).
+  const SparseCsr& adj = graph.adjacency();
+  const CsrPattern p = add_self_loops_ ? graph.with_self_loops().pattern() : adj.pattern();
+  const Tensor ei = edge_index.to(kInt64);
+  const std::int64_t e = ei.size(1);
+  const std::int64_t* src = ei.data<std::int64_t>();
+  std::vector<std::int64_t> entry(static_cast<std::size_t>(e)), loops;
+  for (std::int64_t k = 0; k < e; ++k) entry[static_cast<std::size_t>(k)] = entry_at(p, src[e + k], src[k]);
+  if (add_self_loops_)
+    for (std::int64_t i = 0; i < graph.num_nodes(); ++i)
+      if (entry_at(adj.pattern(), i, i) < 0) {
+        loops.push_back(i);
+        entry.push_back(entry_at(p, i, i));
+      }
+  const auto l = static_cast<std::int64_t>(loops.size());
+  std::vector<std::int64_t> loop_edges(loops);
+  loop_edges.insert(loop_edges.end(), loops.begin(), loops.end());
+  r.edge_index = xgrad::concat({ei, Tensor::from_vector(loop_edges, {2, l})}, 1);
+  r.alpha = index_select(r.alpha, 0, entry);
+  return r;
+}
+
+Tensor GATConv::forward(const NodeFeatures& x, const Graph& graph) { return forward_with_attention(x, graph).out; }
+
+Tensor GATConv::forward(const NodeFeatures& x, const Tensor& edge_index) {
+  return forward(x, graph_of(x, edge_index, Tensor(), "GATConv"));
+}
 
 }  // namespace xgrad::nn

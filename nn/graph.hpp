@@ -1,13 +1,14 @@
 #pragma once
 // Graph neural network layers and the graph utilities they use: adjacency matrices in CSR form
-// (ops/sparse.hpp), their normalisations, and three message-passing layers with PyTorch Geometric's
-// semantics and parameter names (GCNConv as GraphConv, SAGEConv, GATConv). The user guide is the
-// section "Graph layers" of docs/sparse.md.
+// (ops/sparse.hpp), their normalisations, and four message-passing layers with PyTorch Geometric's
+// names, semantics and parameter names (GCNConv, GraphConv, SAGEConv, GATConv). The user guide is
+// the section "Graph layers" of docs/sparse.md.
 //
 //   const Tensor edge_index = Tensor::from_vector(std::vector<std::int64_t>{0, 1, 1, 2}, {2, 2});  // 0->1, 1->2
 //   nn::Graph g(nn::graph::adjacency(edge_index, 3));   // normalisations cached inside
-//   nn::GraphConv conv(16, 32);
-//   Tensor y = conv(x, g);                               // x (3, 16) -> (3, 32)
+//   nn::GCNConv conv(16, 32);
+//   Tensor y = conv(x, g);                               // x (3, 16) dense or SparseCsr -> (3, 32)
+//   Tensor z = conv(x, edge_index);                      // the same, the graph built on each call
 //
 // Note [Graph convention]: messages flow from source to target (PyG's flow "source_to_target").
 // An edge_index is (2, E): row 0 the sources, row 1 the targets. The adjacency matrix A is
@@ -23,6 +24,7 @@
 // call computes its normalisation again, so that the gradient reaches the weights in every step.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,15 +49,22 @@ enum class Duplicates {
 /// or both, each with its own weights.
 enum class Direction { in, out, both };
 
+/// How SAGEConv combines a node's neighbours' features (PyG's aggr "mean", "sum", "max").
+enum class Aggregation { mean, sum, max };
+
 /// The (num_nodes x num_nodes) adjacency matrix A[dst, src] = weight of the edge src -> dst, from an
-/// edge_index (2, E) (int64 or int32; row 0 sources, row 1 targets, as PyG) and optional edge
-/// weights (E,) (float32 or float64; ones of `dtype` when undefined, else their dtype is used).
-/// Edges in any order. With Duplicates::sum a repeated edge is one entry with the summed weight
-/// (differentiable with respect to edge_weight: sparse_coo_tensor's index_add). Errors (naming
-/// graph::adjacency): edge_index not (2, E), an index outside [0, num_nodes), num_nodes < 0,
-/// edge_weight not (E,) or not floating point, a repeated edge under Duplicates::error.
-SparseCsr adjacency(const Tensor& edge_index, std::int64_t num_nodes, const Tensor& edge_weight = Tensor(),
-                    Dtype dtype = kFloat32, Duplicates duplicates = Duplicates::sum);
+/// edge_index (2, E) (int64 or int32; row 0 sources, row 1 targets, as PyG), with weights 1 of
+/// `dtype` (float32 or float64). Edges in any order. With Duplicates::sum a repeated edge is one
+/// entry with the summed weight. Errors (naming graph::adjacency): edge_index not (2, E), an index
+/// outside [0, num_nodes), num_nodes < 0 or too large for the row offsets (num_nodes + 1 int64s)
+/// to fit in memory, dtype not floating point, a repeated edge under Duplicates::error.
+SparseCsr adjacency(const Tensor& edge_index, std::int64_t num_nodes, Dtype dtype = kFloat32,
+                    Duplicates duplicates = Duplicates::sum);
+/// The same with edge weights (E,), float32 or float64, whose dtype A takes (undefined: weights 1,
+/// float32). A repeated edge's entry is differentiable with respect to edge_weight
+/// (sparse_coo_tensor's index_add). Errors also: edge_weight not (E,) or not floating point.
+SparseCsr adjacency(const Tensor& edge_index, std::int64_t num_nodes, const Tensor& edge_weight,
+                    Duplicates duplicates = Duplicates::sum);
 /// The same from two index lists, edge e = src[e] -> dst[e], with weights 1. Errors: as above, and
 /// src and dst of different lengths.
 SparseCsr adjacency(const std::vector<std::int64_t>& src, const std::vector<std::int64_t>& dst, std::int64_t num_nodes,
@@ -123,23 +132,61 @@ class Graph {
   std::shared_ptr<Impl> impl_;
 };
 
+/// Node features for the graph layers: a dense (N, F) tensor, or a sparse (N, F) SparseCsr (e.g. a
+/// bag of words too wide to be dense). Converts implicitly from either, so each layer's forward
+/// takes both. On sparse features a layer multiplies by its weights first (xgrad::linear on the
+/// SparseCsr) and aggregates the dense (N, out) result: the same function wherever the aggregation
+/// is linear in the features (every one but SAGEConv's max, which refuses sparse features).
+class NodeFeatures {
+ public:
+  NodeFeatures(Tensor x) : dense_(std::move(x)) {}      // NOLINT(google-explicit-constructor): conv(x, graph)
+  NodeFeatures(SparseCsr x) : sparse_(std::move(x)) {}  // NOLINT(google-explicit-constructor)
+  bool is_sparse() const { return sparse_.defined(); }
+  const Tensor& dense() const { return dense_; }
+  const SparseCsr& sparse() const { return sparse_; }
+
+ private:
+  Tensor dense_;
+  SparseCsr sparse_;
+};
+
+// Note [Graph layer forms]: each layer's forward takes node features (NodeFeatures: dense or
+// sparse) and either an nn::Graph (its normalisations cached across calls: Note [Graph caches]) or
+// an edge_index (2, E), int64 or int32, row 0 the sources and row 1 the targets (PyG's), from which
+// it builds the graph on every call (graph::adjacency with num_nodes = x's rows, repeated edges
+// summed). Errors name the layer: x not (num_nodes, in_channels) or of another dtype than the
+// graph, an edge_index not (2, E) or with a node outside [0, N).
+//
+// Note [Layer init]: each layer draws its initial parameters from a Generator: the one passed to
+// the constructor form taking `Generator& gen`, else a fresh Generator(seed) when `seed` is given,
+// else xgrad::default_generator() (torch's default generator: two layers built one after the
+// other differ, and xgrad::manual_seed(s) then the same constructions give the same bits). A
+// layer's parameter count and bytes are checked before any parameter is allocated (an
+// xgrad::Error naming the layer).
+
 /// PyG's GCNConv (Kipf and Welling): out = Â X W^T + b, Â = graph::gcn_norm(A, add_self_loops)
 /// when `normalize`, else A itself (then no self-loops are added, as PyG). X (N, in) -> (N, out).
 /// Parameters as PyG: `lin.weight` (out, in), glorot (xavier_uniform_), and `bias` (out), zeros.
 /// The features are transformed first and then aggregated (spmm(Â, X W^T)), as PyG. Gradients
 /// reach X, the parameters and the adjacency's values when they require grad (through spmm and
 /// the normalisation).
-class GraphConv : public Module {
+class GCNConv : public Module {
  public:
-  /// Errors: negative sizes.
-  GraphConv(std::int64_t in_channels, std::int64_t out_channels, bool bias = true, bool add_self_loops = true,
-            bool normalize = true, Dtype dtype = kFloat32, std::uint64_t seed = 0);
+  /// Errors: negative sizes, a parameter count that overflows or exceeds memory.
+  GCNConv(std::int64_t in_channels, std::int64_t out_channels, bool bias = true, bool add_self_loops = true,
+          bool normalize = true, Dtype dtype = kFloat32, std::optional<std::uint64_t> seed = std::nullopt);
+  GCNConv(std::int64_t in_channels, std::int64_t out_channels, Generator& gen, bool bias = true,
+          bool add_self_loops = true, bool normalize = true, Dtype dtype = kFloat32);
 
-  /// x (N, in_channels) with N = graph.num_nodes(). Errors (naming GraphConv): x not 2-d, its width
-  /// not in_channels, its rows not the graph's nodes, its dtype not the graph's.
-  Tensor forward(const Tensor& x, const Graph& graph);
-  Tensor operator()(const Tensor& x, const Graph& graph) { return forward(x, graph); }
-  /// "16, 32" (PyG's repr: GraphConv(16, 32)).
+  /// x (N, in_channels) -> (N, out_channels) (Note [Graph layer forms]).
+  Tensor forward(const NodeFeatures& x, const Graph& graph);
+  /// With an edge_index (2, E) and optional edge weights (E,) of x's dtype (PyG's edge_weight).
+  Tensor forward(const NodeFeatures& x, const Tensor& edge_index, const Tensor& edge_weight = Tensor());
+  Tensor operator()(const NodeFeatures& x, const Graph& graph) { return forward(x, graph); }
+  Tensor operator()(const NodeFeatures& x, const Tensor& edge_index, const Tensor& edge_weight = Tensor()) {
+    return forward(x, edge_index, edge_weight);
+  }
+  /// "16, 32" (PyG's repr: GCNConv(16, 32)).
   std::string extra_repr() const override;
 
   std::int64_t in_channels() const { return in_; }
@@ -155,31 +202,81 @@ class GraphConv : public Module {
   Tensor bias_;
 };
 
-/// PyG's SAGEConv with mean aggregation (GraphSAGE), with a choice of neighbours:
-///   Direction::in   out_i = W_l · mean_{j -> i} x_j + b + W_r · x_i           (PyG's SAGEConv)
-///   Direction::out  out_i = W_l · mean_{i -> j} x_j + b + W_r · x_i           (the reversed graph)
-///   Direction::both out_i = W_l · mean_{j -> i} x_j + W_rev · mean_{i -> j} x_j + b + W_r · x_i
-/// The W_r term only with root_weight. Both directions suit a directed dependency graph: what a
-/// node depends on and what depends on it are aggregated with separate weights. The mean of no
-/// neighbours is 0. Parameters: `lin_l.weight` (out, in) and `lin_l.bias` (out) (with bias),
-/// `lin_rev.weight` (out, in) (Direction::both), `lin_r.weight` (out, in) (root_weight): Linear's
-/// init (kaiming_uniform with a = sqrt(5), as PyG's Linear). Aggregation first, then the linear
-/// maps, as PyG. The means are graph.mean_norm(in / out), spmm'd with X. Gradients reach X, the
-/// parameters and, when they require grad, the adjacency's values.
-class SAGEConv : public Module {
+/// PyG's GraphConv (Morris et al., "Weisfeiler and Leman go neural"), sum aggregation:
+///   out_i = W_rel · Σ_{j -> i} e_ji x_j + b + W_root · x_i
+/// with e_ji the adjacency's weights (1 by default; a repeated edge counts as often as it is given).
+/// Parameters as PyG: `lin_rel.weight` (out, in) and `lin_rel.bias` (out) (with bias),
+/// `lin_root.weight` (out, in); Linear's init (PyG's Linear: kaiming_uniform with a = sqrt(5)).
+/// Aggregation first (spmm(A, X)), then the linear maps, as PyG. Gradients reach X, the parameters
+/// and, when they require grad, the adjacency's values.
+class GraphConv : public Module {
  public:
-  /// Errors: negative sizes.
-  SAGEConv(std::int64_t in_channels, std::int64_t out_channels, bool bias = true, bool root_weight = true,
-           graph::Direction direction = graph::Direction::in, Dtype dtype = kFloat32, std::uint64_t seed = 0);
+  /// Errors: negative sizes, a parameter count that overflows or exceeds memory.
+  GraphConv(std::int64_t in_channels, std::int64_t out_channels, bool bias = true, Dtype dtype = kFloat32,
+            std::optional<std::uint64_t> seed = std::nullopt);
+  GraphConv(std::int64_t in_channels, std::int64_t out_channels, Generator& gen, bool bias = true,
+            Dtype dtype = kFloat32);
 
-  /// x (N, in_channels) -> (N, out_channels). Errors as GraphConv's (naming SAGEConv).
-  Tensor forward(const Tensor& x, const Graph& graph);
-  Tensor operator()(const Tensor& x, const Graph& graph) { return forward(x, graph); }
-  /// "16, 32, aggr=mean" (PyG's), then ", direction=out" or ", direction=both" unless in.
+  /// x (N, in_channels) -> (N, out_channels) (Note [Graph layer forms]).
+  Tensor forward(const NodeFeatures& x, const Graph& graph);
+  /// With an edge_index (2, E) and optional edge weights (E,) of x's dtype (PyG's edge_weight).
+  Tensor forward(const NodeFeatures& x, const Tensor& edge_index, const Tensor& edge_weight = Tensor());
+  Tensor operator()(const NodeFeatures& x, const Graph& graph) { return forward(x, graph); }
+  Tensor operator()(const NodeFeatures& x, const Tensor& edge_index, const Tensor& edge_weight = Tensor()) {
+    return forward(x, edge_index, edge_weight);
+  }
+  /// "16, 32" (PyG's repr).
   std::string extra_repr() const override;
 
   std::int64_t in_channels() const { return in_; }
   std::int64_t out_channels() const { return out_; }
+  const std::shared_ptr<Linear>& lin_rel() const { return lin_rel_; }
+  const std::shared_ptr<Linear>& lin_root() const { return lin_root_; }
+
+ private:
+  std::int64_t in_, out_;
+  std::shared_ptr<Linear> lin_rel_, lin_root_;
+};
+
+/// PyG's SAGEConv (GraphSAGE), with PyG's aggregations and a choice of neighbours; agg is the
+/// mean, the sum or the per-feature max over the neighbours (PyG's aggr = "mean", "sum", "max"):
+///   Direction::in   out_i = W_l · agg_{j -> i} x_j + b + W_r · x_i           (PyG's SAGEConv)
+///   Direction::out  out_i = W_l · agg_{i -> j} x_j + b + W_r · x_i           (the reversed graph)
+///   Direction::both out_i = W_l · agg_{j -> i} x_j + W_rev · agg_{i -> j} x_j + b + W_r · x_i
+/// The W_r term only with root_weight. Both directions suit a directed dependency graph: what a
+/// node depends on and what depends on it are aggregated with separate weights. A node without
+/// neighbours aggregates to 0 (PyG's scatter). The mean and the sum are weighted by the
+/// adjacency's values (with the default weights of 1, PyG's: a repeated edge counts as often as
+/// it is given); the max reads the features only. Parameters: `lin_l.weight` (out, in) and
+/// `lin_l.bias` (out) (with bias), `lin_rev.weight` (out, in) (Direction::both), `lin_r.weight`
+/// (out, in) (root_weight): Linear's init (kaiming_uniform with a = sqrt(5), as PyG's Linear).
+/// Aggregation first, then the linear maps, as PyG; on sparse features the maps come first (the
+/// mean and the sum are linear), and Aggregation::max refuses them. The mean and the sum are spmm
+/// with graph.mean_norm(in / out) or the adjacency (its reverse for out); the max is segment_max
+/// over the neighbours' rows gathered in the adjacency's entry order. Gradients reach X, the
+/// parameters and, through the mean and the sum, the adjacency's values when they require grad.
+class SAGEConv : public Module {
+ public:
+  /// Errors: negative sizes, a parameter count that overflows or exceeds memory.
+  SAGEConv(std::int64_t in_channels, std::int64_t out_channels, graph::Aggregation aggr = graph::Aggregation::mean,
+           bool bias = true, bool root_weight = true, graph::Direction direction = graph::Direction::in,
+           Dtype dtype = kFloat32, std::optional<std::uint64_t> seed = std::nullopt);
+  SAGEConv(std::int64_t in_channels, std::int64_t out_channels, Generator& gen,
+           graph::Aggregation aggr = graph::Aggregation::mean, bool bias = true, bool root_weight = true,
+           graph::Direction direction = graph::Direction::in, Dtype dtype = kFloat32);
+
+  /// x (N, in_channels) -> (N, out_channels) (Note [Graph layer forms]). Errors also: sparse
+  /// features with Aggregation::max.
+  Tensor forward(const NodeFeatures& x, const Graph& graph);
+  Tensor forward(const NodeFeatures& x, const Tensor& edge_index);
+  Tensor operator()(const NodeFeatures& x, const Graph& graph) { return forward(x, graph); }
+  Tensor operator()(const NodeFeatures& x, const Tensor& edge_index) { return forward(x, edge_index); }
+  /// "16, 32, aggr=mean" (PyG's; aggr=sum, aggr=max), then ", direction=out" or ", direction=both" unless in.
+  std::string extra_repr() const override;
+
+  std::int64_t in_channels() const { return in_; }
+  std::int64_t out_channels() const { return out_; }
+  graph::Aggregation aggr() const { return aggr_; }
   graph::Direction direction() const { return direction_; }
   const std::shared_ptr<Linear>& lin_l() const { return lin_l_; }
   /// Null unless Direction::both.
@@ -189,6 +286,7 @@ class SAGEConv : public Module {
 
  private:
   std::int64_t in_, out_;
+  graph::Aggregation aggr_;
   graph::Direction direction_;
   std::shared_ptr<Linear> lin_l_, lin_rev_, lin_r_;
 };
@@ -205,24 +303,46 @@ class SAGEConv : public Module {
 /// replaces the edge weights, and an edge given twice is one edge (PyG would attend to both
 /// copies). Parameters as PyG: `lin.weight` (H·C, in) and `att_src`, `att_dst` (1, H, C), glorot
 /// (PyG's glorot: U(±sqrt(6 / (size(-2) + size(-1))))); `bias` (H·C) when concat else (C), zeros.
+/// The attention-dropout masks are drawn from a generator of the layer's own, seeded from the
+/// constructor's Generator or seed, and without either from xgrad::default_generator() at each
+/// forward (as torch's dropout).
 /// The edge scores are gathers of s_dst and s_src (N, H) by the adjacency's row and column indices
 /// (index_select, one op for all heads; its backward is a deterministic row scatter), the softmax is
 /// one segment_softmax over all heads, and each head aggregates with one spmm on the pattern holding
 /// its α (SparseCsr::with_values). Gradients reach X and every parameter.
 class GATConv : public Module {
  public:
+  /// forward_with_attention's result, PyG's (out, (edge_index, alpha)) of return_attention_weights.
+  struct WithAttention {
+    Tensor out;
+    /// The edges attended over, (2, E') int64 (row 0 sources, row 1 targets).
+    Tensor edge_index;
+    /// α (E', H) in edge_index's order, after dropout (differentiable).
+    Tensor alpha;
+  };
+
   /// Errors (naming GATConv): negative sizes, heads < 1, dropout outside [0, 1], a non-finite
-  /// negative_slope, heads · out_channels overflowing.
+  /// negative_slope, a parameter count (heads · out_channels · in_channels and the attention
+  /// vectors) that overflows or exceeds memory.
   GATConv(std::int64_t in_channels, std::int64_t out_channels, std::int64_t heads = 1, bool concat = true,
           double negative_slope = 0.2, double dropout = 0.0, bool add_self_loops = true, bool bias = true,
-          Dtype dtype = kFloat32, std::uint64_t seed = 0);
+          Dtype dtype = kFloat32, std::optional<std::uint64_t> seed = std::nullopt);
+  GATConv(std::int64_t in_channels, std::int64_t out_channels, Generator& gen, std::int64_t heads = 1,
+          bool concat = true, double negative_slope = 0.2, double dropout = 0.0, bool add_self_loops = true,
+          bool bias = true, Dtype dtype = kFloat32);
 
-  /// x (N, in_channels) -> (N, H·C) or (N, C). Errors as GraphConv's (naming GATConv).
-  Tensor forward(const Tensor& x, const Graph& graph);
-  Tensor operator()(const Tensor& x, const Graph& graph) { return forward(x, graph); }
-  /// As forward, and the attention coefficients α (nnz, H) in the entry order of the pattern
-  /// attended over (graph.with_self_loops() or graph.adjacency()), after dropout.
-  std::pair<Tensor, Tensor> forward_with_attention(const Tensor& x, const Graph& graph);
+  /// x (N, in_channels) -> (N, H·C) or (N, C) (Note [Graph layer forms]).
+  Tensor forward(const NodeFeatures& x, const Graph& graph);
+  Tensor forward(const NodeFeatures& x, const Tensor& edge_index);
+  Tensor operator()(const NodeFeatures& x, const Graph& graph) { return forward(x, graph); }
+  Tensor operator()(const NodeFeatures& x, const Tensor& edge_index) { return forward(x, edge_index); }
+  /// As forward, with the attention coefficients: on a Graph, the edges are the entries of the
+  /// pattern attended over (graph.with_self_loops() or graph.adjacency()) in its order; on an
+  /// edge_index, the input edges in their input order (a repeated edge's copies share one α), then
+  /// with add_self_loops the self-loops added, in node order (PyG instead moves every self-loop to
+  /// the end).
+  WithAttention forward_with_attention(const NodeFeatures& x, const Graph& graph);
+  WithAttention forward_with_attention(const NodeFeatures& x, const Tensor& edge_index);
   /// "16, 32, heads=2" (PyG's).
   std::string extra_repr() const override;
 
@@ -233,8 +353,9 @@ class GATConv : public Module {
   const Tensor& att_src() const { return att_src_; }
   const Tensor& att_dst() const { return att_dst_; }
   const Tensor& bias() const { return bias_; }
-  /// The generator the attention-dropout masks are drawn from.
-  Generator& generator() { return gen_; }
+  /// The generator the attention-dropout masks are drawn from: the layer's own, or
+  /// xgrad::default_generator() for a layer built without a Generator or seed.
+  Generator& generator() { return gen_ ? *gen_ : default_generator(); }
 
  private:
   std::int64_t in_, out_, heads_;
@@ -243,7 +364,7 @@ class GATConv : public Module {
   bool add_self_loops_;
   std::shared_ptr<Linear> lin_;
   Tensor att_src_, att_dst_, bias_;
-  Generator gen_;
+  std::optional<Generator> gen_;
 };
 
 }  // namespace xgrad::nn

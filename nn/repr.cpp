@@ -226,10 +226,12 @@ std::string RNNBase::extra_repr() const {
 }
 
 // PyG's reprs: the channels, then SAGEConv's aggregation and GATConv's heads.
+std::string GCNConv::extra_repr() const { return fmt::format("{}, {}", in_, out_); }
 std::string GraphConv::extra_repr() const { return fmt::format("{}, {}", in_, out_); }
 
 std::string SAGEConv::extra_repr() const {
-  std::string s = fmt::format("{}, {}, aggr=mean", in_, out_);
+  constexpr const char* names[] = {"mean", "sum", "max"};
+  std::string s = fmt::format("{}, {}, aggr={}", in_, out_, names[static_cast<int>(aggr_)]);
   if (direction_ == graph::Direction::out) s += ", direction=out";
   if (direction_ == graph::Direction::both) s += ", direction=both";
   return s;

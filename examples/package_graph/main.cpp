@@ -10,20 +10,17 @@
 // each word a description holds, as a SparseCsr (packages x vocabulary). 10% of the labelled
 // packages train, the rest is split in half into validation and test, by a seeded shuffle.
 //
-// Two models, trained full-batch with Adam on the cross-entropy of the training nodes, with early
-// stopping on validation accuracy (the test accuracy reported is the one at the best validation
-// epoch):
-//   mlp:   logits = W2·dropout(relu(spmm(X, W1) + b1)) + b2 (the sparse input's layer is an spmm)
-//   sage:  two layers h' = act(h·Ws + mean_out(h)·Wo + mean_in(h)·Wi + b), with separate weights
-//          for the package itself, the mean over what it depends on (mean_out = spmm with the
-//          row-normalised adjacency A) and the mean over what depends on it (mean_in, with Aᵀ
-//          row-normalised); each layer multiplies by its weights first and then averages (the same
-//          function: the mean is linear), so the first layer is three spmm(X, W). While training,
-//          the last layer computes only the training nodes' rows (the loss needs no other).
-//   gat (--model gat, instead of sage): the same two layers with attention weights in place of the
-//          means: scores leaky_relu(⟨z_i, a_dst⟩ + ⟨z_j, a_src⟩) of the projections z = h·W (one
-//          sddmm), segment_softmax over each row's entries, spmm with the attention as the matrix's
-//          values (SparseCsr::with_values).
+// Two models of the library's layers, trained full-batch with Adam on the cross-entropy of the
+// training nodes, with early stopping on validation accuracy (the test accuracy reported is the one
+// at the best validation epoch):
+//   mlp:   nn::Linear on the sparse rows of X, relu, dropout, nn::Linear (while training, only the
+//          training nodes' rows of X)
+//   sage:  two nn::SAGEConv layers with Direction::both: h' = act(W_r·h + W_rev·mean over what the
+//          package depends on + W_l·mean over what depends on it + b), the first on the SparseCsr
+//          X itself (the layer multiplies by its weights first, then averages)
+//   gat (--model gat, instead of sage): the same two layers with attention in place of the two
+//          means: an nn::GATConv over each direction (the graph and its reverse, without
+//          self-loops) plus an nn::Linear for the package itself.
 //
 // Writes to --out: history_<model>.csv (per epoch: loss, train/validation/test accuracy) and
 // loss.png / accuracy.png, sections.csv and sections.png (per-section test accuracy of both
@@ -85,9 +82,9 @@ struct Data {
   std::vector<std::string> classes;  // section names, sorted; class id = index
   std::vector<std::int64_t> label;   // per node; -1 without a Section
   std::vector<std::string> vocabulary;
-  SparseCsr x;                                 // (nodes, vocabulary): 1 where the description holds the word
-  SparseCsr a_out, a_in;                       // depends-on and depended-by, rows normalised to mean
-  SparseCsr x_train, a_out_train, a_in_train;  // their rows of the training nodes
+  SparseCsr x;        // (nodes, vocabulary): 1 where the description holds the word
+  SparseCsr x_train;  // its rows of the training nodes
+  nn::Graph graph;    // edges package -> dependency
   std::vector<std::int64_t> out_degree, in_degree;
   std::vector<std::int64_t> train, val, test;  // node ids
 };
@@ -106,21 +103,6 @@ std::vector<std::string> words_of(const std::string& text) {
     }
   }
   return words;
-}
-
-/// Row-normalised CSR matrix (rows x cols) from per-row sorted unique columns and weights.
-SparseCsr row_normalised(const std::vector<std::int64_t>& crow, const std::vector<std::int64_t>& col,
-                         std::vector<float> values, std::int64_t rows, std::int64_t cols) {
-  for (std::int64_t i = 0; i < rows; ++i) {
-    double total = 0;
-    for (auto k = crow[static_cast<std::size_t>(i)]; k < crow[static_cast<std::size_t>(i + 1)]; ++k)
-      total += values[static_cast<std::size_t>(k)];
-    for (auto k = crow[static_cast<std::size_t>(i)]; k < crow[static_cast<std::size_t>(i + 1)]; ++k)
-      values[static_cast<std::size_t>(k)] = static_cast<float>(values[static_cast<std::size_t>(k)] / total);
-  }
-  const auto nnz = static_cast<std::int64_t>(col.size());
-  return sparse_csr_tensor(Tensor::from_vector(crow, {rows + 1}), Tensor::from_vector(col, {nnz}),
-                           Tensor::from_vector(values, {nnz}), {rows, cols});
 }
 
 /// The rows `nodes` of a (constant) CSR matrix, in that order.
@@ -192,20 +174,14 @@ Data load(const Settings& s) {
   d.x = sparse_csr_tensor(Tensor::from_vector(crow, {d.nodes + 1}), Tensor::from_vector(col, {nnz}),
                           Tensor::ones({nnz}), {d.nodes, static_cast<std::int64_t>(d.vocabulary.size())});
 
-  // the graph: edges are sorted by (src, dst), so the CSR of A (row = package, column = dependency)
-  // is read off directly; Aᵀ comes from the pattern's cached transpose.
+  // the graph: A[dependency, package] (nn/graph.hpp's convention: row i holds what depends on i)
+  d.graph = nn::Graph(nn::graph::adjacency(g.src, g.dst, d.nodes));
   d.out_degree.assign(n, 0);
   d.in_degree.assign(n, 0);
-  std::vector<std::int64_t> acrow(n + 1, 0);
   for (std::size_t e = 0; e < g.src.size(); ++e) {
     ++d.out_degree[static_cast<std::size_t>(g.src[e])];
     ++d.in_degree[static_cast<std::size_t>(g.dst[e])];
   }
-  for (std::size_t i = 0; i < n; ++i) acrow[i + 1] = acrow[i] + d.out_degree[i];
-  d.a_out = row_normalised(acrow, g.dst, std::vector<float>(g.dst.size(), 1.0f), d.nodes, d.nodes);
-  const SparseCsr at = d.a_out.t();
-  d.a_in =
-      row_normalised(at.pattern().crow(), at.pattern().col(), std::vector<float>(g.dst.size(), 1.0f), d.nodes, d.nodes);
 
   // splits: a seeded Fisher-Yates shuffle of the labelled nodes
   std::vector<std::int64_t> labelled;
@@ -220,118 +196,79 @@ Data load(const Settings& s) {
                labelled.begin() + static_cast<std::ptrdiff_t>(n_train + n_val));
   d.test.assign(labelled.begin() + static_cast<std::ptrdiff_t>(n_train + n_val), labelled.end());
   d.x_train = take_rows(d.x, d.train);
-  d.a_out_train = take_rows(d.a_out, d.train);
-  d.a_in_train = take_rows(d.a_in, d.train);
   return d;
 }
 
 // ---- the models ------------------------------------------------------------------------------
 
-Tensor parameter(const Shape& shape, Generator& gen, bool zero = false) {
-  Tensor t = Tensor::zeros(shape);
-  if (!zero) nn::init::xavier_uniform_(t, gen);
-  t.set_requires_grad();
-  return t;
-}
-
-/// The rows a model's last layer computes: every node (evaluation) or only the training nodes (the
-/// loss needs no other row, and the MLP's first layer needs no other row either).
-struct Rows {
-  const SparseCsr& x;
-  const SparseCsr& a_out;
-  const SparseCsr& a_in;
-  const std::vector<std::int64_t>* nodes;  // nullptr: all nodes
-};
-Rows rows(const Data& d, bool training) {
-  return training ? Rows{d.x_train, d.a_out_train, d.a_in_train, &d.train} : Rows{d.x, d.a_out, d.a_in, nullptr};
-}
-Tensor rows_of(const Tensor& t, const Rows& r) { return r.nodes != nullptr ? index_select(t, 0, *r.nodes) : t; }
-
 struct Model {
   std::string name;
-  std::vector<Tensor> params;
+  std::shared_ptr<nn::Module> net;  // the parameters
   /// Logits for the training nodes when `training` (dropout on), else for every node.
   std::function<Tensor(bool training)> forward;
 };
 
 Model make_mlp(const Data& d, const Settings& s, Generator& gen) {
   const auto c = static_cast<std::int64_t>(d.classes.size());
-  Model m{"mlp",
-          {parameter({d.x.cols(), s.hidden}, gen), parameter({s.hidden}, gen, true), parameter({c, s.hidden}, gen),
-           parameter({c}, gen, true)},
-          {}};
-  const std::vector<Tensor> p = m.params;
+  auto net = std::make_shared<nn::Module>("MLP");
+  auto l1 = net->register_module("l1", std::make_shared<nn::Linear>(d.x.cols(), s.hidden, gen));
+  auto l2 = net->register_module("l2", std::make_shared<nn::Linear>(s.hidden, c, gen));
   const double drop = s.dropout;
-  m.forward = [p, &d, &gen, drop](bool training) {
-    const Tensor h = relu(add(spmm(rows(d, training).x, p[0]), p[1]));
-    return linear(nn::functional::dropout(h, drop, training, gen), p[2], p[3]);
-  };
-  return m;
+  return {"mlp", net, [l1, l2, &d, &gen, drop](bool training) {
+            const Tensor h = relu((*l1)(training ? d.x_train : d.x));
+            return (*l2)(nn::functional::dropout(h, drop, training, gen));
+          }};
 }
 
-/// A SAGE-style layer for the rows r: self + mean over the depends-on neighbours of z_out + mean
-/// over the depended-by neighbours of z_in + bias, where self (r's rows), z_out and z_in (every
-/// node) are the input already multiplied by the three weights.
-Tensor mean_layer(const Rows& r, const Tensor& self, const Tensor& z_out, const Tensor& z_in, const Tensor& bias) {
-  return add(add(add(self, spmm(r.a_out, z_out)), spmm(r.a_in, z_in)), bias);
+/// Two graph layers on d.graph, the first on the sparse words: logits for every node, or for the
+/// training nodes.
+template <class Layer>
+std::function<Tensor(bool)> two_layers(const Data& d, const Settings& s, Generator& gen, std::shared_ptr<Layer> l1,
+                                       std::shared_ptr<Layer> l2) {
+  const double drop = s.dropout;
+  return [l1, l2, &d, &gen, drop](bool training) {
+    const Tensor h = nn::functional::dropout(relu((*l1)(d.x, d.graph)), drop, training, gen);
+    const Tensor logits = (*l2)(h, d.graph);
+    return training ? index_select(logits, 0, d.train) : logits;
+  };
 }
 
 Model make_sage(const Data& d, const Settings& s, Generator& gen) {
   const auto c = static_cast<std::int64_t>(d.classes.size());
-  const std::int64_t h = s.hidden, v = d.x.cols();
-  // Ws, Wo, Wi and b of each layer
-  Model m{"sage",
-          {parameter({v, h}, gen), parameter({v, h}, gen), parameter({v, h}, gen), parameter({h}, gen, true),
-           parameter({h, c}, gen), parameter({h, c}, gen), parameter({h, c}, gen), parameter({c}, gen, true)},
-          {}};
-  const std::vector<Tensor> p = m.params;
-  const double drop = s.dropout;
-  m.forward = [p, &d, &gen, drop](bool training) {
-    const Rows all = rows(d, false), r = rows(d, training);
-    const Tensor h1 = relu(mean_layer(all, spmm(d.x, p[0]), spmm(d.x, p[1]), spmm(d.x, p[2]), p[3]));
-    const Tensor h1d = nn::functional::dropout(h1, drop, training, gen);
-    return mean_layer(r, matmul(rows_of(h1d, r), p[4]), matmul(h1d, p[5]), matmul(h1d, p[6]), p[7]);
-  };
-  return m;
+  using nn::graph::Aggregation, nn::graph::Direction;
+  auto net = std::make_shared<nn::Module>("SAGE");
+  auto l1 = net->register_module(
+      "l1", std::make_shared<nn::SAGEConv>(d.x.cols(), s.hidden, gen, Aggregation::mean, true, true, Direction::both));
+  auto l2 = net->register_module(
+      "l2", std::make_shared<nn::SAGEConv>(s.hidden, c, gen, Aggregation::mean, true, true, Direction::both));
+  return {"sage", net, two_layers(d, s, gen, l1, l2)};
 }
 
-/// Attention aggregation over the entries of `a` (rows = receivers, columns = senders): z_dst (the
-/// receivers' projected features, a.rows() x k), z_src (the senders', a.cols() x k), att_dst and
-/// att_src (k, 1). score(i, j) = leaky_relu(⟨z_dst_i, att_dst⟩ + ⟨z_src_j, att_src⟩), softmax over
-/// row i's entries, then Σ_j α_ij z_src_j. A row without entries gives 0.
-Tensor attend(const SparseCsr& a, const Tensor& z_dst, const Tensor& z_src, const Tensor& att_dst,
-              const Tensor& att_src) {
-  // ⟨z_i, att_dst⟩ + ⟨z_j, att_src⟩ is sddmm of [z_dst·att_dst, 1] and [1, z_src·att_src]
-  const Tensor score = sddmm(a, cat({matmul(z_dst, att_dst), Tensor::ones({a.rows(), 1})}, 1),
-                             cat({Tensor::ones({a.cols(), 1}), matmul(z_src, att_src)}, 1));
-  const Tensor alpha = segment_softmax(leaky_relu(score, 0.2), a.crow_indices());
-  return spmm(a.with_values(alpha), z_src);
-}
-
-/// mean_layer with attention in place of the means; att: the four (k, 1) attention vectors.
-Tensor attention_layer(const Rows& r, const Tensor& self, const Tensor& z_out, const Tensor& z_in, const Tensor& bias,
-                       const Tensor* att) {
-  const Tensor out = attend(r.a_out, rows_of(z_out, r), z_out, att[0], att[1]);
-  const Tensor in = attend(r.a_in, rows_of(z_in, r), z_in, att[2], att[3]);
-  return add(add(add(self, out), in), bias);
-}
+/// A SAGE layer with attention in place of the means: a GATConv over what depends on a package (the
+/// graph), one over what it depends on (the reverse graph), neither with self-loops (a package
+/// without neighbours there contributes 0), and a Linear of the package itself with the bias.
+struct AttentionLayer : nn::Module {
+  std::shared_ptr<nn::GATConv> in, out;
+  std::shared_ptr<nn::Linear> self;
+  AttentionLayer(std::int64_t in_channels, std::int64_t out_channels, Generator& gen) : Module("AttentionLayer") {
+    in = register_module(
+        "in", std::make_shared<nn::GATConv>(in_channels, out_channels, gen, 1, true, 0.2, 0.0, false, false));
+    out = register_module(
+        "out", std::make_shared<nn::GATConv>(in_channels, out_channels, gen, 1, true, 0.2, 0.0, false, false));
+    self = register_module("self", std::make_shared<nn::Linear>(in_channels, out_channels, gen));
+  }
+  Tensor operator()(const nn::NodeFeatures& x, const nn::Graph& graph) {
+    const Tensor root = x.is_sparse() ? (*self)(x.sparse()) : (*self)(x.dense());
+    return add(add((*in)(x, graph), (*out)(x, graph.reverse())), root);
+  }
+};
 
 Model make_gat(const Data& d, const Settings& s, Generator& gen) {
-  Model m = make_sage(d, s, gen);
-  m.name = "gat";
   const auto c = static_cast<std::int64_t>(d.classes.size());
-  // attention vectors (receiver, sender) of the depends-on and the depended-by aggregation per layer
-  for (const std::int64_t k : {s.hidden, s.hidden, s.hidden, s.hidden, c, c, c, c})
-    m.params.push_back(parameter({k, 1}, gen));
-  const std::vector<Tensor> p = m.params;
-  const double drop = s.dropout;
-  m.forward = [p, &d, &gen, drop](bool training) {
-    const Rows all = rows(d, false), r = rows(d, training);
-    const Tensor h1 = relu(attention_layer(all, spmm(d.x, p[0]), spmm(d.x, p[1]), spmm(d.x, p[2]), p[3], &p[8]));
-    const Tensor h1d = nn::functional::dropout(h1, drop, training, gen);
-    return attention_layer(r, matmul(rows_of(h1d, r), p[4]), matmul(h1d, p[5]), matmul(h1d, p[6]), p[7], &p[12]);
-  };
-  return m;
+  auto net = std::make_shared<nn::Module>("GAT");
+  auto l1 = net->register_module("l1", std::make_shared<AttentionLayer>(d.x.cols(), s.hidden, gen));
+  auto l2 = net->register_module("l2", std::make_shared<AttentionLayer>(s.hidden, c, gen));
+  return {"gat", net, two_layers(d, s, gen, l1, l2)};
 }
 
 // ---- training --------------------------------------------------------------------------------
@@ -356,7 +293,7 @@ History train(Model& m, const Data& d, const Settings& s) {
   std::vector<std::int64_t> train_label;
   for (auto i : d.train) train_label.push_back(d.label[static_cast<std::size_t>(i)]);
   const Tensor target = Tensor::from_vector(train_label, {static_cast<std::int64_t>(train_label.size())});
-  nn::Adam opt(m.params, nn::AdamOptions(s.lr).weight_decay(s.weight_decay));
+  nn::Adam opt(m.net->parameters(), nn::AdamOptions(s.lr).weight_decay(s.weight_decay));
   const auto t0 = std::chrono::steady_clock::now();
   for (int epoch = 1; epoch <= s.max_epochs; ++epoch) {
     opt.zero_grad(true);

@@ -2,16 +2,19 @@
 
 usage: graph_parity.py DIR
 
-There is no torch_geometric on the machine: GCNConv, SAGEConv and GATConv are written here from
-PyG's definitions (gcn_norm with add_remaining_self_loops, scatter-mean aggregation, GATConv's
-attention with PyG's softmax), on the edge_index (2, E) itself with index_add / scatter, not on a
-CSR matrix, so they share no code path with xgrad's layers. Parameter names are PyG's (and xgrad's).
+There is no torch_geometric on the machine: GCNConv, GraphConv, SAGEConv and GATConv are written
+here from PyG's definitions (gcn_norm with add_remaining_self_loops, scatter sum, mean and max
+aggregation, GATConv's attention with PyG's softmax), on the edge_index (2, E) itself with
+index_add / scatter, not on a CSR matrix, so they share no code path with xgrad's layers. Parameter
+names are PyG's (and xgrad's).
 
-DIR/manifest.json lists the cases: {name, dtype, ctor, num_nodes, params}. For each, builds the
-module with `ctor`, checks that its parameter names are `params`, loads them from
-NAME__p_<param>.npy, runs it on NAME__in_x.npy (requiring grad) and NAME__in_ei.npy (int64),
-backpropagates sum(out * seed) (NAME__seed.npy) and writes NAME__torch_out.npy,
-NAME__torch_grad_x.npy and NAME__torch_grad_p_<param>.npy."""
+DIR/manifest.json lists the cases: {name, dtype, ctor, num_nodes, params, weighted, attention}.
+For each, builds the module with `ctor`, checks that its parameter names are `params`, loads them
+from NAME__p_<param>.npy, runs it on NAME__in_x.npy (requiring grad), NAME__in_ei.npy (int64) and,
+when weighted, the edge weights NAME__in_w.npy, backpropagates sum(out * seed) (NAME__seed.npy) and
+writes NAME__torch_out.npy, NAME__torch_grad_x.npy and NAME__torch_grad_p_<param>.npy. With
+attention (GATConv), also NAME__torch_alpha.npy: the attention weights of PyG's edge list, put in
+the order of xgrad's edge list NAME__in_att_ei.npy (each (source, target) looked up)."""
 import json
 import sys
 
@@ -30,15 +33,15 @@ def add_remaining_self_loops(ei, w, n, fill=1.0):
     return torch.cat([ei[:, mask], loops], 1), torch.cat([w[mask], loop_w])
 
 
-class GraphConv(nn.Module):  # PyG's GCNConv
+class GCNConv(nn.Module):  # PyG's GCNConv
     def __init__(self, i, o, bias=True, add_self_loops=True, normalize=True):
         super().__init__()
         self.lin = nn.Linear(i, o, bias=False)
         self.bias = nn.Parameter(torch.zeros(o)) if bias else None
         self.loops, self.normalize = add_self_loops, normalize
 
-    def forward(self, x, ei, n):
-        w = torch.ones(ei.size(1), dtype=x.dtype)
+    def forward(self, x, ei, n, w=None):
+        w = torch.ones(ei.size(1), dtype=x.dtype) if w is None else w
         if self.normalize:
             if self.loops:
                 ei, w = add_remaining_self_loops(ei, w, n)
@@ -52,29 +55,47 @@ class GraphConv(nn.Module):  # PyG's GCNConv
         return out + self.bias if self.bias is not None else out
 
 
-def scatter_mean(x, src, dst, n):
+def scatter(x, src, dst, n, aggr):
+    """PyG's aggregation of the messages x[src] at dst: sum, mean or max, 0 where no message arrives."""
+    if aggr == "max":
+        idx = dst[:, None].expand(-1, x.size(1))
+        return torch.zeros(n, x.size(1), dtype=x.dtype).scatter_reduce(0, idx, x[src], "amax", include_self=False)
     s = torch.zeros(n, x.size(1), dtype=x.dtype).index_add(0, dst, x[src])
+    if aggr == "sum":
+        return s
     cnt = torch.zeros(n, dtype=x.dtype).index_add(0, dst, torch.ones(src.size(0), dtype=x.dtype))
     return s / cnt.clamp(min=1)[:, None]
 
 
-class SAGEConv(nn.Module):  # PyG's SAGEConv(aggr='mean'), with the reversed direction added
-    def __init__(self, i, o, bias=True, root_weight=True, direction="in"):
+class GraphConv(nn.Module):  # PyG's GraphConv (aggr='add')
+    def __init__(self, i, o, bias=True):
+        super().__init__()
+        self.lin_rel = nn.Linear(i, o, bias=bias)
+        self.lin_root = nn.Linear(i, o, bias=False)
+
+    def forward(self, x, ei, n, w=None):
+        msg = x[ei[0]] if w is None else w[:, None] * x[ei[0]]
+        out = torch.zeros(n, x.size(1), dtype=x.dtype).index_add(0, ei[1], msg)
+        return self.lin_rel(out) + self.lin_root(x)
+
+
+class SAGEConv(nn.Module):  # PyG's SAGEConv, with the reversed direction added
+    def __init__(self, i, o, aggr="mean", bias=True, root_weight=True, direction="in"):
         super().__init__()
         self.lin_l = nn.Linear(i, o, bias=bias)
         if direction == "both":
             self.lin_rev = nn.Linear(i, o, bias=False)
         if root_weight:
             self.lin_r = nn.Linear(i, o, bias=False)
-        self.direction, self.root = direction, root_weight
+        self.aggr, self.direction, self.root = aggr, direction, root_weight
 
     def forward(self, x, ei, n):
         src, dst = ei
         if self.direction == "out":
             src, dst = dst, src
-        out = self.lin_l(scatter_mean(x, src, dst, n))
+        out = self.lin_l(scatter(x, src, dst, n, self.aggr))
         if self.direction == "both":
-            out = out + self.lin_rev(scatter_mean(x, dst, src, n))
+            out = out + self.lin_rev(scatter(x, dst, src, n, self.aggr))
         if self.root:
             out = out + self.lin_r(x)
         return out
@@ -107,6 +128,7 @@ class GATConv(nn.Module):  # PyG's GATConv
         alpha = ex / (s[dst] + 1e-16)
         out = torch.zeros(n, self.h, self.c, dtype=x.dtype).index_add(0, dst, h[src] * alpha[..., None])
         out = out.reshape(n, self.h * self.c) if self.concat else out.mean(1)
+        self.edges, self.alpha = ei, alpha.detach()
         return out + self.bias if self.bias is not None else out
 
 
@@ -124,8 +146,15 @@ for case in json.load(open(f"{d}/manifest.json")):
             p.copy_(v)
     x = torch.from_numpy(np.load(f"{d}/{name}__in_x.npy")).requires_grad_(True)
     ei = torch.from_numpy(np.load(f"{d}/{name}__in_ei.npy")).long()
-    out = m(x, ei, case["num_nodes"])
+    if case["weighted"]:
+        out = m(x, ei, case["num_nodes"], torch.from_numpy(np.load(f"{d}/{name}__in_w.npy")))
+    else:
+        out = m(x, ei, case["num_nodes"])
     (out * torch.from_numpy(np.load(f"{d}/{name}__seed.npy"))).sum().backward()
+    if case["attention"]:
+        position = {(int(s), int(t)): k for k, (s, t) in enumerate(m.edges.t().tolist())}
+        ours = np.load(f"{d}/{name}__in_att_ei.npy")
+        np.save(f"{d}/{name}__torch_alpha.npy", m.alpha[[position[(int(s), int(t))] for s, t in ours.T]].numpy())
     np.save(f"{d}/{name}__torch_out.npy", out.detach().numpy())
     np.save(f"{d}/{name}__torch_grad_x.npy", x.grad.numpy())
     for n, p in m.named_parameters():
