@@ -28,6 +28,13 @@ void check_square(const SparseCsr& adj, const char* op) {
               op, adj.str());
 }
 
+// The degree and normalisation functions sum edge weights with the float segment and index ops:
+// an integer adjacency is refused here, naming the public call (not the op inside it).
+void check_weighted(const SparseCsr& adj, const char* op) {
+  check_square(adj, op);
+  check_floating(op, "adj.values", adj.values());
+}
+
 // The row of each stored entry (the target node of each edge), in entry order.
 std::vector<std::int64_t> row_index(const CsrPattern& p) {
   std::vector<std::int64_t> rows(static_cast<std::size_t>(p.nnz()));
@@ -152,15 +159,6 @@ void check_channels(std::int64_t in, std::int64_t out, std::int64_t matrices, st
                    dtype, module);
 }
 
-// The generator a layer constructed with `seed` draws from (Note [Layer init]): `local` seeded with
-// it, or the default generator without one. `local` is a temporary of the caller's full expression,
-// alive through the constructor call it is passed to.
-Generator& init_generator(const std::optional<std::uint64_t>& seed, Generator&& local = Generator()) {
-  if (!seed) return default_generator();
-  local.manual_seed(*seed);
-  return local;
-}
-
 // A Linear (in -> out) initialised from `gen`, its weight then re-drawn with glorot when asked
 // (PyG's Linear(weight_initializer='glorot')).
 std::shared_ptr<Linear> make_linear(std::int64_t in, std::int64_t out, bool bias, bool glorot, Dtype dtype,
@@ -238,7 +236,7 @@ SparseCsr adjacency(const std::vector<std::int64_t>& src, const std::vector<std:
 
 SparseCsr add_remaining_self_loops(const SparseCsr& adj, double fill_value) {
   constexpr const char* op = "graph::add_remaining_self_loops";
-  check_square(adj, op);
+  check_weighted(adj, op);
   const CsrPattern& p = adj.pattern();
   const auto& crow = p.crow();
   const auto& col = p.col();
@@ -280,17 +278,17 @@ SparseCsr add_remaining_self_loops(const SparseCsr& adj, double fill_value) {
 }
 
 Tensor in_degree(const SparseCsr& adj) {
-  check_square(adj, "graph::in_degree");
+  check_weighted(adj, "graph::in_degree");
   return segment_sum(adj.values(), adj.crow_indices());
 }
 
 Tensor out_degree(const SparseCsr& adj) {
-  check_square(adj, "graph::out_degree");
+  check_weighted(adj, "graph::out_degree");
   return in_degree(adj.t());
 }
 
 SparseCsr gcn_norm(const SparseCsr& adj, bool add_self_loops) {
-  check_square(adj, "graph::gcn_norm");
+  check_weighted(adj, "graph::gcn_norm");
   const SparseCsr a = add_self_loops ? add_remaining_self_loops(adj) : adj;
   const Tensor dis = safe_pow(in_degree(a), -0.5);
   // PyG's order: deg^-1/2[source] · w · deg^-1/2[target].
@@ -299,7 +297,7 @@ SparseCsr gcn_norm(const SparseCsr& adj, bool add_self_loops) {
 }
 
 SparseCsr mean_norm(const SparseCsr& adj) {
-  check_square(adj, "graph::mean_norm");
+  check_weighted(adj, "graph::mean_norm");
   const Tensor inv = safe_pow(in_degree(adj), -1.0);
   return adj.with_values(mul(adj.values(), index_select(inv, 0, row_index(adj.pattern()))));
 }
@@ -389,7 +387,7 @@ SparseCsr Graph::with_self_loops() const {
 
 GCNConv::GCNConv(std::int64_t in_channels, std::int64_t out_channels, bool bias, bool add_self_loops, bool normalize,
                  Dtype dtype, std::optional<std::uint64_t> seed)
-    : GCNConv(in_channels, out_channels, init_generator(seed), bias, add_self_loops, normalize, dtype) {}
+    : GCNConv(in_channels, out_channels, SeedOrDefault(seed), bias, add_self_loops, normalize, dtype) {}
 
 GCNConv::GCNConv(std::int64_t in_channels, std::int64_t out_channels, Generator& gen, bool bias, bool add_self_loops,
                  bool normalize, Dtype dtype)
@@ -412,7 +410,7 @@ Tensor GCNConv::forward(const NodeFeatures& x, const Tensor& edge_index, const T
 
 GraphConv::GraphConv(std::int64_t in_channels, std::int64_t out_channels, bool bias, Dtype dtype,
                      std::optional<std::uint64_t> seed)
-    : GraphConv(in_channels, out_channels, init_generator(seed), bias, dtype) {}
+    : GraphConv(in_channels, out_channels, SeedOrDefault(seed), bias, dtype) {}
 
 GraphConv::GraphConv(std::int64_t in_channels, std::int64_t out_channels, Generator& gen, bool bias, Dtype dtype)
     : Module("GraphConv"), in_(in_channels), out_(out_channels) {
@@ -438,7 +436,7 @@ Tensor GraphConv::forward(const NodeFeatures& x, const Tensor& edge_index, const
 
 SAGEConv::SAGEConv(std::int64_t in_channels, std::int64_t out_channels, graph::Aggregation aggr, bool bias,
                    bool root_weight, graph::Direction direction, Dtype dtype, std::optional<std::uint64_t> seed)
-    : SAGEConv(in_channels, out_channels, init_generator(seed), aggr, bias, root_weight, direction, dtype) {}
+    : SAGEConv(in_channels, out_channels, SeedOrDefault(seed), aggr, bias, root_weight, direction, dtype) {}
 
 SAGEConv::SAGEConv(std::int64_t in_channels, std::int64_t out_channels, Generator& gen, graph::Aggregation aggr,
                    bool bias, bool root_weight, graph::Direction direction, Dtype dtype)
@@ -478,10 +476,8 @@ Tensor SAGEConv::forward(const NodeFeatures& x, const Tensor& edge_index) {
 GATConv::GATConv(std::int64_t in_channels, std::int64_t out_channels, std::int64_t heads, bool concat,
                  double negative_slope, double dropout, bool add_self_loops, bool bias, Dtype dtype,
                  std::optional<std::uint64_t> seed)
-    : GATConv(in_channels, out_channels, init_generator(seed), heads, concat, negative_slope, dropout, add_self_loops,
-              bias, dtype) {
-  if (!seed) gen_.reset();  // masks from the default generator, at each forward
-}
+    : GATConv(in_channels, out_channels, SeedOrDefault(seed), heads, concat, negative_slope, dropout, add_self_loops,
+              bias, dtype) {}
 
 GATConv::GATConv(std::int64_t in_channels, std::int64_t out_channels, Generator& gen, std::int64_t heads, bool concat,
                  double negative_slope, double dropout, bool add_self_loops, bool bias, Dtype dtype)
@@ -517,7 +513,7 @@ GATConv::GATConv(std::int64_t in_channels, std::int64_t out_channels, Generator&
   att_src_ = register_parameter("att_src", att_src);
   att_dst_ = register_parameter("att_dst", att_dst);
   if (bias) bias_ = register_parameter("bias", Tensor::zeros({concat ? hc : out_}, dtype));
-  gen_.emplace(gen.next_u64());
+  gen_ = mask_generator(gen);  // attention-dropout masks: the default generator's, or its own
 }
 
 GATConv::WithAttention GATConv::forward_with_attention(const NodeFeatures& x, const Graph& graph) {

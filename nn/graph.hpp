@@ -162,7 +162,9 @@ class NodeFeatures {
 // else xgrad::default_generator() (torch's default generator: two layers built one after the
 // other differ, and xgrad::manual_seed(s) then the same constructions give the same bits). A
 // layer's parameter count and bytes are checked before any parameter is allocated (an
-// xgrad::Error naming the layer).
+// xgrad::Error naming the layer). GATConv's attention-dropout masks come from the default
+// generator when it is built from it (no Generator, no seed), else from a generator of its own
+// (xgrad::mask_generator).
 
 /// PyG's GCNConv (Kipf and Welling): out = Â X W^T + b, Â = graph::gcn_norm(A, add_self_loops)
 /// when `normalize`, else A itself (then no self-loops are added, as PyG). X (N, in) -> (N, out).

@@ -659,6 +659,12 @@ TEST_CASE("graph layers and utilities: bad inputs raise xgrad::Error naming the 
   test::require_error([] { nn::GCNConv bad(-1, 3); }, {"GCNConv", "in = -1"});
   test::require_error([] { nn::GraphConv bad(2, -1); }, {"GraphConv", "out = -1"});
   test::require_error([] { nn::SAGEConv bad(2, -3); }, {"SAGEConv", "out = -3"});
+  // An integer adjacency: the degree and normalisation functions name themselves, not the ops inside.
+  const SparseCsr int_adj = sparse_coo_tensor(edge_index({0, 1}, {1, 2}), Tensor::ones({2}, kInt64), {3, 3});
+  test::require_error([&] { graph::in_degree(int_adj); }, {"graph::in_degree", "'adj.values'", "int64"});
+  test::require_error([&] { graph::out_degree(int_adj); }, {"graph::out_degree", "'adj.values'", "int64"});
+  test::require_error([&] { graph::gcn_norm(int_adj); }, {"graph::gcn_norm", "'adj.values'", "int64"});
+  test::require_error([&] { graph::mean_norm(int_adj); }, {"graph::mean_norm", "'adj.values'", "int64"});
 
   test::require_error(
       [] {
