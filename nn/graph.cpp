@@ -183,11 +183,7 @@ Tensor aggregate(const Graph& graph, graph::Direction direction, graph::Aggregat
   if (aggr == graph::Aggregation::mean) return spmm(graph.mean_norm(direction), x);
   const SparseCsr a = neighbours(graph, direction);
   if (aggr == graph::Aggregation::sum) return spmm(a, x);
-  const auto& crow = a.pattern().crow();
-  std::vector<std::uint8_t> isolated(static_cast<std::size_t>(a.rows()));
-  for (std::size_t i = 0; i < isolated.size(); ++i) isolated[i] = crow[i + 1] == crow[i];
-  return masked_fill(segment_max(index_select(x, 0, a.pattern().col()), a.crow_indices()),
-                     Tensor::from_vector(isolated, {a.rows(), 1}, kBool), 0.0);
+  return segment_max(index_select(x, 0, a.pattern().col()), a.crow_indices(), /*empty_value=*/0.0);
 }
 
 // The (2, nnz) edge_index of a pattern's entries, in entry order: row 0 sources (columns), row 1
