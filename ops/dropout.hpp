@@ -13,7 +13,8 @@ namespace xgrad {
 
 /// float32 and float64. Errors: undefined x, an integer x, p outside [0, 1] (or NaN).
 /// @op `dropout(x, p, train, gen)` | x·m, m_i = 1/(1 − p) with probability 1 − p, else 0 (x itself
-///   when not train or p = 0) | g·m | torch.dropout
+///   when not train or p = 0) | g·m | torch.dropout (compared through torch.where, the mask recomputed from the
+///   Philox stream in numpy)
 Tensor dropout(const Tensor& x, double p, bool train, Generator& gen = default_generator());
 
 }  // namespace xgrad

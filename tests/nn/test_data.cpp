@@ -11,6 +11,7 @@
 #include <set>
 
 #include "support.hpp"
+#include "xgrad/core/detail/philox.hpp"
 #include "xgrad/core/npy.hpp"
 #include "xgrad/nn/data.hpp"
 #include "xgrad/nn/utils/csv_writer.hpp"
@@ -225,15 +226,21 @@ TEST_CASE("DataLoader: shuffling is a permutation, reproducible by seed, new eac
 }
 
 TEST_CASE("random_permutation: fixed by the seed on every machine", "[data]") {
-  // Derived by hand from mt19937_64's standard-fixed stream: the documented Fisher-Yates recipe
-  // (swap p[i-1] with p[integer(i)] for i = n..2) implemented independently here.
+  // Derived from the Philox4x32-10 stream (core/detail/philox.hpp, checked against Random123's known
+  // answers): the documented Fisher-Yates recipe (swap p[i-1] with p[integer(i)] for i = n..2, each
+  // integer from one block's first two words, rejection above the largest multiple of i) written
+  // independently here.
   const std::uint64_t seed = 12345;
   std::vector<std::size_t> expect{0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
-  std::mt19937_64 eng(seed);
+  std::uint32_t block = 0;
+  const auto next = [&] {
+    const auto w = detail::philox4x32({block++, 0, 0, 0}, {static_cast<std::uint32_t>(seed), 0});
+    return std::uint64_t{w[1]} << 32 | w[0];
+  };
   for (std::size_t i = expect.size(); i > 1; --i) {
     const std::uint64_t limit = UINT64_MAX - UINT64_MAX % i;
-    std::uint64_t x = eng();
-    while (x >= limit) x = eng();
+    std::uint64_t x = next();
+    while (x >= limit) x = next();
     std::swap(expect[i - 1], expect[x % i]);
   }
   CHECK(random_permutation(10, seed) == expect);

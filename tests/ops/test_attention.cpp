@@ -178,11 +178,16 @@ TEST_CASE("scaled_dot_product_attention: dropout drops at rate p, scales by 1/(1
           REQUIRE(std::abs(dv[static_cast<std::size_t>((b * S + s) * S + j)] - col) <= 1e-12);
       }
   }
-  // p = 1 drops everything (zeros and zero gradients); p = 0 needs no generator.
+  // p = 1 drops everything (zeros and zero gradients).
   Generator gen(36);
   const Tensor x = Tensor::ones({2, 3, 4}, kFloat64);
   CHECK(max(abs(scaled_dot_product_attention(x, x, x, Tensor(), 1.0, false, std::nullopt, &gen))).item() == 0);
   CHECK(scaled_dot_product_attention(x, x, x, Tensor(), 0.0).shape() == Shape{2, 3, 4});
+  // Without a generator the mask comes from the default generator: manual_seed repeats it.
+  manual_seed(5);
+  const Tensor first = scaled_dot_product_attention(x, x, x, Tensor(), 0.5);
+  manual_seed(5);
+  CHECK(bit_equal(scaled_dot_product_attention(x, x, x, Tensor(), 0.5), first));
 }
 
 TEST_CASE("scaled_dot_product_attention: dropout gradients match the formula with the same mask",
@@ -264,8 +269,6 @@ TEST_CASE("scaled_dot_product_attention: bad inputs name the op, the argument an
         scaled_dot_product_attention(q, k, v, Tensor::zeros({3, 5}), 0.0, true);
       },
       {"scaled_dot_product_attention", "'attn_mask'", "is_causal"});
-  require_error([&] { scaled_dot_product_attention(q, k, v, Tensor(), 0.5); },
-                {"scaled_dot_product_attention", "'dropout_p'", "generator"});
   Generator gen(1);
   require_error([&] { scaled_dot_product_attention(q, k, v, Tensor(), 1.5, false, std::nullopt, &gen); },
                 {"scaled_dot_product_attention", "'dropout_p'", "1.5"});
