@@ -80,21 +80,26 @@ void uniform_fill(T* out, std::int64_t n, Generator& gen, double lo, double hi) 
   if (n <= 0) return;
   // Computed in double, rounded once to T; a value that rounds up to hi is moved just below it.
   const T top = lo < hi ? std::nextafter(static_cast<T>(hi), static_cast<T>(lo)) : static_cast<T>(lo);
-  const auto value = [&](double u) {
+  const auto value = [lo, hi, top](double u) {  // copies: no reload per element
     const T v = static_cast<T>(lo + (hi - lo) * u);
     return v < top ? v : top;
   };
-  if constexpr (sizeof(T) == 4) {  // one 24-bit value a word
+  if constexpr (sizeof(T) == 4) {  // one 24-bit value a word: element 64g + e takes the group's word e
     fill_groups(n, 4, gen, [&](std::int64_t first, std::int64_t count, const std::uint32_t(&w)[4][kLanes]) {
-      for (std::int64_t e = 0; e < count; ++e)
-        out[first + e] = value(static_cast<double>(w[e / kLanes][e % kLanes] >> 8) * 0x1.0p-24);
-    });
-  } else {  // one 53-bit value a pair of words
-    fill_groups(n, 2, gen, [&](std::int64_t first, std::int64_t count, const std::uint32_t(&w)[4][kLanes]) {
-      for (std::int64_t e = 0; e < count; ++e) {
-        const std::int64_t k = 2 * (e / kLanes), l = e % kLanes;
-        out[first + e] = value(static_cast<double>(join(w[k][l], w[k + 1][l]) >> 11) * 0x1.0p-53);
+      const std::uint32_t* word = &w[0][0];
+      T* __restrict o = out + first;
+      if (count == 4 * kLanes) {  // a fixed trip count: the loop vectorises
+        for (std::int64_t e = 0; e < 4 * kLanes; ++e) o[e] = value(static_cast<double>(word[e] >> 8) * 0x1.0p-24);
+        return;
       }
+      for (std::int64_t e = 0; e < count; ++e) o[e] = value(static_cast<double>(word[e] >> 8) * 0x1.0p-24);
+    });
+  } else {  // one 53-bit value a pair of words: element 32g + 16h + l takes words 2h and 2h + 1 of lane l
+    fill_groups(n, 2, gen, [&](std::int64_t first, std::int64_t count, const std::uint32_t(&w)[4][kLanes]) {
+      T* __restrict o = out + first;
+      for (std::int64_t h = 0; h < 2; ++h)
+        for (std::int64_t l = 0; l < std::min(kLanes, count - h * kLanes); ++l)
+          o[h * kLanes + l] = value(static_cast<double>(join(w[2 * h][l], w[2 * h + 1][l]) >> 11) * 0x1.0p-53);
     });
   }
 }
