@@ -182,6 +182,10 @@ TEST_CASE("init: bad inputs raise xgrad::Error", "[init][errors]") {
   test::require_error([&] { init::zeros_(undefined); }, {"constant_", "undefined"});
   test::require_error([&] { init::uniform_(undefined, gen); }, {"uniform_", "undefined"});
   test::require_error([&] { init::xavier_uniform_(undefined, gen); }, {"xavier_uniform_", "undefined"});
+  // Fans that overflow int64 (no elements, so nothing to allocate): an Error naming the call.
+  Tensor huge = Tensor::empty({std::int64_t{1} << 40, 0, std::int64_t{1} << 40});
+  test::require_error([&] { init::xavier_uniform_(huge, gen); }, {"init::xavier_uniform_", "'tensor'", "overflows"});
+  test::require_error([&] { init::kaiming_normal_(huge, gen); }, {"init::kaiming_normal_", "'tensor'", "overflows"});
 }
 
 TEST_CASE("init: the random initialisers refuse integer and bool tensors, as torch's do", "[init][errors]") {

@@ -244,17 +244,9 @@ void add_sparse_entries(std::vector<OpInfo>& t) {
     op.name = "matmul_sparse";
     op.signature = "matmul(SparseCsr,Tensor)";
     op.op = "matmul";
-    op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
-      const std::int64_t M = s.sizes[0], K = s.sizes[1], F = s.sizes[2];
-      const RandomCsr a = random_csr(M, K, g);
-      SampleInput si{{{"v", values({a.nnz}, g, dt)},
-                      {"x", values({K, F}, g, dt)},
-                      {"crow", a.crow, false},
-                      {"col", a.col, false},
-                      {"row", a.row, false}},
-                     {},
-                     fmt::format("M = {}\nK = {}\n", M, K)};
-      si.call = [M, K](const Tensors& in) {
+    op.sample = [spmm_sample = op.sample](Dtype dt, const SampleSpec& s, Generator& g) {  // spmm's inputs
+      SampleInput si = spmm_sample(dt, s, g);
+      si.call = [M = s.sizes[0], K = s.sizes[1]](const Tensors& in) {
         return matmul(sparse_csr_tensor(in[2].to(kInt64), in[3].to(kInt64), in[0], {M, K}), in[1]);
       };
       return si;
