@@ -13,9 +13,8 @@
 //   64g ... 64g + 63, element 64g + 16k + l taking word k of lane l;
 // - one element a pair of words (float64 uniform with 53 bits): group g fills 32g ... 32g + 31,
 //   element 32g + 16h + l taking words 2h and 2h + 1 of lane l;
-// - normal values (both dtypes): lane l's words 0-1 and 2-3 give two 52-bit uniforms, u1 in (0, 1]
-//   and u2 in [0, 1), and their Box-Muller pair (computed in double, with xgrad's own log and sin/cos:
-//   Note [Box-Muller without libm] in core/random.cpp) goes to elements 32g + l and 32g + 16 + l.
+// - normal: lane l's words 0-1 and 2-3 give 52-bit uniforms u1 in (0, 1], u2 in [0, 1), and their
+//   Box-Muller pair (Note [Box-Muller without libm]) goes to elements 32g + l and 32g + 16 + l.
 // A draw of n elements reserves whole groups, so the next draw starts at a fresh group. A scalar draw
 // (uniform(), normal(), next_u64()) takes one block of its own. As PyTorch's and JAX's counter-based
 // generators, the stream is not the one of mt19937 or of torch's CPU generator.
