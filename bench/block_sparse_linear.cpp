@@ -36,7 +36,7 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/random.hpp"
-#include "xgrad/ops/detail/block_sparse_kernels.hpp"
+#include "xgrad/ops/kernels/block_sparse_kernels.hpp"
 
 namespace {
 
@@ -266,11 +266,11 @@ int main(int argc, char** argv) {
           db(kOut);
       const std::vector<float> g(kBatch * kOut, 1.0f);
       time_rows(c.name, "xgrad", o.threads, "pass_forward_ms",
-                median_ms(o.reps, [&] { detail::bsl_forward<float>(p, x, kBatch, w, b, y.data()); }));
+                median_ms(o.reps, [&] { detail::bsl_forward<float>(p.csr(), x, kBatch, w, b, y.data()); }));
       time_rows(c.name, "xgrad", o.threads, "pass_input_grad_ms",
-                median_ms(o.reps, [&] { detail::bsl_input_grad<float>(p, g.data(), kBatch, w, dx.data()); }));
+                median_ms(o.reps, [&] { detail::bsl_input_grad<float>(p.csr(), g.data(), kBatch, w, dx.data()); }));
       time_rows(c.name, "xgrad", o.threads, "pass_weight_grad_ms",
-                median_ms(o.reps, [&] { detail::bsl_weight_grad<float>(p, g.data(), x, kBatch, dw.data()); }));
+                median_ms(o.reps, [&] { detail::bsl_weight_grad<float>(p.csr(), g.data(), x, kBatch, dw.data()); }));
       time_rows(c.name, "xgrad", o.threads, "pass_bias_grad_ms",
                 median_ms(o.reps, [&] { detail::bsl_bias_grad<float>(g.data(), kBatch, kOut, db.data()); }));
     }

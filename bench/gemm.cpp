@@ -1,4 +1,4 @@
-// Dense GEMM benchmark: xgrad's one entry point detail::blas::gemm (ops/detail/blas.hpp) on each
+// Dense GEMM benchmark: xgrad's one entry point detail::blas::gemm (ops/kernels/blas.hpp) on each
 // backend, one thread, against the machine's single-core FMA peak. run_gemm.sh runs it twice: once as
 // the environment is, once with OPENBLAS_CORETYPE=Prescott (OpenBLAS reads it when it loads, so it
 // takes a second process), and prints the table.
@@ -38,7 +38,7 @@
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/random.hpp"
 #include "xgrad/core/tensor.hpp"
-#include "xgrad/ops/detail/blas.hpp"
+#include "xgrad/ops/kernels/blas.hpp"
 #include "xgrad/ops/kernel_info.hpp"
 #include "xgrad/ops/matmul.hpp"
 

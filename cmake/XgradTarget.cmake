@@ -35,7 +35,7 @@ endfunction()
 # of in each of the ~80 files: about a third of a library file's compile time was that parse. The
 # header only adds declarations in front of each file, but GCC's inlining can still depend on them: the
 # objects were compared (objdump -d, function by function) with and without it, and the files whose
-# code differed (the unary kernels of ops/detail/pointwise.hpp, two nn files) skip it, as do the
+# code differed (the unary kernels of ops/define/pointwise.hpp, two nn files) skip it, as do the
 # files compiled with other code-generation flags (the AVX-512 kernels, -fno-math-errno in nn/optim/:
 # GCC would refuse it). Compare again after adding a file (docs/design.md, Compile time). XGRAD_PCH=OFF
 # parses the headers in every file again (and checks that each file includes what it uses). ccache caches PCH builds only with sloppiness=pch_defines,time_macros.

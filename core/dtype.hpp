@@ -140,7 +140,7 @@ decltype(auto) dispatch(Dtype d, Fn&& fn, const char* op = nullptr) {
 
 /// Calls fn(type_tag<T>{}) for the element type T of d, any of the six dtypes (for dtype-generic
 /// code: creation, conversion, copies, comparisons, I/O). Every branch instantiates fn: keep the
-/// callable small (Note [Elementwise build time] in ops/detail/elementwise_impl.hpp).
+/// callable small (six instantiations per call site).
 template <class Fn>
 decltype(auto) dispatch_all(Dtype d, Fn&& fn) {
   switch (d) {

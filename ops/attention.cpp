@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "detail/blas.hpp"
+#include "xgrad/ops/kernels/blas.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"

@@ -11,19 +11,19 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/fused.hpp"
-#include "xgrad/ops/detail/block_sparse_kernels.hpp"
+#include "xgrad/ops/kernels/block_sparse_kernels.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 
 namespace xgrad {
 
 struct BlockSparsePattern::Impl {
-  std::int64_t out = 0, in = 0;
+  // The kernels' block CSR holds the sizes and the row and column indexes; the public Block and Group
+  // lists repeat its blocks and groups in the public types (a kernel cannot include this header).
+  detail::BlockCsr csr;
   std::vector<Group> row_groups, col_groups;
   std::vector<Block> blocks;  // storage order: by row group, then column group
-  std::vector<std::int64_t> row_ptr, col_ptr, col_index;
   bool uniform = true;
-  std::int64_t stored = 0;
   std::int64_t bo = 0, bi = 0;  // block size of a uniform grid (weight_shape of a pattern with no block)
 };
 
@@ -41,36 +41,40 @@ std::shared_ptr<const Impl> build_impl(const char* fn, std::int64_t out, std::in
   auto p = std::make_shared<Impl>();
   p->bo = bo;
   p->bi = bi;
-  p->out = out;
-  p->in = in;
+  p->csr.out = out;
+  p->csr.in = in;
   p->row_groups = std::move(rows);
   p->col_groups = std::move(cols);
   std::sort(cells.begin(), cells.end());
   const auto nr = static_cast<std::int64_t>(p->row_groups.size());
   const auto nc = static_cast<std::int64_t>(p->col_groups.size());
-  p->row_ptr.assign(static_cast<std::size_t>(nr + 1), 0);
-  p->col_ptr.assign(static_cast<std::size_t>(nc + 1), 0);
+  p->csr.row_ptr.assign(static_cast<std::size_t>(nr + 1), 0);
+  p->csr.col_ptr.assign(static_cast<std::size_t>(nc + 1), 0);
   std::int64_t offset = 0;
   for (const auto& [r, c] : cells) {
     const Group& rg = p->row_groups[static_cast<std::size_t>(r)];
     const Group& cg = p->col_groups[static_cast<std::size_t>(c)];
     p->blocks.push_back({rg.begin, rg.size, cg.begin, cg.size, offset, r, c});
     offset = checked_add(offset, checked_mul(rg.size, cg.size, fn, "block size"), fn, "stored elements");
-    ++p->row_ptr[static_cast<std::size_t>(r + 1)];
-    ++p->col_ptr[static_cast<std::size_t>(c + 1)];
+    ++p->csr.row_ptr[static_cast<std::size_t>(r + 1)];
+    ++p->csr.col_ptr[static_cast<std::size_t>(c + 1)];
   }
-  p->stored = offset;
-  std::partial_sum(p->row_ptr.begin(), p->row_ptr.end(), p->row_ptr.begin());
-  std::partial_sum(p->col_ptr.begin(), p->col_ptr.end(), p->col_ptr.begin());
+  p->csr.stored = offset;
+  std::partial_sum(p->csr.row_ptr.begin(), p->csr.row_ptr.end(), p->csr.row_ptr.begin());
+  std::partial_sum(p->csr.col_ptr.begin(), p->csr.col_ptr.end(), p->csr.col_ptr.begin());
   // Column index: block ids grouped by column group, ordered by row group inside (stable fill).
-  p->col_index.resize(p->blocks.size());
-  std::vector<std::int64_t> fill(p->col_ptr.begin(), p->col_ptr.end() - 1);
+  p->csr.col_index.resize(p->blocks.size());
+  std::vector<std::int64_t> fill(p->csr.col_ptr.begin(), p->csr.col_ptr.end() - 1);
   for (std::size_t k = 0; k < p->blocks.size(); ++k)
-    p->col_index[static_cast<std::size_t>(fill[static_cast<std::size_t>(p->blocks[k].col_group)]++)] =
+    p->csr.col_index[static_cast<std::size_t>(fill[static_cast<std::size_t>(p->blocks[k].col_group)]++)] =
         static_cast<std::int64_t>(k);
   for (const auto& b : p->blocks)
     if (b.rows != p->blocks.front().rows || b.cols != p->blocks.front().cols) p->uniform = false;
   // An empty pattern of a block-diagonal layer with unequal groups is still "uniform" (no blocks).
+  for (const auto& b : p->blocks)
+    p->csr.blocks.push_back({b.row, b.rows, b.col, b.cols, b.offset, b.row_group, b.col_group});
+  for (const auto& g : p->row_groups) p->csr.row_groups.push_back({g.begin, g.size});
+  for (const auto& g : p->col_groups) p->csr.col_groups.push_back({g.begin, g.size});
   return p;
 }
 
@@ -214,20 +218,21 @@ BlockSparsePattern BlockSparsePattern::block_diagonal(InFeatures in_features, Ou
   return p;
 }
 
-std::int64_t BlockSparsePattern::in_features() const { return impl_->in; }
-std::int64_t BlockSparsePattern::out_features() const { return impl_->out; }
+std::int64_t BlockSparsePattern::in_features() const { return impl_->csr.in; }
+std::int64_t BlockSparsePattern::out_features() const { return impl_->csr.out; }
 std::int64_t BlockSparsePattern::num_blocks() const { return static_cast<std::int64_t>(impl_->blocks.size()); }
 const std::vector<BlockSparsePattern::Block>& BlockSparsePattern::blocks() const { return impl_->blocks; }
 const std::vector<Group>& BlockSparsePattern::row_groups() const { return impl_->row_groups; }
 const std::vector<Group>& BlockSparsePattern::col_groups() const { return impl_->col_groups; }
-const std::vector<std::int64_t>& BlockSparsePattern::row_ptr() const { return impl_->row_ptr; }
-const std::vector<std::int64_t>& BlockSparsePattern::col_ptr() const { return impl_->col_ptr; }
-const std::vector<std::int64_t>& BlockSparsePattern::col_index() const { return impl_->col_index; }
+const std::vector<std::int64_t>& BlockSparsePattern::row_ptr() const { return impl_->csr.row_ptr; }
+const std::vector<std::int64_t>& BlockSparsePattern::col_ptr() const { return impl_->csr.col_ptr; }
+const std::vector<std::int64_t>& BlockSparsePattern::col_index() const { return impl_->csr.col_index; }
+const detail::BlockCsr& BlockSparsePattern::csr() const { return impl_->csr; }
 bool BlockSparsePattern::is_uniform() const { return impl_->uniform; }
-std::int64_t BlockSparsePattern::stored_elements() const { return impl_->stored; }
+std::int64_t BlockSparsePattern::stored_elements() const { return impl_->csr.stored; }
 
 Shape BlockSparsePattern::weight_shape() const {
-  if (!impl_->uniform) return {impl_->stored};
+  if (!impl_->uniform) return {impl_->csr.stored};
   // Uniform: (nnz, bo, bi); with no block at all, the grid's block size keeps the rank ((0, 0, 0) for
   // a block-diagonal pattern without blocks).
   const std::int64_t bo = impl_->blocks.empty() ? impl_->bo : impl_->blocks.front().rows;
@@ -236,27 +241,27 @@ Shape BlockSparsePattern::weight_shape() const {
 }
 
 std::vector<std::int64_t> BlockSparsePattern::row_fan_in() const {
-  std::vector<std::int64_t> fan(static_cast<std::size_t>(impl_->out), 0);
+  std::vector<std::int64_t> fan(static_cast<std::size_t>(impl_->csr.out), 0);
   for (const auto& b : impl_->blocks)
     for (std::int64_t i = b.row; i < b.row + b.rows; ++i) fan[static_cast<std::size_t>(i)] += b.cols;
   return fan;
 }
 
 Tensor BlockSparsePattern::element_mask(Dtype dtype) const {
-  const std::int64_t n = checked_mul(impl_->out, impl_->in, "BlockSparsePattern::element_mask", "out * in");
+  const std::int64_t n = checked_mul(impl_->csr.out, impl_->csr.in, "BlockSparsePattern::element_mask", "out * in");
   check_host_memory(checked_nbytes(n, sizeof(double), "BlockSparsePattern::element_mask", "out * in"),
                     "BlockSparsePattern::element_mask", "out * in");
   std::vector<double> m(static_cast<std::size_t>(n), 0.0);
   for (const auto& b : impl_->blocks)
-    for (std::int64_t i = b.row; i < b.row + b.rows; ++i) std::fill_n(m.begin() + i * impl_->in + b.col, b.cols, 1.0);
-  return Tensor::from_vector(m, {impl_->out, impl_->in}, dtype);
+    for (std::int64_t i = b.row; i < b.row + b.rows; ++i) std::fill_n(m.begin() + i * impl_->csr.in + b.col, b.cols, 1.0);
+  return Tensor::from_vector(m, {impl_->csr.out, impl_->csr.in}, dtype);
 }
 
 std::string BlockSparsePattern::str() const {
   return fmt::format(
-      "BlockSparsePattern(out={}, in={}, blocks={}, stored={} of {} ({:.4g}), weight {})", impl_->out, impl_->in,
-      num_blocks(), impl_->stored, double(impl_->out) * double(impl_->in),
-      impl_->out > 0 && impl_->in > 0 ? double(impl_->stored) / (double(impl_->out) * double(impl_->in)) : 0.0,
+      "BlockSparsePattern(out={}, in={}, blocks={}, stored={} of {} ({:.4g}), weight {})", impl_->csr.out, impl_->csr.in,
+      num_blocks(), impl_->csr.stored, double(impl_->csr.out) * double(impl_->csr.in),
+      impl_->csr.out > 0 && impl_->csr.in > 0 ? double(impl_->csr.stored) / (double(impl_->csr.out) * double(impl_->csr.in)) : 0.0,
       shape_str(weight_shape()));
 }
 
@@ -266,7 +271,7 @@ bool BlockSparsePattern::operator==(const BlockSparsePattern& o) const {
     return std::equal(a.begin(), a.end(), b.begin(), b.end(),
                       [](const Group& x, const Group& y) { return x.begin == y.begin && x.size == y.size; });
   };
-  if (impl_->out != o.impl_->out || impl_->in != o.impl_->in || !same_groups(impl_->row_groups, o.impl_->row_groups) ||
+  if (impl_->csr.out != o.impl_->csr.out || impl_->csr.in != o.impl_->csr.in || !same_groups(impl_->row_groups, o.impl_->row_groups) ||
       !same_groups(impl_->col_groups, o.impl_->col_groups) || impl_->blocks.size() != o.impl_->blocks.size())
     return false;
   for (std::size_t k = 0; k < impl_->blocks.size(); ++k)
@@ -359,7 +364,7 @@ struct BlockSparseLinearBackwardInput : Function<BlockSparseLinearBackwardInput>
     Tensor dx = Tensor::empty(with_last(g.shape(), p.in_features()), g.dtype());
     dispatch(g.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      detail::bsl_input_grad<T>(p, g.data<T>(), m, weight.data<T>(), dx.data<T>());
+      detail::bsl_input_grad<T>(p.csr(), g.data<T>(), m, weight.data<T>(), dx.data<T>());
     });
     return dx;
   }
@@ -388,7 +393,7 @@ struct BlockSparseLinearBackwardWeight : Function<BlockSparseLinearBackwardWeigh
     Tensor dw = Tensor::empty(p.weight_shape(), g.dtype());
     dispatch(g.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      detail::bsl_weight_grad<T>(p, g.data<T>(), x.data<T>(), m, dw.data<T>());
+      detail::bsl_weight_grad<T>(p.csr(), g.data<T>(), x.data<T>(), m, dw.data<T>());
     });
     return dw;
   }
@@ -444,7 +449,7 @@ struct BlockSparseLinearFn : Function<BlockSparseLinearFn> {
     Tensor y = Tensor::empty(y_shape, x.dtype());
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      detail::bsl_forward<T>(p, x.data<T>(), m, weight.data<T>(), bias.defined() ? bias.data<T>() : nullptr,
+      detail::bsl_forward<T>(p.csr(), x.data<T>(), m, weight.data<T>(), bias.defined() ? bias.data<T>() : nullptr,
                              y.data<T>());
     });
     return y;

@@ -39,6 +39,10 @@
 
 namespace xgrad {
 
+namespace detail {
+struct BlockCsr;  // ops/kernels/block_sparse_kernels.hpp
+}
+
 /// A number of input features (columns of W). A strong type: with OutFeatures it makes the
 /// in-before-out order of every BlockSparsePattern factory checked by the compiler, so that sizes
 /// given in the wrong order (or plain integers, as in the out-before-in API before) fail to compile
@@ -125,6 +129,8 @@ class BlockSparsePattern {
   std::string str() const;
 
   bool operator==(const BlockSparsePattern& other) const;
+  /// The kernels' view of this pattern (internal; built with the pattern).
+  const detail::BlockCsr& csr() const;
 
   struct Impl;
 

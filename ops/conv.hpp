@@ -10,7 +10,7 @@
 //
 // Implementation: with unit strides and an output grid as wide as the image ("same" padding, every
 // such 1-d convolution), xgrad's direct kernels (Notes [Direct convolution] and [Direct weight
-// gradient] in ops/detail/gemm_loops.hpp: the forward and the input gradient read each tap's shifted
+// gradient] in ops/kernels/gemm_loops.hpp: the forward and the input gradient read each tap's shifted
 // plane straight from the image, no im2col matrix, no col2im); otherwise (Note [im2col convolution]
 // in conv.cpp) im2col + one GEMM per group and chunk of samples, through detail::gemm (the project's
 // BLAS entry). Chunks are fixed by the shapes and run as TBB tasks; the weight gradient sums per-run

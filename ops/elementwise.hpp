@@ -2,7 +2,7 @@
 // Elementwise ops with NumPy broadcasting. Each gradient is summed back to its input's shape
 // (over the broadcast axes).
 //
-// Dtypes (Note [Integer promotion] in ops/detail/elementwise_impl.hpp): the ops compute in float32
+// Dtypes (Note [Integer promotion] in ops/define/elementwise_impl.hpp): the ops compute in float32
 // or float64. add, sub, mul, div, pow, maximum and minimum promote float32 with float64 to float64,
 // as PyTorch (the float32 operand is converted with the differentiable .to(), so its gradient comes
 // back in float32); the other binary ops need both float inputs of one dtype (convert one with

@@ -14,8 +14,8 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
-#include "xgrad/ops/detail/gather_map.hpp"
-#include "xgrad/ops/detail/scatter_rows.hpp"
+#include "xgrad/ops/define/gather_map.hpp"
+#include "xgrad/ops/kernels/scatter_rows.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
@@ -106,7 +106,7 @@ std::int64_t norm_dim(const char* op, std::int64_t dim, const Shape& s) {
 // with no inverse at all. A scatter along dim 0 of rows narrower than that (the row-broadcast
 // scatter of bench/index_ops.cpp) runs serially at any thread count: splitting its columns among
 // threads made it slower (see scatter_along_kernel). A 1-d scatter (one o, one i) is a row scatter
-// instead (Note [Row scatter], ops/detail/scatter_rows.cpp).
+// instead (Note [Row scatter], ops/kernels/scatter_rows.cpp).
 
 // The offsets, in a contiguous tensor of shape s, of the positions of an index of shape `is` along
 // dim a (is[d] <= s[d] for d != a).

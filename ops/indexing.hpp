@@ -14,14 +14,14 @@
 // the same bits (Note [Determinism]). Three kernels do it, none with an index per element beyond
 // the index the user passed:
 // - index_add, the backward of index_select (and so of nn::Embedding) and a 1-d scatter_add add
-//   whole rows chosen by one index per row (Note [Row scatter], ops/detail/scatter_rows.cpp): the
+//   whole rows chosen by one index per row (Note [Row scatter], ops/kernels/scatter_rows.cpp): the
 //   serial loop at 1 thread; with more, tasks own destination rows and walk the inverse of the
 //   row indices (CSR, a counting sort built in parallel, O(E) ints), adding rows with SIMD.
 // - gather, take_along_dim and scatter_add (and their backward, each other's) read their full
 //   index tensor in place (Note [Index along a dim], indexing.cpp): a scatter splits the work by
 //   the positions off the dim, which never meet, so it needs no inverse at all.
 // - index (x[idx]), topk, sort and max/min with indices go through an index map
-//   (ops/detail/gather_map.cpp, Note [Deterministic scatter]).
+//   (ops/define/gather_map.cpp, Note [Deterministic scatter]).
 // Ties in argmax/argmin/topk/sort go to the lowest index (sort is always stable, topk and sort put
 // NaN above every number, as torch does).
 #include <concepts>

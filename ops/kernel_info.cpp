@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "xgrad/ops/detail/blas.hpp"
+#include "xgrad/ops/kernels/blas.hpp"
 
 namespace xgrad {
 

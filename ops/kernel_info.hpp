@@ -1,7 +1,7 @@
 #pragma once
 // Which kernels run xgrad's dense work on this machine: the CPU report of core (xgrad::cpu_info(),
 // Note [CPU report] in core/cpu_info.hpp) plus what only the ops layer knows, OpenBLAS's core and
-// the GEMM backend xgrad chose (Note [GEMM backend] in ops/detail/blas.cpp; XGRAD_GEMM).
+// the GEMM backend xgrad chose (Note [GEMM backend] in ops/kernels/blas.cpp; XGRAD_GEMM).
 #include <string>
 
 #include "xgrad/core/cpu_info.hpp"
@@ -21,7 +21,7 @@ struct KernelInfo {
 
   /// True when OpenBLAS's kernels are below the widest instruction set the CPU supports, in FMA rate:
   /// AVX2 kernels are not below AVX-512 on a CPU that runs 512-bit FMAs at the 256-bit rate (AMD Zen 4;
-  /// Note [GEMM backend] in ops/detail/blas.cpp).
+  /// Note [GEMM backend] in ops/kernels/blas.cpp).
   bool openblas_below_cpu = false;
   /// A short multi-line report: cpu_info's lines, then "openblas: ...", "gemm: ...".
   std::string str() const;

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "detail/ceil_div.hpp"
+#include "xgrad/ops/kernels/ceil_div.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
@@ -17,7 +17,7 @@ namespace xgrad {
 
 namespace {
 
-using detail::ceil_div;  // ops/detail/ceil_div.hpp
+using detail::ceil_div;  // ops/kernels/ceil_div.hpp
 
 // torch's div_rtn: division rounding towards negative infinity.
 std::int64_t floor_div(std::int64_t a, std::int64_t b) {

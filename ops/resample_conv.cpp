@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
+#include <limits>
+#include <mutex>
 #include <new>
 #include <stdexcept>
 
@@ -13,12 +16,129 @@
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
-#include "xgrad/ops/detail/resample_kernels.hpp"
+#include "xgrad/ops/kernels/resample_kernels.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 
 namespace xgrad {
+
+namespace detail::resample {
+
+/// Shared state behind a Response handle (the cache is filled lazily, under a mutex).
+struct ResponseState {
+  bool sampled = false;
+  double lo = 0, hi = 0;
+  Response::Fn fn, dfn;
+  // Derivatives of order 2, 3, ...: higher[k - 2] = r^(k) (Note [Response derivatives] in
+  // resample_conv.cpp). Empty for a sampled response, whose derivatives of every order are its
+  // interpolant's (sampled_cells).
+  std::vector<Response::Fn> higher;
+  std::vector<double> breakpoints;  // sorted, inside (lo, hi)
+  std::string name = "callable";
+  std::string spec;  // a named response as its constructor is written, "gaussian(sigma=0.5, truncate=4)"
+  Tensor values;
+  Interp interp = Interp::cubic;
+  /// The derivative of this order of a callable (0: fn), or null when the response lacks it.
+  const Response::Fn* nth(int order) const {
+    if (order == 0) return &fn;
+    if (order == 1) return dfn ? &dfn : nullptr;
+    const std::size_t k = static_cast<std::size_t>(order - 2);
+    return order > 1 && k < higher.size() && higher[k] ? &higher[k] : nullptr;
+  }
+  /// The highest derivative order available (INT_MAX for a sampled response).
+  int max_order() const;
+  struct Entry {
+    bool polyphase;
+    int order;  // of the derivative tabulated (0: the response itself)
+    double dx;
+    double tol;
+    std::shared_ptr<const Table> table;  // null: no table meets tol (exact evaluation)
+    std::string why;                     // with a null table: the reason
+  };
+  std::mutex mutex;
+  std::vector<Entry> cache;  // tables are functions of the key: a hit returns what a build would
+  /// The table of the derivative of this order (0: the response) for the key (built on the first
+  /// call; the order must be available). A null table (per-tap evaluation) sets `why` and, the first
+  /// time, calls the fallback handler (Note [Fallback handler] in resample_conv.hpp).
+  std::shared_ptr<const Table> get(bool polyphase, int order, double dx, double tol, std::string* why = nullptr);
+};
+
+
+namespace {
+// Note [Fallback handler]: by default one line on stderr, the first time only in the process (as
+// PyTorch's TORCH_WARN_ONCE does, e.g. for its MPS-to-CPU fallback).
+void warn_once(const std::string& message) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::fprintf(stderr,
+                 "xgrad warning: %s (shown once; ResampleConvOptions::strict refuses this, and "
+                 "set_resample_conv_fallback_handler replaces this warning)\n",
+                 message.c_str());
+  });
+}
+std::mutex g_handler_mutex;
+ResampleConvFallbackHandler g_handler = warn_once;
+}  // namespace
+
+ResampleConvFallbackHandler exchange_fallback_handler(ResampleConvFallbackHandler h) {
+  std::lock_guard<std::mutex> lock(g_handler_mutex);
+  std::swap(g_handler, h);
+  return h;
+}
+
+int ResponseState::max_order() const {
+  if (sampled) return std::numeric_limits<int>::max();
+  int k = 0;
+  while (nth(k + 1) != nullptr) ++k;
+  return k;
+}
+
+std::shared_ptr<const Table> ResponseState::get(bool polyphase, int order, double dx, double tol, std::string* why) {
+  std::string message;
+  std::shared_ptr<const Table> t;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto& e : cache)
+      if (e.polyphase == polyphase && e.order == order && e.tol == tol && (!polyphase || e.dx == dx)) {
+        if (why && !e.table) *why = e.why;
+        return e.table;
+      }
+    const auto& g = *nth(order);
+    const bool derivative = order > 0;
+    const std::string what = order == 0   ? std::string("forward")
+                             : order == 1 ? std::string("derivative")
+                                          : fmt::format("derivative of order {}", order);
+    std::string reason;
+    t = polyphase ? build_polyphase(g, lo, hi, dx, tol, breakpoints, &reason)
+                  : build_lattice(g, lo, hi, tol, breakpoints, &reason);
+    if (!t && breakpoints.empty())
+      reason +=
+          "; if the response has kinks or jumps inside its support, declare them as breakpoints "
+          "(Response::callable(fn, lo, hi, dfn, breakpoints)), or raise ResampleConvOptions::tolerance";
+    if (!t) {
+      message = fmt::format(
+          "resample_conv: the {} response (support [{}, {}]) has no {} table for {}: {}; its {} is evaluated at "
+          "every tap (slow)",
+          name, lo, hi, what,
+          polyphase ? fmt::format("a uniform grid of spacing {}", dx) : std::string("a non-uniform grid"), reason,
+          derivative ? what : std::string("callable"));
+      if (why) *why = message;
+    }
+    cache.push_back({polyphase, order, dx, tol, t, message});
+  }
+  if (!message.empty()) {  // the first time only; outside the table mutex (the handler may call the op)
+    ResampleConvFallbackHandler h;
+    {
+      std::lock_guard<std::mutex> lock(g_handler_mutex);
+      h = g_handler;
+    }
+    if (h) h(message);
+  }
+  return t;
+}
+
+}  // namespace detail::resample
 
 namespace rs = detail::resample;
 
@@ -387,7 +507,7 @@ double eval_sampled(const rs::ResponseState& s, double d, int order) {
   const std::vector<double> v = s.values.to_vector();
   const std::int64_t K = static_cast<std::int64_t>(v.size());
   const double delta = (s.hi - s.lo) / static_cast<double>(K - 1);
-  const std::vector<double> cells = rs::sampled_cells(v, s.interp, delta, order);
+  const std::vector<double> cells = rs::sampled_cells(v, s.interp == Interp::linear, delta, order);
   const double u = (d - s.lo) / delta;
   const std::int64_t i = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(u)), 0, K - 2);
   const double t = u - static_cast<double>(i);
@@ -440,7 +560,7 @@ EvalHolder make_evaluator(const FineGrid& grid, const Response& r, const Tensor&
     const std::int64_t K = values.numel();
     h.ev.kind = rs::Evaluator::sampled;
     h.ev.delta = (s.hi - s.lo) / static_cast<double>(K - 1);
-    h.cells = rs::sampled_cells(values.to_vector(), s.interp, h.ev.delta, order);
+    h.cells = rs::sampled_cells(values.to_vector(), s.interp == Interp::linear, h.ev.delta, order);
     h.ev.cells = h.cells.data();
     h.ev.ncells = K - 1;
     // Note [Sampled responses on a uniform grid]: with a tolerance a float32 result can use (the
@@ -459,7 +579,7 @@ EvalHolder make_evaluator(const FineGrid& grid, const Response& r, const Tensor&
         const double sk = std::sin(M_PI * static_cast<double>(k) / static_cast<double>(K - 1));
         bump[static_cast<std::size_t>(k)] = K == 2 ? static_cast<double>(k) : sk * sk;
       }
-      const std::vector<double> probe = rs::sampled_cells(bump, s.interp, h.ev.delta, order);
+      const std::vector<double> probe = rs::sampled_cells(bump, s.interp == Interp::linear, h.ev.delta, order);
       h.table = rs::build_polyphase_sampled(h.cells, probe, h.ev.delta, s.lo, s.hi, grid.dx(), tol, smoothness);
       if (h.table) {
         h.ev.kind = rs::Evaluator::polyphase;
@@ -691,7 +811,7 @@ struct ResampleConvBackwardValues : Function<ResampleConvBackwardValues> {
       using T = typename decltype(tag)::type;
       gcells = rs::backward_cells<T>(geo, K - 1, delta, pr, f.data<T>(), g.data<T>());
     });
-    return Tensor::from_vector(rs::sampled_cells_adjoint(gcells, K, fam.response.interp(), delta, fam.order), {K},
+    return Tensor::from_vector(rs::sampled_cells_adjoint(gcells, K, fam.response.interp() == Interp::linear, delta, fam.order), {K},
                                f.dtype());
   }
   Tensors backward(const Tensors& grads);
@@ -790,7 +910,7 @@ Tensors ResampleConvBackward::kernel(const Tensor& g, const Tensor& f, const Ten
     if (want_v) {
       const std::int64_t K = values.numel();
       const double delta = (response.hi() - response.lo()) / static_cast<double>(K - 1);
-      gv = Tensor::from_vector(rs::sampled_cells_adjoint(gcells, K, response.interp(), delta, fam.order),
+      gv = Tensor::from_vector(rs::sampled_cells_adjoint(gcells, K, response.interp() == Interp::linear, delta, fam.order),
                                values.shape(), values.dtype());
     }
   });
@@ -939,7 +1059,7 @@ double resample_conv_error_bound(const Tensor& f, const Tensor& coarse, const Fi
     const std::vector<double> v = response.values().to_vector();
     K = static_cast<std::int64_t>(v.size());
     delta = (hi - lo) / static_cast<double>(K - 1);
-    cells = rs::sampled_cells(v, response.interp(), delta, false);
+    cells = rs::sampled_cells(v, response.interp() == Interp::linear, delta, false);
   }
   auto r_abs = [&](double d) {
     if (!response.is_sampled()) return std::abs(response(d));

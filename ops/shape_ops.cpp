@@ -2,10 +2,6 @@
 
 #include <fmt/format.h>  // fmt::join
 
-#if defined(__AVX2__)
-#include <immintrin.h>  // Note [Streaming row copies]
-#endif
-
 #include <algorithm>
 #include <cassert>
 #include <cstring>
@@ -15,9 +11,10 @@
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
-#include "xgrad/ops/detail/broadcast_kernel.hpp"
-#include "xgrad/ops/detail/reduce_kernel.hpp"
-#include "xgrad/ops/detail/scatter_rows.hpp"
+#include "xgrad/ops/kernels/broadcast_kernel.hpp"
+#include "xgrad/ops/kernels/copy_rows.hpp"
+#include "xgrad/ops/define/sum_to.hpp"
+#include "xgrad/ops/kernels/scatter_rows.hpp"
 
 namespace xgrad {
 
@@ -54,87 +51,6 @@ std::int64_t prod(const Shape& s, std::size_t begin, std::size_t end, const char
 // Grain (in rows) so that a task copies about kParallelGrain elements.
 std::int64_t row_grain(std::int64_t row_len) {
   return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, row_len));
-}
-
-#if defined(__AVX2__)
-// copy_rows' loop for rows of whole 32-byte vectors (`bytes` a multiple of 32), with streaming
-// (Stream) or plain stores. The row length is a local of each task, not read through the lambda's
-// captured reference: the stores could alias it, and reloading it between stores cost the streamed
-// lookup about half its speed (a harness, 1 thread: 1.6 ms for 32-byte stores with the length
-// reloaded between them, 0.8-1.1 ms for whole lines from locals). Rows go a whole 64-byte line (two
-// stores) at a time, so a streamed line's write-combining buffer fills at once; a short source row
-// (up to 1 KB: a gather from a table in L2/L3) is prefetched 8 rows ahead.
-template <bool Stream, class SrcRow, class DstRow>
-void copy_rows_avx2(const char* s, char* d, std::int64_t rows, std::int64_t len, std::size_t bytes, SrcRow src_row,
-                    DstRow dst_row) {
-  const auto store = [](__m256i* p, __m256i v) {
-    if constexpr (Stream)
-      _mm256_stream_si256(p, v);
-    else
-      _mm256_storeu_si256(p, v);
-  };
-  parallel_for(0, rows, row_grain(len), [=](std::int64_t r0, std::int64_t r1) {
-    const std::size_t nb = bytes, nv = bytes / 32;  // locals: no store can alias them
-    for (std::int64_t r = r0; r < r1; ++r) {
-      if (nb <= 1024 && r + 8 < r1) {
-        const char* ahead = s + static_cast<std::size_t>(src_row(r + 8)) * nb;
-        for (std::size_t k = 0; k < nb; k += 64) _mm_prefetch(ahead + k, _MM_HINT_T0);
-      }
-      auto* dp = reinterpret_cast<__m256i*>(d + static_cast<std::size_t>(dst_row(r)) * nb);
-      const auto* sp = reinterpret_cast<const __m256i*>(s + static_cast<std::size_t>(src_row(r)) * nb);
-      std::size_t k = 0;
-      for (; k + 2 <= nv; k += 2) {
-        const __m256i a = _mm256_loadu_si256(sp + k), b = _mm256_loadu_si256(sp + k + 1);
-        store(dp + k, a);
-        store(dp + k + 1, b);
-      }
-      if (k < nv) store(dp + k, _mm256_loadu_si256(sp + k));
-    }
-    if constexpr (Stream) _mm_sfence();  // the streamed lines are visible before the task reports done
-  });
-}
-#endif
-
-// Copies `rows` rows of `len` elements: row r goes from src + src_row(r) * len to dst + dst_row(r) * len.
-// Each destination row is written by one task.
-template <class SrcRow, class DstRow>
-void copy_rows(const Tensor& src, Tensor& dst, std::int64_t rows, std::int64_t len, SrcRow src_row, DstRow dst_row) {
-  const std::size_t esize = dtype_size(src.dtype());
-  const char* s = static_cast<const char*>(src.raw_data());
-  char* d = static_cast<char*>(dst.raw_data());
-  const std::size_t bytes = static_cast<std::size_t>(len) * esize;
-  if (bytes == 0) return;
-#if defined(__AVX2__)
-  // Note [Streaming row copies]: a destination of 8 MB or more (an embedding lookup, a graph's
-  // gathered rows: tens of MB written once) is written with streaming stores, which skip reading
-  // each destination line before writing it. 100,000 rows of 256 bytes from a 2.5 MB table on the
-  // 2-core test machine: 0.92 ms streamed against 1.6 ms with memcpy (1.3 ms with 32-byte stores)
-  // at 1 thread; at 2 threads both are bound by memory bandwidth, about 1 ms. The price: the output
-  // is not left in the cache for its consumer (nor written into the cache where a reused output fits
-  // the L3, as the embedding benchmark's does). So only a single thread streams: with two, plain
-  // stores into the (reused, cache-warm) output measured faster,
-  // 0.66-0.80 against 0.88-1.07 ms for the embedding lookup and 1.57-1.76 against 1.80-1.85 ms for
-  // index_select, while at one thread streaming kept index_select at 2.0 against 2.6-3.1 ms
-  // (index_ops_bench, alternating runs). A copy gives the same bits either way.
-  constexpr std::size_t kStreamMinBytes = std::size_t{8} << 20;
-  if (bytes % 32 == 0 && static_cast<std::size_t>(rows) * bytes >= kStreamMinBytes &&
-      reinterpret_cast<std::uintptr_t>(d) % 32 == 0 && get_num_threads() == 1) {
-    copy_rows_avx2<true>(s, d, rows, len, bytes, src_row, dst_row);
-    return;
-  }
-  if (bytes % 32 == 0 && bytes <= 1024) {
-    // Otherwise, short rows of whole 32-byte vectors are copied by the same inlined loop with plain
-    // stores: the embedding lookup 0.71-0.96 against 0.78-1.09 ms with a memcpy call per row
-    // (alternating runs, 2 threads).
-    copy_rows_avx2<false>(s, d, rows, len, bytes, src_row, dst_row);
-    return;
-  }
-#endif
-  parallel_for(0, rows, row_grain(len), [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t r = r0; r < r1; ++r)
-      std::memcpy(d + static_cast<std::size_t>(dst_row(r)) * bytes, s + static_cast<std::size_t>(src_row(r)) * bytes,
-                  bytes);
-  });
 }
 
 // ---- views: reshape, flatten, squeeze, unsqueeze ---------------------------------------------------
@@ -331,21 +247,12 @@ Tensor gather_rows(const Tensor& x, std::int64_t axis, std::span<const std::int6
   out_shape[static_cast<std::size_t>(axis)] = len;
   Tensor y = Tensor::empty(out_shape, x.dtype());
   if (y.numel() == 0) return y;
-  if (g.outer == 1) {  // dim 0 (embeddings, graph features): no division per row
-    copy_rows(
-        x, y, len, g.inner, [&](std::int64_t r) { return pos[static_cast<std::size_t>(r)]; },
-        [](std::int64_t r) { return r; });
-    return y;
-  }
-  copy_rows(
-      x, y, g.outer * len, g.inner,
-      [&](std::int64_t r) { return (r / len) * g.n + pos[static_cast<std::size_t>(r % len)]; },
-      [](std::int64_t r) { return r; });
+  detail::copy_rows(x.raw_data(), y.raw_data(), g.inner, dtype_size(x.dtype()), g.outer, len, g.n, pos.data(), false);
   return y;
 }
 
 // dx = zeros(x_shape) with dx[o, pos(j)] += g[o, j]: a copy for distinct positions (slice), else
-// the row scatter of Note [Row scatter] (ops/detail/scatter_rows.cpp): repeated positions sum in
+// the row scatter of Note [Row scatter] (ops/kernels/scatter_rows.cpp): repeated positions sum in
 // increasing j for any thread count, with one index per row and the inverse built in parallel.
 Tensor scatter_add_rows(const Tensor& g, const Shape& x_shape, std::int64_t axis, const std::vector<std::int64_t>& pos,
                         bool distinct) {
@@ -354,9 +261,8 @@ Tensor scatter_add_rows(const Tensor& g, const Shape& x_shape, std::int64_t axis
   Tensor dx = Tensor::zeros(x_shape, g.dtype());
   if (dx.numel() == 0 || g.numel() == 0) return dx;
   if (distinct) {
-    copy_rows(
-        g, dx, geo.outer * len, geo.inner, [](std::int64_t r) { return r; },
-        [&](std::int64_t r) { return (r / len) * geo.n + pos[static_cast<std::size_t>(r % len)]; });
+    detail::copy_rows(g.raw_data(), dx.raw_data(), geo.inner, dtype_size(g.dtype()), geo.outer, len, geo.n, pos.data(),
+                      true);
     return dx;
   }
   detail::add_rows_at(g, dx, geo.outer, geo.n, geo.inner, pos);
@@ -790,7 +696,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
 }  // namespace xgrad
 
 // ---- split, chunk, flip, roll, repeat, pad -------------------------------------------------------
-#include "xgrad/ops/detail/gather_map.hpp"
+#include "xgrad/ops/define/gather_map.hpp"
 
 namespace xgrad {
 

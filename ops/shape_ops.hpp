@@ -59,7 +59,7 @@ Tensor expand(const Tensor& x, const Shape& shape);
 inline Tensor broadcast_to(const Tensor& x, const Shape& shape) { return expand(x, shape); }
 
 // ---- torch's names and the copy-type shape ops ----------------------------------------------------
-// flip, roll, repeat and pad gather through an index map (ops/detail/gather_map.hpp); their
+// flip, roll, repeat and pad gather through an index map (ops/define/gather_map.hpp); their
 // backward sums g over each source element in increasing output order (deterministic).
 
 /// torch::cat: concat under torch's name.

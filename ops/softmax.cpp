@@ -6,7 +6,7 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
-#include "xgrad/ops/detail/vec_kernel.hpp"
+#include "xgrad/ops/kernels/vec_kernel.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduction.hpp"
 
@@ -15,7 +15,7 @@ namespace xgrad {
 namespace {
 
 // Note [Softmax kernels]: a hand-written forward and backward instead of the composite
-// exp/sum/div: one fused pass per row (vectorised exp, see ops/detail/vec_kernel.hpp) instead of five,
+// exp/sum/div: one fused pass per row (vectorised exp, see ops/kernels/vec_kernel.hpp) instead of five,
 // and only the output y is saved for backward instead of three full-size temporaries. x is seen as (outer, n, inner)
 // with n the softmax axis. For inner == 1 every row is contiguous; otherwise a task takes one outer index and a block
 // of up to kColBlock columns, so the innermost loop stays contiguous. Each row is computed by one task in a fixed order

@@ -28,7 +28,7 @@
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
-#include "xgrad/ops/detail/sparse_kernels.hpp"
+#include "xgrad/ops/kernels/sparse_kernels.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/indexing.hpp"
 #include "xgrad/ops/reduction.hpp"
@@ -170,62 +170,18 @@ bool CsrPattern::operator==(const CsrPattern& o) const {
          (rows() == o.rows() && cols() == o.cols() && impl_->crow == o.impl_->crow && impl_->col == o.impl_->col);
 }
 
-// Counting sort of the entries by column (Note [Cached transpose]): walking the rows in order puts
-// each column's entries in increasing row order, so Aᵀ's rows are sorted like any CSR's. In
-// parallel over P blocks of rows (P = the thread count, at most 8; serial below 2^16 entries): each
-// block counts its entries per column, a prefix over (column, block) gives every block its first
-// slot in each column, and the blocks scatter their entries independently. The result of a stable
-// counting sort does not depend on P, so it is the same at any thread count.
+// The transpose is a counting sort of the entries by column (detail::csr_transpose, Note [Cached
+// transpose]): the same at any thread count.
 const CsrPattern::Transposed& CsrPattern::transposed() const {
   const Impl& p = *impl_;
   if (!has_transposed()) check_transpose_memory(p.cols, nnz(), "CsrPattern::transposed");
   std::call_once(p.transposed_once, [&p] {
     Transposed t;
-    const std::int64_t nnz = static_cast<std::int64_t>(p.col.size()), cols = p.cols, rows = p.rows;
-    const std::int64_t* crow = p.crow.data();
-    const std::int64_t* col = p.col.data();
-    const std::int64_t blocks = nnz < (std::int64_t{1} << 16) ? 1 : std::clamp<std::int64_t>(get_num_threads(), 1, 8);
-    // block b holds rows [first[b], first[b + 1]): about nnz / blocks entries each
-    std::vector<std::int64_t> first{0};
-    for (std::int64_t b = 1; b < blocks; ++b)
-      first.push_back(std::upper_bound(crow, crow + rows, nnz * b / blocks) - crow - 1);
-    first.push_back(rows);
-    // next[b * cols + c]: the slot of block b's next entry in column c (counts first)
-    std::vector<std::int64_t> next(
-        static_cast<std::size_t>(checked_mul(blocks, cols, "CsrPattern::transposed", "cols")), 0);
-    const auto each_block = [&](auto&& fn) {
-      parallel_for(0, blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
-        for (std::int64_t b = b0; b < b1; ++b)
-          fn(b, first[static_cast<std::size_t>(b)], first[static_cast<std::size_t>(b) + 1]);
-      });
-    };
-    each_block([&](std::int64_t b, std::int64_t r0, std::int64_t r1) {
-      std::int64_t* cnt = next.data() + b * cols;
-      for (std::int64_t k = crow[r0]; k < crow[r1]; ++k) ++cnt[col[k]];
-    });
-    t.crow.assign(static_cast<std::size_t>(cols) + 1, 0);
-    std::int64_t slot = 0;
-    for (std::int64_t c = 0; c < cols; ++c) {
-      t.crow[static_cast<std::size_t>(c)] = slot;
-      for (std::int64_t b = 0; b < blocks; ++b) {
-        std::int64_t& n = next[static_cast<std::size_t>(b * cols + c)];
-        const std::int64_t count = n;
-        n = slot;
-        slot += count;
-      }
-    }
-    t.crow[static_cast<std::size_t>(cols)] = slot;
+    const std::int64_t nnz = static_cast<std::int64_t>(p.col.size());
+    t.crow.assign(static_cast<std::size_t>(p.cols) + 1, 0);
     t.col = std::vector<std::int64_t>(static_cast<std::size_t>(nnz));
     t.perm = std::vector<std::int64_t>(static_cast<std::size_t>(nnz));
-    each_block([&](std::int64_t b, std::int64_t r0, std::int64_t r1) {
-      std::int64_t* nx = next.data() + b * cols;
-      for (std::int64_t i = r0; i < r1; ++i)
-        for (std::int64_t k = crow[i]; k < crow[i + 1]; ++k) {
-          const auto dst = static_cast<std::size_t>(nx[col[k]]++);
-          t.col[dst] = i;
-          t.perm[dst] = k;
-        }
-    });
+    detail::csr_transpose(p.rows, p.cols, p.crow.data(), p.col.data(), t.crow.data(), t.col.data(), t.perm.data());
     p.transposed = std::move(t);
     p.has_transposed.store(true, std::memory_order_release);
   });

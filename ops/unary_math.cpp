@@ -1,11 +1,14 @@
-// Rounding, sign, reciprocals, the binary ops (atan2, fmod, remainder) and the one-sided clamps of
-// ops/unary_math.hpp; the transcendental ones are in ops/unary_math_trig.cpp and
-// unary_math_exp.cpp (Note [Elementwise build time] in ops/detail/elementwise_impl.hpp).
 #include "xgrad/ops/unary_math.hpp"
 
-#include "xgrad/ops/detail/elementwise_impl.hpp"
-#include "xgrad/ops/detail/pointwise.hpp"
+#include <numbers>
 
+#include "xgrad/ops/define/elementwise_impl.hpp"
+#include "xgrad/ops/define/pointwise.hpp"
+
+// The ops of ops/unary_math.hpp, as Pointwise ops (Note [One formula] in ops/define/pointwise.hpp)
+// and Binary ops (ops/define/elementwise_impl.hpp).
+
+// ---- rounding, sign, reciprocals, the binary ops (atan2, fmod, remainder), one-sided clamps -------
 namespace xgrad {
 
 namespace {
@@ -168,5 +171,119 @@ Tensor binary_op(const Tensor& a, const Tensor& b) {
 Tensor atan2(const Tensor& a, const Tensor& b) { return binary_op<Atan2Op>(a, b); }
 Tensor fmod(const Tensor& a, const Tensor& b) { return binary_op<FmodOp>(a, b); }
 Tensor remainder(const Tensor& a, const Tensor& b) { return binary_op<RemainderOp>(a, b); }
+
+}  // namespace xgrad
+
+// ---- the exponential, logarithmic and error-function ops: log1p, expm1, log2, log10, erf, erfc ----
+namespace xgrad {
+
+namespace {
+
+using namespace detail::pw::words;  // NOLINT(google-build-using-namespace): Note [One formula]
+
+struct Log1pOp : pw::Def<"log1p", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::log1p(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) { return g / (x + lit(x, 1)); };
+};
+struct Expm1Op : pw::Def<"expm1", Saves::output> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::expm1(x); };
+  static constexpr auto df = [](const auto& g, const auto& y, const Params&) { return g * (y + lit(y, 1)); };
+};
+struct Log2Op : pw::Def<"log2", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::log2(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) {
+    return g / (x * lit(x, std::numbers::ln2));
+  };
+};
+struct Log10Op : pw::Def<"log10", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::log10(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) {
+    return g / (x * lit(x, std::numbers::ln10));
+  };
+};
+// d erf = 2/sqrt(pi) * e^(-x^2)
+struct ErfOp : pw::Def<"erf", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::erf(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) {
+    return lit(x, std::numbers::inv_sqrtpi * 2) * pw::exp(-(x * x)) * g;
+  };
+};
+// d erfc = -2/sqrt(pi) * e^(-x^2); the C library's erfc (Note in pointwise.hpp, lanewise)
+struct ErfcOp : pw::Def<"erfc", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) {
+    using V = std::remove_cvref_t<decltype(x)>;
+    return pw::lanewise(x, [](pw::elem_t<V> v) { return std::erfc(v); });
+  };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) {
+    return lit(x, -std::numbers::inv_sqrtpi * 2) * pw::exp(-(x * x)) * g;
+  };
+};
+
+}  // namespace
+
+Tensor log1p(const Tensor& x) { return detail::pw::run<Log1pOp>(x); }
+Tensor expm1(const Tensor& x) { return detail::pw::run<Expm1Op>(x); }
+Tensor log2(const Tensor& x) { return detail::pw::run<Log2Op>(x); }
+Tensor log10(const Tensor& x) { return detail::pw::run<Log10Op>(x); }
+Tensor erf(const Tensor& x) { return detail::pw::run<ErfOp>(x); }
+Tensor erfc(const Tensor& x) { return detail::pw::run<ErfcOp>(x); }
+
+}  // namespace xgrad
+
+// ---- the trigonometric and hyperbolic ops: sin, cos, tan, asin, acos, atan, sinh, cosh -----------
+namespace xgrad {
+
+namespace {
+
+using namespace detail::pw::words;  // NOLINT(google-build-using-namespace): Note [One formula]
+
+struct SinOp : pw::Def<"sin", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::sin(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) { return g * pw::cos(x); };
+};
+struct CosOp : pw::Def<"cos", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::cos(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) { return g * -pw::sin(x); };
+};
+struct TanOp : pw::Def<"tan", Saves::output> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::tan(x); };
+  static constexpr auto df = [](const auto& g, const auto& y, const Params&) { return g * (lit(y, 1) + y * y); };
+};
+// d asin = 1/sqrt(1 - x^2), d acos = -1/sqrt(1 - x^2): inf at +-1, NaN outside (as torch)
+struct AsinOp : pw::Def<"asin", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::asin(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) {
+    return g * (lit(x, 1) / pw::sqrt(lit(x, 1) - x * x));
+  };
+};
+struct AcosOp : pw::Def<"acos", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::acos(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) {
+    return g * -(lit(x, 1) / pw::sqrt(lit(x, 1) - x * x));
+  };
+};
+struct AtanOp : pw::Def<"atan", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::atan(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) { return g / (x * x + lit(x, 1)); };
+};
+struct SinhOp : pw::Def<"sinh", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::sinh(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) { return g * pw::cosh(x); };
+};
+struct CoshOp : pw::Def<"cosh", Saves::input> {
+  static constexpr auto f = [](const auto& x, const Params&) { return pw::cosh(x); };
+  static constexpr auto df = [](const auto& g, const auto& x, const Params&) { return g * pw::sinh(x); };
+};
+
+}  // namespace
+
+Tensor sin(const Tensor& x) { return detail::pw::run<SinOp>(x); }
+Tensor cos(const Tensor& x) { return detail::pw::run<CosOp>(x); }
+Tensor tan(const Tensor& x) { return detail::pw::run<TanOp>(x); }
+Tensor asin(const Tensor& x) { return detail::pw::run<AsinOp>(x); }
+Tensor acos(const Tensor& x) { return detail::pw::run<AcosOp>(x); }
+Tensor atan(const Tensor& x) { return detail::pw::run<AtanOp>(x); }
+Tensor sinh(const Tensor& x) { return detail::pw::run<SinhOp>(x); }
+Tensor cosh(const Tensor& x) { return detail::pw::run<CoshOp>(x); }
 
 }  // namespace xgrad

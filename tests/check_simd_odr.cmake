@@ -1,4 +1,4 @@
-# Note [Kernel architectures] (ops/detail/simd.hpp): the *_simd512 objects of the ops library, compiled
+# Note [Kernel architectures] (ops/kernels/simd.hpp): the *_simd512 objects of the ops library, compiled
 # for x86-64-v4, must define no symbol the linker could merge with another file's copy (weak or unique
 # symbols: inline functions, template instantiations, static members) and export only their table
 # entry point. Usage: cmake -DNM=<nm> -DLIB=<libxgrad_ops.a> -P check_simd_odr.cmake

@@ -23,7 +23,7 @@
 // in xgrad's TBB pool and 1.30-1.33 ms in torch's pool (docs/python.md).
 // A count fixed with set_num_threads(n) runs in xgrad's TBB arena of n threads, as in C++.
 // xgrad holds OpenBLAS at one thread while its kernels run (Note [OpenBLAS threading] in
-// ops/detail/blas.cpp), process-wide; torch uses the same OpenBLAS for its dense GEMMs, and
+// ops/kernels/blas.cpp), process-wide; torch uses the same OpenBLAS for its dense GEMMs, and
 // torch.set_num_threads does not set it back. So every call here restores the OpenBLAS thread count
 // it found (OpenBlasRestore): torch's own GEMMs keep their threads next to xgrad_torch.
 #include <pybind11/pybind11.h>

@@ -1,4 +1,4 @@
-// Tests for core/parallel.* (Note [Thread arena], Note [Host thread pool]) and ops/detail/blas.*
+// Tests for core/parallel.* (Note [Thread arena], Note [Host thread pool]) and ops/kernels/blas.*
 // (Note [OpenBLAS threading]): the thread limit is xgrad's own task arena and leaves TBB's
 // process-wide limit alone, an application's global_control still caps it, limits change safely while
 // other threads run ops, nested and throwing bodies work, a host pool runs the loops with the same
@@ -22,7 +22,7 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/random.hpp"
 #include "xgrad/ops/block_sparse_linear.hpp"
-#include "xgrad/ops/detail/blas.hpp"
+#include "xgrad/ops/kernels/blas.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/matmul.hpp"
 #include "xgrad/ops/reduction.hpp"
@@ -249,7 +249,7 @@ TEST_CASE("blas: one entry point, OpenBLAS single-threaded whenever xgrad runs a
       {"gemm", "k=4294967296", "32-bit BLAS"});
   // An application that turned OpenBLAS's threads up gets them turned down by xgrad's next GEMM on
   // OpenBLAS (forced here: under OPENBLAS_CORETYPE=Prescott the auto backend is xgrad's own GEMM,
-  // which leaves OpenBLAS alone; Note [GEMM backend] in ops/detail/blas.cpp).
+  // which leaves OpenBLAS alone; Note [GEMM backend] in ops/kernels/blas.cpp).
   openblas_set_num_threads(2);
   Generator gen(7);
   const Tensor a = Tensor::randn({8, 8}, gen), b = Tensor::randn({8, 8}, gen);

@@ -10,7 +10,7 @@
 #include "support.hpp"
 #include "xgrad/core/detail/cpu.hpp"
 #include "xgrad/ops/block_sparse_linear.hpp"
-#include "xgrad/ops/detail/block_sparse_simd512.hpp"
+#include "xgrad/ops/kernels/block_sparse_simd512.hpp"
 
 using namespace xgrad;
 using xgrad::test::dense_index;
@@ -364,7 +364,7 @@ TEST_CASE("block_sparse_linear: bit-identical with 1 and 2 threads", "[block_spa
 }
 
 TEST_CASE("block_sparse_linear: the AVX-512 and the AVX2 float32 kernels agree", "[block_sparse_linear][simd]") {
-  // Note [AVX-512 kernels] in ops/detail/block_sparse_simd512.hpp: where both widths run the same kernel family
+  // Note [AVX-512 kernels] in ops/kernels/block_sparse_simd512.hpp: where both widths run the same kernel family
   // (lane or tile), every element is summed in the same order: identical, except the lane weight
   // gradient (its 16-lane reduction tree). 128-wide groups, and the 64-wide weight gradient with few
   // blocks per column group, take OpenBLAS's GEMM under AVX2: equal to float32 rounding only.

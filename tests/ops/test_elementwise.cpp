@@ -187,7 +187,7 @@ TEST_CASE("elementwise: bad inputs raise xgrad::Error naming op and shapes", "[e
   test::require_error([&] { exp(Tensor()); }, {"exp", "undefined"});
 }
 
-// ---- integer and bool dtypes (Note [Integer promotion] in ops/detail/elementwise_impl.hpp) -------
+// ---- integer and bool dtypes (Note [Integer promotion] in ops/define/elementwise_impl.hpp) -------
 
 namespace {
 // Random integers in [-9, 9] of dtype `dt` (0/1 for bool, [0, 18] for uint8).

@@ -1,5 +1,5 @@
-// Tests for xgrad's own GEMM (ops/detail/gemm_kernels.hpp) and blas::gemm's backend choice
-// (Note [GEMM backend] in ops/detail/blas.cpp): against a double-accumulated triple loop for every
+// Tests for xgrad's own GEMM (ops/kernels/gemm_kernels.hpp) and blas::gemm's backend choice
+// (Note [GEMM backend] in ops/kernels/blas.cpp): against a double-accumulated triple loop for every
 // transpose, odd and empty sizes, padded leading dimensions and alpha / beta (beta = 0 over NaN); both
 // kernel families; thread determinism of matmul on the own backend; XGRAD_GEMM; kernel_info.
 #include <cmath>
@@ -13,8 +13,8 @@
 #include "support.hpp"
 #include "xgrad/core/cpu_info.hpp"
 #include "xgrad/core/detail/cpu.hpp"
-#include "xgrad/ops/detail/blas.hpp"
-#include "xgrad/ops/detail/gemm_kernels.hpp"
+#include "xgrad/ops/kernels/blas.hpp"
+#include "xgrad/ops/kernels/gemm_kernels.hpp"
 #include "xgrad/ops/kernel_info.hpp"
 #include "xgrad/ops/matmul.hpp"
 

@@ -2,7 +2,8 @@
 #include <array>
 
 #include "support.hpp"
-#include "xgrad/ops/detail/blas.hpp"
+#include "xgrad/ops/kernels/blas.hpp"
+#include "xgrad/ops/kernels/tiled_gemm.hpp"
 #include "xgrad/ops/matmul.hpp"
 
 using namespace xgrad;

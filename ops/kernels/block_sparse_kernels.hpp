@@ -1,0 +1,41 @@
+#pragma once
+// Internal kernels of ops/block_sparse_linear.cpp (see Note [Block-sparse parallelism] there).
+// Pointers are contiguous row-major: x (M, in), y and g (M, out), w the packed blocks.
+#include <cstdint>
+#include <vector>
+
+namespace xgrad::detail {
+
+/// The kernels' block CSR (BlockSparsePattern of ops/block_sparse_linear.hpp builds one and keeps it):
+/// the weight's rows and columns cut into groups, the stored blocks by row group (blocks[row_ptr[r] :
+/// row_ptr[r + 1]]) and, through col_index, by column group (ordered by row group inside).
+struct BlockCsr {
+  /// W[row : row + rows, col : col + cols], stored at weight element `offset`.
+  struct Block {
+    std::int64_t row = 0, rows = 0, col = 0, cols = 0, offset = 0;
+    std::int64_t row_group = 0, col_group = 0;
+  };
+  /// [begin, begin + size).
+  struct Group {
+    std::int64_t begin = 0, size = 0;
+  };
+  std::int64_t in = 0, out = 0, stored = 0;  // features and stored weight elements
+  std::vector<Block> blocks;
+  std::vector<Group> row_groups, col_groups;
+  std::vector<std::int64_t> row_ptr, col_ptr, col_index;
+};
+
+/// y = x W^T + b (b may be null: zero).
+template <class T>
+void bsl_forward(const BlockCsr& p, const T* x, std::int64_t m, const T* w, const T* b, T* y);
+/// dx = g W (dx fully written; zero on columns with no block).
+template <class T>
+void bsl_input_grad(const BlockCsr& p, const T* g, std::int64_t m, const T* w, T* dx);
+/// dw_B = g[:, rows(B)]^T x[:, cols(B)] for every stored block B (dw fully written).
+template <class T>
+void bsl_weight_grad(const BlockCsr& p, const T* g, const T* x, std::int64_t m, T* dw);
+/// db = column sums of g (M, n).
+template <class T>
+void bsl_bias_grad(const T* g, std::int64_t m, std::int64_t n, T* db);
+
+}  // namespace xgrad::detail
