@@ -10,7 +10,7 @@ literals) under core/ ops/ nn/ distributed/ examples/ bench/ tests/ python/ fuzz
    or hours. A duration that is a rule rather than a measurement passes when one of the rule words
    after, every, at least, at most, up to, >=, <=, timeout, sleep(s), wait(s), default, limit,
    budget, grace
-   stands in the 30 characters before the number (within its sentence), or `later`, `timeout`,
+   stands in the 15 characters before the number (within its sentence), or `later`, `timeout`,
    `(is the) limit` or `by default` follows it: "a timeout of 5 s", "after 20 ms", "5 minutes by default", "aborts 5 s later".
    A bare `s` needs a space after the number ("5 s"; "1s" and "3s" are plurals) and must not be
    followed by an operator or a closing parenthesis (the math "(1 - 2 s)").
@@ -146,7 +146,7 @@ NUM = r'(?<![\w.])\d+(?:[.,]\d+)*(?:\s*(?:-|–|to)\s*\d+(?:\.\d+)?)?'
 TIME = re.compile(NUM + r'\s*(?:~\s*)?(?:ns|us|µs|μs|ms|secs?|seconds?|min|minutes?|hours?)\b'
                   r'|' + NUM + r'\s+s\b(?!\s*[-+*/^)=])')
 RULE_BEFORE = re.compile(r'(?:>=|<=|\b(?:after|every|at least|at most|up to|time-?outs?|sleeps?|waits?|default|'
-                         r'limit|budget|grace)\b)[^.;:]{0,30}$', re.I)
+                         r'limit|budget|grace)\b)[^.;:]{0,15}$', re.I)
 RULE_AFTER = re.compile(r'^\s*(?:later|time-?outs?|(?:is )?(?:the )?limit|by default)\b', re.I)
 RATE = re.compile(NUM + r'\s*(?:[KMGTP]?i?(?:B|bit|bits|byte|bytes|FLOP|flop|op|ops|it|elements?|rows?)/s|'
                   r'[GT]?FLOPS|[GT]?flops)\b')
