@@ -1,5 +1,5 @@
-// The arithmetic binary ops; the others are in ops/detail/elementwise_*.cpp (Note [Elementwise build
-// time] in ops/detail/elementwise_impl.hpp).
+// The arithmetic binary ops; the others of ops/elementwise.hpp are in ops/elementwise_*.cpp (Note
+// [Elementwise build time] in ops/detail/elementwise_impl.hpp).
 #include "xgrad/ops/elementwise.hpp"
 
 #include "xgrad/ops/detail/elementwise_impl.hpp"

@@ -60,8 +60,8 @@ std::int64_t row_grain(std::int64_t row_len) {
 // copy_rows' loop for rows of whole 32-byte vectors (`bytes` a multiple of 32), with streaming
 // (Stream) or plain stores. The row length is a local of each task, not read through the lambda's
 // captured reference: the stores could alias it, and reloading it between stores cost the streamed
-// lookup about half its speed (a harness, 1 thread: 1.6 ms for 32-byte stores with the length
-// reloaded between them, 0.8-1.1 ms for whole lines from locals). Rows go a whole 64-byte line (two
+// lookup about half its speed (bench/results/tuning_notes.md, "The row length in copy_rows_avx2").
+// Rows go a whole 64-byte line (two
 // stores) at a time, so a streamed line's write-combining buffer fills at once; a short source row
 // (up to 1 KB: a gather from a table in L2/L3) is prefetched 8 rows ahead.
 template <bool Stream, class SrcRow, class DstRow>
@@ -107,15 +107,15 @@ void copy_rows(const Tensor& src, Tensor& dst, std::int64_t rows, std::int64_t l
 #if defined(__AVX2__)
   // Note [Streaming row copies]: a destination of 8 MB or more (an embedding lookup, a graph's
   // gathered rows: tens of MB written once) is written with streaming stores, which skip reading
-  // each destination line before writing it. 100,000 rows of 256 bytes from a 2.5 MB table on the
-  // 2-core test machine: 0.92 ms streamed against 1.6 ms with memcpy (1.3 ms with 32-byte stores)
-  // at 1 thread; at 2 threads both are bound by memory bandwidth, about 1 ms. The price: the output
+  // each destination line before writing it: at 1 thread, 100,000 rows of 256 bytes from a 2.5 MB
+  // table measured faster streamed than with memcpy or 32-byte plain stores; at 2 threads both are
+  // bound by memory bandwidth. The price: the output
   // is not left in the cache for its consumer (nor written into the cache where a reused output fits
   // the L3, as the embedding benchmark's does). So only a single thread streams: with two, plain
-  // stores into the (reused, cache-warm) output measured faster,
-  // 0.66-0.80 against 0.88-1.07 ms for the embedding lookup and 1.57-1.76 against 1.80-1.85 ms for
-  // index_select, while at one thread streaming kept index_select at 2.0 against 2.6-3.1 ms
-  // (index_ops_bench, alternating runs). A copy gives the same bits either way.
+  // stores into the (reused, cache-warm) output measured faster for the embedding lookup and
+  // index_select, while at one thread streaming kept index_select faster (index_ops_bench,
+  // alternating runs; bench/results/tuning_notes.md, "Streaming row copies"). A copy gives the same
+  // bits either way.
   constexpr std::size_t kStreamMinBytes = std::size_t{8} << 20;
   if (bytes % 32 == 0 && static_cast<std::size_t>(rows) * bytes >= kStreamMinBytes &&
       reinterpret_cast<std::uintptr_t>(d) % 32 == 0 && get_num_threads() == 1) {
@@ -124,8 +124,8 @@ void copy_rows(const Tensor& src, Tensor& dst, std::int64_t rows, std::int64_t l
   }
   if (bytes % 32 == 0 && bytes <= 1024) {
     // Otherwise, short rows of whole 32-byte vectors are copied by the same inlined loop with plain
-    // stores: the embedding lookup 0.71-0.96 against 0.78-1.09 ms with a memcpy call per row
-    // (alternating runs, 2 threads).
+    // stores, which measured faster than a memcpy call per row on the embedding lookup at 2 threads
+    // (bench/results/tuning_notes.md, "Streaming row copies").
     copy_rows_avx2<false>(s, d, rows, len, bytes, src_row, dst_row);
     return;
   }

@@ -1,7 +1,7 @@
 #pragma once
 // Internal: Pointwise<Op>, the autograd Function of the unary pointwise ops of ops/unary_math.hpp and
-// ops/activation.hpp (sin, erf, gelu, softplus, ...), used by ops/unary_math.cpp, ops/activation.cpp
-// and ops/detail/unary_math_*.cpp.
+// ops/activation.hpp (sin, erf, gelu, softplus, ...), used by ops/unary_math*.cpp, ops/activation*.cpp,
+// ops/elementwise_arithmetic.cpp and ops/elementwise_transcendental.cpp.
 //
 // Note [One formula]: an op states its forward f and its derivative df once, as templates over a
 // value type V. The same df is instantiated with xsimd batches (the fused backward kernel of a
@@ -112,7 +112,8 @@ inline B select(const M& m, const B& a, const B& b) {
 }
 inline Tensor select(const Tensor& m, const Tensor& a, const Tensor& b) { return where(m, a, b); }
 /// On one element, as bit masks rather than `m ? a : b`: GCC compiles the ternary of floats to a branch,
-/// which random data mispredicts (maximum's backward was 3.5-4.6x slower) and which stops the loop
+/// which random data mispredicts (maximum's backward measured several times slower;
+/// bench/results/tuning_notes.md, "Branch-free select") and which stops the loop
 /// from being vectorised; the masks vectorise.
 template <std::floating_point T>
 [[gnu::always_inline]] inline T select(bool m, T a, T b) {
