@@ -14,7 +14,7 @@
 // --out: loss.csv / accuracy.csv with loss.png / accuracy.png (gnuplot), confusion.csv, and the
 // trained model as fashion_cnn.safetensors (reloaded into a fresh model as a check).
 //
-//   build/release/examples/fashion_cnn               # the full run (a few minutes on 2 cores)
+//   build/release/examples/fashion_cnn               # the full run
 //   build/release/examples/fashion_cnn --quick       # ~300 steps on a subset (the test and main job)
 #include <CLI/CLI.hpp>
 #include <algorithm>
