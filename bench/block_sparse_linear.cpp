@@ -69,8 +69,8 @@ double cpu_ms() {
 // Median wall time and median process CPU time (all threads) of one call, in ms. The CPU time helps
 // read results taken on a busy machine: with 1 thread it is close to the wall time of a quiet run.
 // Warm-up: calls for at least 1 s (and twice). One call (or 0.3 s) was not enough here: the first case timed
-// in a process ran 2-3x slower than the same case timed later (fresh heap pages, the VM's memory
-// manager), which made a forward look slower than forward+backward.
+// in a process ran much slower than the same case timed later (fresh heap pages, the VM's memory
+// manager), which made a forward look slower than forward+backward (bench/results/build_and_run_times.md).
 struct Timing {
   double wall_ms, cpu_ms, minflt;  // medians of wall and CPU time; minor page faults per call (mean)
 };

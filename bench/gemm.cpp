@@ -106,8 +106,9 @@ double fma_loop_512(bool dbl) { return dbl ? fma_loop_512_pd() : fma_loop_512_ps
 double fma_loop_256(bool dbl) { return dbl ? fma_loop_256_pd() : fma_loop_256_ps(); }
 #endif
 
-// GFLOP/s of the register-only FMA loop at 512 or 256 bits: the best of 7 runs of about 50 ms (a
-// peak is an upper bound: a run that lost the core to another process only measures less).
+// GFLOP/s of the register-only FMA loop at 512 or 256 bits: the best of 7 runs of kIters iterations,
+// each long enough for the clock (a peak is an upper bound: a run that lost the core to another
+// process only measures less).
 double fma_peak(bool dbl, bool w512) {
 #if defined(__x86_64__)
   const int lanes = (w512 ? 16 : 8) / (dbl ? 2 : 1);

@@ -67,7 +67,7 @@ long minor_faults() {
 
 template <class Fn>
 double median_ms(Fn&& fn, int reps) {
-  // Warm up for at least 0.3 s (and twice): in this VM the first calls in a process run 2-3x slow
+  // Warm up for at least 0.3 s (and twice): in this VM the first calls in a process run much slower
   // (fresh heap pages), as bench/block_sparse_linear.cpp found.
   const auto w0 = Clock::now();
   for (int i = 0; i < 2 || Clock::now() - w0 < std::chrono::milliseconds(300); ++i) fn();

@@ -5,9 +5,9 @@
 // The model is written with the functions torch::nn's modules call in their forward (conv2d,
 // batch_norm with running statistics, relu, max_pool2d, flatten, dropout, linear), on parameter
 // tensors held here, instead of a torch::nn::Sequential of those modules: torch/torch.h and the
-// modules' headers made this the slowest file of the build (20.5 s of compiler CPU, GCC 12 -O3, 14.8
-// of them parsing; now 12.6), and a module's forward adds only a call around the same function
-// (docs/design.md, Compile time; figures in bench/results/compile_time.csv).
+// modules' headers made this the slowest file of the build, most of it parsing, and a module's forward
+// adds only a call around the same function (docs/design.md, Compile time; figures in
+// bench/results/compile_time.csv).
 //
 // usage: torch_conv_step [--threads N] [--iters N] [--reps N] [--case NAME]
 #include <torch/optim/adam.h>

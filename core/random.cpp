@@ -17,7 +17,8 @@ std::array<std::uint32_t, 4> block(const Generator::Blocks& b) {
 std::uint64_t join(std::uint32_t lo, std::uint32_t hi) { return std::uint64_t{hi} << 32 | lo; }
 
 // Note [Box-Muller without libm]: the normal fills compute log and sin/cos themselves, branch-free,
-// so that the lanes' loop vectorises (libm's calls kept it scalar: 4x torch's vectorised randn) and
+// so that the lanes' loop vectorises (libm's calls kept it scalar, several times slower than torch's
+// vectorised randn: bench/results/random_ops.csv) and
 // the bits do not depend on which of libm's CPU variants runs. The polynomials are fdlibm's
 // (e_log.c, k_sin.c, k_cos.c); within about an ulp of the exact values (a test compares with libm).
 

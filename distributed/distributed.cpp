@@ -201,8 +201,9 @@ void wait(MPI_Request& req, const std::string& what) {
 }
 
 // Waits (as wait() does) until every rank has reached this collective: an MPI_Ibarrier. The large
-// transfers that follow use Open MPI's blocking collectives, whose tuned algorithms measured 1.5-2x
-// faster than its non-blocking ones (libnbc) on 4-25 MiB buckets, and which cannot hang once every
+// transfers that follow use Open MPI's blocking collectives, whose tuned algorithms measured faster
+// than its non-blocking ones (libnbc) on 4-25 MiB buckets (bench/results/tuning_notes.md, "Blocking
+// collectives before libnbc"), and which cannot hang once every
 // rank has arrived (a rank that dies inside one makes mpirun end the job).
 void arrive(const std::string& what) {
   MPI_Request req;
@@ -550,8 +551,9 @@ struct DistributedDataParallel::Flight {
 
 // Note [Ring all-reduce]: an overlapped bucket is summed by the ring algorithm over non-blocking
 // point-to-point messages on DDP's own communicator, one step at a time (advance_ring): Open MPI's
-// MPI_Iallreduce (libnbc) measured 2x slower than its blocking MPI_Allreduce over a 1 Gbit/s link
-// (607 against 302 ms for 37 MB at 2 ranks, bench/run_ddp_netns.sh) and 3x on shared memory, and a
+// MPI_Iallreduce (libnbc) measured slower than its blocking MPI_Allreduce, over the link of
+// bench/run_ddp_netns.sh and on shared memory (bench/results/tuning_notes.md, "DDP's ring
+// all-reduce"), and a
 // blocking call in the progress thread would poll a core that backward needs. The bucket is cut
 // into W chunks; in reduce-scatter step s = 0 .. W-2 rank r sends chunk (r - s) mod W to rank r + 1
 // and adds chunk (r - s - 1) mod W from rank r - 1 into its own; then rank r holds the sum of chunk
@@ -701,7 +703,7 @@ void DistributedDataParallel::progress_loop() {
     const bool can_launch = next_launch_ < buckets_.size() && pending_[next_launch_] == 0;
     if (can_launch) continue;
     if (in_flight)
-      progress_cv_.wait_for(lock, std::chrono::microseconds(100));  // 1 and 3 ms measured the same
+      progress_cv_.wait_for(lock, std::chrono::microseconds(100));  // longer waits measured the same
     else
       progress_cv_.wait(
           lock, [&] { return progress_stop_ || (next_launch_ < buckets_.size() && pending_[next_launch_] == 0); });

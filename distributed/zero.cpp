@@ -14,8 +14,9 @@ namespace xgrad::distributed {
 namespace {
 MPI_Datatype mpi_type(Dtype d) { return d == kFloat32 ? MPI_FLOAT : MPI_DOUBLE; }
 
-// Note [Ring reduce-scatter]: Open MPI 4.1's MPI_Reduce_scatter took 22 ms for the 23 MB of a 5.8M
-// parameter MLP at 2 ranks, where MPI_Allreduce of all of it takes about 10 (bench/ddp_allreduce.cpp),
+// Note [Ring reduce-scatter]: Open MPI 4.1's MPI_Reduce_scatter of a 5.8M-parameter MLP's gradients at
+// 2 ranks took about twice as long as an MPI_Allreduce of all of them (bench/ddp_allreduce.cpp;
+// bench/results/tuning_notes.md, "ZeRO's ring reduce-scatter"),
 // so step() runs the ring algorithm itself: in step s = 0 .. W-2 rank r sends its running sum of
 // share (r - s - 1) mod W to rank r + 1 and adds what rank r - 1 sends of share (r - s - 2) mod W into
 // its own; after W - 1 steps share r holds the sum of every rank's on rank r. Each element is summed

@@ -194,7 +194,8 @@ bool scatter_along_kernel(const T* s, T* d, const std::int64_t* ip, std::int64_t
   std::atomic<bool> bad{false};
   // Column ranges only split the work (any split gives the same sums), and only long ones: two
   // threads on the two halves of 64-float rows (the row-broadcast scatter of bench/index_ops.cpp)
-  // ran 2.5x slower than one thread alone, each core streaming the whole index and src through
+  // ran slower than one thread alone (bench/results/tuning_notes.md, "Row scatter over column
+  // ranges"), each core streaming the whole index and src through
   // its prefetchers. Below kMinCols columns a scatter is parallel over its leading positions only.
   constexpr std::int64_t kMinCols = 2048;
   const std::int64_t cw = std::min(trail, kMinCols);

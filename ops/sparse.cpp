@@ -197,8 +197,8 @@ Tensor sddmm_impl(const Tensor& x, const Tensor& y, const CsrPattern& p);
 
 // A's values (nnz,) in the order of its transposed pattern, gathered in one parallel pass before a
 // kernel walks Aᵀ. Read in place through tp.perm, each entry would cost the kernel a second random
-// load beside its gathered row: spmm's Aᵀ·G on R-MAT 2^17 at 1 thread, forward + backward, F 64:
-// about 55 -> 47 ms (bench/sparse_ops.cpp's case).
+// load beside its gathered row: gathering them first made spmm's Aᵀ·G faster on bench/sparse_ops.cpp's
+// R-MAT 2^17 case (bench/results/tuning_notes.md, "spmm's transposed values").
 template <class T>
 Tensor transposed_values(const Tensor& values, const CsrPattern::Transposed& tp) {
   const auto n = static_cast<std::int64_t>(tp.perm.size());
@@ -343,13 +343,13 @@ SparseCsr sampled_addmm(const SparseCsr& input, const Tensor& mat1, const Tensor
 // Note [Sparse linear]: two ways, by the number of stored entries against the input width.
 // - nnz >= in (a full batch of bag-of-words rows, a graph's node features): spmm(A, Wᵀ) + b. One
 //   transposed copy of W (in x out) makes every entry's weights a contiguous row, which spmm reads
-//   with SIMD; the copy's cost is that of a tenth of the entries or less. On 63,697 rows x 20,000
-//   words (382k entries), out 128, 1 thread: forward 15 ms against 187 ms in place, forward and
-//   backward 53 against 681 ms.
+//   with SIMD; the copy's cost is that of a tenth of the entries or less, and on a full batch of
+//   bag-of-words rows it made forward and backward many times faster than W read in place
+//   (bench/results/tuning_notes.md, "Sparse linear").
 // - nnz < in (a minibatch of a few hundred rows): W read in place, no transpose of W in forward and
 //   none of dW in backward (Note [Fused linear] in linear.cpp measured what those copies cost), and
-//   no dense A anywhere; 256 such rows: forward 0.5 ms against 4.7 ms through the copy, forward and
-//   backward 6.2 against 11.9 ms. Its backward kernels (first order):
+//   no dense A anywhere: on 256 such rows, faster than the copy, forward and backward. Its backward
+//   kernels (first order):
 //   dv[k] = ⟨g[i, :], W[:, j]⟩ for entry k at (i, j)       (sddmm(A, g, Wᵀ), W in place)
 //   dW    = gᵀ·A, each row o of dW summed by one task over A's cached transposed pattern
 //   db    = Σ_i g[i, :]

@@ -12,7 +12,7 @@
 //   build/release/examples/char_model                  # the full run (GRU, 2 layers of 256)
 //   build/release/examples/char_model --model lstm
 //   build/release/examples/char_model --model transformer --layers 4 --embed 128
-//   build/release/examples/char_model --quick          # ~10 s; exits 1 unless the model learned
+//   build/release/examples/char_model --quick          # the short run; exits 1 unless the model learned
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>

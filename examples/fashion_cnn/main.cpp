@@ -7,14 +7,14 @@
 //   Flatten Dropout(0.25) Linear(1568, 128) ReLU Dropout(0.25) Linear(128, 10)
 // trained with Adam on a one-cycle schedule (the lr rises linearly over the first 15% of the steps,
 // then falls along a cosine to zero), batch 64. The defaults (4 epochs, 3752 steps) reached 91.77%
-// test accuracy in 128 s of CPU time on the 2-core machine (--epochs 3: 91.30% in 98 s, too close
-// to the bar to be the default); the program exits non-zero below 91% (below 75% with --quick).
+// test accuracy (--epochs 3: 91.30%, too close to the bar to be the default; the run times are in
+// bench/results/build_and_run_times.md); the program exits non-zero below 91% (below 75% with --quick).
 //
 // It prints the test accuracy after every epoch and the confusion matrix at the end, and writes to
 // --out: loss.csv / accuracy.csv with loss.png / accuracy.png (gnuplot), confusion.csv, and the
 // trained model as fashion_cnn.safetensors (reloaded into a fresh model as a check).
 //
-//   build/release/examples/fashion_cnn               # the full run (a few minutes on 2 cores)
+//   build/release/examples/fashion_cnn               # the full run
 //   build/release/examples/fashion_cnn --quick       # ~300 steps on a subset (the test and main job)
 #include <CLI/CLI.hpp>
 #include <algorithm>

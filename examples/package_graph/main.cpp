@@ -28,8 +28,8 @@
 // distribution of neighbourhood sizes). Exits non-zero when the graph model is not ahead of the
 // MLP by --min-margin (accuracy points / 100).
 //
-//   build/release/examples/package_graph              # the full run (under a minute on 2 cores)
-//   build/release/examples/package_graph --quick      # 4-7 s (scripts/main.sh, the test)
+//   build/release/examples/package_graph              # the full run
+//   build/release/examples/package_graph --quick      # the short run (scripts/main.sh, the test)
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
@@ -168,8 +168,8 @@ Data load(const Settings& s) {
     crow.push_back(static_cast<std::int64_t>(col.size()));
   }
   // Binary values, not normalised: a package's first-layer input is the sum of its words' rows of
-  // W1. (Term frequencies divided by the row's total trained about five times slower, to a lower
-  // accuracy in both models: 64% and 77% against 67% and 80% with --quick's sizes.)
+  // W1. (Term frequencies divided by the row's total trained more slowly, to a lower accuracy in both
+  // models: 64% and 77% against 67% and 80% with --quick's sizes; bench/results/tuning_notes.md.)
   const auto nnz = static_cast<std::int64_t>(col.size());
   d.x = sparse_csr_tensor(Tensor::from_vector(crow, {d.nodes + 1}), Tensor::from_vector(col, {nnz}),
                           Tensor::ones({nnz}), {d.nodes, static_cast<std::int64_t>(d.vocabulary.size())});

@@ -314,7 +314,8 @@ bool is_digit(int c) { return c >= '0' && c <= '9'; }
 // (a key is followed by one, so there are at most that many keys; an entry has four, its name's and
 // its fields'), instead of grown by doubling. Growth copies each array about once more and
 // page-faults the copies into fresh memory: a fifth of the scan of a 4.5M-key "__metadata__". The
-// count is one vectorised pass over the header (a few ms for 100 MB), made when the first entry or
+// count is one vectorised pass over the header (a small fraction of the scan; bench/results/tuning_notes.md),
+// made when the first entry or
 // the metadata begins. The bound is also capped by the bytes left (a metadata key and value take at
 // least 5, an entry 45), so ':' inside strings cannot inflate it. A reservation only takes address
 // space, and pages are touched as they are written; one the system refuses is skipped (the arrays

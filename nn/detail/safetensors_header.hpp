@@ -9,12 +9,13 @@
 //    "__metadata__": {"<key>": "<value>", ...}}
 //
 // not by a general JSON parser. Each byte is looked at a bounded number of times, so the time is
-// linear in the header's length: for a header at the 100 MB cap, 2-2.3x the time it takes to read
-// the file for 950k entries and 3.3-4.2x for 4.5M "__metadata__" keys (bench/safetensors_header and
-// bench/README.md), where the kernel's zeroing of the fresh pages the output is written to (keys and
+// linear in the header's length: for a header at the 100 MB cap, a small multiple of the time it takes
+// to read the file, for 950k entries as for 4.5M "__metadata__" keys (bench/safetensors_header,
+// bench/README.md; bench/results/tuning_notes.md, "The safetensors header scanner"), where the kernel's
+// zeroing of the fresh pages the output is written to (keys and
 // values, 8 bytes of offsets and 8 of duplicate check per key), the hashing and the duplicate check
 // are most of it; the general parser used before (nlohmann's SAX parser building each entry as a
-// JSON value) took 12x the read time for 950k entries. The output arrays are reserved once from a
+// JSON value) took several times as long for 950k entries. The output arrays are reserved once from a
 // count of the header's ':' bytes (Note [Reserved output]).
 // Everything that is not the schema is refused at the first byte where it departs from it, with the
 // byte offset in the file and what was expected there: JSON syntax (strict RFC 8259: whitespace

@@ -112,7 +112,8 @@ inline B select(const M& m, const B& a, const B& b) {
 }
 inline Tensor select(const Tensor& m, const Tensor& a, const Tensor& b) { return where(m, a, b); }
 /// On one element, as bit masks rather than `m ? a : b`: GCC compiles the ternary of floats to a branch,
-/// which random data mispredicts (maximum's backward was 3.5-4.6x slower) and which stops the loop
+/// which random data mispredicts (maximum's backward measured several times slower;
+/// bench/results/tuning_notes.md, "Branch-free select") and which stops the loop
 /// from being vectorised; the masks vectorise.
 template <std::floating_point T>
 [[gnu::always_inline]] inline T select(bool m, T a, T b) {

@@ -71,11 +71,12 @@ Isa isa_of(const char* name) {
 // the CPU (AVX-512 or the AVX2 baseline, Note [AVX-512 kernels]). XGRAD_GEMM selects: "openblas" and
 // "xgrad" force one; "auto" (or unset) takes xgrad's whenever OpenBLAS's core implies an instruction
 // set below that of xgrad's kernels, and OpenBLAS otherwise: with its right kernels it is as fast as
-// ours on the shapes of bench/gemm.cpp, and faster where k is tiny (32x784x9: 97 against 79 GFLOP/s,
-// docs/performance.md). "Below" compares the FMA rate each set reaches: on AMD Zen 4 (family 0x19) a
+// ours on the shapes of bench/gemm.cpp, and faster where k is tiny (32x784x9; docs/performance.md,
+// bench/results/gemm.csv). "Below" compares the FMA rate each set reaches: on AMD Zen 4 (family 0x19) a
 // 512-bit FMA runs as two 256-bit halves, so OpenBLAS's Haswell (AVX2) kernels reach the AVX-512 peak
-// (measured: 117 GFLOP/s float32 either way) and are kept (104-110 GFLOP/s against our 98-106 on the
-// large shapes); on Intel's AVX-512 CPUs the Haswell kernels reach half the peak and ours are taken. An
+// (bench/gemm.cpp's FMA peak is the same at 256 and 512 bits there) and are kept (they match or beat ours
+// on the large shapes; bench/results/tuning_notes.md, "GEMM backend"); on Intel's AVX-512 CPUs the
+// Haswell kernels reach half the peak and ours are taken. An
 // OpenBLAS core name xgrad does not know keeps OpenBLAS. The choice is made once per process (the core cannot change),
 // and xgrad::kernel_info() (ops/kernel_info.hpp) reports it with the reason.
 CoreIsa core_isa(std::string_view core) {

@@ -137,9 +137,9 @@ std::int64_t num_tiles(std::int64_t m) { return (m + kBatchTile - 1) / kBatchTil
 // as tiles of (lanes) dot products accumulated over the batch in vectors, then reduced across lanes by
 // a fixed shuffle tree. Every output is summed in an order fixed by the pattern and M alone (blocks in
 // order, k ascending; batch vectors ascending, then the fixed lane tree), so results do not depend on
-// the thread count. Measured (in = out = 4096, batch 256): 8x8 blocks 2-4x faster than the GEMM path;
-// 32x32 blocks slower than it (the transposes and the 4 x 3 tile lose to OpenBLAS's kernel there), hence
-// the limit of 16.
+// the thread count. Measured (in = out = 4096, batch 256): with 8x8 blocks faster than the GEMM path,
+// with 32x32 blocks slower (the transposes and the 4 x 3 tile lose to OpenBLAS's kernel there), hence
+// the limit of 16 (bench/results/tuning_notes.md, "Block-sparse linear").
 constexpr std::int64_t kLaneMaxGroup = 16;
 constexpr int kLaneOuts = 4, kLaneVecs = 3;
 // Inner indices per segment chunk: kLaneChunkK x kLaneVecs vectors of the operand fit in L1.
@@ -370,10 +370,10 @@ void lane_weight_grad(const BlockCsr& p, const T* g, const T* x, std::int64_t m,
 // gc[group][i][o] (only groups that have blocks), then tiles of R block rows x NV vectors of block
 // columns accumulate over batch chunks of kTileChunkBytes (both panels' chunks in L1). The AVX-512
 // tiles (every block a multiple of 32 wide) read g and x in place instead, in batch chunks of
-// kWeightBatchChunk rows: measured on Zen 4 (1 thread, batch 256, CPU time), 64 groups of 64 took
-// 1.5-1.9 ms instead of 2.7-3.4 ms with the panel copy (8 MB written and read back per call), as fast
-// as libxsmm's JIT kernel on the same operands; 32x32 and 128x128 blocks at density 1/16 also gained
-// (8-20%); 16 groups of 256 unchanged. The sums are the same either way.
+// kWeightBatchChunk rows: on Zen 4 that measured faster than the panel copy (8 MB written and read
+// back per call) for 64 groups of 64, as fast as libxsmm's JIT kernel on the same operands; 32x32 and
+// 128x128 blocks at density 1/16 also gained, 16 groups of 256 did not change
+// (bench/results/tuning_notes.md, "Block-sparse linear"). The sums are the same either way.
 // Every output is summed in an order fixed by the pattern and M (blocks in order, inner index
 // ascending; batch ascending), independent of the thread count.
 constexpr int kTileRows = 6, kTileVecs = 2;
@@ -387,10 +387,10 @@ constexpr std::int64_t kTileChunkBytes = 32 << 10;
 constexpr double kTileWideMinReuse = 4;
 
 // With the AVX-512 kernels (float32, widths a multiple of 32), wider groups and blocks take the tiles
-// too: up to 256 wide while OpenBLAS runs AVX2 kernels (as on the machine measured here, whose
-// environment sets OPENBLAS_CORETYPE=Haswell: 16 groups of 256, forward+backward 11-13 instead of
-// 17 ms at 1 thread), up to 128 when it runs its AVX-512 ones (its GEMM path then matches our tiles at
-// 128 and beats them at 256).
+// too: up to 256 wide while OpenBLAS runs AVX2 kernels (on the machine measured, whose environment
+// sets OPENBLAS_CORETYPE=Haswell, our tiles beat the GEMM path on 16 groups of 256), up to 128 when it
+// runs its AVX-512 ones (its GEMM path then matches our tiles at 128 and beats them at 256;
+// bench/results/tuning_notes.md, "Block-sparse linear").
 constexpr std::int64_t kTileMaxGroup512 = 256, kTileMaxGroup512Blas512 = 128;
 
 // True when blas::gemm runs AVX-512 kernels: OpenBLAS on the core it chose at load time (by CPU or

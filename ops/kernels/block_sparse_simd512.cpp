@@ -60,9 +60,9 @@ constexpr OuterTileFn kOuterTiles[3][kMaxRows] = XGRAD_TILES(bsl::outer_tile);
 // Batch rows per forward / input-gradient tile: at most 7. The tile broadcasts from rows of x or G
 // that are a multiple of 4 KB apart when the layer has 1024 * n features (4096 here), so their lines
 // share one L1 set (8 ways on Zen 4, 12 on Intel); 12 rows x 2 vectors (32-wide groups) evicted each
-// line before its next use. Measured, 32x32 blocks at density 1/16, 1 thread: forward 8.5-9.8 instead
-// of 13-15 ms, input gradient 9.4-10.4 instead of 10.5-12.6 ms. Rows are independent: the tiling does
-// not change any sum.
+// line before its next use; tiles of at most 7 rows measured faster on 32x32 blocks at density 1/16,
+// forward and input gradient (bench/results/tuning_notes.md, "Block-sparse linear"). Rows are
+// independent: the tiling does not change any sum.
 constexpr std::int64_t kRowTileMaxRows = 7;
 
 void tile_group(const float* a, std::int64_t lda, std::int64_t mt, const TileSeg<float>* segs, std::int64_t nseg,

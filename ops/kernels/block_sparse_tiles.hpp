@@ -266,8 +266,8 @@ void tile_sweep(const T* a, std::int64_t lda, std::int64_t mt, const TileSeg<T>*
 
 // out[r * ldo + c] (+)= sum_{i < mc} gp[i * ldg + r] * xp[i * ldx + c] for r < R, c < NV * lanes<T, A>: a
 // tile of the weight gradient accumulated down the batch. Each broadcast g value stays in a register for
-// the row's NV FMAs (on AVX-512, embedded broadcasts, one memory operand per FMA, made this kernel slower:
-// 2.2 instead of 1.5-1.9 ms for 64 groups of 64).
+// the row's NV FMAs (on AVX-512, embedded broadcasts, one memory operand per FMA, made this kernel slower
+// for 64 groups of 64; bench/results/tuning_notes.md, "Block-sparse linear").
 template <class T, class A, int R, int NV>
 void outer_tile(const T* gp, std::int64_t ldg, const T* xp, std::int64_t ldx, std::int64_t mc, T* out, std::int64_t ldo,
                 bool accumulate) {

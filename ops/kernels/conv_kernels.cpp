@@ -139,7 +139,8 @@ void col2im(const ConvPlan& p, T* col, std::int64_t ld, T* img) {
 // mirrored (d image[c, y, x] = sum over o, a, b of W[o, c, a, b] Z[o, y + ph - a dh, x + pw - b dw]),
 // so it writes the image gradient with no col2im. Both sum each element over (tap, channel) in a
 // fixed order, whatever the thread count. One output row per group (depthwise) takes single-row
-// tiles of more vectors (the depthwise benchmark: 21 ms through im2col, 8.8 direct). Not taken for
+// tiles of more vectors (faster than im2col on bench/conv_step's depthwise case;
+// bench/results/tuning_notes.md, "Depthwise direct convolution"). Not taken for
 // grids of fewer than kSampleCols positions, or when the masks would exceed kMaxMaskBytes. K3 runs
 // Note [Direct weight gradient] (lane-wise sums over the positions of a run of samples; co-vectorised
 // where the channels allow it; a masked dot product per tap for depthwise). Where a tap's mask is

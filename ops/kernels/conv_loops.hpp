@@ -379,9 +379,10 @@ void conv_weight_cv_tiles(const ConvWeightArgs<T>& g, std::int64_t chans) {
 // with the tap's mask (zero past len, so no partial vector; whatever the image or grid holds at a
 // masked position, it adds a zero), in four accumulators taken in turn, added pairwise and reduced
 // by simd::tree_sum at the end. The order depends on the shapes only. (A version over the unmasked
-// runs of valid positions was measured slower, 4.5 ms for the depthwise benchmark's weight gradient,
-// but only with its accumulators indexed at run time, which kept them in memory; this one took
-// 4.0 ms that way and about 3 ms with them unrolled. The runs version was not measured again.)
+// runs of valid positions was measured slower than this one on the depthwise benchmark's weight
+// gradient, but only with the accumulators of both indexed at run time, which kept them in memory;
+// unrolled, this one is faster still. The runs version was not measured unrolled;
+// bench/results/tuning_notes.md, "Depthwise weight gradient".)
 template <class T, class A>
 void conv_weight_depthwise(const ConvWeightArgs<T>& g) {
   using V = simd::batch<T, A>;

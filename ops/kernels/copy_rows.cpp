@@ -20,7 +20,8 @@ std::int64_t row_grain(std::int64_t row_len) {
 #if defined(__AVX2__)
 // The loop for rows of whole 32-byte vectors (`bytes` a multiple of 32), with streaming (Stream) or
 // plain stores. The row length is a local of each task, not read through the lambda's captured
-// reference: the stores could alias it, and a reload between stores halves the streamed copy's speed.
+// reference: the stores could alias it, and a reload between stores halves the streamed copy's speed
+// (bench/results/tuning_notes.md, "The row length in copy_rows_avx2").
 // Rows go a whole 64-byte line (two stores) at a time, so a streamed line's write-combining buffer
 // fills at once; a short source row (up to 1 KB: a gather from a table in L2/L3) is prefetched 8 rows
 // ahead.
@@ -62,9 +63,9 @@ void copy(const char* s, char* d, std::int64_t rows, std::int64_t len, std::size
   // gathered rows: tens of MB written once) is written with streaming stores, which skip reading each
   // destination line before writing it; the price is that the output is not left in the cache for its
   // consumer. Only a single thread streams: with two, both ways are bound by memory bandwidth and plain
-  // stores into a reused, cache-warm output were faster (bench/run_index_ops.sh measures both). Short rows of
-  // whole vectors use the same inlined loop with plain stores, cheaper than a memcpy call per row.
-  // A copy gives the same bits either way.
+  // stores into a reused, cache-warm output were faster (bench/results/tuning_notes.md, "Streaming
+  // row copies"). Short rows of whole vectors use the same inlined loop with plain stores, cheaper
+  // than a memcpy call per row. A copy gives the same bits either way.
   constexpr std::size_t kStreamMinBytes = std::size_t{8} << 20;
   if (bytes % 32 == 0 && static_cast<std::size_t>(rows) * bytes >= kStreamMinBytes &&
       reinterpret_cast<std::uintptr_t>(d) % 32 == 0 && get_num_threads() == 1) {

@@ -23,9 +23,9 @@ constexpr int kLf = simd::lanes<float, Arch>, kLd = simd::lanes<double, Arch>;
 // kc x NR (the B panel) is read once per tile of the block from L1 or L2; the mc x kc block of A stays in
 // L2; nc bounds the packed B block (kc x nc) to a few MB. Edge tiles take half the rows or one vector
 // (micro_tile). With 16 registers (AVX2): 6 rows x 2 vectors (6 x 16 floats, 6 x 8 doubles), 12
-// accumulators; kc = 256 (B panel 16 KB of floats), mc = 96 (A block 96 KB of floats). Measured
-// (docs/performance.md, forced with XGRAD_CPU_CAPABILITY=avx2): kc = 384 was not faster (1024^3 float32
-// 95 against 100-102 GFLOP/s). The AVX-512 blocking is in gemm_simd512.cpp.
+// accumulators; kc = 256 (B panel 16 KB of floats), mc = 96 (A block 96 KB of floats): kc = 384 was
+// not faster (forced with XGRAD_CPU_CAPABILITY=avx2 on the machine of docs/performance.md;
+// bench/results/tuning_notes.md, "GEMM blocking"). The AVX-512 blocking is in gemm_simd512.cpp.
 constexpr int kMR = 6, kNV = 2;
 constexpr std::int64_t kKC = 256, kMCf = 96, kMCd = 96, kNC = 1024;
 
@@ -34,14 +34,14 @@ void dgemm(const Args<double>& g, double* ws) { packed_gemm<double, Arch, kMR, k
 void sconv(const ConvArgs<float>& g) { direct_conv_loops<float, Arch, kMR, kNV>(g); }
 void dconv(const ConvArgs<double>& g) { direct_conv_loops<double, Arch, kMR, kNV>(g); }
 // Note [Direct weight gradient]: 4 x 3 tiles, 12 accumulators, the 3 image vectors and a grid vector
-// of one step fill the 16 registers. Measured (bench/conv_step, conv block, XGRAD_CPU_CAPABILITY=avx2,
-// 1 thread, ms): 2 x 4 9.0, 3 x 3 8.3-8.9, 3 x 4 9.8-10.2 (spills), 4 x 3 7.5-7.8.
+// of one step fill the 16 registers; of 2 x 4, 3 x 3, 3 x 4 (which spills) and 4 x 3, 4 x 3 was the
+// fastest on bench/conv_step's conv block with XGRAD_CPU_CAPABILITY=avx2.
 // Note [Co-vectorised weight gradient] with tiles of 2 output vectors x 4 input channels (8
-// accumulators) and element-by-element transposes: the weight gradient alone (a harness timing
-// conv2d, alternating builds, AVX2 forced on the Zen 4, 1 thread) 2.65-2.70 against 3.16-3.29 ms on
-// the conv block's 32->32 at 14x14, 2.72-3.03 against 3.37-3.54 ms on grouped4. Tiles of one vector
-// x 8 input channels had been slower on the conv block (3.8 against 3.2 ms). Float only: the double
-// kernels serve gradchecks.
+// accumulators) and element-by-element transposes: faster than the position tiles on the conv
+// block's 32->32 at 14x14 and on grouped4 with AVX2 forced on the Zen 4; tiles of one vector x 8
+// input channels had been slower than them on the conv block (bench/results/tuning_notes.md, "Direct
+// weight gradient tiles" and "Co-vectorised weight gradient"). Float only: the double kernels serve
+// gradchecks.
 void sconv_weight(const ConvWeightArgs<float>& g) { conv_weight<float, Arch, 4, 3, 8>(g); }
 void dconv_weight(const ConvWeightArgs<double>& g) { conv_weight<double, Arch, 4, 3, 0>(g); }
 
@@ -93,7 +93,8 @@ thread_local Workspace t_workspace;
 
 // Note [Small GEMMs]: below kSmallWork multiply-adds the packing costs more than the product (a
 // depthwise convolution's per-sample GEMMs are 1 x 784 x 9: packing B each call made the whole
-// depthwise step 4x slower than with OpenBLAS, bench/conv_step.cpp), so such products run as plain
+// depthwise step of bench/conv_step.cpp several times slower than with OpenBLAS;
+// bench/results/tuning_notes.md, "Small GEMMs"), so such products run as plain
 // loops: without trans_b, each row of C accumulates the rows of B scaled by A's entries (contiguous,
 // vectorised); with trans_b, dot products of contiguous rows (in two vectors of lane-wise partial sums
 // added by a fixed tree when A's rows are contiguous too). Each element's sum has an order fixed by

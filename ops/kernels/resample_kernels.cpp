@@ -404,8 +404,7 @@ TapsVector plan_taps(const Geometry& geo, const Evaluator& ev, const Problem& pr
 // data only, never on the thread count. A tap-tiled forward was measured against this (outputs in
 // order of their f segments, taps in blocks of 256 for all outputs of a chunk, so that a block's rows
 // of every phase and the overlapping f windows all stay in L1; four outputs at a time): bit-identical
-// values, but 1.3-1.6x slower (float32 and float64, AVX2, 1 thread, batch 2 on the seed geometry,
-// old and new binaries one after the other while a test run used the other core),
+// values, but slower (bench/results/tuning_notes.md, "resample_conv traversal"),
 // because each output then loads its own rows: the loads a run's outputs share here cost more than
 // reading their f segments from L2.
 template <class T>

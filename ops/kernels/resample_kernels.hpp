@@ -32,9 +32,9 @@
 // shapes only, never on the thread count, so results are bit-identical for any number of threads.
 // A gather was measured instead (for each block of 64 consecutive fine points, the sum over the
 // outputs covering it, the table's rows zero-padded, accumulated in registers and stored once: no
-// load and store of gf per tap) and was not faster on the seed workload (float32, AVX2, 1 thread,
-// forward + backward to f, alternated runs: 5.4 and 7.1 ms against 5.6 and 5.6 ms; with the sampled
-// response 9.7 against 8.5 ms): each (output, block) pair reads its degree + 1 rows from L2, as the
+// load and store of gf per tap) and was not faster on the seed workload, and slower with the sampled
+// response (bench/results/tuning_notes.md, "resample_conv traversal"): each (output, block) pair
+// reads its degree + 1 rows from L2, as the
 // ~16 outputs covering a block have different phases, while the scatter's phase-ordered runs
 // (Note [Phase-ordered traversal]) read each row from L1 for several outputs.
 #include <array>

@@ -30,8 +30,8 @@ namespace {
 // saves). A larger one is cut into a grid of about work / kMinBlockWork tiles of C (at most
 // kMaxTiles), each at least kMinTileWidth rows and columns unless the matrix is narrower: every
 // tile packs its rows of op(A) and its columns of op(B) again, and packing is memory-bound, so
-// narrow tiles lose more than they gain (measured: 64-wide blocks cost 5-20% over one call,
-// 128-wide about 5%).
+// narrow tiles lose more than they gain (measured: 64-wide blocks cost more over one call than
+// 128-wide ones; bench/results/tuning_notes.md, "matmul's tiles").
 constexpr std::int64_t kMinBlockWork = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxTiles = 16;
 constexpr std::int64_t kMinTileWidth = 128;

@@ -19,8 +19,8 @@
 // when it differs from the last value set. One pool then runs both libraries' work. With two pools
 // taking turns, torch's OpenMP team spin-waits after each of its parallel regions (libgomp's default
 // wait policy) while xgrad's TBB workers start on the same cores: on a 2-core machine at 2 threads,
-// python/examples/thread_check.py's xgrad op (starting from torch's `.sum()`) took 1.99-2.35 ms
-// in xgrad's TBB pool and 1.30-1.33 ms in torch's pool (docs/python.md).
+// python/examples/thread_check.py's xgrad op (starting from torch's `.sum()`) was clearly faster in
+// torch's pool than in xgrad's TBB pool (docs/python.md, "Measured"; bench/results/tuning_notes.md).
 // A count fixed with set_num_threads(n) runs in xgrad's TBB arena of n threads, as in C++.
 // xgrad holds OpenBLAS at one thread while its kernels run (Note [OpenBLAS threading] in
 // ops/kernels/blas.cpp), process-wide; torch uses the same OpenBLAS for its dense GEMMs, and

@@ -429,7 +429,7 @@ TEST_CASE("read_csv: a field of megabytes is quoted short in the error, a large 
   CHECK(t.to_vector()[199999 * 5 + 2] == -199999.0);
   WARN(fmt::format("read_csv: {} bytes in {:.3f} s", text.size(), seconds));
 #if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
-  const double bound = 1e-6;  // seconds per byte; measured ~0.015 us per byte in release
+  const double bound = 1e-6;  // seconds per byte: far above release's (bench/results/build_and_run_times.md)
 #else
   const double bound = 20e-6;
 #endif

@@ -715,11 +715,12 @@ TEST_CASE("a duplicate among many metadata keys: the first repeat in header orde
 
 namespace {
 
-// Seconds per header byte a pathological header may take to parse or refuse. The linear parser
-// takes 0.005-0.12 us per byte in a release build on the loaded 2-core CI machine (the test prints
-// its measurements); nlohmann's callback parser used before took 8 us per byte on a 1 MB header of
-// small entries and 68 us per byte on a 2 MB one (quadratic or worse). Debug and sanitizer builds
-// are 10-20x slower.
+// Seconds per header byte a pathological header may take to parse or refuse: more than an order of
+// magnitude above what the linear parser takes in a release build on the loaded 2-core CI machine
+// (the test prints its measurements), and below what nlohmann's callback parser used before took on
+// headers of a few MB (it grew quadratically or worse). Debug and sanitizer builds are an order of
+// magnitude slower and get a looser bound (bench/results/build_and_run_times.md, "The tests' measured
+// speeds").
 double per_byte_bound() {
 #if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
   return 2e-6;
@@ -751,15 +752,15 @@ double min_cpu_seconds(int reps, const std::function<void()>& fn) {
 // (the header scanner alone) or to parse (scan, checks, tensors), or to refuse (the requirement: "in about
 // the time it takes to read it"). The read is into memory never touched before
 // (read_into_fresh_memory), as a load of the file is. At these 4 MB everything stays in the CPU's
-// caches, and the read (a copy and 1000 page faults) takes 0.3-3 ms, 1.5-15 GB/s, on the loaded
-// 2-core CI machine; the scanner reads 0.4-2 GB/s, so the ratios here are 1-35x for the scan and up
-// to 100-200x for the parse that builds 110k tensors from 4 MB (a tensor's objects cost more than
-// its 36 bytes of header). At the 100 MB cap, where the read runs at memory speed, the scan is 2-5x
-// the read (bench/README.md). nlohmann's callback parser used before took 8 us per byte on a 1 MB
-// header, 10^4-10^5 times the read, and grew quadratically. So the bounds are loose enough for a
-// busy machine and its noisy clocks (CPU times, the least of 5 interleaved runs, still vary 10x
-// there) and far below a superlinear parse; Debug and sanitizer builds parse 10-20 times slower
-// while their read (a syscall) is not.
+// caches and the read (a copy and 1000 page faults) is fast, so the scan and, more so, the parse
+// that builds 110k tensors from 4 MB (a tensor's objects cost more than its 36 bytes of header) take
+// larger multiples of it here than at the 100 MB cap, where the read runs at memory speed
+// (bench/README.md). nlohmann's callback parser used before took tens of thousands of times the read
+// and grew quadratically. So the bounds are loose enough for a busy machine and its
+// noisy clocks (CPU times, the least of 5 interleaved runs, still vary by an order of magnitude
+// there) and far below a superlinear parse; Debug and sanitizer builds parse an order of magnitude
+// slower while their read (a syscall) is not (bench/results/build_and_run_times.md, "The tests'
+// measured speeds").
 double scan_factor_bound() {
 #if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
   return 100;
