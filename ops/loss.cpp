@@ -385,7 +385,7 @@ struct CrossEntropy : Function<CrossEntropy> {
     Tensor out = a.red == Reduction::None ? Tensor::empty(a.out_shape, logits.dtype()) : Tensor();
     dispatch(logits.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      using B = detail::vbatch<T>;
+      using B = detail::simd::default_batch<T>;
       const T* z = logits.data<T>();
       T* stats = save ? stats_t.data<T>() : nullptr;
       T* y = out.defined() ? out.data<T>() : nullptr;
@@ -459,7 +459,7 @@ struct CrossEntropyBackward {
     const std::int64_t ns = geo.samples(), C = geo.classes, inner = geo.inner;
     dispatch(logits.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      using B = detail::vbatch<T>;
+      using B = detail::simd::default_batch<T>;
       const T* z = logits.data<T>();
       const T* stats = stats_t.data<T>();
       T* dz = gz.data<T>();
@@ -633,8 +633,8 @@ void gather_pos_weight(const T* w, std::int64_t P, std::int64_t begin, std::int6
 }
 
 template <class T>
-inline detail::vbatch<T> softplus_neg(detail::vbatch<T> x) {
-  using B = detail::vbatch<T>;
+inline detail::simd::default_batch<T> softplus_neg(detail::simd::default_batch<T> x) {
+  using B = detail::simd::default_batch<T>;
   return xsimd::max(-x, B(T(0))) + xsimd::log1p(xsimd::exp(-xsimd::abs(x)));
 }
 
@@ -657,7 +657,7 @@ struct BceWithLogits : Function<BceWithLogits> {
     Tensor out;
     dispatch(x_t.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      using B = detail::vbatch<T>;
+      using B = detail::simd::default_batch<T>;
       const T *x = x_t.data<T>(), *t = t_t.data<T>(), *w = pos_weight_data<T>(w_t);
       const std::int64_t P = pos_weight_period(w_t);
       // l = (1 - t) x + (1 + (w - 1) t) softplus(-x) for elements [i, i + len) into dst.
@@ -715,7 +715,7 @@ struct BceWithLogitsBackward {
     Tensor gw = need_w ? Tensor::zeros(w_t.shape(), w_t.dtype()) : Tensor();
     dispatch(x_t.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      using B = detail::vbatch<T>;
+      using B = detail::simd::default_batch<T>;
       const T *x = x_t.data<T>(), *t = t_t.data<T>(), *w = pos_weight_data<T>(w_t);
       const std::int64_t P = pos_weight_period(w_t);
       const GradScale<T> sc = grad_scale<T>(g, red, n);

@@ -434,7 +434,7 @@ void logsumexp_rows(const T* in, T* out, std::int64_t rows, std::int64_t n) {
     for (std::int64_t r = b; r < e; ++r) {
       const T* row = in + r * n;
       const T m = finite_or_zero(detail::vec_max(row, n));
-      const detail::vbatch<T> mb(m);
+      const detail::simd::default_batch<T> mb(m);
       const T s = detail::vec_sum(
           n, static_cast<T*>(nullptr), [&](auto v) { return xsimd::exp(v - mb); }, row);
       out[r] = m + std::log(s);
@@ -447,7 +447,7 @@ void logsumexp_rows(const T* in, T* out, std::int64_t rows, std::int64_t n) {
 // direction; each element is written by one task.
 template <class T, class F>
 void map_with_kept(const Layout& l, T* out, const T* x, const T* a, const T* b, F f) {
-  using B = detail::vbatch<T>;
+  using B = detail::simd::default_batch<T>;
   if (l.kind == Layout::kRows) {
     parallel_for(0, l.outer, grain_for(l.mid), [&](std::int64_t r0, std::int64_t r1) {
       for (std::int64_t r = r0; r < r1; ++r) {

@@ -75,7 +75,7 @@ void for_each_row(const Geometry& g, RowFn&& row_fn, ColFn&& col_fn) {
 // A row of -inf gives NaN (m = -inf), as in PyTorch.
 template <bool kLog, class T>
 void softmax_forward(const T* x, T* y, const Geometry& g) {
-  using B = detail::vbatch<T>;
+  using B = detail::simd::default_batch<T>;
   const std::int64_t n = g.n, inner = g.inner;
   auto row = [&](std::int64_t off) {
     const T* xr = x + off;
@@ -127,7 +127,7 @@ void softmax_forward(const T* x, T* y, const Geometry& g) {
 //   log_softmax: dx = gy - exp(y) * sum(gy)
 template <bool kLog, class T>
 void softmax_backward(const T* y, const T* gy, T* gx, const Geometry& g) {
-  using B = detail::vbatch<T>;
+  using B = detail::simd::default_batch<T>;
   const std::int64_t n = g.n, inner = g.inner;
   auto row = [&](std::int64_t off) {
     const T* yr = y + off;

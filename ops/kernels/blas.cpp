@@ -12,6 +12,7 @@
 
 #include "xgrad/core/error.hpp"
 #include "xgrad/ops/kernels/gemm_kernels.hpp"
+#include "xgrad/ops/kernels/instantiate.hpp"
 
 namespace xgrad::detail::blas {
 namespace {
@@ -171,10 +172,7 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
     cblas_dgemm(CblasRowMajor, op(trans_a), op(trans_b), mi, ni, ki, alpha, a, la, b, lb, beta, c, lc);
 }
 
-template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*, std::int64_t,
-                          const float*, std::int64_t, float, float*, std::int64_t);
-template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double, const double*, std::int64_t,
-                           const double*, std::int64_t, double, double*, std::int64_t);
+XGRAD_INSTANTIATE_FLOATING(gemm);
 
 const char* core_name() { return openblas_get_corename(); }
 

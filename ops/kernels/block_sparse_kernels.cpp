@@ -20,6 +20,7 @@
 #include "xgrad/ops/kernels/block_sparse_simd512.hpp"
 #include "xgrad/ops/kernels/block_sparse_tiles.hpp"
 #include "xgrad/ops/kernels/simd.hpp"
+#include "xgrad/ops/kernels/instantiate.hpp"
 
 namespace xgrad::detail {
 
@@ -151,18 +152,13 @@ constexpr std::int64_t kLaneTaskVecs = 12;
 // xsimd batches of this file's architecture (Note [Kernel architectures] in ops/kernels/simd.hpp):
 // 8 float or 4 double lanes with XGRAD_ARCH = x86-64-v3.
 using Arch = xsimd::default_arch;
-template <class T>
-struct Lanes {
-  static constexpr int n = simd::lanes<T, Arch>;
-  using v = simd::batch<T, Arch>;
-};
 
 template <class T>
-inline typename Lanes<T>::v load_v(const T* p) {
+inline simd::batch<T, Arch> load_v(const T* p) {
   return simd::load<T, Arch>(p);
 }
 template <class T>
-inline void store_v(T* p, const typename Lanes<T>::v& v) {
+inline void store_v(T* p, const simd::batch<T, Arch>& v) {
   simd::store<T, Arch>(p, v);
 }
 
@@ -173,8 +169,8 @@ using bsl512::TileSeg;
 
 // 8 x 8 float transpose in registers: d[c * ldd + r] = s[r * lds + c] (+ bias[r] when given).
 inline void transpose8(const float* s, std::int64_t lds, float* d, std::int64_t ldd, const float* bias) {
-  using V = Lanes<float>::v;
-  static_assert(Lanes<float>::n == 8, "transpose8: 8 float lanes");
+  using V = simd::batch<float, Arch>;
+  static_assert(simd::lanes<float, Arch> == 8, "transpose8: 8 float lanes");
   V r[8], t[8], u[8];
   for (int i = 0; i < 8; ++i) r[i] = load_v(s + i * lds);
   for (int i = 0; i < 8; i += 2) {
@@ -199,7 +195,7 @@ template <class T>
 void transpose_block(const T* src, std::int64_t rows, std::int64_t cols, std::int64_t lds, T* dst, std::int64_t ldd,
                      const T* bias) {
   std::int64_t r0 = 0;
-  if constexpr (std::is_same_v<T, float> && Lanes<float>::n == 8) {
+  if constexpr (std::is_same_v<T, float> && simd::lanes<float, Arch> == 8) {
     const std::int64_t c8 = cols / 8 * 8;
     for (; r0 + 8 <= rows; r0 += 8) {
       for (std::int64_t c = 0; c < c8; c += 8)
@@ -244,7 +240,7 @@ template <class T>
 void lane_sweep(const std::vector<BlockCsr::Group>& groups, const std::vector<std::int64_t>& seg_ptr,
                 const std::vector<LaneSeg<T>>& segs, std::int64_t mp, std::int64_t m, T* dst, std::int64_t ldd,
                 const T* bias, double work) {
-  constexpr int L = Lanes<T>::n;
+  constexpr int L = simd::lanes<T, Arch>;
   constexpr std::int64_t ldo = kLaneTaskVecs * L;
   const std::int64_t nvec = mp / L, chunks = (nvec + kLaneTaskVecs - 1) / kLaneTaskVecs;
   const std::int64_t ngroups = static_cast<std::int64_t>(groups.size());
@@ -404,7 +400,7 @@ bool blas_avx512() {
 
 template <class T>
 constexpr std::int64_t tile_width() {
-  return kTileVecs * Lanes<T>::n;
+  return kTileVecs * simd::lanes<T, Arch>;
 }
 
 // True when n (a group's or block's width) is kTileMinGroup..kTileMaxGroup and a multiple of the tile
@@ -505,7 +501,7 @@ void group_panels(const T* src, std::int64_t rows, std::int64_t n, const std::ve
     if (!used[static_cast<std::size_t>(t)]) return;
     const auto& grp = groups[static_cast<std::size_t>(t)];
     T* d = dst + rows * grp.begin;
-    constexpr int L = Lanes<T>::n;
+    constexpr int L = simd::lanes<T, Arch>;
     const std::int64_t nv = grp.size / L;  // tile groups are whole vectors wide
     for (std::int64_t i = 0; i < rows; ++i) {
       const T* sr = src + i * n + grp.begin;
@@ -808,13 +804,9 @@ void bsl_bias_grad(const T* g, std::int64_t m, std::int64_t n, T* db) {
   });
 }
 
-#define XGRAD_BSL_INSTANTIATE(T)                                                                           \
-  template void bsl_forward<T>(const BlockCsr&, const T*, std::int64_t, const T*, const T*, T*); \
-  template void bsl_input_grad<T>(const BlockCsr&, const T*, std::int64_t, const T*, T*);        \
-  template void bsl_weight_grad<T>(const BlockCsr&, const T*, const T*, std::int64_t, T*);       \
-  template void bsl_bias_grad<T>(const T*, std::int64_t, std::int64_t, T*);
-XGRAD_BSL_INSTANTIATE(float)
-XGRAD_BSL_INSTANTIATE(double)
-#undef XGRAD_BSL_INSTANTIATE
+XGRAD_INSTANTIATE_FLOATING(bsl_forward);
+XGRAD_INSTANTIATE_FLOATING(bsl_input_grad);
+XGRAD_INSTANTIATE_FLOATING(bsl_weight_grad);
+XGRAD_INSTANTIATE_FLOATING(bsl_bias_grad);
 
 }  // namespace xgrad::detail

@@ -8,6 +8,7 @@
 #include "xgrad/core/tensor.hpp"
 #include "xgrad/ops/kernels/tiled_gemm.hpp"
 #include "xgrad/ops/kernels/gemm_kernels.hpp"
+#include "xgrad/ops/kernels/instantiate.hpp"
 
 namespace xgrad::detail {
 
@@ -482,14 +483,10 @@ void bias_grad(const T* g, std::int64_t n, std::int64_t channels, std::int64_t l
 }
 
 
-#define XGRAD_CONV_KERNELS(T)                                                           \
-  template void k1_forward<T>(const ConvPlan&, const T*, const T*, const T*, T*); \
-  template void k2_adjoint<T>(const ConvPlan&, const T*, const T*, T*);           \
-  template void k3_weight<T>(const ConvPlan&, const T*, const T*, T*);            \
-  template void bias_grad<T>(const T*, std::int64_t, std::int64_t, std::int64_t, T*);       \
-  template void add_bias<T>(T*, const T*, std::int64_t, std::int64_t, std::int64_t);
-XGRAD_CONV_KERNELS(float)
-XGRAD_CONV_KERNELS(double)
-#undef XGRAD_CONV_KERNELS
+XGRAD_INSTANTIATE_FLOATING(k1_forward);
+XGRAD_INSTANTIATE_FLOATING(k2_adjoint);
+XGRAD_INSTANTIATE_FLOATING(k3_weight);
+XGRAD_INSTANTIATE_FLOATING(bias_grad);
+XGRAD_INSTANTIATE_FLOATING(add_bias);
 
 }  // namespace xgrad::detail

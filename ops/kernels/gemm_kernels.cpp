@@ -9,6 +9,7 @@
 
 #include "xgrad/core/detail/cpu.hpp"
 #include "xgrad/ops/kernels/conv_loops.hpp"
+#include "xgrad/ops/kernels/instantiate.hpp"
 
 namespace xgrad::detail {
 
@@ -180,8 +181,7 @@ void gemm(const Args<T>& g) {
     k.dgemm(g, ws);
 }
 
-template void gemm<float>(const Args<float>&);
-template void gemm<double>(const Args<double>&);
+XGRAD_INSTANTIATE_FLOATING(gemm);
 
 template <class T>
 void direct_conv(const ConvArgs<T>& g) {
@@ -193,8 +193,7 @@ void direct_conv(const ConvArgs<T>& g) {
     k.dconv(g);
 }
 
-template void direct_conv<float>(const ConvArgs<float>&);
-template void direct_conv<double>(const ConvArgs<double>&);
+XGRAD_INSTANTIATE_FLOATING(direct_conv);
 
 template <class T>
 void direct_conv_weight(const ConvWeightArgs<T>& g) {
@@ -206,8 +205,7 @@ void direct_conv_weight(const ConvWeightArgs<T>& g) {
     k.dconv_weight(g);
 }
 
-template void direct_conv_weight<float>(const ConvWeightArgs<float>&);
-template void direct_conv_weight<double>(const ConvWeightArgs<double>&);
+XGRAD_INSTANTIATE_FLOATING(direct_conv_weight);
 
 }  // namespace gemmk
 

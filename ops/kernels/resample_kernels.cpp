@@ -19,6 +19,7 @@
 #include "xgrad/ops/kernels/resample_loops.hpp"
 #include "xgrad/ops/kernels/resample_simd512.hpp"
 #include "xgrad/ops/kernels/simd.hpp"
+#include "xgrad/ops/kernels/instantiate.hpp"
 
 namespace xgrad::detail::resample {
 
@@ -27,11 +28,6 @@ namespace {
 // ---- SIMD helpers (xsimd batches of this file's architecture: Note [Kernel architectures] in
 // ops/kernels/simd.hpp) ------------------------------------------------------------------------------
 using Arch = xsimd::default_arch;
-template <class T>
-struct Vec {
-  using type = simd::batch<T, Arch>;
-  static constexpr int W = simd::lanes<T, Arch>;
-};
 using VD = simd::batch<double, Arch>;  // the double accumulators (W / 2 lanes for float)
 
 template <class T>
@@ -39,9 +35,9 @@ inline simd::batch<T, Arch> load(const T* p) {
   return simd::load<T, Arch>(p);
 }
 template <class T>
-inline double hsum(const typename Vec<T>::type& v) {
+inline double hsum(const simd::batch<T, Arch>& v) {
   double s = 0;
-  for (int i = 0; i < Vec<T>::W; ++i) s += static_cast<double>(simd::lane(v, i));
+  for (int i = 0; i < simd::lanes<T, Arch>; ++i) s += static_cast<double>(simd::lane(v, i));
   return s;
 }
 // Sum of the double lanes by a fixed tree of pairwise sums ((t0 + t1) + (t2 + t3) for 4 lanes).
@@ -54,8 +50,8 @@ inline double tree_sum(const VD& v) { return simd::tree_sum(v); }
 // block sums are added lane-wise in double; one horizontal sum per output and k.
 template <class T, int NK>
 void dot_rows(const T* const* rows, const T* f, std::int64_t n, double* res) {
-  using V = typename Vec<T>::type;
-  constexpr int W = Vec<T>::W;
+  using V = simd::batch<T, Arch>;
+  constexpr int W = simd::lanes<T, Arch>;
   constexpr std::int64_t kBlock = 256;
   // U independent accumulators per k: enough chains to cover the FMA latency (the loop is
   // latency-bound with fewer), not so many that they spill.
@@ -348,9 +344,9 @@ std::int64_t output_grain(const Geometry& geo) {
 // vectors) and scalar sums M[k] (the tail): the caller accumulates the lanes across cells and
 // outputs and reduces them once, instead of a horizontal sum per cell.
 template <class T>
-void moments4(const T* f, std::int64_t n, double s0, double du, typename Vec<T>::type* mv, double* M) {
-  using V = typename Vec<T>::type;
-  constexpr int W = Vec<T>::W;
+void moments4(const T* f, std::int64_t n, double s0, double du, simd::batch<T, Arch>* mv, double* M) {
+  using V = simd::batch<T, Arch>;
+  constexpr int W = simd::lanes<T, Arch>;
   const V lane = simd::iota<T, Arch>(T(0));
   V m0 = {}, m1 = {}, m2 = {}, m3 = {};
   const T s0t = static_cast<T>(s0), dut = static_cast<T>(du);
@@ -783,7 +779,7 @@ std::vector<double> backward_cells(const Geometry& geo, std::int64_t ncells, dou
   const std::size_t G = static_cast<std::size_t>(ncells * 4);
   std::vector<std::vector<double>> part(static_cast<std::size_t>(nch));
   parallel_for(0, nch, 1, [&](std::int64_t c0, std::int64_t c1) {
-    using V = typename Vec<T>::type;
+    using V = simd::batch<T, Arch>;
     std::vector<V> lanes(G);  // per-lane partial sums of this chunk, reduced at its end
     for (std::int64_t ch = c0; ch < c1; ++ch) {
       std::vector<double>& acc = part[static_cast<std::size_t>(ch)];
@@ -844,15 +840,9 @@ std::vector<double> backward_cells(const Geometry& geo, std::int64_t ncells, dou
 
 const Simd512Kernels* simd512_kernels() { return avx512_enabled() ? simd512_table() : nullptr; }
 
-#define XGRAD_RESAMPLE_INSTANTIATE(T)                                                                             \
-  template void forward<T>(const Geometry&, const Evaluator&, const Problem&, const T*, T*);                      \
-  template void backward_f<T>(const Geometry&, const Evaluator&, const Problem&, const T*, T*);                   \
-  template std::vector<double> backward_cells<T>(const Geometry&, std::int64_t, double, const Problem&, const T*, \
-                                                 const T*);                                                       \
-  template std::vector<double> backward_cells_polyphase<T>(const Geometry&, const Table&, std::int64_t, double,   \
-                                                           const Problem&, const T*, const T*);
-XGRAD_RESAMPLE_INSTANTIATE(float)
-XGRAD_RESAMPLE_INSTANTIATE(double)
-#undef XGRAD_RESAMPLE_INSTANTIATE
+XGRAD_INSTANTIATE_FLOATING(forward);
+XGRAD_INSTANTIATE_FLOATING(backward_f);
+XGRAD_INSTANTIATE_FLOATING(backward_cells);
+XGRAD_INSTANTIATE_FLOATING(backward_cells_polyphase);
 
 }  // namespace xgrad::detail::resample

@@ -25,6 +25,9 @@ namespace xgrad::detail::simd {
 
 template <class T, class A>
 using batch = xsimd::batch<T, A>;
+/// A batch of the build's architecture (XGRAD_ARCH), for kernels with no per-ISA variant.
+template <class T>
+using default_batch = batch<T, xsimd::default_arch>;
 
 /// Lanes of a batch of T on architecture A.
 template <class T, class A>

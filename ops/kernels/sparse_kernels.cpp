@@ -18,6 +18,7 @@
 
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/kernels/instantiate.hpp"
 #include "xgrad/ops/kernels/simd.hpp"
 
 namespace xgrad::detail {
@@ -393,45 +394,17 @@ void csr_linear_backward_weight(std::int64_t in, const std::int64_t* tcrow, cons
                });
 }
 
-template void csr_linear<float>(std::int64_t, const std::int64_t*, const std::int64_t*, const float*, const float*,
-                                std::int64_t, std::int64_t, const float*, float*);
-template void csr_linear<double>(std::int64_t, const std::int64_t*, const std::int64_t*, const double*, const double*,
-                                 std::int64_t, std::int64_t, const double*, double*);
-template void csr_linear_backward_values<float>(std::int64_t, const std::int64_t*, const std::int64_t*, const float*,
-                                                const float*, std::int64_t, std::int64_t, float*);
-template void csr_linear_backward_values<double>(std::int64_t, const std::int64_t*, const std::int64_t*, const double*,
-                                                 const double*, std::int64_t, std::int64_t, double*);
-template void csr_linear_backward_weight<float>(std::int64_t, const std::int64_t*, const std::int64_t*, const float*,
-                                                const float*, std::int64_t, float*);
-template void csr_linear_backward_weight<double>(std::int64_t, const std::int64_t*, const std::int64_t*, const double*,
-                                                 const double*, std::int64_t, double*);
-template void segment_max<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float, float*);
-template void segment_max<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double,
-                                  double*);
-template void segment_max_backward<float>(std::int64_t, const std::int64_t*, const float*, const float*, const float*,
-                                          std::int64_t, float*, float*);
-template void segment_max_backward<double>(std::int64_t, const std::int64_t*, const double*, const double*,
-                                           const double*, std::int64_t, double*, double*);
-template void segment_softmax<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float*);
-template void segment_softmax<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double*);
-template void segment_softmax_backward<float>(std::int64_t, const std::int64_t*, const float*, const float*,
-                                              std::int64_t, bool, float*);
-template void segment_softmax_backward<double>(std::int64_t, const std::int64_t*, const double*, const double*,
-                                               std::int64_t, bool, double*);
-template void segment_sum<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float, float*);
-template void segment_sum<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double,
-                                  double*);
-template void segment_expand<float>(std::int64_t, const std::int64_t*, const float*, std::int64_t, bool, float*);
-template void segment_expand<double>(std::int64_t, const std::int64_t*, const double*, std::int64_t, bool, double*);
-template void csr_spmm<float>(std::int64_t, const std::int64_t*, const std::int64_t*, const float*, const float*,
-                              std::int64_t, float*);
-template void csr_spmm<double>(std::int64_t, const std::int64_t*, const std::int64_t*, const double*, const double*,
-                               std::int64_t, double*);
-template void permute_values<float>(std::int64_t, const std::int64_t*, const float*, float*);
-template void permute_values<double>(std::int64_t, const std::int64_t*, const double*, double*);
-template void csr_sddmm<float>(std::int64_t, const std::int64_t*, const std::int64_t*, const float*, const float*,
-                               std::int64_t, float*);
-template void csr_sddmm<double>(std::int64_t, const std::int64_t*, const std::int64_t*, const double*, const double*,
-                                std::int64_t, double*);
+XGRAD_INSTANTIATE_FLOATING(csr_linear);
+XGRAD_INSTANTIATE_FLOATING(csr_linear_backward_values);
+XGRAD_INSTANTIATE_FLOATING(csr_linear_backward_weight);
+XGRAD_INSTANTIATE_FLOATING(segment_max);
+XGRAD_INSTANTIATE_FLOATING(segment_max_backward);
+XGRAD_INSTANTIATE_FLOATING(segment_softmax);
+XGRAD_INSTANTIATE_FLOATING(segment_softmax_backward);
+XGRAD_INSTANTIATE_FLOATING(segment_sum);
+XGRAD_INSTANTIATE_FLOATING(segment_expand);
+XGRAD_INSTANTIATE_FLOATING(csr_spmm);
+XGRAD_INSTANTIATE_FLOATING(permute_values);
+XGRAD_INSTANTIATE_FLOATING(csr_sddmm);
 
 }  // namespace xgrad::detail

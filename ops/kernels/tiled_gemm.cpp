@@ -7,6 +7,7 @@
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/kernels/blas.hpp"
 #include "xgrad/ops/kernels/ceil_div.hpp"
+#include "xgrad/ops/kernels/instantiate.hpp"
 
 namespace xgrad {
 
@@ -95,10 +96,7 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
   });
 }
 
-template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t,
-                          const float*, std::int64_t, float, float*, std::int64_t);
-template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, const double*, std::int64_t,
-                           const double*, std::int64_t, double, double*, std::int64_t);
+XGRAD_INSTANTIATE_FLOATING(gemm);
 
 }  // namespace detail
 
