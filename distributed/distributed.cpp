@@ -481,7 +481,7 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
     while (k < ref.size() && k < other.size() && ref[k] == other[k]) ++k;
     const std::string a = k < ref.size() ? ref[k] : std::string("(none)");
     const std::string b = k < other.size() ? other[k] : std::string("(none)");
-    xgrad::detail::throw_error(fmt::format(
+    throw Error(fmt::format(
         "DistributedDataParallel: the ranks' parameters differ (every rank must build the same model): rank 0 has "
         "{} parameters, rank {} has {}; first difference at parameter {}: rank 0 {} vs rank {} {} (seen on rank {})",
         ref.size(), bad, other.size(), k, a, bad, b, me));
@@ -524,7 +524,7 @@ DistributedDataParallel::~DistributedDataParallel() {
 // Note [Overlapped averaging]: every parameter's gradient has a slot in one bucket's storage (a 1-d
 // tensor; slots 64-byte aligned), and after averaging its .grad is a view of that slot (from_blob
 // sharing the bucket's storage): no copy out. With DdpOptions::overlap, the views are marked
-// (detail::set_accumulate_in_place) from the end of each average_gradients() until their parameter's
+// (set_accumulate_in_place) from the end of each average_gradients() until their parameter's
 // hook runs, so the next backward adds each gradient straight into its slot (no copy in, as torch's
 // AccumulateGrad adds into a bucket view); a post-accumulate-grad hook on each parameter then finds
 // it there, or copies it in when .grad was another tensor (the first step, after zero_grad(true)),
@@ -652,7 +652,7 @@ void DistributedDataParallel::on_ready(std::size_t i) {
   put_in_bucket(i);  // a slot of a bucket not complete yet: nobody else touches it
   // From now until average_gradients() ends, the slot may be in flight: a second gradient must not
   // be added into it (the check above refuses it, after backward has added it elsewhere).
-  if (params_[i].numel() > 0) xgrad::detail::set_accumulate_in_place(params_[i], views_[i], false);
+  if (params_[i].numel() > 0) set_accumulate_in_place(params_[i], views_[i], false);
   ready_[i] = 1;
   const std::size_t b = slot_bucket_[i];
   {
@@ -897,8 +897,7 @@ void DistributedDataParallel::average_gradients() {
 
 void DistributedDataParallel::set_in_place(bool on) {
   for (std::size_t i = 0; i < params_.size(); ++i)
-    if (params_[i].numel() > 0 && views_[i].defined())
-      xgrad::detail::set_accumulate_in_place(params_[i], views_[i], on);
+    if (params_[i].numel() > 0 && views_[i].defined()) set_accumulate_in_place(params_[i], views_[i], on);
 }
 
 void DistributedDataParallel::broadcast_buffers() {
