@@ -6,7 +6,7 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/error.hpp"
-#include "xgrad/distributed/detail/collectives.hpp"
+#include "xgrad/distributed/detail/process_group.hpp"
 #include "xgrad/distributed/distributed.hpp"
 
 namespace xgrad::distributed {
