@@ -1,7 +1,7 @@
 // DistributedDataParallel: the parameter check and broadcast at construction, the gradient buckets,
 // their ring all-reduce overlapped with backward through post-accumulate-grad hooks, and the
 // progress thread that moves the rings on (Notes [Overlapped averaging], [Ring all-reduce],
-// [Progress thread]).
+// [Progress thread]). The thread and its lock live in DistributedDataParallel::Impl, here.
 #include <mpi.h>
 
 #include <algorithm>
@@ -71,15 +71,25 @@ struct DistributedDataParallel::CommHolder {
   }
 };
 
+// The progress thread (Note [Progress thread]). `mutex` guards `stop` and the object's pending_ and
+// next_launch_, which the hooks and the thread share; `stopper` is what quiesce() calls.
+struct DistributedDataParallel::Impl {
+  std::thread thread;
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool stop = false;
+  std::function<void()> stopper;
+};
+
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, DdpOptions options)
-    : module_(std::move(module)), options_(options) {
+    : module_(std::move(module)), options_(options), impl_(std::make_unique<Impl>()) {
   XGRAD_CHECK(module_ != nullptr, "DistributedDataParallel: argument 'module' is null");
   setup(module_->named_parameters(), module_->named_buffers());
 }
 
 DistributedDataParallel::DistributedDataParallel(std::vector<std::pair<std::string, Tensor>> named_parameters,
                                                  DdpOptions options)
-    : options_(options) {
+    : options_(options), impl_(std::make_unique<Impl>()) {
   setup(std::move(named_parameters));
 }
 
@@ -159,7 +169,7 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
   std::vector<std::size_t> order(params_.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   make_buckets(order);
-  stopper_ = [this] { stop_progress(); };
+  impl_->stopper = [this] { stop_progress(); };
   if (options_.overlap) {
     comm_holder_ = std::make_shared<CommHolder>();
     MPI_Comm_dup(MPI_COMM_WORLD, &comm_holder_->comm);  // the ring's messages (Note [Ring all-reduce])
@@ -314,18 +324,18 @@ void DistributedDataParallel::on_ready(std::size_t i) {
   ready_[i] = 1;
   const std::size_t b = slot_bucket_[i];
   {
-    std::lock_guard<std::mutex> lock(progress_m_);
+    std::lock_guard<std::mutex> lock(impl_->mutex);
     --pending_[b];
   }
   if (options_.mode != ReduceMode::allreduce) return;
   if (detail::thread_level() >= MPI_THREAD_SERIALIZED) {
-    if (!progress_.joinable()) {
-      progress_stop_ = false;
-      progress_ = std::thread([this] { progress_loop(); });
+    if (!impl_->thread.joinable()) {
+      impl_->stop = false;
+      impl_->thread = std::thread([this] { progress_loop(); });
       std::lock_guard<std::mutex> lock(g_progress_mutex);
-      g_progress_stoppers.push_back(&stopper_);
+      g_progress_stoppers.push_back(&impl_->stopper);
     }
-    progress_cv_.notify_one();
+    impl_->cv.notify_one();
     return;
   }
   int main_thread = 0;
@@ -345,7 +355,7 @@ void DistributedDataParallel::on_ready(std::size_t i) {
 // before it waits for the rest itself. Without MPI_THREAD_SERIALIZED, the hooks start and move the
 // rings themselves (progress only at hooks).
 void DistributedDataParallel::progress_loop() {
-  std::unique_lock<std::mutex> lock(progress_m_);
+  std::unique_lock<std::mutex> lock(impl_->mutex);
   for (;;) {
     while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) {
       lock.unlock();
@@ -355,29 +365,29 @@ void DistributedDataParallel::progress_loop() {
     lock.unlock();
     const bool in_flight = progress();
     lock.lock();
-    if (progress_stop_) return;
+    if (impl_->stop) return;
     const bool can_launch = next_launch_ < buckets_.size() && pending_[next_launch_] == 0;
     if (can_launch) continue;
     if (in_flight)
-      progress_cv_.wait_for(lock, std::chrono::microseconds(100));  // 1 and 3 ms measured the same
+      impl_->cv.wait_for(lock, std::chrono::microseconds(100));  // 1 and 3 ms measured the same
     else
-      progress_cv_.wait(
-          lock, [&] { return progress_stop_ || (next_launch_ < buckets_.size() && pending_[next_launch_] == 0); });
-    if (progress_stop_) return;
+      impl_->cv.wait(lock,
+                     [&] { return impl_->stop || (next_launch_ < buckets_.size() && pending_[next_launch_] == 0); });
+    if (impl_->stop) return;
   }
 }
 
 void DistributedDataParallel::stop_progress() {
-  if (!progress_.joinable()) return;
+  if (!impl_->thread.joinable()) return;
   {
-    std::lock_guard<std::mutex> lock(progress_m_);
-    progress_stop_ = true;
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->stop = true;
   }
-  progress_cv_.notify_one();
-  progress_.join();
-  progress_stop_ = false;
+  impl_->cv.notify_one();
+  impl_->thread.join();
+  impl_->stop = false;
   std::lock_guard<std::mutex> lock(g_progress_mutex);
-  g_progress_stoppers.erase(std::remove(g_progress_stoppers.begin(), g_progress_stoppers.end(), &stopper_),
+  g_progress_stoppers.erase(std::remove(g_progress_stoppers.begin(), g_progress_stoppers.end(), &impl_->stopper),
                             g_progress_stoppers.end());
 }
 

@@ -38,14 +38,11 @@
 //  - waiting ranks sleep between progress tests after 20 ms instead of polling a core at 100%, and
 //    init() sets Open MPI's mpi_yield_when_idle unless the user set it.
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -266,12 +263,10 @@ class DistributedDataParallel {
   std::vector<std::size_t> observed_;  // ready order of the first round
   bool rebuilt_ = false;
   bool sync_ = true;
-  // the progress thread (Note [Progress thread] in data_parallel.cpp)
-  std::thread progress_;
-  std::mutex progress_m_;
-  std::condition_variable progress_cv_;
-  bool progress_stop_ = false;
-  std::function<void()> stopper_;
+  // the progress thread, its mutex and condition variable: defined in data_parallel.cpp, so that this
+  // header includes no <thread> or <mutex> (Note [Progress thread])
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
   struct CommHolder;  // the ring's communicator (an MPI_Comm; data_parallel.cpp)
   std::shared_ptr<CommHolder> comm_holder_;
 };
