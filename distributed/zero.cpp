@@ -12,8 +12,6 @@
 namespace xgrad::distributed {
 
 namespace {
-MPI_Datatype mpi_type(Dtype d) { return d == kFloat32 ? MPI_FLOAT : MPI_DOUBLE; }
-
 // Note [Ring reduce-scatter]: Open MPI 4.1's MPI_Reduce_scatter took 22 ms for the 23 MB of a 5.8M
 // parameter MLP at 2 ranks, where MPI_Allreduce of all of it takes about 10 (bench/ddp_allreduce.cpp),
 // so step() runs the ring algorithm itself: in step s = 0 .. W-2 rank r sends its running sum of
@@ -175,7 +173,7 @@ void ZeroRedundancyOptimizer::step() {
         off += m;
       }
       MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.data(), f.counts.data(), f.displs.data(),
-                     mpi_type(f.dtype), MPI_COMM_WORLD);
+                     detail::mpi_type(f.dtype), MPI_COMM_WORLD);
       off = 0;
       for (std::size_t i : f.params) {
         const auto m = static_cast<std::size_t>(params_[i].numel());
