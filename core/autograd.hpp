@@ -343,6 +343,16 @@ Tensor saved_output_with_history(const Node& node, const Tensor& alias, std::uin
 bool same_tensor_data(const Tensor& a, const Tensor& b);
 }  // namespace detail
 
+/// Marks (on) or unmarks `grad`, a tensor that the leaf `leaf`'s .grad is or will be set to: while
+/// marked and .grad, backward adds the leaf's gradient into its buffer in place, with the bits a new
+/// buffer would hold, instead of into a new buffer (Note [Leaf accumulation]; a create_graph backward
+/// still records a new sum). For an extension that owns .grad buffers nobody reads during backward
+/// and wants the gradients to land in them without a copy: DistributedDataParallel makes each .grad
+/// a view of its communication bucket (Note [Overlapped averaging]). Error: an undefined tensor.
+inline void set_accumulate_in_place(const Tensor& leaf, const Tensor& grad, bool on) {
+  detail::set_accumulate_in_place(leaf, grad, on);
+}
+
 template <class Derived>
 void Function<Derived>::save_one(const Tensor& t) {
   if (!t.defined()) {

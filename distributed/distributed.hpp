@@ -32,20 +32,17 @@
 //    checks it). MPI's default error handler MPI_ERRORS_ARE_FATAL aborts the job on MPI errors.
 //  - a rank that returns from main normally (e.g. after catching an error and returning 1) tells
 //    the others as its MpiContext finalises; a rank waiting in a collective that rank never joined
-//    aborts the job 5 s later with a message (Note [Leaving] in distributed.cpp);
+//    aborts the job 5 s later with a message (Note [Leaving] in process_group.cpp);
 //  - every collective has a timeout (set_timeout; 5 minutes by default) after which the job aborts
 //    with a message naming the rank, the collective and the call (a rank stuck elsewhere);
 //  - waiting ranks sleep between progress tests after 20 ms instead of polling a core at 100%, and
 //    init() sets Open MPI's mpi_yield_when_idle unless the user set it.
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -73,7 +70,7 @@ bool is_initialized();
 /// The collective timeout: a collective (barrier, broadcast_, all_reduce_*, DistributedDataParallel's
 /// construction and average_gradients) that has not completed after this long aborts the whole job
 /// (MPI_Abort) after printing, on stderr, this rank, the collective and the call (Note [Waiting in
-/// collectives] in distributed.cpp). Default 5 minutes; the environment variable
+/// collectives] in process_group.cpp). Default 5 minutes; the environment variable
 /// XGRAD_DISTRIBUTED_TIMEOUT (seconds) sets it at init(). Applies to collectives started afterwards
 /// on this rank. Error: a timeout that is not positive.
 void set_timeout(std::chrono::milliseconds timeout);
@@ -145,7 +142,7 @@ struct DdpOptions {
   /// uses rank 0's, as torch's DDP(broadcast_buffers=True) does at the start of each forward. Off: each
   /// rank keeps its own (use SyncBatchNorm to compute the statistics over all ranks instead).
   bool broadcast_buffers = true;
-  /// Overlap the all-reduce with backward (Note [Overlapped averaging] in distributed.cpp): each
+  /// Overlap the all-reduce with backward (Note [Overlapped averaging] in data_parallel.cpp): each
   /// parameter's post-accumulate-grad hook puts its gradient into its bucket, and a bucket whose
   /// gradients are all in is all-reduced (a ring of non-blocking messages, moved on by a progress
   /// thread) while backward goes on; average_gradients() then completes what is still in flight.
@@ -252,7 +249,7 @@ class DistributedDataParallel {
   void progress_loop();
   void stop_progress();
   void finish_bucket(std::size_t b);
-  struct Flight;                                        // a bucket's storage and request (distributed.cpp)
+  struct Flight;                                        // a bucket's storage and request (data_parallel.cpp)
   std::vector<std::shared_ptr<Flight>> flights_;        // per bucket
   std::vector<std::size_t> slot_bucket_, slot_offset_;  // per parameter: its bucket, element offset
   std::vector<Tensor> views_;                           // per parameter: its slot as a tensor of its shape
@@ -266,13 +263,11 @@ class DistributedDataParallel {
   std::vector<std::size_t> observed_;  // ready order of the first round
   bool rebuilt_ = false;
   bool sync_ = true;
-  // the progress thread (Note [Progress thread] in distributed.cpp)
-  std::thread progress_;
-  std::mutex progress_m_;
-  std::condition_variable progress_cv_;
-  bool progress_stop_ = false;
-  std::function<void()> stopper_;
-  struct CommHolder;  // the ring's communicator (an MPI_Comm; distributed.cpp)
+  // the progress thread, its mutex and condition variable: defined in data_parallel.cpp, so that this
+  // header includes no <thread> or <mutex> (Note [Progress thread])
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  struct CommHolder;  // the ring's communicator (an MPI_Comm; data_parallel.cpp)
   std::shared_ptr<CommHolder> comm_holder_;
 };
 

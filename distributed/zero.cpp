@@ -6,14 +6,12 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/error.hpp"
-#include "xgrad/distributed/detail/collectives.hpp"
+#include "xgrad/distributed/detail/process_group.hpp"
 #include "xgrad/distributed/distributed.hpp"
 
 namespace xgrad::distributed {
 
 namespace {
-MPI_Datatype mpi_type(Dtype d) { return d == kFloat32 ? MPI_FLOAT : MPI_DOUBLE; }
-
 // Note [Ring reduce-scatter]: Open MPI 4.1's MPI_Reduce_scatter of a 5.8M-parameter MLP's gradients at
 // 2 ranks took about twice as long as an MPI_Allreduce of all of them (bench/ddp_allreduce.cpp;
 // bench/results/tuning_notes.md, "ZeRO's ring reduce-scatter"),
@@ -176,7 +174,7 @@ void ZeroRedundancyOptimizer::step() {
         off += m;
       }
       MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.data(), f.counts.data(), f.displs.data(),
-                     mpi_type(f.dtype), MPI_COMM_WORLD);
+                     detail::mpi_type(f.dtype), MPI_COMM_WORLD);
       off = 0;
       for (std::size_t i : f.params) {
         const auto m = static_cast<std::size_t>(params_[i].numel());

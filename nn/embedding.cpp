@@ -60,7 +60,7 @@ Tensor Embedding::lookup(std::span<const std::int64_t> indices, const Shape& out
                   num_embeddings_);
   // index_select's backward is the row scatter (Note [Row scatter]): one index per looked-up row.
   // The indices are read where they are: copied only when the weight takes a gradient.
-  Tensor rows = xgrad::detail::index_select_checked(weight_, 0, indices);  // checked above
+  Tensor rows = index_select_checked(weight_, 0, indices);  // checked above
   Shape out = out_batch_shape;
   out.push_back(embedding_dim_);
   return out == rows.shape() ? rows : reshape(rows, out);

@@ -47,6 +47,13 @@ namespace detail {
 /// and copies them only when x requires grad (the backward's positions).
 Tensor index_select_checked(const Tensor& x, std::int64_t axis, std::span<const std::int64_t> index);
 }  // namespace detail
+/// index_select(x, axis, index) for a caller that has checked its arguments itself (nn::Embedding,
+/// with its own error message): axis in [0, x.dim()) and every index in [0, x.size(axis)), anything
+/// else being undefined behaviour. It skips index_select's second pass over the indices and takes them
+/// as a span (a tensor's data, say), copied only when x requires grad (the backward's positions).
+inline Tensor index_select_checked(const Tensor& x, std::int64_t axis, std::span<const std::int64_t> index) {
+  return detail::index_select_checked(x, axis, index);
+}
 /// @op `concat(xs, axis)`, `cat(xs, dim)` | the xs (one dtype) joined along axis | each x its slice of g
 ///   | torch.cat
 Tensor concat(const Tensors& xs, std::int64_t axis = 0);

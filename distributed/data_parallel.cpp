@@ -1,16 +1,15 @@
-#include "xgrad/distributed/distributed.hpp"
-
+// DistributedDataParallel: the parameter check and broadcast at construction, the gradient buckets,
+// their ring all-reduce overlapped with backward through post-accumulate-grad hooks, and the
+// progress thread that moves the rings on (Notes [Overlapped averaging], [Ring all-reduce],
+// [Progress thread]). The thread and its lock live in DistributedDataParallel::Impl, here.
 #include <mpi.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
 #include <condition_variable>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <exception>
+#include <functional>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -18,36 +17,12 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/from_blob.hpp"
-#include "xgrad/distributed/detail/collectives.hpp"
-#include "xgrad/nn/serialize.hpp"
+#include "xgrad/distributed/detail/process_group.hpp"
+#include "xgrad/distributed/distributed.hpp"
 
 namespace xgrad::distributed {
 
 namespace {
-
-void quiesce_progress_threads();
-
-// Every public function that communicates starts here: MPI must be up, and no progress thread may
-// call MPI while this thread does (Note [Progress thread]).
-void require_mpi(const char* fn) {
-  XGRAD_CHECK(is_initialized(), "{}: MPI is not initialised (create an xgrad::distributed::MpiContext in main first)",
-              fn);
-  quiesce_progress_threads();
-}
-
-// MPI counts are int: split larger transfers into pieces (never needed below 2^31 elements).
-constexpr std::size_t kMaxCount = static_cast<std::size_t>(INT_MAX) / 2;
-
-template <class Fn>
-void in_chunks(std::size_t count, std::size_t elem_bytes, unsigned char* data, Fn&& fn) {
-  for (std::size_t done = 0; done < count;) {
-    const std::size_t n = std::min(kMaxCount, count - done);
-    fn(data + done * elem_bytes, static_cast<int>(n));
-    done += n;
-  }
-}
-
-MPI_Datatype mpi_type(Dtype d) { return d == kFloat32 ? MPI_FLOAT : MPI_DOUBLE; }
 
 std::string describe(const std::string& name, const Tensor& t) {
   return fmt::format("'{}' {} {}", name, shape_str(t.shape()), t.dtype());
@@ -66,201 +41,13 @@ std::vector<std::string> split_lines(const std::string& s) {
   return out;
 }
 
-// ---- waiting: timeouts, ranks that left, no busy polling ----------------------------------------
-// Note [Waiting in collectives]: every collective is started non-blocking (MPI_I...; for the large
-// transfers of broadcast_ and average_gradients, an MPI_Ibarrier first, arrive()) and completed by
-// wait(), which calls MPI_Test (what drives Open MPI's progress) until the request completes, and
-// aborts the job (MPI_Abort, after a message on stderr naming this rank, the collective and the step)
-//  - when the collective timeout passes (set_timeout, XGRAD_DISTRIBUTED_TIMEOUT; 5 minutes by default), or
-//  - when another rank has left main (its MpiContext finalised, Note [Leaving]) and the collective has
-//    not completed kStrandedGrace later: a rank that already took part in the collective before
-//    leaving lets it complete at once, so only a collective it never joined waits that long.
-// For the first kSpin of a wait it tests in a loop with sched_yield (a collective of a training step
-// completes within it, at the latency of a blocking call), then sleeps kNap between tests, so a rank
-// that waits for a slow peer uses little CPU. Open MPI's own blocking calls poll (spin) instead;
-// init() also sets mpi_yield_when_idle unless the user chose (docs/distributed.md, "Failures and hangs").
-//
-// Note [Leaving]: init() duplicates MPI_COMM_WORLD into a communicator of its own and posts a receive
-// on it. A rank that finalises (MpiContext's destructor on a normal return, or finalize()) first sends
-// a one-int notice on it to every other rank, then waits until every other rank has sent it its own:
-// Open MPI's MPI_Finalize waits for every rank anyway, and this way every notice is matched. A rank
-// waiting in a collective learns from a notice that the sender will never join it.
-constexpr int kLeaveTag = 7001;
-constexpr auto kSpin = std::chrono::milliseconds(20);
-constexpr auto kNap = std::chrono::microseconds(200);
-constexpr auto kStrandedGrace = std::chrono::seconds(5);
-
-// Only the thread that initialised MPI touches this state (DistributedDataParallel's progress thread
-// only starts, tests and finishes its own buckets' requests), so it is not locked.
-struct WaitState {
-  MPI_Comm leave_comm = MPI_COMM_NULL;
-  MPI_Request leave_req = MPI_REQUEST_NULL;
-  int leave_msg = 0;
-  int notices = 0;      // notices received (ranks that left)
-  int first_left = -1;  // the first rank that left
-  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
-};
-WaitState& wait_state() {
-  static WaitState s;
-  return s;
-}
-
-// MPI_COMM_WORLD's size and this rank, read once (they never change): asking them makes no MPI call,
-// so any thread may (Note [Progress thread]).
-int world_size_raw() {
-  static const int n = [] {
-    int v = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &v);
-    return v;
-  }();
-  return n;
-}
-int rank_raw() {
-  static const int r = [] {
-    int v = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &v);
-    return v;
-  }();
-  return r;
-}
-
-// The thread level MPI granted (MPI_THREAD_SERIALIZED asked; Note [Progress thread]).
-int g_thread_level = MPI_THREAD_SINGLE;
-
 // DistributedDataParallel objects whose progress thread runs (Note [Progress thread]).
 std::mutex g_progress_mutex;
 std::vector<std::function<void()>*> g_progress_stoppers;
+}  // namespace
 
-// Takes the notices that have arrived; re-posts the receive while more can come.
-void poll_leave_notices() {
-  WaitState& st = wait_state();
-  const int others = world_size_raw() - 1;
-  while (st.leave_req != MPI_REQUEST_NULL) {
-    int done = 0;
-    MPI_Status status;
-    MPI_Test(&st.leave_req, &done, &status);
-    if (done == 0) return;
-    ++st.notices;
-    if (st.first_left < 0) st.first_left = status.MPI_SOURCE;
-    if (st.notices < others)
-      MPI_Irecv(&st.leave_msg, 1, MPI_INT, MPI_ANY_SOURCE, kLeaveTag, st.leave_comm, &st.leave_req);
-    else
-      st.leave_req = MPI_REQUEST_NULL;
-  }
-}
-
-[[noreturn]] void abort_job(const std::string& message) {
-  std::fprintf(stderr, "xgrad::distributed: rank %d: %s; aborting the job\n", rank_raw(), message.c_str());
-  std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::_Exit(1);
-}
-
-// Completes `req`, a collective named by `what` (Note [Waiting in collectives]).
-// Calls `test` (which makes progress and returns true when the collective is complete) until it
-// returns true, with the timeout, stranded-rank and sleeping rules of wait().
-template <class Test>
-void wait_until(Test&& test, const std::string& what) {
-  using clock = std::chrono::steady_clock;
-  WaitState& st = wait_state();
-  const auto start = clock::now();
-  clock::time_point stranded_since{};
-  bool stranded = false;
-  for (;;) {
-    if (test()) return;
-    poll_leave_notices();
-    const auto now = clock::now();
-    if (st.first_left >= 0 && !stranded) {
-      stranded = true;
-      stranded_since = now;
-    }
-    if (stranded && now - stranded_since > kStrandedGrace)
-      abort_job(fmt::format("{} waits for rank {}, which has left main (returned or finalised without joining it)",
-                            what, st.first_left));
-    if (now - start > st.timeout)
-      abort_job(
-          fmt::format("{} did not complete within the collective timeout of {} s (another rank is stuck, "
-                      "or slower than the timeout allows: xgrad::distributed::set_timeout, "
-                      "XGRAD_DISTRIBUTED_TIMEOUT)",
-                      what, static_cast<double>(st.timeout.count()) / 1000.0));
-    if (now - start < kSpin)
-      sched_yield();
-    else
-      std::this_thread::sleep_for(kNap);
-  }
-}
-
-void wait(MPI_Request& req, const std::string& what) {
-  wait_until(
-      [&] {
-        int done = 0;
-        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-        return done != 0;
-      },
-      what);
-}
-
-// Waits (as wait() does) until every rank has reached this collective: an MPI_Ibarrier. The large
-// transfers that follow use Open MPI's blocking collectives, whose tuned algorithms measured faster
-// than its non-blocking ones (libnbc) on 4-25 MiB buckets (bench/results/tuning_notes.md, "Blocking
-// collectives before libnbc"), and which cannot hang once every
-// rank has arrived (a rank that dies inside one makes mpirun end the job).
-void arrive(const std::string& what) {
-  MPI_Request req;
-  MPI_Ibarrier(MPI_COMM_WORLD, &req);
-  wait(req, what);
-}
-
-// Reads XGRAD_DISTRIBUTED_TIMEOUT (seconds, > 0) into the timeout, once, at init.
-void read_timeout_env() {
-  const char* v = std::getenv("XGRAD_DISTRIBUTED_TIMEOUT");
-  if (v == nullptr || *v == '\0') return;
-  char* end = nullptr;
-  const double seconds = std::strtod(v, &end);
-  XGRAD_CHECK(end != v && *end == '\0' && seconds > 0 && seconds < 1e9,
-              "distributed::init: environment variable XGRAD_DISTRIBUTED_TIMEOUT must be a positive number of "
-              "seconds, got '{}'",
-              v);
-  wait_state().timeout = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0 + 0.5));
-}
-
-// After MPI is initialised: the leave communicator and its first receive (Note [Leaving]). Collective.
-void setup_leave_notices() {
-  MPI_Query_thread(&g_thread_level);
-  WaitState& st = wait_state();
-  if (st.leave_comm != MPI_COMM_NULL) return;
-  MPI_Comm_dup(MPI_COMM_WORLD, &st.leave_comm);
-  if (world_size_raw() > 1)
-    MPI_Irecv(&st.leave_msg, 1, MPI_INT, MPI_ANY_SOURCE, kLeaveTag, st.leave_comm, &st.leave_req);
-}
-
-// Before MPI_Finalize: tell every other rank, then wait for theirs (Note [Leaving]).
-void leave() {
-  WaitState& st = wait_state();
-  if (st.leave_comm == MPI_COMM_NULL) return;
-  const int n = world_size_raw(), me = rank_raw();
-  std::vector<MPI_Request> sends;
-  for (int r = 0; r < n; ++r) {
-    if (r == me) continue;
-    sends.emplace_back();
-    MPI_Isend(&me, 1, MPI_INT, r, kLeaveTag, st.leave_comm, &sends.back());
-  }
-  for (;;) {
-    poll_leave_notices();
-    int done = 0;
-    MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
-    if (done != 0 && st.leave_req == MPI_REQUEST_NULL) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  MPI_Comm_free(&st.leave_comm);
-  st.leave_comm = MPI_COMM_NULL;
-}
-
-// Open MPI polls while it waits; yielding lets other processes of an oversubscribed host run
-// (docs/distributed.md, "Failures and hangs"). Set before MPI_Init, unless the user set it.
-void default_yield_when_idle() { setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0); }
-
-void quiesce_progress_threads() {
+namespace detail {
+void quiesce() {
   std::vector<std::function<void()>*> stoppers;
   {
     std::lock_guard<std::mutex> lock(g_progress_mutex);
@@ -268,137 +55,7 @@ void quiesce_progress_threads() {
   }
   for (auto* stop : stoppers) (*stop)();
 }
-}  // namespace
-
-namespace detail {
-void quiesce() { quiesce_progress_threads(); }
-void wait_collective(MPI_Request& req, const std::string& what) { wait(req, what); }
-void arrive_collective(const std::string& what) { arrive(what); }
 }  // namespace detail
-
-// ---- process management -----------------------------------------------------------------------
-
-bool is_initialized() {
-  int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  return init != 0 && fin == 0;
-}
-
-namespace {
-// init() and MpiContext(): MPI up (unless it is), with the timeout and the leave notices. `who` names
-// the caller in the error; argc/argv may be null (MPI_Init_thread accepts that).
-void init_mpi(const char* who, int* argc, char*** argv) {
-  int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  XGRAD_CHECK(fin == 0, "{}: MPI was already finalised and cannot be initialised again", who);
-  read_timeout_env();
-  if (init == 0) {
-    default_yield_when_idle();
-    int provided = 0;
-    MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
-  }
-  setup_leave_notices();
-}
-}  // namespace
-
-void init(int& argc, char**& argv) { init_mpi("distributed::init", &argc, &argv); }
-
-void finalize() {
-  if (!is_initialized()) return;
-  quiesce_progress_threads();
-  leave();
-  MPI_Finalize();
-}
-
-void set_timeout(std::chrono::milliseconds timeout) {
-  XGRAD_CHECK(timeout.count() > 0, "distributed::set_timeout: argument 'timeout' must be positive, got {} ms",
-              timeout.count());
-  wait_state().timeout = timeout;
-}
-
-std::chrono::milliseconds timeout() { return wait_state().timeout; }
-
-void abort(int code) {
-  if (is_initialized()) MPI_Abort(MPI_COMM_WORLD, code);
-  std::_Exit(code);
-}
-
-MpiContext::MpiContext(int& argc, char**& argv) : uncaught_at_start_(std::uncaught_exceptions()), owns_(false) {
-  const bool was = is_initialized();
-  init(argc, argv);
-  owns_ = !was;
-}
-
-MpiContext::MpiContext() : uncaught_at_start_(std::uncaught_exceptions()), owns_(false) {
-  const bool was = is_initialized();
-  init_mpi("MpiContext", nullptr, nullptr);
-  owns_ = !was;
-}
-
-MpiContext::~MpiContext() {
-  if (!owns_) return;
-  // Unwinding because of an exception: other ranks may be blocked in a collective that this rank
-  // will never join, and MPI_Finalize would wait for them (Note [Collective errors and hangs]).
-  if (std::uncaught_exceptions() > uncaught_at_start_) abort(1);
-  finalize();
-}
-
-int rank() {
-  require_mpi("distributed::rank");
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int world_size() {
-  require_mpi("distributed::world_size");
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
-void barrier() {
-  require_mpi("distributed::barrier");
-  MPI_Request req;
-  MPI_Ibarrier(MPI_COMM_WORLD, &req);
-  wait(req, "distributed::barrier");
-}
-
-void broadcast_(const std::vector<Tensor>& tensors, int root) {
-  require_mpi("distributed::broadcast_");
-  const int n = world_size();
-  XGRAD_CHECK(root >= 0 && root < n,
-              "distributed::broadcast_: argument 'root' ({}) is not a rank of a world of size {}", root, n);
-  for (std::size_t i = 0; i < tensors.size(); ++i)
-    XGRAD_CHECK(tensors[i].defined(), "distributed::broadcast_: tensor {} is undefined", i);
-  arrive("distributed::broadcast_");
-  for (const Tensor& t : tensors) {
-    auto* data = static_cast<unsigned char*>(t.impl()->storage->data);
-    in_chunks(t.nbytes(), 1, data,
-              [&](unsigned char* p, int count) { MPI_Bcast(p, count, MPI_BYTE, root, MPI_COMM_WORLD); });
-    ++t.impl()->storage->version;
-  }
-}
-
-double all_reduce_mean(double value) {
-  require_mpi("distributed::all_reduce_mean");
-  double sum = 0.0;
-  MPI_Request req;
-  MPI_Iallreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req);
-  wait(req, "distributed::all_reduce_mean");
-  return sum / world_size();
-}
-
-double all_reduce_max(double value) {
-  require_mpi("distributed::all_reduce_max");
-  double m = 0.0;
-  MPI_Request req;
-  MPI_Iallreduce(&value, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &req);
-  wait(req, "distributed::all_reduce_max");
-  return m;
-}
 
 // ---- DistributedDataParallel ------------------------------------------------------------------
 
@@ -414,15 +71,25 @@ struct DistributedDataParallel::CommHolder {
   }
 };
 
+// The progress thread (Note [Progress thread]). `mutex` guards `stop` and the object's pending_ and
+// next_launch_, which the hooks and the thread share; `stopper` is what quiesce() calls.
+struct DistributedDataParallel::Impl {
+  std::thread thread;
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool stop = false;
+  std::function<void()> stopper;
+};
+
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, DdpOptions options)
-    : module_(std::move(module)), options_(options) {
+    : module_(std::move(module)), options_(options), impl_(std::make_unique<Impl>()) {
   XGRAD_CHECK(module_ != nullptr, "DistributedDataParallel: argument 'module' is null");
   setup(module_->named_parameters(), module_->named_buffers());
 }
 
 DistributedDataParallel::DistributedDataParallel(std::vector<std::pair<std::string, Tensor>> named_parameters,
                                                  DdpOptions options)
-    : options_(options) {
+    : options_(options), impl_(std::make_unique<Impl>()) {
   setup(std::move(named_parameters));
 }
 
@@ -443,7 +110,7 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
   XGRAD_CHECK(options_.bucket_bytes > 0, "DistributedDataParallel: option 'bucket_bytes' must be positive, got 0");
   for (const auto& [name, t] : named)
     XGRAD_CHECK(t.defined(), "DistributedDataParallel: parameter '{}' is undefined", name);
-  require_mpi("DistributedDataParallel");
+  detail::require_mpi("DistributedDataParallel");
 
   // 1. Same parameters everywhere? Exchange (count, hash), then details only on a mismatch, so every
   //    rank reaches the same verdict.
@@ -456,7 +123,7 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
   const char* what = "DistributedDataParallel (the parameter check)";
   MPI_Request req;
   MPI_Iallgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD, &req);
-  wait(req, what);
+  detail::wait_collective(req, what);
   int bad = -1;
   for (int r = 1; r < n && bad < 0; ++r)
     if (all[2 * r] != all[0] || all[2 * r + 1] != all[1]) bad = r;
@@ -464,7 +131,7 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
     const int len = static_cast<int>(signature.size());
     std::vector<int> lens(static_cast<std::size_t>(n)), offs(static_cast<std::size_t>(n));
     MPI_Iallgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD, &req);
-    wait(req, what);
+    detail::wait_collective(req, what);
     int total = 0;
     for (int r = 0; r < n; ++r) {
       offs[r] = total;
@@ -473,7 +140,7 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
     std::string gathered(static_cast<std::size_t>(total), '\0');
     MPI_Iallgatherv(signature.data(), len, MPI_CHAR, gathered.data(), lens.data(), offs.data(), MPI_CHAR,
                     MPI_COMM_WORLD, &req);
-    wait(req, what);
+    detail::wait_collective(req, what);
     const auto lines_of = [&](int r) {
       return split_lines(gathered.substr(static_cast<std::size_t>(offs[r]), static_cast<std::size_t>(lens[r])));
     };
@@ -482,7 +149,7 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
     while (k < ref.size() && k < other.size() && ref[k] == other[k]) ++k;
     const std::string a = k < ref.size() ? ref[k] : std::string("(none)");
     const std::string b = k < other.size() ? other[k] : std::string("(none)");
-    xgrad::detail::throw_error(fmt::format(
+    throw Error(fmt::format(
         "DistributedDataParallel: the ranks' parameters differ (every rank must build the same model): rank 0 has "
         "{} parameters, rank {} has {}; first difference at parameter {}: rank 0 {} vs rank {} {} (seen on rank {})",
         ref.size(), bad, other.size(), k, a, bad, b, me));
@@ -502,7 +169,7 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
   std::vector<std::size_t> order(params_.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   make_buckets(order);
-  stopper_ = [this] { stop_progress(); };
+  impl_->stopper = [this] { stop_progress(); };
   if (options_.overlap) {
     comm_holder_ = std::make_shared<CommHolder>();
     MPI_Comm_dup(MPI_COMM_WORLD, &comm_holder_->comm);  // the ring's messages (Note [Ring all-reduce])
@@ -525,7 +192,7 @@ DistributedDataParallel::~DistributedDataParallel() {
 // Note [Overlapped averaging]: every parameter's gradient has a slot in one bucket's storage (a 1-d
 // tensor; slots 64-byte aligned), and after averaging its .grad is a view of that slot (from_blob
 // sharing the bucket's storage): no copy out. With DdpOptions::overlap, the views are marked
-// (detail::set_accumulate_in_place) from the end of each average_gradients() until their parameter's
+// (set_accumulate_in_place) from the end of each average_gradients() until their parameter's
 // hook runs, so the next backward adds each gradient straight into its slot (no copy in, as torch's
 // AccumulateGrad adds into a bucket view); a post-accumulate-grad hook on each parameter then finds
 // it there, or copies it in when .grad was another tensor (the first step, after zero_grad(true)),
@@ -654,22 +321,22 @@ void DistributedDataParallel::on_ready(std::size_t i) {
   put_in_bucket(i);  // a slot of a bucket not complete yet: nobody else touches it
   // From now until average_gradients() ends, the slot may be in flight: a second gradient must not
   // be added into it (the check above refuses it, after backward has added it elsewhere).
-  if (params_[i].numel() > 0) xgrad::detail::set_accumulate_in_place(params_[i], views_[i], false);
+  if (params_[i].numel() > 0) set_accumulate_in_place(params_[i], views_[i], false);
   ready_[i] = 1;
   const std::size_t b = slot_bucket_[i];
   {
-    std::lock_guard<std::mutex> lock(progress_m_);
+    std::lock_guard<std::mutex> lock(impl_->mutex);
     --pending_[b];
   }
   if (options_.mode != ReduceMode::allreduce) return;
-  if (g_thread_level >= MPI_THREAD_SERIALIZED) {
-    if (!progress_.joinable()) {
-      progress_stop_ = false;
-      progress_ = std::thread([this] { progress_loop(); });
+  if (detail::thread_level() >= MPI_THREAD_SERIALIZED) {
+    if (!impl_->thread.joinable()) {
+      impl_->stop = false;
+      impl_->thread = std::thread([this] { progress_loop(); });
       std::lock_guard<std::mutex> lock(g_progress_mutex);
-      g_progress_stoppers.push_back(&stopper_);
+      g_progress_stoppers.push_back(&impl_->stopper);
     }
-    progress_cv_.notify_one();
+    impl_->cv.notify_one();
     return;
   }
   int main_thread = 0;
@@ -689,7 +356,7 @@ void DistributedDataParallel::on_ready(std::size_t i) {
 // before it waits for the rest itself. Without MPI_THREAD_SERIALIZED, the hooks start and move the
 // rings themselves (progress only at hooks).
 void DistributedDataParallel::progress_loop() {
-  std::unique_lock<std::mutex> lock(progress_m_);
+  std::unique_lock<std::mutex> lock(impl_->mutex);
   for (;;) {
     while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) {
       lock.unlock();
@@ -699,29 +366,29 @@ void DistributedDataParallel::progress_loop() {
     lock.unlock();
     const bool in_flight = progress();
     lock.lock();
-    if (progress_stop_) return;
+    if (impl_->stop) return;
     const bool can_launch = next_launch_ < buckets_.size() && pending_[next_launch_] == 0;
     if (can_launch) continue;
     if (in_flight)
-      progress_cv_.wait_for(lock, std::chrono::microseconds(100));  // longer waits measured the same
+      impl_->cv.wait_for(lock, std::chrono::microseconds(100));  // longer waits measured the same
     else
-      progress_cv_.wait(
-          lock, [&] { return progress_stop_ || (next_launch_ < buckets_.size() && pending_[next_launch_] == 0); });
-    if (progress_stop_) return;
+      impl_->cv.wait(lock,
+                     [&] { return impl_->stop || (next_launch_ < buckets_.size() && pending_[next_launch_] == 0); });
+    if (impl_->stop) return;
   }
 }
 
 void DistributedDataParallel::stop_progress() {
-  if (!progress_.joinable()) return;
+  if (!impl_->thread.joinable()) return;
   {
-    std::lock_guard<std::mutex> lock(progress_m_);
-    progress_stop_ = true;
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->stop = true;
   }
-  progress_cv_.notify_one();
-  progress_.join();
-  progress_stop_ = false;
+  impl_->cv.notify_one();
+  impl_->thread.join();
+  impl_->stop = false;
   std::lock_guard<std::mutex> lock(g_progress_mutex);
-  g_progress_stoppers.erase(std::remove(g_progress_stoppers.begin(), g_progress_stoppers.end(), &stopper_),
+  g_progress_stoppers.erase(std::remove(g_progress_stoppers.begin(), g_progress_stoppers.end(), &impl_->stopper),
                             g_progress_stoppers.end());
 }
 
@@ -738,7 +405,7 @@ void DistributedDataParallel::launch_complete_buckets_one() {
 bool DistributedDataParallel::advance_ring(std::size_t b) {
   Flight& f = *flights_[b];
   if (f.done) return true;
-  const int n = world_size_raw(), me = rank_raw();
+  const int n = detail::world_size_raw(), me = detail::rank_raw();
   const Dtype d = f.storage.dtype();
   const std::size_t es = dtype_size(d);
   const auto count = static_cast<std::int64_t>(f.storage.numel());
@@ -787,10 +454,10 @@ bool DistributedDataParallel::advance_ring(std::size_t b) {
       recv_c = ((me - s) % n + n) % n;
       recv_to = base + static_cast<std::size_t>(lo(recv_c)) * es;
     }
-    MPI_Irecv(recv_to, static_cast<int>(lo(recv_c + 1) - lo(recv_c)), mpi_type(d), prev, tag, comm_holder_->comm,
-              &f.reqs[0]);
+    MPI_Irecv(recv_to, static_cast<int>(lo(recv_c + 1) - lo(recv_c)), detail::mpi_type(d), prev, tag,
+              comm_holder_->comm, &f.reqs[0]);
     MPI_Isend(base + static_cast<std::size_t>(lo(send_c)) * es, static_cast<int>(lo(send_c + 1) - lo(send_c)),
-              mpi_type(d), next, tag, comm_holder_->comm, &f.reqs[1]);
+              detail::mpi_type(d), next, tag, comm_holder_->comm, &f.reqs[1]);
   }
 }
 
@@ -810,7 +477,7 @@ bool DistributedDataParallel::progress() {
 
 void DistributedDataParallel::finish_bucket(std::size_t b) {
   Flight& f = *flights_[b];
-  const int n = world_size_raw();  // no require_mpi here: the progress thread runs this
+  const int n = detail::world_size_raw();  // no require_mpi here: the progress thread runs this
   dispatch(f.storage.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = f.storage.data<T>();
@@ -823,7 +490,7 @@ void DistributedDataParallel::finish_bucket(std::size_t b) {
 }
 
 void DistributedDataParallel::average_gradients() {
-  require_mpi("DistributedDataParallel::average_gradients");
+  detail::require_mpi("DistributedDataParallel::average_gradients");
   XGRAD_CHECK(sync_,
               "DistributedDataParallel::average_gradients: called inside no_sync() (leave the no_sync scope "
               "first: the next average_gradients() averages the accumulated gradients)");
@@ -841,16 +508,16 @@ void DistributedDataParallel::average_gradients() {
   }
   if (options_.overlap && options_.mode == ReduceMode::allreduce) {
     launch_complete_buckets();
-    wait_until([&] { return !progress(); }, what);
+    detail::wait_until([&] { return !progress(); }, what);
   } else {
     // every rank here first (arrive), then Open MPI's blocking tuned collectives
-    arrive(what);
+    detail::arrive_collective(what);
     const bool root = rank() == 0;
     for (std::size_t b = 0; b < flights_.size(); ++b) {
       Flight& f = *flights_[b];
       void* p = f.storage.impl()->storage->data;
       const int count = static_cast<int>(f.storage.numel());
-      const MPI_Datatype type = mpi_type(f.storage.dtype());
+      const MPI_Datatype type = detail::mpi_type(f.storage.dtype());
       if (options_.mode == ReduceMode::allreduce) {
         MPI_Allreduce(MPI_IN_PLACE, p, count, type, MPI_SUM, MPI_COMM_WORLD);
       } else {
@@ -899,62 +566,12 @@ void DistributedDataParallel::average_gradients() {
 
 void DistributedDataParallel::set_in_place(bool on) {
   for (std::size_t i = 0; i < params_.size(); ++i)
-    if (params_[i].numel() > 0 && views_[i].defined())
-      xgrad::detail::set_accumulate_in_place(params_[i], views_[i], on);
+    if (params_[i].numel() > 0 && views_[i].defined()) set_accumulate_in_place(params_[i], views_[i], on);
 }
 
 void DistributedDataParallel::broadcast_buffers() {
-  require_mpi("DistributedDataParallel::broadcast_buffers");
+  detail::require_mpi("DistributedDataParallel::broadcast_buffers");
   if (!buffers_.empty()) broadcast_(buffers_, 0);
-}
-
-// ---- all_reduce_sum ---------------------------------------------------------------------------
-
-namespace {
-
-Tensor all_reduce_sum_impl(const Tensor& x);
-
-struct AllReduceSumFn : Function<AllReduceSumFn> {
-  static constexpr const char* kName = "all_reduce_sum";
-  static constexpr bool kDifferentiableBackward = true;  // backward is all_reduce_sum again
-  Tensor forward(const Tensor& x) {
-    Tensor out = x.clone_data();
-    if (out.numel() == 0) return out;
-    arrive("distributed::all_reduce_sum");
-    auto* bytes = static_cast<unsigned char*>(out.impl()->storage->data);
-    const MPI_Datatype type = mpi_type(out.dtype());
-    in_chunks(static_cast<std::size_t>(out.numel()), dtype_size(out.dtype()), bytes, [&](unsigned char* p, int count) {
-      MPI_Allreduce(MPI_IN_PLACE, p, count, type, MPI_SUM, MPI_COMM_WORLD);
-    });
-    return out;
-  }
-  Tensors backward(const Tensors& grads) { return {all_reduce_sum_impl(grads[0])}; }
-};
-
-Tensor all_reduce_sum_impl(const Tensor& x) { return apply<AllReduceSumFn>(x); }
-
-}  // namespace
-
-Tensor all_reduce_sum(const Tensor& x) {
-  XGRAD_CHECK(x.defined(), "distributed::all_reduce_sum: argument 'x' is undefined");
-  XGRAD_CHECK(x.dtype() == kFloat32 || x.dtype() == kFloat64,
-              "distributed::all_reduce_sum: argument 'x' must be float32 or float64, got {} (shape {})", x.dtype(),
-              shape_str(x.shape()));
-  require_mpi("distributed::all_reduce_sum");
-  return all_reduce_sum_impl(x);
-}
-
-// ---- checkpoints ------------------------------------------------------------------------------
-
-void save_on_rank0(const std::function<void()>& write) {
-  require_mpi("distributed::save_on_rank0");
-  XGRAD_CHECK(static_cast<bool>(write), "distributed::save_on_rank0: argument 'write' is empty");
-  if (rank() == 0) write();
-  barrier();
-}
-
-void save_on_rank0(const nn::Module& module, const std::string& path) {
-  save_on_rank0([&] { nn::save(module, path); });
 }
 
 }  // namespace xgrad::distributed

@@ -1,0 +1,40 @@
+#pragma once
+// Internal to the xgrad::distributed target: what its files share to enter and complete collectives.
+// The waiting is process_group.cpp's (Note [Waiting in collectives]), the progress threads are
+// data_parallel.cpp's (Note [Progress thread]). Includes <mpi.h>: never include it from a public
+// header (detail/ is not installed).
+#include <mpi.h>
+
+#include <functional>
+#include <string>
+
+#include "xgrad/core/dtype.hpp"
+
+namespace xgrad::distributed::detail {
+
+/// Every public function that communicates starts here: throws xgrad::Error naming `fn` when MPI is
+/// not initialised, then stops the progress threads (quiesce).
+void require_mpi(const char* fn);
+/// Stops every DistributedDataParallel progress thread (Note [Progress thread] in data_parallel.cpp):
+/// call before communicating from this thread.
+void quiesce();
+/// Completes the non-blocking collective `req`, aborting the job on the collective timeout or when
+/// a rank that left main strands it; `what` names the collective in the message.
+void wait_collective(MPI_Request& req, const std::string& what);
+/// Calls `done` (which makes progress and returns true when the collective is complete) until it
+/// returns true, with wait_collective's timeout, stranded-rank and sleeping rules.
+void wait_until(const std::function<bool()>& done, const std::string& what);
+/// An MPI_Ibarrier completed by wait_collective: every rank has reached the collective `what`, so
+/// the blocking transfers that follow cannot hang.
+void arrive_collective(const std::string& what);
+
+/// MPI_COMM_WORLD's size and this rank, read once: no MPI call, so any thread may ask.
+int world_size_raw();
+int rank_raw();
+/// The thread level MPI granted at init (MPI_THREAD_SERIALIZED asked).
+int thread_level();
+
+/// The MPI type of a float32 or float64 element.
+inline MPI_Datatype mpi_type(Dtype d) { return d == kFloat32 ? MPI_FLOAT : MPI_DOUBLE; }
+
+}  // namespace xgrad::distributed::detail
