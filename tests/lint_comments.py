@@ -26,7 +26,7 @@ file:line, the reason and the text, on
    not in the repository; the libFuzzer and parity harnesses are files of it and pass), "bench
    run", "benchmark run".
 5. a repository path that does not exist: a token like `ops/detail/pointwise.hpp`,
-   `core/autograd.cpp:751` (the line must exist too), `docs/design.md#anchor`, `ops/*.hpp` (a glob
+   `core/autograd.cpp:751` (the line must exist too), `docs/design.md#anchor`, `ops/*.hpp` or `ops/<header>.hpp` (a glob
    must match a file) or `ops/detail/`, whose first folder is a top-level folder of the repository
    (build/ excepted: it is generated) or a folder next to the commenting file (`detail/x.hpp` in
    ops/ is ops/detail/x.hpp; either reading may hold). `bench/conv_step` may name the program built
@@ -181,6 +181,7 @@ PATH = re.compile(r'(?<![\w./:@-])((?:[A-Za-z0-9_.+*-]+/)+[A-Za-z0-9_.+*-]*)(?::
 def path_problems(text, root, rel_dir, top_dirs):
     """Repository paths in `text` that do not exist (rule 5); rel_dir is the commenting file's folder."""
     found = []
+    text = re.sub(r'<[a-z_]+>', '*', text)  # a placeholder, ops/<header>.hpp, is a glob
     for m in PATH.finditer(text):
         parts = m.group(1).rstrip('.,').split('/')
         line = m.group(2)
@@ -304,7 +305,7 @@ def self_test():
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     top = {d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and d not in SKIP_DIRS}
-    paths_good = 'see tests/lint_comments.py:1, tests/*.py, xgrad/tests/ and docs/, aten/src/x.cpp, GFLOP/s'
+    paths_good = 'see tests/lint_comments.py:1, tests/*.py, tests/<name>.py, xgrad/tests/ and docs/, aten/src/x.cpp, GFLOP/s'
     paths_bad = ['see tests/no_such_file.hpp', 'tests/lint_comments.py:999999', 'tests/no_such_*.py']
     if path_problems(paths_good, root, 'tests', top):
         failures.append(f'paths flagged: {path_problems(paths_good, root, "tests", top)}')

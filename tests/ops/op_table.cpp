@@ -1,13 +1,16 @@
 // The op table (see op_table.hpp): one entry per public op of ops/ (one per meaningful overload or
-// variant). Entries are grouped by header, in the header's order; families of similar ops are made
-// by small factories (unary, binary, reduction, pointwise loss) so that each op is one line.
+// variant). The entries of ops/<header>.hpp are in tests/ops/op_table_<header>.cpp, which registers
+// them (register_entries, op_table_common.hpp); build() calls the files in the headers' order, then
+// adds what is set across headers: int64 inputs, edge-case errors, ties and kinks, create_graph.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <optional>
@@ -34,10 +37,27 @@
 #include "xgrad/ops/softmax.hpp"
 #include "xgrad/ops/unary_math.hpp"
 
+namespace xgrad::test::table {
+
+namespace {
+// The registered files of entries: (file, function), in the order the linker initialised them.
+std::vector<std::pair<std::string, AddEntries>>& entry_files() {
+  static std::vector<std::pair<std::string, AddEntries>> files;
+  return files;
+}
+}  // namespace
+
+bool register_entries(const char* file, AddEntries add) {
+  entry_files().emplace_back(file, add);
+  return true;
+}
+
+}  // namespace xgrad::test::table
+
 namespace xgrad::test {
 
 namespace {
-using namespace table;  // the helpers and the groups of entries (op_table_common.hpp)
+using namespace table;  // the helpers and the registered files of entries (op_table_common.hpp)
 
 // True when the op's graph on its small float64 sample has only nodes whose backward is
 // differentiable (Node::supports_create_graph, the op's kDifferentiableBackward). An output without
@@ -67,21 +87,50 @@ bool records_differentiable_backward(const OpInfo& op) {
   return true;
 }
 
+// Whether ops/<header>.hpp declares an inline function `name` (which public_op_declarations skips).
+bool declares_inline(const std::string& header, const std::string& name) {
+  std::ifstream in(XGRAD_SOURCE_DIR "/ops/" + header + ".hpp");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());  // none: ""
+  const auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (auto at = text.find(name + "("); at != std::string::npos; at = text.find(name + "(", at + 1)) {
+    const auto line = text.rfind('\n', at) + 1;  // npos + 1 = 0 on the first line
+    if ((at == 0 || !ident(text[at - 1])) && text.substr(line, at - line).find("inline ") != std::string::npos)
+      return true;
+  }
+  return false;
+}
+
 std::vector<OpInfo> build() {
   std::vector<OpInfo> t;
-  using D = Domain;
-  const std::string TT = "Tensor,Tensor";
-  add_elementwise_entries(t);
-  add_unary_math_activation_entries(t);
-  add_reduction_softmax_loss_entries(t);
-  add_matmul_linear_entries(t);
-  add_shape_entries(t);
-  add_block_sparse_resample_normalization_entries(t);
-  add_conv_pool_entries(t);
-  add_shape_reduction_entries(t);  // split ... pad, min ... cumsum
-  add_index_entries(t);            // gather ... topk
-  add_attention_entries(t);        // scaled_dot_product_attention
-  add_sparse_entries(t);           // spmm, sddmm, linear (sparse), the segment reductions
+  // The files of entries, one per op header (tests/ops/op_table_<header>.cpp), in the headers' order.
+  // Each entry covers an op of its file's header: its declaration is in ops/<header>.hpp or, for an
+  // entry filed under a declaration elsewhere because its own overload is an inline function (the
+  // int64-tensor index_select of indexing.hpp), an inline function of that name is.
+  std::map<std::string, AddEntries> files;
+  for (const auto& [file, add] : entry_files()) {
+    const std::string stem = std::filesystem::path(file).stem().string(), prefix = "op_table_";
+    if (stem.rfind(prefix, 0) != 0)
+      throw std::logic_error("op table: " + file + " registers entries but is not named op_table_<header>.cpp");
+    if (!files.emplace(stem.substr(prefix.size()), add).second)
+      throw std::logic_error("op table: two files register the entries of ops/" + stem.substr(prefix.size()) + ".hpp");
+  }
+  std::map<std::string, std::string> declared_in;
+  for (const auto& d : public_op_declarations(XGRAD_SOURCE_DIR "/ops")) declared_in[d.signature] = d.header;
+  for (const auto& [header, add] : files) {
+    const std::size_t first = t.size();
+    add(t);
+    for (std::size_t i = first; i < t.size(); ++i) {
+      const OpInfo& op = t[i];
+      const auto it = declared_in.find(op.signature);  // none: the completeness test names the entry
+      if (it == declared_in.end() || it->second == header ||
+          declares_inline(header, op.signature.substr(0, op.signature.find('('))))
+        continue;
+      throw std::logic_error(
+          fmt::format("op table: entry {} ({}) is in tests/ops/op_table_{}.cpp, but its op is "
+                      "declared in ops/{}.hpp: move it to tests/ops/op_table_{}.cpp",
+                      op.name, op.signature, header, it->second, it->second));
+    }
+  }
 
   // The copy-type shape ops and the index ops move elements of any dtype (as torch's do): their inputs
   // may be int64 (index inputs always are). The generic int64 test runs them so.
@@ -202,276 +251,12 @@ std::vector<OpInfo> build() {
   more("transpose", {{"axes of a 0-d tensor", [s0] { transpose(s0, 0, 1); }, {"transpose", "()"}}});
   more("squeeze_axis", {{"axis 1 of a 0-d tensor", [s0] { squeeze(s0, 1); }, {"squeeze", "()"}}});
   more("flatten", {{"end_dim 1 of a 0-d tensor", [s0] { flatten(s0, 0, 1); }, {"flatten", "()"}}});
-
-  // ---- integer and bool dtypes (elementwise.hpp) ---------------------------------------------
-  {
-    OpInfo op;
-    op.name = "masked_fill";
-    op.signature = "masked_fill(Tensor,Tensor,double)";
-    op.torch = "out = x.masked_fill(m != 0, 0.5)";
-    op.call = [](const Tensors& in) {  // the sample's 0/1 mask as bool (a float mask is refused)
-      return masked_fill(in[0], in[1].defined() && is_floating_point(in[1].dtype()) ? in[1].to(kBool) : in[1], 0.5);
-    };
-    op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
-      if (s.scalar) return SampleInput{{{"x", values({}, g, dt)}, {"m", values({}, g, dt, D::mask), false}}, {}, {}};
-      return SampleInput{{{"x", values(bshape(s.batch, {s.sizes[0], s.sizes[1]}), g, dt)},
-                          {"m", values({s.sizes[1]}, g, dt, D::mask), false}},
-                         {},
-                         {}};
-    };
-    op.size_names = {"n", "m"};
-    op.small = {3, 4};
-    op.threads = {200, 200};
-    op.supports_batch = true;
-    op.supports_scalar = true;
-    op.int64_inputs = {"*"};
-    op.errors = {{"mask broadcasting beyond x",
-                  [] {
-                    masked_fill(Tensor::zeros({3}), Tensor::zeros({2, 3}, kBool), 1.0);
-                  },
-                  {"masked_fill", "(2, 3)", "(3,)"}},
-                 {"float mask",
-                  [] { masked_fill(Tensor::zeros({3}), Tensor::ones({3}, kFloat64), 1.0); },
-                  {"masked_fill", "argument 'mask'", "float64", "(3,)"}}};
-    t.push_back(op);
-  }
-  for (auto [name, py, fn] :
-       std::vector<std::tuple<std::string, std::string, Tensor (*)(const Tensor&, const Tensor&)>>{
-           {"logical_and", "torch.logical_and", &logical_and},
-           {"logical_or", "torch.logical_or", &logical_or},
-           {"logical_xor", "torch.logical_xor", &logical_xor}}) {
-    OpInfo op = binary(
-        name, name + "(" + TT + ")", fmt::format("out = {}(a, b).to(a.dtype)", py),
-        [fn](auto& a, auto& b) { return fn(a, b).to(a.dtype()); }, D::mask, D::mask);
-    op.op = name;
-    op.differentiable = false;
-    std::erase_if(op.errors, [](const ErrorCase& e) { return e.what == "dtype mix"; });  // any dtypes
-    for (auto& e : op.errors) e.fragments[0] = name;
-    t.push_back(op);
-  }
-  {
-    OpInfo op = unary(
-        "logical_not", "logical_not(Tensor)", "out = torch.logical_not(a).to(a.dtype)",
-        [](auto& x) { return logical_not(x).to(x.dtype()); }, D::mask);
-    op.differentiable = false;
-    t.push_back(op);
-  }
   for (auto& op : t) {
     if (op.op.empty()) op.op = op.signature.substr(0, op.signature.find('('));
     if (op.large.empty()) op.large.assign(op.size_names.size(), 300);
     if (!op.call) op.call = [](const Tensors&) -> Tensor { throw Error("op table: the sample must set call"); };
   }
   // The ops that take integer and bool inputs (ops/elementwise.hpp).
-  // rnn.hpp: lstm_cell and gru_cell (batch, in, hidden), with and without biases; lstm_layer and
-  // gru_layer (seq, batch, in, hidden) in both directions, against a Python loop of torch's cells.
-  // The several outputs are compared joined: cells (batch, 2 H) for the LSTM's {h', c'}; layers the
-  // flattened output, h_n (and c_n) end to end.
-  {
-    const auto flat = [](const Tensors& rs) {
-      Tensors parts;
-      for (const Tensor& r : rs) parts.push_back(reshape(r, {-1}));
-      return cat(parts, 0);
-    };
-    const auto rnn_sample = [](std::int64_t gates, bool layer, bool lstm, bool bias) {
-      return [=](Dtype dt, const SampleSpec& s, Generator& g) {
-        const std::int64_t seq = layer ? s.sizes[0] : 1, o = layer ? 1 : 0;
-        const std::int64_t b = s.sizes[o], in = s.sizes[o + 1], h = s.sizes[o + 2];
-        SampleInput si;
-        si.inputs.push_back({"x", layer ? values({seq, b, in}, g, dt) : values({b, in}, g, dt)});
-        si.inputs.push_back({"h", values({b, h}, g, dt)});
-        if (lstm) si.inputs.push_back({"c", values({b, h}, g, dt)});
-        si.inputs.push_back({"w_ih", values({gates * h, in}, g, dt)});
-        si.inputs.push_back({"w_hh", values({gates * h, h}, g, dt)});
-        if (bias) {
-          si.inputs.push_back({"b_ih", values({gates * h}, g, dt)});
-          si.inputs.push_back({"b_hh", values({gates * h}, g, dt)});
-        }
-        return si;
-      };
-    };
-    const Tensor x23 = Tensor::zeros({2, 3}, kFloat64), h24 = Tensor::zeros({2, 4}, kFloat64);
-    const Tensor w16x3 = Tensor::zeros({16, 3}, kFloat64), w16x4 = Tensor::zeros({16, 4}, kFloat64);
-    const Tensor w12x3 = Tensor::zeros({12, 3}, kFloat64), w12x4 = Tensor::zeros({12, 4}, kFloat64);
-    const Tensor x523 = Tensor::zeros({5, 2, 3}, kFloat64);
-    for (const bool bias : {true, false}) {
-      OpInfo op;
-      op.name = bias ? "lstm_cell" : "lstm_cell_nobias";
-      op.signature = "lstm_cell(Tensor,Tensors,Tensor,Tensor,Tensor,Tensor)";
-      op.torch = std::string(bias ? "h1, c1 = torch.lstm_cell(x, (h, c), w_ih, w_hh, b_ih, b_hh)\n"
-                                  : "h1, c1 = torch.lstm_cell(x, (h, c), w_ih, w_hh)\n") +
-                 "out = torch.cat([h1, c1], -1)";
-      op.call = [bias](const Tensors& in) {
-        return cat(lstm_cell(in[0], {in[1], in[2]}, in[3], in[4], bias ? in[5] : Tensor(), bias ? in[6] : Tensor()),
-                   -1);
-      };
-      op.sample = rnn_sample(4, false, true, bias);
-      op.size_names = {"batch", "in", "hidden"};
-      op.small = {3, 4, 5};
-      op.threads = {256, 32, 128};
-      op.large = {300, 300, 100};
-      op.check_undefined = false;  // undefined biases mean none; the other inputs: errors below
-      if (bias)
-        op.errors = {{"input of the wrong size",
-                      [=] {
-                        lstm_cell(Tensor::zeros({2, 5}, kFloat64), {h24, h24}, w16x3, w16x4);
-                      },
-                      {"lstm_cell", "'input'", "(2, 5)", "input_size = 3"}},
-                     {"h of the wrong shape",
-                      [=] {
-                        lstm_cell(x23, {Tensor::zeros({3, 4}, kFloat64), h24}, w16x3, w16x4);
-                      },
-                      {"lstm_cell", "'hx[0]'", "(3, 4)", "(2, 4)"}},
-                     {"c of the wrong shape",
-                      [=] {
-                        lstm_cell(x23, {h24, Tensor::zeros({2, 5}, kFloat64)}, w16x3, w16x4);
-                      },
-                      {"lstm_cell", "'hx[1]'", "(2, 5)", "(2, 4)"}},
-                     {"hx not 2 tensors", [=] { lstm_cell(x23, {h24}, w16x3, w16x4); }, {"lstm_cell", "'hx'", "2"}},
-                     {"w_hh not (4 H, H)",
-                      [=] {
-                        lstm_cell(x23, {h24, h24}, w16x3, Tensor::zeros({12, 4}, kFloat64));
-                      },
-                      {"lstm_cell", "'w_hh'", "(12, 4)"}},
-                     {"w_ih rows differ",
-                      [=] {
-                        lstm_cell(x23, {h24, h24}, w12x3, w16x4);
-                      },
-                      {"lstm_cell", "'w_ih'", "(12, 3)"}},
-                     {"bias of the wrong size",
-                      [=] {
-                        lstm_cell(x23, {h24, h24}, w16x3, w16x4, Tensor::zeros({12}, kFloat64));
-                      },
-                      {"lstm_cell", "'b_ih'", "(12,)", "(16,)"}},
-                     {"input 3-d",
-                      [=] {
-                        lstm_cell(Tensor::zeros({1, 2, 3}, kFloat64), {h24, h24}, w16x3, w16x4);
-                      },
-                      {"lstm_cell", "'input'", "(1, 2, 3)"}},
-                     {"dtype mix",
-                      [=] {
-                        lstm_cell(x23, {h24, h24}, w16x3.to(kFloat32), w16x4);
-                      },
-                      {"lstm_cell", "'w_ih'", "float32", "float64"}},
-                     {"undefined input",
-                      [=] {
-                        lstm_cell(Tensor(), {h24, h24}, w16x3, w16x4);
-                      },
-                      {"lstm_cell", "'input'"}},
-                     {"undefined c",
-                      [=] {
-                        lstm_cell(x23, {h24, Tensor()}, w16x3, w16x4);
-                      },
-                      {"lstm_cell", "'hx[1]'"}},
-                     {"undefined w_hh",
-                      [=] {
-                        lstm_cell(x23, {h24, h24}, w16x3, Tensor());
-                      },
-                      {"lstm_cell", "'w_hh'"}}};
-      t.push_back(op);
-    }
-    for (const bool bias : {true, false}) {
-      OpInfo op;
-      op.name = bias ? "gru_cell" : "gru_cell_nobias";
-      op.signature = "gru_cell(Tensor,Tensor,Tensor,Tensor,Tensor,Tensor)";
-      op.torch = bias ? "out = torch.gru_cell(x, h, w_ih, w_hh, b_ih, b_hh)" : "out = torch.gru_cell(x, h, w_ih, w_hh)";
-      op.call = [bias](const Tensors& in) {
-        return gru_cell(in[0], in[1], in[2], in[3], bias ? in[4] : Tensor(), bias ? in[5] : Tensor());
-      };
-      op.sample = rnn_sample(3, false, false, bias);
-      op.size_names = {"batch", "in", "hidden"};
-      op.small = {3, 4, 5};
-      op.threads = {256, 32, 128};
-      op.large = {300, 300, 100};
-      op.check_undefined = false;
-      if (bias)
-        op.errors = {
-            {"input of the wrong size",
-             [=] {
-               gru_cell(Tensor::zeros({2, 5}, kFloat64), h24, w12x3, w12x4);
-             },
-             {"gru_cell", "'input'", "(2, 5)", "input_size = 3"}},
-            {"h of the wrong shape",
-             [=] {
-               gru_cell(x23, Tensor::zeros({2, 3}, kFloat64), w12x3, w12x4);
-             },
-             {"gru_cell", "'hx'", "(2, 3)", "(2, 4)"}},
-            {"unbatched input, batched h",
-             [=] { gru_cell(Tensor::zeros({3}, kFloat64), h24, w12x3, w12x4); },
-             {"gru_cell", "'hx'", "(2, 4)", "(4,)"}},
-            {"LSTM weights", [=] { gru_cell(x23, h24, w16x3, w16x4); }, {"gru_cell", "'w_hh'", "(16, 4)"}},
-            {"b_hh of the wrong size",
-             [=] { gru_cell(x23, h24, w12x3, w12x4, Tensor(), Tensor::zeros({16}, kFloat64)); },
-             {"gru_cell", "'b_hh'", "(16,)", "(12,)"}},
-            {"dtype mix", [=] { gru_cell(x23, h24.to(kFloat32), w12x3, w12x4); }, {"gru_cell", "'hx'", "float32"}},
-            {"undefined h", [=] { gru_cell(x23, Tensor(), w12x3, w12x4); }, {"gru_cell", "'hx'"}},
-            {"undefined w_ih", [=] { gru_cell(x23, h24, Tensor(), w12x4); }, {"gru_cell", "'w_ih'"}}};
-      t.push_back(op);
-    }
-    for (const bool lstm : {true, false})
-      for (const bool reverse : {false, true}) {
-        OpInfo op;
-        op.name = std::string(lstm ? "lstm_layer" : "gru_layer") + (reverse ? "_reverse" : "");
-        op.signature = lstm ? "lstm_layer(Tensor,Tensor,Tensor,Tensor,Tensor,Tensor,Tensor,bool)"
-                            : "gru_layer(Tensor,Tensor,Tensor,Tensor,Tensor,Tensor,bool)";
-        op.torch = fmt::format(
-            "hh = h\n{}"
-            "outs = [None] * x.shape[0]\n"
-            "for t in {}:\n"
-            "    {}\n"
-            "    outs[t] = hh\n"
-            "out = torch.cat([torch.stack(outs).flatten() if outs else x.new_zeros(0), hh.flatten(){}])",
-            lstm ? "cc = c\n" : "", reverse ? "range(x.shape[0] - 1, -1, -1)" : "range(x.shape[0])",
-            lstm ? "hh, cc = torch.lstm_cell(x[t], (hh, cc), w_ih, w_hh, b_ih, b_hh)"
-                 : "hh = torch.gru_cell(x[t], hh, w_ih, w_hh, b_ih, b_hh)",
-            lstm ? ", cc.flatten()" : "");
-        op.call = [lstm, reverse, flat](const Tensors& in) {
-          return lstm ? flat(lstm_layer(in[0], in[1], in[2], in[3], in[4], in[5], in[6], reverse))
-                      : flat(gru_layer(in[0], in[1], in[2], in[3], in[4], in[5], reverse));
-        };
-        op.sample = rnn_sample(lstm ? 4 : 3, true, lstm, true);
-        op.size_names = {"seq", "batch", "in", "hidden"};
-        op.small = {3, 2, 3, 4};
-        op.threads = {4, 128, 32, 64};
-        op.large = {40, 100, 100, 60};
-        op.check_undefined = false;
-        if (!reverse)
-          op.errors =
-              lstm
-                  ? std::vector<ErrorCase>{{"input 2-d",
-                                            [=] { lstm_layer(x23, h24, h24, w16x3, w16x4); },
-                                            {"lstm_layer", "'input'", "(2, 3)", "(seq_len, batch, input_size)"}},
-                                           {"input of the wrong size",
-                                            [=] {
-                                              lstm_layer(Tensor::zeros({5, 2, 4}, kFloat64), h24, h24, w16x3, w16x4);
-                                            },
-                                            {"lstm_layer", "'input'", "(5, 2, 4)", "input_size = 3"}},
-                                           {"h0 of the wrong batch",
-                                            [=] {
-                                              lstm_layer(x523, Tensor::zeros({3, 4}, kFloat64), h24, w16x3, w16x4);
-                                            },
-                                            {"lstm_layer", "'h0'", "(3, 4)", "(2, 4)"}},
-                                           {"c0 undefined",
-                                            [=] { lstm_layer(x523, h24, Tensor(), w16x3, w16x4); },
-                                            {"lstm_layer", "'c0'"}},
-                                           {"b_hh of the wrong size",
-                                            [=] { lstm_layer(x523, h24, h24, w16x3, w16x4, Tensor(), h24); },
-                                            {"lstm_layer", "'b_hh'", "(2, 4)"}}}
-                  : std::vector<ErrorCase>{
-                        {"input of the wrong size",
-                         [=] {
-                           gru_layer(Tensor::zeros({5, 2, 4}, kFloat64), h24, w12x3, w12x4);
-                         },
-                         {"gru_layer", "'input'", "(5, 2, 4)", "input_size = 3"}},
-                        {"h0 3-d",
-                         [=] {
-                           gru_layer(x523, Tensor::zeros({1, 2, 4}, kFloat64), w12x3, w12x4);
-                         },
-                         {"gru_layer", "'h0'", "(1, 2, 4)", "(2, 4)"}},
-                        {"undefined input", [=] { gru_layer(Tensor(), h24, w12x3, w12x4); }, {"gru_layer", "'input'"}}};
-        t.push_back(op);
-      }
-  }
-
   for (auto& op : t)
     for (const char* n : {"add",         "sub",         "mul",
                           "div",         "maximum",     "minimum",

@@ -3,7 +3,8 @@
 // it (in the spirit of PyTorch's OpInfo, torch/testing/_internal/opinfo/core.py). tests/ops/
 // test_op_table.cpp runs, for every entry and dtype: gradcheck (float64), PyTorch parity of values
 // and gradients, 1-vs-2-thread bit equality, a sweep of degenerate sizes and batch shapes, and the
-// entry's bad-input cases. Adding an op = adding one entry in op_table.cpp (see tests/README.md).
+// entry's bad-input cases. Adding an op = adding one entry in tests/ops/op_table_<header>.cpp, the file
+// of its header (see tests/README.md).
 #include <cstdint>
 #include <functional>
 #include <string>

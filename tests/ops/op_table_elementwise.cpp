@@ -1,10 +1,8 @@
-// The op table's entries for elementwise arithmetic and comparisons, unary math and activations (op_table_common.hpp,
-// op_table.cpp).
+// The op table's entries for ops/elementwise.hpp: binary, scalar, unary and comparison ops, and the
+// logical ops and masked_fill on integer and bool dtypes (op_table_common.hpp, op_table.cpp).
 #include "op_table_common.hpp"
 
 namespace xgrad::test::table {
-
-// ---- the table ----------------------------------------------------------------------------------
 
 // The entries of elementwise.hpp: binary, scalar, unary, comparison ops.
 void add_elementwise_entries(std::vector<OpInfo>& t) {
@@ -149,213 +147,62 @@ void add_elementwise_entries(std::vector<OpInfo>& t) {
     op.supports_scalar = false;
     t.push_back(op);
   }
-}
 
-// The entries of unary_math.hpp and activation.hpp.
-void add_unary_math_activation_entries(std::vector<OpInfo>& t) {
-  using D = Domain;
-  const std::string TT = "Tensor,Tensor";
-  // unary_math.hpp and activation.hpp (one block). Samples stay inside each op's domain and away from
-  // its poles, kinks and jumps: uniform on [lo, hi) where the domain is bounded.
+  // ---- integer and bool dtypes (elementwise.hpp) ---------------------------------------------
   {
-    const std::size_t first = t.size();
-    auto in_range = [](OpInfo op, double lo, double hi) {
-      op.sample = [lo, hi](Dtype dt, const SampleSpec& s, Generator& g) {
-        Tensor v = values(s.scalar ? Shape{} : bshape(s.batch, {s.sizes[0]}), g, kFloat64, D::unit);
-        double* p = v.data<double>();
-        for (std::int64_t i = 0; i < v.numel(); ++i) p[i] = lo + (hi - lo) * p[i];
-        return SampleInput{{{"a", v.to(dt)}}, {}, {}};
-      };
-      return op;
+    OpInfo op;
+    op.name = "masked_fill";
+    op.signature = "masked_fill(Tensor,Tensor,double)";
+    op.torch = "out = x.masked_fill(m != 0, 0.5)";
+    op.call = [](const Tensors& in) {  // the sample's 0/1 mask as bool (a float mask is refused)
+      return masked_fill(in[0], in[1].defined() && is_floating_point(in[1].dtype()) ? in[1].to(kBool) : in[1], 0.5);
     };
-    using U = Tensor (*)(const Tensor&);
-    struct Math {
-      const char* name;
-      U fn;
-      Domain d;
-      double lo = 0, hi = 0;  // a uniform range instead of d when lo < hi
+    op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+      if (s.scalar) return SampleInput{{{"x", values({}, g, dt)}, {"m", values({}, g, dt, D::mask), false}}, {}, {}};
+      return SampleInput{{{"x", values(bshape(s.batch, {s.sizes[0], s.sizes[1]}), g, dt)},
+                          {"m", values({s.sizes[1]}, g, dt, D::mask), false}},
+                         {},
+                         {}};
     };
-    for (const Math& m : std::vector<Math>{{"sin", &sin, D::normal},
-                                           {"cos", &cos, D::normal},
-                                           {"tan", &tan, D::normal, -1.2, 1.2},
-                                           {"asin", &asin, D::normal, -0.9, 0.9},
-                                           {"acos", &acos, D::normal, -0.9, 0.9},
-                                           {"atan", &atan, D::normal},
-                                           {"sinh", &sinh, D::normal},
-                                           {"cosh", &cosh, D::normal},
-                                           {"log1p", &log1p, D::normal, -0.7, 3.0},
-                                           {"expm1", &expm1, D::normal},
-                                           {"log2", &log2, D::positive},
-                                           {"log10", &log10, D::positive},
-                                           {"erf", &erf, D::normal},
-                                           {"erfc", &erfc, D::normal},
-                                           {"rsqrt", &rsqrt, D::positive},
-                                           {"reciprocal", &reciprocal, D::nonzero},
-                                           {"sign", &sign, D::normal},
-                                           {"floor", &floor, D::normal},
-                                           {"ceil", &ceil, D::normal},
-                                           {"round", static_cast<U>(&round), D::normal},
-                                           {"trunc", &trunc, D::normal}}) {
-      OpInfo op = unary(
-          m.name, std::string(m.name) + "(Tensor)", fmt::format("out = torch.{}(a)", m.name),
-          [fn = m.fn](auto& x) { return fn(x); }, m.d);
-      t.push_back(m.lo < m.hi ? in_range(op, m.lo, m.hi) : op);
-    }
-    t.push_back(unary("round_decimals", "round(Tensor,int64_t)", "out = torch.round(a, decimals=2)",
-                      [](auto& x) { return round(x, 2); }));
-    t.push_back(in_range(unary("round_decimals_negative", "round(Tensor,int64_t)", "out = torch.round(a, decimals=-2)",
-                               [](auto& x) { return round(x, -2); }),
-                         -300.0, 300.0));
-    using B = Tensor (*)(const Tensor&, const Tensor&);
-    for (auto [name, fn] : std::vector<std::pair<std::string, B>>{
-             {"atan2", &atan2}, {"fmod", static_cast<B>(&fmod)}, {"remainder", static_cast<B>(&remainder)}})
-      t.push_back(binary(
-          name, name + "(" + TT + ")", fmt::format("out = torch.{}(a, b)", name),
-          [fn](auto& a, auto& b) { return fn(a, b); }, D::normal, D::nonzero));
-    t.push_back(scalar_form("fmod_scalar", "fmod(Tensor,double)", "out = torch.fmod(a, 0.75)",
-                            [](auto& a) { return fmod(a, 0.75); }));
-    t.push_back(scalar_form("remainder_scalar", "remainder(Tensor,double)", "out = torch.remainder(a, -0.75)",
-                            [](auto& a) { return remainder(a, -0.75); }));
-    {
-      OpInfo op = unary("clamp_min", "clamp_min(Tensor,double)", "out = torch.clamp_min(a, 0.3)",
-                        [](auto& x) { return clamp_min(x, 0.3); });
-      op.errors = {{"NaN bound",
-                    [] {
-                      clamp_min(Tensor::zeros({2, 3}, kFloat64), NAN);
-                    },
-                    {"clamp_min", "'min'", "NaN", "(2, 3)"}}};
-      t.push_back(op);
-      op = unary("clamp_max", "clamp_max(Tensor,double)", "out = torch.clamp_max(a, -0.2)",
-                 [](auto& x) { return clamp_max(x, -0.2); });
-      op.errors = {{"NaN bound",
-                    [] {
-                      clamp_max(Tensor::zeros({2, 3}, kFloat64), NAN);
-                    },
-                    {"clamp_max", "'max'", "NaN", "(2, 3)"}}};
-      t.push_back(op);
-    }
-    // activations
-    const std::string F = "out = torch.nn.functional.";
-    {
-      OpInfo op = unary("gelu", "gelu(Tensor,string_view)", F + "gelu(a)", [](auto& x) { return gelu(x); });
-      op.errors = {
-          {"unknown approximate", [] { gelu(Tensor::zeros({2}, kFloat64), "erf"); }, {"gelu", "'approximate'", "erf"}}};
-      t.push_back(op);
-      t.push_back(unary("gelu_tanh", "gelu(Tensor,string_view)", F + "gelu(a, approximate='tanh')",
-                        [](auto& x) { return gelu(x, "tanh"); }));
-    }
-    t.push_back(unary("silu", "silu(Tensor)", F + "silu(a)", [](auto& x) { return silu(x); }));
-    {
-      OpInfo op =
-          unary("softplus", "softplus(Tensor,double,double)", F + "softplus(a)", [](auto& x) { return softplus(x); });
-      op.errors = {{"beta 0", [] { softplus(Tensor::zeros({2}, kFloat64), 0.0); }, {"softplus", "'beta'", "0"}},
-                   {"NaN threshold",
-                    [] { softplus(Tensor::zeros({2}, kFloat64), 1.0, NAN); },
-                    {"softplus", "'threshold'", "nan"}}};
-      t.push_back(op);
-      // both sides of the threshold: beta x > 1 for x > 0.5
-      t.push_back(unary("softplus_beta_threshold", "softplus(Tensor,double,double)",
-                        F + "softplus(a, beta=2.0, threshold=1.0)", [](auto& x) { return softplus(x, 2.0, 1.0); }));
-    }
-    t.push_back(unary("mish", "mish(Tensor)", F + "mish(a)", [](auto& x) { return mish(x); }));
-    {
-      // dropout (ops/dropout.hpp): every call draws from a generator seeded alike, so the mask is fixed
-      // and the op is linear in x. The reference recomputes the mask from Philox4x32-10 in numpy with
-      // the layout of Note [Counter-based random numbers]: element 64g + 16k + l is dropped when word
-      // k of block 16g + l is below p * 2^32.
-      const std::string philox_mask =
-          "import numpy as np\n"
-          "def philox_words(key, blocks):\n"
-          "    M = np.uint64(0xffffffff)\n"
-          "    c = np.arange(blocks, dtype=np.uint64)\n"
-          "    c0, c1 = c & M, c >> np.uint64(32)\n"
-          "    c2, c3 = np.zeros(blocks, np.uint64), np.zeros(blocks, np.uint64)\n"
-          "    k0, k1 = np.uint64(key & 0xffffffff), np.uint64(key >> 32)\n"
-          "    for _ in range(10):\n"
-          "        p0, p1 = np.uint64(0xD2511F53) * c0, np.uint64(0xCD9E8D57) * c2\n"
-          "        c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ k0) & M, p1 & M, "
-          "((p0 >> np.uint64(32)) ^ c3 ^ k1) & M, p0 & M\n"
-          "        k0, k1 = (k0 + np.uint64(0x9E3779B9)) & M, (k1 + np.uint64(0xBB67AE85)) & M\n"
-          "    return np.stack([c0, c1, c2, c3])\n"
-          "n = a.numel()\n"
-          "w = philox_words(1234, (n + 63) // 64 * 16)\n"
-          "i = np.arange(n)\n"
-          "word = w[(i % 64) // 16, 16 * (i // 64) + i % 16]\n"
-          "keep = torch.from_numpy((word >= np.uint64(int(np.ldexp(0.3, 32)))).reshape(tuple(a.shape)))\n"
-          "out = a * torch.where(keep, torch.tensor(1 / 0.7, dtype=a.dtype), torch.tensor(0.0, dtype=a.dtype))\n";
-      OpInfo op = unary("dropout", "dropout(Tensor,double,bool,Generator)", philox_mask, [](auto& x) {
-        Generator g(1234);
-        return dropout(x, 0.3, true, g);
-      });
-      op.errors = {{"p above 1",
-                    [] {
-                      dropout(Tensor::zeros({2, 3}, kFloat64), 1.5, true);
-                    },
-                    {"dropout", "'p'", "1.5"}},
-                   {"NaN p",
-                    [] {
-                      dropout(Tensor::zeros({2, 3}, kFloat64), NAN, true);
-                    },
-                    {"dropout", "'p'", "nan"}}};
-      t.push_back(op);
-    }
-    {
-      OpInfo op =
-          unary("leaky_relu", "leaky_relu(Tensor,double)", F + "leaky_relu(a)", [](auto& x) { return leaky_relu(x); });
-      op.errors = {{"NaN slope",
-                    [] {
-                      leaky_relu(Tensor::zeros({2, 3}, kFloat64), NAN);
-                    },
-                    {"leaky_relu", "'negative_slope'", "(2, 3)"}}};
-      t.push_back(op);
-      t.push_back(unary("leaky_relu_slope", "leaky_relu(Tensor,double)", F + "leaky_relu(a, 0.2)",
-                        [](auto& x) { return leaky_relu(x, 0.2); }));
-    }
-    {
-      OpInfo op = unary("elu", "elu(Tensor,double)", F + "elu(a)", [](auto& x) { return elu(x); });
-      op.errors = {{"NaN alpha", [] { elu(Tensor::zeros({2, 3}, kFloat64), NAN); }, {"elu", "'alpha'", "(2, 3)"}}};
-      t.push_back(op);
-      t.push_back(
-          unary("elu_alpha", "elu(Tensor,double)", F + "elu(a, alpha=0.5)", [](auto& x) { return elu(x, 0.5); }));
-    }
-    t.push_back(unary("selu", "selu(Tensor)", F + "selu(a)", [](auto& x) { return selu(x); }));
-    {
-      OpInfo op =
-          unary("hardtanh", "hardtanh(Tensor,double,double)", F + "hardtanh(a)", [](auto& x) { return hardtanh(x); });
-      op.errors = {{"min_val > max_val",
-                    [] {
-                      hardtanh(Tensor::zeros({2, 3}, kFloat64), 1.0, -1.0);
-                    },
-                    {"hardtanh", "'min_val'", "(2, 3)"}},
-                   {"NaN bound",
-                    [] {
-                      hardtanh(Tensor::zeros({2, 3}, kFloat64), -1.0, NAN);
-                    },
-                    {"hardtanh", "'max_val'", "NaN"}}};
-      t.push_back(op);
-      t.push_back(unary("hardtanh_bounds", "hardtanh(Tensor,double,double)", F + "hardtanh(a, -0.5, 0.8)",
-                        [](auto& x) { return hardtanh(x, -0.5, 0.8); }));
-    }
-    t.push_back(unary("logsigmoid", "logsigmoid(Tensor)", F + "logsigmoid(a)", [](auto& x) { return logsigmoid(x); }));
-    t.push_back(unary("hardswish", "hardswish(Tensor)", F + "hardswish(a)", [](auto& x) { return hardswish(x); }));
-    t.push_back(
-        unary("hardsigmoid", "hardsigmoid(Tensor)", F + "hardsigmoid(a)", [](auto& x) { return hardsigmoid(x); }));
-    t.push_back(unary("softsign", "softsign(Tensor)", F + "softsign(a)", [](auto& x) { return softsign(x); }));
-    // every input in turn as an integer tensor: refused, naming the op, the argument and the dtype
-    for (std::size_t k = first; k < t.size(); ++k) {
-      OpInfo& op = t[k];
-      const std::string opname = op.signature.substr(0, op.signature.find('('));
-      Generator g(1);
-      const SampleInput si = op.sample(kFloat64, {op.small, {}}, g);
-      for (std::size_t i = 0; i < si.inputs.size(); ++i) {
-        Tensors args;
-        for (const auto& in : si.inputs) args.push_back(in.value);
-        args[i] = args[i].to(kInt64);
-        op.errors.push_back(
-            {"integer " + si.inputs[i].name, [call = op.call, args] { call(args); }, {opname, "int64"}});
-      }
-    }
+    op.size_names = {"n", "m"};
+    op.small = {3, 4};
+    op.threads = {200, 200};
+    op.supports_batch = true;
+    op.supports_scalar = true;
+    op.int64_inputs = {"*"};
+    op.errors = {{"mask broadcasting beyond x",
+                  [] {
+                    masked_fill(Tensor::zeros({3}), Tensor::zeros({2, 3}, kBool), 1.0);
+                  },
+                  {"masked_fill", "(2, 3)", "(3,)"}},
+                 {"float mask",
+                  [] { masked_fill(Tensor::zeros({3}), Tensor::ones({3}, kFloat64), 1.0); },
+                  {"masked_fill", "argument 'mask'", "float64", "(3,)"}}};
+    t.push_back(op);
+  }
+  for (auto [name, py, fn] :
+       std::vector<std::tuple<std::string, std::string, Tensor (*)(const Tensor&, const Tensor&)>>{
+           {"logical_and", "torch.logical_and", &logical_and},
+           {"logical_or", "torch.logical_or", &logical_or},
+           {"logical_xor", "torch.logical_xor", &logical_xor}}) {
+    OpInfo op = binary(
+        name, name + "(" + TT + ")", fmt::format("out = {}(a, b).to(a.dtype)", py),
+        [fn](auto& a, auto& b) { return fn(a, b).to(a.dtype()); }, D::mask, D::mask);
+    op.op = name;
+    op.differentiable = false;
+    std::erase_if(op.errors, [](const ErrorCase& e) { return e.what == "dtype mix"; });  // any dtypes
+    for (auto& e : op.errors) e.fragments[0] = name;
+    t.push_back(op);
+  }
+  {
+    OpInfo op = unary(
+        "logical_not", "logical_not(Tensor)", "out = torch.logical_not(a).to(a.dtype)",
+        [](auto& x) { return logical_not(x).to(x.dtype()); }, D::mask);
+    op.differentiable = false;
+    t.push_back(op);
   }
 }
+
+const bool registered = register_entries(__FILE__, add_elementwise_entries);
 
 }  // namespace xgrad::test::table

@@ -650,4 +650,6 @@ void add_segment_entries(std::vector<OpInfo>& t) {
   }
 }
 
+const bool registered = register_entries(__FILE__, add_sparse_entries);
+
 }  // namespace xgrad::test::table

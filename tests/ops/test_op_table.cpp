@@ -170,7 +170,7 @@ TEST_CASE("op table: every public op in ops/*.hpp has an entry, and entries are 
     }
   }
   for (const auto& d : declared) {
-    INFO("public op " << d << " has no entry in tests/ops/op_table.cpp (add one: see tests/README.md)");
+    INFO("public op " << d << " has no entry in tests/ops/op_table_<header>.cpp (add one: see tests/README.md)");
     CHECK(covered.count(d) == 1);
   }
 }

@@ -1,11 +1,27 @@
-// The op table's entries for shape ops and scaled_dot_product_attention (op_table_common.hpp, op_table.cpp).
+// The op table's entries for ops/shape_ops.hpp: the view-type ops (reshape ... expand), then the copy-type
+// ones (cat, split ... pad) (op_table_common.hpp, op_table.cpp).
 #include "op_table_common.hpp"
 
 namespace xgrad::test::table {
 
+namespace {
+
+/// Joins split pieces i != 1 scaled by i + 1 (so each piece's gradient is told apart, and an unused
+/// piece gets the engine's zeros).
+Tensor join_pieces(const Tensors& ps, std::int64_t dim) {
+  Tensors kept;
+  for (std::size_t i = 0; i < ps.size(); ++i)
+    if (i != 1) kept.push_back(mul(ps[i], static_cast<double>(i + 1)));
+  return concat(kept, dim);
+}
+std::string torch_join(int dim) {
+  return fmt::format("out = torch.cat([p * (i + 1) for i, p in enumerate(ps) if i != 1], {})", dim);
+}
+
+}  // namespace
+
 // The entries of shape_ops.hpp.
-void add_shape_entries(std::vector<OpInfo>& t) {
-  // shape_ops.hpp
+void add_shape_ops_entries(std::vector<OpInfo>& t) {
   auto shape_op = [](std::string name, std::string sig, std::string torch, Call call, std::vector<std::string> sizes,
                      bool batch, std::function<Shape(const SampleSpec&)> shape) {
     OpInfo op;
@@ -274,114 +290,183 @@ void add_shape_entries(std::vector<OpInfo>& t) {
                   {"expand", "(2, 3)", "(3,)"}}};
     t.push_back(op);
   }
-}
 
-// ---- scaled_dot_product_attention (ops/attention.hpp) ---------------------------------------------
-// torch 1.13 has no scaled_dot_product_attention: the torch side is the explicit formula
-// softmax(q k^T * scale + mask) v. Bool masks travel as float 0/1 inputs (key 0 always allowed, so no
-// row is fully masked) and are converted in the call and in torch. More cases: tests/ops/test_attention.cpp.
-
-std::string torch_attention(const std::string& mask, bool causal, const std::string& scale) {
-  std::string code = "import math\ns = " + (scale.empty() ? std::string("1 / math.sqrt(q.shape[-1])") : scale) +
-                     "\na = q @ k.transpose(-2, -1) * s\n";
-  if (causal)
-    code +=
-        "a = a.masked_fill(torch.ones(a.shape[-2], a.shape[-1], dtype=torch.bool).tril().logical_not(), "
-        "float('-inf'))\n";
-  if (mask == "bool") code += "a = a.masked_fill(m == 0, float('-inf'))\n";
-  if (mask == "float") code += "a = a + m\n";
-  return code + "out = torch.softmax(a, -1) @ v\n";
-}
-
-void add_attention_entries(std::vector<OpInfo>& t) {
-  const std::string sig =
-      "scaled_dot_product_attention(Tensor,Tensor,Tensor,Tensor,double,bool,optional<double>,Generator)";
-  const Tensor q = Tensor::zeros({2, 3, 4}, kFloat64), k = Tensor::zeros({2, 5, 4}, kFloat64),
-               v = Tensor::zeros({2, 5, 6}, kFloat64);
-  const std::vector<ErrorCase> errors = {
-      {"key of another E",
-       [q, v] {
-         scaled_dot_product_attention(q, Tensor::zeros({2, 5, 3}, kFloat64), v);
-       },
-       {"scaled_dot_product_attention", "'key'", "(2, 5, 3)", "(2, 3, 4)"}},
-      {"value of another S",
-       [q, k] {
-         scaled_dot_product_attention(q, k, Tensor::zeros({2, 4, 6}, kFloat64));
-       },
-       {"scaled_dot_product_attention", "'value'", "(2, 4, 6)", "(2, 5, 4)"}},
-      {"dtype mix",
-       [q, k, v] { scaled_dot_product_attention(q, k, v.to(kFloat32)); },
-       {"scaled_dot_product_attention", "float32", "(2, 5, 6)"}},
-      {"mask not broadcastable",
-       [q, k, v] {
-         scaled_dot_product_attention(q, k, v, Tensor::zeros({3, 4}, kFloat64));
-       },
-       {"scaled_dot_product_attention", "'attn_mask'", "(3, 4)", "(2, 3, 5)"}},
-      {"mask with is_causal",
-       [q, k, v] {
-         scaled_dot_product_attention(q, k, v, Tensor::zeros({3, 5}, kBool), 0.0, true);
-       },
-       {"scaled_dot_product_attention", "'attn_mask'", "is_causal"}},
-      {"query 1-d",
-       [k, v] { scaled_dot_product_attention(Tensor::zeros({4}, kFloat64), k, v); },
-       {"scaled_dot_product_attention", "'query'", "(4,)"}},
-      {"undefined query",
-       [k, v] { scaled_dot_product_attention(Tensor(), k, v); },
-       {"scaled_dot_product_attention", "'query'", "undefined"}},
-  };
-  struct Variant {
-    std::string name, mask;  // mask: "", "bool", "float"
-    bool causal;
-    std::optional<double> scale;
-  };
-  for (const Variant& var :
-       std::vector<Variant>{{"scaled_dot_product_attention", "", false, std::nullopt},
-                            {"scaled_dot_product_attention_causal", "", true, std::nullopt},
-                            {"scaled_dot_product_attention_float_mask", "float", false, 0.35},
-                            {"scaled_dot_product_attention_bool_mask", "bool", false, std::nullopt}}) {
-    OpInfo op;
-    op.name = var.name;
-    op.signature = sig;
-    op.op = "scaled_dot_product_attention";
-    op.torch = torch_attention(var.mask, var.causal, var.scale ? fmt::format("{:.17g}", *var.scale) : "");
-    op.sample = [var](Dtype dt, const SampleSpec& s, Generator& g) {
-      const std::int64_t l = s.sizes[0], n = s.sizes[1], e = s.sizes[2], ev = s.sizes[3];
-      SampleInput si{{{"q", values(bshape(s.batch, {l, e}), g, dt)},
-                      {"k", values(bshape(s.batch, {n, e}), g, dt)},
-                      {"v", values(bshape(s.batch, {n, ev}), g, dt)}},
-                     {},
-                     {}};
-      if (var.mask == "float") si.inputs.push_back({"m", values({l, n}, g, dt)});  // broadcast over the batch
-      if (var.mask == "bool") {
-        Tensor m = values(bshape(s.batch, {l, n}), g, kFloat64, Domain::mask);
-        double* p = m.data<double>();
-        for (std::int64_t i = 0; n > 0 && i < m.numel(); i += n) p[i] = 1;
-        si.inputs.push_back({"m", m.to(dt), false});
-      }
-      const std::string mask = var.mask;
-      const bool causal = var.causal;
-      const auto scale = var.scale;
-      si.call = [mask, causal, scale](const Tensors& in) {
-        const Tensor m = mask == "bool" ? in[3].to(kBool) : mask == "float" ? in[3] : Tensor();
-        return scaled_dot_product_attention(in[0], in[1], in[2], m, 0.0, causal, scale);
-      };
-      return si;
-    };
-    op.size_names = {"l", "s", "e", "ev"};
-    op.small = {3, 4, 5, 2};
-    op.threads = {40, 48, 32, 8};
-    op.threads_batch = {4, 8};
-    op.large = {300, 300, 300, 300};
-    op.supports_batch = true;
-    op.check_undefined = var.mask.empty();            // an undefined mask is no mask; undefined query: in errors
-    if (var.mask == "bool") op.int64_inputs = {"m"};  // the call converts the mask to bool
-    op.torch_skip = [](const SampleSpec& s) -> std::string {
-      // the explicit formula's 1 / sqrt(0) * (q k^T = 0) is NaN; the op's empty dot products are 0
-      return s.sizes[2] == 0 ? "E = 0: torch's explicit formula gives 0 * inf" : "";
-    };
-    op.errors = errors;
+  const Tensor z23 = Tensor::zeros({2, 3}, kFloat64), s0 = Tensor::scalar(1.0, kFloat64);
+  // cat: torch's name for concat (an inline alias, so checked through concat's declaration)
+  {
+    OpInfo op = nm_entry("cat_middle", "concat(Tensors,int64_t)", "out = torch.cat([a, a], -2)", nullptr);
+    op.call = [](const Tensors& in) { return cat({in[0], in[0]}, -2); };
+    op.errors = {{"axis out of range", [z23] { cat({z23}, 2); }, {"concat", "(2, 3)"}}};
     t.push_back(op);
   }
+  // split, chunk
+  {
+    OpInfo op = nm_entry("split_size", "split(Tensor,int64_t,int64_t)", "ps = torch.split(a, 2, -1)\n", nullptr);
+    op.torch += torch_join(-1);
+    op.call = [](const Tensors& in) { return join_pieces(split(in[0], 2, -1), -1); };
+    op.errors = {{"split_size 0 of a non-empty dim", [z23] { split(z23, 0, 1); }, {"split", "split_size", "(2, 3)"}},
+                 {"negative split_size", [z23] { split(z23, -1, 1); }, {"split", "-1", "(2, 3)"}},
+                 {"dim out of range", [z23] { split(z23, 1, 2); }, {"split", "2", "(2, 3)"}},
+                 {"0-d tensor", [s0] { split(s0, 1, 0); }, {"split", "()"}}};
+    t.push_back(op);
+  }
+  {
+    OpInfo op = nm_entry("split_sizes", "split(Tensor,vector<int64_t>,int64_t)", "", nullptr);
+    op.call = nullptr;
+    op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+      SampleInput si = nm_sample(dt, s, g);
+      const std::int64_t n = s.sizes[0];
+      const std::vector<std::int64_t> sizes{n / 2, 0, n - n / 2};  // an empty piece in the middle
+      si.call = [sizes](const Tensors& in) { return join_pieces(split(in[0], sizes, -2), -2); };
+      si.torch_prelude = fmt::format("ps = torch.split(a, [{}], -2)\n", fmt::join(sizes, ", "));
+      return si;
+    };
+    op.torch = torch_join(-2);
+    op.errors = {{"sizes that do not sum to the dim",
+                  [z23] {
+                    split(z23, std::vector<std::int64_t>{1, 1}, 1);
+                  },
+                  {"split", "sum to 2", "(2, 3)"}},
+                 {"negative size",
+                  [z23] {
+                    split(z23, std::vector<std::int64_t>{3, -1, 1}, 1);
+                  },
+                  {"split", "-1", "(2, 3)"}}};
+    t.push_back(op);
+  }
+  {
+    OpInfo op = nm_entry("chunk", "chunk(Tensor,int64_t,int64_t)", "ps = torch.chunk(a, 3, -1)\n", nullptr);
+    op.torch += torch_join(-1);
+    op.call = [](const Tensors& in) { return join_pieces(chunk(in[0], 3, -1), -1); };
+    op.errors = {{"0 chunks", [z23] { chunk(z23, 0, 1); }, {"chunk", "chunks", "(2, 3)"}},
+                 {"dim out of range", [z23] { chunk(z23, 2, -3); }, {"chunk", "-3", "(2, 3)"}}};
+    t.push_back(op);
+  }
+  // flip, roll, repeat
+  {
+    OpInfo op = nm_entry("flip", "flip(Tensor,vector<int64_t>)", "out = torch.flip(a, (-1, -2))", [](const Tensor& a) {
+      return flip(a, {-1, -2});
+    });
+    op.errors = {{"dim twice",
+                  [z23] {
+                    flip(z23, {1, -1});
+                  },
+                  {"flip", "twice", "(2, 3)"}},
+                 {"dim out of range", [z23] { flip(z23, {2}); }, {"flip", "2", "(2, 3)"}}};
+    t.push_back(op);
+    op = nm_entry("flip_scalar", "flip(Tensor,vector<int64_t>)", "out = torch.flip(a, (0,))",
+                  [](const Tensor& a) { return flip(a, {0}); });
+    op.supports_batch = false;
+    op.supports_scalar = true;
+    t.push_back(op);
+  }
+  {
+    OpInfo op = nm_entry("roll", "roll(Tensor,vector<int64_t>,vector<int64_t>)",
+                         "out = torch.roll(a, (2, -5), (-1, -2))", [](const Tensor& a) {
+                           return roll(a, {2, -5}, {-1, -2});
+                         });
+    op.errors = {{"shifts and dims of different lengths",
+                  [z23] {
+                    roll(z23, {1, 2}, {0});
+                  },
+                  {"roll", "(2, 3)"}},
+                 {"dim out of range", [z23] { roll(z23, {1}, {2}); }, {"roll", "2", "(2, 3)"}},
+                 {"no dims and two shifts",
+                  [z23] {
+                    roll(z23, {1, 2});
+                  },
+                  {"roll", "(2, 3)"}}};
+    t.push_back(op);
+    op = nm_entry("roll_flat", "roll(Tensor,vector<int64_t>,vector<int64_t>)", "out = torch.roll(a, -3)",
+                  [](const Tensor& a) { return roll(a, {-3}); });
+    op.supports_scalar = true;
+    t.push_back(op);
+  }
+  {
+    OpInfo op = nm_entry("repeat", "repeat(Tensor,vector<int64_t>)", "out = a.repeat(2, 1, 3)", [](const Tensor& a) {
+      return repeat(a, {2, 1, 3});
+    });
+    op.supports_batch = false;
+    op.threads = {100, 100};
+    op.errors = {{"fewer repeats than dims", [z23] { repeat(z23, {2}); }, {"repeat", "(2, 3)"}},
+                 {"negative repeat",
+                  [z23] {
+                    repeat(z23, {1, -2});
+                  },
+                  {"repeat", "-2", "(2, 3)"}}};
+    t.push_back(op);
+  }
+  // pad: constant (with a crop), reflect and replicate on (c, n, m) as torch's 2-d padding wants
+  {
+    OpInfo op = nm_entry("pad_constant", "pad(Tensor,vector<int64_t>,string,double)",
+                         "out = torch.nn.functional.pad(a, (2, 1, -1, 2), value=0.5)", [](const Tensor& a) {
+                           return pad(a, {2, 1, -1, 2}, "constant", 0.5);
+                         });
+    op.errors = {{"odd number of pads",
+                  [z23] {
+                    pad(z23, {1, 2, 3});
+                  },
+                  {"pad", "(2, 3)"}},
+                 {"too many pads",
+                  [z23] {
+                    pad(z23, {1, 1, 1, 1, 1, 1});
+                  },
+                  {"pad", "(2, 3)"}},
+                 {"unknown mode",
+                  [z23] {
+                    pad(z23, {1, 1}, "circular");
+                  },
+                  {"pad", "circular", "(2, 3)"}},
+                 {"crop below 0",
+                  [z23] {
+                    pad(z23, {-2, -2});
+                  },
+                  {"pad", "negative size", "(2, 3)"}},
+                 {"reflect pad as large as the dim",
+                  [z23] {
+                    pad(z23, {3, 0}, "reflect");
+                  },
+                  {"pad", "reflect", "(2, 3)"}},
+                 {"replicate an empty dim",
+                  [] {
+                    pad(Tensor::zeros({2, 0}, kFloat64), {1, 0}, "replicate");
+                  },
+                  {"pad", "replicate", "(2, 0)"}},
+                 {"value with reflect",
+                  [z23] {
+                    pad(z23, {1, 1}, "reflect", 2.0);
+                  },
+                  {"pad", "reflect"}}};
+    op.torch_skip = [](const SampleSpec& s) -> std::string {
+      return s.sizes[0] == 0 || s.sizes[1] == 0 || numel_of(s.batch) == 0
+                 ? "torch 1.13's constant_pad_nd with a negative pad fails on empty tensors (forward or backward)"
+                 : "";
+    };
+    t.push_back(op);
+    for (const std::string mode : {"reflect", "replicate"}) {
+      const std::vector<std::int64_t> pads =
+          mode == "reflect" ? std::vector<std::int64_t>{2, 1, 1, -1} : std::vector<std::int64_t>{3, 1, 0, 2};
+      op = nm_entry("pad_" + mode, "pad(Tensor,vector<int64_t>,string,double)",
+                    fmt::format("out = torch.nn.functional.pad(a, ({}), mode='{}')", fmt::join(pads, ", "), mode),
+                    [pads, mode](const Tensor& a) { return pad(a, pads, mode); });
+      op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+        return SampleInput{{{"a", values({2, s.sizes[0], s.sizes[1]}, g, dt)}}, {}, {}};
+      };
+      op.supports_batch = false;
+      op.errors = {};
+      if (mode == "reflect")
+        op.refuses = [](const SampleSpec& s) -> std::string {
+          return s.sizes[0] <= 1 || s.sizes[1] <= 2 ? "less than its size" : "";
+        };
+      else
+        op.refuses = [](const SampleSpec& s) -> std::string {
+          return s.sizes[0] == 0 || s.sizes[1] == 0 ? "non-empty" : "";
+        };
+      t.push_back(op);
+    }
+  }
 }
+
+const bool registered = register_entries(__FILE__, add_shape_ops_entries);
 
 }  // namespace xgrad::test::table

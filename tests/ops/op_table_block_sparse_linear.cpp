@@ -1,0 +1,148 @@
+// The op table's entries for ops/block_sparse_linear.hpp: the layer and the packers (op_table_common.hpp,
+// op_table.cpp).
+#include "dense_index.hpp"
+#include "op_table_common.hpp"
+
+namespace xgrad::test::table {
+
+namespace {
+
+// The dense (O, I) weight of a block-sparse layer from its packed blocks w and the flat dense
+// position idx of every stored element (Note [Block-sparse storage]).
+const char* kTorchDenseW =
+    "Wd = torch.zeros(O * I, dtype=w.dtype).index_put((idx.long(),), w.reshape(-1)).reshape(O, I)\n";
+
+// A (R*bo, C*bi) pattern of 2x3 blocks, each stored with probability 1/2.
+BlockSparsePattern random_pattern(std::int64_t R, std::int64_t C, Generator& g) {
+  return BlockSparsePattern::from_block_mask(InFeatures{C * 3}, OutFeatures{R * 2}, {InFeatures{3}, OutFeatures{2}},
+                                             values({R, C}, g, kFloat32, Domain::mask));
+}
+
+std::string dims_prelude(const BlockSparsePattern& p) {
+  return fmt::format("O = {}\nI = {}\nwshape = {}\n", p.out_features(), p.in_features(),
+                     fmt::format("[{}]", fmt::join(p.weight_shape(), ", ")));
+}
+
+}  // namespace
+
+// The entries of block_sparse_linear.hpp.
+void add_block_sparse_linear_entries(std::vector<OpInfo>& t) {
+  // x (batch..., M, C*3) through a random pattern of 2x3 blocks (R x C grid)
+  // 0: with bias, 1: no bias, 2: block-diagonal groups, 3: no stored block at all
+  for (int variant : {0, 1, 2, 3}) {
+    OpInfo op;
+    op.name = variant == 0   ? "block_sparse_linear"
+              : variant == 1 ? "block_sparse_linear_nobias"
+              : variant == 2 ? "block_sparse_linear_diagonal"
+                             : "block_sparse_linear_noblocks";
+    op.signature = "block_sparse_linear(Tensor,Tensor,Tensor,BlockSparsePattern)";
+    op.torch = std::string(kTorchDenseW) + (variant == 1 ? "out = torch.nn.functional.linear(x, Wd)"
+                                                         : "out = torch.nn.functional.linear(x, Wd, b)");
+    op.sample = [variant](Dtype dt, const SampleSpec& s, Generator& g) {
+      BlockSparsePattern p =
+          variant == 2 ? [&] {
+            std::vector<BlockSparsePattern::DiagonalGroup> groups;
+            for (std::int64_t i = 0; i < s.sizes[1]; ++i) groups.push_back({InFeatures{1 + i % 3}, OutFeatures{1 + (2 * i) % 5}});
+            return BlockSparsePattern::block_diagonal(groups);
+          }()
+          : variant == 3 ? BlockSparsePattern::from_block_mask(InFeatures{s.sizes[2] * 3}, OutFeatures{s.sizes[1] * 2}, {InFeatures{3}, OutFeatures{2}}, Tensor::zeros({s.sizes[1], s.sizes[2]}))
+                       : random_pattern(s.sizes[1], s.sizes[2], g);
+      SampleInput si{{{"x", values(bshape(s.batch, {s.sizes[0], p.in_features()}), g, dt)},
+                      {"w", values(p.weight_shape(), g, dt)}},
+                     {},
+                     dims_prelude(p)};
+      if (variant != 1) si.inputs.push_back({"b", values({p.out_features()}, g, dt)});
+      si.inputs.push_back({"idx", dense_index(p), false});
+      si.call = [p, variant](const Tensors& in) {
+        return block_sparse_linear(in[0], in[1], variant == 1 ? Tensor() : in[2], p);
+      };
+      return si;
+    };
+    op.size_names = variant == 2 ? std::vector<std::string>{"M", "groups"} : std::vector<std::string>{"M", "R", "C"};
+    op.small = variant == 2 ? std::vector<std::int64_t>{3, 4} : std::vector<std::int64_t>{3, 4, 3};
+    op.threads = variant == 2 ? std::vector<std::int64_t>{400, 40} : std::vector<std::int64_t>{300, 40, 40};
+    op.supports_batch = true;
+    op.check_undefined = false;  // idx is a helper input for torch only; undefined x/weight: errors below
+    if (variant == 0) {
+      op.errors = {
+          {"x of the wrong width",
+           [] {
+             const auto p = BlockSparsePattern::from_block_mask(InFeatures{6}, OutFeatures{4},
+                                                                {InFeatures{3}, OutFeatures{2}}, Tensor::ones({2, 2}));
+             block_sparse_linear(Tensor::zeros({5, 5}), Tensor::zeros(p.weight_shape()), Tensor::zeros({4}), p);
+           },
+           {"block_sparse_linear", "'x'", "(5, 5)"}},
+          {"weight of the wrong shape",
+           [] {
+             const auto p = BlockSparsePattern::from_block_mask(InFeatures{6}, OutFeatures{4},
+                                                                {InFeatures{3}, OutFeatures{2}}, Tensor::ones({2, 2}));
+             block_sparse_linear(Tensor::zeros({5, 6}), Tensor::zeros({3, 2, 3}), Tensor::zeros({4}), p);
+           },
+           {"block_sparse_linear", "'weight'", "(3, 2, 3)"}},
+          {"dtype mix",
+           [] {
+             const auto p = BlockSparsePattern::from_block_mask(InFeatures{6}, OutFeatures{4},
+                                                                {InFeatures{3}, OutFeatures{2}}, Tensor::ones({2, 2}));
+             block_sparse_linear(Tensor::zeros({5, 6}, kFloat64), Tensor::zeros(p.weight_shape()), Tensor::zeros({4}),
+                                 p);
+           },
+           {"block_sparse_linear", "dtype"}},
+          {"undefined x",
+           [] {
+             const auto p = BlockSparsePattern::from_block_mask(InFeatures{6}, OutFeatures{4},
+                                                                {InFeatures{3}, OutFeatures{2}}, Tensor::ones({2, 2}));
+             block_sparse_linear(Tensor(), Tensor::zeros(p.weight_shape()), Tensor::zeros({4}), p);
+           },
+           {"block_sparse_linear", "'x'"}},
+          {"bias of the wrong shape",
+           [] {
+             const auto p = BlockSparsePattern::from_block_mask(InFeatures{6}, OutFeatures{4},
+                                                                {InFeatures{3}, OutFeatures{2}}, Tensor::ones({2, 2}));
+             block_sparse_linear(Tensor::zeros({5, 6}), Tensor::zeros(p.weight_shape()), Tensor::zeros({5}), p);
+           },
+           {"block_sparse_linear", "'bias'", "(5,)"}}};
+    }
+    op.rtol32 = 1e-4;
+    op.atol32 = 1e-4;
+    t.push_back(op);
+  }
+  for (bool to_dense : {true, false}) {
+    OpInfo op;
+    op.name = to_dense ? "block_sparse_to_dense" : "block_sparse_from_dense";
+    op.signature = to_dense ? "block_sparse_to_dense(Tensor,BlockSparsePattern)"
+                            : "block_sparse_from_dense(Tensor,BlockSparsePattern)";
+    op.torch = to_dense ? std::string(kTorchDenseW) + "out = Wd" : "out = d.reshape(-1)[idx.long()].reshape(wshape)";
+    op.differentiable = false;  // no autograd history (documented)
+    op.sample = [to_dense](Dtype dt, const SampleSpec& s, Generator& g) {
+      const BlockSparsePattern p = random_pattern(s.sizes[0], s.sizes[1], g);
+      SampleInput si{{}, {}, dims_prelude(p)};
+      if (to_dense)
+        si.inputs.push_back({"w", values(p.weight_shape(), g, dt), false});
+      else
+        si.inputs.push_back({"d", values({p.out_features(), p.in_features()}, g, dt), false});
+      si.inputs.push_back({"idx", dense_index(p), false});
+      si.call = [p, to_dense](const Tensors& in) {
+        return to_dense ? block_sparse_to_dense(in[0], p) : block_sparse_from_dense(in[0], p);
+      };
+      return si;
+    };
+    op.size_names = {"R", "C"};
+    op.small = {3, 4};
+    op.threads = {150, 150};
+    op.check_undefined = false;
+    const std::string opname = op.name;
+    op.errors = {{"argument of the wrong shape",
+                  [to_dense] {
+                    const auto p = BlockSparsePattern::from_block_mask(
+                        InFeatures{6}, OutFeatures{4}, {InFeatures{3}, OutFeatures{2}}, Tensor::ones({2, 2}));
+                    to_dense ? block_sparse_to_dense(Tensor::zeros({3, 2, 3}), p)
+                             : block_sparse_from_dense(Tensor::zeros({4, 5}), p);
+                  },
+                  {opname, to_dense ? "(3, 2, 3)" : "(4, 5)"}}};
+    t.push_back(op);
+  }
+}
+
+const bool registered = register_entries(__FILE__, add_block_sparse_linear_entries);
+
+}  // namespace xgrad::test::table
