@@ -621,6 +621,52 @@ struct SegmentMaxFn : Function<SegmentMaxFn<Max>> {
   }
 };
 
+// segment_logsumexp's backward: ddata[e] = g[i]·exp(data[e] − out[i]) for e in segment i, by the kernel
+// at first order and by the same formula of recorded ops when it will be differentiated (through out,
+// the saved result, too: Note [Fused ops]).
+struct SegmentLogsumexpBackward {
+  static constexpr const char* kName = "segment_logsumexp_backward";
+  static Tensor kernel(const Tensor& g, const Tensor& data, const Tensor& out, const Offsets& off) {
+    Tensor dx = Tensor::empty(data.shape(), data.dtype());
+    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    const std::int64_t f = segments == 0 ? 0 : out.numel() / segments;
+    dispatch(data.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::segment_logsumexp_backward<T>(segments, off->data(), g.data<T>(), data.data<T>(), out.data<T>(), f,
+                                            dx.data<T>());
+    });
+    return dx;
+  }
+  static Tensor formula(const Tensor& g, const Tensor& data, const Tensor& out, const Offsets& off) {
+    const auto expand = [&](const Tensor& t) { return segment_expand_impl(t, off, false, data.shape()); };
+    return mul(expand(g), exp(sub(data, expand(out))));
+  }
+};
+
+// out[i] = log Σ exp(data[e]) over segment i, per column (detail::segment_logsumexp).
+struct SegmentLogsumexpFn : Function<SegmentLogsumexpFn> {
+  static constexpr const char* kName = "segment_logsumexp";
+  static constexpr bool kDifferentiableBackward = true;  // the formula of SegmentLogsumexpBackward
+  Offsets offsets;
+
+  Tensor forward(const Tensor& data, const Offsets& off) {
+    offsets = off;
+    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    Tensor out = Tensor::empty(with_rows(data.shape(), segments), data.dtype());
+    const std::int64_t f = segments == 0 ? 0 : out.numel() / segments;
+    dispatch(data.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::segment_logsumexp<T>(segments, off->data(), data.data<T>(), f, out.data<T>());
+    });
+    save_for_backward({data, out});
+    return out;
+  }
+  Tensors backward(const Tensors& grads) {
+    const Tensors s = saved();
+    return {apply_fused<SegmentLogsumexpBackward>(grads[0], s[0], s[1], offsets)};
+  }
+};
+
 // Validated offsets for data's dim 0.
 Offsets check_offsets(const Tensor& data, const Tensor& offsets, const char* op) {
   XGRAD_CHECK(data.defined(), "{}: argument 'data' is undefined", op);
@@ -655,6 +701,9 @@ Tensor segment_max(const Tensor& data, const Tensor& offsets, double empty_value
 }
 Tensor segment_min(const Tensor& data, const Tensor& offsets, double empty_value) {
   return apply<SegmentMaxFn<false>>(data, check_offsets(data, offsets, "segment_min"), empty_value);
+}
+Tensor segment_logsumexp(const Tensor& data, const Tensor& offsets) {
+  return apply<SegmentLogsumexpFn>(data, check_offsets(data, offsets, "segment_logsumexp"));
 }
 Tensor segment_softmax(const Tensor& data, const Tensor& offsets) {
   return apply<SegmentSoftmaxFn<false>>(data, check_offsets(data, offsets, "segment_softmax"));

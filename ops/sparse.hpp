@@ -211,6 +211,13 @@ Tensor segment_max(const Tensor& data, const Tensor& offsets,
 ///   | torch.segment_reduce (compared through torch.Tensor.scatter_reduce with amin)
 Tensor segment_min(const Tensor& data, const Tensor& offsets,
                    double empty_value = std::numeric_limits<double>::infinity());
+/// The log of the sum of the exponentials of each segment along dim 0, per column (offsets as for
+/// segment_sum), as torch.logsumexp over the segment: shifted by the segment's maximum (by 0 where that
+/// is ±inf), so large entries do not overflow; −inf for an empty segment, NaN when an entry is NaN.
+/// Differentiable to any order (the backward is recorded with segment and pointwise ops).
+/// @op `segment_logsumexp(data, offsets)` | out[i] = log Σ_{e∈ segment i} exp(data[e]), per column (−inf for an
+///   empty segment) | ddata[e] = g[i]·exp(data[e] − out[i]) for e in segment i | torch.logsumexp (per segment)
+Tensor segment_logsumexp(const Tensor& data, const Tensor& offsets);
 /// Softmax over each segment's entries along dim 0, per column (offsets as for segment_sum): with a
 /// CSR matrix's row offsets, the edge softmax of an attention layer, over each row's stored entries
 /// as torch.sparse.softmax(A, 1) (unstored entries take no part). Differentiable to any order.

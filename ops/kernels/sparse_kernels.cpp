@@ -321,6 +321,43 @@ void segment_max(std::int64_t segments, const std::int64_t* off, const T* data, 
 }
 
 template <class T>
+void segment_logsumexp(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, T* out) {
+  if (f == 0) return;
+  for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
+    std::vector<T> shift(static_cast<std::size_t>(f)), sum(static_cast<std::size_t>(f));
+    for (std::int64_t i = r0; i < r1; ++i) {
+      T* o = out + i * f;
+      std::fill(shift.begin(), shift.end(), -std::numeric_limits<T>::infinity());
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j) {
+          const T v = data[e * f + j];
+          T& m = shift[static_cast<std::size_t>(j)];
+          m = std::isnan(v) || std::isnan(m) ? std::numeric_limits<T>::quiet_NaN() : std::max(m, v);
+        }
+      for (T& m : shift)
+        if (std::isinf(m)) m = T(0);
+      std::fill(sum.begin(), sum.end(), T(0));
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j)
+          sum[static_cast<std::size_t>(j)] += std::exp(data[e * f + j] - shift[static_cast<std::size_t>(j)]);
+      for (std::int64_t j = 0; j < f; ++j)
+        o[j] = std::log(sum[static_cast<std::size_t>(j)]) + shift[static_cast<std::size_t>(j)];
+    }
+  });
+}
+
+template <class T>
+void segment_logsumexp_backward(std::int64_t segments, const std::int64_t* off, const T* g, const T* data,
+                                const T* out, std::int64_t f, T* dx) {
+  if (f == 0) return;
+  for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t i = r0; i < r1; ++i)
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
+        for (std::int64_t j = 0; j < f; ++j) dx[e * f + j] = g[i * f + j] * std::exp(data[e * f + j] - out[i * f + j]);
+  });
+}
+
+template <class T>
 void segment_max_backward(std::int64_t segments, const std::int64_t* off, const T* g, const T* data, const T* out,
                           std::int64_t f, T* dx, T* divisor) {
   if (f == 0) return;
@@ -399,6 +436,8 @@ XGRAD_INSTANTIATE_FLOATING(csr_linear_backward_values);
 XGRAD_INSTANTIATE_FLOATING(csr_linear_backward_weight);
 XGRAD_INSTANTIATE_FLOATING(segment_max);
 XGRAD_INSTANTIATE_FLOATING(segment_max_backward);
+XGRAD_INSTANTIATE_FLOATING(segment_logsumexp);
+XGRAD_INSTANTIATE_FLOATING(segment_logsumexp_backward);
 XGRAD_INSTANTIATE_FLOATING(segment_softmax);
 XGRAD_INSTANTIATE_FLOATING(segment_softmax_backward);
 XGRAD_INSTANTIATE_FLOATING(segment_sum);

@@ -73,6 +73,17 @@ template <class T>
 void segment_max(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, bool is_max, T empty,
                  T* out);
 
+/// out[i, :] = log Σ_{e in segment i} exp(data[e, :]), per column: m + log Σ exp(data[e, :] − m) with m the
+/// column's maximum over the segment (0 where that is ±inf, as torch.logsumexp); −inf for an empty
+/// segment, NaN when an entry is NaN. Summed in entry order.
+template <class T>
+void segment_logsumexp(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, T* out);
+
+/// Its backward: dx[e, :] = g[i, :]·exp(data[e, :] − out[i, :]) for every e of segment i.
+template <class T>
+void segment_logsumexp_backward(std::int64_t segments, const std::int64_t* off, const T* g, const T* data,
+                                const T* out, std::int64_t f, T* dx);
+
 /// segment_max's backward: dx[e, :] = g[i, :] / c where data[e, :] equals out[i, :] or is NaN (one of the
 /// c ties of its column), else 0. When `divisor` is not null, the kernel writes c (segments x f)
 /// there and the 0/1 tie mask into dx instead (the constants of the create_graph formula).

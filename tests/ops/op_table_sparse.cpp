@@ -614,6 +614,31 @@ void add_segment_entries(std::vector<OpInfo>& t) {
           name, [is_max](const Tensor& d, const Tensor& o) { return is_max ? segment_max(d, o) : segment_min(d, o); });
       t.push_back(op);
     }
+  // segment_logsumexp: data (E, F), segment i with 1 + i % 3 entries (an empty segment's −inf would make
+  // finite differences NaN); torch: logsumexp over each segment's rows. Offsets as for segment_max.
+  {
+    OpInfo op;
+    op.name = "segment_logsumexp";
+    op.signature = "segment_logsumexp(Tensor,Tensor)";
+    op.torch =
+        "o = off.tolist()\n"
+        "parts = [torch.logsumexp(data[o[i]:o[i + 1]], 0, keepdim=True) for i in range(len(o) - 1)]\n"
+        "out = torch.cat(parts, 0) if parts else data.new_zeros((0,) + data.shape[1:])\n";
+    op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+      const std::int64_t S = s.sizes[0];
+      const std::vector<double> off = segment_offsets(S, false);
+      const auto e = static_cast<std::int64_t>(off.back());
+      const Tensor off_i = Tensor::from_vector(off, {S + 1}, kInt64);
+      SampleInput si{{{"data", values({e, s.sizes[1]}, g, dt)}}, {}, torch_segment_offsets(S, false)};
+      si.call = [off_i](const Tensors& in) { return segment_logsumexp(in[0], off_i); };
+      return si;
+    };
+    op.size_names = {"S", "F"};
+    op.small = {5, 3};
+    op.threads = {2000, 40};
+    op.errors = segment_errors(op.name, [](const Tensor& d, const Tensor& o) { return segment_logsumexp(d, o); });
+    t.push_back(op);
+  }
   // segment_softmax / segment_log_softmax: data (E, F), segment i with i % 4 entries (empty ones included)
   for (bool log : {false, true}) {
     OpInfo op;
