@@ -1,6 +1,7 @@
 #pragma once
 // The core layer: tensor, dtype, shapes, autograd engine and extension API, gradcheck, random
-// numbers, .npy I/O, parallel helpers and the CPU report.
+// numbers, .npy I/O, parallel helpers and the CPU report. Not the xtensor interop: that is the opt-in
+// header xgrad/core/xtensor_interop.hpp, so that including xgrad parses no xtensor header.
 #include "xgrad/core/allocator.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/cpu_info.hpp"
@@ -16,4 +17,3 @@
 #include "xgrad/core/random.hpp"
 #include "xgrad/core/shape.hpp"
 #include "xgrad/core/tensor.hpp"
-#include "xgrad/core/xtensor_interop.hpp"
