@@ -1,8 +1,11 @@
 #pragma once
-// The core layer: tensor, dtype, shapes, autograd engine and extension API, gradcheck, random
-// numbers, .npy I/O, parallel helpers and the CPU report.
+// The core layer: tensor, dtype, shapes and checked sizes, autograd engine and extension API,
+// gradcheck, random numbers, .npy I/O, parallel helpers and the CPU report. Not the xtensor
+// interop: that is the opt-in header xgrad/core/xtensor_interop.hpp, so that including xgrad parses
+// no xtensor header.
 #include "xgrad/core/allocator.hpp"
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/checked.hpp"
 #include "xgrad/core/cpu_info.hpp"
 #include "xgrad/core/dtype.hpp"
 #include "xgrad/core/error.hpp"
@@ -16,4 +19,3 @@
 #include "xgrad/core/random.hpp"
 #include "xgrad/core/shape.hpp"
 #include "xgrad/core/tensor.hpp"
-#include "xgrad/core/xtensor_interop.hpp"

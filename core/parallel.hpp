@@ -14,7 +14,6 @@
 // Only the serial fast path is templated here; the TBB part of parallel_for / parallel_invoke is
 // out of line in parallel.cpp behind a type-erased FunctionRef (as PyTorch's ParallelNative.h), so
 // the TBB headers are not compiled into every kernel file.
-#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <type_traits>
@@ -144,7 +143,7 @@ T deterministic_sum(std::int64_t begin, std::int64_t end, std::int64_t chunk, Ch
   parallel_for(0, nchunks, 1, [&](std::int64_t c0, std::int64_t c1) {
     for (std::int64_t c = c0; c < c1; ++c) {
       const std::int64_t b = begin + c * chunk;
-      partial[static_cast<std::size_t>(c)] = chunk_sum(b, std::min(end, b + chunk));
+      partial[static_cast<std::size_t>(c)] = chunk_sum(b, end < b + chunk ? end : b + chunk);
     }
   });
   T acc = partial[0];

@@ -4,8 +4,9 @@
 // Note [Storage]: data lives in a 64-byte aligned buffer (`Storage`) shared by a tensor and the
 // views that reshape/detach make of it, like PyTorch's storage. Every tensor is contiguous, so a
 // kernel sees a plain pointer and a shape; xtensor is the interchange type at the API boundary
-// (`from_xarray`, `to_xarray`, `as_xtensor`). Storage carries a version counter, bumped by every
-// in-place op, so that backward can refuse a saved tensor that was modified after it was saved.
+// (`from_xtensor`, `to_xarray`, `as_xtensor`), in the opt-in header core/xtensor_interop.hpp, which
+// this header does not include. Storage carries a version counter, bumped by every in-place op, so
+// that backward can refuse a saved tensor that was modified after it was saved.
 #include <concepts>
 #include <cstdint>
 #include <functional>

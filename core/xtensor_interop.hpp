@@ -1,6 +1,13 @@
 #pragma once
 // Exchange with xtensor: copy an xt::xarray / xt::xtensor / any expression into a Tensor, and view
 // or copy a Tensor as an xtensor container. Header-only templates.
+//
+// An opt-in header: neither xgrad/xgrad.hpp nor xgrad/core/core.hpp includes it, and no other xgrad
+// header includes xtensor, xtl or xsimd. A file that exchanges data with xtensor includes it itself.
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <vector>
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xarray.hpp>
 

@@ -2,24 +2,34 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <utility>
 
 #include "xgrad/core/error.hpp"
 
 namespace xgrad::utils {
 
+namespace {
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
 ProgressBar::ProgressBar(std::string label, long total, std::FILE* out)
     : label_(std::move(label)),
       total_(total),
       out_(out),
-      start_(std::chrono::steady_clock::now()),
+      start_ns_(steady_ns()),
       tty_(out != nullptr && isatty(fileno(out)) != 0) {
   XGRAD_CHECK(total >= 0, "ProgressBar: argument 'total' must be >= 0, got {}", total);
   XGRAD_CHECK(out != nullptr, "ProgressBar: argument 'out' is a null FILE*");
 }
 
 double ProgressBar::seconds() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  return std::chrono::duration<double>(std::chrono::nanoseconds(steady_ns() - start_ns_)).count();
 }
 
 void ProgressBar::update(long done, double loss) {

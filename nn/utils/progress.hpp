@@ -2,7 +2,7 @@
 // xgrad::utils::ProgressBar: a one-line training progress bar,
 // "stage 1 [#######.....] 350/1000 loss 1.2e-03 ETA 4s". Redrawn in place on a terminal (carriage
 // return); on a pipe or a file it prints a line every 10% so that logs stay short.
-#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -21,7 +21,7 @@ class ProgressBar {
   std::string label_;
   long total_;
   std::FILE* out_;
-  std::chrono::steady_clock::time_point start_;
+  std::int64_t start_ns_;  // std::chrono::steady_clock at construction, in nanoseconds (<chrono> stays in the .cpp)
   bool tty_;
   long last_decile_ = -1;
 };

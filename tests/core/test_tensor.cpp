@@ -18,6 +18,7 @@
 #include "support.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/detail/philox.hpp"
+#include "xgrad/core/xtensor_interop.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/indexing.hpp"
 #include "xgrad/ops/reduction.hpp"
