@@ -38,8 +38,8 @@
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/random.hpp"
 #include "xgrad/core/tensor.hpp"
-#include "xgrad/ops/kernels/blas.hpp"
 #include "xgrad/ops/kernel_info.hpp"
+#include "xgrad/ops/kernels/blas.hpp"
 #include "xgrad/ops/matmul.hpp"
 
 #if defined(__x86_64__)

@@ -5,11 +5,11 @@
 #include <limits>
 #include <vector>
 
-#include "xgrad/ops/kernels/blas.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/kernels/blas.hpp"
 #include "xgrad/ops/matmul.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"

@@ -253,16 +253,19 @@ Tensor BlockSparsePattern::element_mask(Dtype dtype) const {
                     "BlockSparsePattern::element_mask", "out * in");
   std::vector<double> m(static_cast<std::size_t>(n), 0.0);
   for (const auto& b : impl_->blocks)
-    for (std::int64_t i = b.row; i < b.row + b.rows; ++i) std::fill_n(m.begin() + i * impl_->csr.in + b.col, b.cols, 1.0);
+    for (std::int64_t i = b.row; i < b.row + b.rows; ++i)
+      std::fill_n(m.begin() + i * impl_->csr.in + b.col, b.cols, 1.0);
   return Tensor::from_vector(m, {impl_->csr.out, impl_->csr.in}, dtype);
 }
 
 std::string BlockSparsePattern::str() const {
-  return fmt::format(
-      "BlockSparsePattern(out={}, in={}, blocks={}, stored={} of {} ({:.4g}), weight {})", impl_->csr.out, impl_->csr.in,
-      num_blocks(), impl_->csr.stored, double(impl_->csr.out) * double(impl_->csr.in),
-      impl_->csr.out > 0 && impl_->csr.in > 0 ? double(impl_->csr.stored) / (double(impl_->csr.out) * double(impl_->csr.in)) : 0.0,
-      shape_str(weight_shape()));
+  return fmt::format("BlockSparsePattern(out={}, in={}, blocks={}, stored={} of {} ({:.4g}), weight {})",
+                     impl_->csr.out, impl_->csr.in, num_blocks(), impl_->csr.stored,
+                     double(impl_->csr.out) * double(impl_->csr.in),
+                     impl_->csr.out > 0 && impl_->csr.in > 0
+                         ? double(impl_->csr.stored) / (double(impl_->csr.out) * double(impl_->csr.in))
+                         : 0.0,
+                     shape_str(weight_shape()));
 }
 
 bool BlockSparsePattern::operator==(const BlockSparsePattern& o) const {
@@ -271,8 +274,9 @@ bool BlockSparsePattern::operator==(const BlockSparsePattern& o) const {
     return std::equal(a.begin(), a.end(), b.begin(), b.end(),
                       [](const Group& x, const Group& y) { return x.begin == y.begin && x.size == y.size; });
   };
-  if (impl_->csr.out != o.impl_->csr.out || impl_->csr.in != o.impl_->csr.in || !same_groups(impl_->row_groups, o.impl_->row_groups) ||
-      !same_groups(impl_->col_groups, o.impl_->col_groups) || impl_->blocks.size() != o.impl_->blocks.size())
+  if (impl_->csr.out != o.impl_->csr.out || impl_->csr.in != o.impl_->csr.in ||
+      !same_groups(impl_->row_groups, o.impl_->row_groups) || !same_groups(impl_->col_groups, o.impl_->col_groups) ||
+      impl_->blocks.size() != o.impl_->blocks.size())
     return false;
   for (std::size_t k = 0; k < impl_->blocks.size(); ++k)
     if (impl_->blocks[k].row_group != o.impl_->blocks[k].row_group ||

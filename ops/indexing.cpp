@@ -15,8 +15,8 @@
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/define/gather_map.hpp"
-#include "xgrad/ops/kernels/scatter_rows.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/kernels/scatter_rows.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 

@@ -5,13 +5,13 @@
 #include <cstring>
 #include <mutex>
 
-#include "xgrad/ops/kernels/ceil_div.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
-#include "xgrad/ops/kernels/tiled_gemm.hpp"
 #include "xgrad/ops/define/sum_to.hpp"
+#include "xgrad/ops/kernels/ceil_div.hpp"
+#include "xgrad/ops/kernels/tiled_gemm.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 
 namespace xgrad {

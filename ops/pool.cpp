@@ -8,10 +8,10 @@
 #include <utility>
 #include <vector>
 
-#include "xgrad/ops/kernels/ceil_div.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/kernels/ceil_div.hpp"
 
 namespace xgrad {
 

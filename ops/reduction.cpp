@@ -12,11 +12,11 @@
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
-#include "xgrad/ops/kernels/broadcast_kernel.hpp"
 #include "xgrad/ops/define/gather_map.hpp"
 #include "xgrad/ops/define/sum_to.hpp"
-#include "xgrad/ops/kernels/vec_kernel.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/kernels/broadcast_kernel.hpp"
+#include "xgrad/ops/kernels/vec_kernel.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 #include "xgrad/ops/unary_math.hpp"
 

@@ -16,8 +16,8 @@
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
-#include "xgrad/ops/kernels/resample_kernels.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/kernels/resample_kernels.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 
@@ -63,7 +63,6 @@ struct ResponseState {
   /// time, calls the fallback handler (Note [Fallback handler] in resample_conv.hpp).
   std::shared_ptr<const Table> get(bool polyphase, int order, double dx, double tol, std::string* why = nullptr);
 };
-
 
 namespace {
 // Note [Fallback handler]: by default one line on stderr, the first time only in the process (as
@@ -811,8 +810,9 @@ struct ResampleConvBackwardValues : Function<ResampleConvBackwardValues> {
       using T = typename decltype(tag)::type;
       gcells = rs::backward_cells<T>(geo, K - 1, delta, pr, f.data<T>(), g.data<T>());
     });
-    return Tensor::from_vector(rs::sampled_cells_adjoint(gcells, K, fam.response.interp() == Interp::linear, delta, fam.order), {K},
-                               f.dtype());
+    return Tensor::from_vector(
+        rs::sampled_cells_adjoint(gcells, K, fam.response.interp() == Interp::linear, delta, fam.order), {K},
+        f.dtype());
   }
   Tensors backward(const Tensors& grads);
 };
@@ -910,8 +910,9 @@ Tensors ResampleConvBackward::kernel(const Tensor& g, const Tensor& f, const Ten
     if (want_v) {
       const std::int64_t K = values.numel();
       const double delta = (response.hi() - response.lo()) / static_cast<double>(K - 1);
-      gv = Tensor::from_vector(rs::sampled_cells_adjoint(gcells, K, response.interp() == Interp::linear, delta, fam.order),
-                               values.shape(), values.dtype());
+      gv = Tensor::from_vector(
+          rs::sampled_cells_adjoint(gcells, K, response.interp() == Interp::linear, delta, fam.order), values.shape(),
+          values.dtype());
     }
   });
   return {gf, gc, gv};

@@ -11,9 +11,10 @@
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/define/gather_map.hpp"
+#include "xgrad/ops/define/sum_to.hpp"
 #include "xgrad/ops/kernels/broadcast_kernel.hpp"
 #include "xgrad/ops/kernels/copy_rows.hpp"
-#include "xgrad/ops/define/sum_to.hpp"
 #include "xgrad/ops/kernels/scatter_rows.hpp"
 
 namespace xgrad {
@@ -693,12 +694,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
   return apply<Expand>(x, target);
 }
 
-}  // namespace xgrad
-
 // ---- split, chunk, flip, roll, repeat, pad -------------------------------------------------------
-#include "xgrad/ops/define/gather_map.hpp"
-
-namespace xgrad {
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
-#include "xgrad/ops/kernels/vec_kernel.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/kernels/vec_kernel.hpp"
 #include "xgrad/ops/reduction.hpp"
 
 namespace xgrad {

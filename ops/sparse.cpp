@@ -28,9 +28,9 @@
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
-#include "xgrad/ops/kernels/sparse_kernels.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/indexing.hpp"
+#include "xgrad/ops/kernels/sparse_kernels.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 

@@ -7,12 +7,12 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/fused.hpp"
-#include "xgrad/ops/kernels/broadcast_kernel.hpp"
 #include "xgrad/ops/define/gather_map.hpp"
 #include "xgrad/ops/define/pointwise.hpp"
 #include "xgrad/ops/define/sum_to.hpp"
-#include "xgrad/ops/kernels/vec_kernel.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/kernels/broadcast_kernel.hpp"
+#include "xgrad/ops/kernels/vec_kernel.hpp"
 
 namespace xgrad::detail::ew {
 

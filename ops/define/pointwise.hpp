@@ -42,8 +42,8 @@
 #include "xgrad/core/fused.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/activation.hpp"
-#include "xgrad/ops/kernels/vec_kernel.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/kernels/vec_kernel.hpp"
 #include "xgrad/ops/unary_math.hpp"
 
 namespace xgrad::detail::pw {

@@ -19,8 +19,8 @@
 #include "xgrad/ops/kernels/blas.hpp"
 #include "xgrad/ops/kernels/block_sparse_simd512.hpp"
 #include "xgrad/ops/kernels/block_sparse_tiles.hpp"
-#include "xgrad/ops/kernels/simd.hpp"
 #include "xgrad/ops/kernels/instantiate.hpp"
+#include "xgrad/ops/kernels/simd.hpp"
 
 namespace xgrad::detail {
 
@@ -314,8 +314,8 @@ void lane_input_grad(const BlockCsr& p, const T* g, std::int64_t m, const T* w, 
 
 // dW_B for the blocks [k0, k1) of one row group, from gT (out x mp) and xT (in x mp).
 template <class T>
-void lane_weight_blocks(const BlockCsr& p, const T* gt, const T* xt, std::int64_t mp, std::int64_t k0,
-                        std::int64_t k1, T* dw) {
+void lane_weight_blocks(const BlockCsr& p, const T* gt, const T* xt, std::int64_t mp, std::int64_t k0, std::int64_t k1,
+                        T* dw) {
   auto lane_weight = &bsl::lane_weight<T, Arch>;
   if constexpr (std::is_same_v<T, float>)
     if (const bsl512::Kernels* k512 = simd512<T>()) lane_weight = k512->lane_weight;
@@ -542,7 +542,8 @@ bool tile_blocks(const BlockCsr& p) {
   for (const auto& bl : p.blocks) widest = std::max({widest, bl.rows, bl.cols});
   for (std::size_t c = 0; c + 1 < p.col_ptr.size(); ++c) used_cols += p.col_ptr[c + 1] > p.col_ptr[c];
   // The AVX-512 tiles beat the GEMM path even without reuse (measured, 64x64 and 128x128 at density 1/64).
-  return widest <= 32 || simd512<T>() || double(static_cast<std::int64_t>(p.blocks.size())) >= kTileWideMinReuse * double(used_cols);
+  return widest <= 32 || simd512<T>() ||
+         double(static_cast<std::int64_t>(p.blocks.size())) >= kTileWideMinReuse * double(used_cols);
 }
 
 template <class T>
@@ -576,7 +577,8 @@ void tile_weight_grad(const BlockCsr& p, const T* g, const T* x, std::int64_t m,
   group_panels(x, m, in, p.col_groups, col_used, xc);
   // Tasks: runs of kTileWeightRun consecutive blocks.
   constexpr std::int64_t kTileWeightRun = 4;
-  const std::int64_t nb = static_cast<std::int64_t>(p.blocks.size()), ntasks = (nb + kTileWeightRun - 1) / kTileWeightRun;
+  const std::int64_t nb = static_cast<std::int64_t>(p.blocks.size()),
+                     ntasks = (nb + kTileWeightRun - 1) / kTileWeightRun;
   const bsl512::Kernels* k512 = simd512<T>();
   run_tasks(ntasks, double(m) * double(p.stored), [&](std::int64_t t) {
     for (std::int64_t k = t * kTileWeightRun; k < std::min(nb, (t + 1) * kTileWeightRun); ++k) {

@@ -6,9 +6,9 @@
 
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/tensor.hpp"
-#include "xgrad/ops/kernels/tiled_gemm.hpp"
 #include "xgrad/ops/kernels/gemm_kernels.hpp"
 #include "xgrad/ops/kernels/instantiate.hpp"
+#include "xgrad/ops/kernels/tiled_gemm.hpp"
 
 namespace xgrad::detail {
 
@@ -248,8 +248,8 @@ void direct_blocks(const DirectGeom& d, std::int64_t blocks, std::int64_t groups
     std::vector<T> guarded;
     for (std::int64_t i = i0; i < i1; ++i)
       gemmk::direct_conv<T>({d.rows, L, d.chans * d.taps(), d.taps(), w + (i % groups) * wstride,
-                                     taps.image(img, i, blocks, block_in, guarded), d.in_len(), taps.shift.data(),
-                                     taps.mask.data(), taps.padded, taps.ones.data(), out + i * d.rows * L, L});
+                             taps.image(img, i, blocks, block_in, guarded), d.in_len(), taps.shift.data(),
+                             taps.mask.data(), taps.padded, taps.ones.data(), out + i * d.rows * L, L});
   });
 }
 
@@ -411,10 +411,10 @@ void k3_weight(const ConvPlan& p, const T* img, const T* z, T* dw) {
               imgs[static_cast<std::size_t>(s)] =
                   taps.image(img, i, blocks, block_in, guarded[static_cast<std::size_t>(s)]);
             }
-            gemmk::direct_conv_weight<T>({p.co, L, K, p.kh * p.kw, nb, grids.data(), imgs.data(), IL,
-                                                  taps.shift.data(), taps.mask.data(), taps.padded, taps.ones.data(),
-                                                  out + g * p.co * K, K, r0 > first, taps.runs.data(),
-                                                  taps.run_start.data(), cv ? work.data<T>() : nullptr});
+            gemmk::direct_conv_weight<T>({p.co, L, K, p.kh * p.kw, nb, grids.data(), imgs.data(), IL, taps.shift.data(),
+                                          taps.mask.data(), taps.padded, taps.ones.data(), out + g * p.co * K, K,
+                                          r0 > first, taps.runs.data(), taps.run_start.data(),
+                                          cv ? work.data<T>() : nullptr});
           }
       }
     });
@@ -466,7 +466,6 @@ void add_bias(T* y, const T* bias, std::int64_t n, std::int64_t channels, std::i
   });
 }
 
-
 template <class T>
 void bias_grad(const T* g, std::int64_t n, std::int64_t channels, std::int64_t len, T* db) {
   const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, n * len));
@@ -481,7 +480,6 @@ void bias_grad(const T* g, std::int64_t n, std::int64_t channels, std::int64_t l
     }
   });
 }
-
 
 XGRAD_INSTANTIATE_FLOATING(k1_forward);
 XGRAD_INSTANTIATE_FLOATING(k2_adjoint);

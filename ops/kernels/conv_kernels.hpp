@@ -38,7 +38,6 @@ inline constexpr std::int64_t kMinChunks = 8;
 // chunk buffer), and the im2col buffer (krows x positions) stays small enough for the caches.
 inline constexpr std::int64_t kSampleCols = 64;
 
-
 /// The geometry of one convolution as the kernels see it: the image I, the grid Z and the chunking.
 struct ConvPlan {
   std::int64_t n = 0, groups = 1;

@@ -57,7 +57,8 @@ void copy_rows_avx2(const char* s, char* d, std::int64_t rows, std::int64_t len,
 #endif
 
 template <class SrcRow, class DstRow>
-void copy(const char* s, char* d, std::int64_t rows, std::int64_t len, std::size_t bytes, SrcRow src_row, DstRow dst_row) {
+void copy(const char* s, char* d, std::int64_t rows, std::int64_t len, std::size_t bytes, SrcRow src_row,
+          DstRow dst_row) {
 #if defined(__AVX2__)
   // Note [Streaming row copies]: a destination of 8 MB or more (an embedding lookup, a graph's
   // gathered rows: tens of MB written once) is written with streaming stores, which skip reading each

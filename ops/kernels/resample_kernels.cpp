@@ -16,10 +16,10 @@
 
 #include "xgrad/core/detail/cpu.hpp"
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/kernels/instantiate.hpp"
 #include "xgrad/ops/kernels/resample_loops.hpp"
 #include "xgrad/ops/kernels/resample_simd512.hpp"
 #include "xgrad/ops/kernels/simd.hpp"
-#include "xgrad/ops/kernels/instantiate.hpp"
 
 namespace xgrad::detail::resample {
 

@@ -347,8 +347,8 @@ void segment_logsumexp(std::int64_t segments, const std::int64_t* off, const T* 
 }
 
 template <class T>
-void segment_logsumexp_backward(std::int64_t segments, const std::int64_t* off, const T* g, const T* data,
-                                const T* out, std::int64_t f, T* dx) {
+void segment_logsumexp_backward(std::int64_t segments, const std::int64_t* off, const T* g, const T* data, const T* out,
+                                std::int64_t f, T* dx) {
   if (f == 0) return;
   for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t i = r0; i < r1; ++i)

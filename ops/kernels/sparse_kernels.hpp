@@ -81,8 +81,8 @@ void segment_logsumexp(std::int64_t segments, const std::int64_t* off, const T* 
 
 /// Its backward: dx[e, :] = g[i, :]·exp(data[e, :] − out[i, :]) for every e of segment i.
 template <class T>
-void segment_logsumexp_backward(std::int64_t segments, const std::int64_t* off, const T* g, const T* data,
-                                const T* out, std::int64_t f, T* dx);
+void segment_logsumexp_backward(std::int64_t segments, const std::int64_t* off, const T* g, const T* data, const T* out,
+                                std::int64_t f, T* dx);
 
 /// segment_max's backward: dx[e, :] = g[i, :] / c where data[e, :] equals out[i, :] or is NaN (one of the
 /// c ties of its column), else 0. When `divisor` is not null, the kernel writes c (segments x f)

@@ -13,7 +13,6 @@
 
 namespace xgrad::detail {
 
-
 // res = f on elements [k, n) of each input, zero-padded to one batch.
 template <class T, std::int64_t W, class F, std::size_t... I, class... In>
 inline void padded_tail(std::int64_t k, std::int64_t n, T* res, F& f, std::index_sequence<I...>, const In*... in) {

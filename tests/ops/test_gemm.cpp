@@ -13,9 +13,9 @@
 #include "support.hpp"
 #include "xgrad/core/cpu_info.hpp"
 #include "xgrad/core/detail/cpu.hpp"
+#include "xgrad/ops/kernel_info.hpp"
 #include "xgrad/ops/kernels/blas.hpp"
 #include "xgrad/ops/kernels/gemm_kernels.hpp"
-#include "xgrad/ops/kernel_info.hpp"
 #include "xgrad/ops/matmul.hpp"
 
 using namespace xgrad;

@@ -8,9 +8,9 @@
 
 #include "support.hpp"
 #include "xgrad/core/detail/cpu.hpp"
+#include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/kernels/resample_kernels.hpp"
 #include "xgrad/ops/kernels/resample_simd512.hpp"
-#include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/resample_conv.hpp"
 
