@@ -51,7 +51,9 @@ import sys
 
 CPP_DIRS = ['core', 'ops', 'nn', 'distributed', 'examples', 'bench', 'tests', 'python', 'fuzz', 'cmake']
 CPP_SUFFIXES = ('.cpp', '.hpp', '.h', '.cc', '.hh', '.cxx', '.ipp', '.inl', '.hpp.in')
-SKIP_DIRS = {'build', '.git', '__pycache__'}
+# Generated, not sources (.gitignore): the build folders and out/, where the examples write (a path
+# such as out/bo in a comment is then a ratio, not a file).
+SKIP_DIRS = {'build', 'out', '.git', '__pycache__'}
 
 # ---- comments -------------------------------------------------------------------------------------
 
