@@ -298,25 +298,32 @@ void segment_softmax_backward(std::int64_t segments, const std::int64_t* off, co
   });
 }
 
+namespace {
+// o[j] = the maximum (is_max) or minimum of data[e, j] over e in [e0, e1), NaN when one is NaN;
+// `empty` when e0 == e1. The one update rule of segment_max and segment_logsumexp's shift.
+template <class T>
+void segment_extreme(const T* data, std::int64_t e0, std::int64_t e1, std::int64_t f, bool is_max, T empty, T* o) {
+  if (e0 == e1) {
+    std::fill(o, o + f, empty);
+    return;
+  }
+  std::copy(data + e0 * f, data + e0 * f + f, o);
+  // torch's update: a NaN replaces the running value and stays (std::max(NaN, x) is NaN)
+  for (std::int64_t e = e0 + 1; e < e1; ++e)
+    for (std::int64_t j = 0; j < f; ++j) {
+      const T v = data[e * f + j];
+      o[j] = std::isnan(v) ? v : (is_max ? std::max(o[j], v) : std::min(o[j], v));
+    }
+}
+
+}  // namespace
+
 template <class T>
 void segment_max(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, bool is_max, T empty,
                  T* out) {
   if (f == 0) return;
   for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t i = r0; i < r1; ++i) {
-      T* o = out + i * f;
-      if (off[i] == off[i + 1]) {
-        std::fill(o, o + f, empty);
-        continue;
-      }
-      std::copy(data + off[i] * f, data + off[i] * f + f, o);
-      // torch's update: a NaN replaces the running value and stays (std::max(NaN, x) is NaN)
-      for (std::int64_t e = off[i] + 1; e < off[i + 1]; ++e)
-        for (std::int64_t j = 0; j < f; ++j) {
-          const T v = data[e * f + j];
-          o[j] = std::isnan(v) ? v : (is_max ? std::max(o[j], v) : std::min(o[j], v));
-        }
-    }
+    for (std::int64_t i = r0; i < r1; ++i) segment_extreme(data, off[i], off[i + 1], f, is_max, empty, out + i * f);
   });
 }
 
@@ -327,13 +334,7 @@ void segment_logsumexp(std::int64_t segments, const std::int64_t* off, const T* 
     std::vector<T> shift(static_cast<std::size_t>(f)), sum(static_cast<std::size_t>(f));
     for (std::int64_t i = r0; i < r1; ++i) {
       T* o = out + i * f;
-      std::fill(shift.begin(), shift.end(), -std::numeric_limits<T>::infinity());
-      for (std::int64_t e = off[i]; e < off[i + 1]; ++e)
-        for (std::int64_t j = 0; j < f; ++j) {
-          const T v = data[e * f + j];
-          T& m = shift[static_cast<std::size_t>(j)];
-          m = std::isnan(v) || std::isnan(m) ? std::numeric_limits<T>::quiet_NaN() : std::max(m, v);
-        }
+      segment_extreme(data, off[i], off[i + 1], f, true, -std::numeric_limits<T>::infinity(), shift.data());
       for (T& m : shift)
         if (std::isinf(m)) m = T(0);
       std::fill(sum.begin(), sum.end(), T(0));

@@ -369,8 +369,8 @@ void add_sparse_entries(std::vector<OpInfo>& t) {
           {},
           fmt::format("M = {}\nK = {}\n", M, K)};
       si.call = [M, K, log](const Tensors& in) {
-        const SparseCsr a = sparse_csr_tensor(in[1].to(kInt64), in[2].to(kInt64), in[0], {M, K});
-        return (log ? sparse_log_softmax(a) : sparse_softmax(a)).values();
+        const SparseCsr csr = sparse_csr_tensor(in[1].to(kInt64), in[2].to(kInt64), in[0], {M, K});
+        return (log ? sparse_log_softmax(csr) : sparse_softmax(csr)).values();
       };
       return si;
     };

@@ -284,16 +284,17 @@ TEST_CASE("resample_conv: values and gradients match PyTorch einsum with a dense
         for (Interp interp : {Interp::linear, Interp::cubic}) {
           Tensor v = test::randn_leaf({11}, gen, dt);
           const double lo = -0.12, hi = 0.09;
-          batch.add(fmt::format("sampled_{}", k++),
-                    with_params(kTorchSampled, fmt::format("lo = {:.17g}\nhi = {:.17g}\ncubic = {}\n", lo, hi,
-                                                           interp == Interp::cubic ? "True" : "False")),
-                    {{"f", f}, {"coarse", c}, {"x", x, false}, {"v", v}},
-                    [g, lo, hi, interp](const Tensors& in) {
-                      return resample_conv(in[0], in[1], g, Response::sampled(in[3], lo, hi, interp));
-                    },
-                    // float32: the coarse gradient sums 64 terms of the response's slope times f, of
-                    // order 10^2 to 10^3, so a result near 1 carries their rounding (~1e-4)
-                    -1, dt == kFloat32 ? 1e-3 : -1);
+          batch.add(
+              fmt::format("sampled_{}", k++),
+              with_params(kTorchSampled, fmt::format("lo = {:.17g}\nhi = {:.17g}\ncubic = {}\n", lo, hi,
+                                                     interp == Interp::cubic ? "True" : "False")),
+              {{"f", f}, {"coarse", c}, {"x", x, false}, {"v", v}},
+              [g, lo, hi, interp](const Tensors& in) {
+                return resample_conv(in[0], in[1], g, Response::sampled(in[3], lo, hi, interp));
+              },
+              // float32: the coarse gradient sums 64 terms of the response's slope times f, of
+              // order 10^2 to 10^3, so a result near 1 carries their rounding (~1e-4)
+              -1, dt == kFloat32 ? 1e-3 : -1);
         }
       }
     batch.run();
