@@ -80,7 +80,6 @@
 #include <array>
 #include <concepts>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -89,6 +88,7 @@
 #include <vector>
 
 #include "xgrad/core/small_object_allocator.hpp"
+#include "xgrad/core/std_function.hpp"
 #include "xgrad/core/tensor.hpp"
 
 namespace xgrad {

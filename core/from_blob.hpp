@@ -20,9 +20,9 @@
 //   saving the torch tensors in its autograd.Function).
 // - Autograd: the result is a leaf with requires_grad false (set_requires_grad works as for any
 //   leaf); gradients are fresh xgrad buffers, never written into the external memory.
-#include <functional>
 #include <memory>
 
+#include "xgrad/core/std_function.hpp"
 #include "xgrad/core/tensor.hpp"
 
 namespace xgrad {

@@ -20,8 +20,7 @@
 //   jvp on a hot path.
 // All second-order functions need every op on the way to support create_graph; an op that does not
 // raises an xgrad::Error naming it (docs/concepts.md lists them).
-#include <functional>
-
+#include "xgrad/core/std_function.hpp"
 #include "xgrad/core/tensor.hpp"
 
 namespace xgrad {

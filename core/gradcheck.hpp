@@ -2,9 +2,9 @@
 // Finite-difference gradient checks (central differences), like torch.autograd.gradcheck and
 // gradgradcheck.
 #include <cstdint>
-#include <functional>
 #include <string>
 
+#include "xgrad/core/std_function.hpp"
 #include "xgrad/core/tensor.hpp"
 
 namespace xgrad {

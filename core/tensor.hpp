@@ -9,7 +9,6 @@
 // that backward can refuse a saved tensor that was modified after it was saved.
 #include <concepts>
 #include <cstdint>
-#include <functional>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
@@ -21,6 +20,7 @@
 
 #include "xgrad/core/dtype.hpp"
 #include "xgrad/core/shape.hpp"
+#include "xgrad/core/std_function.hpp"
 
 namespace xgrad {
 

@@ -31,9 +31,9 @@
 // input). Softplus prints a whole-number beta or threshold without ".0", as torch's defaults (the
 // Python ints 1 and 20) print; the other modules print their numbers as Python floats.
 #include <cstdint>
-#include <functional>
 #include <string>
 
+#include "xgrad/core/std_function.hpp"
 #include "xgrad/core/tensor.hpp"
 #include "xgrad/nn/module.hpp"
 

@@ -12,7 +12,6 @@
 // UnaryModule goes in, including a Sequential and nn::Functional (an arbitrary function). Sequential
 // is itself a UnaryModule, so it nests: named parameters then read "encoder.0.weight".
 #include <cstddef>
-#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -20,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "xgrad/core/std_function.hpp"
 #include "xgrad/nn/module.hpp"
 
 namespace xgrad::nn {

@@ -59,11 +59,11 @@
 // are functions of their key, and a sampled response's per-forward table search keeps no state
 // between calls (Note [Deterministic table search] in resample_tables.cpp).
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "xgrad/core/std_function.hpp"
 #include "xgrad/core/tensor.hpp"
 
 namespace xgrad {

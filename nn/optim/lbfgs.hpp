@@ -1,13 +1,13 @@
 #pragma once
 // L-BFGS (torch::optim::LBFGS), with PyTorch 1.13's strong-Wolfe line search.
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "xgrad/core/std_function.hpp"
 #include "xgrad/nn/optim/optimizer.hpp"
 
 namespace xgrad::nn {

@@ -1,10 +1,10 @@
 #pragma once
 // Nonlinear least squares by Levenberg-Marquardt, for fitting models to data.
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
+#include "xgrad/core/std_function.hpp"
 #include "xgrad/core/tensor.hpp"
 
 namespace xgrad::nn {

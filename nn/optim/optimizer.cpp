@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/error.hpp"
@@ -96,8 +97,12 @@ using namespace detail;  // NOLINT(google-build-using-namespace)
 
 // ---- Optimizer ----------------------------------------------------------------------------------
 
-Optimizer::Optimizer(std::string name) : name_(std::move(name)) {}
+struct Optimizer::States : std::unordered_map<std::shared_ptr<TensorImpl>, ParamState> {};
+
+Optimizer::Optimizer(std::string name) : name_(std::move(name)), state_(std::make_unique<States>()) {}
 Optimizer::~Optimizer() = default;
+
+Optimizer::ParamState& Optimizer::state_of(const Tensor& p) { return (*state_)[p.impl()]; }
 
 void Optimizer::init_groups(std::vector<ParamGroup> groups) {
   std::size_t total = 0;
@@ -191,8 +196,8 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::state_dict() const {
   }
   for (std::size_t g = 0; g < groups_.size(); ++g)
     for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {
-      auto it = state_.find(groups_[g].params[i].impl());
-      if (it == state_.end()) continue;
+      auto it = state_->find(groups_[g].params[i].impl());
+      if (it == state_->end()) continue;
       const std::string prefix = fmt::format("state.{}.{}.", g, i);
       if (has_step()) out.emplace_back(prefix + "step", Tensor::scalar(static_cast<double>(it->second.step), kFloat64));
       for (int s = 0; s < 3; ++s)
@@ -309,9 +314,9 @@ void Optimizer::load_state_dict(const std::vector<std::pair<std::string, Tensor>
     new_groups[g].params = groups_[g].params;
   }
   groups_ = std::move(new_groups);
-  state_.clear();
+  state_->clear();
   for (auto& [gi, e] : entries) {
-    ParamState& st = state_[groups_[gi.first].params[gi.second].impl()];
+    ParamState& st = (*state_)[groups_[gi.first].params[gi.second].impl()];
     st.step = e.step;
     st.buffers = std::move(e.buffers);
   }

@@ -18,7 +18,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -129,7 +128,7 @@ class Optimizer {
   virtual bool has_step() const { return true; }
 
   /// The state of parameter p (created empty on first use).
-  ParamState& state_of(const Tensor& p) { return state_[p.impl()]; }
+  ParamState& state_of(const Tensor& p);
   /// Throws unless p's gradient has p's shape and dtype; returns it.
   Tensor checked_grad(const Tensor& p) const;
   /// A zero buffer shaped like p, or the existing one.
@@ -137,7 +136,8 @@ class Optimizer {
 
   std::string name_;
   std::vector<ParamGroup> groups_;
-  std::unordered_map<std::shared_ptr<TensorImpl>, ParamState> state_;
+  struct States;  // the map from parameter to ParamState (out of the header: docs/design.md, "Compile time")
+  std::unique_ptr<States> state_;
 };
 
 }  // namespace xgrad::nn
