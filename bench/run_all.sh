@@ -4,6 +4,8 @@
 # tables printed at the end and everything written to out/bench/:
 #
 #   bash bench/run_all.sh            # builds the benchmarks (release preset), then runs them
+#   BENCH_DIR=/other/build/release/bench OUT=out/other bash bench/run_all.sh   # runs another build's
+#                                    # benchmark programs, unbuilt (bench/ab_run_all.sh does this)
 #
 # Runs, each at 1 and 2 threads, ours and the peer in the same run: the resampling convolution
 # against PyTorch's einsum and sparse bmm, block-sparse linear layers against OpenBLAS dense GEMM
@@ -17,15 +19,17 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 reps=${REPS:-3}
-out=out/bench
+out=${OUT:-out/bench}
+dir=${BENCH_DIR:-build/release/bench}
 mkdir -p "$out"
-cmake --preset release -DXGRAD_REQUIRE_ALL=OFF >/dev/null
-cmake --build --preset release --target resample_conv_bench block_sparse_linear_bench autograd_overhead \
-  conv_step_bench $(grep -q torch_autograd_overhead build/release/build.ninja && echo torch_autograd_overhead) \
-  rnn_step_bench hvp_bench index_ops_bench random_ops_bench sparse_ops_bench graph_layers_bench gemm_bench \
-  $(grep -q torch_conv_step build/release/build.ninja && echo torch_conv_step torch_rnn_step torch_hvp) \
-  $(grep -q ddp_overlap_bench build/release/build.ninja && echo ddp_overlap_bench)
-dir=build/release/bench
+[[ -n ${BENCH_DIR:-} ]] || {
+  cmake --preset release -DXGRAD_REQUIRE_ALL=OFF >/dev/null
+  cmake --build --preset release --target resample_conv_bench block_sparse_linear_bench autograd_overhead \
+    conv_step_bench $(grep -q torch_autograd_overhead build/release/build.ninja && echo torch_autograd_overhead) \
+    rnn_step_bench hvp_bench index_ops_bench random_ops_bench sparse_ops_bench graph_layers_bench gemm_bench \
+    $(grep -q torch_conv_step build/release/build.ninja && echo torch_conv_step torch_rnn_step torch_hvp) \
+    $(grep -q ddp_overlap_bench build/release/build.ninja && echo ddp_overlap_bench)
+}
 start=$(date +%s)
 {
   echo "# machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB;" \
