@@ -1,15 +1,13 @@
 #include "xgrad/ops/attention.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/fused.hpp"
-#include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/elementwise.hpp"
-#include "xgrad/ops/kernels/blas.hpp"
+#include "xgrad/ops/kernels/attention_kernels.hpp"
 #include "xgrad/ops/matmul.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
@@ -23,12 +21,13 @@ namespace {
 // instead of a composite of matmul, add, softmax, dropout and matmul: the composite records five
 // nodes and keeps the scores, the softmax and the dropped weights alive, where the closed form needs
 // only P (and the dropout keep mask). The batch dims are flattened to B independent problems; each is
-// one task's, start to end: its L x S scores, the softmax of each row, and its products through
-// detail::blas::gemm (single-threaded BLAS, so a problem's bits do not depend on which thread runs
-// it). Nothing is shared between problems except the float mask's gradient, which is written per
-// problem into a full (B, L, S) buffer and then summed over the broadcast dims by xgrad::sum (itself
-// deterministic). The dropout mask is drawn before the parallel part, one uniform per entry of
-// (B, L, S) in one bulk draw, so it depends on the generator only.
+// one task's, start to end (the loops in ops/kernels/attention_kernels.cpp): its L x S scores, the
+// softmax of each row, and its products through detail::blas::gemm (single-threaded BLAS, so a
+// problem's bits do not depend on which thread runs it). Nothing is shared between problems except
+// the float mask's gradient, which is written per problem into a full (B, L, S) buffer and then
+// summed over the broadcast dims by xgrad::sum (itself deterministic). The dropout mask is drawn
+// before the parallel part, one uniform per entry of (B, L, S) in one bulk draw, so it depends on
+// the generator only.
 constexpr const char* kOp = "scaled_dot_product_attention";
 
 struct Geometry {
@@ -129,9 +128,12 @@ struct AttentionOp : Function<AttentionOp> {
     }
   }
 
-  std::int64_t grain() const {
-    const std::int64_t work = geo.l * geo.s * (geo.e + geo.ev + 4) + 1;
-    return std::max<std::int64_t>(1, kParallelGrain / work);
+  detail::AttentionSizes sizes() const { return {geo.b, geo.l, geo.s, geo.e, geo.ev}; }
+
+  // The factor of a kept weight, 1 / (1 - p) (0 when p = 1: nothing is kept).
+  template <class T>
+  T keep_scale() const {
+    return dropout_p < 1.0 ? static_cast<T>(1.0 / (1.0 - dropout_p)) : T(0);
   }
 
   Tensors forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p_,
@@ -143,7 +145,7 @@ struct AttentionOp : Function<AttentionOp> {
     scale = scale_ ? *scale_ : 1.0 / std::sqrt(static_cast<double>(geo.e));
     if (geo.e == 0 && !scale_) scale = 1.0;  // the scores are empty sums (0) whatever the scale
     plan_mask(mask);
-    const std::int64_t B = geo.b, L = geo.l, S = geo.s, E = geo.e, Ev = geo.ev;
+    const std::int64_t B = geo.b, L = geo.l, S = geo.s, Ev = geo.ev;
     Shape out_shape = geo.batch, p_shape = geo.batch;
     out_shape.insert(out_shape.end(), {L, Ev});
     p_shape.insert(p_shape.end(), {L, S});
@@ -154,63 +156,21 @@ struct AttentionOp : Function<AttentionOp> {
       // kept with probability 1 - p: one bulk draw of uniforms (Note [Counter-based random numbers])
       const Tensor u = Tensor::rand({B * L * S}, gen != nullptr ? *gen : default_generator(), kFloat64);
       keep.resize(static_cast<std::size_t>(B * L * S));
-      for (std::size_t i = 0; i < keep.size(); ++i) keep[i] = u.data<double>()[i] >= dropout_p ? 1 : 0;
+      detail::attention_keep_mask(B * L * S, u.data<double>(), dropout_p, keep.data());
     }
     Tensor pd = dropout ? Tensor::empty(p_shape, q.dtype()) : p;  // P' = P * D / (1 - p)
     dispatch(q.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const T *qp = q.data<T>(), *kp = k.data<T>(), *vp = v.data<T>();
-      T *pp = p.data<T>(), *pdp = pd.data<T>(), *op = out.data<T>();
       const bool bool_mask = mask.defined() && mask.dtype() == kBool;
-      const bool* mb = bool_mask ? mask.data<bool>() : nullptr;
-      const T* mf = mask.defined() && !bool_mask ? mask.data<T>() : nullptr;
-      const T ninf = -std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
-      const T keep_scale = dropout_p < 1.0 ? static_cast<T>(1.0 / (1.0 - dropout_p)) : T(0);
-      parallel_for(0, B, grain(), [&](std::int64_t b0, std::int64_t b1) {
-        for (std::int64_t b = b0; b < b1; ++b) {
-          T* pb = pp + b * L * S;
-          if (L > 0 && S > 0)
-            detail::blas::gemm<T>(false, true, L, S, E, static_cast<T>(scale), qp + b * L * E, E, kp + b * S * E, E,
-                                  T(0), pb, S);
-          const std::int64_t base = mask_base[static_cast<std::size_t>(b)];
-          for (std::int64_t l = 0; l < L; ++l) {
-            T* row = pb + l * S;
-            const std::int64_t mrow = base + l * mask_sl;
-            if (mb) {
-              for (std::int64_t s = 0; s < S; ++s)
-                if (!mb[mrow + s * mask_ss]) row[s] = ninf;
-            } else if (mf) {
-              for (std::int64_t s = 0; s < S; ++s) row[s] += mf[mrow + s * mask_ss];
-            }
-            if (causal)
-              for (std::int64_t s = l + 1; s < S; ++s) row[s] = ninf;
-            T mx = ninf;
-            bool has_nan = false;
-            for (std::int64_t s = 0; s < S; ++s) {
-              has_nan |= std::isnan(row[s]);
-              mx = std::max(mx, row[s]);
-            }
-            if (S > 0 && (mx == ninf || has_nan)) {  // every key masked, or a NaN: torch's softmax gives NaN
-              std::fill(row, row + S, nan);
-              continue;
-            }
-            T sum = 0;
-            for (std::int64_t s = 0; s < S; ++s) {
-              row[s] = std::exp(row[s] - mx);
-              sum += row[s];
-            }
-            for (std::int64_t s = 0; s < S; ++s) row[s] /= sum;
-          }
-          if (dropout) {
-            const std::uint8_t* kb = keep.data() + b * L * S;
-            T* pdb = pdp + b * L * S;
-            for (std::int64_t i = 0; i < L * S; ++i) pdb[i] = kb[i] ? pb[i] * keep_scale : T(0);
-          }
-          if (L > 0 && Ev > 0)
-            detail::blas::gemm<T>(false, false, L, Ev, S, T(1), pdp + b * L * S, S, vp + b * S * Ev, Ev, T(0),
-                                  op + b * L * Ev, Ev);
-        }
-      });
+      detail::AttentionMask<T> m;
+      m.bool_mask = bool_mask ? mask.data<bool>() : nullptr;
+      m.float_mask = mask.defined() && !bool_mask ? mask.data<T>() : nullptr;
+      m.base = mask_base.data();
+      m.row_stride = mask_sl;
+      m.col_stride = mask_ss;
+      m.causal = causal;
+      detail::attention_forward<T>(sizes(), q.data<T>(), k.data<T>(), v.data<T>(), static_cast<T>(scale), m,
+                                   {dropout, keep.data(), keep_scale<T>()}, p.data<T>(), pd.data<T>(), out.data<T>());
     });
     if (needs_input_grad(0) || needs_input_grad(1) || needs_input_grad(2) || needs_input_grad(3))
       save_for_backward({q, k, v, p, mask});
@@ -249,9 +209,7 @@ struct AttentionOp : Function<AttentionOp> {
     if (mask.defined() && mask.dtype() != kBool) a = add(a, mask);
     if (causal) {
       Tensor upper = Tensor::empty({L, S}, kBool);
-      bool* u = upper.data<bool>();
-      for (std::int64_t l = 0; l < L; ++l)
-        for (std::int64_t s = 0; s < S; ++s) u[l * S + s] = s > l;
+      detail::attention_causal_mask(L, S, upper.data<bool>());
       a = masked_fill(a, upper, ninf);
     }
     const Tensor p = softmax(a, -1);
@@ -260,9 +218,7 @@ struct AttentionOp : Function<AttentionOp> {
       drop = Tensor::empty(p.shape(), p.dtype());
       dispatch(p.dtype(), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        const T keep_scale = dropout_p < 1.0 ? static_cast<T>(1.0 / (1.0 - dropout_p)) : T(0);
-        T* dp = drop.data<T>();
-        for (std::size_t i = 0; i < keep.size(); ++i) dp[i] = keep[i] ? keep_scale : T(0);
+        detail::attention_dropout_factor<T>(drop.numel(), keep.data(), keep_scale<T>(), drop.data<T>());
       });
     }
     Tensor dq, dk, dv, dm;
@@ -286,8 +242,7 @@ struct AttentionOp : Function<AttentionOp> {
     const Tensor gw = with_weights && grads.size() > 1 ? grads[1] : Tensor();
     const bool need_q = needs_input_grad(0), need_k = needs_input_grad(1), need_v = needs_input_grad(2),
                need_m = needs_input_grad(3);
-    const bool need_a = need_q || need_k || need_m;
-    const std::int64_t B = geo.b, L = geo.l, S = geo.s, E = geo.e, Ev = geo.ev;
+    const std::int64_t L = geo.l, S = geo.s;
     Tensor dq = need_q ? Tensor::empty(q.shape(), q.dtype()) : Tensor();
     Tensor dk = need_k ? Tensor::empty(k.shape(), k.dtype()) : Tensor();
     Tensor dv = need_v ? Tensor::empty(v.shape(), v.dtype()) : Tensor();
@@ -297,51 +252,11 @@ struct AttentionOp : Function<AttentionOp> {
     const bool dropout = !keep.empty();
     dispatch(g.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const T *qp = q.data<T>(), *kp = k.data<T>(), *vp = v.data<T>(), *pp = p.data<T>(), *gp = g.data<T>();
-      const T* gwp = gw.defined() ? gw.data<T>() : nullptr;
-      const T keep_scale = dropout_p < 1.0 ? static_cast<T>(1.0 / (1.0 - dropout_p)) : T(0);
-      parallel_for(0, B, grain(), [&](std::int64_t b0, std::int64_t b1) {
-        std::vector<T> pd_buf(dropout && need_v ? static_cast<std::size_t>(L * S) : 0);
-        std::vector<T> da_buf(need_a && !need_m ? static_cast<std::size_t>(L * S) : 0);
-        for (std::int64_t b = b0; b < b1; ++b) {
-          const T* pb = pp + b * L * S;
-          const T* gb = gp + b * L * Ev;
-          const std::uint8_t* kb = dropout ? keep.data() + b * L * S : nullptr;
-          if (need_v && S > 0 && Ev > 0) {
-            const T* pdb = pb;
-            if (dropout) {
-              for (std::int64_t i = 0; i < L * S; ++i)
-                pd_buf[static_cast<std::size_t>(i)] = kb[i] ? pb[i] * keep_scale : T(0);
-              pdb = pd_buf.data();
-            }
-            detail::blas::gemm<T>(true, false, S, Ev, L, T(1), pdb, S, gb, Ev, T(0), dv.data<T>() + b * S * Ev, Ev);
-          }
-          if (!need_a) continue;
-          T* da = need_m ? da_full.data<T>() + b * L * S : da_buf.data();
-          if (L > 0 && S > 0) {
-            // dP' = G V^T (+ GW)
-            if (gwp) std::copy(gwp + b * L * S, gwp + (b + 1) * L * S, da);
-            detail::blas::gemm<T>(false, true, L, S, Ev, T(1), gb, Ev, vp + b * S * Ev, Ev, gwp ? T(1) : T(0), da, S);
-          }
-          for (std::int64_t l = 0; l < L; ++l) {
-            T* row = da + l * S;
-            const T* prow = pb + l * S;
-            if (dropout) {
-              const std::uint8_t* krow = kb + l * S;
-              for (std::int64_t s = 0; s < S; ++s) row[s] = krow[s] ? row[s] * keep_scale : T(0);
-            }
-            T dot = 0;
-            for (std::int64_t s = 0; s < S; ++s) dot += row[s] * prow[s];
-            for (std::int64_t s = 0; s < S; ++s) row[s] = prow[s] * (row[s] - dot);
-          }
-          if (need_q && L > 0 && E > 0)
-            detail::blas::gemm<T>(false, false, L, E, S, static_cast<T>(scale), da, S, kp + b * S * E, E, T(0),
-                                  dq.data<T>() + b * L * E, E);
-          if (need_k && S > 0 && E > 0)
-            detail::blas::gemm<T>(true, false, S, E, L, static_cast<T>(scale), da, S, qp + b * L * E, E, T(0),
-                                  dk.data<T>() + b * S * E, E);
-        }
-      });
+      detail::attention_backward<T>(sizes(), q.data<T>(), k.data<T>(), v.data<T>(), p.data<T>(), static_cast<T>(scale),
+                                    {dropout, keep.data(), keep_scale<T>()}, g.data<T>(),
+                                    gw.defined() ? gw.data<T>() : nullptr, need_q ? dq.data<T>() : nullptr,
+                                    need_k ? dk.data<T>() : nullptr, need_v ? dv.data<T>() : nullptr,
+                                    need_m ? da_full.data<T>() : nullptr);
     });
     return {dq, dk, dv, need_m ? mask_grad(da_full) : Tensor()};
   }

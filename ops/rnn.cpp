@@ -1,18 +1,14 @@
 #include "xgrad/ops/rnn.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/fused.hpp"
-#include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/kernels/rnn_kernels.hpp"
 #include "xgrad/ops/kernels/tiled_gemm.hpp"
-#include "xgrad/ops/kernels/vec_kernel.hpp"
 #include "xgrad/ops/matmul.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
@@ -34,84 +30,27 @@ namespace {
 //                                                each step in order), accumulated in double
 // (for the GRU the hidden part dA^h differs from the input part dA^x in the n gate: dA^h_n = r dA_n).
 // The cells are the same ops with T = 1. The GEMMs go through detail::gemm (Note [Deterministic
-// GEMM], ops/matmul.cpp); the gate passes give each batch row to one task and do the same arithmetic
-// per element whatever the chunking (the activations on xsimd batches along each row); so results
-// are bit-identical whatever the thread count.
+// GEMM], ops/matmul.cpp); the gate passes (ops/kernels/rnn_kernels.cpp, Note [Gate passes]) give
+// each batch row to one task and do the same arithmetic per element whatever the chunking (the
+// activations on xsimd batches along each row); so results are bit-identical whatever the thread
+// count.
 // Memory: the op keeps the activated gates, the h (and for the LSTM c and tanh c) before every step:
 // (G + 3) T B H values, as cuDNN's reserve space. Without a graph (no grad mode, or no input
 // requires grad) it keeps nothing: the states are read where they lie and the per-step values go
 // to one-step workspaces. Every buffer is a tensor, so the caching allocator (core/allocator.hpp)
 // serves it again in the next training step without fresh pages.
 
-// The gate math on xsimd batches: row_pass runs body(k, V{}) for k = 0, W, 2W, ... with V the
-// xsimd batch of W lanes while a whole batch fits in the row of n values, then body(k, T{}) on the
-// scalar tail (xsimd's scalar overloads of exp and tanh). Where the vector part ends depends on n
-// (= H) only, never on the thread count; every gate pass is one fused pass per row (loads, the
-// activations, every output stored once).
-template <class T, class Body>
-inline void row_pass(std::int64_t n, Body&& body) {
-  using V = xsimd::batch<T>;
-  constexpr std::int64_t W = V::size;
-  std::int64_t k = 0;
-  for (; k + W <= n; k += W) body(k, V());
-  for (; k < n; ++k) body(k, T());
-}
-template <class V, class T>
-inline V ld(const T* p) {
-  if constexpr (std::is_same_v<V, T>)
-    return *p;
-  else
-    return V::load_unaligned(p);
-}
-template <class T, class V>
-inline void st(T* p, const V& v) {
-  if constexpr (std::is_same_v<V, T>)
-    *p = v;
-  else
-    v.store_unaligned(p);
-}
-template <class V>
-inline V vsigmoid(const V& v) {
-  return V(1) / (V(1) + xsimd::exp(-v));
-}
-template <class V>
-inline V vtanh(const V& v) {
-  return xsimd::tanh(v);
-}
-
-// Rows of a pointwise pass per task: enough elements that a task pays for itself.
-std::int64_t row_grain(std::int64_t cols) {
-  return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, 8 * cols));
-}
-
-// acc[j] += g[r, j] for r = 0 .. rows - 1 in increasing order (one thread: the bias gradients are
-// accumulated step by step in the backward loop while the step's gate gradients are in cache).
+// The data of an optional tensor (a bias), or null when it is undefined.
 template <class T>
-void add_rows(const T* g, std::int64_t rows, std::int64_t cols, double* acc) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const T* row = g + r * cols;
-    for (std::int64_t j = 0; j < cols; ++j) acc[j] += static_cast<double>(row[j]);
-  }
-}
-
-// Each of `rows` rows of `a` (width cols) = bias (or the sum of two biases), before a GEMM with beta 1.
-template <class T>
-void fill_rows(T* a, std::int64_t rows, std::int64_t cols, const Tensor& b1, const Tensor& b2) {
-  std::vector<T> row(static_cast<std::size_t>(cols), T(0));
-  if (b1.defined())
-    for (std::int64_t j = 0; j < cols; ++j) row[j] += b1.data<T>()[j];
-  if (b2.defined())
-    for (std::int64_t j = 0; j < cols; ++j) row[j] += b2.data<T>()[j];
-  parallel_for(0, rows, row_grain(cols), [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t r = r0; r < r1; ++r) std::copy(row.begin(), row.end(), a + r * cols);
-  });
+const T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
 }
 
 // A (cols) tensor of dtype T from double accumulators.
 template <class T>
 Tensor to_tensor(const std::vector<double>& acc, Dtype dt) {
   Tensor t = Tensor::empty({static_cast<std::int64_t>(acc.size())}, dt);
-  std::transform(acc.begin(), acc.end(), t.data<T>(), [](double v) { return static_cast<T>(v); });
+  detail::rnn_narrow<T>(acc.data(), t.numel(), t.data<T>());
   return t;
 }
 
@@ -153,7 +92,7 @@ struct LstmLayerOp : Function<LstmLayerOp> {
       using T = typename decltype(tag)::type;
       T* A = A_t.data<T>();
       const bool bias = b_ih.defined() || b_hh.defined();
-      if (bias) fill_rows<T>(A, T_ * B, G, b_ih, b_hh);
+      if (bias) detail::rnn_fill_bias_rows<T>(A, T_ * B, G, data_or_null<T>(b_ih), data_or_null<T>(b_hh));
       detail::gemm<T>(false, true, T_ * B, G, I, x.data<T>(), I, w_ih.data<T>(), I, bias ? T(1) : T(0), A, G);
       const T* h_cur = h0.data<T>();
       const T* c_cur = c0.data<T>();
@@ -176,29 +115,7 @@ struct LstmLayerOp : Function<LstmLayerOp> {
         detail::gemm<T>(false, true, B, G, H, hp, H, w_hh.data<T>(), H, T(1), At, G);
         T* ht = out.data<T>() + t * BH;
         T* tc = tc_t.data<T>() + (record ? t * BH : 0);
-        parallel_for(0, B, row_grain(G), [&](std::int64_t b0, std::int64_t b1) {
-          for (std::int64_t b = b0; b < b1; ++b) {
-            T* a = At + b * G;
-            const T* cpb = cp + b * H;
-            T* cb = c_next + b * H;
-            T* tcb = tc + b * H;
-            T* hb = ht + b * H;
-            row_pass<T>(H, [&](std::int64_t k, auto vtag) {
-              using V = decltype(vtag);
-              const V i = vsigmoid(ld<V>(a + k)), f = vsigmoid(ld<V>(a + H + k));
-              const V g = vtanh(ld<V>(a + 2 * H + k)), o = vsigmoid(ld<V>(a + 3 * H + k));
-              const V c = f * ld<V>(cpb + k) + i * g;
-              const V th = vtanh(c);
-              st(a + k, i);
-              st(a + H + k, f);
-              st(a + 2 * H + k, g);
-              st(a + 3 * H + k, o);
-              st(cb + k, c);
-              st(tcb + k, th);
-              st(hb + k, o * th);
-            });
-          }
-        });
+        detail::lstm_step_forward<T>(B, H, At, cp, c_next, tc, ht);
         h_cur = ht;
         c_cur = c_next;
       }
@@ -237,26 +154,8 @@ struct LstmLayerOp : Function<LstmLayerOp> {
         const T* cp = c_prev.data<T>() + t * BH;
         const T* go = gout + t * BH;
         T* da = dAp + t * B * G;
-        parallel_for(0, B, row_grain(G), [&](std::int64_t b0, std::int64_t b1) {
-          for (std::int64_t b = b0; b < b1; ++b) {
-            const T* ar = a + b * G;
-            T* dar = da + b * G;
-            const std::int64_t e = b * H;
-            row_pass<T>(H, [&](std::int64_t k, auto vtag) {
-              using V = decltype(vtag);
-              const V i = ld<V>(ar + k), f = ld<V>(ar + H + k), g = ld<V>(ar + 2 * H + k), o = ld<V>(ar + 3 * H + k);
-              const V dht = ld<V>(dhp + e + k) + ld<V>(go + e + k);
-              const V th = ld<V>(tc + e + k);
-              const V dct = ld<V>(dcp + e + k) + dht * o * (V(1) - th * th);
-              st(dar + k, dct * g * i * (V(1) - i));
-              st(dar + H + k, dct * ld<V>(cp + e + k) * f * (V(1) - f));
-              st(dar + 2 * H + k, dct * i * (V(1) - g * g));
-              st(dar + 3 * H + k, dht * th * o * (V(1) - o));
-              st(dcp + e + k, dct * f);
-            });
-          }
-        });
-        if (want_db) add_rows<T>(da, B, G, db_acc.data());
+        detail::lstm_step_backward<T>(B, H, a, tc, cp, go, dhp, dcp, da);
+        if (want_db) detail::rnn_add_rows<T>(da, B, G, db_acc.data());
         detail::gemm<T>(false, false, B, H, G, da, G, w_hh.data<T>(), H, T(0), dhp, H);
       }
       if (needs_input_grad(0)) {
@@ -303,7 +202,7 @@ struct GruLayerOp : Function<GruLayerOp> {
       using T = typename decltype(tag)::type;
       T* xi = xi_t.data<T>();
       T* gh = gh_t.data<T>();
-      if (b_ih.defined()) fill_rows<T>(xi, T_ * B, G, b_ih, Tensor());
+      if (b_ih.defined()) detail::rnn_fill_bias_rows<T>(xi, T_ * B, G, b_ih.data<T>(), nullptr);
       detail::gemm<T>(false, true, T_ * B, G, I, x.data<T>(), I, w_ih.data<T>(), I, b_ih.defined() ? T(1) : T(0), xi,
                       G);
       const T* h_cur = h0.data<T>();
@@ -315,32 +214,12 @@ struct GruLayerOp : Function<GruLayerOp> {
           std::copy(h_cur, h_cur + BH, hs);
           hp = hs;
         }
-        if (b_hh.defined()) fill_rows<T>(gh, B, G, b_hh, Tensor());
+        if (b_hh.defined()) detail::rnn_fill_bias_rows<T>(gh, B, G, b_hh.data<T>(), nullptr);
         detail::gemm<T>(false, true, B, G, H, hp, H, w_hh.data<T>(), H, b_hh.defined() ? T(1) : T(0), gh, G);
         const T* xt = xi + t * B * G;
         T* sg = sg_t.data<T>() + (record ? t * B * 4 * H : 0);
         T* ht = out.data<T>() + t * BH;
-        parallel_for(0, B, row_grain(G), [&](std::int64_t b0, std::int64_t b1) {
-          for (std::int64_t b = b0; b < b1; ++b) {
-            const T* xa = xt + b * G;
-            const T* ha = gh + b * G;
-            const T* hpb = hp + b * H;
-            T* sv = sg + b * 4 * H;
-            T* hb = ht + b * H;
-            row_pass<T>(H, [&](std::int64_t k, auto vtag) {
-              using V = decltype(vtag);
-              const V r = vsigmoid(ld<V>(ha + k) + ld<V>(xa + k));
-              const V z = vsigmoid(ld<V>(ha + H + k) + ld<V>(xa + H + k));
-              const V hn_ = ld<V>(ha + 2 * H + k);
-              const V n = vtanh(ld<V>(xa + 2 * H + k) + hn_ * r);
-              st(sv + k, r);
-              st(sv + H + k, z);
-              st(sv + 2 * H + k, n);
-              st(sv + 3 * H + k, hn_);
-              st(hb + k, (ld<V>(hpb + k) - n) * z + n);
-            });
-          }
-        });
+        detail::gru_step_forward<T>(B, H, xt, gh, hp, sg, ht);
         h_cur = ht;
       }
       std::copy(h_cur, h_cur + BH, hn.data<T>());
@@ -374,32 +253,9 @@ struct GruLayerOp : Function<GruLayerOp> {
         const T* go = gout + t * BH;
         T* di = dgi.data<T>() + t * B * G;
         T* dhh = dgh.data<T>() + t * B * G;
-        parallel_for(0, B, row_grain(G), [&](std::int64_t b0, std::int64_t b1) {
-          for (std::int64_t b = b0; b < b1; ++b) {
-            const T* sv = sg + b * 4 * H;
-            T* dib = di + b * G;
-            T* dhb = dhh + b * G;
-            const std::int64_t e = b * H;
-            row_pass<T>(H, [&](std::int64_t k, auto vtag) {
-              using V = decltype(vtag);
-              const V r = ld<V>(sv + k), z = ld<V>(sv + H + k), n = ld<V>(sv + 2 * H + k);
-              const V hn_ = ld<V>(sv + 3 * H + k);
-              const V dht = ld<V>(dhp + e + k) + ld<V>(go + e + k);
-              const V dan = dht * (V(1) - z) * (V(1) - n * n);
-              const V daz = dht * (ld<V>(hp + e + k) - n) * z * (V(1) - z);
-              const V dar = dan * hn_ * r * (V(1) - r);
-              st(dib + k, dar);
-              st(dib + H + k, daz);
-              st(dib + 2 * H + k, dan);
-              st(dhb + k, dar);
-              st(dhb + H + k, daz);
-              st(dhb + 2 * H + k, dan * r);
-              st(dhp + e + k, dht * z);
-            });
-          }
-        });
-        if (!dbi_acc.empty()) add_rows<T>(di, B, G, dbi_acc.data());
-        if (!dbh_acc.empty()) add_rows<T>(dhh, B, G, dbh_acc.data());
+        detail::gru_step_backward<T>(B, H, sg, hp, go, dhp, di, dhh);
+        if (!dbi_acc.empty()) detail::rnn_add_rows<T>(di, B, G, dbi_acc.data());
+        if (!dbh_acc.empty()) detail::rnn_add_rows<T>(dhh, B, G, dbh_acc.data());
         detail::gemm<T>(false, false, B, H, G, dhh, G, w_hh.data<T>(), H, T(1), dhp, H);
       }
       if (needs_input_grad(0)) {
