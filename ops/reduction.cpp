@@ -11,12 +11,11 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/fused.hpp"
-#include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/define/gather_map.hpp"
 #include "xgrad/ops/define/sum_to.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/kernels/broadcast_kernel.hpp"
-#include "xgrad/ops/kernels/vec_kernel.hpp"
+#include "xgrad/ops/kernels/reduce_kernels.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 #include "xgrad/ops/unary_math.hpp"
 
@@ -103,7 +102,7 @@ Tensor expand_grad(const Tensor& g, const Shape& keep_shape, const Shape& shape,
     const T* gp = g.data<T>();
     if (g.numel() == 1) {  // full reduction: a fill
       const T v = gp[0] / c;
-      parallel_for(0, out.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) { std::fill(o + b, o + e, v); });
+      detail::reduce::fill(o, out.numel(), v);
       return;
     }
     if (divisor == 1)
@@ -120,20 +119,7 @@ Tensor expand_grad(const Tensor& g, const Shape& keep_shape, const Shape& shape,
 // case: reducing trailing axes); inner > 1 gives columns, processed a block of columns at a time
 // so the inner loop is contiguous. Anything else (e.g. axes {0, 2} of a 3-d tensor) gathers each
 // output's elements through precomputed offsets, in row-major order of the reduced elements.
-struct Layout {
-  enum Kind { kRows, kCols, kGather } kind = kRows;
-  std::int64_t outer = 1, mid = 1, inner = 1;
-  std::vector<std::int64_t> roffs;  // kGather: offsets of the reduced elements (row-major order)
-  Shape kept_shape, kept_strides;   // kGather: to find each output's base offset
-  std::int64_t base(std::int64_t o) const {
-    std::int64_t rem = o, b = 0;
-    for (std::size_t k = kept_shape.size(); k-- > 0;) {
-      b += (rem % kept_shape[k]) * kept_strides[k];
-      rem /= kept_shape[k];
-    }
-    return b;
-  }
-};
+using Layout = detail::reduce::Layout;  // its kernels: ops/kernels/reduce_kernels.hpp
 
 Layout make_layout(const Shape& shape, const std::vector<std::int64_t>& axes) {
   const auto nd = static_cast<std::int64_t>(shape.size());
@@ -182,115 +168,6 @@ Layout make_layout(const Shape& shape, const std::vector<std::int64_t>& axes) {
   return l;
 }
 
-// Grain in outputs for a kernel that touches `per_output` elements per output.
-std::int64_t grain_for(std::int64_t per_output) {
-  return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(per_output, 1));
-}
-
-constexpr std::int64_t kColBlock = 256;  // columns per task in the kCols kernels
-
-template <class T>
-inline bool is_nan(T v) {
-  if constexpr (std::is_floating_point_v<T>)
-    return v != v;
-  else
-    return false;
-}
-
-// "v beats best" for max (kMax) or min: larger (smaller), or the first NaN (NaN propagates, like
-// torch.amax and torch.amin).
-template <bool kMax = true, class T>
-inline bool beats(T v, T best) {
-  if (is_nan(v) && !is_nan(best)) return true;
-  return kMax ? v > best : v < best;
-}
-
-// The maximum (kMax) or minimum of p[0..n), n >= 1: vectorised for the floating point maximum,
-// a plain loop otherwise (integers: exact, in their own type).
-template <bool kMax, class T>
-T row_extremum(const T* p, std::int64_t n) {
-  if constexpr (kMax && std::is_floating_point_v<T>) {
-    return detail::vec_max(p, n);
-  } else {
-    T best = p[0];
-    for (std::int64_t k = 1; k < n; ++k)
-      if (beats<kMax>(p[k], best)) best = p[k];
-    return best;
-  }
-}
-
-// out[o] = max (kMax) or min of output o's reduced elements; idx[o] (when idx != nullptr) = the flat
-// index into x of the first arg-max in row-major order of the reduced elements. The float min goes
-// through the row reductions below (RowReduction<kMin>); integers take both directions here.
-template <class T, bool kMax = true>
-void max_kernel(const T* in, T* out, std::int64_t* idx, const Layout& l) {
-  switch (l.kind) {
-    case Layout::kRows:
-      parallel_for(0, l.outer, grain_for(l.mid), [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t o = b; o < e; ++o) {
-          const T* row = in + o * l.mid;
-          const T best = row_extremum<kMax>(row, l.mid);  // then find its first position
-          out[o] = best;
-          if (idx) {
-            std::int64_t k = 0;
-            if (is_nan(best))
-              while (!is_nan(row[k])) ++k;
-            else
-              while (row[k] != best) ++k;
-            idx[o] = o * l.mid + k;
-          }
-        }
-      });
-      return;
-    case Layout::kCols: {
-      const std::int64_t nblk = (l.inner + kColBlock - 1) / kColBlock;
-      parallel_for(0, l.outer * nblk, grain_for(l.mid * kColBlock), [&](std::int64_t b, std::int64_t e) {
-        std::int64_t bi[kColBlock];
-        for (std::int64_t t = b; t < e; ++t) {
-          const std::int64_t o = t / nblk, i0 = (t % nblk) * kColBlock, i1 = std::min(l.inner, i0 + kColBlock);
-          const std::int64_t w = i1 - i0;
-          const T* src = in + o * l.mid * l.inner + i0;
-          T* best = out + o * l.inner + i0;
-          for (std::int64_t i = 0; i < w; ++i) {
-            best[i] = src[i];
-            bi[i] = 0;
-          }
-          for (std::int64_t m = 1; m < l.mid; ++m) {
-            const T* row = src + m * l.inner;
-            for (std::int64_t i = 0; i < w; ++i) {
-              const bool take = beats<kMax>(row[i], best[i]);
-              best[i] = take ? row[i] : best[i];
-              bi[i] = take ? m : bi[i];
-            }
-          }
-          if (idx)
-            for (std::int64_t i = 0; i < w; ++i)
-              idx[o * l.inner + i0 + i] = o * l.mid * l.inner + bi[i] * l.inner + i0 + i;
-        }
-      });
-      return;
-    }
-    case Layout::kGather:
-      parallel_for(0, l.outer, grain_for(l.mid), [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t o = b; o < e; ++o) {
-          const std::int64_t base = l.base(o);
-          std::int64_t bo = base + l.roffs[0];
-          T best = in[bo];
-          for (std::size_t k = 1; k < l.roffs.size(); ++k) {
-            const std::int64_t off = base + l.roffs[k];
-            if (beats<kMax>(in[off], best)) {
-              best = in[off];
-              bo = off;
-            }
-          }
-          out[o] = best;
-          if (idx) idx[o] = bo;
-        }
-      });
-      return;
-  }
-}
-
 // Sums over sorted unique `axes` (keepdim shape). Note [Sum in passes]: the shared kernel is
 // vectorised when the reduced axes form one adjacent block (rows or columns) but gathers element
 // by element otherwise; so a reduction over non-adjacent axes (say axes 0 and 2 of a 3-d tensor)
@@ -329,10 +206,7 @@ Tensor sum_forward(const Tensor& x, const Plan& p, std::int64_t divisor) {
       // Divide (not multiply by 1/count): exact for a sum of equal values. A count of 0 gives
       // 0/0 = NaN, like torch.mean over an empty axis.
       const T c = static_cast<T>(divisor);
-      T* v = y.data<T>();
-      parallel_for(0, y.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t i = b; i < e; ++i) v[i] /= c;
-      });
+      detail::reduce::divide(y.data<T>(), y.numel(), c);
     });
   }
   return y;
@@ -404,7 +278,7 @@ struct Max : Function<Max> {
     const Layout l = make_layout(x.shape(), p.axes);
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      max_kernel<T>(x.data<T>(), y.data<T>(), nullptr, l);
+      detail::reduce::max_kernel<T>(x.data<T>(), y.data<T>(), nullptr, l);
     });
     if (needs_input_grad(0)) save_for_backward({x, y});
     return y;
@@ -422,50 +296,6 @@ struct Max : Function<Max> {
 // Note [Stable logsumexp]: y = m + log(sum exp(x - m)) with m the maximum, replaced by 0 when it is
 // infinite (as torch does): a row of -inf gives log(0) = -inf, a row holding +inf gives +inf, and
 // NaN propagates. The gradient g * exp(x - y) is then NaN on a row of -inf, as in torch.
-template <class T>
-inline T finite_or_zero(T m) {
-  return std::isinf(m) ? T(0) : m;
-}
-
-// Fused kernel for contiguous rows: max, then sum of exp in a fixed order, per row.
-template <class T>
-void logsumexp_rows(const T* in, T* out, std::int64_t rows, std::int64_t n) {
-  parallel_for(0, rows, grain_for(n), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t r = b; r < e; ++r) {
-      const T* row = in + r * n;
-      const T m = finite_or_zero(detail::vec_max(row, n));
-      const detail::simd::default_batch<T> mb(m);
-      const T s = detail::vec_sum(
-          n, static_cast<T*>(nullptr), [&](auto v) { return xsimd::exp(v - mb); }, row);
-      out[r] = m + std::log(s);
-    }
-  });
-}
-
-// out = f(x, a, b) for x seen as (outer, mid, inner) and a, b of shape (outer, inner) broadcast
-// along mid (rows or columns layout only); f takes xsimd batches. Vectorised along the contiguous
-// direction; each element is written by one task.
-template <class T, class F>
-void map_with_kept(const Layout& l, T* out, const T* x, const T* a, const T* b, F f) {
-  using B = detail::simd::default_batch<T>;
-  if (l.kind == Layout::kRows) {
-    parallel_for(0, l.outer, grain_for(l.mid), [&](std::int64_t r0, std::int64_t r1) {
-      for (std::int64_t r = r0; r < r1; ++r) {
-        const B ab(a[r]), bb(b[r]);
-        detail::vec_map(
-            l.mid, out + r * l.mid, [&](B v) { return f(v, ab, bb); }, x + r * l.mid);
-      }
-    });
-    return;
-  }
-  parallel_for(0, l.outer * l.mid, grain_for(l.inner), [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t r = r0; r < r1; ++r) {
-      const std::int64_t o = (r / l.mid) * l.inner;
-      detail::vec_map(l.inner, out + r * l.inner, f, x + r * l.inner, a + o, b + o);
-    }
-  });
-}
-
 struct LogSumExp : Function<LogSumExp> {
   static constexpr const char* kName = "logsumexp";
   Shape keep_shape;
@@ -486,24 +316,22 @@ struct LogSumExp : Function<LogSumExp> {
             vec_backward = true;
           }
           if (l.kind == Layout::kRows) {
-            logsumexp_rows<T>(x.data<T>(), y.data<T>(), l.outer, l.mid);
+            detail::reduce::logsumexp_rows<T>(x.data<T>(), y.data<T>(), l.outer, l.mid);
             return;
           }
           // Columns or gathered elements: m by the max kernel, then the deterministic sum kernel on
           // exp(x - m), then y = m + log(s). One temporary of x's size.
           T* mp = y.data<T>();
-          max_kernel<T>(x.data<T>(), mp, nullptr, l);
-          for (std::int64_t i = 0; i < y.numel(); ++i) mp[i] = finite_or_zero(mp[i]);
+          detail::reduce::max_kernel<T>(x.data<T>(), mp, nullptr, l);
+          detail::reduce::logsumexp_shift(mp, y.numel());
           Tensor t = Tensor::empty(x.shape(), x.dtype());
           if (l.kind == Layout::kCols)
-            map_with_kept<T>(l, t.data<T>(), x.data<T>(), mp, mp,
-                             [](auto v, auto m, auto) { return xsimd::exp(v - m); });
+            detail::reduce::logsumexp_exp_cols<T>(l, t.data<T>(), x.data<T>(), mp);
           else
             detail::broadcast_map<T, 2>(t.data<T>(), x.shape(), {x.data<T>(), mp}, {&x.shape(), &p.keep_shape},
                                         [](T v, T m) { return std::exp(v - m); });
           const Tensor s = sum_axes(t, p.axes);
-          const T* sp = s.data<T>();
-          for (std::int64_t i = 0; i < y.numel(); ++i) mp[i] += std::log(sp[i]);
+          detail::reduce::logsumexp_add_log(mp, s.data<T>(), y.numel());
         });
       }
     }
@@ -532,8 +360,7 @@ struct LogSumExp : Function<LogSumExp> {
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if (vec_backward) {
-        map_with_kept<T>(layout, gx.data<T>(), x.data<T>(), g.data<T>(), y.data<T>(),
-                         [](auto v, auto gv, auto yv) { return gv * xsimd::exp(v - yv); });
+        detail::reduce::logsumexp_backward<T>(layout, gx.data<T>(), x.data<T>(), g.data<T>(), y.data<T>());
         return;
       }
       detail::broadcast_map<T, 3>(gx.data<T>(), x.shape(), {g.data<T>(), x.data<T>(), y.data<T>()},
@@ -553,27 +380,8 @@ Tensor sum_integer(const Tensor& x, const std::vector<std::int64_t>& axes, bool 
   const Plan p = make_plan("sum", x, axes, keepdim);
   const Tensor v = x.to(kInt64);
   Tensor out = Tensor::zeros(p.keep_shape, kInt64);
-  const Shape& shape = x.shape();
-  const std::size_t nd = shape.size();
-  Shape ostride(nd, 0);  // the output stride of each input axis (0 for the reduced ones)
-  std::int64_t st = 1;
-  for (std::size_t d = nd; d-- > 0;) {
-    ostride[d] = p.keep_shape[d] == 1 ? 0 : st;
-    st *= p.keep_shape[d];
-  }
-  const std::int64_t* in = v.data<std::int64_t>();
-  auto* o = reinterpret_cast<std::uint64_t*>(out.data<std::int64_t>());  // two's complement wrap
-  Shape idx(nd, 0);
-  std::int64_t off = 0;
-  for (std::int64_t i = 0; i < x.numel(); ++i) {
-    o[off] += static_cast<std::uint64_t>(in[i]);
-    for (std::size_t d = nd; d-- > 0;) {  // next multi-index, row-major
-      off += ostride[d];
-      if (++idx[d] < shape[d]) break;
-      off -= ostride[d] * shape[d];
-      idx[d] = 0;
-    }
-  }
+  detail::reduce::sum_int64(v.data<std::int64_t>(), out.data<std::int64_t>(), x.shape().data(), p.keep_shape.data(),
+                            x.shape().size(), x.numel());
   return alias_with_shape(out, p.out_shape);
 }
 
@@ -590,7 +398,8 @@ Tensor extremum_integer(const Tensor& x, const std::vector<std::int64_t>& axes, 
   const Layout l = make_layout(x.shape(), p.axes);
   dispatch_all(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (!std::is_floating_point_v<T>) max_kernel<T, kMax>(x.data<T>(), y.data<T>(), nullptr, l);
+    if constexpr (!std::is_floating_point_v<T>)
+      detail::reduce::max_kernel<T, kMax>(x.data<T>(), y.data<T>(), nullptr, l);
   });
   return y;
 }
@@ -625,24 +434,7 @@ namespace {
 // other layouts first copy every output's elements into a contiguous (outputs, K) buffer, in
 // row-major order of the reduced elements, and the gradient is computed there and written back
 // (each element of x belongs to one row: a permutation, so no two tasks write one place).
-struct RowView {
-  Layout l;
-  std::int64_t rows = 0, k = 0;
-  std::int64_t base(std::int64_t o) const {
-    switch (l.kind) {
-      case Layout::kRows:
-        return o * l.mid;
-      case Layout::kCols:
-        return (o / l.inner) * l.mid * l.inner + o % l.inner;
-      case Layout::kGather:
-        return l.base(o);
-    }
-    return 0;
-  }
-  std::int64_t off(std::int64_t b, std::int64_t j) const {
-    return l.kind == Layout::kRows ? b + j : l.kind == Layout::kCols ? b + j * l.inner : b + l.roffs[j];
-  }
-};
+using RowView = detail::reduce::Rows;  // its kernels: ops/kernels/reduce_kernels.hpp
 
 RowView row_view(const Tensor& x, const Plan& p) {
   RowView v;
@@ -658,14 +450,7 @@ Tensor to_rows(const Tensor& x, const RowView& v) {
   Tensor r = Tensor::empty({v.rows, v.k}, x.dtype());
   dispatch(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* xp = x.data<T>();
-    T* rp = r.data<T>();
-    parallel_for(0, v.rows, grain_for(v.k), [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t o = b; o < e; ++o) {
-        const std::int64_t base = v.base(o);
-        for (std::int64_t j = 0; j < v.k; ++j) rp[o * v.k + j] = xp[v.off(base, j)];
-      }
-    });
+    detail::reduce::rows_gather(v, x.data<T>(), r.data<T>());
   });
   return r;
 }
@@ -676,26 +461,13 @@ Tensor from_rows(const Tensor& r, const RowView& v, const Shape& x_shape) {
   Tensor dx = Tensor::empty(x_shape, r.dtype());
   dispatch(r.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* rp = r.data<T>();
-    T* dp = dx.data<T>();
-    parallel_for(0, v.rows, grain_for(v.k), [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t o = b; o < e; ++o) {
-        const std::int64_t base = v.base(o);
-        for (std::int64_t j = 0; j < v.k; ++j) dp[v.off(base, j)] = rp[o * v.k + j];
-      }
-    });
+    detail::reduce::rows_scatter(v, r.data<T>(), dx.data<T>());
   });
   return dx;
 }
 
-enum class RowOp { kMin, kProd, kVar, kStd, kNorm };
-
-// The state a row reduction's backward needs.
-struct RowReduce {
-  RowOp op = RowOp::kProd;
-  std::int64_t correction = 1;
-  double p = 2;
-};
+using detail::reduce::RowOp;
+using detail::reduce::RowReduce;
 
 constexpr const char* row_op_name(RowOp op) {
   switch (op) {
@@ -711,142 +483,6 @@ constexpr const char* row_op_name(RowOp op) {
       return "norm";
   }
   return "";
-}
-
-template <class T>
-inline bool beats_min(T v, T best) {
-  return v < best || (v != v && best == best);
-}
-
-template <class T>
-T row_mean(const T* x, std::int64_t k) {
-  T s = 0;
-  for (std::int64_t j = 0; j < k; ++j) s += x[j];
-  return s / static_cast<T>(k);
-}
-
-// y of one row of K elements.
-template <class T>
-T row_forward(const RowReduce& r, const T* x, std::int64_t k) {
-  switch (r.op) {
-    case RowOp::kMin: {
-      T best = x[0];
-      for (std::int64_t j = 1; j < k; ++j)
-        if (beats_min(x[j], best)) best = x[j];
-      return best;
-    }
-    case RowOp::kProd: {
-      T s = 1;
-      for (std::int64_t j = 0; j < k; ++j) s *= x[j];
-      return s;
-    }
-    case RowOp::kVar:
-    case RowOp::kStd: {
-      const T m = row_mean(x, k);
-      T s = 0;
-      for (std::int64_t j = 0; j < k; ++j) s += (x[j] - m) * (x[j] - m);
-      const T v = s / static_cast<T>(std::max<std::int64_t>(0, k - r.correction));
-      return r.op == RowOp::kVar ? v : std::sqrt(v);
-    }
-    case RowOp::kNorm: {
-      if (std::isinf(r.p)) {
-        T best = 0;
-        for (std::int64_t j = 0; j < k; ++j) {
-          const T a = std::abs(x[j]);
-          if (a > best || a != a) best = a;
-          if (a != a) break;
-        }
-        return best;
-      }
-      T s = 0;
-      if (r.p == 1) {
-        for (std::int64_t j = 0; j < k; ++j) s += std::abs(x[j]);
-        return s;
-      }
-      if (r.p == 2) {
-        for (std::int64_t j = 0; j < k; ++j) s += x[j] * x[j];
-        return std::sqrt(s);
-      }
-      const T p = static_cast<T>(r.p);
-      for (std::int64_t j = 0; j < k; ++j) s += std::pow(std::abs(x[j]), p);
-      return std::pow(s, 1 / p);
-    }
-  }
-  return 0;
-}
-
-template <class T>
-inline T sign_of(T v) {
-  return static_cast<T>((v > 0) - (v < 0));
-}
-
-// dx of one row: g the output's gradient, y its value; `tmp` has room for K elements.
-template <class T>
-void row_backward(const RowReduce& r, const T* x, std::int64_t k, T g, T y, T* dx, T* tmp) {
-  switch (r.op) {
-    case RowOp::kMin:  // tie_share_backward, not per row
-      return;
-    case RowOp::kProd: {
-      // Note [Product gradient]: prod of the others = (prefix before j) * (suffix after j): exact
-      // with zeros (one zero: only its own gradient is nonzero; two: all are 0), no division.
-      T s = 1;
-      for (std::int64_t j = k; j-- > 0;) {
-        tmp[j] = s;
-        s *= x[j];
-      }
-      T pre = 1;
-      for (std::int64_t j = 0; j < k; ++j) {
-        dx[j] = g * (pre * tmp[j]);
-        pre *= x[j];
-      }
-      return;
-    }
-    case RowOp::kVar:
-    case RowOp::kStd: {
-      const T m = row_mean(x, k);
-      const T d = static_cast<T>(std::max<std::int64_t>(0, k - r.correction));
-      if (r.op == RowOp::kStd) {
-        const T c = y == 0 ? T(0) : g / (d * y);
-        for (std::int64_t j = 0; j < k; ++j) dx[j] = c * (x[j] - m);
-      } else {
-        const T c = 2 * g / d;
-        for (std::int64_t j = 0; j < k; ++j) dx[j] = c * (x[j] - m);
-      }
-      return;
-    }
-    case RowOp::kNorm: {
-      if (std::isinf(r.p)) {
-        std::int64_t count = 0;
-        for (std::int64_t j = 0; j < k; ++j) {
-          const T a = std::abs(x[j]);
-          count += (a == y || a != a);
-        }
-        const T share = g / static_cast<T>(count);
-        for (std::int64_t j = 0; j < k; ++j) {
-          const T a = std::abs(x[j]);
-          dx[j] = (a == y || a != a) ? sign_of(x[j]) * share : T(0);
-        }
-        return;
-      }
-      if (r.p == 1) {
-        for (std::int64_t j = 0; j < k; ++j) dx[j] = g * sign_of(x[j]);
-        return;
-      }
-      if (y == 0) {  // the subgradient 0 at x = 0, as torch
-        std::fill(dx, dx + k, T(0));
-        return;
-      }
-      if (r.p == 2) {
-        const T c = g / y;
-        for (std::int64_t j = 0; j < k; ++j) dx[j] = c * x[j];
-        return;
-      }
-      const T p = static_cast<T>(r.p);
-      const T c = g / std::pow(y, p - 1);
-      for (std::int64_t j = 0; j < k; ++j) dx[j] = c * sign_of(x[j]) * std::pow(std::abs(x[j]), p - 1);
-      return;
-    }
-  }
 }
 
 // y = a row reduction of x over the plan's axes (see the header's table). min: NaN propagates; dx
@@ -915,8 +551,7 @@ struct RowReduction : Function<RowReduction<kOp>> {
     const std::int64_t K = count, R = x.numel() / count;
     checked_numel({R, K, K}, "prod", "x (create_graph: the rows' copies for rows with two zeros)");
     Tensor eye = Tensor::zeros({R, K, K}, kBool);
-    for (std::int64_t r0 = 0; r0 < R; ++r0)
-      for (std::int64_t j = 0; j < K; ++j) eye.data<bool>()[(r0 * K + j) * K + j] = true;
+    detail::reduce::set_diagonals(eye.data<bool>(), R, K);
     const Tensor rows = expand(reshape(xp, {R, 1, K}), {R, K, K});
     const Tensor others = reshape(prod(masked_fill(rows, eye, 1.0), {2}), xp.shape());
     std::vector<std::int64_t> inv(perm.size());
@@ -946,11 +581,7 @@ struct RowReduction : Function<RowReduction<kOp>> {
         const Tensor rows = to_rows(x, v);
         dispatch(x.dtype(), [&](auto tag) {
           using T = typename decltype(tag)::type;
-          const T* xp = rows.data<T>();
-          T* yp = y.data<T>();
-          parallel_for(0, v.rows, grain_for(v.k), [&](std::int64_t b, std::int64_t e) {
-            for (std::int64_t o = b; o < e; ++o) yp[o] = row_forward<T>(r, xp + o * v.k, v.k);
-          });
+          detail::reduce::row_reduce_forward(r, rows.data<T>(), y.data<T>(), v.rows, v.k);
         });
       }
     }
@@ -975,15 +606,7 @@ struct RowReduction : Function<RowReduction<kOp>> {
     Tensor drows = Tensor::empty({v.rows, v.k}, x.dtype());
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const T* xp = rows.data<T>();
-      const T* gp = g.data<T>();
-      const T* yp = y.data<T>();
-      T* dp = drows.data<T>();
-      parallel_for(0, v.rows, grain_for(v.k), [&](std::int64_t b, std::int64_t e) {
-        std::vector<T> tmp(kOp == RowOp::kProd ? static_cast<std::size_t>(v.k) : 0);
-        for (std::int64_t o = b; o < e; ++o)
-          row_backward<T>(r, xp + o * v.k, v.k, gp[o], yp[o], dp + o * v.k, tmp.data());
-      });
+      detail::reduce::row_reduce_backward(r, rows.data<T>(), g.data<T>(), y.data<T>(), drows.data<T>(), v.rows, v.k);
     });
     return from_rows(drows, v, x_shape);
   }
@@ -1003,28 +626,9 @@ Tensor cumsum_along(const Tensor& x, std::int64_t axis, bool reverse) {
     else
       inner *= s[d];
   }
-  const std::int64_t nblk = (inner + kColBlock - 1) / kColBlock;
   dispatch(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* xp = x.data<T>();
-    T* yp = y.data<T>();
-    parallel_for(0, outer * nblk, grain_for(n * std::min(inner, kColBlock)), [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t t = b; t < e; ++t) {
-        const std::int64_t o = t / nblk, i0 = (t % nblk) * kColBlock, i1 = std::min(inner, i0 + kColBlock);
-        const std::int64_t base = o * n * inner;
-        for (std::int64_t jj = 0; jj < n; ++jj) {
-          const std::int64_t j = reverse ? n - 1 - jj : jj;
-          const T* xr = xp + base + j * inner;
-          T* yr = yp + base + j * inner;
-          if (jj == 0) {
-            for (std::int64_t i = i0; i < i1; ++i) yr[i] = xr[i];
-          } else {
-            const T* prev = yp + base + (reverse ? j + 1 : j - 1) * inner;
-            for (std::int64_t i = i0; i < i1; ++i) yr[i] = prev[i] + xr[i];
-          }
-        }
-      }
-    });
+    detail::reduce::cumsum_kernel(x.data<T>(), y.data<T>(), outer, n, inner, reverse);
   });
   return y;
 }
