@@ -6,8 +6,8 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/fused.hpp"
-#include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/kernels/norm_kernels.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 #include "xgrad/ops/unary_math.hpp"
@@ -25,9 +25,8 @@ namespace {
 // blocks (group_norm): each is summed by one task in increasing index order, so the results do not
 // depend on the thread count. group_norm's weight and bias gradients are first summed per (sample,
 // channel) inside those blocks, then over the samples in increasing order, one task per channel.
-struct Geometry {
-  std::int64_t n = 0, c = 0, s = 1;
-};
+// The loops: ops/kernels/norm_kernels.hpp.
+using detail::norm::Geometry;
 
 Geometry geometry(const char* op, const Tensor& x) {
   XGRAD_CHECK(x.defined(), "{}: argument 'x' is an undefined tensor", op);
@@ -53,63 +52,7 @@ void check_eps(const char* op, double eps) {
   XGRAD_CHECK(std::isfinite(eps) && eps >= 0, "{}: argument 'eps' must be finite and >= 0, got {}", op, eps);
 }
 
-/// Grain (in blocks) for blocks of `work` elements each.
-std::int64_t grain_for(std::int64_t work) {
-  return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, work));
-}
-
 // ---- batch_norm ----------------------------------------------------------------------------------
-
-// Note [Lane sums]: batch_norm's per-channel sums (in double) run over kLanes interleaved partial
-// sums: element j of each row goes to lane j mod kLanes (the row's tail to lanes 0, 1, ...), and the
-// lanes are added in a fixed tree at the end. One running double sum is a chain of dependent adds
-// (about 4 cycles each); eight independent ones vectorise. The order is fixed by the shapes, and one
-// task owns a channel, so the results do not depend on the thread count.
-constexpr std::int64_t kLanes = 8;
-struct LaneSum {
-  double a[kLanes] = {};
-  double total() const { return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])); }
-};
-
-template <class T>
-void lane_add(LaneSum& s, const T* p, std::int64_t n) {
-  std::int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (std::int64_t l = 0; l < kLanes; ++l) s.a[l] += static_cast<double>(p[j + l]);
-  for (std::int64_t l = 0; j < n; ++j, ++l) s.a[l] += static_cast<double>(p[j]);
-}
-
-// s += (p - mu)^2
-template <class T>
-void lane_add_sq_dev(LaneSum& s, const T* p, std::int64_t n, double mu) {
-  std::int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (std::int64_t l = 0; l < kLanes; ++l) {
-      const double d = static_cast<double>(p[j + l]) - mu;
-      s.a[l] += d * d;
-    }
-  for (std::int64_t l = 0; j < n; ++j, ++l) {
-    const double d = static_cast<double>(p[j]) - mu;
-    s.a[l] += d * d;
-  }
-}
-
-// sg += g, sgx += g (x - mu)
-template <class T>
-void lane_add_g_gx(LaneSum& sg, LaneSum& sgx, const T* g, const T* x, std::int64_t n, double mu) {
-  std::int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (std::int64_t l = 0; l < kLanes; ++l) {
-      const double gv = static_cast<double>(g[j + l]);
-      sg.a[l] += gv;
-      sgx.a[l] += gv * (static_cast<double>(x[j + l]) - mu);
-    }
-  for (std::int64_t l = 0; j < n; ++j, ++l) {
-    const double gv = static_cast<double>(g[j]);
-    sg.a[l] += gv;
-    sgx.a[l] += gv * (static_cast<double>(x[j]) - mu);
-  }
-}
 
 /// The running statistics, updated in place; passed by value so that apply() does not take them for
 /// differentiable inputs.
@@ -183,7 +126,7 @@ struct BatchNormOp : NormFunction<BatchNormOp> {
     geo = geometry(kName, x);
     training = training_;
     eps_ = eps;
-    const std::int64_t C = geo.c, S = geo.s, M = geo.n * geo.s;
+    const std::int64_t C = geo.c, M = geo.n * geo.s;
     mean.assign(static_cast<std::size_t>(C), 0.0);
     invstd.assign(static_cast<std::size_t>(C), 0.0);
     Tensor y = Tensor::empty(x.shape(), x.dtype());
@@ -191,40 +134,11 @@ struct BatchNormOp : NormFunction<BatchNormOp> {
     std::vector<double> batch_var(update ? static_cast<std::size_t>(C) : 0);
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const T* xp = x.data<T>();
-      T* yp = y.data<T>();
-      const T* wp = weight.defined() ? weight.data<T>() : nullptr;
-      const T* bp = bias.defined() ? bias.data<T>() : nullptr;
-      const T* rm = running.mean.defined() ? running.mean.data<T>() : nullptr;
-      const T* rv = running.var.defined() ? running.var.data<T>() : nullptr;
-      parallel_for(0, C, grain_for(2 * M), [&](std::int64_t c0, std::int64_t c1) {
-        for (std::int64_t c = c0; c < c1; ++c) {
-          double mu = 0, var = 0;
-          if (training) {
-            if (M == 0) continue;
-            LaneSum sum, sq;  // Note [Lane sums]
-            for (std::int64_t i = 0; i < geo.n; ++i) lane_add(sum, xp + (i * C + c) * S, S);
-            mu = sum.total() / static_cast<double>(M);
-            for (std::int64_t i = 0; i < geo.n; ++i) lane_add_sq_dev(sq, xp + (i * C + c) * S, S, mu);
-            var = sq.total() / static_cast<double>(M);
-            if (update) batch_var[static_cast<std::size_t>(c)] = var;
-          } else {
-            mu = static_cast<double>(rm[c]);
-            var = static_cast<double>(rv[c]);
-          }
-          const double r = 1.0 / std::sqrt(var + eps);
-          mean[static_cast<std::size_t>(c)] = mu;
-          invstd[static_cast<std::size_t>(c)] = r;
-          const double scale = wp ? static_cast<double>(wp[c]) * r : r;
-          const double shift = bp ? static_cast<double>(bp[c]) : 0.0;
-          for (std::int64_t i = 0; i < geo.n; ++i) {
-            const T* row = xp + (i * C + c) * S;
-            T* out = yp + (i * C + c) * S;
-            for (std::int64_t j = 0; j < S; ++j)
-              out[j] = static_cast<T>((static_cast<double>(row[j]) - mu) * scale + shift);
-          }
-        }
-      });
+      detail::norm::batch_norm_forward(geo, x.data<T>(), weight.defined() ? weight.data<T>() : nullptr,
+                                       bias.defined() ? bias.data<T>() : nullptr,
+                                       running.mean.defined() ? running.mean.data<T>() : nullptr,
+                                       running.var.defined() ? running.var.data<T>() : nullptr, training, eps,
+                                       y.data<T>(), mean.data(), invstd.data(), update ? batch_var.data() : nullptr);
     });
     if (update) {
       // In place, without history (the forward runs in no-grad mode); copy_ bumps the versions.
@@ -258,47 +172,16 @@ struct BatchNormOp : NormFunction<BatchNormOp> {
   // The kernel: the same closed forms in one pass over each channel's lanes.
   Tensors backward_kernel(const Tensor& g, const Tensors& s) {
     const bool need_x = needs_input_grad(0), need_w = needs_input_grad(1), need_b = needs_input_grad(2);
-    const std::int64_t C = geo.c, S = geo.s, M = geo.n * geo.s;
+    const std::int64_t C = geo.c;
     Tensor dx = need_x ? Tensor::empty(g.shape(), g.dtype()) : Tensor();
     Tensor dw = need_w ? Tensor::empty({C}, g.dtype()) : Tensor();
     Tensor db = need_b ? Tensor::empty({C}, g.dtype()) : Tensor();
     dispatch(g.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const T* gp = g.data<T>();
-      const T* xp = s.empty() ? nullptr : s[0].data<T>();
-      const T* wp = (need_x && s[1].defined()) ? s[1].data<T>() : nullptr;
-      parallel_for(0, C, grain_for(2 * M), [&](std::int64_t c0, std::int64_t c1) {
-        for (std::int64_t c = c0; c < c1; ++c) {
-          const double mu = mean[static_cast<std::size_t>(c)], r = invstd[static_cast<std::size_t>(c)];
-          LaneSum lg, lgx;  // sum g, sum g * (x - mu) (Note [Lane sums])
-          for (std::int64_t i = 0; i < geo.n; ++i) {
-            const T* grow = gp + (i * C + c) * S;
-            if (xp)
-              lane_add_g_gx(lg, lgx, grow, xp + (i * C + c) * S, S, mu);
-            else
-              lane_add(lg, grow, S);
-          }
-          const double sg = lg.total(), sgx = lgx.total();
-          if (need_w) dw.data<T>()[c] = static_cast<T>(sgx * r);
-          if (need_b) db.data<T>()[c] = static_cast<T>(sg);
-          if (!need_x) continue;
-          const double k = wp ? static_cast<double>(wp[c]) * r : r;
-          T* dxp = dx.data<T>();
-          for (std::int64_t i = 0; i < geo.n; ++i) {
-            const T* grow = gp + (i * C + c) * S;
-            const T* xrow = xp + (i * C + c) * S;
-            T* drow = dxp + (i * C + c) * S;
-            if (training) {
-              const double mg = sg / static_cast<double>(M), mgx = sgx * r * r / static_cast<double>(M);
-              for (std::int64_t j = 0; j < S; ++j)
-                drow[j] =
-                    static_cast<T>(k * (static_cast<double>(grow[j]) - mg - (static_cast<double>(xrow[j]) - mu) * mgx));
-            } else {
-              for (std::int64_t j = 0; j < S; ++j) drow[j] = static_cast<T>(k * static_cast<double>(grow[j]));
-            }
-          }
-        }
-      });
+      detail::norm::batch_norm_backward(geo, g.data<T>(), s.empty() ? nullptr : s[0].data<T>(),
+                                        (need_x && s[1].defined()) ? s[1].data<T>() : nullptr, mean.data(),
+                                        invstd.data(), training, need_x ? dx.data<T>() : nullptr,
+                                        need_w ? dw.data<T>() : nullptr, need_b ? db.data<T>() : nullptr);
     });
     return {dx, dw, db};
   }
@@ -317,43 +200,15 @@ struct GroupNormOp : NormFunction<GroupNormOp> {
     geo = geometry(kName, x);
     groups = num_groups;
     eps_ = eps;
-    const std::int64_t C = geo.c, S = geo.s, K = C / groups, M = K * S, blocks = geo.n * groups;
+    const std::int64_t blocks = geo.n * groups;
     mean.assign(static_cast<std::size_t>(blocks), 0.0);
     rstd.assign(static_cast<std::size_t>(blocks), 0.0);
     Tensor y = Tensor::empty(x.shape(), x.dtype());
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const T* xp = x.data<T>();
-      T* yp = y.data<T>();
-      const T* wp = weight.defined() ? weight.data<T>() : nullptr;
-      const T* bp = bias.defined() ? bias.data<T>() : nullptr;
-      parallel_for(0, blocks, grain_for(2 * M), [&](std::int64_t b0, std::int64_t b1) {
-        for (std::int64_t b = b0; b < b1; ++b) {
-          if (M == 0) continue;
-          const T* xb = xp + b * M;  // (sample, group) b is contiguous: K channels of S values
-          double mu = 0, var = 0;
-          for (std::int64_t j = 0; j < M; ++j) mu += static_cast<double>(xb[j]);
-          mu /= static_cast<double>(M);
-          for (std::int64_t j = 0; j < M; ++j) {
-            const double d = static_cast<double>(xb[j]) - mu;
-            var += d * d;
-          }
-          var /= static_cast<double>(M);
-          const double r = 1.0 / std::sqrt(var + eps);
-          mean[static_cast<std::size_t>(b)] = mu;
-          rstd[static_cast<std::size_t>(b)] = r;
-          const std::int64_t c_first = (b % groups) * K;
-          for (std::int64_t k = 0; k < K; ++k) {
-            const std::int64_t c = c_first + k;
-            const double scale = wp ? static_cast<double>(wp[c]) * r : r;
-            const double shift = bp ? static_cast<double>(bp[c]) : 0.0;
-            const T* xr = xb + k * S;
-            T* out = yp + b * M + k * S;
-            for (std::int64_t j = 0; j < S; ++j)
-              out[j] = static_cast<T>((static_cast<double>(xr[j]) - mu) * scale + shift);
-          }
-        }
-      });
+      detail::norm::group_norm_forward(geo, groups, x.data<T>(), weight.defined() ? weight.data<T>() : nullptr,
+                                       bias.defined() ? bias.data<T>() : nullptr, eps, y.data<T>(), mean.data(),
+                                       rstd.data());
     });
     save_inputs(x, weight);
     return y;
@@ -369,64 +224,16 @@ struct GroupNormOp : NormFunction<GroupNormOp> {
   // The kernel: the same closed forms in one pass over each group's block.
   Tensors backward_kernel(const Tensor& g, const Tensors& s) {
     const bool need_x = needs_input_grad(0), need_w = needs_input_grad(1), need_b = needs_input_grad(2);
-    const std::int64_t N = geo.n, C = geo.c, S = geo.s, K = C / groups, M = K * S, blocks = N * groups;
+    const std::int64_t C = geo.c;
     Tensor dx = need_x ? Tensor::empty(g.shape(), g.dtype()) : Tensor();
     Tensor dw = need_w ? Tensor::empty({C}, g.dtype()) : Tensor();
     Tensor db = need_b ? Tensor::empty({C}, g.dtype()) : Tensor();
-    // Per (sample, channel): sum of g * xh and of g, summed over the samples afterwards.
-    std::vector<double> pw(need_w ? static_cast<std::size_t>(N * C) : 0),
-        pb(need_b ? static_cast<std::size_t>(N * C) : 0);
     dispatch(g.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const T* gp = g.data<T>();
-      const T* xp = s.empty() ? nullptr : s[0].data<T>();
-      const T* wp = (need_x && s[1].defined()) ? s[1].data<T>() : nullptr;
-      parallel_for(0, blocks, grain_for(3 * M), [&](std::int64_t b0, std::int64_t b1) {
-        for (std::int64_t b = b0; b < b1; ++b) {
-          const double mu = mean[static_cast<std::size_t>(b)], r = rstd[static_cast<std::size_t>(b)];
-          const std::int64_t c_first = (b % groups) * K, n = b / groups;
-          const T* gb = gp + b * M;
-          const T* xb = xp ? xp + b * M : nullptr;
-          double sd = 0, sdx = 0;  // sum of gw = g * w, sum of gw * xh
-          for (std::int64_t k = 0; k < K; ++k) {
-            const std::int64_t c = c_first + k;
-            const double w = wp ? static_cast<double>(wp[c]) : 1.0;
-            double sg = 0, sgx = 0;
-            for (std::int64_t j = 0; j < S; ++j) {
-              const double gv = static_cast<double>(gb[k * S + j]);
-              sg += gv;
-              if (xb) sgx += gv * (static_cast<double>(xb[k * S + j]) - mu) * r;
-            }
-            if (need_w) pw[static_cast<std::size_t>(n * C + c)] = sgx;
-            if (need_b) pb[static_cast<std::size_t>(n * C + c)] = sg;
-            sd += w * sg;
-            sdx += w * sgx;
-          }
-          if (!need_x) continue;
-          const double md = sd / static_cast<double>(M), mdx = sdx / static_cast<double>(M);
-          T* db_ = dx.data<T>() + b * M;
-          for (std::int64_t k = 0; k < K; ++k) {
-            const std::int64_t c = c_first + k;
-            const double w = wp ? static_cast<double>(wp[c]) : 1.0;
-            for (std::int64_t j = 0; j < S; ++j) {
-              const double xh = (static_cast<double>(xb[k * S + j]) - mu) * r;
-              db_[k * S + j] = static_cast<T>(r * (w * static_cast<double>(gb[k * S + j]) - md - xh * mdx));
-            }
-          }
-        }
-      });
-      if (need_w || need_b)
-        parallel_for(0, C, grain_for(N), [&](std::int64_t c0, std::int64_t c1) {
-          for (std::int64_t c = c0; c < c1; ++c) {
-            double aw = 0, ab = 0;
-            for (std::int64_t n = 0; n < N; ++n) {
-              if (need_w) aw += pw[static_cast<std::size_t>(n * C + c)];
-              if (need_b) ab += pb[static_cast<std::size_t>(n * C + c)];
-            }
-            if (need_w) dw.data<T>()[c] = static_cast<T>(aw);
-            if (need_b) db.data<T>()[c] = static_cast<T>(ab);
-          }
-        });
+      detail::norm::group_norm_backward(geo, groups, g.data<T>(), s.empty() ? nullptr : s[0].data<T>(),
+                                        (need_x && s[1].defined()) ? s[1].data<T>() : nullptr, mean.data(), rstd.data(),
+                                        need_x ? dx.data<T>() : nullptr, need_w ? dw.data<T>() : nullptr,
+                                        need_b ? db.data<T>() : nullptr);
     });
     return {dx, dw, db};
   }

@@ -1,8 +1,6 @@
 #include "xgrad/ops/pool.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -10,14 +8,18 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
-#include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/kernels/ceil_div.hpp"
+#include "xgrad/ops/kernels/pool_kernels.hpp"
 
 namespace xgrad {
 
 namespace {
 
 using detail::ceil_div;  // ops/kernels/ceil_div.hpp
+// The windows and their loops: ops/kernels/pool_kernels.hpp.
+using detail::pool::AvgSpec;
+using detail::pool::Axis;
+using detail::pool::Geometry;
 
 // torch's div_rtn: division rounding towards negative infinity.
 std::int64_t floor_div(std::int64_t a, std::int64_t b) {
@@ -25,131 +27,62 @@ std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
 }
 
-// The windows of one axis: per output position, the first input position in range, how many
-// positions in range, the spacing, and the window's size counting padding (for count_include_pad).
-struct Axis {
-  std::int64_t in = 1, out = 1, step = 1;
-  std::vector<std::int64_t> first, count, padded;
-
-  static Axis trivial() {
-    Axis a;
-    a.first = {0};
-    a.count = {1};
-    a.padded = {1};
-    return a;
+// The windows of one axis (detail::pool::Axis), per kind of pool. A 1-d pool's h axis is trivial: one
+// window of one position.
+Axis trivial_axis() {
+  Axis a;
+  a.first = {0};
+  a.count = {1};
+  a.padded = {1};
+  return a;
+}
+// Max pooling: positions o s - p + i d, i < k.
+Axis dilated_axis(std::int64_t in, std::int64_t out, std::int64_t k, std::int64_t s, std::int64_t p, std::int64_t d) {
+  Axis a;
+  a.in = in, a.out = out, a.step = d;
+  for (std::int64_t o = 0; o < out; ++o) {
+    const std::int64_t start = o * s - p;
+    const std::int64_t i0 = start < 0 ? ceil_div(-start, d) : 0;
+    const std::int64_t i1 = std::min(k, in - start <= 0 ? 0 : ceil_div(in - start, d));
+    a.first.push_back(start + i0 * d);
+    a.count.push_back(std::max<std::int64_t>(0, i1 - i0));
+    a.padded.push_back(k);
   }
-  // Max pooling: positions o s - p + i d, i < k.
-  static Axis dilated(std::int64_t in, std::int64_t out, std::int64_t k, std::int64_t s, std::int64_t p,
-                      std::int64_t d) {
-    Axis a;
-    a.in = in, a.out = out, a.step = d;
-    for (std::int64_t o = 0; o < out; ++o) {
-      const std::int64_t start = o * s - p;
-      const std::int64_t i0 = start < 0 ? ceil_div(-start, d) : 0;
-      const std::int64_t i1 = std::min(k, in - start <= 0 ? 0 : ceil_div(in - start, d));
-      a.first.push_back(start + i0 * d);
-      a.count.push_back(std::max<std::int64_t>(0, i1 - i0));
-      a.padded.push_back(k);
-    }
-    return a;
+  return a;
+}
+// Average pooling (torch's cpu_avg_pool): [o s - p, min(o s - p + k, L + p)) clipped to [0, L).
+Axis average_axis(std::int64_t in, std::int64_t out, std::int64_t k, std::int64_t s, std::int64_t p) {
+  Axis a;
+  a.in = in, a.out = out;
+  for (std::int64_t o = 0; o < out; ++o) {
+    std::int64_t start = o * s - p, end = std::min(start + k, in + p);
+    a.padded.push_back(end - start);
+    start = std::max<std::int64_t>(start, 0);
+    end = std::min(end, in);
+    a.first.push_back(start);
+    a.count.push_back(std::max<std::int64_t>(0, end - start));
   }
-  // Average pooling (torch's cpu_avg_pool): [o s - p, min(o s - p + k, L + p)) clipped to [0, L).
-  static Axis average(std::int64_t in, std::int64_t out, std::int64_t k, std::int64_t s, std::int64_t p) {
-    Axis a;
-    a.in = in, a.out = out;
-    for (std::int64_t o = 0; o < out; ++o) {
-      std::int64_t start = o * s - p, end = std::min(start + k, in + p);
-      a.padded.push_back(end - start);
-      start = std::max<std::int64_t>(start, 0);
-      end = std::min(end, in);
-      a.first.push_back(start);
-      a.count.push_back(std::max<std::int64_t>(0, end - start));
-    }
-    return a;
+  return a;
+}
+Axis adaptive_axis(std::int64_t in, std::int64_t out) {
+  Axis a;
+  a.in = in, a.out = out;
+  for (std::int64_t o = 0; o < out; ++o) {
+    const std::int64_t start = (o * in) / out, end = ceil_div((o + 1) * in, out);
+    a.first.push_back(start);
+    a.count.push_back(end - start);
+    a.padded.push_back(end - start);
   }
-  static Axis adaptive(std::int64_t in, std::int64_t out) {
-    Axis a;
-    a.in = in, a.out = out;
-    for (std::int64_t o = 0; o < out; ++o) {
-      const std::int64_t start = (o * in) / out, end = ceil_div((o + 1) * in, out);
-      a.first.push_back(start);
-      a.count.push_back(end - start);
-      a.padded.push_back(end - start);
-    }
-    return a;
-  }
-};
-
-struct Geometry {
-  std::int64_t planes = 0;
-  Axis h, w;
-  std::int64_t in_len() const { return h.in * w.in; }
-  std::int64_t out_len() const { return h.out * w.out; }
-  std::int64_t grain(std::int64_t window) const {
-    return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, out_len() * window));
-  }
-};
+  return a;
+}
 
 // Max pooling; the arg-max of every output (flat index in its plane, -1 for an empty window) is kept for
-// backward.
-// The common 2 x 2 window with stride 2, no padding and no dilation, every window inside the plane
-// (torch's MaxPool2d(2) on even or odd sizes): the general loop's result (same visiting order, same
-// rule: a larger value or a NaN takes the place), without its per-window bookkeeping and branches.
-bool is_two_by_two(const Geometry& g) {
-  auto regular = [](const Axis& a) {
-    if (a.step != 1) return false;
-    for (std::int64_t o = 0; o < a.out; ++o)
-      if (a.count[static_cast<std::size_t>(o)] != 2 || a.first[static_cast<std::size_t>(o)] != 2 * o) return false;
-    return true;
-  };
-  return regular(g.h) && regular(g.w);
-}
-
-template <class T>
-void pool_two_by_two(const Geometry& g, const T* src, T* out, std::int64_t* argmax) {
-  // Locals, not g's members: the int64 stores into argmax could alias them and block vectorisation.
-  const std::int64_t W = g.w.in, OW = g.w.out, OH = g.h.out;
-  for (std::int64_t oh = 0; oh < OH; ++oh) {
-    const T* r0 = src + 2 * oh * W;
-    const T* r1 = r0 + W;
-    T* yo = out + oh * OW;
-    std::int64_t* ao = argmax + oh * OW;
-    const std::int64_t row0 = 2 * oh * W;
-    for (std::int64_t ow = 0; ow < OW; ++ow) {
-      // The first candidate always takes the place (it is > -inf, or NaN, or -inf itself).
-      T best = r0[2 * ow];
-      std::int64_t off = 0;
-      const T v1 = r0[2 * ow + 1], v2 = r1[2 * ow], v3 = r1[2 * ow + 1];
-      const bool t1 = (v1 > best) | (v1 != v1);
-      best = t1 ? v1 : best;
-      off = t1 ? 1 : off;
-      const bool t2 = (v2 > best) | (v2 != v2);
-      best = t2 ? v2 : best;
-      off = t2 ? W : off;
-      const bool t3 = (v3 > best) | (v3 != v3);
-      best = t3 ? v3 : best;
-      off = t3 ? W + 1 : off;
-      yo[ow] = best;
-      ao[ow] = row0 + 2 * ow + off;
-    }
-  }
-}
-
-// dx = scatter-add of g at the saved arg-maxes (an empty window, -1, gets nothing). Serial within a
-// plane (windows may overlap), planes in parallel: deterministic.
+// backward. dx = scatter-add of g at the saved arg-maxes (an empty window, -1, gets nothing).
 Tensor max_pool_scatter(const Tensor& g, const Geometry& geo, const std::int64_t* argmax, const Shape& in_shape) {
   Tensor dx = Tensor::zeros(in_shape, g.dtype());
   dispatch(g.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* gp = g.data<T>();
-    T* dp = dx.data<T>();
-    parallel_for(0, geo.planes, geo.grain(1), [&](std::int64_t p0, std::int64_t p1) {
-      for (std::int64_t pl = p0; pl < p1; ++pl)
-        for (std::int64_t o = pl * geo.out_len(); o < (pl + 1) * geo.out_len(); ++o) {
-          const std::int64_t at = argmax[o];
-          if (at >= 0) dp[pl * geo.in_len() + at] += gp[o];
-        }
-    });
+    detail::pool::max_pool_scatter(geo, argmax, g.data<T>(), dx.data<T>());
   });
   return dx;
 }
@@ -177,15 +110,7 @@ struct MaxPoolDoubleBackward : Function<MaxPoolDoubleBackward> {
     Tensor y = Tensor::empty(out_shape, x.dtype());
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const T* xp = x.data<T>();
-      T* yp = y.data<T>();
-      parallel_for(0, gm.planes, gm.grain(1), [&](std::int64_t p0, std::int64_t p1) {
-        for (std::int64_t pl = p0; pl < p1; ++pl)
-          for (std::int64_t o = pl * gm.out_len(); o < (pl + 1) * gm.out_len(); ++o) {
-            const std::int64_t at = am[o];
-            yp[o] = at >= 0 ? xp[pl * gm.in_len() + at] : T(0);
-          }
-      });
+      detail::pool::max_pool_gather(gm, am.get(), x.data<T>(), y.data<T>());
     });
     return y;
   }
@@ -231,43 +156,9 @@ struct MaxPoolOp : Function<MaxPoolOp> {
     // Every output writes its arg-max below, so the buffer is not initialised first.
     argmax_size = static_cast<std::size_t>(geo.planes * geo.out_len());
     argmax.reset(new std::int64_t[argmax_size]);
-    std::int64_t* am = argmax.get();
     dispatch(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const T* xp = x.data<T>();
-      T* yp = y.data<T>();
-      const std::int64_t window =
-          (geo.h.count.empty() ? 1 : geo.h.count[0]) * (geo.w.count.empty() ? 1 : geo.w.count[0]);
-      const bool two_by_two = is_two_by_two(geo);
-      parallel_for(0, geo.planes, geo.grain(window), [&](std::int64_t p0, std::int64_t p1) {
-        for (std::int64_t pl = p0; pl < p1; ++pl) {
-          const T* src = xp + pl * geo.in_len();
-          if (two_by_two) {
-            pool_two_by_two(geo, src, yp + pl * geo.out_len(), am + pl * geo.out_len());
-            continue;
-          }
-          for (std::int64_t oh = 0; oh < geo.h.out; ++oh)
-            for (std::int64_t ow = 0; ow < geo.w.out; ++ow) {
-              const std::int64_t o = pl * geo.out_len() + oh * geo.w.out + ow;
-              T best = -std::numeric_limits<T>::infinity();
-              std::int64_t idx = -1;
-              if (geo.h.count[oh] > 0 && geo.w.count[ow] > 0) idx = geo.h.first[oh] * geo.w.in + geo.w.first[ow];
-              for (std::int64_t i = 0; i < geo.h.count[oh]; ++i) {
-                const std::int64_t r = (geo.h.first[oh] + i * geo.h.step) * geo.w.in;
-                for (std::int64_t j = 0; j < geo.w.count[ow]; ++j) {
-                  const std::int64_t at = r + geo.w.first[ow] + j * geo.w.step;
-                  const T v = src[at];
-                  if (v > best || std::isnan(v)) {
-                    best = v;
-                    idx = at;
-                  }
-                }
-              }
-              yp[o] = best;
-              am[o] = idx;
-            }
-        }
-      });
+      detail::pool::max_pool_forward(geo, x.data<T>(), y.data<T>(), argmax.get());
     });
     if (indices != nullptr) {  // a copy: the caller may write into it, backward reads argmax
       *indices = Tensor::empty(out_shape, kInt64);
@@ -281,74 +172,21 @@ struct MaxPoolOp : Function<MaxPoolOp> {
   }
 };
 
-// Average pooling: divisor per output = override, or the product of the axes' padded sizes
-// (count_include_pad) or of their in-range counts.
-struct AvgSpec {
-  Geometry geo;
-  bool include_pad = true;
-  std::int64_t override_div = 0;  // 0: none
-
-  double divisor(std::int64_t oh, std::int64_t ow) const {
-    if (override_div != 0) return static_cast<double>(override_div);
-    return include_pad ? static_cast<double>(geo.h.padded[oh] * geo.w.padded[ow])
-                       : static_cast<double>(geo.h.count[oh] * geo.w.count[ow]);
-  }
-};
-
 Tensor avg_pool_kernel(const Tensor& x, const AvgSpec& a, const Shape& out_shape) {
-  const Geometry& geo = a.geo;
   Tensor y = Tensor::empty(out_shape, x.dtype());
   dispatch(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* xp = x.data<T>();
-    T* yp = y.data<T>();
-    parallel_for(0, geo.planes, geo.grain(4), [&](std::int64_t p0, std::int64_t p1) {
-      for (std::int64_t pl = p0; pl < p1; ++pl) {
-        const T* src = xp + pl * geo.in_len();
-        for (std::int64_t oh = 0; oh < geo.h.out; ++oh)
-          for (std::int64_t ow = 0; ow < geo.w.out; ++ow) {
-            T* out = yp + pl * geo.out_len() + oh * geo.w.out + ow;
-            if (geo.h.count[oh] == 0 || geo.w.count[ow] == 0) {
-              *out = T(0);
-              continue;
-            }
-            T sum = 0;
-            for (std::int64_t i = 0; i < geo.h.count[oh]; ++i) {
-              const T* row = src + (geo.h.first[oh] + i) * geo.w.in + geo.w.first[ow];
-              for (std::int64_t j = 0; j < geo.w.count[ow]; ++j) sum += row[j];
-            }
-            *out = sum / static_cast<T>(a.divisor(oh, ow));
-          }
-      }
-    });
+    detail::pool::avg_pool_forward(a, x.data<T>(), y.data<T>());
   });
   return y;
 }
 
-// The adjoint of avg_pool_kernel: every window gets its output's gradient over its divisor. Kept
-// out of line: inlined into its one caller (apply<AvgPoolBackward>) GCC 12 compiles its loops to
-// about 1% more instructions (valgrind, 64 x 32 x 28 x 28).
-[[gnu::noinline]] Tensor avg_pool_adjoint(const Tensor& g, const AvgSpec& a, const Shape& in_shape) {
-  const Geometry& geo = a.geo;
+// The adjoint of avg_pool_kernel: every window gets its output's gradient over its divisor.
+Tensor avg_pool_adjoint(const Tensor& g, const AvgSpec& a, const Shape& in_shape) {
   Tensor dx = Tensor::zeros(in_shape, g.dtype());
   dispatch(g.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* gp = g.data<T>();
-    T* dp = dx.data<T>();
-    parallel_for(0, geo.planes, geo.grain(4), [&](std::int64_t p0, std::int64_t p1) {
-      for (std::int64_t pl = p0; pl < p1; ++pl) {
-        T* dst = dp + pl * geo.in_len();
-        for (std::int64_t oh = 0; oh < geo.h.out; ++oh)
-          for (std::int64_t ow = 0; ow < geo.w.out; ++ow) {
-            if (geo.h.count[oh] == 0 || geo.w.count[ow] == 0) continue;
-            const T d = gp[pl * geo.out_len() + oh * geo.w.out + ow] / static_cast<T>(a.divisor(oh, ow));
-            for (std::int64_t i = 0; i < geo.h.count[oh]; ++i) {
-              T* row = dst + (geo.h.first[oh] + i) * geo.w.in + geo.w.first[ow];
-              for (std::int64_t j = 0; j < geo.w.count[ow]; ++j) row[j] += d;
-            }
-          }
-      }
-    });
+    detail::pool::avg_pool_adjoint(a, g.data<T>(), dx.data<T>());
   });
   return dx;
 }
@@ -482,8 +320,8 @@ Tensor max_pool_nd(const char* op, std::size_t dims, const Tensor& x, const std:
   g.planes = check_input(op, dims, x, sp);
   const Windows w = check_windows(op, dims, x, sp, kernel_size, stride, padding, dilation, ceil_mode);
   const std::size_t last = dims - 1;
-  g.h = dims == 2 ? Axis::dilated(sp[0], w.out[0], w.k[0], w.s[0], w.p[0], w.d[0]) : Axis::trivial();
-  g.w = Axis::dilated(sp[last], w.out[last], w.k[last], w.s[last], w.p[last], w.d[last]);
+  g.h = dims == 2 ? dilated_axis(sp[0], w.out[0], w.k[0], w.s[0], w.p[0], w.d[0]) : trivial_axis();
+  g.w = dilated_axis(sp[last], w.out[last], w.k[last], w.s[last], w.p[last], w.d[last]);
   return apply<MaxPoolOp>(x, g, out_shape(x, dims, w.out), indices);
 }
 
@@ -496,8 +334,8 @@ Tensor avg_pool_nd(const char* op, std::size_t dims, const Tensor& x, const std:
   const Windows w = check_windows(op, dims, x, sp, kernel_size, stride, padding, {1}, ceil_mode);
   if (divisor_override) XGRAD_CHECK(*divisor_override != 0, "{}: argument 'divisor_override' must not be zero", op);
   const std::size_t last = dims - 1;
-  g.h = dims == 2 ? Axis::average(sp[0], w.out[0], w.k[0], w.s[0], w.p[0]) : Axis::trivial();
-  g.w = Axis::average(sp[last], w.out[last], w.k[last], w.s[last], w.p[last]);
+  g.h = dims == 2 ? average_axis(sp[0], w.out[0], w.k[0], w.s[0], w.p[0]) : trivial_axis();
+  g.w = average_axis(sp[last], w.out[last], w.k[last], w.s[last], w.p[last]);
   return apply<AvgPoolOp>(x, g, out_shape(x, dims, w.out), count_include_pad, divisor_override.value_or(0));
 }
 
@@ -520,8 +358,8 @@ Geometry adaptive_geometry(const char* op, std::size_t dims, const Tensor& x,
   }
   check_host_memory(checked_nbytes(positions, 3 * sizeof(std::int64_t), op, "output_size"), op, "output_size");
   const std::size_t last = dims - 1;
-  g.h = dims == 2 ? Axis::adaptive(sp[0], out[0]) : Axis::trivial();
-  g.w = Axis::adaptive(sp[last], out[last]);
+  g.h = dims == 2 ? adaptive_axis(sp[0], out[0]) : trivial_axis();
+  g.w = adaptive_axis(sp[last], out[last]);
   return g;
 }
 
