@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstring>
 #include <span>
 #include <string>
@@ -11,11 +10,10 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/fused.hpp"
-#include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/activation.hpp"
 #include "xgrad/ops/define/sum_to.hpp"
 #include "xgrad/ops/elementwise.hpp"
-#include "xgrad/ops/kernels/vec_kernel.hpp"
+#include "xgrad/ops/kernels/loss_kernels.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 #include "xgrad/ops/softmax.hpp"
@@ -28,9 +26,10 @@ namespace {
 // Note [Loss kernels]: each loss is one hand-written Function instead of a composite of
 // sub/pow/mean (or log_softmax/index/mean): one pass over the data forward and one backward, no
 // full-size temporaries (the composite would make three or four), and the stable formulas are
-// written once. Reductions cut the elements (or samples) into fixed chunks whose partial sums, in
-// double, are added left to right (deterministic_sum), so the result does not depend on the number
-// of threads; backward kernels write each gradient element from one task.
+// written once. The loops are in ops/kernels/loss_kernels.cpp: reductions cut the elements (or
+// samples) into fixed chunks whose partial sums, in double, are added left to right
+// (deterministic_sum), so the result does not depend on the number of threads; backward kernels
+// write each gradient element from one task.
 
 void check_reduction(const char* op, Reduction r) {
   XGRAD_CHECK(r == Reduction::None || r == Reduction::Mean || r == Reduction::Sum,
@@ -65,14 +64,9 @@ Tensor reduced_scalar(double total, std::int64_t count, Reduction r, Dtype dtype
   return Tensor::scalar(r == Reduction::Mean ? total / static_cast<double>(count) : total, dtype);
 }
 
-// The gradient scale of one item: g_i (None), g / count (Mean) or g (Sum). For Mean/Sum the
-// seed gradient is 0-d; `gs` is its value.
-template <class T>
-struct GradScale {
-  const T* g = nullptr;  // per-item seed (None), else null
-  T s = 0;               // the common factor (Mean/Sum)
-  T operator()(std::int64_t i) const { return g ? g[i] : s; }
-};
+// The gradient scale of one item (detail::GradScale): g_i (None), g / count (Mean) or g (Sum). For
+// Mean/Sum the seed gradient is 0-d.
+using detail::GradScale;
 
 template <class T>
 GradScale<T> grad_scale(const Tensor& grad, Reduction r, std::int64_t count) {
@@ -87,7 +81,7 @@ GradScale<T> grad_scale(const Tensor& grad, Reduction r, std::int64_t count) {
 }
 
 // ---- pointwise regression losses ---------------------------------------------------------------
-enum class Pointwise { mse, l1, huber, smooth_l1 };
+using Pointwise = detail::PointwiseLossKind;
 
 template <Pointwise K>
 constexpr const char* pointwise_name() {
@@ -95,36 +89,6 @@ constexpr const char* pointwise_name() {
   if constexpr (K == Pointwise::l1) return "l1_loss";
   if constexpr (K == Pointwise::huber) return "huber_loss";
   return "smooth_l1_loss";
-}
-
-// l(d) and dl/dd for d = input - target; p is huber's delta or smooth_l1's beta (> 0). The
-// branches are torch's (aten/src/ATen/native/cpu/*Kernel.cpp), so values agree at the kinks.
-template <Pointwise K, class T>
-inline T pointwise_value(T d, T p) {
-  if constexpr (K == Pointwise::mse) {
-    return d * d;
-  } else if constexpr (K == Pointwise::l1) {
-    return std::abs(d);
-  } else if constexpr (K == Pointwise::huber) {
-    const T z = std::abs(d);
-    return z < p ? T(0.5) * z * z : p * (z - T(0.5) * p);
-  } else {
-    const T z = std::abs(d);
-    return z < p ? T(0.5) * z * z / p : z - T(0.5) * p;
-  }
-}
-
-template <Pointwise K, class T>
-inline T pointwise_deriv(T d, T p) {
-  if constexpr (K == Pointwise::mse) {
-    return T(2) * d;
-  } else if constexpr (K == Pointwise::l1) {
-    return static_cast<T>((d > 0) - (d < 0));
-  } else if constexpr (K == Pointwise::huber) {
-    return d < -p ? -p : (d > p ? p : d);
-  } else {
-    return d < -p ? T(-1) : (d > p ? T(1) : d / p);
-  }
 }
 
 // `<loss>_backward`: d = input − target; dinput = g·l'(d) (g/n for Mean), dtarget = −dinput; the
@@ -150,19 +114,7 @@ struct PointwiseLossBackward {
       const GradScale<T> sc = grad_scale<T>(g, red, n);
       T* dx = need_x ? gx.data<T>() : nullptr;
       T* dt = need_t ? gt.data<T>() : nullptr;
-      // Branch-free inner loops (they vectorise): the seed's form and the outputs are chosen outside.
-      T* first = dx ? dx : dt;
-      const T sign = dx ? T(1) : T(-1);
-      parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-        if (sc.g) {
-          for (std::int64_t i = b; i < e; ++i) first[i] = sign * sc.g[i] * pointwise_deriv<K>(x[i] - t[i], pt);
-        } else {
-          const T f = sign * sc.s;
-          for (std::int64_t i = b; i < e; ++i) first[i] = f * pointwise_deriv<K>(x[i] - t[i], pt);
-        }
-        if (dx && dt)
-          for (std::int64_t i = b; i < e; ++i) dt[i] = -dx[i];
-      });
+      detail::pointwise_loss_backward<T>(K, n, x, t, pt, sc, dx, dt);
     });
     return {gx, gt};
   }
@@ -199,20 +151,10 @@ struct PointwiseLoss : Function<PointwiseLoss<K>> {
       const T* x = input.data<T>();
       const T* t = target.data<T>();
       const T pt = static_cast<T>(p);
-      if (r == Reduction::None) {
-        out = Tensor::empty(input.shape(), input.dtype());
-        T* y = out.data<T>();
-        parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-          for (std::int64_t i = b; i < e; ++i) y[i] = pointwise_value<K>(x[i] - t[i], pt);
-        });
-      } else {
-        const double total = deterministic_sum<double>(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-          double s = 0;
-          for (std::int64_t i = b; i < e; ++i) s += static_cast<double>(pointwise_value<K>(x[i] - t[i], pt));
-          return s;
-        });
-        out = reduced_scalar(total, n, r, input.dtype());
-      }
+      out = r == Reduction::None ? Tensor::empty(input.shape(), input.dtype()) : Tensor();
+      T* y = out.defined() ? out.data<T>() : nullptr;
+      const double total = detail::pointwise_loss_forward<T>(K, n, x, t, pt, y);
+      if (!y) out = reduced_scalar(total, n, r, input.dtype());
     });
     if (this->needs_input_grad(0) || this->needs_input_grad(1)) this->save_for_backward({input, target});
     return out;
@@ -225,13 +167,8 @@ struct PointwiseLoss : Function<PointwiseLoss<K>> {
 };
 
 // ---- class-index losses: cross_entropy, nll_loss -------------------------------------------------
-// Scores seen as (outer, C, inner): (C) is (1, C, 1), (N, C) is (N, C, 1), (N, C, d...) is
-// (N, C, prod d). Sample s = o * inner + i has its C scores at o*C*inner + i + c*inner.
-struct ClassGeometry {
-  std::int64_t outer = 1, classes = 1, inner = 1;
-  std::int64_t samples() const { return outer * inner; }
-  std::int64_t offset(std::int64_t s) const { return (s / inner) * classes * inner + s % inner; }
-};
+// Scores seen as (outer, C, inner) (detail::ClassGeometry).
+using detail::ClassGeometry;
 
 // Validates the scores and returns their geometry plus the shape the target must have.
 ClassGeometry class_geometry(const char* op, const char* arg, const Tensor& scores, Shape& target_shape) {
@@ -317,11 +254,6 @@ struct ClassArgs {
   Reduction red = Reduction::Mean;
 };
 
-// Samples per task: about kParallelGrain scores. Fixed (thread-count independent) chunks.
-std::int64_t sample_chunk(const ClassGeometry& g) {
-  return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, g.classes));
-}
-
 // Note [Create graph]: nll_loss's backward puts -w_s at (s, y_s) (a scatter). In a create_graph
 // backward it runs as NllScatter, whose gradient is the gather -G[s, y_s] (nll_loss's own forward
 // with Reduction::None), whose gradient is the scatter again. cross_entropy's recorded backward
@@ -348,10 +280,7 @@ struct NllScatter : Function<NllScatter> {
       using T = typename decltype(tag)::type;
       T* dp = gp.data<T>();
       const T* wp = w.data<T>();
-      for (std::int64_t s = 0; s < geo.samples(); ++s) {
-        const std::int64_t cls = target[static_cast<std::size_t>(s)];
-        if (cls != ignore) dp[geo.offset(s) + cls * geo.inner] = -(per_sample ? wp[s] : wp[0]);
-      }
+      detail::nll_scatter<T>(geo, target.data(), ignore, wp, per_sample, dp);
     });
     return gp;
   }
@@ -379,58 +308,16 @@ struct CrossEntropy : Function<CrossEntropy> {
     count = a.count;
     ignore = ignore_index;
     smoothing = eps;
-    const std::int64_t ns = geo.samples(), C = geo.classes, inner = geo.inner;
+    const std::int64_t ns = geo.samples();
     const bool save = this->needs_input_grad(0);
     Tensor stats_t = save ? Tensor::empty({ns, 2}, logits.dtype()) : Tensor();
     Tensor out = a.red == Reduction::None ? Tensor::empty(a.out_shape, logits.dtype()) : Tensor();
     dispatch(logits.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      using B = detail::simd::default_batch<T>;
       const T* z = logits.data<T>();
       T* stats = save ? stats_t.data<T>() : nullptr;
       T* y = out.defined() ? out.data<T>() : nullptr;
-      const T keep = static_cast<T>(1 - eps), spread = static_cast<T>(eps / static_cast<double>(C));
-      const double total = deterministic_sum<double>(0, ns, sample_chunk(geo), [&](std::int64_t b, std::int64_t e) {
-        double acc = 0;
-        for (std::int64_t s = b; s < e; ++s) {
-          const std::int64_t cls = a.target[static_cast<std::size_t>(s)];
-          if (cls == ignore_index) {
-            if (stats) stats[2 * s] = stats[2 * s + 1] = 0;
-            if (y) y[s] = 0;
-            continue;
-          }
-          const T* zr = z + geo.offset(s);
-          T m, se, sz = 0;
-          if (inner == 1) {
-            m = detail::vec_max(zr, C);
-            const B mb(m);
-            se = detail::vec_sum(
-                C, static_cast<T*>(nullptr), [&](B v) { return xsimd::exp(v - mb); }, zr);
-            if (eps != 0)
-              sz = detail::vec_sum(
-                  C, static_cast<T*>(nullptr), [](B v) { return v; }, zr);
-          } else {
-            m = zr[0];
-            for (std::int64_t c = 1; c < C; ++c) m = std::max(m, zr[c * inner]);
-            se = 0;
-            for (std::int64_t c = 0; c < C; ++c) {
-              se += std::exp(zr[c * inner] - m);
-              sz += zr[c * inner];
-            }
-          }
-          const T log_se = std::log(se);
-          // l = lse - z_y with lse = m + log_se; with smoothing (1 - eps)(lse - z_y) + eps (lse - mean_c z_c).
-          T l = (m - zr[cls * inner]) + log_se;
-          if (eps != 0) l = log_se + keep * (m - zr[cls * inner]) + static_cast<T>(eps) * m - spread * sz;
-          if (stats) {
-            stats[2 * s] = m;
-            stats[2 * s + 1] = log_se;
-          }
-          if (y) y[s] = l;
-          acc += static_cast<double>(l);
-        }
-        return acc;
-      });
+      const double total = detail::cross_entropy_forward<T>(geo, a.target.data(), ignore_index, eps, z, stats, y);
       if (!y) out = reduced_scalar(total, count, a.red, logits.dtype());
     });
     if (save) {
@@ -456,36 +343,13 @@ struct CrossEntropyBackward {
     const std::int64_t count = op.count, ignore = op.ignore;
     const double smoothing = op.smoothing;
     Tensor gz = Tensor::empty(logits.shape(), logits.dtype());
-    const std::int64_t ns = geo.samples(), C = geo.classes, inner = geo.inner;
     dispatch(logits.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      using B = detail::simd::default_batch<T>;
       const T* z = logits.data<T>();
       const T* stats = stats_t.data<T>();
       T* dz = gz.data<T>();
       const GradScale<T> sc = grad_scale<T>(g, red, count);
-      const T keep = static_cast<T>(1 - smoothing), spread = static_cast<T>(smoothing / static_cast<double>(C));
-      parallel_for(0, ns, sample_chunk(geo), [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t s = b; s < e; ++s) {
-          const std::int64_t off = geo.offset(s);
-          const std::int64_t cls = target[static_cast<std::size_t>(s)];
-          T* dr = dz + off;
-          if (cls == ignore) {
-            for (std::int64_t c = 0; c < C; ++c) dr[c * inner] = 0;
-            continue;
-          }
-          const T* zr = z + off;
-          const T w = sc(s), m = stats[2 * s], ls = stats[2 * s + 1];
-          if (inner == 1) {
-            const B mb(m), lb(ls), wb(w), sb(spread);
-            detail::vec_map(
-                C, dr, [&](B v) { return (xsimd::exp((v - mb) - lb) - sb) * wb; }, zr);
-          } else {
-            for (std::int64_t c = 0; c < C; ++c) dr[c * inner] = (std::exp((zr[c * inner] - m) - ls) - spread) * w;
-          }
-          dr[cls * inner] -= keep * w;
-        }
-      });
+      detail::cross_entropy_backward<T>(geo, target.data(), ignore, smoothing, z, stats, sc, dz);
     });
     return gz;
   }
@@ -506,7 +370,7 @@ struct CrossEntropyBackward {
       dispatch(mask.dtype(), [&](auto tag) {
         using T = typename decltype(tag)::type;
         T* mp = mask.data<T>();
-        for (std::int64_t s = 0; s < geo.samples(); ++s) mp[s] = target[static_cast<std::size_t>(s)] == ignore ? 0 : 1;
+        detail::class_mask<T>(geo.samples(), target.data(), ignore, mp);
       });
       wb = mul(wb, mask);
     }
@@ -547,13 +411,7 @@ struct NllLoss : Function<NllLoss> {
       using T = typename decltype(tag)::type;
       const T* p = log_probs.data<T>();
       T* y = out.defined() ? out.data<T>() : nullptr;
-      double total = 0;
-      for (std::int64_t s = 0; s < geo.samples(); ++s) {
-        const std::int64_t cls = a.target[static_cast<std::size_t>(s)];
-        const T l = cls == ignore_index ? T(0) : -p[geo.offset(s) + cls * geo.inner];
-        if (y) y[s] = l;
-        total += static_cast<double>(l);
-      }
+      const double total = detail::nll_forward<T>(geo, a.target.data(), ignore_index, p, y);
       if (!y) out = reduced_scalar(total, count, a.red, log_probs.dtype());
     });
     if (this->needs_input_grad(0)) target.assign(a.target.begin(), a.target.end());
@@ -608,36 +466,6 @@ void check_smoothing(double eps) {
 }
 
 // ---- binary cross-entropy with logits ------------------------------------------------------------
-template <class T>
-inline T softplus_neg(T x) {  // log(1 + exp(-x)), stable for any x
-  return std::max(-x, T(0)) + std::log1p(std::exp(-std::abs(x)));
-}
-
-// Elements are processed in blocks of kBceBlock with xsimd (exp and log1p dominate the cost): the
-// block's pos_weight values (w[i % P], or ones) and seed values are first gathered into aligned
-// buffers so one branch-free vector loop serves every case. Per Note [Vector tails] an element's
-// value does not depend on where its block starts, so the thread split cannot change results.
-constexpr std::int64_t kBceBlock = 256;  // divides kParallelGrain: reduction chunks hold whole blocks
-
-template <class T>
-void gather_pos_weight(const T* w, std::int64_t P, std::int64_t begin, std::int64_t len, T* out) {
-  if (w == nullptr) {
-    std::fill(out, out + len, T(1));
-    return;
-  }
-  std::int64_t j = begin % P;
-  for (std::int64_t k = 0; k < len; ++k) {
-    out[k] = w[j];
-    if (++j == P) j = 0;
-  }
-}
-
-template <class T>
-inline detail::simd::default_batch<T> softplus_neg(detail::simd::default_batch<T> x) {
-  using B = detail::simd::default_batch<T>;
-  return xsimd::max(-x, B(T(0))) + xsimd::log1p(xsimd::exp(-xsimd::abs(x)));
-}
-
 // pos_weight's elements (null when undefined) and its period P: element i takes pos_weight[i % P].
 template <class T>
 const T* pos_weight_data(const Tensor& w) {
@@ -657,40 +485,12 @@ struct BceWithLogits : Function<BceWithLogits> {
     Tensor out;
     dispatch(x_t.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      using B = detail::simd::default_batch<T>;
       const T *x = x_t.data<T>(), *t = t_t.data<T>(), *w = pos_weight_data<T>(w_t);
       const std::int64_t P = pos_weight_period(w_t);
-      // l = (1 - t) x + (1 + (w - 1) t) softplus(-x) for elements [i, i + len) into dst.
-      auto block = [&](std::int64_t i, std::int64_t len, T* dst) {
-        alignas(64) T wb[kBceBlock];
-        gather_pos_weight(w, P, i, len, wb);
-        detail::vec_map(
-            len, dst,
-            [](B xv, B tv, B wv) {
-              const B one(T(1));
-              return (one - tv) * xv + (one + (wv - one) * tv) * softplus_neg<T>(xv);
-            },
-            x + i, t + i, +wb);
-      };
-      if (r == Reduction::None) {
-        out = Tensor::empty(x_t.shape(), x_t.dtype());
-        T* y = out.data<T>();
-        parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-          for (std::int64_t i = b; i < e; i += kBceBlock) block(i, std::min(kBceBlock, e - i), y + i);
-        });
-      } else {
-        const double total = deterministic_sum<double>(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-          double s = 0;
-          alignas(64) T buf[kBceBlock];
-          for (std::int64_t i = b; i < e; i += kBceBlock) {
-            const std::int64_t len = std::min(kBceBlock, e - i);
-            block(i, len, buf);
-            for (std::int64_t k = 0; k < len; ++k) s += static_cast<double>(buf[k]);
-          }
-          return s;
-        });
-        out = reduced_scalar(total, n, r, x_t.dtype());
-      }
+      out = r == Reduction::None ? Tensor::empty(x_t.shape(), x_t.dtype()) : Tensor();
+      T* y = out.defined() ? out.data<T>() : nullptr;
+      const double total = detail::bce_with_logits_forward<T>(n, x, t, w, P, y);
+      if (!y) out = reduced_scalar(total, n, r, x_t.dtype());
     });
     if (this->needs_input_grad(0) || this->needs_input_grad(1) || this->needs_input_grad(2))
       this->save_for_backward({x_t, t_t, w_t});
@@ -715,43 +515,13 @@ struct BceWithLogitsBackward {
     Tensor gw = need_w ? Tensor::zeros(w_t.shape(), w_t.dtype()) : Tensor();
     dispatch(x_t.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      using B = detail::simd::default_batch<T>;
       const T *x = x_t.data<T>(), *t = t_t.data<T>(), *w = pos_weight_data<T>(w_t);
       const std::int64_t P = pos_weight_period(w_t);
       const GradScale<T> sc = grad_scale<T>(g, red, n);
       T* dx = need_x ? gx.data<T>() : nullptr;
       T* dt = need_t ? gt.data<T>() : nullptr;
-      if (dx || dt) {
-        parallel_for(0, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-          alignas(64) T wb[kBceBlock], sb[kBceBlock];
-          for (std::int64_t i = b; i < e; i += kBceBlock) {
-            const std::int64_t len = std::min(kBceBlock, e - i);
-            gather_pos_weight(w, P, i, len, wb);
-            if (sc.g)
-              std::copy(sc.g + i, sc.g + i + len, sb);
-            else
-              std::fill(sb, sb + len, sc.s);
-            if (dx)
-              detail::vec_map(
-                  len, dx + i,
-                  [](B xv, B tv, B wv, B sv) {
-                    const B one(T(1));
-                    const B sig = one / (one + xsimd::exp(-xv));
-                    return sv * ((one + (wv - one) * tv) * sig - wv * tv);
-                  },
-                  x + i, t + i, +wb, +sb);
-            if (dt)
-              detail::vec_map(
-                  len, dt + i, [](B xv, B wv, B sv) { return sv * ((wv - B(T(1))) * softplus_neg<T>(xv) - xv); }, x + i,
-                  +wb, +sb);
-          }
-        });
-      }
-      if (need_w) {
-        // A scatter onto P entries: serial, in element order (deterministic; rarely needed).
-        T* dw = gw.data<T>();
-        for (std::int64_t i = 0; i < n; ++i) dw[i % P] += sc(i) * t[i] * softplus_neg(x[i]);
-      }
+      T* dw = need_w ? gw.data<T>() : nullptr;
+      detail::bce_with_logits_backward<T>(n, x, t, w, P, sc, dx, dt, dw);
     });
     return {gx, gt, gw};
   }
