@@ -103,6 +103,14 @@ decltype(auto) with_num_threads(int n, Fn&& fn) {
 /// Elements below which elementwise kernels run serially (tasks cost more than they save).
 inline constexpr std::int64_t kParallelGrain = 32768;
 
+/// Items per task when an item costs `work_per_item` elements: kParallelGrain / work_per_item, at
+/// least 1 (and kParallelGrain for an item that costs nothing). A function of the sizes alone, so
+/// the chunks, and with them the results, do not depend on the thread count.
+constexpr std::int64_t grain_for(std::int64_t work_per_item) {
+  const std::int64_t g = work_per_item > 1 ? kParallelGrain / work_per_item : kParallelGrain;
+  return g > 1 ? g : 1;
+}
+
 /// fn(begin, end) over [begin, end) in chunks of about `grain` items or more (TBB halves a range while
 /// it holds more than `grain`, so a chunk may hold as few as half of it); serial when the range is
 /// at most one grain or only one thread is allowed. fn must write disjoint outputs per index.

@@ -157,28 +157,26 @@ bool gather_along_kernel(const T* x, T* y, const std::int64_t* ip, std::int64_t 
   const bool id = xo.trail_identity && yo.trail_identity;
   const auto un = static_cast<std::uint64_t>(n);
   std::atomic<bool> bad{false};  // a flag, set at most once per task (no float atomics)
-  parallel_for(0, lead * m, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, trail)),
-               [&](std::int64_t r0, std::int64_t r1) {
-                 bool task_bad = false;
-                 for (std::int64_t r = r0; r < r1; ++r) {
-                   const auto o = static_cast<std::size_t>(r / m);
-                   const std::int64_t* ir = ip + r * trail;
-                   const T* xb = x + xo.lead[o];
-                   T* yb = y + yo.lead[o] + (r % m) * yo.stride;
-                   for (std::int64_t i = 0; i < trail; ++i) {
-                     if (static_cast<std::uint64_t>(ir[i]) >= un) {
-                       task_bad = true;
-                       continue;
-                     }
-                     if (id)
-                       yb[i] = xb[ir[i] * xo.stride + i];
-                     else
-                       yb[yo.trail[static_cast<std::size_t>(i)]] =
-                           xb[ir[i] * xo.stride + xo.trail[static_cast<std::size_t>(i)]];
-                   }
-                 }
-                 if (task_bad) bad.store(true, std::memory_order_relaxed);
-               });
+  parallel_for(0, lead * m, grain_for(trail), [&](std::int64_t r0, std::int64_t r1) {
+    bool task_bad = false;
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const auto o = static_cast<std::size_t>(r / m);
+      const std::int64_t* ir = ip + r * trail;
+      const T* xb = x + xo.lead[o];
+      T* yb = y + yo.lead[o] + (r % m) * yo.stride;
+      for (std::int64_t i = 0; i < trail; ++i) {
+        if (static_cast<std::uint64_t>(ir[i]) >= un) {
+          task_bad = true;
+          continue;
+        }
+        if (id)
+          yb[i] = xb[ir[i] * xo.stride + i];
+        else
+          yb[yo.trail[static_cast<std::size_t>(i)]] = xb[ir[i] * xo.stride + xo.trail[static_cast<std::size_t>(i)]];
+      }
+    }
+    if (task_bad) bad.store(true, std::memory_order_relaxed);
+  });
   return !bad.load();
 }
 
@@ -200,29 +198,27 @@ bool scatter_along_kernel(const T* s, T* d, const std::int64_t* ip, std::int64_t
   constexpr std::int64_t kMinCols = 2048;
   const std::int64_t cw = std::min(trail, kMinCols);
   const std::int64_t nc = (trail + cw - 1) / cw;
-  parallel_for(0, lead * nc, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, m * cw)),
-               [&](std::int64_t t0, std::int64_t t1) {
-                 bool task_bad = false;
-                 for (std::int64_t t = t0; t < t1; ++t) {
-                   const std::int64_t o = t / nc, i0 = (t % nc) * cw, i1 = std::min(trail, i0 + cw);
-                   T* db = d + xo.lead[static_cast<std::size_t>(o)];
-                   const T* sb = s + so.lead[static_cast<std::size_t>(o)];
-                   for (std::int64_t k = 0; k < m; ++k) {
-                     const std::int64_t* ir = ip + (o * m + k) * trail;
-                     const T* sr = sb + k * so.stride;
-                     for (std::int64_t i = i0; i < i1; ++i) {
-                       if (static_cast<std::uint64_t>(ir[i]) >= un) {
-                         task_bad = true;
-                         continue;
-                       }
-                       T& dst = id ? db[ir[i] * xo.stride + i]
-                                   : db[ir[i] * xo.stride + xo.trail[static_cast<std::size_t>(i)]];
-                       dst = combine(dst, id ? sr[i] : sr[so.trail[static_cast<std::size_t>(i)]]);
-                     }
-                   }
-                 }
-                 if (task_bad) bad.store(true, std::memory_order_relaxed);
-               });
+  parallel_for(0, lead * nc, grain_for(m * cw), [&](std::int64_t t0, std::int64_t t1) {
+    bool task_bad = false;
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const std::int64_t o = t / nc, i0 = (t % nc) * cw, i1 = std::min(trail, i0 + cw);
+      T* db = d + xo.lead[static_cast<std::size_t>(o)];
+      const T* sb = s + so.lead[static_cast<std::size_t>(o)];
+      for (std::int64_t k = 0; k < m; ++k) {
+        const std::int64_t* ir = ip + (o * m + k) * trail;
+        const T* sr = sb + k * so.stride;
+        for (std::int64_t i = i0; i < i1; ++i) {
+          if (static_cast<std::uint64_t>(ir[i]) >= un) {
+            task_bad = true;
+            continue;
+          }
+          T& dst = id ? db[ir[i] * xo.stride + i] : db[ir[i] * xo.stride + xo.trail[static_cast<std::size_t>(i)]];
+          dst = combine(dst, id ? sr[i] : sr[so.trail[static_cast<std::size_t>(i)]]);
+        }
+      }
+    }
+    if (task_bad) bad.store(true, std::memory_order_relaxed);
+  });
   return !bad.load();
 }
 
@@ -607,13 +603,11 @@ Tensor gather_checked(const char* op, const Tensor& x, std::int64_t a, const Sha
 
 // map[r * inner + i] = rows[r] * inner + i: whole rows of x (of `inner` elements) in the given order.
 void fill_row_map(std::vector<std::int64_t>& map, const std::vector<std::int64_t>& rows, std::int64_t inner) {
-  parallel_for(0, static_cast<std::int64_t>(rows.size()),
-               std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, inner)),
-               [&](std::int64_t b, std::int64_t e) {
-                 for (std::int64_t r = b; r < e; ++r)
-                   for (std::int64_t i = 0; i < inner; ++i)
-                     map[static_cast<std::size_t>(r * inner + i)] = rows[static_cast<std::size_t>(r)] * inner + i;
-               });
+  parallel_for(0, static_cast<std::int64_t>(rows.size()), grain_for(inner), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r)
+      for (std::int64_t i = 0; i < inner; ++i)
+        map[static_cast<std::size_t>(r * inner + i)] = rows[static_cast<std::size_t>(r)] * inner + i;
+  });
 }
 
 void check_float_pair(const char* op, const Tensor& x, const Tensor& src) {
@@ -891,16 +885,15 @@ Tensor arg_reduce(const char* op, const Tensor& x, std::optional<std::int64_t> d
   dispatch_all(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xp = x.data<T>();
-    parallel_for(0, l.outer * l.inner, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, l.n)),
-                 [&](std::int64_t b, std::int64_t e) {
-                   for (std::int64_t t = b; t < e; ++t) {
-                     const T* p = xp + (t / l.inner) * l.n * l.inner + t % l.inner;
-                     std::int64_t best = 0;
-                     for (std::int64_t j = 1; j < l.n; ++j)
-                       if (arg_beats<kMax>(p[j * l.inner], p[best * l.inner])) best = j;
-                     yp[t] = best;
-                   }
-                 });
+    parallel_for(0, l.outer * l.inner, grain_for(l.n), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t t = b; t < e; ++t) {
+        const T* p = xp + (t / l.inner) * l.n * l.inner + t % l.inner;
+        std::int64_t best = 0;
+        for (std::int64_t j = 1; j < l.n; ++j)
+          if (arg_beats<kMax>(p[j * l.inner], p[best * l.inner])) best = j;
+        yp[t] = best;
+      }
+    });
   });
   return y;
 }
@@ -920,8 +913,7 @@ Tensor sorted_positions(const char* op, const Tensor& x, std::int64_t a, std::in
         using T = typename decltype(tag)::type;
         const T* xp = x.data<T>();
         parallel_for(
-            0, l.outer * l.inner, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, l.n * 8)),
-            [&](std::int64_t b, std::int64_t e) {
+            0, l.outer * l.inner, grain_for(l.n * 8), [&](std::int64_t b, std::int64_t e) {
               std::vector<std::int64_t> order(static_cast<std::size_t>(l.n));
               for (std::int64_t t = b; t < e; ++t) {
                 const std::int64_t o = t / l.inner, i = t % l.inner;

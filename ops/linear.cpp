@@ -8,7 +8,7 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/fused.hpp"
-#include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/kernels/reduce_kernels.hpp"
 #include "xgrad/ops/kernels/tiled_gemm.hpp"
 #include "xgrad/ops/matmul.hpp"
 #include "xgrad/ops/reduction.hpp"
@@ -55,23 +55,7 @@ struct LinearBackwardBias {
     Tensor db = Tensor::empty({out}, g.dtype());
     dispatch(g.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const T* gp = g.data<T>();
-      T* dbp = db.data<T>();
-      // Columns in blocks; each block's rows are added in increasing order (thread-count independent).
-      constexpr std::int64_t kCols = 256;
-      const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, rows * kCols));
-      parallel_for(0, (out + kCols - 1) / kCols, grain, [&](std::int64_t c0, std::int64_t c1) {
-        double acc[kCols];
-        for (std::int64_t c = c0; c < c1; ++c) {
-          const std::int64_t j0 = c * kCols, width = std::min(kCols, out - j0);
-          std::fill(acc, acc + width, 0.0);
-          for (std::int64_t r = 0; r < rows; ++r) {
-            const T* row = gp + r * out + j0;
-            for (std::int64_t j = 0; j < width; ++j) acc[j] += static_cast<double>(row[j]);
-          }
-          for (std::int64_t j = 0; j < width; ++j) dbp[j0 + j] = static_cast<T>(acc[j]);
-        }
-      });
+      detail::reduce::column_sums<T>(g.data<T>(), rows, out, db.data<T>());
     });
     return db;
   }

@@ -49,11 +49,6 @@ std::int64_t prod(const Shape& s, std::size_t begin, std::size_t end, const char
   return checked_prod(s, begin, end, op, "x");
 }
 
-// Grain (in rows) so that a task copies about kParallelGrain elements.
-std::int64_t row_grain(std::int64_t row_len) {
-  return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, row_len));
-}
-
 // ---- views: reshape, flatten, squeeze, unsqueeze ---------------------------------------------------
 // y shares x's storage with another shape; dx = g viewed with x's shape.
 struct ReshapeName {
@@ -142,7 +137,7 @@ void permute_kernel(const T* src, T* dst, const Shape& in_shape, const std::vect
     // Rows of the innermost output dim are contiguous in the source.
     const std::int64_t len = size.empty() ? 1 : size.back();
     const std::size_t nd = size.size();
-    parallel_for(0, total / len, row_grain(len), [&](std::int64_t r0, std::int64_t r1) {
+    parallel_for(0, total / len, grain_for(len), [&](std::int64_t r0, std::int64_t r1) {
       for (std::int64_t r = r0; r < r1; ++r) {
         std::int64_t rem = r, off = 0;
         for (std::size_t d = nd == 0 ? 0 : nd - 1; d-- > 0;) {  // all dims but the innermost
@@ -171,7 +166,7 @@ void permute_kernel(const T* src, T* dst, const Shape& in_shape, const std::vect
   const std::int64_t np = size[p], nl = size[last], sl = sstride[last], dp = dstride[p];
   const std::int64_t tiles_p = (np + kTile - 1) / kTile;
   const std::int64_t outer = shape_numel(osize);
-  parallel_for(0, outer * tiles_p, row_grain(kTile * nl), [&](std::int64_t t0, std::int64_t t1) {
+  parallel_for(0, outer * tiles_p, grain_for(kTile * nl), [&](std::int64_t t0, std::int64_t t1) {
     for (std::int64_t t = t0; t < t1; ++t) {
       std::int64_t rem = t / tiles_p, soff = 0, doff = 0;
       for (std::size_t d = osize.size(); d-- > 0;) {
@@ -350,7 +345,7 @@ void join_rows(const Tensors& xs, Tensor& y, std::int64_t outer, const std::vect
   const std::int64_t row = offs[k];
   char* d = static_cast<char*>(y.raw_data());
   const auto items = outer * static_cast<std::int64_t>(k);
-  parallel_for(0, items, row_grain(std::max<std::int64_t>(1, row / static_cast<std::int64_t>(k))),
+  parallel_for(0, items, grain_for(std::max<std::int64_t>(1, row / static_cast<std::int64_t>(k))),
                [&](std::int64_t t0, std::int64_t t1) {
                  for (std::int64_t t = t0; t < t1; ++t) {
                    const std::int64_t o = t / static_cast<std::int64_t>(k);
@@ -427,7 +422,7 @@ Tensors split_joined(const Tensor& g, const std::vector<Shape>& shapes, std::int
     char* d = static_cast<char*>(out[i].raw_data());
     const std::int64_t len = lens[i];
     if (len == 0) continue;
-    parallel_for(0, outer, row_grain(len), [&](std::int64_t o0, std::int64_t o1) {
+    parallel_for(0, outer, grain_for(len), [&](std::int64_t o0, std::int64_t o1) {
       for (std::int64_t o = o0; o < o1; ++o)
         std::memcpy(d + static_cast<std::size_t>(o * len) * esize,
                     s + static_cast<std::size_t>(o * row + offs[i]) * esize, static_cast<std::size_t>(len) * esize);
@@ -730,7 +725,7 @@ struct Split : Function<Split> {
       const std::int64_t len = lens[i];
       char* d = static_cast<char*>(y.raw_data());
       if (len > 0)
-        parallel_for(0, outer, row_grain(len), [&](std::int64_t o0, std::int64_t o1) {
+        parallel_for(0, outer, grain_for(len), [&](std::int64_t o0, std::int64_t o1) {
           for (std::int64_t o = o0; o < o1; ++o)
             std::memcpy(d + static_cast<std::size_t>(o * len) * esize,
                         src + static_cast<std::size_t>(o * row + offs[i]) * esize,

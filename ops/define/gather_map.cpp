@@ -39,7 +39,7 @@ void scatter_kernel(const T* g, T* dx, std::int64_t nx, const std::vector<std::i
     if (i >= 0) list[static_cast<std::size_t>(next[static_cast<std::size_t>(i)]++)] = o;
   }
   const std::int64_t per = std::max<std::int64_t>(1, start.back() / std::max<std::int64_t>(1, nx));
-  parallel_for(0, nx, std::max<std::int64_t>(1, kParallelGrain / per), [&](std::int64_t b, std::int64_t e) {
+  parallel_for(0, nx, grain_for(per), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) {
       T s = 0;
       for (std::int64_t k = start[static_cast<std::size_t>(i)]; k < start[static_cast<std::size_t>(i) + 1]; ++k)
@@ -165,7 +165,7 @@ std::vector<std::int64_t> separable_map(const Shape& in_shape, const Shape& out_
   const auto& last = src.back();
   const std::int64_t last_stride = in_strides.back();
   const std::int64_t rows = n / len;
-  parallel_for(0, rows, std::max<std::int64_t>(1, kParallelGrain / len), [&](std::int64_t r0, std::int64_t r1) {
+  parallel_for(0, rows, grain_for(len), [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t r = r0; r < r1; ++r) {
       std::int64_t rem = r, base = 0;
       bool fill = false;

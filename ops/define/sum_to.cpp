@@ -61,10 +61,9 @@ void sum_kernel(const T* in, T* out, const Shape& shape, const std::vector<bool>
         out[0] = sum_long(in, mid);
         return;
       }
-      parallel_for(0, outer, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(mid, 1)),
-                   [&](std::int64_t b, std::int64_t e) {
-                     for (std::int64_t o = b; o < e; ++o) out[o] = sum_contiguous(in + o * mid, mid);
-                   });
+      parallel_for(0, outer, grain_for(mid), [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t o = b; o < e; ++o) out[o] = sum_contiguous(in + o * mid, mid);
+      });
       return;
     }
     // Column sums: for each (outer, inner) accumulate over mid in increasing order.
@@ -108,19 +107,18 @@ void sum_kernel(const T* in, T* out, const Shape& shape, const std::vector<bool>
     }
   const std::int64_t nout = shape_numel(kept_shape);
   const auto nr = static_cast<std::int64_t>(roffs.size());
-  parallel_for(0, nout, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(nr, 1)),
-               [&](std::int64_t b, std::int64_t e) {
-                 for (std::int64_t o = b; o < e; ++o) {
-                   std::int64_t rem = o, base = 0;
-                   for (std::size_t k = kept_shape.size(); k-- > 0;) {
-                     base += (rem % kept_shape[k]) * kept_strides[k];
-                     rem /= kept_shape[k];
-                   }
-                   T s = 0;
-                   for (std::int64_t r = 0; r < nr; ++r) s += in[base + roffs[static_cast<std::size_t>(r)]];
-                   out[o] = s;
-                 }
-               });
+  parallel_for(0, nout, grain_for(nr), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t o = b; o < e; ++o) {
+      std::int64_t rem = o, base = 0;
+      for (std::size_t k = kept_shape.size(); k-- > 0;) {
+        base += (rem % kept_shape[k]) * kept_strides[k];
+        rem /= kept_shape[k];
+      }
+      T s = 0;
+      for (std::int64_t r = 0; r < nr; ++r) s += in[base + roffs[static_cast<std::size_t>(r)]];
+      out[o] = s;
+    }
+  });
 }
 }  // namespace
 

@@ -20,7 +20,7 @@ namespace {
 // Problems per task: enough work (L S (E + Ev + 4) per problem) that a task pays for itself.
 std::int64_t grain(const AttentionSizes& geo) {
   const std::int64_t work = geo.l * geo.s * (geo.e + geo.ev + 4) + 1;
-  return std::max<std::int64_t>(1, kParallelGrain / work);
+  return grain_for(work);
 }
 
 }  // namespace

@@ -48,23 +48,22 @@ void broadcast_map(O* out, const Shape& out_shape, const std::array<const T*, K>
   const std::int64_t rows = n / inner;
   std::array<std::int64_t, K> inner_stride{};
   for (std::size_t k = 0; k < K; ++k) inner_stride[k] = nd ? strides[k][nd - 1] : 0;
-  parallel_for(0, rows, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(inner, 1)),
-               [&](std::int64_t b, std::int64_t e) {
-                 for (std::int64_t r = b; r < e; ++r) {
-                   std::array<std::int64_t, K> off{};
-                   std::int64_t rem = r;
-                   for (std::size_t d = nd - 1; d-- > 0;) {
-                     const std::int64_t idx = rem % out_shape[d];
-                     rem /= out_shape[d];
-                     for (std::size_t k = 0; k < K; ++k) off[k] += idx * strides[k][d];
-                   }
-                   O* o = out + r * inner;
-                   for (std::int64_t i = 0; i < inner; ++i) o[i] = [&]<std::size_t... I>(std::index_sequence<I...>) {
-                       return f(in[I][off[I] + i * inner_stride[I]]...);
-                     }
-                   (std::make_index_sequence<K>{});
-                 }
-               });
+  parallel_for(0, rows, grain_for(inner), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      std::array<std::int64_t, K> off{};
+      std::int64_t rem = r;
+      for (std::size_t d = nd - 1; d-- > 0;) {
+        const std::int64_t idx = rem % out_shape[d];
+        rem /= out_shape[d];
+        for (std::size_t k = 0; k < K; ++k) off[k] += idx * strides[k][d];
+      }
+      O* o = out + r * inner;
+      for (std::int64_t i = 0; i < inner; ++i) o[i] = [&]<std::size_t... I>(std::index_sequence<I...>) {
+          return f(in[I][off[I] + i * inner_stride[I]]...);
+        }
+      (std::make_index_sequence<K>{});
+    }
+  });
 }
 
 }  // namespace xgrad::detail

@@ -456,7 +456,7 @@ void k3_weight(const ConvPlan& p, const T* img, const T* z, T* dw) {
 // y[i, c, :] += bias[c] for y (n, channels, len).
 template <class T>
 void add_bias(T* y, const T* bias, std::int64_t n, std::int64_t channels, std::int64_t len) {
-  const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, len));
+  const std::int64_t grain = grain_for(len);
   parallel_for(0, n * channels, grain, [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t r = r0; r < r1; ++r) {
       T* dst = y + r * len;
@@ -468,7 +468,7 @@ void add_bias(T* y, const T* bias, std::int64_t n, std::int64_t channels, std::i
 
 template <class T>
 void bias_grad(const T* g, std::int64_t n, std::int64_t channels, std::int64_t len, T* db) {
-  const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, n * len));
+  const std::int64_t grain = grain_for(n * len);
   parallel_for(0, channels, grain, [&](std::int64_t o0, std::int64_t o1) {
     for (std::int64_t o = o0; o < o1; ++o) {
       double acc = 0;

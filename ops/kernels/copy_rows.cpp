@@ -12,11 +12,6 @@ namespace xgrad::detail {
 
 namespace {
 
-// Grain (in rows) so that a task copies about kParallelGrain elements.
-std::int64_t row_grain(std::int64_t row_len) {
-  return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, row_len));
-}
-
 #if defined(__AVX2__)
 // The loop for rows of whole 32-byte vectors (`bytes` a multiple of 32), with streaming (Stream) or
 // plain stores. The row length is a local of each task, not read through the lambda's captured
@@ -34,7 +29,7 @@ void copy_rows_avx2(const char* s, char* d, std::int64_t rows, std::int64_t len,
     else
       _mm256_storeu_si256(p, v);
   };
-  parallel_for(0, rows, row_grain(len), [=](std::int64_t r0, std::int64_t r1) {
+  parallel_for(0, rows, grain_for(len), [=](std::int64_t r0, std::int64_t r1) {
     const std::size_t nb = bytes, nv = bytes / 32;  // locals: no store can alias them
     for (std::int64_t r = r0; r < r1; ++r) {
       if (nb <= 1024 && r + 8 < r1) {
@@ -78,7 +73,7 @@ void copy(const char* s, char* d, std::int64_t rows, std::int64_t len, std::size
     return;
   }
 #endif
-  parallel_for(0, rows, row_grain(len), [&](std::int64_t r0, std::int64_t r1) {
+  parallel_for(0, rows, grain_for(len), [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t r = r0; r < r1; ++r)
       std::memcpy(d + static_cast<std::size_t>(dst_row(r)) * bytes, s + static_cast<std::size_t>(src_row(r)) * bytes,
                   bytes);

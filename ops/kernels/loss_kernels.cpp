@@ -81,9 +81,7 @@ void pointwise_backward_pass(std::int64_t n, const T* x, const T* t, T pt, const
 // ---- class-index losses ----------------------------------------------------------------------------
 
 // Samples per task: about kParallelGrain scores. Fixed (thread-count independent) chunks.
-std::int64_t sample_chunk(const ClassGeometry& g) {
-  return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, g.classes));
-}
+std::int64_t sample_chunk(const ClassGeometry& g) { return grain_for(g.classes); }
 
 // ---- binary cross-entropy with logits ------------------------------------------------------------
 template <class T>

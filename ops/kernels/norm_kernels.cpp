@@ -11,11 +11,6 @@ namespace xgrad::detail::norm {
 
 namespace {
 
-/// Grain (in blocks) for blocks of `work` elements each.
-std::int64_t grain_for(std::int64_t work) {
-  return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, work));
-}
-
 // Note [Lane sums]: batch_norm's per-channel sums (in double) run over kLanes interleaved partial
 // sums: element j of each row goes to lane j mod kLanes (the row's tail to lanes 0, 1, ...), and the
 // lanes are added in a fixed tree at the end. One running double sum is a chain of dependent adds

@@ -12,9 +12,7 @@ namespace xgrad::detail::pool {
 namespace {
 
 // Planes per task: about kParallelGrain window reads.
-std::int64_t grain(const Geometry& g, std::int64_t window) {
-  return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, g.out_len() * window));
-}
+std::int64_t grain(const Geometry& g, std::int64_t window) { return grain_for(g.out_len() * window); }
 
 // The common 2 x 2 window with stride 2, no padding and no dilation, every window inside the plane
 // (torch's MaxPool2d(2) on even or odd sizes): the general loop's result (same visiting order, same

@@ -15,11 +15,6 @@ namespace xgrad::detail::reduce {
 
 namespace {
 
-// Grain in outputs for a kernel that touches `per_output` elements per output.
-std::int64_t grain_for(std::int64_t per_output) {
-  return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(per_output, 1));
-}
-
 constexpr std::int64_t kColBlock = 256;  // columns per task in the kCols kernels
 
 template <class T>
@@ -420,7 +415,26 @@ void set_diagonals(bool* p, std::int64_t rows, std::int64_t k) {
     for (std::int64_t j = 0; j < k; ++j) p[(r0 * k + j) * k + j] = true;
 }
 
+// Columns in blocks; each block's rows are added in increasing order (thread-count independent).
+template <class T>
+void column_sums(const T* g, std::int64_t rows, std::int64_t cols, T* out) {
+  constexpr std::int64_t kCols = 256;
+  parallel_for(0, (cols + kCols - 1) / kCols, grain_for(rows * kCols), [&](std::int64_t c0, std::int64_t c1) {
+    double acc[kCols];
+    for (std::int64_t c = c0; c < c1; ++c) {
+      const std::int64_t j0 = c * kCols, width = std::min(kCols, cols - j0);
+      std::fill(acc, acc + width, 0.0);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const T* row = g + r * cols + j0;
+        for (std::int64_t j = 0; j < width; ++j) acc[j] += static_cast<double>(row[j]);
+      }
+      for (std::int64_t j = 0; j < width; ++j) out[j0 + j] = static_cast<T>(acc[j]);
+    }
+  });
+}
+
 XGRAD_INSTANTIATE_FLOATING(fill);
+XGRAD_INSTANTIATE_FLOATING(column_sums);
 XGRAD_INSTANTIATE_FLOATING(divide);
 XGRAD_INSTANTIATE_FLOATING(max_kernel);
 XGRAD_INSTANTIATE_FLOATING(logsumexp_rows);

@@ -120,6 +120,11 @@ void row_reduce_backward(const RowReduce& r, const T* x, const T* g, const T* y,
                          std::int64_t k);
 
 /// y = the cumulative sum of x (outer x n x inner, row-major) along n; reverse: from the end.
+/// out[j] = sum over r < rows of g[r * cols + j] (g row-major (rows, cols)), each column added in
+/// double in increasing r; columns in blocks of 256 per task. linear's bias gradient.
+template <class T>
+void column_sums(const T* g, std::int64_t rows, std::int64_t cols, T* out);
+
 template <class T>
 void cumsum_kernel(const T* x, T* y, std::int64_t outer, std::int64_t n, std::int64_t inner, bool reverse);
 

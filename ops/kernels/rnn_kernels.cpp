@@ -51,9 +51,7 @@ inline V vtanh(const V& v) {
 }
 
 // Rows of a pointwise pass per task: enough elements that a task pays for itself.
-std::int64_t row_grain(std::int64_t cols) {
-  return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, 8 * cols));
-}
+std::int64_t row_grain(std::int64_t cols) { return grain_for(8 * cols); }
 
 }  // namespace
 

@@ -51,10 +51,9 @@ void add_rows_kernel(const T* s, T* d, std::int64_t outer, std::int64_t n, std::
     return;
   }
   if (outer >= 4 * static_cast<std::int64_t>(threads)) {  // independent slabs: no inverse needed
-    parallel_for(0, outer, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, e * inner)),
-                 [&](std::int64_t o0, std::int64_t o1) {
-                   for (std::int64_t o = o0; o < o1; ++o) serial_slab(o);
-                 });
+    parallel_for(0, outer, grain_for(e * inner), [&](std::int64_t o0, std::int64_t o1) {
+      for (std::int64_t o = o0; o < o1; ++o) serial_slab(o);
+    });
     return;
   }
   const RowInverse inv = invert_rows(ip, e, n);
@@ -62,25 +61,24 @@ void add_rows_kernel(const T* s, T* d, std::int64_t outer, std::int64_t n, std::
   const std::int64_t nc = (inner + cw - 1) / cw;
   const std::int64_t prefetch_bytes = std::min<std::int64_t>(256, cw * static_cast<std::int64_t>(sizeof(T)));
   const std::int64_t per_row = (e + n - 1) / std::max<std::int64_t>(1, n) + 1;  // contributions, about
-  parallel_for(0, outer * n * nc, std::max<std::int64_t>(1, kParallelGrain / (per_row * cw)),
-               [&](std::int64_t t0, std::int64_t t1) {
-                 for (std::int64_t t = t0; t < t1; ++t) {
-                   const std::int64_t c = t % nc, rr = t / nc, o = rr / n, r = rr % n;
-                   const std::int64_t i0 = c * cw, len = std::min(inner - i0, cw);
-                   T* drow = d + rr * inner + i0;
-                   const T* so = s + o * e * inner + i0;
-                   const auto k0 = inv.start[static_cast<std::size_t>(r)];
-                   const auto k1 = inv.start[static_cast<std::size_t>(r) + 1];
-                   for (std::int64_t k = k0; k < k1; ++k) {
-                     if (k + kPrefetchRows < e) {  // a source row ahead: random rows, which no prefetcher guesses
-                       const char* p = reinterpret_cast<const char*>(
-                           so + inv.src[static_cast<std::size_t>(k + kPrefetchRows)] * inner);
-                       for (std::int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(p + b);
-                     }
-                     add_row(drow, so + inv.src[static_cast<std::size_t>(k)] * inner, len);
-                   }
-                 }
-               });
+  parallel_for(0, outer * n * nc, grain_for(per_row * cw), [&](std::int64_t t0, std::int64_t t1) {
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const std::int64_t c = t % nc, rr = t / nc, o = rr / n, r = rr % n;
+      const std::int64_t i0 = c * cw, len = std::min(inner - i0, cw);
+      T* drow = d + rr * inner + i0;
+      const T* so = s + o * e * inner + i0;
+      const auto k0 = inv.start[static_cast<std::size_t>(r)];
+      const auto k1 = inv.start[static_cast<std::size_t>(r) + 1];
+      for (std::int64_t k = k0; k < k1; ++k) {
+        if (k + kPrefetchRows < e) {  // a source row ahead: random rows, which no prefetcher guesses
+          const char* p =
+              reinterpret_cast<const char*>(so + inv.src[static_cast<std::size_t>(k + kPrefetchRows)] * inner);
+          for (std::int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(p + b);
+        }
+        add_row(drow, so + inv.src[static_cast<std::size_t>(k)] * inner, len);
+      }
+    }
+  });
 }
 
 }  // namespace

@@ -28,14 +28,14 @@ template <class RowFn, class ColFn>
 void for_each_row(const Geometry& g, RowFn&& row_fn, ColFn&& col_fn) {
   if (g.n == 0 || g.outer * g.inner == 0) return;
   if (g.inner == 1) {
-    const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / g.n);
+    const std::int64_t grain = grain_for(g.n);
     parallel_for(0, g.outer, grain, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t r = b; r < e; ++r) row_fn(r * g.n);
     });
     return;
   }
   const std::int64_t nblk = (g.inner + kColBlock - 1) / kColBlock;
-  const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / (g.n * std::min(g.inner, kColBlock)));
+  const std::int64_t grain = grain_for(g.n * std::min(g.inner, kColBlock));
   parallel_for(0, g.outer * nblk, grain, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t t = b; t < e; ++t) {
       const std::int64_t o = t / nblk, i0 = (t % nblk) * kColBlock;
