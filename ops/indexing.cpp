@@ -289,7 +289,10 @@ void scatter_along(const char* op, const Tensor& src, Tensor& dst, std::int64_t 
                        dst.shape());  // one line: a row scatter of single elements, parallel over destinations
     std::vector<std::int64_t> idx(static_cast<std::size_t>(index.numel()));
     std::memcpy(idx.data(), index.data<std::int64_t>(), idx.size() * sizeof(std::int64_t));
-    detail::add_rows_at(src, dst, 1, dst.numel(), 1, idx);
+    dispatch(dst.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::add_rows_at<T>(src.data<T>(), dst.data<T>(), 1, dst.numel(), 1, idx);
+    });
     return;
   }
   scatter_combine(op, src, dst, a, index, std::plus<>());
@@ -580,7 +583,10 @@ struct IndexAdd : Function<IndexAdd> {
                  std::int64_t outer, std::int64_t n, std::int64_t inner) {
     a = a_;
     Tensor y = x.clone_data();
-    detail::add_rows_at(src, y, outer, n, inner, idx_);
+    dispatch(y.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::add_rows_at<T>(src.data<T>(), y.data<T>(), outer, n, inner, idx_);
+    });
     if (needs_input_grad(1)) idx = std::move(idx_);
     return y;
   }

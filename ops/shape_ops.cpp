@@ -266,7 +266,10 @@ Tensor scatter_add_rows(const Tensor& g, const Shape& x_shape, std::int64_t axis
                       true);
     return dx;
   }
-  detail::add_rows_at(g, dx, geo.outer, geo.n, geo.inner, pos);
+  dispatch(g.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    detail::add_rows_at<T>(g.data<T>(), dx.data<T>(), geo.outer, geo.n, geo.inner, pos);
+  });
   return dx;
 }
 
