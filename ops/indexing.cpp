@@ -3,19 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cmath>
 #include <cstring>
-#include <functional>
 #include <limits>
-#include <numeric>
 #include <string>
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
-#include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/define/gather_map.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/kernels/index_kernels.hpp"
 #include "xgrad/ops/kernels/scatter_rows.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
@@ -42,8 +38,7 @@ std::vector<std::int64_t> index_values(const char* op, const char* arg, const Te
   if (t.dtype() == kInt64) {
     if (!v.empty()) std::memcpy(v.data(), t.data<std::int64_t>(), v.size() * sizeof(std::int64_t));
   } else {
-    const std::int32_t* p = t.data<std::int32_t>();
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] = p[i];
+    detail::widen_indices(t.data<std::int32_t>(), t.numel(), v.data());
   }
   return v;
 }
@@ -70,20 +65,9 @@ void check_range_tensor(const char* op, const char* arg, const Tensor& t, std::i
   const std::int64_t* p = t.data<std::int64_t>();
   const std::int64_t count = t.numel();
   if (all_in_range({p, static_cast<std::size_t>(count)}, n)) return;
-  constexpr std::int64_t kChunk = 65536;
-  const std::int64_t chunks = (count + kChunk - 1) / kChunk;
-  std::vector<std::int64_t> bad(static_cast<std::size_t>(chunks), -1);
-  parallel_for(0, chunks, 1, [&](std::int64_t c0, std::int64_t c1) {
-    for (std::int64_t c = c0; c < c1; ++c)
-      for (std::int64_t k = c * kChunk; k < std::min(count, (c + 1) * kChunk); ++k)
-        if (p[k] < 0 || p[k] >= n) {
-          bad[static_cast<std::size_t>(c)] = k;
-          break;
-        }
-  });
-  for (const std::int64_t k : bad)
-    XGRAD_CHECK(k < 0, "{}: index {} (element {} of '{}') is out of range for dim {} of size {} (x has shape {})", op,
-                p[k], k, arg, dim, n, shape_str(x_shape));
+  const std::int64_t k = detail::first_out_of_range(p, count, n);
+  XGRAD_CHECK(k < 0, "{}: index {} (element {} of '{}') is out of range for dim {} of size {} (x has shape {})", op,
+              p[k], k, arg, dim, n, shape_str(x_shape));
 }
 
 std::int64_t norm_dim(const char* op, std::int64_t dim, const Shape& s) {
@@ -106,121 +90,11 @@ std::int64_t norm_dim(const char* op, std::int64_t dim, const Shape& s) {
 // with no inverse at all. A scatter along dim 0 of rows narrower than that (the row-broadcast
 // scatter of bench/index_ops.cpp) runs serially at any thread count: splitting its columns among
 // threads made it slower (see scatter_along_kernel). A 1-d scatter (one o, one i) is a row scatter
-// instead (Note [Row scatter], ops/kernels/scatter_rows.cpp).
+// instead (Note [Row scatter], ops/kernels/scatter_rows.cpp). The offset tables, gather_along_kernel
+// and scatter_along_kernel are in ops/kernels/index_kernels.cpp.
 
-// The offsets, in a contiguous tensor of shape s, of the positions of an index of shape `is` along
-// dim a (is[d] <= s[d] for d != a).
-struct DimOffsets {
-  std::vector<std::int64_t> lead, trail;
-  std::int64_t stride = 1;      // s's stride along a
-  bool trail_identity = false;  // trail[i] == i (the trailing dims of s and is agree)
-};
-
-DimOffsets dim_offsets(const Shape& s, const Shape& is, std::size_t a) {
-  const Shape st = contiguous_strides(s);
-  DimOffsets off;
-  off.stride = st[a];
-  std::int64_t lead = 1, trail = 1;
-  for (std::size_t d = 0; d < is.size(); ++d) (d < a ? lead : trail) *= d == a ? 1 : is[d];
-  off.lead.resize(static_cast<std::size_t>(lead));
-  off.trail.resize(static_cast<std::size_t>(trail));
-  parallel_for(0, lead, kParallelGrain / 8, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t o = b; o < e; ++o) {
-      std::int64_t rem = o, v = 0;
-      for (std::size_t d = a; d-- > 0;) {
-        v += (rem % is[d]) * st[d];
-        rem /= is[d];
-      }
-      off.lead[static_cast<std::size_t>(o)] = v;
-    }
-  });
-  off.trail_identity = true;
-  for (std::size_t d = a + 1; d < is.size(); ++d) off.trail_identity = off.trail_identity && is[d] == s[d];
-  for (std::int64_t i = 0; i < trail; ++i) {
-    std::int64_t rem = i, v = 0;
-    for (std::size_t d = is.size(); d-- > a + 1;) {
-      v += (rem % is[d]) * st[d];
-      rem /= is[d];
-    }
-    off.trail[static_cast<std::size_t>(i)] = v;
-  }
-  return off;
-}
-
-// y = x taken at `index` along a (y's shape >= index's at every dim; y is zero where the index does
-// not reach, the caller's zeros). Indices outside [0, n) are skipped; returns false if there were
-// any (the caller reports the first: a check fused into the kernel instead of a pass of its own over
-// an index as large as the output).
-template <class T>
-bool gather_along_kernel(const T* x, T* y, const std::int64_t* ip, std::int64_t lead, std::int64_t m,
-                         std::int64_t trail, std::int64_t n, const DimOffsets& xo, const DimOffsets& yo) {
-  const bool id = xo.trail_identity && yo.trail_identity;
-  const auto un = static_cast<std::uint64_t>(n);
-  std::atomic<bool> bad{false};  // a flag, set at most once per task (no float atomics)
-  parallel_for(0, lead * m, grain_for(trail), [&](std::int64_t r0, std::int64_t r1) {
-    bool task_bad = false;
-    for (std::int64_t r = r0; r < r1; ++r) {
-      const auto o = static_cast<std::size_t>(r / m);
-      const std::int64_t* ir = ip + r * trail;
-      const T* xb = x + xo.lead[o];
-      T* yb = y + yo.lead[o] + (r % m) * yo.stride;
-      for (std::int64_t i = 0; i < trail; ++i) {
-        if (static_cast<std::uint64_t>(ir[i]) >= un) {
-          task_bad = true;
-          continue;
-        }
-        if (id)
-          yb[i] = xb[ir[i] * xo.stride + i];
-        else
-          yb[yo.trail[static_cast<std::size_t>(i)]] = xb[ir[i] * xo.stride + xo.trail[static_cast<std::size_t>(i)]];
-      }
-    }
-    if (task_bad) bad.store(true, std::memory_order_relaxed);
-  });
-  return !bad.load();
-}
-
-// d[(o, index[p], i)] = combine(d[(o, index[p], i)], s[p]) (a sum for scatter_add) for every
-// position p of the index, in increasing m per element; indices outside [0, n) are skipped and make
-// it return false (as gather_along_kernel).
-template <class T, class Combine>
-bool scatter_along_kernel(const T* s, T* d, const std::int64_t* ip, std::int64_t lead, std::int64_t m,
-                          std::int64_t trail, std::int64_t n, const DimOffsets& xo, const DimOffsets& so,
-                          Combine combine) {
-  const bool id = xo.trail_identity && so.trail_identity;
-  const auto un = static_cast<std::uint64_t>(n);
-  std::atomic<bool> bad{false};
-  // Column ranges only split the work (any split gives the same sums), and only long ones: two
-  // threads on the two halves of 64-float rows (the row-broadcast scatter of bench/index_ops.cpp)
-  // ran slower than one thread alone (bench/results/tuning_notes.md, "Row scatter over column
-  // ranges"), each core streaming the whole index and src through
-  // its prefetchers. Below kMinCols columns a scatter is parallel over its leading positions only.
-  constexpr std::int64_t kMinCols = 2048;
-  const std::int64_t cw = std::min(trail, kMinCols);
-  const std::int64_t nc = (trail + cw - 1) / cw;
-  parallel_for(0, lead * nc, grain_for(m * cw), [&](std::int64_t t0, std::int64_t t1) {
-    bool task_bad = false;
-    for (std::int64_t t = t0; t < t1; ++t) {
-      const std::int64_t o = t / nc, i0 = (t % nc) * cw, i1 = std::min(trail, i0 + cw);
-      T* db = d + xo.lead[static_cast<std::size_t>(o)];
-      const T* sb = s + so.lead[static_cast<std::size_t>(o)];
-      for (std::int64_t k = 0; k < m; ++k) {
-        const std::int64_t* ir = ip + (o * m + k) * trail;
-        const T* sr = sb + k * so.stride;
-        for (std::int64_t i = i0; i < i1; ++i) {
-          if (static_cast<std::uint64_t>(ir[i]) >= un) {
-            task_bad = true;
-            continue;
-          }
-          T& dst = id ? db[ir[i] * xo.stride + i] : db[ir[i] * xo.stride + xo.trail[static_cast<std::size_t>(i)]];
-          dst = combine(dst, id ? sr[i] : sr[so.trail[static_cast<std::size_t>(i)]]);
-        }
-      }
-    }
-    if (task_bad) bad.store(true, std::memory_order_relaxed);
-  });
-  return !bad.load();
-}
+using detail::DimOffsets;
+using detail::ScatterCombine;
 
 // The index viewed as (lead, m, trail) around dim a.
 struct IndexLines {
@@ -242,34 +116,34 @@ Tensor gather_along(const char* op, const Tensor& x, std::int64_t a, const Tenso
   if (index.numel() == 0) return y;
   const auto ad = static_cast<std::size_t>(a);
   const IndexLines l = index_lines(is, ad);
-  const DimOffsets xo = dim_offsets(x.shape(), is, ad), yo = dim_offsets(y_shape, is, ad);
+  const DimOffsets xo = detail::dim_offsets(x.shape(), is, ad), yo = detail::dim_offsets(y_shape, is, ad);
   const std::int64_t n = x.shape()[ad];
   bool ok = true;
   dispatch_all(x.dtype(), [&](auto tag) {  // any dtype: a copy (only float inputs get gradients)
     using T = typename decltype(tag)::type;
-    ok = gather_along_kernel<T>(x.data<T>(), y.data<T>(), index.data<std::int64_t>(), l.lead, l.m, l.trail, n, xo, yo);
+    ok = detail::gather_along_kernel<T>(x.data<T>(), y.data<T>(), index.data<std::int64_t>(), l.lead, l.m, l.trail, n,
+                                        xo, yo);
   });
   if (!ok) check_range_tensor(op, "index", index, n, a, x.shape());
   return y;
 }
 
 // dst[(o, index[p], i)] = combine(dst[...], src[p]) for every position p of the index (dst and src of
-// the kernel's dtype, src's shape >= the index's), then the first index out of range is reported.
-// `op` names the public op in that error.
-template <class Combine>
+// one floating dtype, src's shape >= the index's; `fill` the constant of ScatterCombine::Fill), then
+// the first index out of range is reported. `op` names the public op in that error.
 void scatter_combine(const char* op, const Tensor& src, Tensor& dst, std::int64_t a, const Tensor& index,
-                     Combine combine) {
+                     ScatterCombine combine, double fill = 0.0) {
   const Shape& is = index.shape();
   if (index.numel() == 0) return;
   const auto ad = static_cast<std::size_t>(a);
   const std::int64_t n = dst.shape()[ad];
   const IndexLines l = index_lines(is, ad);
-  const DimOffsets xo = dim_offsets(dst.shape(), is, ad), so = dim_offsets(src.shape(), is, ad);
+  const DimOffsets xo = detail::dim_offsets(dst.shape(), is, ad), so = detail::dim_offsets(src.shape(), is, ad);
   bool ok = true;
   dispatch(dst.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    ok = scatter_along_kernel<T>(src.data<T>(), dst.data<T>(), index.data<std::int64_t>(), l.lead, l.m, l.trail, n, xo,
-                                 so, [combine](T d, T v) { return static_cast<T>(combine(d, v)); });
+    ok = detail::scatter_along_kernel<T>(src.data<T>(), dst.data<T>(), index.data<std::int64_t>(), l.lead, l.m, l.trail,
+                                         n, xo, so, combine, fill);
   });
   if (!ok) check_range_tensor(op, "index", index, n, a, dst.shape());
 }
@@ -285,10 +159,13 @@ void scatter_along(const char* op, const Tensor& src, Tensor& dst, std::int64_t 
                        dst.shape());  // one line: a row scatter of single elements, parallel over destinations
     std::vector<std::int64_t> idx(static_cast<std::size_t>(index.numel()));
     std::memcpy(idx.data(), index.data<std::int64_t>(), idx.size() * sizeof(std::int64_t));
-    detail::add_rows_at(src, dst, 1, dst.numel(), 1, idx);
+    dispatch(dst.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::add_rows_at<T>(src.data<T>(), dst.data<T>(), 1, dst.numel(), 1, idx);
+    });
     return;
   }
-  scatter_combine(op, src, dst, a, index, std::plus<>());
+  scatter_combine(op, src, dst, a, index, ScatterCombine::Sum);
 }
 
 // An index passed to the ops below: not a Tensor argument, so `apply` does not count it as an input.
@@ -397,16 +274,6 @@ ScatterReduce parse_scatter_reduce(const std::string& reduce) {
       "scatter_reduce: argument 'reduce' must be one of 'sum', 'prod', 'mean', 'amax', 'amin', got '{}'", reduce));
 }
 
-// torch's max/min update: a NaN from either side stays (std::max(NaN, x) is NaN).
-template <class T>
-T nan_max(T a, T b) {
-  return std::isnan(b) ? b : std::max(a, b);
-}
-template <class T>
-T nan_min(T a, T b) {
-  return std::isnan(b) ? b : std::min(a, b);
-}
-
 // x with src reduced into it at index along a (Note [Scatter reduce]); count (when not null) gets
 // the number of values reduced into each element (self included when include_self), at least 1.
 Tensor scatter_reduce_forward(const Tensor& x, const Tensor& src, std::int64_t a, const Tensor& index, ScatterReduce r,
@@ -417,7 +284,7 @@ Tensor scatter_reduce_forward(const Tensor& x, const Tensor& src, std::int64_t a
                             : r == ScatterReduce::Amax ? -std::numeric_limits<double>::infinity()
                             : r == ScatterReduce::Amin ? std::numeric_limits<double>::infinity()
                                                        : 0.0;
-    scatter_combine("scatter_reduce", src, y, a, index, [identity](double, double) { return identity; });
+    scatter_combine("scatter_reduce", src, y, a, index, ScatterCombine::Fill, identity);
   }
   switch (r) {
     case ScatterReduce::Sum:
@@ -425,26 +292,21 @@ Tensor scatter_reduce_forward(const Tensor& x, const Tensor& src, std::int64_t a
       scatter_along("scatter_reduce", src, y, a, index);
       break;
     case ScatterReduce::Prod:
-      scatter_combine("scatter_reduce", src, y, a, index, [](auto d, auto v) { return d * v; });
+      scatter_combine("scatter_reduce", src, y, a, index, ScatterCombine::Prod);
       break;
     case ScatterReduce::Amax:
-      scatter_combine("scatter_reduce", src, y, a, index, [](auto d, auto v) { return nan_max(d, v); });
+      scatter_combine("scatter_reduce", src, y, a, index, ScatterCombine::Max);
       break;
     case ScatterReduce::Amin:
-      scatter_combine("scatter_reduce", src, y, a, index, [](auto d, auto v) { return nan_min(d, v); });
+      scatter_combine("scatter_reduce", src, y, a, index, ScatterCombine::Min);
       break;
   }
   if (r == ScatterReduce::Mean) {
     Tensor n = include_self ? Tensor::ones(x.shape(), x.dtype()) : Tensor::zeros(x.shape(), x.dtype());
-    scatter_combine("scatter_reduce", src, n, a, index, [](auto d, auto) { return d + 1; });
+    scatter_combine("scatter_reduce", src, n, a, index, ScatterCombine::Count);
     dispatch(y.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      T* np = n.data<T>();
-      T* yp = y.data<T>();
-      for (std::int64_t e = 0; e < y.numel(); ++e) {
-        if (np[e] == T(0)) np[e] = T(1);
-        yp[e] /= np[e];
-      }
+      detail::divide_by_count<T>(y.data<T>(), n.data<T>(), y.numel());
     });
     if (count != nullptr) *count = n;
   }
@@ -486,7 +348,7 @@ struct ScatterReduceFn : Function<ScatterReduceFn> {
     Tensor y = scatter_reduce_forward(x, src, a, index.t, r, include_self, &count);
     if (!include_self && needs_input_grad(0)) {
       Tensor hits = Tensor::zeros(x.shape(), x.dtype());
-      scatter_combine("scatter_reduce", src, hits, a, index.t, [](auto, auto) { return 1; });
+      scatter_combine("scatter_reduce", src, hits, a, index.t, ScatterCombine::Fill, 1.0);
       reached = ne(hits, Tensor::scalar(0.0, x.dtype()));
     }
     if (r == ScatterReduce::Sum || r == ScatterReduce::Mean)
@@ -576,7 +438,10 @@ struct IndexAdd : Function<IndexAdd> {
                  std::int64_t outer, std::int64_t n, std::int64_t inner) {
     a = a_;
     Tensor y = x.clone_data();
-    detail::add_rows_at(src, y, outer, n, inner, idx_);
+    dispatch(y.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::add_rows_at<T>(src.data<T>(), y.data<T>(), outer, n, inner, idx_);
+    });
     if (needs_input_grad(1)) idx = std::move(idx_);
     return y;
   }
@@ -599,15 +464,6 @@ Tensor gather_checked(const char* op, const Tensor& x, std::int64_t a, const Sha
   if (!idx.empty()) std::memcpy(index.data<std::int64_t>(), idx.data(), idx.size() * sizeof(std::int64_t));
   if (s.empty()) return reshape(apply<IndexGather>(reshape(x, {1}), op, 0, IndexArg{index}, index.shape()), ishape);
   return apply<IndexGather>(x, op, a, IndexArg{index}, ishape);
-}
-
-// map[r * inner + i] = rows[r] * inner + i: whole rows of x (of `inner` elements) in the given order.
-void fill_row_map(std::vector<std::int64_t>& map, const std::vector<std::int64_t>& rows, std::int64_t inner) {
-  parallel_for(0, static_cast<std::int64_t>(rows.size()), grain_for(inner), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t r = b; r < e; ++r)
-      for (std::int64_t i = 0; i < inner; ++i)
-        map[static_cast<std::size_t>(r * inner + i)] = rows[static_cast<std::size_t>(r)] * inner + i;
-  });
 }
 
 void check_float_pair(const char* op, const Tensor& x, const Tensor& src) {
@@ -690,16 +546,7 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<std:
   const Tensor xb = xtarget == s ? x : expand(x, xtarget);
   // the indices broadcast to bshape
   std::vector<std::int64_t> ibv(static_cast<std::size_t>(shape_numel(bshape)));
-  const Shape istr = contiguous_strides(is);
-  for (std::int64_t e = 0; e < static_cast<std::int64_t>(ibv.size()); ++e) {
-    std::int64_t rem = e, off = 0;
-    for (std::size_t d = bshape.size(); d-- > 0;) {
-      const std::int64_t i = rem % bshape[d];
-      rem /= bshape[d];
-      if (is[d] != 1) off += i * istr[d];
-    }
-    ibv[static_cast<std::size_t>(e)] = idx[static_cast<std::size_t>(off)];
-  }
+  detail::broadcast_indices(idx.data(), is, bshape, ibv.data());
   return gather_checked("take_along_dim", xb, a, bshape, std::move(ibv));
 }
 
@@ -790,14 +637,11 @@ Tensor index(const Tensor& x, const Tensor& idx) {
                 shape_str(s));
     const Shape rest(s.begin() + static_cast<std::ptrdiff_t>(ms.size()), s.end());
     const std::int64_t inner = shape_numel(rest);
-    const bool* m = idx.data<bool>();
-    std::vector<std::int64_t> rows;
-    for (std::int64_t p = 0; p < idx.numel(); ++p)
-      if (m[p]) rows.push_back(p);
+    const std::vector<std::int64_t> rows = detail::true_positions(idx.data<bool>(), idx.numel());
     Shape out{static_cast<std::int64_t>(rows.size())};
     out.insert(out.end(), rest.begin(), rest.end());
     std::vector<std::int64_t> map(static_cast<std::size_t>(shape_numel(out)));
-    fill_row_map(map, rows, inner);
+    detail::fill_row_map(map.data(), rows.data(), static_cast<std::int64_t>(rows.size()), inner);
     return detail::gather_map("index", x, out, std::move(map), true);
   }
   std::vector<std::int64_t> v = index_values("index", "idx", idx, true);
@@ -808,7 +652,7 @@ Tensor index(const Tensor& x, const Tensor& idx) {
   checked_numel(out, "index", "idx");
   const std::int64_t inner = shape_numel(Shape(s.begin() + 1, s.end()));
   std::vector<std::int64_t> map(static_cast<std::size_t>(shape_numel(out)));
-  fill_row_map(map, v, inner);
+  detail::fill_row_map(map.data(), v.data(), static_cast<std::int64_t>(v.size()), inner);
   std::vector<std::int64_t> sorted = v;
   std::sort(sorted.begin(), sorted.end());
   const bool distinct = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
@@ -835,27 +679,8 @@ Lines lines_of(const Shape& s, std::int64_t a) {
   return l;
 }
 
-// "a comes before b" in ascending order with NaN above every number (torch's sort order).
-template <class T>
-inline bool less_nan_last(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (b != b) return a == a;
-    if (a != a) return false;
-  }
-  return a < b;
-}
-
-// "v replaces the best so far w" for argmax / argmin: a NaN beats every number and then stays (NaN
-// counts as both the maximum and the minimum, as torch); otherwise strictly larger / smaller, so
-// the first of tied values is kept.
-template <bool kMax, class T>
-inline bool arg_beats(T v, T w) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (w != w) return false;
-    if (v != v) return true;
-  }
-  return kMax ? w < v : v < w;
-}
+// The line loops (arg_extreme, sort_lines, sorted_map) are in ops/kernels/index_kernels.cpp: NaN
+// sorts above every number and counts as both the maximum and the minimum, as torch.
 
 template <bool kMax>
 Tensor arg_reduce(const char* op, const Tensor& x, std::optional<std::int64_t> dim, bool keepdim) {
@@ -884,16 +709,7 @@ Tensor arg_reduce(const char* op, const Tensor& x, std::optional<std::int64_t> d
   std::int64_t* yp = y.data<std::int64_t>();
   dispatch_all(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* xp = x.data<T>();
-    parallel_for(0, l.outer * l.inner, grain_for(l.n), [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t t = b; t < e; ++t) {
-        const T* p = xp + (t / l.inner) * l.n * l.inner + t % l.inner;
-        std::int64_t best = 0;
-        for (std::int64_t j = 1; j < l.n; ++j)
-          if (arg_beats<kMax>(p[j * l.inner], p[best * l.inner])) best = j;
-        yp[t] = best;
-      }
-    });
+    detail::arg_extreme<T>(x.data<T>(), l.outer, l.n, l.inner, kMax, yp);
   });
   return y;
 }
@@ -911,27 +727,7 @@ Tensor sorted_positions(const char* op, const Tensor& x, std::int64_t a, std::in
       x.dtype(),
       [&](auto tag) {
         using T = typename decltype(tag)::type;
-        const T* xp = x.data<T>();
-        parallel_for(
-            0, l.outer * l.inner, grain_for(l.n * 8), [&](std::int64_t b, std::int64_t e) {
-              std::vector<std::int64_t> order(static_cast<std::size_t>(l.n));
-              for (std::int64_t t = b; t < e; ++t) {
-                const std::int64_t o = t / l.inner, i = t % l.inner;
-                const T* p = xp + o * l.n * l.inner + i;
-                std::iota(order.begin(), order.end(), std::int64_t{0});
-                auto cmp = [&](std::int64_t u, std::int64_t v) {
-                  return descending ? less_nan_last(p[v * l.inner], p[u * l.inner])
-                                    : less_nan_last(p[u * l.inner], p[v * l.inner]);
-                };
-                if (k < l.n)
-                  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](std::int64_t u, std::int64_t v) {
-                    return cmp(u, v) || (!cmp(v, u) && u < v);  // ties by position: stable
-                  });
-                else
-                  std::stable_sort(order.begin(), order.end(), cmp);
-                for (std::int64_t j = 0; j < k; ++j) pp[(o * k + j) * l.inner + i] = order[static_cast<std::size_t>(j)];
-              }
-            });
+        detail::sort_lines<T>(x.data<T>(), l.outer, l.n, l.inner, k, descending, pp);
       },
       op);
   return pos;
@@ -943,13 +739,7 @@ std::tuple<Tensor, Tensor> take_sorted(const char* op, const Tensor& x, std::int
   const Lines l = lines_of(s, a);
   const std::int64_t k = s.empty() ? 1 : pos.shape()[static_cast<std::size_t>(a)];
   std::vector<std::int64_t> map(static_cast<std::size_t>(pos.numel()));
-  const std::int64_t* pp = pos.data<std::int64_t>();
-  parallel_for(0, pos.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t q = b; q < e; ++q) {
-      const std::int64_t i = q % l.inner, o = q / (l.inner * k);
-      map[static_cast<std::size_t>(q)] = (o * l.n + pp[q]) * l.inner + i;
-    }
-  });
+  detail::sorted_map(pos.data<std::int64_t>(), pos.numel(), l.n, l.inner, k, map.data());
   return {detail::gather_map(op, x, pos.shape(), std::move(map), true), pos};
 }
 
@@ -1013,42 +803,14 @@ Tensor nonzero(const Tensor& x) {
   check_defined("nonzero", x, "x");
   const Shape& s = x.shape();
   const std::int64_t total = x.numel();
-  constexpr std::int64_t kChunk = kParallelGrain;
-  const std::int64_t chunks = (total + kChunk - 1) / kChunk;
-  std::vector<std::int64_t> count(static_cast<std::size_t>(chunks) + 1, 0);
-  std::vector<std::uint8_t> nz(static_cast<std::size_t>(total));
+  detail::NonzeroFlags flags;
   dispatch_all(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* xp = x.data<T>();
-    parallel_for(0, chunks, 1, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t c = b; c < e; ++c) {
-        std::int64_t cnt = 0;
-        for (std::int64_t i = c * kChunk; i < std::min(total, (c + 1) * kChunk); ++i) {
-          nz[static_cast<std::size_t>(i)] = xp[i] != T(0);
-          cnt += nz[static_cast<std::size_t>(i)];
-        }
-        count[static_cast<std::size_t>(c) + 1] = cnt;
-      }
-    });
+    flags = detail::nonzero_flags<T>(x.data<T>(), total);
   });
-  for (std::size_t c = 0; c < static_cast<std::size_t>(chunks); ++c) count[c + 1] += count[c];
   const auto nd = static_cast<std::int64_t>(s.size());
-  Tensor y = Tensor::empty({count.back(), nd}, kInt64);
-  std::int64_t* yp = y.data<std::int64_t>();
-  parallel_for(0, chunks, 1, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t c = b; c < e; ++c) {
-      std::int64_t r = count[static_cast<std::size_t>(c)];
-      for (std::int64_t i = c * kChunk; i < std::min(total, (c + 1) * kChunk); ++i) {
-        if (!nz[static_cast<std::size_t>(i)]) continue;
-        std::int64_t rem = i;
-        for (std::int64_t d = nd; d-- > 0;) {
-          yp[r * nd + d] = rem % s[static_cast<std::size_t>(d)];
-          rem /= s[static_cast<std::size_t>(d)];
-        }
-        ++r;
-      }
-    }
-  });
+  Tensor y = Tensor::empty({flags.start.back(), nd}, kInt64);
+  detail::nonzero_coords(flags, s, total, y.data<std::int64_t>());
   return y;
 }
 
@@ -1071,10 +833,7 @@ Tensor one_hot(const Tensor& labels, std::int64_t num_classes) {
       checked_nbytes(checked_numel(out, "one_hot", "num_classes"), sizeof(std::int64_t), "one_hot", "num_classes"),
       "one_hot", "num_classes");
   Tensor y = Tensor::zeros(out, kInt64);
-  std::int64_t* yp = y.data<std::int64_t>();
-  parallel_for(0, static_cast<std::int64_t>(v.size()), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) yp[i * c + v[static_cast<std::size_t>(i)]] = 1;
-  });
+  detail::one_hot_fill(v.data(), static_cast<std::int64_t>(v.size()), c, y.data<std::int64_t>());
   return y;
 }
 

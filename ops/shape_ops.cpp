@@ -4,18 +4,17 @@
 
 #include <algorithm>
 #include <cassert>
-#include <cstring>
 #include <numeric>
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/checked.hpp"
 #include "xgrad/core/fused.hpp"
-#include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/define/gather_map.hpp"
 #include "xgrad/ops/define/sum_to.hpp"
 #include "xgrad/ops/kernels/broadcast_kernel.hpp"
 #include "xgrad/ops/kernels/copy_rows.hpp"
 #include "xgrad/ops/kernels/scatter_rows.hpp"
+#include "xgrad/ops/kernels/shape_kernels.hpp"
 
 namespace xgrad {
 
@@ -111,90 +110,14 @@ Shape resolve_reshape(const Tensor& x, const Shape& shape) {
 }
 
 // ---- permute and transpose ----------------------------------------------------------------------
-// Copies x into y with y's dim d = x's dim dims[d]. Dims are coalesced first; when the innermost
-// output dim is not the source's innermost, the copy is done in square tiles so that both the
-// reads and the writes stay in cache.
-template <class T>
-void permute_kernel(const T* src, T* dst, const Shape& in_shape, const std::vector<std::int64_t>& dims) {
-  const std::int64_t total = shape_numel(in_shape);
-  if (total == 0) return;  // first: merging the dims of an empty shape could overflow
-  const Shape in_strides = contiguous_strides(in_shape);
-  // Output dims (size, source stride), dropping size-1 dims and merging runs that stay adjacent.
-  Shape size, sstride;
-  for (std::size_t d = 0; d < dims.size(); ++d) {
-    const auto src_dim = static_cast<std::size_t>(dims[d]);
-    const std::int64_t n = in_shape[src_dim], st = in_strides[src_dim];
-    if (n == 1) continue;
-    if (!size.empty() && sstride.back() == st * n) {
-      size.back() *= n;
-      sstride.back() = st;
-    } else {
-      size.push_back(n);
-      sstride.push_back(st);
-    }
-  }
-  if (size.empty() || sstride.back() == 1) {
-    // Rows of the innermost output dim are contiguous in the source.
-    const std::int64_t len = size.empty() ? 1 : size.back();
-    const std::size_t nd = size.size();
-    parallel_for(0, total / len, grain_for(len), [&](std::int64_t r0, std::int64_t r1) {
-      for (std::int64_t r = r0; r < r1; ++r) {
-        std::int64_t rem = r, off = 0;
-        for (std::size_t d = nd == 0 ? 0 : nd - 1; d-- > 0;) {  // all dims but the innermost
-          off += (rem % size[d]) * sstride[d];
-          rem /= size[d];
-        }
-        std::memcpy(dst + r * len, src + off, static_cast<std::size_t>(len) * sizeof(T));
-      }
-    });
-    return;
-  }
-  // Tiled transpose of the plane (p, last) where p is the output dim with source stride 1.
-  const std::size_t nd = size.size();
-  const std::size_t last = nd - 1;
-  std::size_t p = 0;
-  while (sstride[p] != 1) ++p;
-  const Shape dstride = contiguous_strides(size);
-  Shape osize, osrc, odst;  // the other dims
-  for (std::size_t d = 0; d < last; ++d)
-    if (d != p) {
-      osize.push_back(size[d]);
-      osrc.push_back(sstride[d]);
-      odst.push_back(dstride[d]);
-    }
-  constexpr std::int64_t kTile = 32;
-  const std::int64_t np = size[p], nl = size[last], sl = sstride[last], dp = dstride[p];
-  const std::int64_t tiles_p = (np + kTile - 1) / kTile;
-  const std::int64_t outer = shape_numel(osize);
-  parallel_for(0, outer * tiles_p, grain_for(kTile * nl), [&](std::int64_t t0, std::int64_t t1) {
-    for (std::int64_t t = t0; t < t1; ++t) {
-      std::int64_t rem = t / tiles_p, soff = 0, doff = 0;
-      for (std::size_t d = osize.size(); d-- > 0;) {
-        const std::int64_t i = rem % osize[d];
-        rem /= osize[d];
-        soff += i * osrc[d];
-        doff += i * odst[d];
-      }
-      const std::int64_t p0 = (t % tiles_p) * kTile, p1 = std::min(np, p0 + kTile);
-      for (std::int64_t l0 = 0; l0 < nl; l0 += kTile) {
-        const std::int64_t l1 = std::min(nl, l0 + kTile);
-        for (std::int64_t ip = p0; ip < p1; ++ip) {
-          T* drow = dst + doff + ip * dp;
-          const T* scol = src + soff + ip;
-          for (std::int64_t il = l0; il < l1; ++il) drow[il] = scol[il * sl];
-        }
-      }
-    }
-  });
-}
-
+// The copy is detail::permute_kernel (ops/kernels/shape_kernels.cpp), one instantiation per element size.
 Tensor permute_copy(const Tensor& x, const std::vector<std::int64_t>& dims) {
   Shape out_shape(dims.size());
   for (std::size_t d = 0; d < dims.size(); ++d) out_shape[d] = x.shape()[static_cast<std::size_t>(dims[d])];
   Tensor y = Tensor::empty(out_shape, x.dtype());
   dispatch_bytes(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    permute_kernel<T>(static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()), x.shape(), dims);
+    detail::permute_kernel<T>(static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()), x.shape(), dims);
   });
   return y;
 }
@@ -261,7 +184,10 @@ Tensor scatter_add_rows(const Tensor& g, const Shape& x_shape, std::int64_t axis
                       true);
     return dx;
   }
-  detail::add_rows_at(g, dx, geo.outer, geo.n, geo.inner, pos);
+  dispatch(g.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    detail::add_rows_at<T>(g.data<T>(), dx.data<T>(), geo.outer, geo.n, geo.inner, pos);
+  });
   return dx;
 }
 
@@ -338,24 +264,9 @@ Tensors RowsBackward<Name>::backward(const Tensors& grads) {
 // The output viewed as (outer, sum_i len_i) rows, input i contributing (outer, len_i): concat has
 // len_i = n_i * inner, stack has len_i = inner (each input adds one slot of the new axis).
 void join_rows(const Tensors& xs, Tensor& y, std::int64_t outer, const std::vector<std::int64_t>& lens) {
-  const std::size_t k = xs.size();
-  const std::size_t esize = dtype_size(y.dtype());
-  std::vector<std::int64_t> offs(k + 1, 0);
-  for (std::size_t i = 0; i < k; ++i) offs[i + 1] = offs[i] + lens[i];
-  const std::int64_t row = offs[k];
-  char* d = static_cast<char*>(y.raw_data());
-  const auto items = outer * static_cast<std::int64_t>(k);
-  parallel_for(0, items, grain_for(std::max<std::int64_t>(1, row / static_cast<std::int64_t>(k))),
-               [&](std::int64_t t0, std::int64_t t1) {
-                 for (std::int64_t t = t0; t < t1; ++t) {
-                   const std::int64_t o = t / static_cast<std::int64_t>(k);
-                   const auto i = static_cast<std::size_t>(t % static_cast<std::int64_t>(k));
-                   const char* s = static_cast<const char*>(xs[i].raw_data());
-                   std::memcpy(d + static_cast<std::size_t>(o * row + offs[i]) * esize,
-                               s + static_cast<std::size_t>(o * lens[i]) * esize,
-                               static_cast<std::size_t>(lens[i]) * esize);
-                 }
-               });
+  std::vector<const void*> srcs(xs.size());
+  for (std::size_t i = 0; i < xs.size(); ++i) srcs[i] = xs[i].raw_data();
+  detail::join_rows(srcs.data(), srcs.size(), y.raw_data(), dtype_size(y.dtype()), outer, lens.data());
 }
 
 // y = concat(xs, axis); dx_i = the i-th block of g along axis.
@@ -413,20 +324,11 @@ Tensors split_joined(const Tensor& g, const std::vector<Shape>& shapes, std::int
   std::vector<std::int64_t> offs(k + 1, 0);
   for (std::size_t i = 0; i < k; ++i) offs[i + 1] = offs[i] + lens[i];
   const std::int64_t row = offs[k];
-  const std::size_t esize = dtype_size(g.dtype());
-  const char* s = static_cast<const char*>(g.raw_data());
   Tensors out(k);
   for (std::size_t i = 0; i < k; ++i) {
     if (!node.needs_input_grad(i)) continue;
     out[i] = Tensor::empty(shapes[i], g.dtype());
-    char* d = static_cast<char*>(out[i].raw_data());
-    const std::int64_t len = lens[i];
-    if (len == 0) continue;
-    parallel_for(0, outer, grain_for(len), [&](std::int64_t o0, std::int64_t o1) {
-      for (std::int64_t o = o0; o < o1; ++o)
-        std::memcpy(d + static_cast<std::size_t>(o * len) * esize,
-                    s + static_cast<std::size_t>(o * row + offs[i]) * esize, static_cast<std::size_t>(len) * esize);
-    });
+    detail::copy_column_block(g.raw_data(), out[i].raw_data(), dtype_size(g.dtype()), outer, row, offs[i], lens[i]);
   }
   return out;
 }
@@ -718,19 +620,9 @@ struct Split : Function<Split> {
     std::vector<std::int64_t> offs(sizes.size() + 1, 0);
     for (std::size_t i = 0; i < sizes.size(); ++i) offs[i + 1] = offs[i] + lens[i];
     const std::int64_t row = offs.back();
-    const std::size_t esize = dtype_size(x.dtype());
-    const char* src = static_cast<const char*>(x.raw_data());
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       Tensor y = Tensor::empty(shapes[i], x.dtype());
-      const std::int64_t len = lens[i];
-      char* d = static_cast<char*>(y.raw_data());
-      if (len > 0)
-        parallel_for(0, outer, grain_for(len), [&](std::int64_t o0, std::int64_t o1) {
-          for (std::int64_t o = o0; o < o1; ++o)
-            std::memcpy(d + static_cast<std::size_t>(o * len) * esize,
-                        src + static_cast<std::size_t>(o * row + offs[i]) * esize,
-                        static_cast<std::size_t>(len) * esize);
-        });
+      detail::copy_column_block(x.raw_data(), y.raw_data(), dtype_size(x.dtype()), outer, row, offs[i], lens[i]);
       ys.push_back(std::move(y));
     }
     return ys;
@@ -837,7 +729,7 @@ Tensor roll(const Tensor& x, const std::vector<std::int64_t>& shifts, const std:
     if (n == 0) return detail::gather_map("roll", x, s, {}, true);
     const std::int64_t k = ((shifts[0] % n) + n) % n;
     std::vector<std::int64_t> map(static_cast<std::size_t>(n));
-    for (std::int64_t o = 0; o < n; ++o) map[static_cast<std::size_t>(o)] = o >= k ? o - k : o - k + n;
+    detail::roll_map(n, k, map.data());
     return detail::gather_map("roll", x, s, std::move(map), true);
   }
   XGRAD_CHECK(shifts.size() == dims.size(),

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/kernels/instantiate.hpp"
 
 namespace xgrad::detail {
 
@@ -145,13 +146,13 @@ RowInverse invert_rows(const std::int64_t* idx, std::int64_t e, std::int64_t n) 
   return inv;
 }
 
-void add_rows_at(const Tensor& src, Tensor& dst, std::int64_t outer, std::int64_t n, std::int64_t inner,
+template <class T>
+void add_rows_at(const T* src, T* dst, std::int64_t outer, std::int64_t n, std::int64_t inner,
                  const std::vector<std::int64_t>& idx) {
   if (outer == 0 || inner == 0 || idx.empty()) return;
-  dispatch(dst.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    add_rows_kernel<T>(src.data<T>(), dst.data<T>(), outer, n, inner, idx);
-  });
+  add_rows_kernel<T>(src, dst, outer, n, inner, idx);
 }
+
+XGRAD_INSTANTIATE_FLOATING(add_rows_at);
 
 }  // namespace xgrad::detail

@@ -5,8 +5,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "xgrad/core/tensor.hpp"
-
 namespace xgrad::detail {
 
 /// The inverse of `e` row indices idx[j] in [0, n) as CSR: the sources of destination row r are
@@ -17,12 +15,13 @@ struct RowInverse {
 };
 RowInverse invert_rows(const std::int64_t* idx, std::int64_t e, std::int64_t n);
 
-/// dst viewed as (outer, n, inner) and src as (outer, idx.size(), inner), both contiguous and of
-/// one floating dtype: dst[o, idx[j], :] += src[o, j, :] for every j, keeping dst's values. Every
-/// destination row receives its contributions in increasing j, whatever the thread count (the
-/// serial loop and the parallel path over the inverse add in that same order). The indices must be
-/// in [0, n).
-void add_rows_at(const Tensor& src, Tensor& dst, std::int64_t outer, std::int64_t n, std::int64_t inner,
+/// dst viewed as (outer, n, inner) and src as (outer, idx.size(), inner), both contiguous:
+/// dst[o, idx[j], :] += src[o, j, :] for every j, keeping dst's values. Every destination row
+/// receives its contributions in increasing j, whatever the thread count (the serial loop and the
+/// parallel path over the inverse add in that same order). The indices must be in [0, n).
+/// Instantiated for float and double.
+template <class T>
+void add_rows_at(const T* src, T* dst, std::int64_t outer, std::int64_t n, std::int64_t inner,
                  const std::vector<std::int64_t>& idx);
 
 }  // namespace xgrad::detail
