@@ -27,8 +27,8 @@ inline constexpr std::size_t kParallelRangeCheckMin = std::size_t{1} << 16;
 }  // namespace detail
 
 /// True when every index in v lies in [0, n). One min/max pass, which the compiler vectorises (a
-/// check per element with a flag or an early exit compiled to a scalar loop, 1.7% of an embedding
-/// lookup's samples), split across threads for long index lists; the index checks (index_select,
+/// check per element with a flag or an early exit compiles to a scalar loop, which showed in an
+/// embedding lookup's profile), split across threads for long index lists; the index checks (index_select,
 /// nn::Embedding, ops/indexing.cpp's check_range) run their per-element loop, which reports the
 /// first bad index or wraps negative ones, only when this is false.
 inline bool all_in_range(std::span<const std::int64_t> v, std::int64_t n) {

@@ -790,31 +790,8 @@ SparseCsr sparse_coo_tensor(const Tensor& indices, const Tensor& values, const S
                 "{}: argument 'indices': column index {} (entry {}) is out of range for {} columns", op, c[e], e,
                 size[1]);
   }
-  // Stable counting sort by row, then a sort of each row's columns (stable: duplicates keep their order).
-  std::vector<std::int64_t> crow(static_cast<std::size_t>(size[0]) + 1, 0);
-  for (std::int64_t e = 0; e < n; ++e) ++crow[static_cast<std::size_t>(r[e]) + 1];
-  for (std::size_t i = 0; i < static_cast<std::size_t>(size[0]); ++i) crow[i + 1] += crow[i];
-  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
-  {
-    std::vector<std::int64_t> next(crow.begin(), crow.end() - 1);
-    for (std::int64_t e = 0; e < n; ++e) order[static_cast<std::size_t>(next[static_cast<std::size_t>(r[e])]++)] = e;
-  }
-  for (std::size_t i = 0; i < static_cast<std::size_t>(size[0]); ++i)
-    std::stable_sort(order.begin() + crow[i], order.begin() + crow[i + 1],
-                     [c](std::int64_t a, std::int64_t b) { return c[a] < c[b]; });
-  // Merge duplicates: dest[e] = the CSR entry that input entry e adds into.
-  std::vector<std::int64_t> ucrow(crow.size(), 0), ucol, dest(static_cast<std::size_t>(n));
-  ucol.reserve(static_cast<std::size_t>(n));
-  bool identity = true;
-  for (std::size_t i = 0; i < static_cast<std::size_t>(size[0]); ++i) {
-    for (std::int64_t k = crow[i]; k < crow[i + 1]; ++k) {
-      const std::int64_t e = order[static_cast<std::size_t>(k)];
-      if (k == crow[i] || c[order[static_cast<std::size_t>(k - 1)]] != c[e]) ucol.push_back(c[e]);
-      dest[static_cast<std::size_t>(e)] = static_cast<std::int64_t>(ucol.size()) - 1;
-      identity = identity && dest[static_cast<std::size_t>(e)] == e;
-    }
-    ucrow[i + 1] = static_cast<std::int64_t>(ucol.size());
-  }
+  std::vector<std::int64_t> ucrow(static_cast<std::size_t>(size[0]) + 1), ucol, dest(static_cast<std::size_t>(n));
+  const bool identity = detail::coo_to_csr(n, size[0], r, c, ucrow.data(), ucol, dest.data());
   const auto nu = static_cast<std::int64_t>(ucol.size());
   CsrPattern p = CsrPattern::from_indices(std::move(ucrow), std::move(ucol), size[0], size[1], op);
   if (identity) return SparseCsr(std::move(p), values);

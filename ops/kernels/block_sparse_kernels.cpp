@@ -348,12 +348,12 @@ void lane_weight_grad(const BlockCsr& p, const T* g, const T* x, std::int64_t m,
 }
 
 // Note [Tile kernels]: groups 17-32 wide whose width is a whole number of tile columns (32x32
-// blocks; float and double). OpenBLAS reaches only ~60-72% of its dense rate on GEMMs with 32 outputs
-// per call: it packs the (batch x K) operand for every row group, on top of our own gather, and its
-// weight-gradient GEMM has only 32 output rows. These kernels keep a register tile of R x NV vectors
-// (R = 6 rows, NV = 2 vectors: 12 accumulators, per inner index 2 vector loads, 6 broadcasts, 12 FMAs)
-// and read the operands where they are:
-// Forward:        y[i, row + o]   = b[row + o] + sum_B sum_j x[i, col_B + j] Wt_B[j, o]   (Wt_B: the block
+// blocks; float and double). OpenBLAS falls well short of its dense rate on GEMMs with 32 outputs
+// per call (bench/results/tuning_notes.md): it packs the (batch x K) operand for every row group, on top of our own
+// gather, and its weight-gradient GEMM has only 32 output rows. These kernels keep a register tile of R x NV vectors (R
+// = 6 rows, NV = 2 vectors: 12 accumulators, per inner index 2 vector loads, 6 broadcasts, 12 FMAs) and read the
+// operands where they are: Forward:        y[i, row + o]   = b[row + o] + sum_B sum_j x[i, col_B + j] Wt_B[j, o] (Wt_B:
+// the block
 //                 transposed per task, so the 32 outputs of an inner index are contiguous)
 // Input gradient: dx[i, col + c]  = sum_B sum_o g[i, row_B + o] W_B[o, c]               (W_B as stored)
 // The batch rows of a tile are read in place (each row's 32 inner indices are 2 cache lines reused by

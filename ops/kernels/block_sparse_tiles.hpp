@@ -186,8 +186,9 @@ inline void fma_broadcast(R& acc, R w, const T* p) {
 #if defined(__AVX512F__)
 // The same as one vfmadd231ps with an embedded broadcast ({1to16}) memory operand. The tiles'
 // broadcasts written as `acc += x * w` compile to a separate vbroadcastss per row (one register,
-// reused by the row's NV FMAs), which on Zen 4 took a floating-point pipe slot: 6 per 24 FMAs, the
-// ~15-20% the tiles trailed libxsmm's JIT kernels by (Note [Tile kernels] in block_sparse_kernels.cpp).
+// reused by the row's NV FMAs), which on Zen 4 takes a floating-point pipe slot: 6 per 24 FMAs, what
+// the tiles trailed libxsmm's JIT kernels by (Note [Tile kernels] in block_sparse_kernels.cpp; figures
+// in bench/results/tuning_notes.md).
 // The same fused multiply-add in the same order, so the results are unchanged. The tiles hold raw
 // registers (an asm operand bound to a member of an xsimd batch kept the accumulators in memory).
 inline void fma_broadcast(__m512& acc, __m512 w, const float* p) {

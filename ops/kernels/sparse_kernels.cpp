@@ -147,6 +147,37 @@ void csr_spmm(std::int64_t rows, const std::int64_t* crow, const std::int64_t* c
   });
 }
 
+bool coo_to_csr(std::int64_t n, std::int64_t rows, const std::int64_t* r, const std::int64_t* c, std::int64_t* crow,
+                std::vector<std::int64_t>& col, std::int64_t* dest) {
+  // Stable counting sort by row, then a sort of each row's columns (stable: duplicates keep their order).
+  const auto nrows = static_cast<std::size_t>(rows);
+  std::vector<std::int64_t> start(nrows + 1, 0);
+  for (std::int64_t e = 0; e < n; ++e) ++start[static_cast<std::size_t>(r[e]) + 1];
+  for (std::size_t i = 0; i < nrows; ++i) start[i + 1] += start[i];
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  {
+    std::vector<std::int64_t> next(start.begin(), start.end() - 1);
+    for (std::int64_t e = 0; e < n; ++e) order[static_cast<std::size_t>(next[static_cast<std::size_t>(r[e])]++)] = e;
+  }
+  for (std::size_t i = 0; i < nrows; ++i)
+    std::stable_sort(order.begin() + start[i], order.begin() + start[i + 1],
+                     [c](std::int64_t a, std::int64_t b) { return c[a] < c[b]; });
+  // Merge duplicates: dest[e] = the CSR entry that input entry e adds into.
+  col.reserve(col.size() + static_cast<std::size_t>(n));
+  bool identity = true;
+  crow[0] = 0;
+  for (std::size_t i = 0; i < nrows; ++i) {
+    for (std::int64_t k = start[i]; k < start[i + 1]; ++k) {
+      const std::int64_t e = order[static_cast<std::size_t>(k)];
+      if (k == start[i] || c[order[static_cast<std::size_t>(k - 1)]] != c[e]) col.push_back(c[e]);
+      dest[e] = static_cast<std::int64_t>(col.size()) - 1;
+      identity = identity && dest[e] == e;
+    }
+    crow[i + 1] = static_cast<std::int64_t>(col.size());
+  }
+  return identity;
+}
+
 // Counting sort of the entries by column (Note [Cached transpose] in ops/sparse.hpp): walking the
 // rows in order puts each column's entries in increasing row order, so Aᵀ's rows are sorted like any
 // CSR's. In parallel over P blocks of rows (P = the thread count, at most 8; serial below 2^16

@@ -2,6 +2,7 @@
 // Internal: the CSR kernels behind ops/sparse.cpp (Note [CSR kernels] in sparse_kernels.cpp).
 // Instantiated for float and double.
 #include <cstdint>
+#include <vector>
 
 namespace xgrad::detail {
 
@@ -17,6 +18,13 @@ void csr_spmm(std::int64_t rows, const std::int64_t* crow, const std::int64_t* c
 /// the result does not depend on the thread count.
 void csr_transpose(std::int64_t rows, std::int64_t cols, const std::int64_t* crow, const std::int64_t* col,
                    std::int64_t* t_crow, std::int64_t* t_col, std::int64_t* perm);
+
+/// COO entries (r[e], c[e]), e < n, all in range, to a CSR pattern of `rows` rows with duplicates
+/// merged: crow (rows + 1) and col (appended to) in row-major order, columns sorted within a row,
+/// and dest[e] = the CSR entry that entry e adds into. Stable (a counting sort by row, then a stable
+/// sort of each row's columns). Returns whether dest is the identity (already sorted, no duplicate).
+bool coo_to_csr(std::int64_t n, std::int64_t rows, const std::int64_t* r, const std::int64_t* c, std::int64_t* crow,
+                std::vector<std::int64_t>& col, std::int64_t* dest);
 
 /// out[k] = src[perm[k]] for k < n, in parallel: A's values in the order of its transposed pattern
 /// (Note [Cached transpose]), gathered once before a kernel walks Aᵀ.
