@@ -39,15 +39,31 @@ for side in ('before', 'after'):
                 if m and m.group(1) != 'case':
                     runs[(driver,) + m.groups()[:4]][side].append(float(m.group(5)))
 print('driver,case,impl,threads,metric,before,after,after/before')
-summary = collections.defaultdict(list)
-for (driver, case, impl, threads, metric), v in runs.items():
+# The summary: wall-time rows only (metrics *_ms, ms, us; not CPU time, counts or sizes), per driver
+# and thread count, xgrad's rows beside the peers' (the sitting's drift and noise).
+summary = collections.defaultdict(lambda: {'xgrad': [], 'peer': []})
+for (driver, case, impl, threads, metric), v in sorted(runs.items()):
     if v['before'] and v['after'] and statistics.median(v['before']) > 0:
         a, b = statistics.median(v['before']), statistics.median(v['after'])
         print(f'{driver},{case},{impl},{threads},{metric},{a:.4g},{b:.4g},{b / a:.3f}')
-        summary['xgrad' if impl.startswith('xgrad') else 'peer'].append(b / a)
-for who, q in summary.items():
-    q.sort()
+        if (metric.endswith('_ms') or metric in ('ms', 'us')) and 'cpu' not in metric:
+            who = 'xgrad' if impl.startswith('xgrad') else 'peer'
+            summary[(driver, threads)][who].append(b / a)
+            summary[('all', '1, 2')][who].append(b / a)
+
+
+def cell(q):
+    if not q:
+        return '- | - | -'
+    q = sorted(q)
     pick = lambda f: q[min(len(q) - 1, int(f * len(q)))]
-    print(f'# {who}: {len(q)} rows, after/before median {statistics.median(q):.3f}, '
-          f'10% {pick(0.1):.3f}, 90% {pick(0.9):.3f}, min {q[0]:.3f}, max {q[-1]:.3f}')
+    return f'{len(q)} | {statistics.median(q):.3f} | {pick(0.1):.2f}-{pick(0.9):.2f}'
+
+
+print()
+print('| driver | threads | xgrad rows | xgrad median after/before | xgrad 10-90% | peer rows | peer median | peer 10-90% |')
+print('|---|---|---|---|---|---|---|---|')
+for key in sorted(summary, key=lambda k: (k[0] == 'all', k)):
+    v = summary[key]
+    print(f'| {key[0]} | {key[1]} | {cell(v["xgrad"])} | {cell(v["peer"])} |')
 PY

@@ -194,11 +194,7 @@ Tensor logical_not(const Tensor& x) {
   XGRAD_CHECK(x.defined(), "logical_not: argument 'x' is an undefined tensor");
   const Tensor b = x.detach().to(kBool);
   Tensor out = Tensor::empty(b.shape(), kBool);
-  const bool* p = b.data<bool>();
-  bool* o = out.data<bool>();
-  parallel_for(0, b.numel(), kParallelGrain, [&](std::int64_t s, std::int64_t e) {
-    for (std::int64_t i = s; i < e; ++i) o[i] = !p[i];
-  });
+  detail::broadcast_map<bool, 1>(out.data<bool>(), b.shape(), {b.data<bool>()}, {&b.shape()}, [](bool v) { return !v; });
   return out;
 }
 
@@ -387,11 +383,8 @@ Tensor int_scalar(IntKind k, const char* op, const Tensor& a, double s, Tensor (
     if constexpr (std::is_integral_v<T>) {
       // The number in T's arithmetic: int64 arithmetic wrapped to T, as torch does.
       const T sv = static_cast<T>(static_cast<std::int64_t>(s));
-      const T* p = x.data<T>();
-      T* o = out.data<T>();
-      parallel_for(0, x.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t i = b; i < e; ++i) o[i] = int_apply(k, p[i], sv);
-      });
+      detail::broadcast_map<T, 1>(out.data<T>(), x.shape(), {x.data<T>()}, {&x.shape()},
+                                  [k, sv](T v) { return int_apply(k, v, sv); });
     }
   });
   return out;
@@ -405,11 +398,8 @@ Tensor int_neg(const Tensor& x) {
   dispatch_all(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      const T* p = x.data<T>();
-      T* o = out.data<T>();
-      parallel_for(0, x.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t i = b; i < e; ++i) o[i] = wrap_sub(T(0), p[i]);
-      });
+      detail::broadcast_map<T, 1>(out.data<T>(), x.shape(), {x.data<T>()}, {&x.shape()},
+                                  [](T v) { return wrap_sub(T(0), v); });
     }
   });
   return out;
@@ -423,12 +413,9 @@ Tensor int_abs(const Tensor& x) {
   dispatch_all(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      const T* p = x.data<T>();
-      T* o = out.data<T>();
-      parallel_for(0, x.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-        // |INT64_MIN| wraps to itself, as in torch.
-        for (std::int64_t i = b; i < e; ++i) o[i] = p[i] < T(0) ? wrap_sub(T(0), p[i]) : p[i];
-      });
+      // |INT64_MIN| wraps to itself, as in torch.
+      detail::broadcast_map<T, 1>(out.data<T>(), x.shape(), {x.data<T>()}, {&x.shape()},
+                                  [](T v) { return v < T(0) ? wrap_sub(T(0), v) : v; });
     }
   });
   return out;
