@@ -194,7 +194,8 @@ Tensor logical_not(const Tensor& x) {
   XGRAD_CHECK(x.defined(), "logical_not: argument 'x' is an undefined tensor");
   const Tensor b = x.detach().to(kBool);
   Tensor out = Tensor::empty(b.shape(), kBool);
-  detail::broadcast_map<bool, 1>(out.data<bool>(), b.shape(), {b.data<bool>()}, {&b.shape()}, [](bool v) { return !v; });
+  detail::broadcast_map<bool, 1>(out.data<bool>(), b.shape(), {b.data<bool>()}, {&b.shape()},
+                                 [](bool v) { return !v; });
   return out;
 }
 
