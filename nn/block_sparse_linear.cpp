@@ -81,7 +81,43 @@ std::shared_ptr<BlockSparseLinear> BlockSparseLinear::from_dense(const Tensor& w
       new BlockSparseLinear(pattern, std::make_pair(packed, bias.defined() ? bias.detach().clone_data() : Tensor())));
 }
 
-Tensor BlockSparseLinear::forward(const Tensor& x) { return block_sparse_linear(x, weight_, bias_, pattern_); }
+Tensor BlockSparseLinear::forward(const Tensor& x) {
+  Tensor y = block_sparse_linear(x, weight_, bias_, pattern_);
+  if (capture_->armed && y.requires_grad()) {
+    capture_->x = x.detach();
+    capture_->g = Tensor();
+    y.register_hook([c = std::weak_ptr<Capture>(capture_)](const Tensor& g) {
+      if (auto cap = c.lock(); cap && cap->armed) cap->g = g.detach();
+    });
+  }
+  return y;
+}
+
+void BlockSparseLinear::set_capture(bool on) {
+  capture_->armed = on;
+  if (!on) capture_->x = capture_->g = Tensor();
+}
+
+std::pair<Tensor, Tensor> BlockSparseLinear::captured() const {
+  if (!capture_->g.defined()) return {};
+  return {capture_->x, capture_->g};
+}
+
+void BlockSparseLinear::set_pattern(const BlockSparsePattern& pattern) {
+  XGRAD_CHECK(pattern.weight_shape() == weight_.shape(),
+              "BlockSparseLinear::set_pattern: argument 'pattern' ({}) has weight shape {} but the layer's weight is "
+              "{}",
+              pattern.str(), shape_str(pattern.weight_shape()), shape_str(weight_.shape()));
+  Tensor moved = block_sparse_remap(weight_, pattern_, pattern);  // checks the grid
+  Tensor grad = weight_.grad();
+  if (grad.defined()) grad = block_sparse_remap(grad, pattern_, pattern);
+  {
+    NoGradGuard guard;
+    weight_.copy_(moved);
+  }
+  if (grad.defined()) weight_.set_grad(grad);
+  pattern_ = pattern;
+}
 
 Tensor BlockSparseLinear::to_dense() const { return block_sparse_to_dense(weight_, pattern_); }
 

@@ -42,6 +42,22 @@ class BlockSparseLinear : public UnaryModule {
   /// The dense (out, in) weight with zeros outside the blocks (no autograd history).
   Tensor to_dense() const;
 
+  /// Moves the layer to another pattern on the same block grid with the same weight shape (what
+  /// nn::Sparsifier does when it drops and grows blocks): blocks stored in both keep their values, new
+  /// blocks start at zero (block_sparse_remap); the weight's gradient, when defined, is moved the same
+  /// way. `weight` stays the same parameter: its storage is rewritten in place (the version counter
+  /// bumps), so optimizers and modules that hold it keep working; their own state per element is the
+  /// caller's to move (Optimizer::state_buffers). Errors: another grid or weight shape.
+  void set_pattern(const BlockSparsePattern& pattern);
+
+  /// Arms (true) or disarms the capture of the next forward's input x and of the gradient dL/dy that
+  /// reaches that forward's output in the backward (a hook, registered only on armed forwards whose output
+  /// requires grad). nn::Sparsifier arms it one step before a structure update and reads it with
+  /// captured(). A later armed forward replaces the capture; disarming drops it.
+  void set_capture(bool on);
+  /// The captured (x, dL/dy), both undefined until an armed forward's backward has run.
+  std::pair<Tensor, Tensor> captured() const;
+
   const BlockSparsePattern& pattern() const { return pattern_; }
   std::int64_t in_features() const { return pattern_.in_features(); }
   std::int64_t out_features() const { return pattern_.out_features(); }
@@ -55,6 +71,11 @@ class BlockSparseLinear : public UnaryModule {
   BlockSparsePattern pattern_;
   Tensor weight_;
   Tensor bias_;
+  struct Capture {
+    bool armed = false;
+    Tensor x, g;
+  };
+  std::shared_ptr<Capture> capture_ = std::make_shared<Capture>();
 };
 
 }  // namespace xgrad::nn

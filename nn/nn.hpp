@@ -26,5 +26,6 @@
 #include "xgrad/nn/rnn.hpp"
 #include "xgrad/nn/sequential.hpp"
 #include "xgrad/nn/serialize.hpp"
+#include "xgrad/nn/sparsifier.hpp"
 #include "xgrad/nn/utils/csv_writer.hpp"
 #include "xgrad/nn/utils/progress.hpp"

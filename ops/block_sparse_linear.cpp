@@ -152,10 +152,37 @@ BlockSparsePattern BlockSparsePattern::from_block_coords(
                 "weight with ({}, {}) blocks",
                 fn, r, c, nr, nc, out, in, bo, bi);
   auto cells = coords;
-  std::sort(cells.begin(), cells.end());
+  // Sorted input (a sparsifier's merged lists) is taken in linear time.
+  if (!std::is_sorted(cells.begin(), cells.end())) std::sort(cells.begin(), cells.end());
   const auto dup = std::adjacent_find(cells.begin(), cells.end());
   XGRAD_CHECK(dup == cells.end(), "{}: argument 'coords' lists block ({}, {}) more than once", fn,
               dup == cells.end() ? 0 : dup->first, dup == cells.end() ? 0 : dup->second);
+  return BlockSparsePattern(
+      build(fn, out, in, uniform_groups(fn, out, bo), uniform_groups(fn, in, bi), std::move(cells), bo, bi));
+}
+
+BlockSparsePattern BlockSparsePattern::random(InFeatures in_features, OutFeatures out_features, BlockSize block,
+                                              double density, Generator& gen) {
+  constexpr const char* fn = "BlockSparsePattern::random";
+  const std::int64_t in = in_features.value, out = out_features.value, bi = block.in.value, bo = block.out.value;
+  check_grid(fn, out, in, bo, bi);
+  XGRAD_CHECK(density >= 0.0 && density <= 1.0, "{}: argument 'density' is {} but must be in [0, 1]", fn, density);
+  const std::int64_t nr = out / bo, nc = in / bi;
+  const std::int64_t cells_n = checked_mul(nr, nc, fn, "block grid");
+  check_host_memory(checked_nbytes(cells_n, sizeof(std::int64_t), fn, "block grid"), fn, "block grid");
+  const auto k = static_cast<std::int64_t>(std::llround(density * double(cells_n)));
+  // A partial Fisher-Yates shuffle: the first k cells of a uniformly random permutation.
+  std::vector<std::int64_t> cell(static_cast<std::size_t>(cells_n));
+  std::iota(cell.begin(), cell.end(), std::int64_t{0});
+  for (std::int64_t i = 0; i < k; ++i) {
+    const auto j = i + static_cast<std::int64_t>(gen.integer(static_cast<std::uint64_t>(cells_n - i)));
+    std::swap(cell[static_cast<std::size_t>(i)], cell[static_cast<std::size_t>(j)]);
+  }
+  std::vector<std::pair<std::int64_t, std::int64_t>> cells;
+  cells.reserve(static_cast<std::size_t>(k));
+  for (std::int64_t i = 0; i < k; ++i)
+    cells.emplace_back(cell[static_cast<std::size_t>(i)] / nc, cell[static_cast<std::size_t>(i)] % nc);
+  std::sort(cells.begin(), cells.end());
   return BlockSparsePattern(
       build(fn, out, in, uniform_groups(fn, out, bo), uniform_groups(fn, in, bi), std::move(cells), bo, bi));
 }
@@ -238,6 +265,26 @@ Shape BlockSparsePattern::weight_shape() const {
   const std::int64_t bo = impl_->blocks.empty() ? impl_->bo : impl_->blocks.front().rows;
   const std::int64_t bi = impl_->blocks.empty() ? impl_->bi : impl_->blocks.front().cols;
   return {num_blocks(), bo, bi};
+}
+
+Shape BlockSparsePattern::grid_shape() const {
+  return {static_cast<std::int64_t>(impl_->row_groups.size()), static_cast<std::int64_t>(impl_->col_groups.size())};
+}
+
+std::pair<std::int64_t, std::int64_t> BlockSparsePattern::block_shape() const {
+  const auto equal = [](const std::vector<Group>& g) {
+    return std::all_of(g.begin(), g.end(), [&](const Group& x) { return x.size == g.front().size; });
+  };
+  if (!equal(impl_->row_groups) || !equal(impl_->col_groups)) return {0, 0};
+  return {impl_->row_groups.empty() ? impl_->bo : impl_->row_groups.front().size,
+          impl_->col_groups.empty() ? impl_->bi : impl_->col_groups.front().size};
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> BlockSparsePattern::block_coords() const {
+  std::vector<std::pair<std::int64_t, std::int64_t>> c;
+  c.reserve(impl_->blocks.size());
+  for (const auto& b : impl_->blocks) c.emplace_back(b.row_group, b.col_group);
+  return c;
 }
 
 std::vector<std::int64_t> BlockSparsePattern::row_fan_in() const {
@@ -521,6 +568,61 @@ Tensor block_sparse_from_dense(const Tensor& dense, const BlockSparsePattern& p)
         std::memcpy(o + b.offset + i * b.cols, d + (b.row + i) * p.in_features() + b.col, sizeof(T) * b.cols);
   });
   return w;
+}
+
+Tensor block_sparse_remap(const Tensor& weight, const BlockSparsePattern& from, const BlockSparsePattern& to) {
+  constexpr const char* fn = "block_sparse_remap";
+  check_weight(fn, weight, from);
+  check_floating(fn, "weight", weight);
+  const auto same_groups = [](const std::vector<Group>& a, const std::vector<Group>& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                      [](const Group& x, const Group& y) { return x.begin == y.begin && x.size == y.size; });
+  };
+  XGRAD_CHECK(same_groups(from.row_groups(), to.row_groups()) && same_groups(from.col_groups(), to.col_groups()),
+              "{}: argument 'to' ({}) is not on the block grid of argument 'from' ({})", fn, to.str(), from.str());
+  // Both block lists are sorted by (row group, column group): one merge finds each kept block's source.
+  const auto& fb = from.blocks();
+  const auto& tb = to.blocks();
+  std::vector<std::int64_t> src(tb.size(), -1);
+  std::size_t i = 0;
+  for (std::size_t k = 0; k < tb.size(); ++k) {
+    const std::pair key{tb[k].row_group, tb[k].col_group};
+    while (i < fb.size() && std::pair{fb[i].row_group, fb[i].col_group} < key) ++i;
+    if (i < fb.size() && std::pair{fb[i].row_group, fb[i].col_group} == key) src[k] = static_cast<std::int64_t>(i);
+  }
+  const Tensor& w = weight;
+  Tensor out = Tensor::empty(to.weight_shape(), weight.dtype());
+  dispatch(weight.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    detail::bsl_remap<T>(from.csr(), w.data<T>(), to.csr(), src.data(), out.data<T>());
+  });
+  return out;
+}
+
+Tensor block_grad_norms(const Tensor& x, const Tensor& grad_output, BlockSize block) {
+  constexpr const char* fn = "block_grad_norms";
+  XGRAD_CHECK(x.defined(), "{}: argument 'x' is an undefined tensor", fn);
+  XGRAD_CHECK(grad_output.defined(), "{}: argument 'grad_output' is an undefined tensor", fn);
+  check_floating(fn, "x", x);
+  XGRAD_CHECK(x.dtype() == grad_output.dtype(), "{}: arguments 'x' ({}) and 'grad_output' ({}) must have one dtype", fn,
+              x.dtype(), grad_output.dtype());
+  XGRAD_CHECK(x.dim() >= 1 && grad_output.dim() >= 1 &&
+                  Shape(x.shape().begin(), x.shape().end() - 1) ==
+                      Shape(grad_output.shape().begin(), grad_output.shape().end() - 1),
+              "{}: arguments 'x' {} and 'grad_output' {} must be (batch..., in) and (batch..., out) with one batch "
+              "shape",
+              fn, shape_str(x.shape()), shape_str(grad_output.shape()));
+  const std::int64_t in = x.shape().back(), out = grad_output.shape().back();
+  const std::int64_t bi = block.in.value, bo = block.out.value;
+  check_grid(fn, out, in, bo, bi);
+  const std::int64_t m = checked_prod(x.shape(), 0, x.shape().size() - 1, fn, "x");
+  const Tensor &xc = x, &gc = grad_output;
+  Tensor norms = Tensor::empty({out / bo, in / bi}, x.dtype());
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    detail::bsl_grad_block_norms<T>(xc.data<T>(), gc.data<T>(), m, in, out, bi, bo, norms.data<T>());
+  });
+  return norms;
 }
 
 }  // namespace xgrad

@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "xgrad/core/random.hpp"
 #include "xgrad/core/tensor.hpp"
 
 namespace xgrad {
@@ -97,6 +98,10 @@ class BlockSparsePattern {
   /// Uniform grid of blocks of `block` size read from a dense (out, in) element mask (W's layout),
   /// which must be block aligned: each block entirely zero or entirely non-zero.
   static BlockSparsePattern from_element_mask(const Tensor& mask, BlockSize block);
+  /// Uniform grid of blocks of `block` size with round(density x grid blocks) blocks stored, chosen
+  /// uniformly at random from `gen` (a partial Fisher-Yates shuffle of the grid cells): the static random
+  /// pattern that sparse-training baselines start from. density in [0, 1].
+  static BlockSparsePattern random(InFeatures in, OutFeatures out, BlockSize block, double density, Generator& gen);
   /// Block-diagonal layer: group g maps its `in` inputs to its `out` outputs, groups laid out in order
   /// along both axes; in_features = sum of in, out_features = sum of out.
   static BlockSparsePattern block_diagonal(const std::vector<DiagonalGroup>& groups);
@@ -115,6 +120,13 @@ class BlockSparsePattern {
   /// ordered by row group.
   const std::vector<std::int64_t>& col_ptr() const;
   const std::vector<std::int64_t>& col_index() const;
+  /// The (block rows, block columns) of the uniform grid, i.e. the shape of a block mask; for a
+  /// block-diagonal layer (row groups, column groups).
+  Shape grid_shape() const;
+  /// The block size (out rows, in columns) of a uniform grid; (0, 0) when the blocks differ in size.
+  std::pair<std::int64_t, std::int64_t> block_shape() const;
+  /// The (block row, block column) of every stored block, in storage order.
+  std::vector<std::pair<std::int64_t, std::int64_t>> block_coords() const;
   /// True when every block has the same size (weight shape (nnz, bo, bi)).
   bool is_uniform() const;
   /// Shape of the packed weight tensor: (nnz, bo, bi) when uniform, else (stored_elements,).
@@ -160,5 +172,24 @@ Tensor block_sparse_to_dense(const Tensor& weight, const BlockSparsePattern& pat
 /// @op `block_sparse_from_dense(D, pattern)` | the stored blocks of a dense (out, in) matrix (entries outside
 ///   the pattern ignored) | none (no autograd history: a converter for initialisation) | —
 Tensor block_sparse_from_dense(const Tensor& dense, const BlockSparsePattern& pattern);
+
+/// Moves packed blocks from one pattern to another on the same grid (same features and groups): a block
+/// stored in both keeps its values, a block only in `to` is zero, a block only in `from` is dropped. What
+/// a sparsifier does to a weight, its gradient and its optimizer state when the structure changes. One
+/// merge of the two sorted block lists and one copy: O(stored blocks + stored elements).
+/// @op `block_sparse_remap(W, from, to)` | out_B = W_B for every block B of `to` stored in `from`, 0 for the
+///   others | none (no autograd history: a converter for structure changes) | —
+Tensor block_sparse_remap(const Tensor& weight, const BlockSparsePattern& from, const BlockSparsePattern& to);
+
+/// The Frobenius norm of every block of the dense weight gradient of a linear layer, without forming
+/// that gradient: for y = x Wᵀ with W (out x in) cut into a uniform grid of `block`-sized blocks, and g
+/// = dL/dy, out[r, c] = ‖(gᵀ x)[r·bo : (r+1)·bo, c·bi : (c+1)·bi]‖_F over the grid (out/bo, in/bi). The
+/// growth criterion of RigL (nn::Sparsifier). x (batch..., in), grad_output (batch..., out), one float
+/// dtype. Computed one block row at a time (tasks of one block row, the batch in fixed chunks), so the
+/// memory beyond the result is one (bo x in) panel per running task and the bits do not depend on the
+/// thread count. O(batch x in x out) multiply-adds: a dense weight-gradient's worth, for update steps.
+/// @op `block_grad_norms(x, g, block)` | out[r, c] = ‖Σ_m g[m, rows(r)]ᵀ x[m, cols(c)]‖_F | none (no autograd
+///   history: a statistic) | —
+Tensor block_grad_norms(const Tensor& x, const Tensor& grad_output, BlockSize block);
 
 }  // namespace xgrad

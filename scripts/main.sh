@@ -5,11 +5,11 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Examples to run, in order: folder names under examples/ (each builds to build/release/examples/<name>).
-examples=(spectral_fit block_sparse_mlp fashion_cnn char_model package_graph)
+examples=(spectral_fit block_sparse_mlp fashion_cnn sparse_training char_model package_graph)
 # Extra arguments per example: the short forms of fashion_cnn (~300 steps on a subset), char_model
 # (~10 s) and package_graph (~5 s); their full runs are `build/release/examples/<name>` without
 # arguments (README.md, Examples).
-declare -A example_args=([fashion_cnn]="--quick" [char_model]="--quick" [package_graph]="--quick")
+declare -A example_args=([fashion_cnn]="--quick" [sparse_training]="--quick" [char_model]="--quick" [package_graph]="--quick")
 
 # The test-only packages (PyTorch, Catch2, MPI) are not needed here; install-deps.sh also fills apt's
 # package index when it is empty (examples/package_graph reads it).
@@ -28,4 +28,4 @@ for name in "${examples[@]}"; do
   # shellcheck disable=SC2086  # the extra arguments are words
   "build/release/examples/${name}" --out "out/${name}" ${example_args[$name]:-}
 done
-echo "==> done: plots in $(pwd)/out/spectral_fit/*.png, $(pwd)/out/block_sparse_mlp/*.png, $(pwd)/out/fashion_cnn/*.png and $(pwd)/out/package_graph/*.png; samples in out/char_model/"
+echo "==> done: plots in $(pwd)/out/spectral_fit/*.png, $(pwd)/out/block_sparse_mlp/*.png, $(pwd)/out/fashion_cnn/*.png, $(pwd)/out/sparse_training/*.png and $(pwd)/out/package_graph/*.png; samples in out/char_model/"

@@ -104,6 +104,15 @@ Optimizer::~Optimizer() = default;
 
 Optimizer::ParamState& Optimizer::state_of(const Tensor& p) { return (*state_)[p.impl()]; }
 
+std::vector<Tensor> Optimizer::state_buffers(const Tensor& p) const {
+  std::vector<Tensor> out;
+  const auto it = state_->find(p.impl());
+  if (it == state_->end()) return out;
+  for (const Tensor& b : it->second.buffers)
+    if (b.defined() && b.shape() == p.shape()) out.push_back(b);
+  return out;
+}
+
 void Optimizer::init_groups(std::vector<ParamGroup> groups) {
   std::size_t total = 0;
   for (const auto& g : groups) total += g.params.size();

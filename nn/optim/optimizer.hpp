@@ -83,6 +83,12 @@ class Optimizer {
   /// "SGD", "Adam", "AdamW", "RMSprop" or "Adagrad".
   const std::string& name() const { return name_; }
 
+  /// The state tensors of parameter p shaped like p (momentum, Adam's moments, ...): handles that share
+  /// the state's storage, so writing them writes the state. Empty when p has no state yet. For code that
+  /// moves a parameter's entries in place: nn::Sparsifier remaps them with the blocks of a weight whose
+  /// structure changed.
+  std::vector<Tensor> state_buffers(const Tensor& p) const;
+
   /// The optimizer's state as named tensors (copies), for checkpoints:
   ///   "param_groups.<g>.num_params"            0-d float64, the group's parameter count
   ///   "param_groups.<g>.<option>"              0-d float64 per option (bools as 0/1; betas as

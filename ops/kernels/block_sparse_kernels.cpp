@@ -7,6 +7,7 @@
 #include "xgrad/ops/kernels/block_sparse_kernels.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -806,6 +807,41 @@ void bsl_bias_grad(const T* g, std::int64_t m, std::int64_t n, T* db) {
   });
 }
 
+template <class T>
+void bsl_grad_block_norms(const T* x, const T* g, std::int64_t m, std::int64_t in, std::int64_t out, std::int64_t bi,
+                          std::int64_t bo, T* norms) {
+  const std::int64_t nr = out / bo, nc = in / bi;
+  if (nc == 0) return;  // no block (and no panel: BLAS needs a leading dimension >= 1)
+  run_tasks(nr, double(m) * double(in) * double(out), [&](std::int64_t r) {
+    T* acc = scratch<T>(0, bo * in);
+    if (m == 0) std::fill(acc, acc + bo * in, T(0));
+    for (std::int64_t m0 = 0; m0 < m; m0 += kWeightBatchChunk) {
+      const std::int64_t mc = std::min(kWeightBatchChunk, m - m0);
+      gemm(true, false, bo, in, mc, g + m0 * out + r * bo, out, x + m0 * in, in, m0 == 0 ? T(0) : T(1), acc, in);
+    }
+    for (std::int64_t c = 0; c < nc; ++c) {
+      double s = 0;
+      for (std::int64_t i = 0; i < bo; ++i)
+        for (std::int64_t j = c * bi; j < (c + 1) * bi; ++j) s += double(acc[i * in + j]) * double(acc[i * in + j]);
+      norms[r * nc + c] = static_cast<T>(std::sqrt(s));
+    }
+  });
+}
+
+template <class T>
+void bsl_remap(const BlockCsr& from, const T* w, const BlockCsr& to, const std::int64_t* src_block, T* dst) {
+  run_tasks(static_cast<std::int64_t>(to.blocks.size()), double(to.stored), [&](std::int64_t k) {
+    const auto& b = to.blocks[static_cast<std::size_t>(k)];
+    const std::int64_t n = b.rows * b.cols;
+    if (src_block[k] < 0)
+      std::fill(dst + b.offset, dst + b.offset + n, T(0));
+    else
+      std::memcpy(dst + b.offset, w + from.blocks[static_cast<std::size_t>(src_block[k])].offset, sizeof(T) * n);
+  });
+}
+
+XGRAD_INSTANTIATE_FLOATING(bsl_grad_block_norms);
+XGRAD_INSTANTIATE_FLOATING(bsl_remap);
 XGRAD_INSTANTIATE_FLOATING(bsl_forward);
 XGRAD_INSTANTIATE_FLOATING(bsl_input_grad);
 XGRAD_INSTANTIATE_FLOATING(bsl_weight_grad);

@@ -38,4 +38,13 @@ void bsl_weight_grad(const BlockCsr& p, const T* g, const T* x, std::int64_t m, 
 template <class T>
 void bsl_bias_grad(const T* g, std::int64_t m, std::int64_t n, T* db);
 
+/// norms[r * (in / bi) + c] = ‖(gᵀ x)[r·bo : (r+1)·bo, c·bi : (c+1)·bi]‖_F for x (m, in), g (m, out): one task
+/// per block row, its (bo x in) panel summed over fixed batch chunks, so no dense (out x in) gradient.
+template <class T>
+void bsl_grad_block_norms(const T* x, const T* g, std::int64_t m, std::int64_t in, std::int64_t out, std::int64_t bi,
+                          std::int64_t bo, T* norms);
+/// Block k of `to` = block src_block[k] of `from` (the same size), or zeros when src_block[k] < 0.
+template <class T>
+void bsl_remap(const BlockCsr& from, const T* w, const BlockCsr& to, const std::int64_t* src_block, T* dst);
+
 }  // namespace xgrad::detail

@@ -141,6 +141,86 @@ void add_block_sparse_linear_entries(std::vector<OpInfo>& t) {
                   {opname, to_dense ? "(3, 2, 3)" : "(4, 5)"}}};
     t.push_back(op);
   }
+  {
+    // A weight moved from one random pattern to another on the same R x C grid of 2x3 blocks.
+    OpInfo op;
+    op.name = "block_sparse_remap";
+    op.signature = "block_sparse_remap(Tensor,BlockSparsePattern,BlockSparsePattern)";
+    op.torch = std::string(kTorchDenseW) + "out = Wd.reshape(-1)[idx2.long()].reshape(wshape2)";
+    op.differentiable = false;  // no autograd history (documented)
+    op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+      const BlockSparsePattern from = random_pattern(s.sizes[0], s.sizes[1], g);
+      const BlockSparsePattern to = random_pattern(s.sizes[0], s.sizes[1], g);
+      SampleInput si{{}, {}, dims_prelude(from) + fmt::format("wshape2 = [{}]\n", fmt::join(to.weight_shape(), ", "))};
+      si.inputs.push_back({"w", values(from.weight_shape(), g, dt), false});
+      si.inputs.push_back({"idx", dense_index(from), false});
+      si.inputs.push_back({"idx2", dense_index(to), false});
+      si.call = [from, to](const Tensors& in) { return block_sparse_remap(in[0], from, to); };
+      return si;
+    };
+    op.size_names = {"R", "C"};
+    op.small = {3, 4};
+    op.threads = {150, 150};
+    op.check_undefined = false;
+    op.int64_inputs = {"idx", "idx2"};  // the torch code's helper indices
+    op.errors = {{"another grid",
+                  [] {
+                    const auto a = BlockSparsePattern::from_block_mask(
+                        InFeatures{6}, OutFeatures{4}, {InFeatures{3}, OutFeatures{2}}, Tensor::ones({2, 2}));
+                    const auto b = BlockSparsePattern::from_block_mask(
+                        InFeatures{6}, OutFeatures{4}, {InFeatures{2}, OutFeatures{2}}, Tensor::ones({2, 3}));
+                    block_sparse_remap(Tensor::zeros(a.weight_shape()), a, b);
+                  },
+                  {"block_sparse_remap", "'to'", "block grid"}},
+                 {"weight of the wrong shape",
+                  [] {
+                    const auto a = BlockSparsePattern::from_block_mask(
+                        InFeatures{6}, OutFeatures{4}, {InFeatures{3}, OutFeatures{2}}, Tensor::ones({2, 2}));
+                    block_sparse_remap(Tensor::zeros({3, 2, 3}), a, a);
+                  },
+                  {"block_sparse_remap", "'weight'", "(3, 2, 3)"}}};
+    t.push_back(op);
+  }
+  {
+    // The block norms of gᵀx over an R x C grid of (bo = 2) x (bi = 3) blocks, x (batch..., M, 3C).
+    OpInfo op;
+    op.name = "block_grad_norms";
+    op.signature = "block_grad_norms(Tensor,Tensor,BlockSize)";
+    op.torch = "out = (g.flatten(0, -2).T @ x.flatten(0, -2)).reshape(R, 2, C, 3).pow(2).sum((1, 3)).sqrt()";
+    op.differentiable = false;  // a statistic (documented)
+    op.sample = [](Dtype dt, const SampleSpec& s, Generator& g) {
+      const std::int64_t m = s.sizes[0], r = s.sizes[1], c = s.sizes[2];
+      SampleInput si{{{"x", values(bshape(s.batch, {m, 3 * c}), g, dt), false},
+                      {"g", values(bshape(s.batch, {m, 2 * r}), g, dt), false}},
+                     {},
+                     fmt::format("R = {}\nC = {}\n", r, c)};
+      si.call = [](const Tensors& in) { return block_grad_norms(in[0], in[1], {InFeatures{3}, OutFeatures{2}}); };
+      return si;
+    };
+    op.size_names = {"M", "R", "C"};
+    op.small = {5, 3, 4};
+    op.threads = {400, 50, 50};
+    op.supports_batch = true;
+    op.errors = {
+        {"block size that does not divide",
+         [] {
+           block_grad_norms(Tensor::zeros({5, 7}), Tensor::zeros({5, 4}), {InFeatures{3}, OutFeatures{2}});
+         },
+         {"block_grad_norms", "must divide", "in=7"}},
+        {"batch shapes that differ",
+         [] {
+           block_grad_norms(Tensor::zeros({5, 6}), Tensor::zeros({4, 4}), {InFeatures{3}, OutFeatures{2}});
+         },
+         {"block_grad_norms", "(5, 6)", "(4, 4)"}},
+        {"dtype mix",
+         [] {
+           block_grad_norms(Tensor::zeros({5, 6}), Tensor::zeros({5, 4}, kFloat64), {InFeatures{3}, OutFeatures{2}});
+         },
+         {"block_grad_norms", "dtype"}}};
+    op.rtol32 = 1e-4;
+    op.atol32 = 1e-4;
+    t.push_back(op);
+  }
 }
 
 const bool registered = register_entries(__FILE__, add_block_sparse_linear_entries);
