@@ -248,3 +248,29 @@ TEST_CASE("Sparsifier: bad layers, options and a missing gradient are refused", 
   CHECK(sp.step() == 0);
   fails([&] { sp.step(); }, {"Sparsifier", "layer 0", "no captured gradient", "step 2"});
 }
+
+TEST_CASE("Sparsifier at entry granularity: 1 x 1 blocks are a CSR weight whose entries move", "[sparsifier]") {
+  Generator g(13);
+  // (out x in) = (20 x 30), 60 of 600 entries stored.
+  auto layer = std::make_shared<BlockSparseLinear>(
+      Pattern::random(InFeatures{30}, OutFeatures{20}, {InFeatures{1}, OutFeatures{1}}, 0.1, g), g, true, kFloat64);
+  CHECK(layer->weight().shape() == Shape{60, 1, 1});
+  nn::Adam opt(layer->parameters(), 0.01);
+  nn::Sparsifier sp({layer}, opt, nn::SparsifierOptions(1, 5).drop_fraction(0.5));
+  const Pattern initial = layer->pattern();
+  const Tensor x = Tensor::randn({16, 30}, g, kFloat64), target = Tensor::randn({16, 20}, g, kFloat64);
+  std::int64_t moved = 0;
+  for (int s = 0; s < 6; ++s) {
+    // Each entry's weight in the dense matrix equals its packed value, wherever it moved.
+    train_step(*layer, opt, x, target);
+    moved += sp.step();
+    const std::vector<double> dense = layer->to_dense().to_vector(), packed = layer->weight().to_vector();
+    const auto coords = layer->pattern().block_coords();
+    REQUIRE(coords.size() == 60);
+    for (std::size_t k = 0; k < coords.size(); ++k)
+      CHECK(dense[static_cast<std::size_t>(coords[k].first * 30 + coords[k].second)] == packed[k]);
+  }
+  // floor(f(t) x 60) with f(t) = 0.25 (1 + cos(pi t / 5)) at t = 1..4: 27, 19, 10 and 2 entries.
+  CHECK(moved == 27 + 19 + 10 + 2);
+  CHECK_FALSE(layer->pattern() == initial);
+}
