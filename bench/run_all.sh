@@ -13,7 +13,8 @@
 # MLP training step), the fashion_cnn training step (conv, batch norm, pooling), GRU/LSTM training
 # steps and Hessian-vector products (MLP) against libtorch, and the index ops (index_select,
 # index_add, gather, scatter_add, embedding, a GCN aggregation), dropout and the random fills, and the
-# sparse ops (spmm, sddmm) against PyTorch; and dense GEMM at 1 thread (xgrad's own GEMM, OpenBLAS as loaded and OpenBLAS on
+# sparse ops (spmm, sddmm) against PyTorch, the sparse-training MLP step (static, SET and RigL
+# block-sparse against dense and masked dense); and dense GEMM at 1 thread (xgrad's own GEMM, OpenBLAS as loaded and OpenBLAS on
 # its Prescott kernels, against the FMA peak). REPS (default 3) sets the repetitions behind each median
 # (the short rnn and hvp steps use 3 * REPS, the index, random and sparse ops 5 * REPS, GEMM 2 * REPS + 1).
 set -euo pipefail
@@ -27,6 +28,7 @@ mkdir -p "$out"
   cmake --build --preset release --target resample_conv_bench block_sparse_linear_bench autograd_overhead \
     conv_step_bench $(grep -q torch_autograd_overhead build/release/build.ninja && echo torch_autograd_overhead) \
     rnn_step_bench hvp_bench index_ops_bench random_ops_bench sparse_ops_bench graph_layers_bench gemm_bench \
+    sparse_training_bench \
     $(grep -q torch_conv_step build/release/build.ninja && echo torch_conv_step torch_rnn_step torch_hvp) \
     $(grep -q ddp_overlap_bench build/release/build.ninja && echo ddp_overlap_bench)
 }
@@ -45,6 +47,7 @@ ROUNDS=1 bash bench/run_index_ops.sh "$dir" $((reps * 5)) "$out/index_ops.csv" >
 ROUNDS=1 bash bench/run_random_ops.sh "$dir" $((reps * 5)) "$out/random_ops.csv" >"$out/random_ops.txt"
 ROUNDS=1 bash bench/run_sparse_ops.sh "$dir" $((reps * 5)) "$out/sparse_ops.csv" >"$out/sparse_ops.txt"
 ROUNDS=1 bash bench/run_graph_layers.sh "$dir" $((reps * 5)) "$out/graph_layers.csv" >"$out/graph_layers.txt"
+bash bench/run_sparse_training.sh "$dir" "$reps" "$out/sparse_training.csv" >"$out/sparse_training.txt"
 # DDP's overlap over a rate-limited link between two network namespaces: needs root, `ip`, `tc` and
 # the MPI build; skipped (with a line saying so) otherwise.
 if [[ -x "$dir/ddp_overlap" && $(id -u) == 0 ]] && command -v ip >/dev/null && command -v tc >/dev/null; then
@@ -71,6 +74,9 @@ sed -n '/^# ours\/libtorch/,$p' "$out/rnn_step.txt"
 echo
 echo "================ Hessian-vector products ================"
 sed -n '/^## /,$p' "$out/hvp.txt"
+echo
+echo "================ sparse training step ================"
+sed -n '/^training step/,$p' "$out/sparse_training.txt"
 echo
 echo "================ index ops ================"
 sed -n '/^## /,$p' "$out/index_ops.txt"

@@ -40,14 +40,16 @@ namespace {
 struct Settings {
   int epochs = 10;
   std::size_t batch = 128;
-  double lr = 1e-3;
+  std::string optimizer = "adam";
+  double lr = 0;  // 0: the optimizer's default below
   std::int64_t hidden = 2048;
   std::int64_t block_in = 16, block_out = 32;
   std::vector<double> densities{0.1, 0.05};
   std::vector<std::string> methods{"dense", "static", "rigl"};
   std::int64_t update_every = 100;
   double drop_fraction = 0.3;
-  double end_fraction = 0.75;  // structure updates stop after this share of the steps (RigL's T_end)
+  double end_fraction = 0.75;
+  bool erdos_renyi = false;  // structure updates stop after this share of the steps (RigL's T_end)
   std::int64_t train_size = 0, test_size = 0;
   std::uint64_t seed = 0;
   int threads = 0;
@@ -75,14 +77,26 @@ Model make_model(const Settings& s, const std::string& method, double density, G
   Model m;
   m.net = std::make_shared<nn::Sequential>();
   m.net->push_back(std::make_shared<nn::Flatten>());
+  // Per-layer densities: uniform, or Erdős-Rényi (RigL's ER: d_l proportional to (in_l + out_l) /
+  // (in_l out_l), scaled so that the layers store the same total as at uniform density, each at most 1).
+  const std::vector<std::int64_t> ins{784, s.hidden};
+  std::vector<double> d(2, density);
+  if (s.erdos_renyi) {
+    double stored = 0, weight = 0;
+    for (const auto i : ins) {
+      stored += density * double(i) * double(s.hidden);
+      weight += double(i + s.hidden);
+    }
+    for (std::size_t l = 0; l < 2; ++l) d[l] = std::min(1.0, stored / weight / double(ins[l]) * double(ins[l] + s.hidden) / double(s.hidden));
+  }
   std::int64_t in = 784;
-  for (int l = 0; l < 2; ++l) {
+  for (std::size_t l = 0; l < 2; ++l) {
     if (method == "dense") {
       m.net->push_back(std::make_shared<nn::Linear>(in, s.hidden, gen));
     } else {
       const BlockSize block{InFeatures{s.block_in}, OutFeatures{s.block_out}};
       auto layer = std::make_shared<nn::BlockSparseLinear>(
-          BlockSparsePattern::random(InFeatures{in}, OutFeatures{s.hidden}, block, density, gen), gen);
+          BlockSparsePattern::random(InFeatures{in}, OutFeatures{s.hidden}, block, d[l], gen), gen);
       m.sparse.push_back(layer);
       m.net->push_back(layer);
     }
@@ -152,7 +166,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--batch", s.batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--lr", s.lr, "Adam's learning rate (cosine-decayed to 0)")->capture_default_str();
+  app.add_option("--optimizer", s.optimizer, "adam, or sgd (momentum 0.9, as the RigL paper)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"adam", "sgd"}));
+  app.add_option("--lr", s.lr, "peak learning rate, cosine-decayed to 0 (0: 1e-3 for Adam, 0.05 for SGD)")
+      ->capture_default_str();
   app.add_option("--hidden", s.hidden, "width of the two hidden layers")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -165,6 +183,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--drop-fraction", s.drop_fraction, "share of blocks moved at the first update (RigL's alpha)")
       ->capture_default_str();
+  app.add_flag("--erdos-renyi", s.erdos_renyi,
+               "per-layer densities by RigL's Erdős-Rényi rule instead of uniform (the same total stored)");
   app.add_option("--train", s.train_size, "use the first N training images (0: all 60000)")->capture_default_str();
   app.add_option("--test", s.test_size, "use the first N test images (0: all 10000)")->capture_default_str();
   app.add_option("--seed", s.seed, "seed of the inits, patterns and shuffles")->capture_default_str();
@@ -187,6 +207,7 @@ int main(int argc, char** argv) {
     if (app.count("--min-accuracy") == 0) s.min_accuracy = 0.75;
   }
   if (s.threads > 0) set_num_threads(s.threads);
+  if (s.lr == 0) s.lr = s.optimizer == "adam" ? 1e-3 : 0.05;
 
   try {
     s.densities = split_list<double>(densities);
@@ -225,7 +246,12 @@ int main(int argc, char** argv) {
         Generator gen(s.seed);
         Model model = make_model(s, method, density, gen);
         nn::DataLoader loader(train, nn::DataLoaderOptions(s.batch).shuffle(true).seed(s.seed + 1));
-        nn::Adam opt(model.net->parameters(), nn::AdamOptions(s.lr));
+        std::unique_ptr<nn::Optimizer> optimizer;
+        if (s.optimizer == "adam")
+          optimizer = std::make_unique<nn::Adam>(model.net->parameters(), nn::AdamOptions(s.lr));
+        else
+          optimizer = std::make_unique<nn::SGD>(model.net->parameters(), nn::SGDOptions(s.lr).momentum(0.9));
+        nn::Optimizer& opt = *optimizer;
         const long total = static_cast<long>(s.epochs) * static_cast<long>(loader.size());
         std::unique_ptr<nn::Sparsifier> sparsifier;
         std::vector<BlockSparsePattern> initial;
