@@ -360,7 +360,7 @@ int main(int argc, char** argv) {
     std::string plots =
         "set output 'accuracy_vs_density.png'\nset title 'test accuracy against block density'\n"
         "set xlabel 'block density (stored share of the hidden weights)'\nset ylabel 'test accuracy (%)'\n"
-        "set logscale x\nset xrange [0.03:1.5]\nset key bottom right\n";
+        "set logscale x\nset offsets graph 0.08, graph 0.08, graph 0.08, graph 0.08\nset key bottom right\n";
     std::string plot_cmd = "plot ";
     for (const auto& method : s.methods) {
       plot_cmd += fmt::format(
@@ -374,7 +374,7 @@ int main(int argc, char** argv) {
           }(),
           method);
     }
-    plots += plot_cmd.substr(0, plot_cmd.size() - 2) + "\nunset logscale x\nset xrange [*:*]\n";
+    plots += plot_cmd.substr(0, plot_cmd.size() - 2) + "\nunset logscale x\nset offsets 0, 0, 0, 0\n";
     plots +=
         "set output 'accuracy.png'\nset title 'test accuracy after each epoch'\nset xlabel 'epoch'\n"
         "set ylabel 'test accuracy (%)'\nset xtics 1\nplot for [i=2:" +
