@@ -27,6 +27,10 @@ void in_chunks(std::size_t count, std::size_t elem_bytes, unsigned char* data, F
     done += n;
   }
 }
+
+// Calls of broadcast_ and all_reduce_sum so far on this rank, named in timeout messages (only the
+// thread that communicates counts them).
+std::int64_t g_broadcast_calls = 0, g_all_reduce_sum_calls = 0;
 }  // namespace
 
 void barrier() {
@@ -43,13 +47,18 @@ void broadcast_(const std::vector<Tensor>& tensors, int root) {
               "distributed::broadcast_: argument 'root' ({}) is not a rank of a world of size {}", root, n);
   for (std::size_t i = 0; i < tensors.size(); ++i)
     XGRAD_CHECK(tensors[i].defined(), "distributed::broadcast_: tensor {} is undefined", i);
-  detail::arrive_collective("distributed::broadcast_");
+  const auto start = detail::Clock::now();
+  const std::string what = fmt::format("distributed::broadcast_ (call {})", ++g_broadcast_calls);
+  std::vector<MPI_Request> reqs;
   for (const Tensor& t : tensors) {
     auto* data = static_cast<unsigned char*>(t.impl()->storage->data);
-    in_chunks(t.nbytes(), 1, data,
-              [&](unsigned char* p, int count) { MPI_Bcast(p, count, MPI_BYTE, root, MPI_COMM_WORLD); });
-    ++t.impl()->storage->version;
+    in_chunks(t.nbytes(), 1, data, [&](unsigned char* p, int count) {
+      reqs.emplace_back();
+      MPI_Ibcast(p, count, MPI_BYTE, root, MPI_COMM_WORLD, &reqs.back());
+    });
   }
+  detail::wait_collective(reqs, fmt::format("{}: MPI_Ibcast of {} tensors", what, tensors.size()), start);
+  for (const Tensor& t : tensors) ++t.impl()->storage->version;
 }
 
 double all_reduce_mean(double value) {
@@ -82,12 +91,16 @@ struct AllReduceSumFn : Function<AllReduceSumFn> {
   Tensor forward(const Tensor& x) {
     Tensor out = x.clone_data();
     if (out.numel() == 0) return out;
-    detail::arrive_collective("distributed::all_reduce_sum");
+    const auto start = detail::Clock::now();
+    const std::string what = fmt::format("distributed::all_reduce_sum (call {})", ++g_all_reduce_sum_calls);
     auto* bytes = static_cast<unsigned char*>(out.impl()->storage->data);
     const MPI_Datatype type = detail::mpi_type(out.dtype());
+    std::vector<MPI_Request> reqs;
     in_chunks(static_cast<std::size_t>(out.numel()), dtype_size(out.dtype()), bytes, [&](unsigned char* p, int count) {
-      MPI_Allreduce(MPI_IN_PLACE, p, count, type, MPI_SUM, MPI_COMM_WORLD);
+      reqs.emplace_back();
+      MPI_Iallreduce(MPI_IN_PLACE, p, count, type, MPI_SUM, MPI_COMM_WORLD, &reqs.back());
     });
+    detail::wait_collective(reqs, fmt::format("{}: MPI_Iallreduce of {} elements", what, out.numel()), start);
     return out;
   }
   Tensors backward(const Tensors& grads) { return {all_reduce_sum_impl(grads[0])}; }

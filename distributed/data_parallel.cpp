@@ -172,7 +172,9 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
   impl_->stopper = [this] { stop_progress(); };
   if (options_.overlap) {
     comm_holder_ = std::make_shared<CommHolder>();
-    MPI_Comm_dup(MPI_COMM_WORLD, &comm_holder_->comm);  // the ring's messages (Note [Ring all-reduce])
+    MPI_Request dup_req;
+    MPI_Comm_idup(MPI_COMM_WORLD, &comm_holder_->comm, &dup_req);  // the ring's messages (Note [Ring all-reduce])
+    detail::wait_collective(dup_req, "DistributedDataParallel (construction): MPI_Comm_idup");
   }
   if (options_.overlap)
     for (std::size_t i = 0; i < params_.size(); ++i)
@@ -506,29 +508,54 @@ void DistributedDataParallel::average_gradients() {
     ready_[i] = 1;
     --pending_[slot_bucket_[i]];
   }
+  const auto start = detail::Clock::now();
   if (options_.overlap && options_.mode == ReduceMode::allreduce) {
     launch_complete_buckets();
-    detail::wait_until([&] { return !progress(); }, what);
+    detail::wait_until(
+        [&] { return !progress(); },
+        fmt::format("{}: the ring all-reduce of {} buckets (MPI_Isend, MPI_Irecv)", what, buckets_.size()), start);
   } else {
-    // every rank here first (arrive), then Open MPI's blocking tuned collectives
-    detail::arrive_collective(what);
+    // Every bucket's transfer started at once, non-blocking, then completed in order (Note [Waiting in
+    // collectives]: no blocking call, so a peer that stalls mid-transfer meets the timeout).
+    // MPI_Ireduce goes in pieces of at most kReducePiece bytes: Open MPI 4.1's libnbc reduces a large
+    // message on up to 4 ranks with its chain algorithm, one round per segment, and recurses once per
+    // round that completes at once; a 64 MB bucket overflowed the stack (tests/distributed/fault_drill.cpp).
+    constexpr std::size_t kReducePiece = std::size_t{1} << 20;
     const bool root = rank() == 0;
-    for (std::size_t b = 0; b < flights_.size(); ++b) {
-      Flight& f = *flights_[b];
-      void* p = f.storage.impl()->storage->data;
-      const int count = static_cast<int>(f.storage.numel());
-      const MPI_Datatype type = detail::mpi_type(f.storage.dtype());
-      if (options_.mode == ReduceMode::allreduce) {
-        MPI_Allreduce(MPI_IN_PLACE, p, count, type, MPI_SUM, MPI_COMM_WORLD);
-      } else {
-        if (root)
-          MPI_Reduce(MPI_IN_PLACE, p, count, type, MPI_SUM, 0, MPI_COMM_WORLD);
-        else
-          MPI_Reduce(p, nullptr, count, type, MPI_SUM, 0, MPI_COMM_WORLD);
-        MPI_Bcast(p, count, type, 0, MPI_COMM_WORLD);
+    const std::size_t nb = flights_.size();
+    enum Call { kAllreduce, kReduce, kBcast };
+    const auto run_all = [&](Call call) {
+      static constexpr const char* kNames[] = {"MPI_Iallreduce", "MPI_Ireduce", "MPI_Ibcast"};
+      std::vector<std::vector<MPI_Request>> reqs(nb);
+      for (std::size_t b = 0; b < nb; ++b) {
+        auto* p = static_cast<unsigned char*>(flights_[b]->storage.impl()->storage->data);
+        const auto count = static_cast<std::size_t>(flights_[b]->storage.numel());
+        const Dtype d = flights_[b]->storage.dtype();
+        const MPI_Datatype type = detail::mpi_type(d);
+        const std::size_t piece = call == kReduce ? kReducePiece / dtype_size(d) : std::max<std::size_t>(count, 1);
+        for (std::size_t at = 0; at < count; at += piece) {
+          const int m = static_cast<int>(std::min(piece, count - at));
+          unsigned char* q = p + at * dtype_size(d);
+          MPI_Request& req = reqs[b].emplace_back(MPI_REQUEST_NULL);
+          if (call == kAllreduce)
+            MPI_Iallreduce(MPI_IN_PLACE, q, m, type, MPI_SUM, MPI_COMM_WORLD, &req);
+          else if (call == kReduce)
+            MPI_Ireduce(root ? MPI_IN_PLACE : q, root ? q : nullptr, m, type, MPI_SUM, 0, MPI_COMM_WORLD, &req);
+          else
+            MPI_Ibcast(q, m, type, 0, MPI_COMM_WORLD, &req);
+        }
       }
-      finish_bucket(b);
+      for (std::size_t b = 0; b < nb; ++b)
+        detail::wait_collective(reqs[b], fmt::format("{}: {} of bucket {} of {}", what, kNames[call], b + 1, nb),
+                                start);
+    };
+    if (options_.mode == ReduceMode::allreduce) {
+      run_all(kAllreduce);
+    } else {
+      run_all(kReduce);  // rank 0's sums complete before its broadcast reads them
+      run_all(kBcast);
     }
+    for (std::size_t b = 0; b < nb; ++b) finish_bucket(b);
   }
   // the next round
   for (auto& f : flights_) {

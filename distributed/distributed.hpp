@@ -121,12 +121,12 @@ Tensor all_reduce_sum(const Tensor& x);
 
 /// How average_gradients() sums across ranks.
 enum class ReduceMode {
-  /// One MPI_Allreduce(SUM) per bucket. Every MPI implementation we know of (Open MPI's recursive
+  /// One MPI_Iallreduce(SUM) per bucket. Every MPI implementation we know of (Open MPI's recursive
   /// doubling, ring, Rabenseifner; MPICH's) hands every rank the same bits, because float addition
   /// is commutative and each partial sum is computed once and then copied; MPI itself only
   /// "recommends" this. Two ranks: a + b on both, exactly.
   allreduce,
-  /// MPI_Reduce(SUM) to rank 0, then MPI_Bcast: identical bits on every rank by construction, at
+  /// MPI_Ireduce(SUM) to rank 0, then MPI_Ibcast: identical bits on every rank by construction, at
   /// about twice the communication time.
   reduce_broadcast,
 };

@@ -22,14 +22,22 @@ namespace xgrad::distributed {
 namespace {
 
 // ---- waiting: timeouts, ranks that left, no busy polling ----------------------------------------
-// Note [Waiting in collectives]: every collective is started non-blocking (MPI_I...; for the large
-// transfers of broadcast_ and average_gradients, an MPI_Ibarrier first, arrive()) and completed by
-// wait(), which calls MPI_Test (what drives Open MPI's progress) until the request completes, and
-// aborts the job (MPI_Abort, after a message on stderr naming this rank, the collective and the step)
-//  - when the collective timeout passes (set_timeout, XGRAD_DISTRIBUTED_TIMEOUT; 5 minutes by default), or
+// Note [Waiting in collectives]: every transfer of a collective, bulk data included, is non-blocking
+// (MPI_I...; point-to-point MPI_Isend/MPI_Irecv for the rings) and completed by wait(), which calls
+// MPI_Test (what drives Open MPI's progress) until the request completes, and aborts the job
+// (MPI_Abort, after a message on stderr naming this rank, the collective, its call number and the MPI
+// call it waits in)
+//  - when the collective timeout passes (set_timeout, XGRAD_DISTRIBUTED_TIMEOUT; 5 minutes by default),
+//    counted from the start of the collective (a Deadline), not of each transfer, or
 //  - when another rank has left main (its MpiContext finalised, Note [Leaving]) and the collective has
 //    not completed kStrandedGrace later: a rank that already took part in the collective before
 //    leaving lets it complete at once, so only a collective it never joined waits that long.
+// No plain blocking MPI call follows a started collective: a rank that stalls in the middle of a
+// transfer (a stopped process, a frozen host) is caught by the timeout as one that never arrived
+// (tests/distributed/fault_drill.cpp). Open MPI's blocking collectives used to carry the bulk
+// transfers after an MPI_Ibarrier, as they measured faster than its non-blocking ones on 4-25 MiB
+// buckets (bench/results/tuning_notes.md, "Blocking collectives before libnbc"), but once inside one,
+// nothing could end the wait.
 // For the first kSpin of a wait it tests in a loop with sched_yield (a collective of a training step
 // completes within it, at the latency of a blocking call), then sleeps kNap between tests, so a rank
 // that waits for a slow peer uses little CPU. Open MPI's own blocking calls poll (spin) instead;
@@ -92,10 +100,9 @@ void poll_leave_notices() {
 // Calls `test` (which makes progress and returns true when the collective is complete) until it
 // returns true, with the timeout, stranded-rank and sleeping rules of wait().
 template <class Test>
-void wait_until(Test&& test, const std::string& what) {
+void wait_until(Test&& test, const std::string& what, std::chrono::steady_clock::time_point start) {
   using clock = std::chrono::steady_clock;
   WaitState& st = wait_state();
-  const auto start = clock::now();
   clock::time_point stranded_since{};
   bool stranded = false;
   for (;;) {
@@ -122,25 +129,14 @@ void wait_until(Test&& test, const std::string& what) {
   }
 }
 
-void wait(MPI_Request& req, const std::string& what) {
+void wait(MPI_Request* reqs, int count, const std::string& what, std::chrono::steady_clock::time_point start) {
   wait_until(
       [&] {
         int done = 0;
-        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        MPI_Testall(count, reqs, &done, MPI_STATUSES_IGNORE);
         return done != 0;
       },
-      what);
-}
-
-// Waits (as wait() does) until every rank has reached this collective: an MPI_Ibarrier. The large
-// transfers that follow use Open MPI's blocking collectives, whose tuned algorithms measured faster
-// than its non-blocking ones (libnbc) on 4-25 MiB buckets (bench/results/tuning_notes.md, "Blocking
-// collectives before libnbc"), and which cannot hang once every
-// rank has arrived (a rank that dies inside one makes mpirun end the job).
-void arrive(const std::string& what) {
-  MPI_Request req;
-  MPI_Ibarrier(MPI_COMM_WORLD, &req);
-  wait(req, what);
+      what, start);
 }
 
 // Reads XGRAD_DISTRIBUTED_TIMEOUT (seconds, > 0) into the timeout, once, at init.
@@ -177,11 +173,20 @@ void leave() {
     sends.emplace_back();
     MPI_Isend(&me, 1, MPI_INT, r, kLeaveTag, st.leave_comm, &sends.back());
   }
+  // The collective timeout bounds this wait too: a rank that never leaves main (stuck, stopped)
+  // must not keep the others in finalize for ever.
+  const auto start = std::chrono::steady_clock::now();
   for (;;) {
     poll_leave_notices();
     int done = 0;
     MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
     if (done != 0 && st.leave_req == MPI_REQUEST_NULL) break;
+    if (std::chrono::steady_clock::now() - start > st.timeout)
+      abort_job(
+          fmt::format("finalize: {} of the {} other ranks did not leave main within the collective timeout of "
+                      "{} s (a rank is stuck, or works alone for longer than the timeout allows: "
+                      "xgrad::distributed::set_timeout, XGRAD_DISTRIBUTED_TIMEOUT)",
+                      n - 1 - st.notices, n - 1, static_cast<double>(st.timeout.count()) / 1000.0));
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   MPI_Comm_free(&st.leave_comm);
@@ -202,9 +207,13 @@ void require_mpi(const char* fn) {
   quiesce();
 }
 
-void wait_collective(MPI_Request& req, const std::string& what) { wait(req, what); }
-void arrive_collective(const std::string& what) { arrive(what); }
-void wait_until(const std::function<bool()>& done, const std::string& what) { distributed::wait_until(done, what); }
+void wait_collective(MPI_Request& req, const std::string& what, Clock::time_point start) { wait(&req, 1, what, start); }
+void wait_collective(std::vector<MPI_Request>& reqs, const std::string& what, Clock::time_point start) {
+  wait(reqs.data(), static_cast<int>(reqs.size()), what, start);
+}
+void wait_until(const std::function<bool()>& done, const std::string& what, Clock::time_point start) {
+  distributed::wait_until(done, what, start);
+}
 
 // MPI_COMM_WORLD's size and this rank, read once (they never change): asking them makes no MPI call,
 // so any thread may (Note [Progress thread] in data_parallel.cpp).

@@ -5,8 +5,10 @@
 // header (detail/ is not installed).
 #include <mpi.h>
 
+#include <chrono>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "xgrad/core/dtype.hpp"
 
@@ -18,15 +20,16 @@ void require_mpi(const char* fn);
 /// Stops every DistributedDataParallel progress thread (Note [Progress thread] in data_parallel.cpp):
 /// call before communicating from this thread.
 void quiesce();
-/// Completes the non-blocking collective `req`, aborting the job on the collective timeout or when
-/// a rank that left main strands it; `what` names the collective in the message.
-void wait_collective(MPI_Request& req, const std::string& what);
+using Clock = std::chrono::steady_clock;
+/// Completes the non-blocking request `req` of a collective that started at `start` (the collective
+/// timeout counts from there), aborting the job on the timeout or when a rank that left main strands
+/// it; `what` names the rank's collective, its call and the MPI call in the message.
+void wait_collective(MPI_Request& req, const std::string& what, Clock::time_point start = Clock::now());
+/// The same for several requests (MPI_Testall).
+void wait_collective(std::vector<MPI_Request>& reqs, const std::string& what, Clock::time_point start = Clock::now());
 /// Calls `done` (which makes progress and returns true when the collective is complete) until it
 /// returns true, with wait_collective's timeout, stranded-rank and sleeping rules.
-void wait_until(const std::function<bool()>& done, const std::string& what);
-/// An MPI_Ibarrier completed by wait_collective: every rank has reached the collective `what`, so
-/// the blocking transfers that follow cannot hang.
-void arrive_collective(const std::string& what);
+void wait_until(const std::function<bool()>& done, const std::string& what, Clock::time_point start = Clock::now());
 
 /// MPI_COMM_WORLD's size and this rank, read once: no MPI call, so any thread may ask.
 int world_size_raw();
