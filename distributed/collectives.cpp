@@ -36,7 +36,7 @@ std::int64_t g_broadcast_calls = 0, g_all_reduce_sum_calls = 0;
 void barrier() {
   detail::require_mpi("distributed::barrier");
   MPI_Request req;
-  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  detail::mpi(MPI_Ibarrier, MPI_COMM_WORLD, &req);
   detail::wait_collective(req, "distributed::barrier");
 }
 
@@ -49,15 +49,16 @@ void broadcast_(const std::vector<Tensor>& tensors, int root) {
     XGRAD_CHECK(tensors[i].defined(), "distributed::broadcast_: tensor {} is undefined", i);
   const auto start = detail::Clock::now();
   const std::string what = fmt::format("distributed::broadcast_ (call {})", ++g_broadcast_calls);
+  detail::arrive_collective(what, start);
   std::vector<MPI_Request> reqs;
   for (const Tensor& t : tensors) {
     auto* data = static_cast<unsigned char*>(t.impl()->storage->data);
     in_chunks(t.nbytes(), 1, data, [&](unsigned char* p, int count) {
       reqs.emplace_back();
-      MPI_Ibcast(p, count, MPI_BYTE, root, MPI_COMM_WORLD, &reqs.back());
+      detail::mpi(MPI_Ibcast, p, count, MPI_BYTE, root, MPI_COMM_WORLD, &reqs.back());
     });
   }
-  detail::wait_collective(reqs, fmt::format("{}: MPI_Ibcast of {} tensors", what, tensors.size()), start);
+  detail::wait_transfer(reqs, fmt::format("{}: MPI_Ibcast of {} tensors", what, tensors.size()), start);
   for (const Tensor& t : tensors) ++t.impl()->storage->version;
 }
 
@@ -65,7 +66,7 @@ double all_reduce_mean(double value) {
   detail::require_mpi("distributed::all_reduce_mean");
   double sum = 0.0;
   MPI_Request req;
-  MPI_Iallreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req);
+  detail::mpi(MPI_Iallreduce, &value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req);
   detail::wait_collective(req, "distributed::all_reduce_mean");
   return sum / world_size();
 }
@@ -74,7 +75,7 @@ double all_reduce_max(double value) {
   detail::require_mpi("distributed::all_reduce_max");
   double m = 0.0;
   MPI_Request req;
-  MPI_Iallreduce(&value, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &req);
+  detail::mpi(MPI_Iallreduce, &value, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &req);
   detail::wait_collective(req, "distributed::all_reduce_max");
   return m;
 }
@@ -95,12 +96,13 @@ struct AllReduceSumFn : Function<AllReduceSumFn> {
     const std::string what = fmt::format("distributed::all_reduce_sum (call {})", ++g_all_reduce_sum_calls);
     auto* bytes = static_cast<unsigned char*>(out.impl()->storage->data);
     const MPI_Datatype type = detail::mpi_type(out.dtype());
+    detail::arrive_collective(what, start);
     std::vector<MPI_Request> reqs;
     in_chunks(static_cast<std::size_t>(out.numel()), dtype_size(out.dtype()), bytes, [&](unsigned char* p, int count) {
       reqs.emplace_back();
-      MPI_Iallreduce(MPI_IN_PLACE, p, count, type, MPI_SUM, MPI_COMM_WORLD, &reqs.back());
+      detail::mpi(MPI_Iallreduce, MPI_IN_PLACE, p, count, type, MPI_SUM, MPI_COMM_WORLD, &reqs.back());
     });
-    detail::wait_collective(reqs, fmt::format("{}: MPI_Iallreduce of {} elements", what, out.numel()), start);
+    detail::wait_transfer(reqs, fmt::format("{}: MPI_Iallreduce of {} elements", what, out.numel()), start);
     return out;
   }
   Tensors backward(const Tensors& grads) { return {all_reduce_sum_impl(grads[0])}; }

@@ -67,7 +67,7 @@ struct DistributedDataParallel::CommHolder {
   ~CommHolder() {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (comm != MPI_COMM_NULL && finalized == 0) MPI_Comm_free(&comm);
+    if (comm != MPI_COMM_NULL && finalized == 0) detail::mpi(MPI_Comm_free, &comm);
   }
 };
 
@@ -122,7 +122,7 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
   std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(n));
   const char* what = "DistributedDataParallel (the parameter check)";
   MPI_Request req;
-  MPI_Iallgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD, &req);
+  detail::mpi(MPI_Iallgather, mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD, &req);
   detail::wait_collective(req, what);
   int bad = -1;
   for (int r = 1; r < n && bad < 0; ++r)
@@ -130,7 +130,7 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
   if (bad >= 0) {
     const int len = static_cast<int>(signature.size());
     std::vector<int> lens(static_cast<std::size_t>(n)), offs(static_cast<std::size_t>(n));
-    MPI_Iallgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD, &req);
+    detail::mpi(MPI_Iallgather, &len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD, &req);
     detail::wait_collective(req, what);
     int total = 0;
     for (int r = 0; r < n; ++r) {
@@ -138,8 +138,8 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
       total += lens[r];
     }
     std::string gathered(static_cast<std::size_t>(total), '\0');
-    MPI_Iallgatherv(signature.data(), len, MPI_CHAR, gathered.data(), lens.data(), offs.data(), MPI_CHAR,
-                    MPI_COMM_WORLD, &req);
+    detail::mpi(MPI_Iallgatherv, signature.data(), len, MPI_CHAR, gathered.data(), lens.data(), offs.data(), MPI_CHAR,
+                MPI_COMM_WORLD, &req);
     detail::wait_collective(req, what);
     const auto lines_of = [&](int r) {
       return split_lines(gathered.substr(static_cast<std::size_t>(offs[r]), static_cast<std::size_t>(lens[r])));
@@ -173,7 +173,8 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
   if (options_.overlap) {
     comm_holder_ = std::make_shared<CommHolder>();
     MPI_Request dup_req;
-    MPI_Comm_idup(MPI_COMM_WORLD, &comm_holder_->comm, &dup_req);  // the ring's messages (Note [Ring all-reduce])
+    detail::mpi(MPI_Comm_idup, MPI_COMM_WORLD, &comm_holder_->comm,
+                &dup_req);  // the ring's messages (Note [Ring all-reduce])
     detail::wait_collective(dup_req, "DistributedDataParallel (construction): MPI_Comm_idup");
   }
   if (options_.overlap)
@@ -417,7 +418,7 @@ bool DistributedDataParallel::advance_ring(std::size_t b) {
   for (;;) {
     if (f.reqs[0] != MPI_REQUEST_NULL || f.reqs[1] != MPI_REQUEST_NULL) {
       int flag = 0;
-      MPI_Testall(2, f.reqs, &flag, MPI_STATUSES_IGNORE);
+      detail::mpi(MPI_Testall, 2, f.reqs, &flag, MPI_STATUSES_IGNORE);
       if (flag == 0) return false;
       if (f.step < n - 1) {  // a reduce-scatter step: add the received chunk into ours
         const int c = ((me - f.step - 1) % n + n) % n;
@@ -456,10 +457,11 @@ bool DistributedDataParallel::advance_ring(std::size_t b) {
       recv_c = ((me - s) % n + n) % n;
       recv_to = base + static_cast<std::size_t>(lo(recv_c)) * es;
     }
-    MPI_Irecv(recv_to, static_cast<int>(lo(recv_c + 1) - lo(recv_c)), detail::mpi_type(d), prev, tag,
-              comm_holder_->comm, &f.reqs[0]);
-    MPI_Isend(base + static_cast<std::size_t>(lo(send_c)) * es, static_cast<int>(lo(send_c + 1) - lo(send_c)),
-              detail::mpi_type(d), next, tag, comm_holder_->comm, &f.reqs[1]);
+    detail::mpi(MPI_Irecv, recv_to, static_cast<int>(lo(recv_c + 1) - lo(recv_c)), detail::mpi_type(d), prev, tag,
+                comm_holder_->comm, &f.reqs[0]);
+    detail::mpi(MPI_Isend, base + static_cast<std::size_t>(lo(send_c)) * es,
+                static_cast<int>(lo(send_c + 1) - lo(send_c)), detail::mpi_type(d), next, tag, comm_holder_->comm,
+                &f.reqs[1]);
   }
 }
 
@@ -538,17 +540,18 @@ void DistributedDataParallel::average_gradients() {
           unsigned char* q = p + at * dtype_size(d);
           MPI_Request& req = reqs[b].emplace_back(MPI_REQUEST_NULL);
           if (call == kAllreduce)
-            MPI_Iallreduce(MPI_IN_PLACE, q, m, type, MPI_SUM, MPI_COMM_WORLD, &req);
+            detail::mpi(MPI_Iallreduce, MPI_IN_PLACE, q, m, type, MPI_SUM, MPI_COMM_WORLD, &req);
           else if (call == kReduce)
-            MPI_Ireduce(root ? MPI_IN_PLACE : q, root ? q : nullptr, m, type, MPI_SUM, 0, MPI_COMM_WORLD, &req);
+            detail::mpi(MPI_Ireduce, root ? MPI_IN_PLACE : q, root ? q : nullptr, m, type, MPI_SUM, 0, MPI_COMM_WORLD,
+                        &req);
           else
-            MPI_Ibcast(q, m, type, 0, MPI_COMM_WORLD, &req);
+            detail::mpi(MPI_Ibcast, q, m, type, 0, MPI_COMM_WORLD, &req);
         }
       }
       for (std::size_t b = 0; b < nb; ++b)
-        detail::wait_collective(reqs[b], fmt::format("{}: {} of bucket {} of {}", what, kNames[call], b + 1, nb),
-                                start);
+        detail::wait_transfer(reqs[b], fmt::format("{}: {} of bucket {} of {}", what, kNames[call], b + 1, nb), start);
     };
+    detail::arrive_collective(what, start);
     if (options_.mode == ReduceMode::allreduce) {
       run_all(kAllreduce);
     } else {

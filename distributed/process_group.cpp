@@ -40,8 +40,13 @@ namespace {
 // nothing could end the wait.
 // For the first kSpin of a wait it tests in a loop with sched_yield (a collective of a training step
 // completes within it, at the latency of a blocking call), then sleeps kNap between tests, so a rank
-// that waits for a slow peer uses little CPU. Open MPI's own blocking calls poll (spin) instead;
-// init() also sets mpi_yield_when_idle unless the user chose (docs/distributed.md, "Failures and hangs").
+// that waits for a slow peer uses little CPU. A bulk transfer moves on only inside MPI calls (no
+// progress thread in Open MPI's TCP transport), one socket's worth per test, so a nap between tests
+// throttles it, badly on a loaded host (a 32 MB MPI_Iallgatherv then missed a timeout of 2 s): the
+// collectives with large transfers therefore first wait, napping, until every rank has arrived
+// (arrive_collective: an MPI_Ibarrier), then test the transfer in a sched_yield loop to the end
+// (wait_transfer), as Open MPI's blocking calls do, within the same deadline. Open MPI's own blocking calls poll (spin)
+// instead; init() also sets mpi_yield_when_idle unless the user chose (docs/distributed.md, "Failures and hangs").
 //
 // Note [Leaving]: init() duplicates MPI_COMM_WORLD into a communicator of its own and posts a receive
 // on it. A rank that finalises (MpiContext's destructor on a normal return, or finalize()) first sends
@@ -78,12 +83,12 @@ void poll_leave_notices() {
   while (st.leave_req != MPI_REQUEST_NULL) {
     int done = 0;
     MPI_Status status;
-    MPI_Test(&st.leave_req, &done, &status);
+    detail::mpi(MPI_Test, &st.leave_req, &done, &status);
     if (done == 0) return;
     ++st.notices;
     if (st.first_left < 0) st.first_left = status.MPI_SOURCE;
     if (st.notices < others)
-      MPI_Irecv(&st.leave_msg, 1, MPI_INT, MPI_ANY_SOURCE, kLeaveTag, st.leave_comm, &st.leave_req);
+      detail::mpi(MPI_Irecv, &st.leave_msg, 1, MPI_INT, MPI_ANY_SOURCE, kLeaveTag, st.leave_comm, &st.leave_req);
     else
       st.leave_req = MPI_REQUEST_NULL;
   }
@@ -100,7 +105,8 @@ void poll_leave_notices() {
 // Calls `test` (which makes progress and returns true when the collective is complete) until it
 // returns true, with the timeout, stranded-rank and sleeping rules of wait().
 template <class Test>
-void wait_until(Test&& test, const std::string& what, std::chrono::steady_clock::time_point start) {
+void wait_until(Test&& test, const std::string& what, std::chrono::steady_clock::time_point start,
+                bool transfer = false) {
   using clock = std::chrono::steady_clock;
   WaitState& st = wait_state();
   clock::time_point stranded_since{};
@@ -122,21 +128,22 @@ void wait_until(Test&& test, const std::string& what, std::chrono::steady_clock:
                       "or slower than the timeout allows: xgrad::distributed::set_timeout, "
                       "XGRAD_DISTRIBUTED_TIMEOUT)",
                       what, static_cast<double>(st.timeout.count()) / 1000.0));
-    if (now - start < kSpin)
+    if (transfer || now - start < kSpin)
       sched_yield();
     else
       std::this_thread::sleep_for(kNap);
   }
 }
 
-void wait(MPI_Request* reqs, int count, const std::string& what, std::chrono::steady_clock::time_point start) {
+void wait(MPI_Request* reqs, int count, const std::string& what, std::chrono::steady_clock::time_point start,
+          bool transfer = false) {
   wait_until(
       [&] {
         int done = 0;
-        MPI_Testall(count, reqs, &done, MPI_STATUSES_IGNORE);
+        detail::mpi(MPI_Testall, count, reqs, &done, MPI_STATUSES_IGNORE);
         return done != 0;
       },
-      what, start);
+      what, start, transfer);
 }
 
 // Reads XGRAD_DISTRIBUTED_TIMEOUT (seconds, > 0) into the timeout, once, at init.
@@ -157,9 +164,9 @@ void setup_leave_notices() {
   MPI_Query_thread(&g_thread_level);
   WaitState& st = wait_state();
   if (st.leave_comm != MPI_COMM_NULL) return;
-  MPI_Comm_dup(MPI_COMM_WORLD, &st.leave_comm);
+  detail::mpi(MPI_Comm_dup, MPI_COMM_WORLD, &st.leave_comm);
   if (detail::world_size_raw() > 1)
-    MPI_Irecv(&st.leave_msg, 1, MPI_INT, MPI_ANY_SOURCE, kLeaveTag, st.leave_comm, &st.leave_req);
+    detail::mpi(MPI_Irecv, &st.leave_msg, 1, MPI_INT, MPI_ANY_SOURCE, kLeaveTag, st.leave_comm, &st.leave_req);
 }
 
 // Before MPI_Finalize: tell every other rank, then wait for theirs (Note [Leaving]).
@@ -171,7 +178,7 @@ void leave() {
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;
     sends.emplace_back();
-    MPI_Isend(&me, 1, MPI_INT, r, kLeaveTag, st.leave_comm, &sends.back());
+    detail::mpi(MPI_Isend, &me, 1, MPI_INT, r, kLeaveTag, st.leave_comm, &sends.back());
   }
   // The collective timeout bounds this wait too: a rank that never leaves main (stuck, stopped)
   // must not keep the others in finalize for ever.
@@ -179,7 +186,7 @@ void leave() {
   for (;;) {
     poll_leave_notices();
     int done = 0;
-    MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
+    detail::mpi(MPI_Testall, static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
     if (done != 0 && st.leave_req == MPI_REQUEST_NULL) break;
     if (std::chrono::steady_clock::now() - start > st.timeout)
       abort_job(
@@ -189,7 +196,7 @@ void leave() {
                       n - 1 - st.notices, n - 1, static_cast<double>(st.timeout.count()) / 1000.0));
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  MPI_Comm_free(&st.leave_comm);
+  detail::mpi(MPI_Comm_free, &st.leave_comm);
   st.leave_comm = MPI_COMM_NULL;
 }
 
@@ -199,6 +206,11 @@ void default_yield_when_idle() { setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*o
 }  // namespace
 
 namespace detail {
+std::mutex& mpi_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 // Every public function that communicates starts here: MPI must be up, and no progress thread may
 // call MPI while this thread does (Note [Progress thread] in data_parallel.cpp).
 void require_mpi(const char* fn) {
@@ -214,13 +226,24 @@ void wait_collective(std::vector<MPI_Request>& reqs, const std::string& what, Cl
 void wait_until(const std::function<bool()>& done, const std::string& what, Clock::time_point start) {
   distributed::wait_until(done, what, start);
 }
+void arrive_collective(const std::string& what, Clock::time_point start) {
+  MPI_Request req;
+  detail::mpi(MPI_Ibarrier, MPI_COMM_WORLD, &req);
+  wait(&req, 1, what + ": MPI_Ibarrier (every rank arrives)", start);
+}
+void wait_transfer(MPI_Request& req, const std::string& what, Clock::time_point start) {
+  wait(&req, 1, what, start, /*transfer=*/true);
+}
+void wait_transfer(std::vector<MPI_Request>& reqs, const std::string& what, Clock::time_point start) {
+  wait(reqs.data(), static_cast<int>(reqs.size()), what, start, /*transfer=*/true);
+}
 
 // MPI_COMM_WORLD's size and this rank, read once (they never change): asking them makes no MPI call,
 // so any thread may (Note [Progress thread] in data_parallel.cpp).
 int world_size_raw() {
   static const int n = [] {
     int v = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &v);
+    detail::mpi(MPI_Comm_size, MPI_COMM_WORLD, &v);
     return v;
   }();
   return n;
@@ -228,7 +251,7 @@ int world_size_raw() {
 int rank_raw() {
   static const int r = [] {
     int v = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &v);
+    detail::mpi(MPI_Comm_rank, MPI_COMM_WORLD, &v);
     return v;
   }();
   return r;
@@ -257,7 +280,7 @@ void init_mpi(const char* who, int* argc, char*** argv) {
   if (init == 0) {
     default_yield_when_idle();
     int provided = 0;
-    MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
+    detail::mpi(MPI_Init_thread, argc, argv, MPI_THREAD_SERIALIZED, &provided);
   }
   setup_leave_notices();
 }
@@ -269,7 +292,7 @@ void finalize() {
   if (!is_initialized()) return;
   detail::quiesce();
   leave();
-  MPI_Finalize();
+  detail::mpi(MPI_Finalize);
 }
 
 void set_timeout(std::chrono::milliseconds timeout) {
@@ -308,14 +331,14 @@ MpiContext::~MpiContext() {
 int rank() {
   detail::require_mpi("distributed::rank");
   int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  detail::mpi(MPI_Comm_rank, MPI_COMM_WORLD, &r);
   return r;
 }
 
 int world_size() {
   detail::require_mpi("distributed::world_size");
   int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  detail::mpi(MPI_Comm_size, MPI_COMM_WORLD, &n);
   return n;
 }
 

@@ -31,9 +31,9 @@ void ring_reduce_scatter(T* data, const std::vector<int>& counts, const std::vec
     const auto recv = static_cast<std::size_t>(((me - s - 2) % n + n) % n);
     scratch.resize(static_cast<std::size_t>(counts[recv]));
     std::vector<MPI_Request> reqs(2, MPI_REQUEST_NULL);
-    MPI_Irecv(scratch.data(), counts[recv], type, prev, 7100 + s, MPI_COMM_WORLD, &reqs[0]);
-    MPI_Isend(data + displs[send], counts[send], type, next, 7100 + s, MPI_COMM_WORLD, &reqs[1]);
-    detail::wait_collective(
+    detail::mpi(MPI_Irecv, scratch.data(), counts[recv], type, prev, 7100 + s, MPI_COMM_WORLD, &reqs[0]);
+    detail::mpi(MPI_Isend, data + displs[send], counts[send], type, next, 7100 + s, MPI_COMM_WORLD, &reqs[1]);
+    detail::wait_transfer(
         reqs, fmt::format("{}: MPI_Isend/MPI_Irecv of the ring reduce-scatter (step {} of {})", what, s + 1, n - 1),
         start);
     T* own = data + displs[recv];
@@ -129,6 +129,7 @@ void ZeroRedundancyOptimizer::step() {
     }
   const auto start = detail::Clock::now();
   const std::string what = fmt::format("ZeroRedundancyOptimizer::step (call {})", steps_);
+  detail::arrive_collective(what, start);
   // 1. the sums of this rank's share of the gradients, divided by the world size, into the pieces
   for (const Flat& f : flats_) {
     dispatch(f.dtype, [&](auto tag) {
@@ -181,9 +182,9 @@ void ZeroRedundancyOptimizer::step() {
         off += m;
       }
       MPI_Request req;
-      MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.data(), f.counts.data(), f.displs.data(),
-                      detail::mpi_type(f.dtype), MPI_COMM_WORLD, &req);
-      detail::wait_collective(req, fmt::format("{}: MPI_Iallgatherv of the {} parameters", what, f.dtype), start);
+      detail::mpi(MPI_Iallgatherv, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.data(), f.counts.data(), f.displs.data(),
+                  detail::mpi_type(f.dtype), MPI_COMM_WORLD, &req);
+      detail::wait_transfer(req, fmt::format("{}: MPI_Iallgatherv of the {} parameters", what, f.dtype), start);
       off = 0;
       for (std::size_t i : f.params) {
         const auto m = static_cast<std::size_t>(params_[i].numel());
