@@ -112,21 +112,41 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
     XGRAD_CHECK(t.defined(), "DistributedDataParallel: parameter '{}' is undefined", name);
   detail::require_mpi("DistributedDataParallel");
 
-  // 1. Same parameters everywhere? Exchange (count, hash), then details only on a mismatch, so every
-  //    rank reaches the same verdict.
+  // 1. Same options and parameters everywhere? Exchange the options and (count, hash), then details
+  //    only on a mismatch, so every rank reaches the same verdict. Options that differ would make the
+  //    ranks run different collectives (other bucket sizes, a ring against an MPI_Iallreduce).
   std::string signature;
   for (const auto& [name, t] : named) signature += describe(name, t) + "\n";
   for (const auto& [name, t] : named_buffers) signature += "buffer " + describe(name, t) + "\n";
-  const std::uint64_t mine[2] = {named.size(), fnv1a(signature)};
+  constexpr int kFields = 6;
+  static constexpr const char* kOptionNames[] = {"bucket_bytes", "overlap", "mode", "broadcast_buffers"};
+  const std::uint64_t mine[kFields] = {options_.bucket_bytes,
+                                       options_.overlap ? 1u : 0u,
+                                       static_cast<std::uint64_t>(options_.mode),
+                                       options_.broadcast_buffers ? 1u : 0u,
+                                       named.size(),
+                                       fnv1a(signature)};
+  const auto option_str = [](int k, std::uint64_t v) -> std::string {
+    if (k == 1 || k == 3) return v != 0 ? "true" : "false";
+    if (k == 2) return v == 0 ? "ReduceMode::allreduce" : "ReduceMode::reduce_broadcast";
+    return std::to_string(v);
+  };
   const int n = world_size(), me = rank();
-  std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(n));
+  std::vector<std::uint64_t> all(kFields * static_cast<std::size_t>(n));
   const char* what = "DistributedDataParallel (the parameter check)";
   MPI_Request req;
-  detail::mpi(MPI_Iallgather, mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD, &req);
+  detail::mpi(MPI_Iallgather, mine, kFields, MPI_UINT64_T, all.data(), kFields, MPI_UINT64_T, MPI_COMM_WORLD, &req);
   detail::wait_collective(req, what);
+  for (int k = 0; k < 4; ++k)
+    for (int r = 1; r < n; ++r)
+      if (all[kFields * r + k] != all[k])
+        throw Error(
+            fmt::format("DistributedDataParallel: the ranks' options differ (every rank must pass the same "
+                        "DdpOptions): option '{}' is {} on rank 0 and {} on rank {} (seen on rank {})",
+                        kOptionNames[k], option_str(k, all[k]), option_str(k, all[kFields * r + k]), r, me));
   int bad = -1;
   for (int r = 1; r < n && bad < 0; ++r)
-    if (all[2 * r] != all[0] || all[2 * r + 1] != all[1]) bad = r;
+    if (all[kFields * r + 4] != all[4] || all[kFields * r + 5] != all[5]) bad = r;
   if (bad >= 0) {
     const int len = static_cast<int>(signature.size());
     std::vector<int> lens(static_cast<std::size_t>(n)), offs(static_cast<std::size_t>(n));

@@ -154,7 +154,9 @@ struct DdpOptions {
 };
 
 /// Keeps the model replicas of all ranks in step.
-/// Construction (collective): checks that every rank has the same number of parameters (and
+/// Construction (collective): checks that every rank passes the same DdpOptions (bucket_bytes,
+/// overlap, mode, broadcast_buffers; on a difference EVERY rank throws xgrad::Error naming the option
+/// and rank 0's and the other rank's values) and has the same number of parameters (and
 /// buffers, for a module), with the same names, shapes and dtypes in the same order (a 64-bit hash and the count are
 /// all-gathered; on a mismatch the full descriptions are all-gathered and EVERY rank throws xgrad::Error naming the
 /// first differing parameter and both ranks' descriptions), then broadcasts rank 0's parameter

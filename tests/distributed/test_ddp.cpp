@@ -249,6 +249,35 @@ TEST_CASE("DDP: ranks with different parameters all throw, naming the difference
   CHECK(ok.num_buckets() == 1);
 }
 
+TEST_CASE("DDP: ranks with different options all throw, naming the option and both values", "[distributed]") {
+  // Issue 53 item 3: other bucket sizes, overlap or modes would run mismatched collectives.
+  const int n = dist::world_size(), r = dist::rank();
+  Tensor w = Tensor::zeros({5}, kFloat64);
+  w.set_requires_grad();
+  const auto build = [&](dist::DdpOptions o) { dist::DistributedDataParallel ddp(std::vector<Tensor>{w}, o); };
+  if (n == 1) {
+    build(dist::DdpOptions{1024});
+    return;
+  }
+  dist::DdpOptions o;
+  if (r == 1) o.bucket_bytes = 1024;
+  CHECK_THROWS_WITH(build(o), Catch::Contains("options differ") &&
+                                  Catch::Contains("option 'bucket_bytes' is 4194304 on rank 0 and 1024 on rank 1"));
+  o = dist::DdpOptions{};
+  o.overlap = r != 1;
+  CHECK_THROWS_WITH(build(o), Catch::Contains("option 'overlap' is true on rank 0 and false on rank 1"));
+  o = dist::DdpOptions{};
+  if (r == 1) o.mode = dist::ReduceMode::reduce_broadcast;
+  CHECK_THROWS_WITH(build(o), Catch::Contains("option 'mode' is ReduceMode::allreduce on rank 0 and "
+                                              "ReduceMode::reduce_broadcast on rank 1"));
+  o = dist::DdpOptions{};
+  o.broadcast_buffers = r != 1;
+  CHECK_THROWS_WITH(build(o), Catch::Contains("option 'broadcast_buffers' is true on rank 0 and false on rank 1"));
+  // The same options everywhere: accepted, and the communicator still works.
+  build(dist::DdpOptions{1024});
+  dist::barrier();
+}
+
 TEST_CASE("DDP and collectives: local argument errors", "[distributed]") {
   CHECK_THROWS_WITH(dist::DistributedDataParallel(std::shared_ptr<nn::Module>()),
                     Catch::Contains("DistributedDataParallel") && Catch::Contains("module") && Catch::Contains("null"));
