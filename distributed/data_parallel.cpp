@@ -8,7 +8,9 @@
 #include <chrono>
 #include <climits>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <sstream>
@@ -518,17 +520,67 @@ void DistributedDataParallel::average_gradients() {
   XGRAD_CHECK(sync_,
               "DistributedDataParallel::average_gradients: called inside no_sync() (leave the no_sync scope "
               "first: the next average_gradients() averages the accumulated gradients)");
+  const int root = joining_ ? join_round(true) : 0;
+  sync_round(false, root);
+}
+
+// Note [Join]: with a Join alive on every rank, each average_gradients() first all-gathers one flag
+// per rank (1: this rank trains), and a rank that left its loop (Join::finish) answers 0 in a loop
+// of its own; while any rank trains, the finished ones shadow its gradient average with zero
+// gradients (sync_round(true)): the same collectives, so nobody waits for a rank that ran out of
+// batches. The divisor stays the world size (torch's divide_by_initial_world_size). Rank 0's role as
+// the source of the bucket order and of the buffers passes to the lowest rank still training, and
+// when every rank has finished, that rank of the last round sends its parameters and buffers to all.
+int DistributedDataParallel::join_round(bool active) {
+  const int n = detail::world_size_raw();
+  const int flag = active ? 1 : 0;
+  std::vector<int> flags(static_cast<std::size_t>(n), 0);
+  MPI_Request req;
+  detail::mpi(MPI_Iallgather, &flag, 1, MPI_INT, flags.data(), 1, MPI_INT, MPI_COMM_WORLD, &req);
+  detail::wait_collective(req, fmt::format("DistributedDataParallel::average_gradients (call {}): Join's "
+                                           "MPI_Iallgather of the ranks still training",
+                                           steps_ + 1));
+  for (int r = 0; r < n; ++r)
+    if (flags[static_cast<std::size_t>(r)] != 0) {
+      join_last_root_ = r;
+      return r;
+    }
+  return -1;
+}
+
+void DistributedDataParallel::join_finish() {
+  detail::require_mpi("Join::finish");
+  XGRAD_CHECK(sync_, "Join::finish: called inside no_sync()");
+  for (int root = join_round(false); root >= 0; root = join_round(false)) sync_round(true, root);
+  if (join_last_root_ >= 0) {
+    broadcast_(params_, join_last_root_);
+    if (!buffers_.empty()) broadcast_(buffers_, join_last_root_);
+  }
+}
+
+void DistributedDataParallel::sync_round(bool shadow, int root) {
   ++steps_;
-  const std::string what = fmt::format("DistributedDataParallel::average_gradients (call {})", steps_);
+  const std::string what = fmt::format("DistributedDataParallel::average_gradients (call {}{})", steps_,
+                                       shadow ? ", shadowed by a rank that has joined" : "");
   last_ready_in_backward_ = 0;
-  if (options_.overlap)
+  if (options_.overlap && !shadow)
     for (std::size_t b = 0; b < buckets_.size(); ++b) last_ready_in_backward_ += pending_[b] == 0 ? 1 : 0;
-  // the parameters backward did not give a gradient this round (or every one, without overlap)
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    if (ready_[i] || params_[i].numel() == 0) continue;
-    put_in_bucket(i);
-    ready_[i] = 1;
-    --pending_[slot_bucket_[i]];
+  if (shadow) {
+    // a rank that ran out of batches contributes zeros (Note [Join])
+    for (auto& f : flights_) std::memset(f->storage.impl()->storage->data, 0, f->storage.nbytes());
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      if (ready_[i] || params_[i].numel() == 0) continue;
+      ready_[i] = 1;
+      --pending_[slot_bucket_[i]];
+    }
+  } else {
+    // the parameters backward did not give a gradient this round (or every one, without overlap)
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      if (ready_[i] || params_[i].numel() == 0) continue;
+      put_in_bucket(i);
+      ready_[i] = 1;
+      --pending_[slot_bucket_[i]];
+    }
   }
   const auto start = detail::Clock::now();
   if (options_.overlap && options_.mode == ReduceMode::allreduce) {
@@ -543,7 +595,7 @@ void DistributedDataParallel::average_gradients() {
     // message on up to 4 ranks with its chain algorithm, one round per segment, and recurses once per
     // round that completes at once; a 64 MB bucket overflowed the stack (tests/distributed/fault_drill.cpp).
     constexpr std::size_t kReducePiece = std::size_t{1} << 20;
-    const bool root = rank() == 0;
+    const bool is_rank0 = rank() == 0;
     const std::size_t nb = flights_.size();
     enum Call { kAllreduce, kReduce, kBcast };
     const auto run_all = [&](Call call) {
@@ -562,8 +614,8 @@ void DistributedDataParallel::average_gradients() {
           if (call == kAllreduce)
             detail::mpi(MPI_Iallreduce, MPI_IN_PLACE, q, m, type, MPI_SUM, MPI_COMM_WORLD, &req);
           else if (call == kReduce)
-            detail::mpi(MPI_Ireduce, root ? MPI_IN_PLACE : q, root ? q : nullptr, m, type, MPI_SUM, 0, MPI_COMM_WORLD,
-                        &req);
+            detail::mpi(MPI_Ireduce, is_rank0 ? MPI_IN_PLACE : q, is_rank0 ? q : nullptr, m, type, MPI_SUM, 0,
+                        MPI_COMM_WORLD, &req);
           else
             detail::mpi(MPI_Ibcast, q, m, type, 0, MPI_COMM_WORLD, &req);
         }
@@ -601,7 +653,7 @@ void DistributedDataParallel::average_gradients() {
     for (std::size_t i = 0; i < params_.size(); ++i)
       if (!seen[i]) order.push_back(static_cast<std::int64_t>(i));
     Tensor t = Tensor::from_vector(order, {static_cast<std::int64_t>(order.size())});
-    broadcast_({t}, 0);
+    broadcast_({t}, root);
     std::vector<std::size_t> new_order;
     for (double v : t.to_vector()) new_order.push_back(static_cast<std::size_t>(v));
     make_buckets(new_order);
@@ -611,7 +663,7 @@ void DistributedDataParallel::average_gradients() {
   }
   // Every ring is done: backward may add the next gradients into the slots (Note [Overlapped averaging]).
   if (options_.overlap) set_in_place(true);
-  if (options_.broadcast_buffers) broadcast_buffers();
+  if (options_.broadcast_buffers && !buffers_.empty()) broadcast_(buffers_, root);
 }
 
 void DistributedDataParallel::set_in_place(bool on) {
@@ -622,6 +674,36 @@ void DistributedDataParallel::set_in_place(bool on) {
 void DistributedDataParallel::broadcast_buffers() {
   detail::require_mpi("DistributedDataParallel::broadcast_buffers");
   if (!buffers_.empty()) broadcast_(buffers_, 0);
+}
+
+}  // namespace xgrad::distributed
+
+namespace xgrad::distributed {
+
+Join::Join(DistributedDataParallel& ddp) : ddp_(&ddp), uncaught_at_start_(std::uncaught_exceptions()) {
+  XGRAD_CHECK(!ddp_->joining_, "Join: this DistributedDataParallel already has a Join");
+  ddp_->joining_ = true;
+  ddp_->join_last_root_ = -1;
+}
+
+void Join::finish() {
+  if (finished_) return;
+  finished_ = true;
+  ddp_->join_finish();
+  ddp_->joining_ = false;
+}
+
+Join::~Join() {
+  if (finished_ || std::uncaught_exceptions() > uncaught_at_start_) {
+    ddp_->joining_ = false;
+    return;
+  }
+  try {
+    finish();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "xgrad::distributed: Join: %s\n", e.what());
+    abort(1);
+  }
 }
 
 }  // namespace xgrad::distributed
