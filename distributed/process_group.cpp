@@ -28,7 +28,8 @@ namespace {
 // (MPI_Abort, after a message on stderr naming this rank, the collective, its call number and the MPI
 // call it waits in)
 //  - when the collective timeout passes (set_timeout, XGRAD_DISTRIBUTED_TIMEOUT; 5 minutes by default),
-//    counted from the start of the collective (a Deadline), not of each transfer, or
+//    counted from the start of the collective (the `start` every wait of it is given), not of each
+//    transfer, or
 //  - when another rank has left main (its MpiContext finalised, Note [Leaving]) and the collective has
 //    not completed kStrandedGrace later: a rank that already took part in the collective before
 //    leaving lets it complete at once, so only a collective it never joined waits that long.
@@ -41,12 +42,13 @@ namespace {
 // For the first kSpin of a wait it tests in a loop with sched_yield (a collective of a training step
 // completes within it, at the latency of a blocking call), then sleeps kNap between tests, so a rank
 // that waits for a slow peer uses little CPU. A bulk transfer moves on only inside MPI calls (no
-// progress thread in Open MPI's TCP transport), one socket's worth per test, so a nap between tests
-// throttles it, badly on a loaded host (a 32 MB MPI_Iallgatherv then missed a timeout of 2 s): the
-// collectives with large transfers therefore first wait, napping, until every rank has arrived
+// progress thread in Open MPI's TCP transport), one socket's worth per test, so naps between tests
+// throttle it, badly on a loaded host (the fault drill's ZeRO all-gather then missed its timeout):
+// the collectives with large transfers therefore first wait, napping, until every rank has arrived
 // (arrive_collective: an MPI_Ibarrier), then test the transfer in a sched_yield loop to the end
-// (wait_transfer), as Open MPI's blocking calls do, within the same deadline. Open MPI's own blocking calls poll (spin)
-// instead; init() also sets mpi_yield_when_idle unless the user chose (docs/distributed.md, "Failures and hangs").
+// (wait_transfer), as Open MPI's blocking calls do, within the same deadline. Open MPI's own blocking
+// calls poll (spin) too; init() also sets mpi_yield_when_idle unless the user chose
+// (docs/distributed.md, "Failures and hangs").
 //
 // Note [Leaving]: init() duplicates MPI_COMM_WORLD into a communicator of its own and posts a receive
 // on it. A rank that finalises (MpiContext's destructor on a normal return, or finalize()) first sends
