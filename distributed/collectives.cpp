@@ -27,12 +27,16 @@ void in_chunks(std::size_t count, std::size_t elem_bytes, unsigned char* data, F
     done += n;
   }
 }
+
+// Calls of broadcast_ and all_reduce_sum so far on this rank, named in timeout messages (only the
+// thread that communicates counts them).
+std::int64_t g_broadcast_calls = 0, g_all_reduce_sum_calls = 0;
 }  // namespace
 
 void barrier() {
   detail::require_mpi("distributed::barrier");
   MPI_Request req;
-  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  detail::mpi(MPI_Ibarrier, MPI_COMM_WORLD, &req);
   detail::wait_collective(req, "distributed::barrier");
 }
 
@@ -43,20 +47,26 @@ void broadcast_(const std::vector<Tensor>& tensors, int root) {
               "distributed::broadcast_: argument 'root' ({}) is not a rank of a world of size {}", root, n);
   for (std::size_t i = 0; i < tensors.size(); ++i)
     XGRAD_CHECK(tensors[i].defined(), "distributed::broadcast_: tensor {} is undefined", i);
-  detail::arrive_collective("distributed::broadcast_");
+  const auto start = detail::Clock::now();
+  const std::string what = fmt::format("distributed::broadcast_ (call {})", ++g_broadcast_calls);
+  detail::arrive_collective(what, start);
+  std::vector<MPI_Request> reqs;
   for (const Tensor& t : tensors) {
     auto* data = static_cast<unsigned char*>(t.impl()->storage->data);
-    in_chunks(t.nbytes(), 1, data,
-              [&](unsigned char* p, int count) { MPI_Bcast(p, count, MPI_BYTE, root, MPI_COMM_WORLD); });
-    ++t.impl()->storage->version;
+    in_chunks(t.nbytes(), 1, data, [&](unsigned char* p, int count) {
+      reqs.emplace_back();
+      detail::mpi(MPI_Ibcast, p, count, MPI_BYTE, root, MPI_COMM_WORLD, &reqs.back());
+    });
   }
+  detail::wait_transfer(reqs, fmt::format("{}: MPI_Ibcast of {} tensors", what, tensors.size()), start);
+  for (const Tensor& t : tensors) ++t.impl()->storage->version;
 }
 
 double all_reduce_mean(double value) {
   detail::require_mpi("distributed::all_reduce_mean");
   double sum = 0.0;
   MPI_Request req;
-  MPI_Iallreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req);
+  detail::mpi(MPI_Iallreduce, &value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req);
   detail::wait_collective(req, "distributed::all_reduce_mean");
   return sum / world_size();
 }
@@ -65,7 +75,7 @@ double all_reduce_max(double value) {
   detail::require_mpi("distributed::all_reduce_max");
   double m = 0.0;
   MPI_Request req;
-  MPI_Iallreduce(&value, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &req);
+  detail::mpi(MPI_Iallreduce, &value, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &req);
   detail::wait_collective(req, "distributed::all_reduce_max");
   return m;
 }
@@ -82,12 +92,17 @@ struct AllReduceSumFn : Function<AllReduceSumFn> {
   Tensor forward(const Tensor& x) {
     Tensor out = x.clone_data();
     if (out.numel() == 0) return out;
-    detail::arrive_collective("distributed::all_reduce_sum");
+    const auto start = detail::Clock::now();
+    const std::string what = fmt::format("distributed::all_reduce_sum (call {})", ++g_all_reduce_sum_calls);
     auto* bytes = static_cast<unsigned char*>(out.impl()->storage->data);
     const MPI_Datatype type = detail::mpi_type(out.dtype());
+    detail::arrive_collective(what, start);
+    std::vector<MPI_Request> reqs;
     in_chunks(static_cast<std::size_t>(out.numel()), dtype_size(out.dtype()), bytes, [&](unsigned char* p, int count) {
-      MPI_Allreduce(MPI_IN_PLACE, p, count, type, MPI_SUM, MPI_COMM_WORLD);
+      reqs.emplace_back();
+      detail::mpi(MPI_Iallreduce, MPI_IN_PLACE, p, count, type, MPI_SUM, MPI_COMM_WORLD, &reqs.back());
     });
+    detail::wait_transfer(reqs, fmt::format("{}: MPI_Iallreduce of {} elements", what, out.numel()), start);
     return out;
   }
   Tensors backward(const Tensors& grads) { return {all_reduce_sum_impl(grads[0])}; }

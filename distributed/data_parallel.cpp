@@ -8,7 +8,9 @@
 #include <chrono>
 #include <climits>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <sstream>
@@ -67,7 +69,7 @@ struct DistributedDataParallel::CommHolder {
   ~CommHolder() {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (comm != MPI_COMM_NULL && finalized == 0) MPI_Comm_free(&comm);
+    if (comm != MPI_COMM_NULL && finalized == 0) detail::mpi(MPI_Comm_free, &comm);
   }
 };
 
@@ -112,25 +114,45 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
     XGRAD_CHECK(t.defined(), "DistributedDataParallel: parameter '{}' is undefined", name);
   detail::require_mpi("DistributedDataParallel");
 
-  // 1. Same parameters everywhere? Exchange (count, hash), then details only on a mismatch, so every
-  //    rank reaches the same verdict.
+  // 1. Same options and parameters everywhere? Exchange the options and (count, hash), then details
+  //    only on a mismatch, so every rank reaches the same verdict. Options that differ would make the
+  //    ranks run different collectives (other bucket sizes, a ring against an MPI_Iallreduce).
   std::string signature;
   for (const auto& [name, t] : named) signature += describe(name, t) + "\n";
   for (const auto& [name, t] : named_buffers) signature += "buffer " + describe(name, t) + "\n";
-  const std::uint64_t mine[2] = {named.size(), fnv1a(signature)};
+  constexpr int kFields = 6;
+  static constexpr const char* kOptionNames[] = {"bucket_bytes", "overlap", "mode", "broadcast_buffers"};
+  const std::uint64_t mine[kFields] = {options_.bucket_bytes,
+                                       options_.overlap ? 1u : 0u,
+                                       static_cast<std::uint64_t>(options_.mode),
+                                       options_.broadcast_buffers ? 1u : 0u,
+                                       named.size(),
+                                       fnv1a(signature)};
+  const auto option_str = [](int k, std::uint64_t v) -> std::string {
+    if (k == 1 || k == 3) return v != 0 ? "true" : "false";
+    if (k == 2) return v == 0 ? "ReduceMode::allreduce" : "ReduceMode::reduce_broadcast";
+    return std::to_string(v);
+  };
   const int n = world_size(), me = rank();
-  std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(n));
+  std::vector<std::uint64_t> all(kFields * static_cast<std::size_t>(n));
   const char* what = "DistributedDataParallel (the parameter check)";
   MPI_Request req;
-  MPI_Iallgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD, &req);
+  detail::mpi(MPI_Iallgather, mine, kFields, MPI_UINT64_T, all.data(), kFields, MPI_UINT64_T, MPI_COMM_WORLD, &req);
   detail::wait_collective(req, what);
+  for (int k = 0; k < 4; ++k)
+    for (int r = 1; r < n; ++r)
+      if (all[kFields * r + k] != all[k])
+        throw Error(
+            fmt::format("DistributedDataParallel: the ranks' options differ (every rank must pass the same "
+                        "DdpOptions): option '{}' is {} on rank 0 and {} on rank {} (seen on rank {})",
+                        kOptionNames[k], option_str(k, all[k]), option_str(k, all[kFields * r + k]), r, me));
   int bad = -1;
   for (int r = 1; r < n && bad < 0; ++r)
-    if (all[2 * r] != all[0] || all[2 * r + 1] != all[1]) bad = r;
+    if (all[kFields * r + 4] != all[4] || all[kFields * r + 5] != all[5]) bad = r;
   if (bad >= 0) {
     const int len = static_cast<int>(signature.size());
     std::vector<int> lens(static_cast<std::size_t>(n)), offs(static_cast<std::size_t>(n));
-    MPI_Iallgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD, &req);
+    detail::mpi(MPI_Iallgather, &len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD, &req);
     detail::wait_collective(req, what);
     int total = 0;
     for (int r = 0; r < n; ++r) {
@@ -138,8 +160,8 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
       total += lens[r];
     }
     std::string gathered(static_cast<std::size_t>(total), '\0');
-    MPI_Iallgatherv(signature.data(), len, MPI_CHAR, gathered.data(), lens.data(), offs.data(), MPI_CHAR,
-                    MPI_COMM_WORLD, &req);
+    detail::mpi(MPI_Iallgatherv, signature.data(), len, MPI_CHAR, gathered.data(), lens.data(), offs.data(), MPI_CHAR,
+                MPI_COMM_WORLD, &req);
     detail::wait_collective(req, what);
     const auto lines_of = [&](int r) {
       return split_lines(gathered.substr(static_cast<std::size_t>(offs[r]), static_cast<std::size_t>(lens[r])));
@@ -172,7 +194,10 @@ void DistributedDataParallel::setup(std::vector<std::pair<std::string, Tensor>> 
   impl_->stopper = [this] { stop_progress(); };
   if (options_.overlap) {
     comm_holder_ = std::make_shared<CommHolder>();
-    MPI_Comm_dup(MPI_COMM_WORLD, &comm_holder_->comm);  // the ring's messages (Note [Ring all-reduce])
+    MPI_Request dup_req;
+    detail::mpi(MPI_Comm_idup, MPI_COMM_WORLD, &comm_holder_->comm,
+                &dup_req);  // the ring's messages (Note [Ring all-reduce])
+    detail::wait_collective(dup_req, "DistributedDataParallel (construction): MPI_Comm_idup");
   }
   if (options_.overlap)
     for (std::size_t i = 0; i < params_.size(); ++i)
@@ -415,7 +440,7 @@ bool DistributedDataParallel::advance_ring(std::size_t b) {
   for (;;) {
     if (f.reqs[0] != MPI_REQUEST_NULL || f.reqs[1] != MPI_REQUEST_NULL) {
       int flag = 0;
-      MPI_Testall(2, f.reqs, &flag, MPI_STATUSES_IGNORE);
+      detail::mpi(MPI_Testall, 2, f.reqs, &flag, MPI_STATUSES_IGNORE);
       if (flag == 0) return false;
       if (f.step < n - 1) {  // a reduce-scatter step: add the received chunk into ours
         const int c = ((me - f.step - 1) % n + n) % n;
@@ -454,10 +479,11 @@ bool DistributedDataParallel::advance_ring(std::size_t b) {
       recv_c = ((me - s) % n + n) % n;
       recv_to = base + static_cast<std::size_t>(lo(recv_c)) * es;
     }
-    MPI_Irecv(recv_to, static_cast<int>(lo(recv_c + 1) - lo(recv_c)), detail::mpi_type(d), prev, tag,
-              comm_holder_->comm, &f.reqs[0]);
-    MPI_Isend(base + static_cast<std::size_t>(lo(send_c)) * es, static_cast<int>(lo(send_c + 1) - lo(send_c)),
-              detail::mpi_type(d), next, tag, comm_holder_->comm, &f.reqs[1]);
+    detail::mpi(MPI_Irecv, recv_to, static_cast<int>(lo(recv_c + 1) - lo(recv_c)), detail::mpi_type(d), prev, tag,
+                comm_holder_->comm, &f.reqs[0]);
+    detail::mpi(MPI_Isend, base + static_cast<std::size_t>(lo(send_c)) * es,
+                static_cast<int>(lo(send_c + 1) - lo(send_c)), detail::mpi_type(d), next, tag, comm_holder_->comm,
+                &f.reqs[1]);
   }
 }
 
@@ -494,41 +520,117 @@ void DistributedDataParallel::average_gradients() {
   XGRAD_CHECK(sync_,
               "DistributedDataParallel::average_gradients: called inside no_sync() (leave the no_sync scope "
               "first: the next average_gradients() averages the accumulated gradients)");
-  ++steps_;
-  const std::string what = fmt::format("DistributedDataParallel::average_gradients (call {})", steps_);
-  last_ready_in_backward_ = 0;
-  if (options_.overlap)
-    for (std::size_t b = 0; b < buckets_.size(); ++b) last_ready_in_backward_ += pending_[b] == 0 ? 1 : 0;
-  // the parameters backward did not give a gradient this round (or every one, without overlap)
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    if (ready_[i] || params_[i].numel() == 0) continue;
-    put_in_bucket(i);
-    ready_[i] = 1;
-    --pending_[slot_bucket_[i]];
+  const int root = joining_ ? join_round(true) : 0;
+  sync_round(false, root);
+}
+
+// Note [Join]: with a Join alive on every rank, each average_gradients() first all-gathers one flag
+// per rank (1: this rank trains), and a rank that left its loop (Join::finish) answers 0 in a loop
+// of its own; while any rank trains, the finished ones shadow its gradient average with zero
+// gradients (sync_round(true)): the same collectives, so nobody waits for a rank that ran out of
+// batches. The divisor stays the world size (torch's divide_by_initial_world_size). Rank 0's role as
+// the source of the bucket order and of the buffers passes to the lowest rank still training, and
+// when every rank has finished, that rank of the last round sends its parameters and buffers to all.
+int DistributedDataParallel::join_round(bool active) {
+  const int n = detail::world_size_raw();
+  const int flag = active ? 1 : 0;
+  std::vector<int> flags(static_cast<std::size_t>(n), 0);
+  MPI_Request req;
+  detail::mpi(MPI_Iallgather, &flag, 1, MPI_INT, flags.data(), 1, MPI_INT, MPI_COMM_WORLD, &req);
+  detail::wait_collective(req, fmt::format("DistributedDataParallel::average_gradients (call {}): Join's "
+                                           "MPI_Iallgather of the ranks still training",
+                                           steps_ + 1));
+  for (int r = 0; r < n; ++r)
+    if (flags[static_cast<std::size_t>(r)] != 0) {
+      join_last_root_ = r;
+      return r;
+    }
+  return -1;
+}
+
+void DistributedDataParallel::join_finish() {
+  detail::require_mpi("Join::finish");
+  XGRAD_CHECK(sync_, "Join::finish: called inside no_sync()");
+  for (int root = join_round(false); root >= 0; root = join_round(false)) sync_round(true, root);
+  if (join_last_root_ >= 0) {
+    broadcast_(params_, join_last_root_);
+    if (!buffers_.empty()) broadcast_(buffers_, join_last_root_);
   }
+}
+
+void DistributedDataParallel::sync_round(bool shadow, int root) {
+  ++steps_;
+  const std::string what = fmt::format("DistributedDataParallel::average_gradients (call {}{})", steps_,
+                                       shadow ? ", shadowed by a rank that has joined" : "");
+  last_ready_in_backward_ = 0;
+  if (options_.overlap && !shadow)
+    for (std::size_t b = 0; b < buckets_.size(); ++b) last_ready_in_backward_ += pending_[b] == 0 ? 1 : 0;
+  if (shadow) {
+    // a rank that ran out of batches contributes zeros (Note [Join])
+    for (auto& f : flights_) std::memset(f->storage.impl()->storage->data, 0, f->storage.nbytes());
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      if (ready_[i] || params_[i].numel() == 0) continue;
+      ready_[i] = 1;
+      --pending_[slot_bucket_[i]];
+    }
+  } else {
+    // the parameters backward did not give a gradient this round (or every one, without overlap)
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      if (ready_[i] || params_[i].numel() == 0) continue;
+      put_in_bucket(i);
+      ready_[i] = 1;
+      --pending_[slot_bucket_[i]];
+    }
+  }
+  const auto start = detail::Clock::now();
   if (options_.overlap && options_.mode == ReduceMode::allreduce) {
     launch_complete_buckets();
-    detail::wait_until([&] { return !progress(); }, what);
+    detail::wait_until(
+        [&] { return !progress(); },
+        fmt::format("{}: the ring all-reduce of {} buckets (MPI_Isend, MPI_Irecv)", what, buckets_.size()), start);
   } else {
-    // every rank here first (arrive), then Open MPI's blocking tuned collectives
-    detail::arrive_collective(what);
-    const bool root = rank() == 0;
-    for (std::size_t b = 0; b < flights_.size(); ++b) {
-      Flight& f = *flights_[b];
-      void* p = f.storage.impl()->storage->data;
-      const int count = static_cast<int>(f.storage.numel());
-      const MPI_Datatype type = detail::mpi_type(f.storage.dtype());
-      if (options_.mode == ReduceMode::allreduce) {
-        MPI_Allreduce(MPI_IN_PLACE, p, count, type, MPI_SUM, MPI_COMM_WORLD);
-      } else {
-        if (root)
-          MPI_Reduce(MPI_IN_PLACE, p, count, type, MPI_SUM, 0, MPI_COMM_WORLD);
-        else
-          MPI_Reduce(p, nullptr, count, type, MPI_SUM, 0, MPI_COMM_WORLD);
-        MPI_Bcast(p, count, type, 0, MPI_COMM_WORLD);
+    // Every bucket's transfer started at once, non-blocking, then completed in order (Note [Waiting in
+    // collectives]: no blocking call, so a peer that stalls mid-transfer meets the timeout).
+    // MPI_Ireduce goes in pieces of at most kReducePiece bytes: Open MPI 4.1's libnbc reduces a large
+    // message on up to 4 ranks with its chain algorithm, one round per segment, and recurses once per
+    // round that completes at once; a 64 MB bucket overflowed the stack (tests/distributed/fault_drill.cpp).
+    constexpr std::size_t kReducePiece = std::size_t{1} << 20;
+    const bool is_rank0 = rank() == 0;
+    const std::size_t nb = flights_.size();
+    enum Call { kAllreduce, kReduce, kBcast };
+    const auto run_all = [&](Call call) {
+      static constexpr const char* kNames[] = {"MPI_Iallreduce", "MPI_Ireduce", "MPI_Ibcast"};
+      std::vector<std::vector<MPI_Request>> reqs(nb);
+      for (std::size_t b = 0; b < nb; ++b) {
+        auto* p = static_cast<unsigned char*>(flights_[b]->storage.impl()->storage->data);
+        const auto count = static_cast<std::size_t>(flights_[b]->storage.numel());
+        const Dtype d = flights_[b]->storage.dtype();
+        const MPI_Datatype type = detail::mpi_type(d);
+        const std::size_t piece = call == kReduce ? kReducePiece / dtype_size(d) : std::max<std::size_t>(count, 1);
+        for (std::size_t at = 0; at < count; at += piece) {
+          const int m = static_cast<int>(std::min(piece, count - at));
+          unsigned char* q = p + at * dtype_size(d);
+          MPI_Request& req = reqs[b].emplace_back(MPI_REQUEST_NULL);
+          if (call == kAllreduce)
+            detail::mpi(MPI_Iallreduce, MPI_IN_PLACE, q, m, type, MPI_SUM, MPI_COMM_WORLD, &req);
+          else if (call == kReduce)
+            detail::mpi(MPI_Ireduce, is_rank0 ? MPI_IN_PLACE : q, is_rank0 ? q : nullptr, m, type, MPI_SUM, 0,
+                        MPI_COMM_WORLD, &req);
+          else
+            detail::mpi(MPI_Ibcast, q, m, type, 0, MPI_COMM_WORLD, &req);
+        }
       }
-      finish_bucket(b);
+      for (std::size_t b = 0; b < nb; ++b)
+        detail::wait_transfer(reqs[b], fmt::format("{}: {} of bucket {} of {}", what, kNames[call], b + 1, nb), start);
+    };
+    detail::arrive_collective(what, start);
+    if (options_.mode == ReduceMode::allreduce) {
+      run_all(kAllreduce);
+    } else {
+      run_all(kReduce);  // rank 0's sums complete before its broadcast reads them
+      run_all(kBcast);
     }
+    for (std::size_t b = 0; b < nb; ++b) finish_bucket(b);
   }
   // the next round
   for (auto& f : flights_) {
@@ -551,7 +653,7 @@ void DistributedDataParallel::average_gradients() {
     for (std::size_t i = 0; i < params_.size(); ++i)
       if (!seen[i]) order.push_back(static_cast<std::int64_t>(i));
     Tensor t = Tensor::from_vector(order, {static_cast<std::int64_t>(order.size())});
-    broadcast_({t}, 0);
+    broadcast_({t}, root);
     std::vector<std::size_t> new_order;
     for (double v : t.to_vector()) new_order.push_back(static_cast<std::size_t>(v));
     make_buckets(new_order);
@@ -561,7 +663,7 @@ void DistributedDataParallel::average_gradients() {
   }
   // Every ring is done: backward may add the next gradients into the slots (Note [Overlapped averaging]).
   if (options_.overlap) set_in_place(true);
-  if (options_.broadcast_buffers) broadcast_buffers();
+  if (options_.broadcast_buffers && !buffers_.empty()) broadcast_(buffers_, root);
 }
 
 void DistributedDataParallel::set_in_place(bool on) {
@@ -572,6 +674,36 @@ void DistributedDataParallel::set_in_place(bool on) {
 void DistributedDataParallel::broadcast_buffers() {
   detail::require_mpi("DistributedDataParallel::broadcast_buffers");
   if (!buffers_.empty()) broadcast_(buffers_, 0);
+}
+
+}  // namespace xgrad::distributed
+
+namespace xgrad::distributed {
+
+Join::Join(DistributedDataParallel& ddp) : ddp_(&ddp), uncaught_at_start_(std::uncaught_exceptions()) {
+  XGRAD_CHECK(!ddp_->joining_, "Join: this DistributedDataParallel already has a Join");
+  ddp_->joining_ = true;
+  ddp_->join_last_root_ = -1;
+}
+
+void Join::finish() {
+  if (finished_) return;
+  finished_ = true;
+  ddp_->join_finish();
+  ddp_->joining_ = false;
+}
+
+Join::~Join() {
+  if (finished_ || std::uncaught_exceptions() > uncaught_at_start_) {
+    ddp_->joining_ = false;
+    return;
+  }
+  try {
+    finish();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "xgrad::distributed: Join: %s\n", e.what());
+    abort(1);
+  }
 }
 
 }  // namespace xgrad::distributed

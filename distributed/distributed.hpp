@@ -121,12 +121,12 @@ Tensor all_reduce_sum(const Tensor& x);
 
 /// How average_gradients() sums across ranks.
 enum class ReduceMode {
-  /// One MPI_Allreduce(SUM) per bucket. Every MPI implementation we know of (Open MPI's recursive
+  /// One MPI_Iallreduce(SUM) per bucket. Every MPI implementation we know of (Open MPI's recursive
   /// doubling, ring, Rabenseifner; MPICH's) hands every rank the same bits, because float addition
   /// is commutative and each partial sum is computed once and then copied; MPI itself only
   /// "recommends" this. Two ranks: a + b on both, exactly.
   allreduce,
-  /// MPI_Reduce(SUM) to rank 0, then MPI_Bcast: identical bits on every rank by construction, at
+  /// MPI_Ireduce(SUM) to rank 0, then MPI_Ibcast: identical bits on every rank by construction, at
   /// about twice the communication time.
   reduce_broadcast,
 };
@@ -154,7 +154,9 @@ struct DdpOptions {
 };
 
 /// Keeps the model replicas of all ranks in step.
-/// Construction (collective): checks that every rank has the same number of parameters (and
+/// Construction (collective): checks that every rank passes the same DdpOptions (bucket_bytes,
+/// overlap, mode, broadcast_buffers; on a difference EVERY rank throws xgrad::Error naming the option
+/// and rank 0's and the other rank's values) and has the same number of parameters (and
 /// buffers, for a module), with the same names, shapes and dtypes in the same order (a 64-bit hash and the count are
 /// all-gathered; on a mismatch the full descriptions are all-gathered and EVERY rank throws xgrad::Error naming the
 /// first differing parameter and both ranks' descriptions), then broadcasts rank 0's parameter
@@ -204,6 +206,7 @@ class DistributedDataParallel {
   void broadcast_buffers();
 
   const std::vector<Tensor>& parameters() const { return params_; }
+  friend class Join;
   /// The wrapped module (null when built from a parameter list).
   const std::shared_ptr<nn::Module>& module() const { return module_; }
   /// Number of gradient buckets (all dtypes), fixed at construction (for benchmarks and tests).
@@ -263,12 +266,52 @@ class DistributedDataParallel {
   std::vector<std::size_t> observed_;  // ready order of the first round
   bool rebuilt_ = false;
   bool sync_ = true;
+  // ---- uneven inputs (Note [Join] in data_parallel.cpp) ----
+  void sync_round(bool shadow, int root);
+  int join_round(bool active);
+  void join_finish();
+  bool joining_ = false;
+  int join_last_root_ = -1;
   // the progress thread, its mutex and condition variable: defined in data_parallel.cpp, so that this
   // header includes no <thread> or <mutex> (Note [Progress thread])
   struct Impl;
   std::unique_ptr<Impl> impl_;
   struct CommHolder;  // the ring's communicator (an MPI_Comm; data_parallel.cpp)
   std::shared_ptr<CommHolder> comm_holder_;
+};
+
+/// Uneven inputs (torch.distributed.algorithms.Join for DistributedDataParallel): ranks may run
+/// different numbers of training steps. Create one on every rank before the training loop and call
+/// finish() on every rank when its loop ends:
+///
+///   { Join join(ddp);
+///     for (auto& batch : my_batches) { zero_grad(); loss(batch).backward(); ddp.average_gradients(); opt.step(); }
+///     join.finish(); }
+///
+/// While a Join lives, each average_gradients() first all-gathers which ranks still train; a rank
+/// inside finish() answers that it does not and shadows each remaining average with zero gradients,
+/// so the gradient of a step is (sum of the training ranks' gradients) / world_size(), as torch's
+/// default (divide_by_initial_world_size). The lowest training rank takes rank 0's part (the bucket
+/// order, the buffers broadcast). When every rank is in finish(), the lowest rank of the last step
+/// with a training rank broadcasts its parameters and buffers to all, so every replica ends equal
+/// (the optimizer state of a rank that finished early is not updated). Collective: every rank creates
+/// its Join before its first average_gradients() of the loop. The destructor calls finish() if it was
+/// not called (aborting the job if it fails), and does nothing while an exception unwinds.
+/// Errors: a second Join on the same object; finish() inside no_sync().
+class Join {
+ public:
+  explicit Join(DistributedDataParallel& ddp);
+  ~Join();
+  Join(const Join&) = delete;
+  Join& operator=(const Join&) = delete;
+  /// Shadows the other ranks' gradient averages until every rank has called finish(), then makes
+  /// every replica's parameters and buffers equal (see the class comment). Collective.
+  void finish();
+
+ private:
+  DistributedDataParallel* ddp_;
+  int uncaught_at_start_;
+  bool finished_ = false;
 };
 
 /// Runs `write` on rank 0 only, then waits at a barrier so that when save_on_rank0 returns on any

@@ -22,18 +22,33 @@ namespace xgrad::distributed {
 namespace {
 
 // ---- waiting: timeouts, ranks that left, no busy polling ----------------------------------------
-// Note [Waiting in collectives]: every collective is started non-blocking (MPI_I...; for the large
-// transfers of broadcast_ and average_gradients, an MPI_Ibarrier first, arrive()) and completed by
-// wait(), which calls MPI_Test (what drives Open MPI's progress) until the request completes, and
-// aborts the job (MPI_Abort, after a message on stderr naming this rank, the collective and the step)
-//  - when the collective timeout passes (set_timeout, XGRAD_DISTRIBUTED_TIMEOUT; 5 minutes by default), or
+// Note [Waiting in collectives]: every transfer of a collective, bulk data included, is non-blocking
+// (MPI_I...; point-to-point MPI_Isend/MPI_Irecv for the rings) and completed by wait(), which calls
+// MPI_Test (what drives Open MPI's progress) until the request completes, and aborts the job
+// (MPI_Abort, after a message on stderr naming this rank, the collective, its call number and the MPI
+// call it waits in)
+//  - when the collective timeout passes (set_timeout, XGRAD_DISTRIBUTED_TIMEOUT; 5 minutes by default),
+//    counted from the start of the collective (the `start` every wait of it is given), not of each
+//    transfer, or
 //  - when another rank has left main (its MpiContext finalised, Note [Leaving]) and the collective has
 //    not completed kStrandedGrace later: a rank that already took part in the collective before
 //    leaving lets it complete at once, so only a collective it never joined waits that long.
+// No plain blocking MPI call follows a started collective: a rank that stalls in the middle of a
+// transfer (a stopped process, a frozen host) is caught by the timeout as one that never arrived
+// (tests/distributed/fault_drill.cpp). Open MPI's blocking collectives used to carry the bulk
+// transfers after an MPI_Ibarrier, as they measured faster than its non-blocking ones on 4-25 MiB
+// buckets (bench/results/tuning_notes.md, "Blocking collectives before libnbc"), but once inside one,
+// nothing could end the wait.
 // For the first kSpin of a wait it tests in a loop with sched_yield (a collective of a training step
 // completes within it, at the latency of a blocking call), then sleeps kNap between tests, so a rank
-// that waits for a slow peer uses little CPU. Open MPI's own blocking calls poll (spin) instead;
-// init() also sets mpi_yield_when_idle unless the user chose (docs/distributed.md, "Failures and hangs").
+// that waits for a slow peer uses little CPU. A bulk transfer moves on only inside MPI calls (no
+// progress thread in Open MPI's TCP transport), one socket's worth per test, so naps between tests
+// throttle it, badly on a loaded host (the fault drill's ZeRO all-gather then missed its timeout):
+// the collectives with large transfers therefore first wait, napping, until every rank has arrived
+// (arrive_collective: an MPI_Ibarrier), then test the transfer in a sched_yield loop to the end
+// (wait_transfer), as Open MPI's blocking calls do, within the same deadline. Open MPI's own blocking
+// calls poll (spin) too; init() also sets mpi_yield_when_idle unless the user chose
+// (docs/distributed.md, "Failures and hangs").
 //
 // Note [Leaving]: init() duplicates MPI_COMM_WORLD into a communicator of its own and posts a receive
 // on it. A rank that finalises (MpiContext's destructor on a normal return, or finalize()) first sends
@@ -70,12 +85,12 @@ void poll_leave_notices() {
   while (st.leave_req != MPI_REQUEST_NULL) {
     int done = 0;
     MPI_Status status;
-    MPI_Test(&st.leave_req, &done, &status);
+    detail::mpi(MPI_Test, &st.leave_req, &done, &status);
     if (done == 0) return;
     ++st.notices;
     if (st.first_left < 0) st.first_left = status.MPI_SOURCE;
     if (st.notices < others)
-      MPI_Irecv(&st.leave_msg, 1, MPI_INT, MPI_ANY_SOURCE, kLeaveTag, st.leave_comm, &st.leave_req);
+      detail::mpi(MPI_Irecv, &st.leave_msg, 1, MPI_INT, MPI_ANY_SOURCE, kLeaveTag, st.leave_comm, &st.leave_req);
     else
       st.leave_req = MPI_REQUEST_NULL;
   }
@@ -92,10 +107,10 @@ void poll_leave_notices() {
 // Calls `test` (which makes progress and returns true when the collective is complete) until it
 // returns true, with the timeout, stranded-rank and sleeping rules of wait().
 template <class Test>
-void wait_until(Test&& test, const std::string& what) {
+void wait_until(Test&& test, const std::string& what, std::chrono::steady_clock::time_point start,
+                bool transfer = false) {
   using clock = std::chrono::steady_clock;
   WaitState& st = wait_state();
-  const auto start = clock::now();
   clock::time_point stranded_since{};
   bool stranded = false;
   for (;;) {
@@ -115,32 +130,22 @@ void wait_until(Test&& test, const std::string& what) {
                       "or slower than the timeout allows: xgrad::distributed::set_timeout, "
                       "XGRAD_DISTRIBUTED_TIMEOUT)",
                       what, static_cast<double>(st.timeout.count()) / 1000.0));
-    if (now - start < kSpin)
+    if (transfer || now - start < kSpin)
       sched_yield();
     else
       std::this_thread::sleep_for(kNap);
   }
 }
 
-void wait(MPI_Request& req, const std::string& what) {
+void wait(MPI_Request* reqs, int count, const std::string& what, std::chrono::steady_clock::time_point start,
+          bool transfer = false) {
   wait_until(
       [&] {
         int done = 0;
-        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        detail::mpi(MPI_Testall, count, reqs, &done, MPI_STATUSES_IGNORE);
         return done != 0;
       },
-      what);
-}
-
-// Waits (as wait() does) until every rank has reached this collective: an MPI_Ibarrier. The large
-// transfers that follow use Open MPI's blocking collectives, whose tuned algorithms measured faster
-// than its non-blocking ones (libnbc) on 4-25 MiB buckets (bench/results/tuning_notes.md, "Blocking
-// collectives before libnbc"), and which cannot hang once every
-// rank has arrived (a rank that dies inside one makes mpirun end the job).
-void arrive(const std::string& what) {
-  MPI_Request req;
-  MPI_Ibarrier(MPI_COMM_WORLD, &req);
-  wait(req, what);
+      what, start, transfer);
 }
 
 // Reads XGRAD_DISTRIBUTED_TIMEOUT (seconds, > 0) into the timeout, once, at init.
@@ -161,9 +166,9 @@ void setup_leave_notices() {
   MPI_Query_thread(&g_thread_level);
   WaitState& st = wait_state();
   if (st.leave_comm != MPI_COMM_NULL) return;
-  MPI_Comm_dup(MPI_COMM_WORLD, &st.leave_comm);
+  detail::mpi(MPI_Comm_dup, MPI_COMM_WORLD, &st.leave_comm);
   if (detail::world_size_raw() > 1)
-    MPI_Irecv(&st.leave_msg, 1, MPI_INT, MPI_ANY_SOURCE, kLeaveTag, st.leave_comm, &st.leave_req);
+    detail::mpi(MPI_Irecv, &st.leave_msg, 1, MPI_INT, MPI_ANY_SOURCE, kLeaveTag, st.leave_comm, &st.leave_req);
 }
 
 // Before MPI_Finalize: tell every other rank, then wait for theirs (Note [Leaving]).
@@ -175,16 +180,25 @@ void leave() {
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;
     sends.emplace_back();
-    MPI_Isend(&me, 1, MPI_INT, r, kLeaveTag, st.leave_comm, &sends.back());
+    detail::mpi(MPI_Isend, &me, 1, MPI_INT, r, kLeaveTag, st.leave_comm, &sends.back());
   }
+  // The collective timeout bounds this wait too: a rank that never leaves main (stuck, stopped)
+  // must not keep the others in finalize for ever.
+  const auto start = std::chrono::steady_clock::now();
   for (;;) {
     poll_leave_notices();
     int done = 0;
-    MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
+    detail::mpi(MPI_Testall, static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
     if (done != 0 && st.leave_req == MPI_REQUEST_NULL) break;
+    if (std::chrono::steady_clock::now() - start > st.timeout)
+      abort_job(
+          fmt::format("finalize: {} of the {} other ranks did not leave main within the collective timeout of "
+                      "{} s (a rank is stuck, or works alone for longer than the timeout allows: "
+                      "xgrad::distributed::set_timeout, XGRAD_DISTRIBUTED_TIMEOUT)",
+                      n - 1 - st.notices, n - 1, static_cast<double>(st.timeout.count()) / 1000.0));
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  MPI_Comm_free(&st.leave_comm);
+  detail::mpi(MPI_Comm_free, &st.leave_comm);
   st.leave_comm = MPI_COMM_NULL;
 }
 
@@ -194,6 +208,11 @@ void default_yield_when_idle() { setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*o
 }  // namespace
 
 namespace detail {
+std::mutex& mpi_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 // Every public function that communicates starts here: MPI must be up, and no progress thread may
 // call MPI while this thread does (Note [Progress thread] in data_parallel.cpp).
 void require_mpi(const char* fn) {
@@ -202,16 +221,31 @@ void require_mpi(const char* fn) {
   quiesce();
 }
 
-void wait_collective(MPI_Request& req, const std::string& what) { wait(req, what); }
-void arrive_collective(const std::string& what) { arrive(what); }
-void wait_until(const std::function<bool()>& done, const std::string& what) { distributed::wait_until(done, what); }
+void wait_collective(MPI_Request& req, const std::string& what, Clock::time_point start) { wait(&req, 1, what, start); }
+void wait_collective(std::vector<MPI_Request>& reqs, const std::string& what, Clock::time_point start) {
+  wait(reqs.data(), static_cast<int>(reqs.size()), what, start);
+}
+void wait_until(const std::function<bool()>& done, const std::string& what, Clock::time_point start) {
+  distributed::wait_until(done, what, start);
+}
+void arrive_collective(const std::string& what, Clock::time_point start) {
+  MPI_Request req;
+  detail::mpi(MPI_Ibarrier, MPI_COMM_WORLD, &req);
+  wait(&req, 1, what + ": MPI_Ibarrier (every rank arrives)", start);
+}
+void wait_transfer(MPI_Request& req, const std::string& what, Clock::time_point start) {
+  wait(&req, 1, what, start, /*transfer=*/true);
+}
+void wait_transfer(std::vector<MPI_Request>& reqs, const std::string& what, Clock::time_point start) {
+  wait(reqs.data(), static_cast<int>(reqs.size()), what, start, /*transfer=*/true);
+}
 
 // MPI_COMM_WORLD's size and this rank, read once (they never change): asking them makes no MPI call,
 // so any thread may (Note [Progress thread] in data_parallel.cpp).
 int world_size_raw() {
   static const int n = [] {
     int v = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &v);
+    detail::mpi(MPI_Comm_size, MPI_COMM_WORLD, &v);
     return v;
   }();
   return n;
@@ -219,7 +253,7 @@ int world_size_raw() {
 int rank_raw() {
   static const int r = [] {
     int v = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &v);
+    detail::mpi(MPI_Comm_rank, MPI_COMM_WORLD, &v);
     return v;
   }();
   return r;
@@ -248,7 +282,7 @@ void init_mpi(const char* who, int* argc, char*** argv) {
   if (init == 0) {
     default_yield_when_idle();
     int provided = 0;
-    MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
+    detail::mpi(MPI_Init_thread, argc, argv, MPI_THREAD_SERIALIZED, &provided);
   }
   setup_leave_notices();
 }
@@ -260,7 +294,7 @@ void finalize() {
   if (!is_initialized()) return;
   detail::quiesce();
   leave();
-  MPI_Finalize();
+  detail::mpi(MPI_Finalize);
 }
 
 void set_timeout(std::chrono::milliseconds timeout) {
@@ -299,14 +333,14 @@ MpiContext::~MpiContext() {
 int rank() {
   detail::require_mpi("distributed::rank");
   int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  detail::mpi(MPI_Comm_rank, MPI_COMM_WORLD, &r);
   return r;
 }
 
 int world_size() {
   detail::require_mpi("distributed::world_size");
   int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  detail::mpi(MPI_Comm_size, MPI_COMM_WORLD, &n);
   return n;
 }
 

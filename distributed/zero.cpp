@@ -19,18 +19,23 @@ namespace {
 // share (r - s - 1) mod W to rank r + 1 and adds what rank r - 1 sends of share (r - s - 2) mod W into
 // its own; after W - 1 steps share r holds the sum of every rank's on rank r. Each element is summed
 // once along the ring, so the result does not depend on timing; with 2 ranks it is a + b, the sum
-// MPI_Allreduce gives, bit for bit.
+// MPI_Allreduce gives, bit for bit. Each step's messages are non-blocking and completed against the
+// step()'s deadline (Note [Waiting in collectives] in process_group.cpp).
 template <class T>
 void ring_reduce_scatter(T* data, const std::vector<int>& counts, const std::vector<int>& displs, int me, int n,
-                         std::vector<T>& scratch) {
+                         std::vector<T>& scratch, const std::string& what, detail::Clock::time_point start) {
   const MPI_Datatype type = std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE;
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
   for (int s = 0; s + 1 < n; ++s) {
     const auto send = static_cast<std::size_t>(((me - s - 1) % n + n) % n);
     const auto recv = static_cast<std::size_t>(((me - s - 2) % n + n) % n);
     scratch.resize(static_cast<std::size_t>(counts[recv]));
-    MPI_Sendrecv(data + displs[send], counts[send], type, next, 7100 + s, scratch.data(), counts[recv], type, prev,
-                 7100 + s, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    std::vector<MPI_Request> reqs(2, MPI_REQUEST_NULL);
+    detail::mpi(MPI_Irecv, scratch.data(), counts[recv], type, prev, 7100 + s, MPI_COMM_WORLD, &reqs[0]);
+    detail::mpi(MPI_Isend, data + displs[send], counts[send], type, next, 7100 + s, MPI_COMM_WORLD, &reqs[1]);
+    detail::wait_transfer(
+        reqs, fmt::format("{}: MPI_Isend/MPI_Irecv of the ring reduce-scatter (step {} of {})", what, s + 1, n - 1),
+        start);
     T* own = data + displs[recv];
     for (int e = 0; e < counts[recv]; ++e) own[e] += scratch[static_cast<std::size_t>(e)];
   }
@@ -122,7 +127,9 @@ void ZeroRedundancyOptimizer::step() {
                   "ZeroRedundancyOptimizer::step: parameter {} ({}, {}) has a gradient of shape {} and dtype {}", i,
                   shape_str(params_[i].shape()), f.dtype, shape_str(g.shape()), g.dtype());
     }
-  detail::arrive_collective(fmt::format("ZeroRedundancyOptimizer::step (call {})", steps_));
+  const auto start = detail::Clock::now();
+  const std::string what = fmt::format("ZeroRedundancyOptimizer::step (call {})", steps_);
+  detail::arrive_collective(what, start);
   // 1. the sums of this rank's share of the gradients, divided by the world size, into the pieces
   for (const Flat& f : flats_) {
     dispatch(f.dtype, [&](auto tag) {
@@ -139,7 +146,8 @@ void ZeroRedundancyOptimizer::step() {
           std::fill(packed.data() + off, packed.data() + off + m, T(0));
         off += m;
       }
-      ring_reduce_scatter(packed.data(), f.counts, f.displs, me, n, scratch);
+      ring_reduce_scatter(packed.data(), f.counts, f.displs, me, n, scratch, fmt::format("{} ({})", what, f.dtype),
+                          start);
       const T* mine = packed.data() + f.displs[static_cast<std::size_t>(me)];
       const T world = static_cast<T>(n);
       std::size_t at = 0;
@@ -173,8 +181,10 @@ void ZeroRedundancyOptimizer::step() {
         std::memcpy(all.data() + off, pieces_[f.first_piece + k].data<T>(), m * sizeof(T));
         off += m;
       }
-      MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.data(), f.counts.data(), f.displs.data(),
-                     detail::mpi_type(f.dtype), MPI_COMM_WORLD);
+      MPI_Request req;
+      detail::mpi(MPI_Iallgatherv, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.data(), f.counts.data(), f.displs.data(),
+                  detail::mpi_type(f.dtype), MPI_COMM_WORLD, &req);
+      detail::wait_transfer(req, fmt::format("{}: MPI_Iallgatherv of the {} parameters", what, f.dtype), start);
       off = 0;
       for (std::size_t i : f.params) {
         const auto m = static_cast<std::size_t>(params_[i].numel());

@@ -5,8 +5,11 @@
 // header (detail/ is not installed).
 #include <mpi.h>
 
+#include <chrono>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "xgrad/core/dtype.hpp"
 
@@ -18,15 +21,39 @@ void require_mpi(const char* fn);
 /// Stops every DistributedDataParallel progress thread (Note [Progress thread] in data_parallel.cpp):
 /// call before communicating from this thread.
 void quiesce();
-/// Completes the non-blocking collective `req`, aborting the job on the collective timeout or when
-/// a rank that left main strands it; `what` names the collective in the message.
-void wait_collective(MPI_Request& req, const std::string& what);
+/// Note [One thread in MPI]: MPI is initialised with MPI_THREAD_SERIALIZED, so no two threads may be
+/// inside MPI at once; yet two of ours call it: the one that runs the training loop (collectives,
+/// SyncBatchNorm's all-reduces in the middle of backward) and DistributedDataParallel's progress
+/// thread (Note [Progress thread] in data_parallel.cpp), which moves the rings on while backward runs.
+/// Every MPI call of xgrad::distributed except MPI_Abort (and the thread-safe MPI_Initialized,
+/// MPI_Finalized, MPI_Query_thread, MPI_Is_thread_main) goes through mpi(), which holds this mutex for
+/// the call: the two threads take turns, call by call, and both make progress. MPI_Abort takes no
+/// lock: it must end the job whatever another thread does. tests/distributed/concurrent_mpi.cpp counts
+/// overlapping calls through the profiling interface.
+std::mutex& mpi_mutex();
+template <class Fn, class... Args>
+int mpi(Fn fn, Args... args) {
+  std::lock_guard<std::mutex> lock(mpi_mutex());
+  return fn(args...);
+}
+
+using Clock = std::chrono::steady_clock;
+/// Completes the non-blocking request `req` of a collective that started at `start` (the collective
+/// timeout counts from there), aborting the job on the timeout or when a rank that left main strands
+/// it; `what` names the rank's collective, its call and the MPI call in the message.
+void wait_collective(MPI_Request& req, const std::string& what, Clock::time_point start = Clock::now());
+/// The same for several requests (MPI_Testall).
+void wait_collective(std::vector<MPI_Request>& reqs, const std::string& what, Clock::time_point start = Clock::now());
+/// Waits, napping, until every rank has reached the collective `what` (an MPI_Ibarrier), before its
+/// bulk transfers (Note [Waiting in collectives]).
+void arrive_collective(const std::string& what, Clock::time_point start = Clock::now());
+/// wait_collective for bulk transfers, after arrive_collective: tests in a sched_yield loop to the
+/// end (no naps, which throttle a transfer), with the same timeout and stranded-rank rules.
+void wait_transfer(MPI_Request& req, const std::string& what, Clock::time_point start);
+void wait_transfer(std::vector<MPI_Request>& reqs, const std::string& what, Clock::time_point start);
 /// Calls `done` (which makes progress and returns true when the collective is complete) until it
 /// returns true, with wait_collective's timeout, stranded-rank and sleeping rules.
-void wait_until(const std::function<bool()>& done, const std::string& what);
-/// An MPI_Ibarrier completed by wait_collective: every rank has reached the collective `what`, so
-/// the blocking transfers that follow cannot hang.
-void arrive_collective(const std::string& what);
+void wait_until(const std::function<bool()>& done, const std::string& what, Clock::time_point start = Clock::now());
 
 /// MPI_COMM_WORLD's size and this rank, read once: no MPI call, so any thread may ask.
 int world_size_raw();

@@ -4,7 +4,9 @@
 // MpiContext, which aborts the job), exit_without_finalize (std::exit(3) with MPI still initialised),
 // catch_and_return (the MpiContext is declared above the try; rank 1 catches its error, prints it and
 // returns 1: its context finalises normally and tells rank 0, which aborts), sigkill (rank 1 kills
-// itself), stuck (rank 1 sleeps 60 s without leaving; rank 0's collective timeout of 2 s aborts).
+// itself), stuck (rank 1 sleeps 60 s without leaving; rank 0's collective timeout of 2 s aborts),
+// stuck_at_exit (the same, but rank 0 returns from main: its finalize, which waits for every rank to
+// leave, aborts at the timeout).
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -27,13 +29,14 @@ void run(const std::string& mode) {
     std::fflush(stderr);
     if (mode == "exit_without_finalize") std::exit(3);
     if (mode == "sigkill") std::raise(SIGKILL);
-    if (mode == "stuck") {
+    if (mode == "stuck" || mode == "stuck_at_exit") {
       std::this_thread::sleep_for(std::chrono::seconds(60));
       return;
     }
     throw std::runtime_error("rank 1 failed on purpose");
   }
-  if (mode == "stuck") distributed::set_timeout(std::chrono::seconds(2));
+  if (mode == "stuck" || mode == "stuck_at_exit") distributed::set_timeout(std::chrono::seconds(2));
+  if (mode == "stuck_at_exit") return;  // main returns: the MpiContext finalises
   ddp.average_gradients();  // rank 0 blocks here: rank 1 never joins
 }
 }  // namespace

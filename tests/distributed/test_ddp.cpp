@@ -249,6 +249,86 @@ TEST_CASE("DDP: ranks with different parameters all throw, naming the difference
   CHECK(ok.num_buckets() == 1);
 }
 
+TEST_CASE("DDP: ranks with different options all throw, naming the option and both values", "[distributed]") {
+  // Issue 53 item 3: other bucket sizes, overlap or modes would run mismatched collectives.
+  const int n = dist::world_size(), r = dist::rank();
+  Tensor w = Tensor::zeros({5}, kFloat64);
+  w.set_requires_grad();
+  const auto build = [&](dist::DdpOptions o) { dist::DistributedDataParallel ddp(std::vector<Tensor>{w}, o); };
+  if (n == 1) {
+    build(dist::DdpOptions{1024});
+    return;
+  }
+  dist::DdpOptions o;
+  if (r == 1) o.bucket_bytes = 1024;
+  CHECK_THROWS_WITH(build(o), Catch::Contains("options differ") &&
+                                  Catch::Contains("option 'bucket_bytes' is 4194304 on rank 0 and 1024 on rank 1"));
+  o = dist::DdpOptions{};
+  o.overlap = r != 1;
+  CHECK_THROWS_WITH(build(o), Catch::Contains("option 'overlap' is true on rank 0 and false on rank 1"));
+  o = dist::DdpOptions{};
+  if (r == 1) o.mode = dist::ReduceMode::reduce_broadcast;
+  CHECK_THROWS_WITH(build(o), Catch::Contains("option 'mode' is ReduceMode::allreduce on rank 0 and "
+                                              "ReduceMode::reduce_broadcast on rank 1"));
+  o = dist::DdpOptions{};
+  o.broadcast_buffers = r != 1;
+  CHECK_THROWS_WITH(build(o), Catch::Contains("option 'broadcast_buffers' is true on rank 0 and false on rank 1"));
+  // The same options everywhere: accepted, and the communicator still works.
+  build(dist::DdpOptions{1024});
+  dist::barrier();
+}
+
+TEST_CASE("Join: ranks with fewer batches shadow the others, as one process on the training ranks' data",
+          "[distributed]") {
+  // Issue 53 item 4. Rank r trains max(1, 4 - 2r) steps (4 and 2 on 2 ranks); step s of the one-process
+  // reference minimises (sum over the ranks still training at s of their mean losses) / W.
+  const bool overlap = GENERATE(false, true);
+  const int n = dist::world_size(), r = dist::rank();
+  const auto steps_of = [](int rank) { return std::max(1, 4 - 2 * rank); };
+  const auto batch = [](int step, int rank) {
+    Generator g(1000 + 10 * static_cast<std::uint64_t>(step) + static_cast<std::uint64_t>(rank));
+    return std::pair<Tensor, Tensor>{Tensor::randn({4, 4}, g, kFloat64), Tensor::randn({4, 1}, g, kFloat64)};
+  };
+  const auto named = make_mlp(7);
+  const std::vector<Tensor> p = values(named);
+  dist::DdpOptions o;
+  o.overlap = overlap;
+  o.bucket_bytes = 64;  // several buckets
+  dist::DistributedDataParallel ddp(named, o);
+  nn::SGD opt(p, nn::SGDOptions(0.1).momentum(0.9));
+  {
+    dist::Join join(ddp);
+    for (int s = 0; s < steps_of(r); ++s) {
+      opt.zero_grad();
+      const auto [x, y] = batch(s, r);
+      mlp_loss(p, x, y).backward();
+      ddp.average_gradients();
+      opt.step();
+    }
+    join.finish();
+  }
+  const std::vector<Tensor> q = values(make_mlp(7));
+  nn::SGD ref(q, nn::SGDOptions(0.1).momentum(0.9));
+  for (int s = 0; s < steps_of(0); ++s) {
+    ref.zero_grad();
+    Tensor loss = Tensor::zeros({}, kFloat64);
+    for (int k = 0; k < n; ++k)
+      if (s < steps_of(k)) {
+        const auto [x, y] = batch(s, k);
+        loss = add(loss, mul(mlp_loss(q, x, y), 1.0 / n));
+      }
+    loss.backward();
+    ref.step();
+  }
+  INFO("rank " << r << ", overlap " << overlap);
+  for (std::size_t i = 0; i < p.size(); ++i) CHECK(max_abs_diff(p[i], q[i]) < 1e-12);
+  // Without a Join, the same DDP object goes on as before.
+  opt.zero_grad();
+  const auto [x, y] = batch(9, r);
+  mlp_loss(p, x, y).backward();
+  ddp.average_gradients();
+}
+
 TEST_CASE("DDP and collectives: local argument errors", "[distributed]") {
   CHECK_THROWS_WITH(dist::DistributedDataParallel(std::shared_ptr<nn::Module>()),
                     Catch::Contains("DistributedDataParallel") && Catch::Contains("module") && Catch::Contains("null"));
