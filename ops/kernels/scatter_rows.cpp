@@ -23,6 +23,9 @@ namespace xgrad::detail {
 // noise of each other, all bound by reading src; a column split of rows, or the scan with 4 tasks
 // per thread, were slower. Each src row is read once here, which is what bandwidth asks.)
 // When x has several outer slabs (dim > 0) they are independent, and the tasks split them instead.
+// The same counting sort, invert_rows, is the CSR transpose (csr_transpose in sparse_kernels.cpp:
+// the inverse of a pattern's column indices), so a pattern caches what this scatter rebuilds per call
+// (Note [Pattern gathers] in ops/sparse.cpp).
 
 namespace {
 
