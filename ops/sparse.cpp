@@ -835,7 +835,9 @@ Tensor detail::segment_log_softmax_rows(const Tensor& data, const CsrPattern& ro
 // cached transpose (row offsets and perm) for the column indices, the same stable counting sort
 // (csr_transpose is invert_rows). The backward is then a gather-sum per output row over them
 // (detail::segment_gather_sum), adding each row's contributions in increasing entry order from zero:
-// the serial loop's order, so the same bits as index_select's backward at any thread count.
+// the serial loop's order, so the same bits as index_select's backward at any thread count. With one
+// thread (or little work) the column sums are that serial loop itself (detail::scatter_sum_rows),
+// which reads g in sequence where the gather reads it through perm; the same sums, the same bits.
 
 namespace {
 
@@ -881,7 +883,10 @@ struct PatternScatterFn : Function<PatternScatterFn> {
     const std::int64_t f = g.numel() / g.size(0);
     dispatch(g.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      if (c) {
+      if (c && (get_num_threads() == 1 || p.nnz() * f <= kParallelGrain)) {
+        // one thread: the entries in order, g read once in sequence (the row scatter's serial loop)
+        detail::scatter_sum_rows<T>(p.nnz(), p.col().data(), g.data<T>(), f, n, dx.data<T>());
+      } else if (c) {
         const auto& tp = p.transposed();
         detail::segment_gather_sum<T>(n, tp.crow().data(), tp.perm_data, g.data<T>(), f, dx.data<T>());
       } else {

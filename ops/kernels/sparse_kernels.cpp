@@ -256,6 +256,17 @@ void segment_gather_sum(std::int64_t segments, const std::int64_t* off, const st
 }
 
 template <class T>
+void scatter_sum_rows(std::int64_t n, const std::int64_t* idx, const T* data, std::int64_t f, std::int64_t rows,
+                      T* out) {
+  std::fill(out, out + rows * f, T(0));
+  for (std::int64_t k = 0; k < n; ++k) {
+    T* __restrict o = out + idx[k] * f;
+    const T* __restrict d = data + k * f;
+    for (std::int64_t j = 0; j < f; ++j) o[j] += d[j];
+  }
+}
+
+template <class T>
 void segment_expand(std::int64_t segments, const std::int64_t* off, const T* g, std::int64_t f, bool mean, T* out) {
   if (f == 0) return;
   for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
@@ -464,6 +475,7 @@ XGRAD_INSTANTIATE_FLOATING(segment_softmax_backward);
 XGRAD_INSTANTIATE_FLOATING(segment_sum);
 XGRAD_INSTANTIATE_FLOATING(segment_expand);
 XGRAD_INSTANTIATE_FLOATING(segment_gather_sum);
+XGRAD_INSTANTIATE_FLOATING(scatter_sum_rows);
 XGRAD_INSTANTIATE_FLOATING(csr_spmm);
 XGRAD_INSTANTIATE_FLOATING(permute_values);
 XGRAD_INSTANTIATE_FLOATING(csr_sddmm);

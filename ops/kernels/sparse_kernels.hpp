@@ -72,6 +72,13 @@ template <class T>
 void segment_gather_sum(std::int64_t segments, const std::int64_t* off, const std::int64_t* src, const T* data,
                         std::int64_t f, T* out);
 
+/// out[idx[k], :] += data[k, :] for k < n in increasing k, out (rows x f) zeroed first: the serial
+/// form of segment_gather_sum over the inverse of idx, with the same sums bit for bit (each row adds its
+/// entries in increasing k from zero).
+template <class T>
+void scatter_sum_rows(std::int64_t n, const std::int64_t* idx, const T* data, std::int64_t f, std::int64_t rows,
+                      T* out);
+
 /// out[e, :] = scale_i · g[i, :] for every e of segment i (the transpose of segment_sum).
 template <class T>
 void segment_expand(std::int64_t segments, const std::int64_t* off, const T* g, std::int64_t f, bool mean, T* out);
