@@ -18,6 +18,8 @@
 //   spmm           Y = A·X, gradient to X (Aᵀ·G through the cached transposed pattern)
 //   spmm_weights   Y = A·X, gradient to X and to A's values (sddmm(A, G, X)) (gcn only)
 //   sddmm          s[k] = <X[dst], Z[src]> on the edges, gradients to X and Z (gcn only)
+//   sparse_softmax sparse_softmax(A): the softmax over each row's entries, gradient to A's values
+//                  (gcn only, at f64 only as a case name: the values are one column; no peer)
 //
 // Memory-bandwidth bound: `stream,xgrad,T,gbps,..` is the copy bandwidth of this machine at T threads
 // (STREAM's copy: 2 x 512 MB arrays, bytes read + bytes written over the median time of 5 copies);
@@ -196,6 +198,7 @@ int main(int argc, char** argv) {
       if (gc.name == "gcn") {
         cases.push_back({"spmm_weights", [&](bool grad) { return grad ? spmm(aw, Xg) : spmm(a, X); }, clear});
         cases.push_back({"sddmm", [&](bool grad) { return grad ? sddmm(a, Xg, Zg) : sddmm(a, X, Z); }, clear});
+        cases.push_back({"sparse_softmax", [&](bool grad) { return sparse_softmax(grad ? aw : a).values(); }, clear});
       }
       const std::string suffix = ":" + gc.name + ":f" + std::to_string(F);
       for (const Case& c : cases) {

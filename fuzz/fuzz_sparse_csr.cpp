@@ -34,8 +34,8 @@ xgrad::Tensor vec(const std::vector<T>& v, xgrad::Shape shape) {
 }
 
 void check(const xgrad::SparseCsr& a, const std::map<std::pair<std::int64_t, std::int64_t>, double>& want) {
-  const auto& crow = a.pattern().crow();
-  const auto& col = a.pattern().col();
+  const auto crow = a.pattern().crow();
+  const auto col = a.pattern().col();
   if (static_cast<std::int64_t>(crow.size()) != a.rows() + 1 || crow.front() != 0 || crow.back() != a.nnz())
     fail("row offsets do not run from 0 to nnz");
   for (std::int64_t i = 0; i < a.rows(); ++i)
@@ -48,12 +48,12 @@ void check(const xgrad::SparseCsr& a, const std::map<std::pair<std::int64_t, std
   // The transpose's offsets take cols + 1 entries: above 2^20 columns that only measures the allocator.
   if (a.cols() > (1 << 20)) return;
   const auto& t = a.pattern().transposed();
-  if (static_cast<std::int64_t>(t.perm.size()) != a.nnz()) fail("the transpose has the wrong size");
+  if (static_cast<std::int64_t>(t.perm().size()) != a.nnz()) fail("the transpose has the wrong size");
   for (std::int64_t c = 0; c < a.cols(); ++c)
-    for (std::int64_t k = t.crow[static_cast<std::size_t>(c)]; k < t.crow[static_cast<std::size_t>(c) + 1]; ++k) {
-      const std::int64_t e = t.perm[static_cast<std::size_t>(k)];
+    for (std::int64_t k = t.crow()[static_cast<std::size_t>(c)]; k < t.crow()[static_cast<std::size_t>(c) + 1]; ++k) {
+      const std::int64_t e = t.perm()[static_cast<std::size_t>(k)];
       if (col[static_cast<std::size_t>(e)] != c) fail("the transpose puts an entry in the wrong column");
-      if (k > t.crow[static_cast<std::size_t>(c)] && e <= t.perm[static_cast<std::size_t>(k) - 1])
+      if (k > t.crow()[static_cast<std::size_t>(c)] && e <= t.perm()[static_cast<std::size_t>(k) - 1])
         fail("the transpose is not stable");
     }
   if (a.rows() * a.cols() > 4096) return;

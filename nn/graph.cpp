@@ -35,16 +35,6 @@ void check_weighted(const SparseCsr& adj, const char* op) {
   check_floating(op, "adj.values", adj.values());
 }
 
-// The row of each stored entry (the target node of each edge), in entry order.
-std::vector<std::int64_t> row_index(const CsrPattern& p) {
-  std::vector<std::int64_t> rows(static_cast<std::size_t>(p.nnz()));
-  const auto& crow = p.crow();
-  for (std::int64_t i = 0; i < p.rows(); ++i)
-    std::fill(rows.begin() + crow[static_cast<std::size_t>(i)], rows.begin() + crow[static_cast<std::size_t>(i) + 1],
-              i);
-  return rows;
-}
-
 // deg^p where deg != 0, else 0 (PyG's masked_fill of inf). The power is taken of 1 at those
 // entries, so that no inf reaches the backward (0 · inf would be NaN).
 Tensor safe_pow(const Tensor& deg, double p) {
@@ -183,24 +173,21 @@ Tensor aggregate(const Graph& graph, graph::Direction direction, graph::Aggregat
   if (aggr == graph::Aggregation::mean) return spmm(graph.mean_norm(direction), x);
   const SparseCsr a = neighbours(graph, direction);
   if (aggr == graph::Aggregation::sum) return spmm(a, x);
-  return segment_max(index_select(x, 0, a.pattern().col()), a.crow_indices(), /*empty_value=*/0.0);
+  return xgrad::detail::segment_max_rows(xgrad::detail::index_select_cols(x, a.pattern()), a.pattern(),
+                                         /*empty_value=*/0.0);
 }
 
 // The (2, nnz) edge_index of a pattern's entries, in entry order: row 0 sources (columns), row 1
 // targets (rows).
-Tensor pattern_edges(const CsrPattern& p) {
-  std::vector<std::int64_t> v(p.col());
-  const std::vector<std::int64_t> rows = row_index(p);
-  v.insert(v.end(), rows.begin(), rows.end());
-  return Tensor::from_vector(v, {2, p.nnz()});
-}
+Tensor pattern_edges(const CsrPattern& p) { return stack({p.col_indices(), p.row_indices()}, 0); }
 
 // The entry of pattern p at (row, col), or -1 when it is not stored.
 std::int64_t entry_at(const CsrPattern& p, std::int64_t row, std::int64_t col) {
-  const auto first = p.col().begin() + p.crow()[static_cast<std::size_t>(row)];
-  const auto last = p.col().begin() + p.crow()[static_cast<std::size_t>(row) + 1];
+  const auto cols = p.col();
+  const auto first = cols.begin() + p.crow()[static_cast<std::size_t>(row)];
+  const auto last = cols.begin() + p.crow()[static_cast<std::size_t>(row) + 1];
   const auto it = std::lower_bound(first, last, col);
-  return it != last && *it == col ? it - p.col().begin() : -1;
+  return it != last && *it == col ? it - cols.begin() : -1;
 }
 
 Tensor add_bias(const Tensor& x, const Tensor& bias) { return bias.defined() ? add(x, bias) : x; }
@@ -234,8 +221,8 @@ SparseCsr add_remaining_self_loops(const SparseCsr& adj, double fill_value) {
   constexpr const char* op = "graph::add_remaining_self_loops";
   check_weighted(adj, op);
   const CsrPattern& p = adj.pattern();
-  const auto& crow = p.crow();
-  const auto& col = p.col();
+  const auto crow = p.crow();
+  const auto col = p.col();
   const auto n = static_cast<std::size_t>(p.rows());
   std::vector<std::int64_t> ncrow(n + 1, 0), ncol, dest(static_cast<std::size_t>(p.nnz()));
   std::vector<double> base;  // fill_value at the new self-loops, 0 elsewhere
@@ -267,7 +254,7 @@ SparseCsr add_remaining_self_loops(const SparseCsr& adj, double fill_value) {
   if (static_cast<std::int64_t>(ncol.size()) == p.nnz()) return adj;
   const auto nnz = static_cast<std::int64_t>(ncol.size());
   const std::int64_t nodes = p.rows();
-  CsrPattern np = CsrPattern::from_indices(std::move(ncrow), std::move(ncol), nodes, nodes, op);
+  CsrPattern np = CsrPattern::from_indices(ncrow, ncol, nodes, nodes, op);
   const Tensor values =
       index_add(Tensor::from_vector(base, {nnz}, adj.dtype()), 0, Tensor::from_vector(dest, {p.nnz()}), adj.values());
   return SparseCsr(std::move(np), values);
@@ -275,7 +262,7 @@ SparseCsr add_remaining_self_loops(const SparseCsr& adj, double fill_value) {
 
 Tensor in_degree(const SparseCsr& adj) {
   check_weighted(adj, "graph::in_degree");
-  return segment_sum(adj.values(), adj.crow_indices());
+  return xgrad::detail::segment_sum_rows(adj.values(), adj.pattern());
 }
 
 Tensor out_degree(const SparseCsr& adj) {
@@ -288,14 +275,14 @@ SparseCsr gcn_norm(const SparseCsr& adj, bool add_self_loops) {
   const SparseCsr a = add_self_loops ? add_remaining_self_loops(adj) : adj;
   const Tensor dis = safe_pow(in_degree(a), -0.5);
   // PyG's order: deg^-1/2[source] · w · deg^-1/2[target].
-  return a.with_values(
-      mul(mul(index_select(dis, 0, a.pattern().col()), a.values()), index_select(dis, 0, row_index(a.pattern()))));
+  return a.with_values(mul(mul(xgrad::detail::index_select_cols(dis, a.pattern()), a.values()),
+                           xgrad::detail::index_select_rows(dis, a.pattern())));
 }
 
 SparseCsr mean_norm(const SparseCsr& adj) {
   check_weighted(adj, "graph::mean_norm");
   const Tensor inv = safe_pow(in_degree(adj), -1.0);
-  return adj.with_values(mul(adj.values(), index_select(inv, 0, row_index(adj.pattern()))));
+  return adj.with_values(mul(adj.values(), xgrad::detail::index_select_rows(inv, adj.pattern())));
 }
 
 SparseCsr reverse(const SparseCsr& adj) {
@@ -523,9 +510,13 @@ GATConv::WithAttention GATConv::forward_with_attention(const NodeFeatures& x, co
   const std::int64_t nnz = a.nnz();
   // e[k] = s_dst[target] + s_src[source] for entry k: two gathers of (N, H) rows, all heads at once
   // (rather than an sddmm per head, which computes a width-2 dot product per entry and head).
+  // Both gathers' backward run over the pattern's row offsets and cached transpose (Note [Pattern gathers]
+  // in ops/sparse.cpp), and the softmax takes its row offsets unchecked (Note [Pattern tensors]).
   const Tensor e = leaky_relu(
-      add(index_select(s_dst, 0, row_index(a.pattern())), index_select(s_src, 0, a.pattern().col())), negative_slope_);
-  const Tensor alpha = functional::dropout(segment_softmax(e, a.crow_indices()), dropout_, is_training(), generator());
+      add(xgrad::detail::index_select_rows(s_dst, a.pattern()), xgrad::detail::index_select_cols(s_src, a.pattern())),
+      negative_slope_);
+  const Tensor alpha =
+      functional::dropout(xgrad::detail::segment_softmax_rows(e, a.pattern()), dropout_, is_training(), generator());
   // One spmm per head. The heads are split along dim 0 of (H, nnz) and (H, N, C) copies: a slice
   // of a column of (nnz, H) or (N, H·C) copies and scatters back one short row per entry or node.
   const Tensor alpha_h = heads_ == 1 ? alpha : transpose(alpha, 0, 1);  // (H, nnz)

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -30,39 +31,56 @@
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/indexing.hpp"
+#include "xgrad/ops/kernels/copy_rows.hpp"
 #include "xgrad/ops/kernels/sparse_kernels.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
 
 namespace xgrad {
 
+// Note [Pattern tensors] in sparse.hpp: the indices are int64 tensors; the spans cache their data
+// pointers, so a kernel's access costs no dtype check.
 struct CsrPattern::Impl {
-  std::int64_t rows = 0, cols = 0;
-  std::vector<std::int64_t> crow{0}, col;
-  mutable std::once_flag transposed_once;
-  mutable Transposed transposed;
-  mutable std::atomic<bool> has_transposed{false};
+  std::int64_t rows = 0, cols = 0, nnz = 0;
+  Tensor crow, col;
+  const std::int64_t* crow_p = nullptr;
+  const std::int64_t* col_p = nullptr;
+  mutable std::once_flag transposed_once, rows_once;
+  mutable std::optional<Transposed> transposed;  // an optional: a Transposed holds a CsrPattern
+  mutable Tensor row_of;
+  mutable const std::int64_t* row_p = nullptr;
+  mutable std::atomic<bool> has_transposed{false}, has_row_of{false};
 };
 
 namespace {
 
-const std::shared_ptr<const CsrPattern::Impl>& empty_pattern() {
-  static const std::shared_ptr<const CsrPattern::Impl> impl = std::make_shared<CsrPattern::Impl>();
+// A pattern over crow (rows + 1) and col (nnz), int64 tensors the pattern owns from now on, already
+// validated.
+std::shared_ptr<const CsrPattern::Impl> make_pattern(Tensor crow, Tensor col, std::int64_t rows, std::int64_t cols) {
+  auto impl = std::make_shared<CsrPattern::Impl>();
+  impl->rows = rows;
+  impl->cols = cols;
+  impl->nnz = col.numel();
+  impl->crow_p = crow.data<std::int64_t>();
+  impl->col_p = col.data<std::int64_t>();
+  impl->crow = std::move(crow);
+  impl->col = std::move(col);
   return impl;
 }
 
-// The 1-d int64 or int32 tensor `t` as int64 values.
-std::vector<std::int64_t> read_index(const Tensor& t, const char* op, const char* arg) {
+const std::shared_ptr<const CsrPattern::Impl>& empty_pattern() {
+  static const std::shared_ptr<const CsrPattern::Impl> impl =
+      make_pattern(Tensor::zeros({1}, kInt64), Tensor::empty({0}, kInt64), 0, 0);
+  return impl;
+}
+
+// The 1-d int64 or int32 tensor `t` as a new int64 tensor (the caller's tensor is never kept).
+Tensor copy_index(const Tensor& t, const char* op, const char* arg) {
   XGRAD_CHECK(t.defined(), "{}: argument '{}' is undefined", op, arg);
   XGRAD_CHECK(t.dtype() == kInt64 || t.dtype() == kInt32, "{}: argument '{}' must be int64 or int32, got {}", op, arg,
               dtype_name(t.dtype()));
-  std::vector<std::int64_t> out(static_cast<std::size_t>(t.numel()));
-  if (t.dtype() == kInt64) {
-    std::copy_n(t.data<std::int64_t>(), t.numel(), out.begin());
-  } else {
-    std::copy_n(t.data<std::int32_t>(), t.numel(), out.begin());
-  }
-  return out;
+  XGRAD_CHECK(t.dim() == 1, "{}: argument '{}' must be 1-d, got {}", op, arg, shape_str(t.shape()));
+  return t.dtype() == kInt64 ? t.clone_data() : t.to(kInt64);
 }
 
 void check_size(const Shape& size, const char* op) {
@@ -98,12 +116,13 @@ Tensor scatter_sum_exact(const Tensor& values, const std::vector<std::int64_t>& 
   return out;
 }
 
-// The transposed pattern's buffers (Note [Cached transpose]): crow (cols + 1), one counter per
-// (block, column) with at most 8 blocks, col and perm (nnz each). A width such as 2^62 is an
-// xgrad::Error naming `op` before any of them is allocated.
+// The transposed pattern's buffers (Note [Cached transpose]): crow and the sort's running offsets
+// (cols + 1 each), col, perm, the row indices and the sort's per-chunk counters (at most nnz + cols;
+// detail::invert_rows). A width such as 2^62 is an xgrad::Error naming `op` before any of them is
+// allocated.
 void check_transpose_memory(std::int64_t cols, std::int64_t nnz, const char* op) {
-  const std::size_t per_column = checked_nbytes(checked_add(cols, 1, op, "cols"), 9 * sizeof(std::int64_t), op, "cols");
-  check_host_memory(per_column + static_cast<std::size_t>(nnz) * 2 * sizeof(std::int64_t), op, "cols");
+  const std::size_t per_column = checked_nbytes(checked_add(cols, 1, op, "cols"), 3 * sizeof(std::int64_t), op, "cols");
+  check_host_memory(per_column + static_cast<std::size_t>(nnz) * 4 * sizeof(std::int64_t), op, "cols");
 }
 
 void check_values(const Tensor& values, std::int64_t nnz, const char* op) {
@@ -119,10 +138,12 @@ void check_values(const Tensor& values, std::int64_t nnz, const char* op) {
 
 CsrPattern::CsrPattern() : impl_(empty_pattern()) {}
 
-CsrPattern CsrPattern::from_indices(std::vector<std::int64_t> crow, std::vector<std::int64_t> col, std::int64_t rows,
-                                    std::int64_t cols, const char* op) {
+namespace {
+// Note [Pattern tensors]: the one validation of a pattern's indices, before the pattern exists.
+void check_pattern(std::span<const std::int64_t> crow, std::span<const std::int64_t> col, std::int64_t rows,
+                   std::int64_t cols, const char* op) {
   XGRAD_CHECK(rows >= 0 && cols >= 0, "{}: argument 'size' must be non-negative, got ({}, {})", op, rows, cols);
-  const std::int64_t nnz = static_cast<std::int64_t>(col.size());
+  const auto nnz = static_cast<std::int64_t>(col.size());
   const std::int64_t want = checked_add(rows, 1, op, "size");
   XGRAD_CHECK(static_cast<std::int64_t>(crow.size()) == want,
               "{}: argument 'crow_indices' must have rows + 1 = {} elements for size ({}, {}), got {}", op, want, rows,
@@ -151,41 +172,83 @@ CsrPattern CsrPattern::from_indices(std::vector<std::int64_t> crow, std::vector<
                   op, i, c, col[static_cast<std::size_t>(k - 1)]);
     }
   }
-  auto impl = std::make_shared<Impl>();
-  impl->rows = rows;
-  impl->cols = cols;
-  impl->crow = std::move(crow);
-  impl->col = std::move(col);
-  return CsrPattern(std::move(impl));
+}
+
+std::span<const std::int64_t> span_of(const Tensor& t) {
+  return {t.data<std::int64_t>(), static_cast<std::size_t>(t.numel())};
+}
+}  // namespace
+
+CsrPattern CsrPattern::from_indices(const std::vector<std::int64_t>& crow, const std::vector<std::int64_t>& col,
+                                    std::int64_t rows, std::int64_t cols, const char* op) {
+  check_pattern(crow, col, rows, cols, op);
+  return CsrPattern(make_pattern(index_tensor(crow), index_tensor(col), rows, cols));
+}
+
+CsrPattern CsrPattern::from_indices(const Tensor& crow, const Tensor& col, std::int64_t rows, std::int64_t cols,
+                                    const char* op) {
+  Tensor c = copy_index(crow, op, "crow_indices");
+  Tensor k = copy_index(col, op, "col_indices");
+  check_pattern(span_of(c), span_of(k), rows, cols, op);
+  return CsrPattern(make_pattern(std::move(c), std::move(k), rows, cols));
 }
 
 std::int64_t CsrPattern::rows() const { return impl_->rows; }
 std::int64_t CsrPattern::cols() const { return impl_->cols; }
-std::int64_t CsrPattern::nnz() const { return static_cast<std::int64_t>(impl_->col.size()); }
-const std::vector<std::int64_t>& CsrPattern::crow() const { return impl_->crow; }
-const std::vector<std::int64_t>& CsrPattern::col() const { return impl_->col; }
+std::int64_t CsrPattern::nnz() const { return impl_->nnz; }
+const Tensor& CsrPattern::crow_indices() const { return impl_->crow; }
+const Tensor& CsrPattern::col_indices() const { return impl_->col; }
+std::span<const std::int64_t> CsrPattern::crow() const {
+  return {impl_->crow_p, static_cast<std::size_t>(impl_->rows) + 1};
+}
+std::span<const std::int64_t> CsrPattern::col() const { return {impl_->col_p, static_cast<std::size_t>(impl_->nnz)}; }
 bool CsrPattern::has_transposed() const { return impl_->has_transposed.load(std::memory_order_acquire); }
+bool CsrPattern::has_row_indices() const { return impl_->has_row_of.load(std::memory_order_acquire); }
 bool CsrPattern::operator==(const CsrPattern& o) const {
-  return impl_ == o.impl_ ||
-         (rows() == o.rows() && cols() == o.cols() && impl_->crow == o.impl_->crow && impl_->col == o.impl_->col);
+  if (impl_ == o.impl_) return true;
+  if (rows() != o.rows() || cols() != o.cols() || nnz() != o.nnz()) return false;
+  const auto a = crow(), b = o.crow(), c = col(), d = o.col();
+  return std::equal(a.begin(), a.end(), b.begin()) && std::equal(c.begin(), c.end(), d.begin());
+}
+
+const Tensor& CsrPattern::row_indices() const {
+  const Impl& p = *impl_;
+  std::call_once(p.rows_once, [&p] {
+    Tensor r = Tensor::empty({p.nnz}, kInt64);
+    detail::csr_row_indices(p.rows, p.crow_p, r.data<std::int64_t>());
+    p.row_p = r.data<std::int64_t>();
+    p.row_of = std::move(r);
+    p.has_row_of.store(true, std::memory_order_release);
+  });
+  return p.row_of;
+}
+
+std::span<const std::int64_t> CsrPattern::row() const {
+  (void)row_indices();
+  return {impl_->row_p, static_cast<std::size_t>(impl_->nnz)};
 }
 
 // The transpose is a counting sort of the entries by column (detail::csr_transpose, Note [Cached
-// transpose]): the same at any thread count.
+// transpose]): the same at any thread count. Its indices are valid by construction (a permutation of
+// this pattern's entries), so the transposed pattern is made without a second validation.
 const CsrPattern::Transposed& CsrPattern::transposed() const {
   const Impl& p = *impl_;
   if (!has_transposed()) check_transpose_memory(p.cols, nnz(), "CsrPattern::transposed");
-  std::call_once(p.transposed_once, [&p] {
+  std::call_once(p.transposed_once, [this, &p] {
+    const std::int64_t* row_of = row().data();
+    Tensor t_crow = Tensor::empty({p.cols + 1}, kInt64);
+    Tensor t_col = Tensor::empty({p.nnz}, kInt64);
+    Tensor perm = Tensor::empty({p.nnz}, kInt64);
+    detail::csr_transpose(p.rows, p.cols, p.crow_p, p.col_p, row_of, t_crow.data<std::int64_t>(),
+                          t_col.data<std::int64_t>(), perm.data<std::int64_t>());
     Transposed t;
-    const std::int64_t nnz = static_cast<std::int64_t>(p.col.size());
-    t.crow.assign(static_cast<std::size_t>(p.cols) + 1, 0);
-    t.col = std::vector<std::int64_t>(static_cast<std::size_t>(nnz));
-    t.perm = std::vector<std::int64_t>(static_cast<std::size_t>(nnz));
-    detail::csr_transpose(p.rows, p.cols, p.crow.data(), p.col.data(), t.crow.data(), t.col.data(), t.perm.data());
+    t.perm_data = perm.data<std::int64_t>();
+    t.perm_indices = std::move(perm);
+    t.pattern = CsrPattern(make_pattern(std::move(t_crow), std::move(t_col), p.cols, p.rows));
     p.transposed = std::move(t);
     p.has_transposed.store(true, std::memory_order_release);
   });
-  return p.transposed;
+  return *p.transposed;
 }
 
 // ---- the products --------------------------------------------------------------------------------
@@ -196,14 +259,14 @@ Tensor spmm_impl(const Tensor& values, const Tensor& x, const CsrPattern& p, boo
 Tensor sddmm_impl(const Tensor& x, const Tensor& y, const CsrPattern& p);
 
 // A's values (nnz,) in the order of its transposed pattern, gathered in one parallel pass before a
-// kernel walks Aᵀ. Read in place through tp.perm, each entry would cost the kernel a second random
+// kernel walks Aᵀ. Read in place through perm, each entry would cost the kernel a second random
 // load beside its gathered row: gathering them first made spmm's Aᵀ·G faster on bench/sparse_ops.cpp's
 // R-MAT 2^17 case (bench/results/tuning_notes.md, "spmm's transposed values").
 template <class T>
 Tensor transposed_values(const Tensor& values, const CsrPattern::Transposed& tp) {
-  const auto n = static_cast<std::int64_t>(tp.perm.size());
+  const auto n = static_cast<std::int64_t>(tp.perm().size());
   Tensor tv = Tensor::empty({n}, values.dtype());
-  detail::permute_values<T>(n, tp.perm.data(), values.data<T>(), tv.data<T>());
+  detail::permute_values<T>(n, tp.perm_data, values.data<T>(), tv.data<T>());
   return tv;
 }
 
@@ -228,7 +291,7 @@ struct SpmmFn : Function<SpmmFn> {
       if (t) {
         const auto& tp = p.transposed();
         const Tensor tv = transposed_values<T>(values, tp);
-        detail::csr_spmm<T>(out_rows, tp.crow.data(), tp.col.data(), tv.data<T>(), x.data<T>(), f, y.data<T>());
+        detail::csr_spmm<T>(out_rows, tp.crow().data(), tp.col().data(), tv.data<T>(), x.data<T>(), f, y.data<T>());
       } else {
         detail::csr_spmm<T>(out_rows, p.crow().data(), p.col().data(), values.data<T>(), x.data<T>(), f, y.data<T>());
       }
@@ -393,7 +456,7 @@ struct SparseLinearFn : Function<SparseLinearFn> {
         const auto& tp = pattern.transposed();
         res[1] = Tensor::empty({out, in}, w.dtype());
         const Tensor tv = transposed_values<T>(values, tp);
-        detail::csr_linear_backward_weight<T>(in, tp.crow.data(), tp.col.data(), tv.data<T>(), g.data<T>(), out,
+        detail::csr_linear_backward_weight<T>(in, tp.crow().data(), tp.col().data(), tv.data<T>(), g.data<T>(), out,
                                               res[1].data<T>());
       }
     });
@@ -438,13 +501,13 @@ Tensor linear(const SparseCsr& x, const Tensor& weight, const Tensor& bias) {
 SparseCsr sparse_softmax(const SparseCsr& a) {
   XGRAD_CHECK(a.defined(), "sparse_softmax: argument 'a' is an undefined sparse matrix");
   check_floating("sparse_softmax", "a.values", a.values());
-  return a.with_values(segment_softmax(a.values(), a.crow_indices()));
+  return a.with_values(detail::segment_softmax_rows(a.values(), a.pattern()));
 }
 
 SparseCsr sparse_log_softmax(const SparseCsr& a) {
   XGRAD_CHECK(a.defined(), "sparse_log_softmax: argument 'a' is an undefined sparse matrix");
   check_floating("sparse_log_softmax", "a.values", a.values());
-  return a.with_values(segment_log_softmax(a.values(), a.crow_indices()));
+  return a.with_values(detail::segment_log_softmax_rows(a.values(), a.pattern()));
 }
 
 // ---- segment reductions ----------------------------------------------------------------------------
@@ -452,8 +515,23 @@ SparseCsr sparse_log_softmax(const SparseCsr& a) {
 namespace {
 
 struct SegmentSumFn;
-// The offsets of a segment reduction, validated once and shared by its backward ops.
-using Offsets = std::shared_ptr<const std::vector<std::int64_t>>;
+// The offsets of a segment reduction (segments + 1,) int64, shared by its backward ops: the public
+// ops' copy of the user's offsets, validated once (check_offsets), or a pattern's row offsets,
+// validated when the pattern was made (Note [Pattern tensors] in sparse.hpp), used as they are.
+struct Offsets {
+  Tensor t;  // holds the data
+  const std::int64_t* p = nullptr;
+  std::int64_t segments = 0;
+  const std::int64_t* data() const { return p; }
+};
+
+Offsets offsets_of(Tensor t) {
+  Offsets o;
+  o.p = t.data<std::int64_t>();
+  o.segments = t.numel() - 1;
+  o.t = std::move(t);
+  return o;
+}
 
 Shape with_rows(Shape s, std::int64_t rows) {
   s[0] = rows;
@@ -475,12 +553,12 @@ struct SegmentSumFn : Function<SegmentSumFn> {
     offsets = off;
     mean = m;
     data_shape = data.shape();
-    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    const auto segments = off.segments;
     Tensor out = Tensor::empty(with_rows(data.shape(), segments), data.dtype());
     const std::int64_t f = segments == 0 ? 0 : out.numel() / segments;
     dispatch(data.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      detail::segment_sum<T>(segments, off->data(), data.data<T>(), f, m, static_cast<T>(empty), out.data<T>());
+      detail::segment_sum<T>(segments, off.data(), data.data<T>(), f, m, static_cast<T>(empty), out.data<T>());
     });
     return out;
   }
@@ -498,11 +576,11 @@ struct SegmentExpandFn : Function<SegmentExpandFn> {
     offsets = off;
     mean = m;
     Tensor out = Tensor::empty(data_shape, g.dtype());
-    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    const auto segments = off.segments;
     const std::int64_t f = data_shape[0] == 0 ? 0 : out.numel() / data_shape[0];
     dispatch(g.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      detail::segment_expand<T>(segments, off->data(), g.data<T>(), f, m, out.data<T>());
+      detail::segment_expand<T>(segments, off.data(), g.data<T>(), f, m, out.data<T>());
     });
     return out;
   }
@@ -527,11 +605,11 @@ struct SegmentSoftmaxBackward {
   static constexpr const char* kName = Log ? "segment_log_softmax_backward" : "segment_softmax_backward";
   static Tensor kernel(const Tensor& g, const Tensor& y, const Offsets& off) {
     Tensor dx = Tensor::empty(y.shape(), y.dtype());
-    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    const auto segments = off.segments;
     const std::int64_t f = y.size(0) == 0 ? 0 : y.numel() / y.size(0);
     dispatch(y.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      detail::segment_softmax_backward<T>(segments, off->data(), g.data<T>(), y.data<T>(), f, Log, dx.data<T>());
+      detail::segment_softmax_backward<T>(segments, off.data(), g.data<T>(), y.data<T>(), f, Log, dx.data<T>());
     });
     return dx;
   }
@@ -554,11 +632,11 @@ struct SegmentSoftmaxFn : Function<SegmentSoftmaxFn<Log>> {
   Tensor forward(const Tensor& data, const Offsets& off) {
     offsets = off;
     Tensor out = Tensor::empty(data.shape(), data.dtype());
-    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    const auto segments = off.segments;
     const std::int64_t f = data.size(0) == 0 ? 0 : data.numel() / data.size(0);
     dispatch(data.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      detail::segment_softmax<T>(segments, off->data(), data.data<T>(), f, Log, out.data<T>());
+      detail::segment_softmax<T>(segments, off.data(), data.data<T>(), f, Log, out.data<T>());
     });
     this->save_for_backward({out});
     return out;
@@ -585,12 +663,12 @@ struct SegmentMaxBackward {
   }
   static Tensor run(const Tensor& g, const Tensor& data, const Tensor& out, const Offsets& off, Tensor* divisor) {
     Tensor dx = Tensor::empty(data.shape(), data.dtype());
-    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    const auto segments = off.segments;
     const std::int64_t f = segments == 0 ? 0 : out.numel() / segments;
     dispatch(data.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      detail::segment_max_backward<T>(segments, off->data(), g.data<T>(), data.data<T>(), out.data<T>(), f,
-                                      dx.data<T>(), divisor != nullptr ? divisor->data<T>() : nullptr);
+      detail::segment_max_backward<T>(segments, off.data(), g.data<T>(), data.data<T>(), out.data<T>(), f, dx.data<T>(),
+                                      divisor != nullptr ? divisor->data<T>() : nullptr);
     });
     return dx;
   }
@@ -605,12 +683,12 @@ struct SegmentMaxFn : Function<SegmentMaxFn<Max>> {
 
   Tensor forward(const Tensor& data, const Offsets& off, double empty) {
     offsets = off;
-    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    const auto segments = off.segments;
     Tensor out = Tensor::empty(with_rows(data.shape(), segments), data.dtype());
     const std::int64_t f = segments == 0 ? 0 : out.numel() / segments;
     dispatch(data.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      detail::segment_max<T>(segments, off->data(), data.data<T>(), f, Max, static_cast<T>(empty), out.data<T>());
+      detail::segment_max<T>(segments, off.data(), data.data<T>(), f, Max, static_cast<T>(empty), out.data<T>());
     });
     this->save_for_backward({data, out});
     return out;
@@ -628,11 +706,11 @@ struct SegmentLogsumexpBackward {
   static constexpr const char* kName = "segment_logsumexp_backward";
   static Tensor kernel(const Tensor& g, const Tensor& data, const Tensor& out, const Offsets& off) {
     Tensor dx = Tensor::empty(data.shape(), data.dtype());
-    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    const auto segments = off.segments;
     const std::int64_t f = segments == 0 ? 0 : out.numel() / segments;
     dispatch(data.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      detail::segment_logsumexp_backward<T>(segments, off->data(), g.data<T>(), data.data<T>(), out.data<T>(), f,
+      detail::segment_logsumexp_backward<T>(segments, off.data(), g.data<T>(), data.data<T>(), out.data<T>(), f,
                                             dx.data<T>());
     });
     return dx;
@@ -651,12 +729,12 @@ struct SegmentLogsumexpFn : Function<SegmentLogsumexpFn> {
 
   Tensor forward(const Tensor& data, const Offsets& off) {
     offsets = off;
-    const auto segments = static_cast<std::int64_t>(off->size()) - 1;
+    const auto segments = off.segments;
     Tensor out = Tensor::empty(with_rows(data.shape(), segments), data.dtype());
     const std::int64_t f = segments == 0 ? 0 : out.numel() / segments;
     dispatch(data.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      detail::segment_logsumexp<T>(segments, off->data(), data.data<T>(), f, out.data<T>());
+      detail::segment_logsumexp<T>(segments, off.data(), data.data<T>(), f, out.data<T>());
     });
     save_for_backward({data, out});
     return out;
@@ -667,25 +745,46 @@ struct SegmentLogsumexpFn : Function<SegmentLogsumexpFn> {
   }
 };
 
-// Validated offsets for data's dim 0.
-Offsets check_offsets(const Tensor& data, const Tensor& offsets, const char* op) {
+void check_data(const Tensor& data, const char* op) {
   XGRAD_CHECK(data.defined(), "{}: argument 'data' is undefined", op);
   check_floating(op, "data", data);
   XGRAD_CHECK(data.dim() >= 1, "{}: argument 'data' must have at least 1 dimension (the entries), got {}", op,
               shape_str(data.shape()));
+}
+
+// Validated offsets for data's dim 0: a copy of the user's (int32 widened), so that a later write to
+// them cannot reach the backward.
+Offsets check_offsets(const Tensor& data, const Tensor& offsets, const char* op) {
+  check_data(data, op);
   XGRAD_CHECK(offsets.defined() && offsets.dim() == 1 && offsets.numel() >= 1,
               "{}: argument 'offsets' must be 1-d with at least one element (segments + 1), got {}", op,
               offsets.defined() ? shape_str(offsets.shape()) : std::string("undefined"));
-  auto off = std::make_shared<std::vector<std::int64_t>>(read_index(offsets, op, "offsets"));
-  const std::vector<std::int64_t>& o = *off;
-  XGRAD_CHECK(o.front() == 0, "{}: argument 'offsets' must start at 0, got {}", op, o.front());
-  XGRAD_CHECK(o.back() == data.size(0), "{}: argument 'offsets' must end at data.size(0) = {} for data {}, got {}", op,
-              data.size(0), shape_str(data.shape()), o.back());
-  for (std::size_t i = 0; i + 1 < o.size(); ++i)
+  XGRAD_CHECK(offsets.dtype() == kInt64 || offsets.dtype() == kInt32,
+              "{}: argument 'offsets' must be int64 or int32, got {}", op, dtype_name(offsets.dtype()));
+  Offsets off = offsets_of(offsets.dtype() == kInt64 ? offsets.clone_data() : offsets.to(kInt64));
+  const std::int64_t* o = off.data();
+  const std::int64_t n = off.segments + 1;
+  XGRAD_CHECK(o[0] == 0, "{}: argument 'offsets' must start at 0, got {}", op, o[0]);
+  XGRAD_CHECK(o[n - 1] == data.size(0), "{}: argument 'offsets' must end at data.size(0) = {} for data {}, got {}", op,
+              data.size(0), shape_str(data.shape()), o[n - 1]);
+  for (std::int64_t i = 0; i + 1 < n; ++i)
     XGRAD_CHECK(o[i] <= o[i + 1],
                 "{}: argument 'offsets' must be non-decreasing, but offsets[{}] = {} > offsets[{}] = {}", op, i, o[i],
                 i + 1, o[i + 1]);
   return off;
+}
+
+// A pattern's row offsets for data (nnz, ...): only data is checked (Note [Pattern tensors]).
+Offsets pattern_offsets(const Tensor& data, const CsrPattern& rows, const char* op) {
+  check_data(data, op);
+  XGRAD_CHECK(data.size(0) == rows.nnz(),
+              "{}: argument 'data' must have one row per stored entry of the pattern ({} x {}, nnz {}), got {}", op,
+              rows.rows(), rows.cols(), rows.nnz(), shape_str(data.shape()));
+  Offsets o;
+  o.t = rows.crow_indices();
+  o.p = rows.crow().data();
+  o.segments = rows.rows();
+  return o;
 }
 
 }  // namespace
@@ -712,14 +811,121 @@ Tensor segment_log_softmax(const Tensor& data, const Tensor& offsets) {
   return apply<SegmentSoftmaxFn<true>>(data, check_offsets(data, offsets, "segment_log_softmax"));
 }
 
+Tensor detail::segment_sum_rows(const Tensor& data, const CsrPattern& rows) {
+  return segment_sum_impl(data, pattern_offsets(data, rows, "segment_sum"), false);
+}
+Tensor detail::segment_mean_rows(const Tensor& data, const CsrPattern& rows, double empty_value) {
+  return segment_sum_impl(data, pattern_offsets(data, rows, "segment_mean"), true, empty_value);
+}
+Tensor detail::segment_max_rows(const Tensor& data, const CsrPattern& rows, double empty_value) {
+  return apply<SegmentMaxFn<true>>(data, pattern_offsets(data, rows, "segment_max"), empty_value);
+}
+Tensor detail::segment_softmax_rows(const Tensor& data, const CsrPattern& rows) {
+  return apply<SegmentSoftmaxFn<false>>(data, pattern_offsets(data, rows, "segment_softmax"));
+}
+Tensor detail::segment_log_softmax_rows(const Tensor& data, const CsrPattern& rows) {
+  return apply<SegmentSoftmaxFn<true>>(data, pattern_offsets(data, rows, "segment_log_softmax"));
+}
+
+// ---- gathers by a pattern's indices ------------------------------------------------------------------
+// Note [Pattern gathers]: a message-passing layer gathers node rows by the pattern's column indices
+// (sources) and row indices (targets). index_select would check the indices on every call and, in
+// its backward, build the inverse of the index (Note [Row scatter] in kernels/scatter_rows.cpp) on
+// every call; the pattern has both inverses already: its row offsets for the row indices and its
+// cached transpose (row offsets and perm) for the column indices, the same stable counting sort
+// (csr_transpose is invert_rows). The backward is then a gather-sum per output row over them
+// (detail::segment_gather_sum), adding each row's contributions in increasing entry order from zero:
+// the serial loop's order, so the same bits as index_select's backward at any thread count. With one
+// thread (or little work) the column sums are that serial loop itself (detail::scatter_sum_rows),
+// which reads g in sequence where the gather reads it through perm; the same sums, the same bits.
+
+namespace {
+
+Tensor pattern_gather_impl(const Tensor& x, const CsrPattern& p, bool by_col);
+Tensor pattern_scatter_impl(const Tensor& g, const CsrPattern& p, bool by_col);
+
+Shape with_dim0(Shape s, std::int64_t n) {
+  s[0] = n;
+  return s;
+}
+
+// out[k] = x[col[k]] (by_col) or x[row[k]].
+struct PatternGatherFn : Function<PatternGatherFn> {
+  static constexpr const char* kName = "index_select";
+  static constexpr bool kDifferentiableBackward = true;  // through PatternScatterFn
+  CsrPattern pattern;
+  bool by_col = false;
+  Tensor forward(const Tensor& x, const CsrPattern& p, bool c) {
+    pattern = p;
+    by_col = c;
+    Tensor y = Tensor::empty(with_dim0(x.shape(), p.nnz()), x.dtype());
+    if (y.numel() == 0) return y;
+    detail::copy_rows(x.raw_data(), y.raw_data(), x.numel() / x.size(0), dtype_size(x.dtype()), 1, p.nnz(), x.size(0),
+                      c ? p.col().data() : p.row().data(), false);
+    return y;
+  }
+  Tensors backward(const Tensors& grads) { return {pattern_scatter_impl(grads[0], pattern, by_col)}; }
+};
+
+// dx[c] = Σ g[k] over the entries k in column c (by_col) or row c, in increasing k.
+struct PatternScatterFn : Function<PatternScatterFn> {
+  static constexpr const char* kName = "index_select_backward";
+  static constexpr bool kDifferentiableBackward = true;  // through PatternGatherFn
+  CsrPattern pattern;
+  bool by_col = false;
+  Tensor forward(const Tensor& g, const CsrPattern& p, bool c) {
+    pattern = p;
+    by_col = c;
+    const std::int64_t n = c ? p.cols() : p.rows();
+    Tensor dx = Tensor::empty(with_dim0(g.shape(), n), g.dtype());
+    if (dx.numel() == 0) return dx;
+    if (g.numel() == 0) return Tensor::zeros(dx.shape(), g.dtype());
+    const std::int64_t f = g.numel() / g.size(0);
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if (c && (get_num_threads() == 1 || p.nnz() * f <= kParallelGrain)) {
+        // one thread: the entries in order, g read once in sequence (the row scatter's serial loop)
+        detail::scatter_sum_rows<T>(p.nnz(), p.col().data(), g.data<T>(), f, n, dx.data<T>());
+      } else if (c) {
+        const auto& tp = p.transposed();
+        detail::segment_gather_sum<T>(n, tp.crow().data(), tp.perm_data, g.data<T>(), f, dx.data<T>());
+      } else {
+        detail::segment_gather_sum<T>(n, p.crow().data(), nullptr, g.data<T>(), f, dx.data<T>());
+      }
+    });
+    return dx;
+  }
+  Tensors backward(const Tensors& grads) { return {pattern_gather_impl(grads[0], pattern, by_col)}; }
+};
+
+Tensor pattern_gather_impl(const Tensor& x, const CsrPattern& p, bool by_col) {
+  return apply<PatternGatherFn>(x, p, by_col);
+}
+Tensor pattern_scatter_impl(const Tensor& g, const CsrPattern& p, bool by_col) {
+  return apply<PatternScatterFn>(g, p, by_col);
+}
+
+Tensor checked_pattern_gather(const Tensor& x, const CsrPattern& p, bool by_col) {
+  constexpr const char* op = "index_select";
+  XGRAD_CHECK(x.defined(), "{}: argument 'x' is undefined", op);
+  const std::int64_t n = by_col ? p.cols() : p.rows();
+  XGRAD_CHECK(x.dim() >= 1 && x.size(0) == n,
+              "{}: argument 'x' must have {} = {} rows to be gathered by the pattern's {} indices, got {}", op,
+              by_col ? "cols" : "rows", n, by_col ? "column" : "row", shape_str(x.shape()));
+  checked_numel(with_dim0(x.shape(), p.nnz()), op, "x");
+  return pattern_gather_impl(x, p, by_col);
+}
+
+}  // namespace
+
+Tensor detail::index_select_cols(const Tensor& x, const CsrPattern& p) { return checked_pattern_gather(x, p, true); }
+Tensor detail::index_select_rows(const Tensor& x, const CsrPattern& p) { return checked_pattern_gather(x, p, false); }
+
 // ---- SparseCsr -------------------------------------------------------------------------------------
 
 SparseCsr::SparseCsr(CsrPattern pattern, Tensor values) : pattern_(std::move(pattern)), values_(std::move(values)) {
   check_values(values_, pattern_.nnz(), "SparseCsr");
 }
-
-Tensor SparseCsr::crow_indices() const { return index_tensor(pattern_.crow()); }
-Tensor SparseCsr::col_indices() const { return index_tensor(pattern_.col()); }
 
 SparseCsr SparseCsr::with_values(const Tensor& values) const {
   check_values(values, nnz(), "SparseCsr::with_values");
@@ -730,8 +936,7 @@ SparseCsr SparseCsr::t() const {
   XGRAD_CHECK(defined(), "SparseCsr::t: the sparse matrix is undefined");
   check_transpose_memory(cols(), nnz(), "SparseCsr::t");
   const auto& tp = pattern_.transposed();
-  return SparseCsr(CsrPattern::from_indices(tp.crow, tp.col, cols(), rows(), "SparseCsr::t"),
-                   index_select(values_, 0, index_tensor(tp.perm)));
+  return SparseCsr(tp.pattern, detail::index_select_checked(values_, 0, tp.perm()));
 }
 
 Tensor SparseCsr::to_dense() const {
@@ -764,8 +969,7 @@ SparseCsr sparse_csr_tensor(const Tensor& crow_indices, const Tensor& col_indice
   XGRAD_CHECK(col_indices.defined() && col_indices.dim() == 1, "{}: argument 'col_indices' must be 1-d, got {}", op,
               col_indices.defined() ? shape_str(col_indices.shape()) : std::string("undefined"));
   check_values(values, col_indices.numel(), op);
-  CsrPattern p = CsrPattern::from_indices(read_index(crow_indices, op, "crow_indices"),
-                                          read_index(col_indices, op, "col_indices"), size[0], size[1], op);
+  CsrPattern p = CsrPattern::from_indices(crow_indices, col_indices, size[0], size[1], op);
   return SparseCsr(std::move(p), values);
 }
 
@@ -780,9 +984,11 @@ SparseCsr sparse_coo_tensor(const Tensor& indices, const Tensor& values, const S
   // the row offsets and two working copies of them (rows + 1 each) are the size-dependent memory
   check_host_memory(checked_nbytes(checked_add(size[0], 1, op, "size"), 3 * sizeof(std::int64_t), op, "size"), op,
                     "size");
-  const std::vector<std::int64_t> idx = read_index(indices, op, "indices");
-  const std::int64_t* r = idx.data();
-  const std::int64_t* c = idx.data() + n;
+  XGRAD_CHECK(indices.dtype() == kInt64 || indices.dtype() == kInt32,
+              "{}: argument 'indices' must be int64 or int32, got {}", op, dtype_name(indices.dtype()));
+  const Tensor idx = indices.to(kInt64);
+  const std::int64_t* r = idx.data<std::int64_t>();
+  const std::int64_t* c = r + n;
   for (std::int64_t e = 0; e < n; ++e) {
     XGRAD_CHECK(r[e] >= 0 && r[e] < size[0],
                 "{}: argument 'indices': row index {} (entry {}) is out of range for {} rows", op, r[e], e, size[0]);
@@ -793,7 +999,7 @@ SparseCsr sparse_coo_tensor(const Tensor& indices, const Tensor& values, const S
   std::vector<std::int64_t> ucrow(static_cast<std::size_t>(size[0]) + 1), ucol, dest(static_cast<std::size_t>(n));
   const bool identity = detail::coo_to_csr(n, size[0], r, c, ucrow.data(), ucol, dest.data());
   const auto nu = static_cast<std::int64_t>(ucol.size());
-  CsrPattern p = CsrPattern::from_indices(std::move(ucrow), std::move(ucol), size[0], size[1], op);
+  CsrPattern p = CsrPattern::from_indices(ucrow, ucol, size[0], size[1], op);
   if (identity) return SparseCsr(std::move(p), values);
   if (!is_floating_point(values.dtype())) return SparseCsr(std::move(p), scatter_sum_exact(values, dest, nu));
   return SparseCsr(std::move(p), index_add(Tensor::zeros({nu}, values.dtype()), 0, index_tensor(dest), values));
@@ -814,7 +1020,7 @@ SparseCsr to_sparse_csr(const Tensor& dense) {
       }
     crow[static_cast<std::size_t>(i) + 1] = static_cast<std::int64_t>(col.size());
   }
-  CsrPattern p = CsrPattern::from_indices(std::move(crow), std::move(col), rows, cols, op);
+  CsrPattern p = CsrPattern::from_indices(crow, col, rows, cols, op);
   return SparseCsr(std::move(p), index_select(reshape(dense, {dense.numel()}), 0, index_tensor(pos)));
 }
 

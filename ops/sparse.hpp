@@ -16,10 +16,20 @@
 // transposed entry k = entry perm[k] of A) is built on first use by one counting sort over the
 // columns (O(nnz + cols)), under a std::once_flag inside the shared pattern, so every copy of the
 // pattern and every later backward reuses it. Aᵀ·G is then a gather per output row, like A·X: no
-// scatter, no atomics, the same bits at any thread count.
+// scatter, no atomics, the same bits at any thread count. The row of each entry (row_indices) is
+// cached the same way: the graph layers gather by it, and the transpose is built from it.
+//
+// Note [Pattern tensors]: a pattern's indices are int64 tensors (crow_indices, col_indices, and the
+// cached row_indices and transpose), validated once when the pattern is made and never written
+// again; every copy of the pattern and every matrix on it shares them, and the accessors return them
+// without a copy. They must not be written (an in-place op or a write through data<T>() would break
+// the pattern every holder relies on): clone_data() first. Ops that take a pattern read them
+// through crow() / col() / row() spans at no cost and trust them (the segment ops' detail entry points
+// below take a pattern's row offsets unchecked); the public segment ops check user-given offsets.
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,34 +38,48 @@
 
 namespace xgrad {
 
+struct CsrTransposed;
+
 /// The index structure of a CSR matrix (rows x cols), without values. Cheap to copy (shared);
-/// immutable, except for the transposed pattern cached on first use (Note [Cached transpose]).
+/// immutable, except for the transposed pattern and the row indices cached on first use (Note
+/// [Cached transpose]); its indices are int64 tensors shared by every copy (Note [Pattern tensors]).
 class CsrPattern {
  public:
-  /// The transposed pattern: Aᵀ's crow (cols + 1) and column indices (= A's rows), and `perm`:
-  /// entry k of Aᵀ is entry perm[k] of A.
-  struct Transposed {
-    std::vector<std::int64_t> crow, col, perm;
-  };
+  using Transposed = CsrTransposed;
 
   /// An empty (0 x 0) pattern.
   CsrPattern();
-  /// From row offsets (rows + 1) and column indices (nnz), already validated or not: checks that
-  /// crow starts at 0, never decreases and ends at nnz, and that each row's columns are in [0, cols)
-  /// and strictly increasing. `op` names the caller in the messages.
-  static CsrPattern from_indices(std::vector<std::int64_t> crow, std::vector<std::int64_t> col, std::int64_t rows,
-                                 std::int64_t cols, const char* op);
+  /// From row offsets (rows + 1) and column indices (nnz): checks that crow starts at 0, never
+  /// decreases and ends at nnz, and that each row's columns are in [0, cols) and strictly increasing.
+  /// `op` names the caller in the messages. The vectors are copied into the pattern's tensors.
+  static CsrPattern from_indices(const std::vector<std::int64_t>& crow, const std::vector<std::int64_t>& col,
+                                 std::int64_t rows, std::int64_t cols, const char* op);
+  /// The same from 1-d int64 or int32 tensors, copied (int32 widened) into the pattern's own tensors,
+  /// so that later writes to them cannot reach the pattern.
+  static CsrPattern from_indices(const Tensor& crow, const Tensor& col, std::int64_t rows, std::int64_t cols,
+                                 const char* op);
 
   std::int64_t rows() const;
   std::int64_t cols() const;
   std::int64_t nnz() const;
-  const std::vector<std::int64_t>& crow() const;
-  const std::vector<std::int64_t>& col() const;
+  /// The row offsets (rows + 1,) and column indices (nnz,): the pattern's int64 tensors themselves,
+  /// not copies (Note [Pattern tensors]: not to be written).
+  const Tensor& crow_indices() const;
+  const Tensor& col_indices() const;
+  /// The same as spans, for kernels.
+  std::span<const std::int64_t> crow() const;
+  std::span<const std::int64_t> col() const;
+  /// The row of each stored entry (nnz,) int64: row_indices()[k] = i for k in [crow[i], crow[i + 1])
+  /// (the target node of each edge of an adjacency). Built on first use in O(nnz + rows), once,
+  /// thread-safe, and shared by every copy of the pattern.
+  const Tensor& row_indices() const;
+  std::span<const std::int64_t> row() const;
   /// The cached transposed pattern (built once, thread-safe; Note [Cached transpose]). Its cols + 1
   /// row offsets are checked against this machine's memory before they are allocated.
   const Transposed& transposed() const;
-  /// True when the transposed pattern has been built (for tests of the cache).
+  /// True when the transposed pattern (or the row indices) has been built (for tests of the caches).
   bool has_transposed() const;
+  bool has_row_indices() const;
   /// True when both refer to the same shared pattern object (copies of one pattern).
   bool same_object(const CsrPattern& other) const { return impl_ == other.impl_; }
   /// True when the patterns have the same size and indices.
@@ -66,6 +90,17 @@ class CsrPattern {
  private:
   explicit CsrPattern(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
+};
+
+/// A pattern's transpose (Note [Cached transpose]): Aᵀ (cols x rows) as a pattern of its own, whose
+/// column indices are A's rows, and perm (nnz,) int64: entry k of Aᵀ is entry perm[k] of A.
+struct CsrTransposed {
+  CsrPattern pattern;
+  Tensor perm_indices;
+  std::span<const std::int64_t> crow() const { return pattern.crow(); }
+  std::span<const std::int64_t> col() const { return pattern.col(); }
+  std::span<const std::int64_t> perm() const { return {perm_data, static_cast<std::size_t>(pattern.nnz())}; }
+  const std::int64_t* perm_data = nullptr;
 };
 
 /// A sparse (rows x cols) matrix in CSR form: a shared CsrPattern and a (nnz,) values tensor
@@ -87,9 +122,10 @@ class SparseCsr {
   Dtype dtype() const { return values_.dtype(); }
   const CsrPattern& pattern() const { return pattern_; }
   const Tensor& values() const { return values_; }
-  /// Row offsets (rows + 1,) and column indices (nnz,), int64 copies (torch's names).
-  Tensor crow_indices() const;
-  Tensor col_indices() const;
+  /// Row offsets (rows + 1,) and column indices (nnz,), int64 (torch's names): the pattern's own
+  /// tensors, not copies (Note [Pattern tensors]: not to be written; clone_data() first).
+  const Tensor& crow_indices() const { return pattern_.crow_indices(); }
+  const Tensor& col_indices() const { return pattern_.col_indices(); }
   /// The same pattern with other values (shape (nnz,)): e.g. the result of sddmm, or a detached copy.
   SparseCsr with_values(const Tensor& values) const;
   /// Aᵀ in CSR form: the cached transposed pattern (Note [Cached transpose]) and the values gathered
@@ -246,5 +282,24 @@ SparseCsr sparse_softmax(const SparseCsr& a);
 /// @op `sparse_log_softmax(A)` | out.values = segment_log_softmax(A.values, A's row offsets) | as segment_log_softmax
 ///   | torch.sparse.log_softmax (on A's COO form, dim 1)
 SparseCsr sparse_log_softmax(const SparseCsr& a);
+
+namespace detail {
+/// The segment ops over the rows of a pattern: segment i is row i's entries, the offsets its
+/// crow_indices, validated when the pattern was made and neither checked nor copied again (Note
+/// [Pattern tensors]). data (nnz, ...) floating point; the results and gradients are the public ops'
+/// with offsets = rows.crow_indices(), bit for bit.
+Tensor segment_sum_rows(const Tensor& data, const CsrPattern& rows);
+Tensor segment_mean_rows(const Tensor& data, const CsrPattern& rows, double empty_value);
+Tensor segment_max_rows(const Tensor& data, const CsrPattern& rows, double empty_value);
+Tensor segment_softmax_rows(const Tensor& data, const CsrPattern& rows);
+Tensor segment_log_softmax_rows(const Tensor& data, const CsrPattern& rows);
+/// index_select(x, 0, p.col_indices()) (x (cols, ...): out[k] = x[col[k]]) and index_select(x, 0,
+/// p.row_indices()) (x (rows, ...): out[k] = x[row[k]]) without the index check, the gathers of a
+/// message-passing layer. Their backward sums each column's (row's) entries in entry order, index_select's
+/// sums bit for bit, as a gather over the cached transpose (the row offsets): no inverse of the
+/// indices is built on each call.
+Tensor index_select_cols(const Tensor& x, const CsrPattern& p);
+Tensor index_select_rows(const Tensor& x, const CsrPattern& p);
+}  // namespace detail
 
 }  // namespace xgrad

@@ -107,8 +107,8 @@ std::vector<std::string> words_of(const std::string& text) {
 
 /// The rows `nodes` of a (constant) CSR matrix, in that order.
 SparseCsr take_rows(const SparseCsr& a, const std::vector<std::int64_t>& nodes) {
-  const auto& crow = a.pattern().crow();
-  const auto& col = a.pattern().col();
+  const auto crow = a.pattern().crow();
+  const auto col = a.pattern().col();
   const std::vector<double> values = a.values().to_vector();
   std::vector<std::int64_t> tcrow{0}, tcol;
   std::vector<float> tvalues;

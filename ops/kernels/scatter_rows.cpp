@@ -23,6 +23,9 @@ namespace xgrad::detail {
 // noise of each other, all bound by reading src; a column split of rows, or the scan with 4 tasks
 // per thread, were slower. Each src row is read once here, which is what bandwidth asks.)
 // When x has several outer slabs (dim > 0) they are independent, and the tasks split them instead.
+// The same counting sort, invert_rows, is the CSR transpose (csr_transpose in sparse_kernels.cpp:
+// the inverse of a pattern's column indices), so a pattern caches what this scatter rebuilds per call
+// (Note [Pattern gathers] in ops/sparse.cpp).
 
 namespace {
 
@@ -57,7 +60,8 @@ void add_rows_kernel(const T* s, T* d, std::int64_t outer, std::int64_t n, std::
     });
     return;
   }
-  const RowInverse inv = invert_rows(ip, e, n);
+  std::vector<std::int64_t> inv_start(static_cast<std::size_t>(n) + 1), inv_src(static_cast<std::size_t>(e));
+  invert_rows(ip, e, n, inv_start.data(), inv_src.data());
   const std::int64_t cw = std::min(inner, kColumnChunk);
   const std::int64_t nc = (inner + cw - 1) / cw;
   const std::int64_t prefetch_bytes = std::min<std::int64_t>(256, cw * static_cast<std::int64_t>(sizeof(T)));
@@ -68,15 +72,15 @@ void add_rows_kernel(const T* s, T* d, std::int64_t outer, std::int64_t n, std::
       const std::int64_t i0 = c * cw, len = std::min(inner - i0, cw);
       T* drow = d + rr * inner + i0;
       const T* so = s + o * e * inner + i0;
-      const auto k0 = inv.start[static_cast<std::size_t>(r)];
-      const auto k1 = inv.start[static_cast<std::size_t>(r) + 1];
+      const auto k0 = inv_start[static_cast<std::size_t>(r)];
+      const auto k1 = inv_start[static_cast<std::size_t>(r) + 1];
       for (std::int64_t k = k0; k < k1; ++k) {
         if (k + kPrefetchRows < e) {  // a source row ahead: random rows, which no prefetcher guesses
           const char* p =
-              reinterpret_cast<const char*>(so + inv.src[static_cast<std::size_t>(k + kPrefetchRows)] * inner);
+              reinterpret_cast<const char*>(so + inv_src[static_cast<std::size_t>(k + kPrefetchRows)] * inner);
           for (std::int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(p + b);
         }
-        add_row(drow, so + inv.src[static_cast<std::size_t>(k)] * inner, len);
+        add_row(drow, so + inv_src[static_cast<std::size_t>(k)] * inner, len);
       }
     }
   });
@@ -84,22 +88,18 @@ void add_rows_kernel(const T* s, T* d, std::int64_t outer, std::int64_t n, std::
 
 }  // namespace
 
-RowInverse invert_rows(const std::int64_t* idx, std::int64_t e, std::int64_t n) {
-  RowInverse inv;
-  inv.start.assign(static_cast<std::size_t>(n) + 1, 0);
-  inv.src.resize(static_cast<std::size_t>(e));
-  std::int64_t* start = inv.start.data();
-  std::int64_t* src = inv.src.data();
+void invert_rows(const std::int64_t* idx, std::int64_t e, std::int64_t n, std::int64_t* start, std::int64_t* src) {
   // Histogram chunks: at most one per thread, at least kMinCountChunk indices each, and no more than
   // e / n of them, so that the chunks * n counters stay within O(e + n).
   const std::int64_t chunks = std::min({static_cast<std::int64_t>(get_num_threads()), e / kMinCountChunk,
                                         std::max<std::int64_t>(1, e / std::max<std::int64_t>(1, n))});
   if (chunks <= 1) {
+    std::fill(start, start + n + 1, std::int64_t{0});
     for (std::int64_t j = 0; j < e; ++j) ++start[idx[j] + 1];
     for (std::int64_t r = 0; r < n; ++r) start[r + 1] += start[r];
-    std::vector<std::int64_t> next(inv.start.begin(), inv.start.end() - 1);
+    std::vector<std::int64_t> next(start, start + n);
     for (std::int64_t j = 0; j < e; ++j) src[next[static_cast<std::size_t>(idx[j])]++] = j;
-    return inv;
+    return;
   }
   const std::int64_t per = (e + chunks - 1) / chunks;
   // count[c * n + r]: how many of chunk c's indices are r; then, in place, where chunk c's first
@@ -143,7 +143,6 @@ RowInverse invert_rows(const std::int64_t* idx, std::int64_t e, std::int64_t n) 
       for (std::int64_t j = c * per; j < std::min(e, (c + 1) * per); ++j) src[next[idx[j]]++] = j;
     }
   });
-  return inv;
 }
 
 template <class T>

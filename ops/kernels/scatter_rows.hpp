@@ -7,13 +7,11 @@
 
 namespace xgrad::detail {
 
-/// The inverse of `e` row indices idx[j] in [0, n) as CSR: the sources of destination row r are
-/// src[start[r]] .. src[start[r + 1] - 1], in increasing j (a stable counting sort by destination,
-/// built in parallel; the result does not depend on how it was split).
-struct RowInverse {
-  std::vector<std::int64_t> start, src;
-};
-RowInverse invert_rows(const std::int64_t* idx, std::int64_t e, std::int64_t n);
+/// The inverse of `e` row indices idx[j] in [0, n) as CSR, written to start (n + 1) and src (e): the
+/// sources of destination row r are src[start[r]] .. src[start[r + 1] - 1], in increasing j (a stable
+/// counting sort by destination, built in parallel; the result does not depend on how it was split).
+/// Also the transpose of a CSR pattern (csr_transpose in sparse_kernels.hpp): idx = its columns.
+void invert_rows(const std::int64_t* idx, std::int64_t e, std::int64_t n, std::int64_t* start, std::int64_t* src);
 
 /// dst viewed as (outer, n, inner) and src as (outer, idx.size(), inner), both contiguous:
 /// dst[o, idx[j], :] += src[o, j, :] for every j, keeping dst's values. Every destination row

@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "xgrad/core/checked.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/kernels/instantiate.hpp"
+#include "xgrad/ops/kernels/scatter_rows.hpp"
 #include "xgrad/ops/kernels/simd.hpp"
 
 namespace xgrad::detail {
@@ -178,53 +178,23 @@ bool coo_to_csr(std::int64_t n, std::int64_t rows, const std::int64_t* r, const 
   return identity;
 }
 
-// Counting sort of the entries by column (Note [Cached transpose] in ops/sparse.hpp): walking the
-// rows in order puts each column's entries in increasing row order, so Aᵀ's rows are sorted like any
-// CSR's. In parallel over P blocks of rows (P = the thread count, at most 8; serial below 2^16
-// entries): each block counts its entries per column, a prefix over (column, block) gives every block
-// its first slot in each column, and the blocks scatter their entries independently. The result of a
-// stable counting sort does not depend on P, so it is the same at any thread count.
-void csr_transpose(std::int64_t rows, std::int64_t cols, const std::int64_t* crow, const std::int64_t* col,
-                   std::int64_t* t_crow, std::int64_t* t_col, std::int64_t* perm) {
-  const std::int64_t nnz = crow[rows];
-  const std::int64_t blocks = nnz < (std::int64_t{1} << 16) ? 1 : std::clamp<std::int64_t>(get_num_threads(), 1, 8);
-  // block b holds rows [first[b], first[b + 1]): about nnz / blocks entries each
-  std::vector<std::int64_t> first{0};
-  for (std::int64_t b = 1; b < blocks; ++b)
-    first.push_back(std::upper_bound(crow, crow + rows, nnz * b / blocks) - crow - 1);
-  first.push_back(rows);
-  // next[b * cols + c]: the slot of block b's next entry in column c (counts first)
-  std::vector<std::int64_t> next(static_cast<std::size_t>(checked_mul(blocks, cols, "CsrPattern::transposed", "cols")),
-                                 0);
-  const auto each_block = [&](auto&& fn) {
-    parallel_for(0, blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
-      for (std::int64_t b = b0; b < b1; ++b)
-        fn(b, first[static_cast<std::size_t>(b)], first[static_cast<std::size_t>(b) + 1]);
-    });
-  };
-  each_block([&](std::int64_t b, std::int64_t r0, std::int64_t r1) {
-    std::int64_t* cnt = next.data() + b * cols;
-    for (std::int64_t k = crow[r0]; k < crow[r1]; ++k) ++cnt[col[k]];
+void csr_row_indices(std::int64_t rows, const std::int64_t* crow, std::int64_t* row_of) {
+  for_row_chunks(rows, crow, 1, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t i = r0; i < r1; ++i) std::fill(row_of + crow[i], row_of + crow[i + 1], i);
   });
-  std::int64_t slot = 0;
-  for (std::int64_t c = 0; c < cols; ++c) {
-    t_crow[c] = slot;
-    for (std::int64_t b = 0; b < blocks; ++b) {
-      std::int64_t& n = next[static_cast<std::size_t>(b * cols + c)];
-      const std::int64_t count = n;
-      n = slot;
-      slot += count;
-    }
-  }
-  t_crow[cols] = slot;
-  each_block([&](std::int64_t b, std::int64_t r0, std::int64_t r1) {
-    std::int64_t* nx = next.data() + b * cols;
-    for (std::int64_t i = r0; i < r1; ++i)
-      for (std::int64_t k = crow[i]; k < crow[i + 1]; ++k) {
-        const auto dst = nx[col[k]]++;
-        t_col[dst] = i;
-        perm[dst] = k;
-      }
+}
+
+// The transpose is the inverse of the column indices (Note [Cached transpose] in ops/sparse.hpp):
+// invert_rows' stable counting sort by column, the one the row scatter of index_add uses, gives Aᵀ's
+// row offsets and perm; each column's entries come out in increasing entry order, so in increasing row
+// order, and Aᵀ's rows are sorted like any CSR's. A stable sort has one result, so it is the same at
+// any thread count.
+void csr_transpose(std::int64_t rows, std::int64_t cols, const std::int64_t* crow, const std::int64_t* col,
+                   const std::int64_t* row_of, std::int64_t* t_crow, std::int64_t* t_col, std::int64_t* perm) {
+  const std::int64_t nnz = crow[rows];
+  invert_rows(col, nnz, cols, t_crow, perm);
+  parallel_for(0, nnz, kParallelGrain, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t k = lo; k < hi; ++k) t_col[k] = row_of[perm[k]];
   });
 }
 
@@ -264,6 +234,36 @@ void segment_sum(std::int64_t segments, const std::int64_t* off, const T* data, 
       }
     }
   });
+}
+
+template <class T>
+void segment_gather_sum(std::int64_t segments, const std::int64_t* off, const std::int64_t* src, const T* data,
+                        std::int64_t f, T* out) {
+  if (f == 0) return;
+  constexpr std::int64_t kAhead = 8;  // source rows prefetched ahead: random rows, which no prefetcher guesses
+  for_row_chunks(segments, off, f, [&](std::int64_t r0, std::int64_t r1) {
+    const std::int64_t kend = off[r1];
+    for (std::int64_t i = r0; i < r1; ++i) {
+      T* __restrict o = out + i * f;
+      std::fill(o, o + f, T(0));
+      for (std::int64_t e = off[i]; e < off[i + 1]; ++e) {
+        if (src != nullptr && e + kAhead < kend) __builtin_prefetch(data + src[e + kAhead] * f);
+        const T* __restrict d = data + (src != nullptr ? src[e] : e) * f;
+        for (std::int64_t j = 0; j < f; ++j) o[j] += d[j];
+      }
+    }
+  });
+}
+
+template <class T>
+void scatter_sum_rows(std::int64_t n, const std::int64_t* idx, const T* data, std::int64_t f, std::int64_t rows,
+                      T* out) {
+  std::fill(out, out + rows * f, T(0));
+  for (std::int64_t k = 0; k < n; ++k) {
+    T* __restrict o = out + idx[k] * f;
+    const T* __restrict d = data + k * f;
+    for (std::int64_t j = 0; j < f; ++j) o[j] += d[j];
+  }
 }
 
 template <class T>
@@ -474,6 +474,8 @@ XGRAD_INSTANTIATE_FLOATING(segment_softmax);
 XGRAD_INSTANTIATE_FLOATING(segment_softmax_backward);
 XGRAD_INSTANTIATE_FLOATING(segment_sum);
 XGRAD_INSTANTIATE_FLOATING(segment_expand);
+XGRAD_INSTANTIATE_FLOATING(segment_gather_sum);
+XGRAD_INSTANTIATE_FLOATING(scatter_sum_rows);
 XGRAD_INSTANTIATE_FLOATING(csr_spmm);
 XGRAD_INSTANTIATE_FLOATING(permute_values);
 XGRAD_INSTANTIATE_FLOATING(csr_sddmm);

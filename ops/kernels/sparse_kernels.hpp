@@ -12,12 +12,17 @@ template <class T>
 void csr_spmm(std::int64_t rows, const std::int64_t* crow, const std::int64_t* col, const T* vals, const T* x,
               std::int64_t f, T* out);
 
-/// The transpose of a CSR pattern (rows x cols, nnz = crow[rows] entries): t_crow (cols + 1), t_col and
-/// perm (nnz each) such that entry j of Aᵀ (row c = a column of A) is A's entry perm[j], in row t_col[j];
-/// each row of Aᵀ in increasing A-row order. A stable counting sort, in parallel over blocks of rows;
-/// the result does not depend on the thread count.
+/// The row of each entry of a CSR pattern: row_of[k] = i for k in [crow[i], crow[i + 1]) (nnz = crow[rows]
+/// entries), in parallel over chunks of rows.
+void csr_row_indices(std::int64_t rows, const std::int64_t* crow, std::int64_t* row_of);
+
+/// The transpose of a CSR pattern (rows x cols, nnz = crow[rows] entries; row_of: csr_row_indices):
+/// t_crow (cols + 1), t_col and perm (nnz each) such that entry j of Aᵀ (row c = a column of A) is A's
+/// entry perm[j], in row t_col[j]; each row of Aᵀ in increasing A-row order. A stable counting sort of
+/// the entries by column, invert_rows (scatter_rows.hpp), then one gather of the rows; the result does
+/// not depend on the thread count.
 void csr_transpose(std::int64_t rows, std::int64_t cols, const std::int64_t* crow, const std::int64_t* col,
-                   std::int64_t* t_crow, std::int64_t* t_col, std::int64_t* perm);
+                   const std::int64_t* row_of, std::int64_t* t_crow, std::int64_t* t_col, std::int64_t* perm);
 
 /// COO entries (r[e], c[e]), e < n, all in range, to a CSR pattern of `rows` rows with duplicates
 /// merged: crow (rows + 1) and col (appended to) in row-major order, columns sorted within a row,
@@ -59,6 +64,20 @@ void csr_linear_backward_weight(std::int64_t in, const std::int64_t* tcrow, cons
 template <class T>
 void segment_sum(std::int64_t segments, const std::int64_t* off, const T* data, std::int64_t f, bool mean, T empty,
                  T* out);
+
+/// out[i, :] = Σ data[src[e], :] over e in [off[i], off[i + 1]) (data[e, :] when src is null), added
+/// into zeros in increasing e: the backward of a gather by a pattern's indices (Note [Pattern gathers]
+/// in ops/sparse.cpp).
+template <class T>
+void segment_gather_sum(std::int64_t segments, const std::int64_t* off, const std::int64_t* src, const T* data,
+                        std::int64_t f, T* out);
+
+/// out[idx[k], :] += data[k, :] for k < n in increasing k, out (rows x f) zeroed first: the serial
+/// form of segment_gather_sum over the inverse of idx, with the same sums bit for bit (each row adds its
+/// entries in increasing k from zero).
+template <class T>
+void scatter_sum_rows(std::int64_t n, const std::int64_t* idx, const T* data, std::int64_t f, std::int64_t rows,
+                      T* out);
 
 /// out[e, :] = scale_i · g[i, :] for every e of segment i (the transpose of segment_sum).
 template <class T>

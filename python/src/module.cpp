@@ -455,39 +455,54 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("x"), py::arg("weight"), py::arg("bias").none(true), py::arg("pattern"),
       py::arg("needs") = std::vector<bool>{false, false, false});
-  // ---- sparse CSR (torch.sparse_csr tensors cross as their three index/value tensors) ----
-  // A's values are a leaf of their own (needs[0]), so the gradient to a torch CSR matrix's values
-  // comes back as a (nnz,) tensor in the same entry order.
+  // ---- sparse CSR ----
+  // Note [CSR pattern handles]: a torch CSR matrix's indices cross once, into a CsrPattern handle
+  // (validated and copied into xgrad's int64 tensors when it is made); the Python wrappers keep the
+  // handle on the torch matrix and pass it to every later call, so the pattern is checked once and
+  // its cached transpose (built by the first backward) serves every later backward. A's values are a
+  // leaf of their own (needs[0]), so the gradient to a torch CSR matrix's values comes back as a
+  // (nnz,) tensor in the same entry order.
+  py::class_<xgrad::CsrPattern>(m, "CsrPattern")
+      .def(py::init([](const at::Tensor& crow, const at::Tensor& col, std::int64_t rows, std::int64_t cols) {
+             const char* op = "CsrPattern";
+             return xgrad::CsrPattern::from_indices(to_xgrad(crow, op, "crow_indices"),
+                                                    to_xgrad(col, op, "col_indices"), rows, cols, op);
+           }),
+           py::arg("crow_indices"), py::arg("col_indices"), py::arg("rows"), py::arg("cols"))
+      .def_property_readonly("rows", &xgrad::CsrPattern::rows)
+      .def_property_readonly("cols", &xgrad::CsrPattern::cols)
+      .def_property_readonly("nnz", &xgrad::CsrPattern::nnz)
+      .def_property_readonly("has_transposed", &xgrad::CsrPattern::has_transposed)
+      .def_property_readonly("has_row_indices", &xgrad::CsrPattern::has_row_indices)
+      .def("__repr__", [](const xgrad::CsrPattern& p) {
+        return "CsrPattern(rows=" + std::to_string(p.rows()) + ", cols=" + std::to_string(p.cols()) +
+               ", nnz=" + std::to_string(p.nnz()) + ")";
+      });
   m.def(
       "spmm",
-      [](const at::Tensor& crow, const at::Tensor& col, const at::Tensor& values, std::int64_t rows, std::int64_t cols,
-         const at::Tensor& x, const std::vector<bool>& needs) {
+      [](const xgrad::CsrPattern& pattern, const at::Tensor& values, const at::Tensor& x,
+         const std::vector<bool>& needs) {
         const char* op = "spmm";
         check_needs(op, needs, 2);
         xgrad::Tensor xv = leaf(values, op, "A.values", needs[0]);
         xgrad::Tensor xx = leaf(x, op, "x", needs[1]);
-        const xgrad::SparseCsr a = xgrad::sparse_csr_tensor(to_xgrad(crow, op, "A.crow_indices"),
-                                                            to_xgrad(col, op, "A.col_indices"), xv, {rows, cols});
+        const xgrad::SparseCsr a(pattern, xv);
         return run({xv, xx}, [&] { return xgrad::spmm(a, xx); });
       },
-      py::arg("crow"), py::arg("col"), py::arg("values"), py::arg("rows"), py::arg("cols"), py::arg("x"),
-      py::arg("needs") = std::vector<bool>{false, false});
+      py::arg("pattern"), py::arg("values"), py::arg("x"), py::arg("needs") = std::vector<bool>{false, false});
   m.def(
       "sddmm",
-      [](const at::Tensor& crow, const at::Tensor& col, std::int64_t rows, std::int64_t cols, const at::Tensor& x,
-         const at::Tensor& y, const std::vector<bool>& needs) {
+      [](const xgrad::CsrPattern& pattern, const at::Tensor& x, const at::Tensor& y, const std::vector<bool>& needs) {
         const char* op = "sddmm";
         check_needs(op, needs, 2);
         xgrad::Tensor xx = leaf(x, op, "x", needs[0]);
         xgrad::Tensor xy = leaf(y, op, "y", needs[1]);
-        const xgrad::Tensor xc = to_xgrad(col, op, "A.col_indices");
+        if (!xx.defined()) throw py::value_error("sddmm: argument 'x' is undefined");
         // sddmm reads only the pattern: zeros of x's dtype stand in for the values
-        const xgrad::SparseCsr a = xgrad::sparse_csr_tensor(
-            to_xgrad(crow, op, "A.crow_indices"), xc, xgrad::Tensor::zeros({xc.numel()}, xx.dtype()), {rows, cols});
+        const xgrad::SparseCsr a(pattern, xgrad::Tensor::zeros({pattern.nnz()}, xx.dtype()));
         return run({xx, xy}, [&] { return xgrad::sddmm(a, xx, xy); });
       },
-      py::arg("crow"), py::arg("col"), py::arg("rows"), py::arg("cols"), py::arg("x"), py::arg("y"),
-      py::arg("needs") = std::vector<bool>{false, false});
+      py::arg("pattern"), py::arg("x"), py::arg("y"), py::arg("needs") = std::vector<bool>{false, false});
 
   m.def(
       "block_sparse_to_dense",

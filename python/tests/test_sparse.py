@@ -100,5 +100,46 @@ class SddmmTest(unittest.TestCase):
             xt.sddmm(A, torch.randn(6, 2, dtype=torch.float64), torch.randn(5, 3, dtype=torch.float64))
 
 
+class PatternHandleTest(unittest.TestCase):
+    def test_handle_kept_across_calls_with_its_transpose(self):
+        A, dense = random_csr(9, 7, 0.4)
+        x = torch.randn(7, 3, dtype=torch.float64, requires_grad=True)
+        xt.spmm(A, x).sum().backward()
+        p = xt.csr_pattern(A)
+        self.assertEqual((p.rows, p.cols, p.nnz), (9, 7, A.values().numel()))
+        self.assertTrue(p.has_transposed)  # built by the first backward (dx = A^T g)
+        g1 = x.grad.clone()
+        x.grad = None
+        xt.spmm(A, x).sum().backward()  # the same handle: not checked again, its transpose reused
+        self.assertIs(xt.csr_pattern(A), p)
+        torch.testing.assert_close(x.grad, g1)
+        y = torch.randn(7, 3, dtype=torch.float64, requires_grad=True)
+        xt.sddmm(A, torch.randn(9, 3, dtype=torch.float64), y).sum().backward()  # dy through A^T too
+        self.assertIs(xt.csr_pattern(A), p)
+        # a COO matrix keeps its handle as well
+        C = dense.to_sparse()
+        q = xt.csr_pattern(C)
+        xt.spmm(C, x)
+        self.assertIs(xt.csr_pattern(C), q)
+
+    def test_in_place_change_of_the_indices_makes_a_new_handle(self):
+        A = torch.sparse_csr_tensor(torch.tensor([0, 1, 2]), torch.tensor([0, 1]),
+                                    torch.tensor([2.0, 3.0], dtype=torch.float64), (2, 2))
+        x = torch.tensor([[1.0], [10.0]], dtype=torch.float64, requires_grad=True)
+        torch.testing.assert_close(xt.spmm(A, x), torch.tensor([[2.0], [30.0]], dtype=torch.float64))
+        p = xt.csr_pattern(A)
+        A.col_indices().copy_(torch.tensor([1, 0]))  # bumps the indices' version
+        q = xt.csr_pattern(A)
+        self.assertIsNot(q, p)
+        self.assertFalse(q.has_transposed)
+        out = xt.spmm(A, x)
+        torch.testing.assert_close(out, torch.tensor([[20.0], [3.0]], dtype=torch.float64))
+        out.sum().backward()
+        torch.testing.assert_close(x.grad, torch.tensor([[3.0], [2.0]], dtype=torch.float64))
+        self.assertIs(xt.csr_pattern(A), q)
+        # a bad pattern is refused when the handle is made, naming the argument
+        with self.assertRaisesRegex(ValueError, "CsrPattern: argument 'col_indices'"):
+            xt._C.CsrPattern(torch.tensor([0, 2, 2]), torch.tensor([1, 1]), 2, 2)
+
 if __name__ == "__main__":
     unittest.main()

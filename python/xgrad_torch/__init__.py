@@ -20,7 +20,7 @@ from ._C import BlockSparsePattern, FineGrid, Response
 __all__ = [
     "resample_conv", "ResampleConv", "Response", "SampledResponse", "FineGrid",
     "block_sparse_linear", "BlockSparseLinear", "BlockSparsePattern", "block_diagonal", "block_mask",
-    "spmm", "sddmm",
+    "spmm", "sddmm", "csr_pattern",
     "set_num_threads", "get_num_threads",
 ]
 
@@ -286,21 +286,50 @@ class BlockSparseLinear(torch.nn.Module):
 
 # ---- sparse CSR products ---------------------------------------------------------------------------
 
-def _csr(A, op):
-    """A torch sparse matrix in CSR form (a COO one is converted, as torch.sparse.mm accepts both)."""
+def _check_sparse(A, op):
+    """A must be a 2-D torch sparse matrix, CSR or COO (converted, as torch.sparse.mm accepts both)."""
     if not isinstance(A, torch.Tensor) or A.layout not in (torch.sparse_csr, torch.sparse_coo):
         raise TypeError(f"{op}: argument 'A' must be a torch sparse CSR or COO tensor, got "
                         f"{A.layout if isinstance(A, torch.Tensor) else type(A).__name__}")
     if A.dim() != 2:
         raise ValueError(f"{op}: argument 'A' must be 2-D, got shape {tuple(A.shape)}")
-    return A.to_sparse_csr() if A.layout == torch.sparse_coo else A
+
+
+def csr_pattern(A):
+    """The xgrad pattern handle of a torch sparse matrix A (CSR, or COO: its CSR form), kept on A: made
+    (validated, its indices copied) on the first call and returned again while A's index tensors are
+    the same (data pointers, shape, and torch's version counters of A.crow_indices() and
+    A.col_indices(), or of a COO matrix's indices), so spmm and sddmm on one matrix check its pattern
+    once and reuse its cached transpose in every backward. An in-place change through those index
+    tensors bumps their version and makes a new handle on the next call. torch gives the tensors a
+    CSR matrix was built from a version counter of their own: write through A's accessors, or build
+    a new matrix, to change a pattern."""
+    _check_sparse(A, "csr_pattern")
+    return _pattern_of(A, None)[0]
+
+
+def _pattern_of(A, csr):
+    """(handle, CSR form of A). csr: A's CSR form when the caller has it already (else made here)."""
+    if A.layout == torch.sparse_csr:
+        idx = (A.crow_indices(), A.col_indices())
+    else:
+        idx = (A._indices(),)
+    key = (tuple(A.shape),) + tuple((t.data_ptr(), t._version, tuple(t.shape)) for t in idx)
+    cached = getattr(A, "_xgrad_csr_pattern", None)
+    if cached is not None and cached[0] == key:
+        return cached[1], csr
+    if csr is None:
+        csr = A if A.layout == torch.sparse_csr else A.to_sparse_csr()
+    handle = _C.CsrPattern(csr.crow_indices(), csr.col_indices(), csr.shape[0], csr.shape[1])
+    A._xgrad_csr_pattern = (key, handle)
+    return handle, csr
 
 
 class _SpmmFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, crow, col, values, rows, cols, x):
-        needs = [bool(ctx.needs_input_grad[2]), bool(ctx.needs_input_grad[5])]
-        out, graph = _C.spmm(crow, col, values, rows, cols, x, needs)
+    def forward(ctx, pattern, values, x):
+        needs = [bool(ctx.needs_input_grad[1]), bool(ctx.needs_input_grad[2])]
+        out, graph = _C.spmm(pattern, values, x, needs)
         ctx.graph = graph
         ctx.save_for_backward(values, x)  # torch's in-place check, as in _ResampleConvFn
         return out
@@ -310,28 +339,33 @@ class _SpmmFn(torch.autograd.Function):
     def backward(ctx, grad_out):
         ctx.saved_tensors
         gv, gx = ctx.graph.backward(grad_out)
-        return None, None, gv, None, None, gx
+        return None, gv, gx
 
 
 def spmm(A, x, values=None):
     """A @ x for a torch sparse matrix A (rows, cols) (CSR, or COO: converted) and a dense x (cols, F):
     xgrad's spmm (row-parallel, the same bits at any thread count). Differentiable in x and in the
     values: pass them as `values` (a (nnz,) tensor in A's CSR entry order, e.g. a Parameter; it
-    replaces A's own), whose gradient is then (nnz,) in the same order (xgrad's sddmm)."""
-    A = _csr(A, "spmm")
+    replaces A's own), whose gradient is then (nnz,) in the same order (xgrad's sddmm). A's pattern
+    is checked once and kept on A (csr_pattern)."""
+    _check_sparse(A, "spmm")
+    csr = A if A.layout == torch.sparse_csr else None
+    if values is None and csr is None:
+        csr = A.to_sparse_csr()  # the values in CSR entry order
+    pattern, csr = _pattern_of(A, csr)
     if values is None:
-        values = A.values()
-    elif values.shape != A.values().shape:
-        raise ValueError(f"spmm: argument 'values' must have shape ({A.values().numel()},), one per stored entry "
+        values = csr.values()
+    elif values.shape != (pattern.nnz,):
+        raise ValueError(f"spmm: argument 'values' must have shape ({pattern.nnz},), one per stored entry "
                          f"of A, got {tuple(values.shape)}")
-    return _SpmmFn.apply(A.crow_indices(), A.col_indices(), values, A.shape[0], A.shape[1], x)
+    return _SpmmFn.apply(pattern, values, x)
 
 
 class _SddmmFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, crow, col, rows, cols, x, y):
-        needs = [bool(ctx.needs_input_grad[4]), bool(ctx.needs_input_grad[5])]
-        out, graph = _C.sddmm(crow, col, rows, cols, x, y, needs)
+    def forward(ctx, pattern, x, y):
+        needs = [bool(ctx.needs_input_grad[1]), bool(ctx.needs_input_grad[2])]
+        out, graph = _C.sddmm(pattern, x, y, needs)
         ctx.graph = graph
         ctx.save_for_backward(x, y)
         return out
@@ -341,7 +375,7 @@ class _SddmmFn(torch.autograd.Function):
     def backward(ctx, grad_out):
         ctx.saved_tensors
         gx, gy = ctx.graph.backward(grad_out)
-        return None, None, None, None, gx, gy
+        return None, gx, gy
 
 
 def sddmm(A, x, y):
@@ -349,6 +383,6 @@ def sddmm(A, x, y):
     (CSR entry order), x (rows, F), y (cols, F); A's values are not read. Returns the (nnz,) values:
     torch.sparse_csr_tensor(A.crow_indices(), A.col_indices(), out, A.shape) is the sparse matrix
     (torch.sparse.sampled_addmm(A, x, y.T, beta=0) without its dense detour on the CPU).
-    Differentiable in x and y."""
-    A = _csr(A, "sddmm")
-    return _SddmmFn.apply(A.crow_indices(), A.col_indices(), A.shape[0], A.shape[1], x, y)
+    Differentiable in x and y. A's pattern is checked once and kept on A (csr_pattern)."""
+    _check_sparse(A, "sddmm")
+    return _SddmmFn.apply(_pattern_of(A, None)[0], x, y)

@@ -29,6 +29,8 @@ using V = std::vector<double>;
 Tensor longs(const std::vector<std::int64_t>& v) {
   return Tensor::from_data<std::int64_t>(std::span<const std::int64_t>(v), {static_cast<std::int64_t>(v.size())});
 }
+std::vector<std::int64_t> vec(std::span<const std::int64_t> s) { return {s.begin(), s.end()}; }
+std::vector<std::int64_t> vec(const Tensor& t) { return vec(std::span(t.data<std::int64_t>(), t.numel())); }
 Tensor ints(const std::vector<std::int32_t>& v) {
   return Tensor::from_data<std::int32_t>(std::span<const std::int32_t>(v), {static_cast<std::int64_t>(v.size())});
 }
@@ -182,9 +184,17 @@ TEST_CASE("the transposed pattern is built once and shared by copies", "[sparse]
   const auto& t = copy.pattern().transposed();
   CHECK(a.pattern().has_transposed());
   CHECK(&a.pattern().transposed() == &t);
-  CHECK(t.crow == std::vector<std::int64_t>{0, 1, 2, 4});
-  CHECK(t.col == std::vector<std::int64_t>{2, 0, 0, 2});
-  CHECK(t.perm == std::vector<std::int64_t>{2, 0, 1, 3});
+  CHECK(vec(t.crow()) == std::vector<std::int64_t>{0, 1, 2, 4});
+  CHECK(vec(t.col()) == std::vector<std::int64_t>{2, 0, 0, 2});
+  CHECK(vec(t.perm()) == std::vector<std::int64_t>{2, 0, 1, 3});
+  CHECK(vec(t.perm_indices) == std::vector<std::int64_t>{2, 0, 1, 3});
+  CHECK(t.pattern.rows() == 3);
+  CHECK(t.pattern.cols() == 3);
+  // the row indices, built on the way, are cached too; Aᵀ is one pattern object, shared by every t()
+  CHECK(a.pattern().has_row_indices());
+  CHECK(a.t().pattern().same_object(copy.t().pattern()));
+  CHECK(a.t().pattern().same_object(t.pattern));
+  CHECK(a.t().crow_indices().is_same(t.pattern.crow_indices()));
   // concurrent first use: one build
   const SparseCsr b = example();
   std::vector<const CsrPattern::Transposed*> seen(4);
@@ -197,6 +207,147 @@ TEST_CASE("the transposed pattern is built once and shared by copies", "[sparse]
   CHECK(at.to_dense().to_vector() == V{0, 0, 3, 1, 0, 0, 2, 0, 4});
   sum(mul(at.values(), Tensor::from_vector({1, 2, 3, 4}, {4}, kFloat64))).backward();
   CHECK(a.values().grad().to_vector() == V{2, 3, 1, 4});
+}
+
+TEST_CASE("the pattern's indices are int64 tensors shared without copies, and its row indices are cached", "[sparse]") {
+  const SparseCsr a = example(true);
+  const SparseCsr copy = a.with_values(a.values().detach());
+  // crow_indices() and col_indices() are the pattern's own tensors, shared by every matrix on it
+  CHECK(a.crow_indices().is_same(copy.crow_indices()));
+  CHECK(a.col_indices().is_same(a.pattern().col_indices()));
+  CHECK(a.crow_indices().dtype() == kInt64);
+  CHECK(a.crow_indices().data<std::int64_t>() == a.pattern().crow().data());
+  CHECK(a.col_indices().data<std::int64_t>() == a.pattern().col().data());
+  CHECK(sparse_softmax(a).crow_indices().is_same(a.crow_indices()));
+  // the constructor copies the caller's indices: a later write to them cannot reach the pattern
+  Tensor crow = longs({0, 2, 2, 4}), col = longs({1, 2, 0, 2});
+  const SparseCsr b = sparse_csr_tensor(crow, col, Tensor::ones({4}), {3, 3});
+  CHECK_FALSE(b.crow_indices().is_same(crow));
+  col.fill_(0);
+  CHECK(vec(b.col_indices()) == std::vector<std::int64_t>{1, 2, 0, 2});
+  // int32 indices are widened once
+  const SparseCsr c = sparse_csr_tensor(ints({0, 2, 2, 4}), ints({1, 2, 0, 2}), Tensor::ones({4}), {3, 3});
+  CHECK(c.crow_indices().dtype() == kInt64);
+  CHECK(c.pattern() == b.pattern());
+  // row_indices: built once, on first use, shared by copies; empty rows take no entry
+  CHECK_FALSE(a.pattern().has_row_indices());
+  const Tensor& rows = copy.pattern().row_indices();
+  CHECK(a.pattern().has_row_indices());
+  CHECK(&a.pattern().row_indices() == &rows);
+  CHECK(rows.shape() == Shape{4});
+  CHECK(vec(rows) == std::vector<std::int64_t>{0, 0, 2, 2});
+  CHECK(vec(a.pattern().row()) == std::vector<std::int64_t>{0, 0, 2, 2});
+  // concurrent first use: one build
+  const SparseCsr d = example();
+  std::vector<const Tensor*> seen(4);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < 4; ++i) threads.emplace_back([&, i] { seen[i] = &d.pattern().row_indices(); });
+  for (auto& th : threads) th.join();
+  for (auto* p : seen) CHECK(p == seen[0]);
+  // leading, trailing and all-empty rows; 0 x 0; no entries; empty columns in the transpose
+  const CsrPattern p = CsrPattern::from_indices(std::vector<std::int64_t>{0, 0, 1, 1, 3, 3},
+                                                std::vector<std::int64_t>{4, 0, 4}, 5, 6, "test");
+  CHECK(vec(p.row_indices()) == std::vector<std::int64_t>{1, 3, 3});
+  CHECK(vec(p.transposed().crow()) == std::vector<std::int64_t>{0, 1, 1, 1, 1, 3, 3});
+  CHECK(vec(p.transposed().col()) == std::vector<std::int64_t>{3, 1, 3});
+  CHECK(vec(p.transposed().perm()) == std::vector<std::int64_t>{1, 0, 2});
+  for (const CsrPattern& e : {CsrPattern(), CsrPattern::from_indices(std::vector<std::int64_t>{0, 0, 0},
+                                                                     std::vector<std::int64_t>{}, 2, 3, "test")}) {
+    CHECK(e.row_indices().shape() == Shape{0});
+    CHECK(e.row_indices().dtype() == kInt64);
+    CHECK(e.transposed().perm_indices.shape() == Shape{0});
+    CHECK(e.transposed().pattern.rows() == e.cols());
+    CHECK(vec(e.transposed().crow()) == std::vector<std::int64_t>(static_cast<std::size_t>(e.cols()) + 1, 0));
+  }
+  // a pattern made from tensors is checked as sparse_csr_tensor's
+  require_error(
+      [] {
+        (void)CsrPattern::from_indices(longs({0, 2}), longs({1, 1}), 1, 3, "op");
+      },
+      {"op", "'col_indices'", "strictly increasing"});
+  require_error([] { (void)CsrPattern::from_indices(Tensor::zeros({2}), longs({}), 1, 3, "op"); },
+                {"op", "'crow_indices'", "int64 or int32"});
+}
+
+TEST_CASE("the segment ops and gathers over a pattern's rows equal the public ops, bit for bit, at 1 and 2 threads",
+          "[sparse][segment][threads]") {
+  // a skewed pattern: 3000 rows, one hub with many entries, empty rows; F = 5
+  Generator g(9);
+  std::vector<std::int64_t> crow{0}, col;
+  for (std::int64_t i = 0; i < 3000; ++i) {
+    const std::int64_t n = i == 5 ? 2000 : static_cast<std::int64_t>(g.uniform() * 9);
+    std::int64_t c = 0;
+    for (std::int64_t k = 0; k < n; ++k) {
+      c += 1 + static_cast<std::int64_t>(g.uniform() * (i == 5 ? 1.2 : 300));
+      if (c >= 2500) break;
+      col.push_back(c);
+    }
+    crow.push_back(static_cast<std::int64_t>(col.size()));
+  }
+  const auto nnz = static_cast<std::int64_t>(col.size());
+  for (Dtype dt : {kFloat32, kFloat64}) {
+    const Tensor data = Tensor::randn({nnz, 5}, g, dt), gy = Tensor::randn({nnz, 5}, g, dt);
+    const Tensor xc = Tensor::randn({2500, 5}, g, dt), xr = Tensor::randn({3000, 5}, g, dt);
+    const auto run = [&](bool pattern_path) {
+      Tensor d = data.clone_data().set_requires_grad(), c = xc.clone_data().set_requires_grad(),
+             r = xr.clone_data().set_requires_grad();
+      const SparseCsr a = sparse_csr_tensor(longs(crow), longs(col), Tensor::zeros({nnz}, dt), {3000, 2500});
+      const Tensor off = a.crow_indices();
+      Tensors outs;
+      if (pattern_path) {
+        outs = {detail::segment_sum_rows(d, a.pattern()),         detail::segment_mean_rows(d, a.pattern(), 0.0),
+                detail::segment_max_rows(d, a.pattern(), 0.0),    detail::segment_softmax_rows(d, a.pattern()),
+                detail::segment_log_softmax_rows(d, a.pattern()), detail::index_select_cols(c, a.pattern()),
+                detail::index_select_rows(r, a.pattern())};
+      } else {
+        outs = {segment_sum(d, off),
+                segment_mean(d, off, 0.0),
+                segment_max(d, off, 0.0),
+                segment_softmax(d, off),
+                segment_log_softmax(d, off),
+                index_select(c, 0, a.col_indices()),
+                index_select(r, 0, a.pattern().row_indices())};
+      }
+      Tensor loss = Tensor::zeros({}, dt);
+      for (std::size_t i = 0; i < outs.size(); ++i)
+        loss = add(loss, sum(mul(outs[i], i < 5 && outs[i].size(0) == nnz ? gy : outs[i])));
+      const Tensors grads = grad({loss}, {d, c, r});
+      outs.insert(outs.end(), grads.begin(), grads.end());
+      return outs;
+    };
+    require_thread_deterministic([&] { return run(true); });
+    const Tensors want = run(false), got = run(true);
+    REQUIRE(want.size() == got.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      INFO("output " << i);
+      CHECK(want[i].shape() == got[i].shape());
+      CHECK(want[i].to_vector() == got[i].to_vector());
+    }
+  }
+  // data must have one row per entry; the gathers' x one row per column (row)
+  const SparseCsr a = example();
+  require_error([&] { (void)detail::segment_softmax_rows(Tensor::zeros({3}), a.pattern()); },
+                {"segment_softmax", "'data'", "(3,)"});
+  require_error(
+      [&] {
+        (void)detail::index_select_cols(Tensor::zeros({2, 2}), a.pattern());
+      },
+      {"index_select", "'x'", "(2, 2)"});
+  // create_graph through the gathers: their backward records itself (a gather of g again)
+  for (const bool by_col : {true, false}) {
+    const auto fn = [by_col](const Tensors& in) {
+      const Tensor y = by_col ? detail::index_select_cols(in[0], example().pattern())
+                              : detail::index_select_rows(in[0], example().pattern());
+      return mul(y, y);
+    };
+    const auto leaves = [] {
+      return Tensors{Tensor::from_vector({0.3, -1.0, 2.0, 0.5, 1.5, -0.25}, {3, 2}, kFloat64).set_requires_grad()};
+    };
+    require_gradcheck(fn, leaves());
+    const GradcheckReport report = gradgradcheck(fn, leaves());
+    INFO(report.message);
+    CHECK(report.ok);
+  }
 }
 
 TEST_CASE("spmm and sddmm agree with dense products and compose (sddmm -> edge softmax -> spmm) to any order",
@@ -262,13 +413,15 @@ TEST_CASE("the transposed pattern of a large matrix, built in parallel, is the s
   require_thread_deterministic([&] {
     const SparseCsr a = sparse_csr_tensor(longs(crow), longs(col), Tensor::zeros({nnz}), {40000, 5000});
     const CsrPattern::Transposed& t = a.pattern().transposed();
-    CHECK(t.perm == order);
-    CHECK(t.crow.size() == 5001);
-    CHECK(t.crow.back() == nnz);
+    CHECK(vec(t.perm()) == order);
+    CHECK(t.crow().size() == 5001);
+    CHECK(t.crow().back() == nnz);
     for (std::int64_t c = 0; c < 5000; ++c)
-      for (std::int64_t k = t.crow[static_cast<std::size_t>(c)]; k < t.crow[static_cast<std::size_t>(c) + 1]; ++k)
-        REQUIRE(col[static_cast<std::size_t>(t.perm[static_cast<std::size_t>(k)])] == c);
-    return Tensors{longs(t.crow), longs(t.col), longs(t.perm)};
+      for (std::int64_t k = t.crow()[static_cast<std::size_t>(c)]; k < t.crow()[static_cast<std::size_t>(c) + 1]; ++k) {
+        REQUIRE(col[static_cast<std::size_t>(t.perm()[static_cast<std::size_t>(k)])] == c);
+        REQUIRE(t.col()[static_cast<std::size_t>(k)] == a.pattern().row()[t.perm()[static_cast<std::size_t>(k)]]);
+      }
+    return Tensors{t.pattern.crow_indices(), t.pattern.col_indices(), t.perm_indices, a.pattern().row_indices()};
   });
 }
 
