@@ -7,9 +7,9 @@
 //
 // SETUP is the collective rank 1 stalls in: ddp_overlap, ddp_no_overlap, ddp_reduce_broadcast
 // (DistributedDataParallel::average_gradients with those options), zero (ZeroRedundancyOptimizer::
-// step), all_reduce_sum, broadcast. The tensor is large (64 MB), so that after 20 ms the transfer is
-// still under way. Both ranks set the collective timeout to 2 s for the stalled step (a generous
-// timeout before it: on a loaded host the first step's transfers may take longer than 2 s).
+// step), all_reduce_sum, broadcast (from rank 1, which stops after 2 ms). The tensor is large (64 MB),
+// so that after 20 ms the transfer is still under way. Both ranks set the collective timeout to 2 s for the stalled
+// step (a generous timeout before it: on a loaded host the first step's transfers may take longer than 2 s).
 #include <signal.h>
 #include <unistd.h>
 
@@ -31,10 +31,10 @@ namespace dist = xgrad::distributed;
 namespace {
 constexpr std::int64_t kElements = std::int64_t{8} << 20;  // float64: 64 MB
 
-// On rank 1: stop this process after 20 ms.
-std::thread stall_soon() {
-  return std::thread([] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+// On rank 1: stop this process after `ms` milliseconds.
+std::thread stall_soon(int ms) {
+  return std::thread([ms] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     std::fprintf(stderr, "rank 1: failing on purpose (SIGSTOP in the collective)\n");
     std::fflush(stderr);
     kill(getpid(), SIGSTOP);
@@ -71,7 +71,9 @@ int main(int argc, char** argv) {
     dist::barrier();
     if (step == 1) dist::set_timeout(std::chrono::seconds(2));
     std::thread stall;
-    if (step == 1 && dist::rank() == 1) stall = stall_soon();
+    // A broadcast's receiver may hold all of the data before the stall and leave, so there the stalled
+    // rank 1 is the root, whose receiver cannot finish without it, and it stops sooner.
+    if (step == 1 && dist::rank() == 1) stall = stall_soon(setup == "broadcast" ? 2 : 20);
     if (sync_in_backward) sum(mul(w, w)).backward();
     if (ddp)
       ddp->average_gradients();
@@ -80,7 +82,7 @@ int main(int argc, char** argv) {
     else if (setup == "all_reduce_sum")
       (void)dist::all_reduce_sum(w.detach());
     else
-      dist::broadcast_({w.detach()}, 0);
+      dist::broadcast_({w.detach()}, 1);
     if (stall.joinable()) stall.join();
     if (zero) zero->zero_grad();
   }
