@@ -96,6 +96,11 @@ std::shared_ptr<const Impl> build(const char* fn, std::int64_t out, std::int64_t
   }
 }
 
+bool same_groups(const std::vector<Group>& a, const std::vector<Group>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const Group& x, const Group& y) { return x.begin == y.begin && x.size == y.size; });
+}
+
 std::vector<Group> uniform_groups(const char* fn, std::int64_t n, std::int64_t b) {
   const std::size_t bytes = checked_nbytes(n / b, sizeof(Group), fn, "block grid");
   check_host_memory(bytes, fn, "block grid");
@@ -317,10 +322,6 @@ std::string BlockSparsePattern::str() const {
 
 bool BlockSparsePattern::operator==(const BlockSparsePattern& o) const {
   if (impl_ == o.impl_) return true;
-  const auto same_groups = [](const std::vector<Group>& a, const std::vector<Group>& b) {
-    return std::equal(a.begin(), a.end(), b.begin(), b.end(),
-                      [](const Group& x, const Group& y) { return x.begin == y.begin && x.size == y.size; });
-  };
   if (impl_->csr.out != o.impl_->csr.out || impl_->csr.in != o.impl_->csr.in ||
       !same_groups(impl_->row_groups, o.impl_->row_groups) || !same_groups(impl_->col_groups, o.impl_->col_groups) ||
       impl_->blocks.size() != o.impl_->blocks.size())
@@ -574,10 +575,6 @@ Tensor block_sparse_remap(const Tensor& weight, const BlockSparsePattern& from, 
   constexpr const char* fn = "block_sparse_remap";
   check_weight(fn, weight, from);
   check_floating(fn, "weight", weight);
-  const auto same_groups = [](const std::vector<Group>& a, const std::vector<Group>& b) {
-    return std::equal(a.begin(), a.end(), b.begin(), b.end(),
-                      [](const Group& x, const Group& y) { return x.begin == y.begin && x.size == y.size; });
-  };
   XGRAD_CHECK(same_groups(from.row_groups(), to.row_groups()) && same_groups(from.col_groups(), to.col_groups()),
               "{}: argument 'to' ({}) is not on the block grid of argument 'from' ({})", fn, to.str(), from.str());
   // Both block lists are sorted by (row group, column group): one merge finds each kept block's source.

@@ -87,7 +87,8 @@ Model make_model(const Settings& s, const std::string& method, double density, G
       stored += density * double(i) * double(s.hidden);
       weight += double(i + s.hidden);
     }
-    for (std::size_t l = 0; l < 2; ++l) d[l] = std::min(1.0, stored / weight / double(ins[l]) * double(ins[l] + s.hidden) / double(s.hidden));
+    for (std::size_t l = 0; l < 2; ++l)
+      d[l] = std::min(1.0, stored / weight / double(ins[l]) * double(ins[l] + s.hidden) / double(s.hidden));
   }
   std::int64_t in = 784;
   for (std::size_t l = 0; l < 2; ++l) {

@@ -37,7 +37,7 @@ void run(const std::string& mode) {
   }
   if (mode == "stuck" || mode == "stuck_at_exit") distributed::set_timeout(std::chrono::seconds(2));
   if (mode == "stuck_at_exit") return;  // main returns: the MpiContext finalises
-  ddp.average_gradients();  // rank 0 blocks here: rank 1 never joins
+  ddp.average_gradients();              // rank 0 blocks here: rank 1 never joins
 }
 }  // namespace
 
