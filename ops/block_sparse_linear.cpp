@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <numeric>
 
@@ -18,76 +19,81 @@
 namespace xgrad {
 
 struct BlockSparsePattern::Impl {
-  // The kernels' block CSR holds the sizes and the row and column indexes; the public Block and Group
-  // lists repeat its blocks and groups in the public types (a kernel cannot include this header).
+  // The kernels' block CSR: sizes, blocks and groups, and index spans into `grid` (Note [Block CSR]).
   detail::BlockCsr csr;
-  std::vector<Group> row_groups, col_groups;
-  std::vector<Block> blocks;  // storage order: by row group, then column group
+  CsrPattern grid;
   bool uniform = true;
   std::int64_t bo = 0, bi = 0;  // block size of a uniform grid (weight_shape of a pattern with no block)
+  // element_pattern() and, per entry, the weight element it holds (positions) and its inverse
+  // (entries), built together on first use.
+  mutable std::once_flag element_once;
+  mutable CsrPattern element;
+  mutable Tensor positions, entries;
 };
 
 namespace {
 
 using Impl = BlockSparsePattern::Impl;
 using Group = BlockSparsePattern::Group;
+using Cells = std::vector<std::pair<std::int64_t, std::int64_t>>;
 
-// Builds the pattern from the row and column partitions and the stored (row group, col group) cells.
-// Sizes are checked (Note [Checked sizes]): the stored element count is a sum of block products.
+// The grid CsrPattern of sorted, unique (row group, col group) cells.
+CsrPattern grid_of_cells(const char* fn, std::int64_t nr, std::int64_t nc, const Cells& cells) {
+  std::vector<std::int64_t> crow(static_cast<std::size_t>(nr + 1), 0), col;
+  col.reserve(cells.size());
+  for (const auto& [r, c] : cells) {
+    ++crow[static_cast<std::size_t>(r + 1)];
+    col.push_back(c);
+  }
+  std::partial_sum(crow.begin(), crow.end(), crow.begin());
+  return CsrPattern::from_indices(crow, col, nr, nc, fn);
+}
+
+// Builds the pattern from the row and column partitions and the grid pattern of stored cells (block k =
+// entry k). Sizes are checked (Note [Checked sizes]): the stored element count is a sum of block products.
 std::shared_ptr<const Impl> build_impl(const char* fn, std::int64_t out, std::int64_t in, std::vector<Group> rows,
-                                       std::vector<Group> cols,
-                                       std::vector<std::pair<std::int64_t, std::int64_t>> cells, std::int64_t bo,
-                                       std::int64_t bi) {
+                                       std::vector<Group> cols, CsrPattern grid, std::int64_t bo, std::int64_t bi) {
   auto p = std::make_shared<Impl>();
   p->bo = bo;
   p->bi = bi;
   p->csr.out = out;
   p->csr.in = in;
-  p->row_groups = std::move(rows);
-  p->col_groups = std::move(cols);
-  std::sort(cells.begin(), cells.end());
-  const auto nr = static_cast<std::int64_t>(p->row_groups.size());
-  const auto nc = static_cast<std::int64_t>(p->col_groups.size());
-  p->csr.row_ptr.assign(static_cast<std::size_t>(nr + 1), 0);
-  p->csr.col_ptr.assign(static_cast<std::size_t>(nc + 1), 0);
+  p->csr.row_groups = std::move(rows);
+  p->csr.col_groups = std::move(cols);
+  p->grid = std::move(grid);
+  const auto crow = p->grid.crow();
+  const auto col = p->grid.col();
+  p->csr.blocks.reserve(col.size());
   std::int64_t offset = 0;
-  for (const auto& [r, c] : cells) {
-    const Group& rg = p->row_groups[static_cast<std::size_t>(r)];
-    const Group& cg = p->col_groups[static_cast<std::size_t>(c)];
-    p->blocks.push_back({rg.begin, rg.size, cg.begin, cg.size, offset, r, c});
-    offset = checked_add(offset, checked_mul(rg.size, cg.size, fn, "block size"), fn, "stored elements");
-    ++p->csr.row_ptr[static_cast<std::size_t>(r + 1)];
-    ++p->csr.col_ptr[static_cast<std::size_t>(c + 1)];
-  }
+  for (std::size_t r = 0; r + 1 < crow.size(); ++r)
+    for (auto k = crow[r]; k < crow[r + 1]; ++k) {
+      const auto c = col[static_cast<std::size_t>(k)];
+      const Group& rg = p->csr.row_groups[r];
+      const Group& cg = p->csr.col_groups[static_cast<std::size_t>(c)];
+      p->csr.blocks.push_back({rg.begin, rg.size, cg.begin, cg.size, offset, static_cast<std::int64_t>(r), c});
+      offset = checked_add(offset, checked_mul(rg.size, cg.size, fn, "block size"), fn, "stored elements");
+    }
   p->csr.stored = offset;
-  std::partial_sum(p->csr.row_ptr.begin(), p->csr.row_ptr.end(), p->csr.row_ptr.begin());
-  std::partial_sum(p->csr.col_ptr.begin(), p->csr.col_ptr.end(), p->csr.col_ptr.begin());
-  // Column index: block ids grouped by column group, ordered by row group inside (stable fill).
-  p->csr.col_index.resize(p->blocks.size());
-  std::vector<std::int64_t> fill(p->csr.col_ptr.begin(), p->csr.col_ptr.end() - 1);
-  for (std::size_t k = 0; k < p->blocks.size(); ++k)
-    p->csr.col_index[static_cast<std::size_t>(fill[static_cast<std::size_t>(p->blocks[k].col_group)]++)] =
-        static_cast<std::int64_t>(k);
-  for (const auto& b : p->blocks)
-    if (b.rows != p->blocks.front().rows || b.cols != p->blocks.front().cols) p->uniform = false;
+  const auto& t = p->grid.transposed();
+  p->csr.row_ptr = crow;
+  p->csr.col_ptr = t.crow();
+  p->csr.col_index = t.perm();
+  for (const auto& b : p->csr.blocks)
+    if (b.rows != p->csr.blocks.front().rows || b.cols != p->csr.blocks.front().cols) p->uniform = false;
   // An empty pattern of a block-diagonal layer with unequal groups is still "uniform" (no blocks).
-  for (const auto& b : p->blocks)
-    p->csr.blocks.push_back({b.row, b.rows, b.col, b.cols, b.offset, b.row_group, b.col_group});
-  for (const auto& g : p->row_groups) p->csr.row_groups.push_back({g.begin, g.size});
-  for (const auto& g : p->col_groups) p->csr.col_groups.push_back({g.begin, g.size});
   return p;
 }
 
 std::shared_ptr<const Impl> build(const char* fn, std::int64_t out, std::int64_t in, std::vector<Group> rows,
-                                  std::vector<Group> cols, std::vector<std::pair<std::int64_t, std::int64_t>> cells,
-                                  std::int64_t bo, std::int64_t bi) {
+                                  std::vector<Group> cols, const Cells& cells, std::int64_t bo, std::int64_t bi) {
   // A pattern too large for memory is an error stating the bytes, not a bare std::bad_alloc.
   const std::size_t nrg = rows.size(), ncg = cols.size(), nb = cells.size();  // before the moves below
   const double bytes = (static_cast<double>(nrg) + static_cast<double>(ncg)) *
-                           static_cast<double>(sizeof(Group) + sizeof(std::int64_t)) +
-                       static_cast<double>(nb) * static_cast<double>(sizeof(BlockSparsePattern::Block) + 24);
+                           static_cast<double>(sizeof(Group) + 2 * sizeof(std::int64_t)) +
+                       static_cast<double>(nb) * static_cast<double>(sizeof(BlockSparsePattern::Block) + 32);
   try {
-    return build_impl(fn, out, in, std::move(rows), std::move(cols), std::move(cells), bo, bi);
+    CsrPattern grid = grid_of_cells(fn, static_cast<std::int64_t>(nrg), static_cast<std::int64_t>(ncg), cells);
+    return build_impl(fn, out, in, std::move(rows), std::move(cols), std::move(grid), bo, bi);
   } catch (const std::bad_alloc&) {
     detail::throw_error(
         fmt::format("{}: out of memory: a pattern of {} row groups, {} column groups and {} blocks "
@@ -136,12 +142,11 @@ BlockSparsePattern BlockSparsePattern::from_block_mask(InFeatures in_features, O
               "blocks is {}",
               fn, shape_str(mask.shape()), out, in, bo, bi, shape_str(grid));
   const std::vector<double> v = mask.to_vector();
-  std::vector<std::pair<std::int64_t, std::int64_t>> cells;
+  Cells cells;
   for (std::int64_t r = 0; r < grid[0]; ++r)
     for (std::int64_t c = 0; c < grid[1]; ++c)
       if (v[static_cast<std::size_t>(r * grid[1] + c)] != 0.0) cells.emplace_back(r, c);
-  return BlockSparsePattern(
-      build(fn, out, in, uniform_groups(fn, out, bo), uniform_groups(fn, in, bi), std::move(cells), bo, bi));
+  return BlockSparsePattern(build(fn, out, in, uniform_groups(fn, out, bo), uniform_groups(fn, in, bi), cells, bo, bi));
 }
 
 BlockSparsePattern BlockSparsePattern::from_block_coords(
@@ -162,8 +167,7 @@ BlockSparsePattern BlockSparsePattern::from_block_coords(
   const auto dup = std::adjacent_find(cells.begin(), cells.end());
   XGRAD_CHECK(dup == cells.end(), "{}: argument 'coords' lists block ({}, {}) more than once", fn,
               dup == cells.end() ? 0 : dup->first, dup == cells.end() ? 0 : dup->second);
-  return BlockSparsePattern(
-      build(fn, out, in, uniform_groups(fn, out, bo), uniform_groups(fn, in, bi), std::move(cells), bo, bi));
+  return BlockSparsePattern(build(fn, out, in, uniform_groups(fn, out, bo), uniform_groups(fn, in, bi), cells, bo, bi));
 }
 
 BlockSparsePattern BlockSparsePattern::random(InFeatures in_features, OutFeatures out_features, BlockSize block,
@@ -183,13 +187,25 @@ BlockSparsePattern BlockSparsePattern::random(InFeatures in_features, OutFeature
     const auto j = i + static_cast<std::int64_t>(gen.integer(static_cast<std::uint64_t>(cells_n - i)));
     std::swap(cell[static_cast<std::size_t>(i)], cell[static_cast<std::size_t>(j)]);
   }
-  std::vector<std::pair<std::int64_t, std::int64_t>> cells;
+  Cells cells;
   cells.reserve(static_cast<std::size_t>(k));
   for (std::int64_t i = 0; i < k; ++i)
     cells.emplace_back(cell[static_cast<std::size_t>(i)] / nc, cell[static_cast<std::size_t>(i)] % nc);
   std::sort(cells.begin(), cells.end());
+  return BlockSparsePattern(build(fn, out, in, uniform_groups(fn, out, bo), uniform_groups(fn, in, bi), cells, bo, bi));
+}
+
+BlockSparsePattern BlockSparsePattern::from_csr(InFeatures in_features, OutFeatures out_features, BlockSize block,
+                                                const CsrPattern& grid) {
+  constexpr const char* fn = "BlockSparsePattern::from_csr";
+  const std::int64_t in = in_features.value, out = out_features.value, bi = block.in.value, bo = block.out.value;
+  check_grid(fn, out, in, bo, bi);
+  XGRAD_CHECK(grid.rows() == out / bo && grid.cols() == in / bi,
+              "{}: argument 'grid' is a ({}, {}) pattern but the block grid of an (out={}, in={}) weight with ({}, {}) "
+              "blocks is ({}, {})",
+              fn, grid.rows(), grid.cols(), out, in, bo, bi, out / bo, in / bi);
   return BlockSparsePattern(
-      build(fn, out, in, uniform_groups(fn, out, bo), uniform_groups(fn, in, bi), std::move(cells), bo, bi));
+      build_impl(fn, out, in, uniform_groups(fn, out, bo), uniform_groups(fn, in, bi), grid, bo, bi));
 }
 
 BlockSparsePattern BlockSparsePattern::from_element_mask(const Tensor& mask, BlockSize block) {
@@ -201,7 +217,7 @@ BlockSparsePattern BlockSparsePattern::from_element_mask(const Tensor& mask, Blo
   const std::int64_t out = mask.size(0), in = mask.size(1);
   check_grid(fn, out, in, bo, bi);
   const std::vector<double> v = mask.to_vector();
-  std::vector<std::pair<std::int64_t, std::int64_t>> cells;
+  Cells cells;
   for (std::int64_t r = 0; r < out / bo; ++r)
     for (std::int64_t c = 0; c < in / bi; ++c) {
       const bool first = v[static_cast<std::size_t>(r * bo * in + c * bi)] != 0.0;
@@ -214,8 +230,7 @@ BlockSparsePattern BlockSparsePattern::from_element_mask(const Tensor& mask, Blo
                       first ? "zero" : "non-zero");
       if (first) cells.emplace_back(r, c);
     }
-  return BlockSparsePattern(
-      build(fn, out, in, uniform_groups(fn, out, bo), uniform_groups(fn, in, bi), std::move(cells), bo, bi));
+  return BlockSparsePattern(build(fn, out, in, uniform_groups(fn, out, bo), uniform_groups(fn, in, bi), cells, bo, bi));
 }
 
 BlockSparsePattern BlockSparsePattern::block_diagonal(const std::vector<DiagonalGroup>& groups) {
@@ -223,7 +238,7 @@ BlockSparsePattern BlockSparsePattern::block_diagonal(const std::vector<Diagonal
   // Groups of size 0 (and an empty list) are allowed: a group with in = 0 or out = 0 stores no block
   // (its outputs are the bias, its inputs get a zero gradient); size-0 groups take no rows or columns.
   std::vector<Group> rows, cols;
-  std::vector<std::pair<std::int64_t, std::int64_t>> cells;
+  Cells cells;
   std::int64_t in = 0, out = 0;
   for (std::size_t g = 0; g < groups.size(); ++g) {
     XGRAD_CHECK(groups[g].in >= 0 && groups[g].out >= 0,
@@ -236,7 +251,7 @@ BlockSparsePattern BlockSparsePattern::block_diagonal(const std::vector<Diagonal
     in = checked_add(in, groups[g].in, fn, "groups (sum of in)");
     out = checked_add(out, groups[g].out, fn, "groups (sum of out)");
   }
-  return BlockSparsePattern(build(fn, out, in, std::move(rows), std::move(cols), std::move(cells), 0, 0));
+  return BlockSparsePattern(build(fn, out, in, std::move(rows), std::move(cols), cells, 0, 0));
 }
 
 BlockSparsePattern BlockSparsePattern::block_diagonal(InFeatures in_features, OutFeatures out_features,
@@ -252,14 +267,52 @@ BlockSparsePattern BlockSparsePattern::block_diagonal(InFeatures in_features, Ou
 
 std::int64_t BlockSparsePattern::in_features() const { return impl_->csr.in; }
 std::int64_t BlockSparsePattern::out_features() const { return impl_->csr.out; }
-std::int64_t BlockSparsePattern::num_blocks() const { return static_cast<std::int64_t>(impl_->blocks.size()); }
-const std::vector<BlockSparsePattern::Block>& BlockSparsePattern::blocks() const { return impl_->blocks; }
-const std::vector<Group>& BlockSparsePattern::row_groups() const { return impl_->row_groups; }
-const std::vector<Group>& BlockSparsePattern::col_groups() const { return impl_->col_groups; }
-const std::vector<std::int64_t>& BlockSparsePattern::row_ptr() const { return impl_->csr.row_ptr; }
-const std::vector<std::int64_t>& BlockSparsePattern::col_ptr() const { return impl_->csr.col_ptr; }
-const std::vector<std::int64_t>& BlockSparsePattern::col_index() const { return impl_->csr.col_index; }
+std::int64_t BlockSparsePattern::num_blocks() const { return static_cast<std::int64_t>(impl_->csr.blocks.size()); }
+const std::vector<BlockSparsePattern::Block>& BlockSparsePattern::blocks() const { return impl_->csr.blocks; }
+const std::vector<Group>& BlockSparsePattern::row_groups() const { return impl_->csr.row_groups; }
+const std::vector<Group>& BlockSparsePattern::col_groups() const { return impl_->csr.col_groups; }
+const CsrPattern& BlockSparsePattern::block_pattern() const { return impl_->grid; }
 const detail::BlockCsr& BlockSparsePattern::csr() const { return impl_->csr; }
+
+const CsrPattern& BlockSparsePattern::element_pattern() const {
+  // Row i's entries are the columns of the blocks of its row group, in block (= column) order; the
+  // weight element of entry (i, j) in block b is b.offset + (i - b.row) * b.cols + (j - b.col).
+  std::call_once(impl_->element_once, [this] {
+    constexpr const char* fn = "BlockSparsePattern::element_pattern";
+    const auto& p = impl_->csr;
+    check_host_memory(
+        checked_nbytes(checked_mul(p.stored, 4, fn, "stored elements"), sizeof(std::int64_t), fn, "stored elements"),
+        fn, "stored elements");
+    std::vector<std::int64_t> crow(static_cast<std::size_t>(p.out + 1), 0), col, pos;
+    col.reserve(static_cast<std::size_t>(p.stored));
+    pos.reserve(static_cast<std::size_t>(p.stored));
+    for (std::size_t r = 0; r < p.row_groups.size(); ++r) {
+      const Group& g = p.row_groups[r];
+      for (std::int64_t i = g.begin; i < g.begin + g.size; ++i) {
+        for (auto k = p.row_ptr[r]; k < p.row_ptr[r + 1]; ++k) {
+          const auto& b = p.blocks[static_cast<std::size_t>(k)];
+          for (std::int64_t j = 0; j < b.cols; ++j) {
+            col.push_back(b.col + j);
+            pos.push_back(b.offset + (i - b.row) * b.cols + j);
+          }
+        }
+        crow[static_cast<std::size_t>(i + 1)] = static_cast<std::int64_t>(col.size());
+      }
+    }
+    // Rows outside every row group (none in a grid or a block-diagonal layer) keep the previous offset.
+    for (std::size_t i = 1; i < crow.size(); ++i) crow[i] = std::max(crow[i], crow[i - 1]);
+    impl_->element = CsrPattern::from_indices(crow, col, p.out, p.in, fn);
+    std::vector<std::int64_t> inv(pos.size());
+    for (std::size_t e = 0; e < pos.size(); ++e) inv[static_cast<std::size_t>(pos[e])] = static_cast<std::int64_t>(e);
+    const auto n = static_cast<std::int64_t>(pos.size());
+    impl_->positions = Tensor::empty({n}, kInt64);
+    impl_->entries = Tensor::empty({n}, kInt64);
+    std::copy(pos.begin(), pos.end(), impl_->positions.data<std::int64_t>());
+    std::copy(inv.begin(), inv.end(), impl_->entries.data<std::int64_t>());
+  });
+  return impl_->element;
+}
+
 bool BlockSparsePattern::is_uniform() const { return impl_->uniform; }
 std::int64_t BlockSparsePattern::stored_elements() const { return impl_->csr.stored; }
 
@@ -267,34 +320,35 @@ Shape BlockSparsePattern::weight_shape() const {
   if (!impl_->uniform) return {impl_->csr.stored};
   // Uniform: (nnz, bo, bi); with no block at all, the grid's block size keeps the rank ((0, 0, 0) for
   // a block-diagonal pattern without blocks).
-  const std::int64_t bo = impl_->blocks.empty() ? impl_->bo : impl_->blocks.front().rows;
-  const std::int64_t bi = impl_->blocks.empty() ? impl_->bi : impl_->blocks.front().cols;
+  const std::int64_t bo = impl_->csr.blocks.empty() ? impl_->bo : impl_->csr.blocks.front().rows;
+  const std::int64_t bi = impl_->csr.blocks.empty() ? impl_->bi : impl_->csr.blocks.front().cols;
   return {num_blocks(), bo, bi};
 }
 
 Shape BlockSparsePattern::grid_shape() const {
-  return {static_cast<std::int64_t>(impl_->row_groups.size()), static_cast<std::int64_t>(impl_->col_groups.size())};
+  return {static_cast<std::int64_t>(impl_->csr.row_groups.size()),
+          static_cast<std::int64_t>(impl_->csr.col_groups.size())};
 }
 
 std::pair<std::int64_t, std::int64_t> BlockSparsePattern::block_shape() const {
   const auto equal = [](const std::vector<Group>& g) {
     return std::all_of(g.begin(), g.end(), [&](const Group& x) { return x.size == g.front().size; });
   };
-  if (!equal(impl_->row_groups) || !equal(impl_->col_groups)) return {0, 0};
-  return {impl_->row_groups.empty() ? impl_->bo : impl_->row_groups.front().size,
-          impl_->col_groups.empty() ? impl_->bi : impl_->col_groups.front().size};
+  if (!equal(impl_->csr.row_groups) || !equal(impl_->csr.col_groups)) return {0, 0};
+  return {impl_->csr.row_groups.empty() ? impl_->bo : impl_->csr.row_groups.front().size,
+          impl_->csr.col_groups.empty() ? impl_->bi : impl_->csr.col_groups.front().size};
 }
 
 std::vector<std::pair<std::int64_t, std::int64_t>> BlockSparsePattern::block_coords() const {
   std::vector<std::pair<std::int64_t, std::int64_t>> c;
-  c.reserve(impl_->blocks.size());
-  for (const auto& b : impl_->blocks) c.emplace_back(b.row_group, b.col_group);
+  c.reserve(impl_->csr.blocks.size());
+  for (const auto& b : impl_->csr.blocks) c.emplace_back(b.row_group, b.col_group);
   return c;
 }
 
 std::vector<std::int64_t> BlockSparsePattern::row_fan_in() const {
   std::vector<std::int64_t> fan(static_cast<std::size_t>(impl_->csr.out), 0);
-  for (const auto& b : impl_->blocks)
+  for (const auto& b : impl_->csr.blocks)
     for (std::int64_t i = b.row; i < b.row + b.rows; ++i) fan[static_cast<std::size_t>(i)] += b.cols;
   return fan;
 }
@@ -304,7 +358,7 @@ Tensor BlockSparsePattern::element_mask(Dtype dtype) const {
   check_host_memory(checked_nbytes(n, sizeof(double), "BlockSparsePattern::element_mask", "out * in"),
                     "BlockSparsePattern::element_mask", "out * in");
   std::vector<double> m(static_cast<std::size_t>(n), 0.0);
-  for (const auto& b : impl_->blocks)
+  for (const auto& b : impl_->csr.blocks)
     for (std::int64_t i = b.row; i < b.row + b.rows; ++i)
       std::fill_n(m.begin() + i * impl_->csr.in + b.col, b.cols, 1.0);
   return Tensor::from_vector(m, {impl_->csr.out, impl_->csr.in}, dtype);
@@ -321,16 +375,10 @@ std::string BlockSparsePattern::str() const {
 }
 
 bool BlockSparsePattern::operator==(const BlockSparsePattern& o) const {
-  if (impl_ == o.impl_) return true;
-  if (impl_->csr.out != o.impl_->csr.out || impl_->csr.in != o.impl_->csr.in ||
-      !same_groups(impl_->row_groups, o.impl_->row_groups) || !same_groups(impl_->col_groups, o.impl_->col_groups) ||
-      impl_->blocks.size() != o.impl_->blocks.size())
-    return false;
-  for (std::size_t k = 0; k < impl_->blocks.size(); ++k)
-    if (impl_->blocks[k].row_group != o.impl_->blocks[k].row_group ||
-        impl_->blocks[k].col_group != o.impl_->blocks[k].col_group)
-      return false;
-  return true;
+  return impl_ == o.impl_ ||
+         (impl_->csr.out == o.impl_->csr.out && impl_->csr.in == o.impl_->csr.in &&
+          same_groups(impl_->csr.row_groups, o.impl_->csr.row_groups) &&
+          same_groups(impl_->csr.col_groups, o.impl_->csr.col_groups) && impl_->grid == o.impl_->grid);
 }
 
 // ---- the op -------------------------------------------------------------------------------------
@@ -569,6 +617,28 @@ Tensor block_sparse_from_dense(const Tensor& dense, const BlockSparsePattern& p)
         std::memcpy(o + b.offset + i * b.cols, d + (b.row + i) * p.in_features() + b.col, sizeof(T) * b.cols);
   });
   return w;
+}
+
+SparseCsr block_sparse_to_csr(const Tensor& weight, const BlockSparsePattern& pattern) {
+  constexpr const char* fn = "block_sparse_to_csr";
+  check_weight(fn, weight, pattern);
+  const CsrPattern& e = pattern.element_pattern();
+  const Tensor& pos = pattern.impl_->positions;
+  return SparseCsr(e, detail::index_select_checked(reshape(weight, {pattern.stored_elements()}), 0,
+                                                   {pos.data<std::int64_t>(), static_cast<std::size_t>(pos.numel())}));
+}
+
+Tensor block_sparse_from_csr(const SparseCsr& a, const BlockSparsePattern& pattern) {
+  constexpr const char* fn = "block_sparse_from_csr";
+  XGRAD_CHECK(a.defined(), "{}: argument 'a' is an undefined sparse matrix", fn);
+  const CsrPattern& e = pattern.element_pattern();
+  XGRAD_CHECK(a.pattern().same_object(e) || a.pattern() == e,
+              "{}: argument 'a' ({}) is not on the element pattern of {} ((out={}, in={}) with {} stored elements)", fn,
+              a.str(), pattern.str(), pattern.out_features(), pattern.in_features(), pattern.stored_elements());
+  const Tensor& inv = pattern.impl_->entries;
+  return reshape(
+      detail::index_select_checked(a.values(), 0, {inv.data<std::int64_t>(), static_cast<std::size_t>(inv.numel())}),
+      pattern.weight_shape());
 }
 
 Tensor block_sparse_remap(const Tensor& weight, const BlockSparsePattern& from, const BlockSparsePattern& to) {

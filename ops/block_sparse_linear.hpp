@@ -37,12 +37,10 @@
 
 #include "xgrad/core/random.hpp"
 #include "xgrad/core/tensor.hpp"
+#include "xgrad/ops/kernels/block_sparse_kernels.hpp"
+#include "xgrad/ops/sparse.hpp"
 
 namespace xgrad {
-
-namespace detail {
-struct BlockCsr;  // ops/kernels/block_sparse_kernels.hpp
-}
 
 /// A number of input features (columns of W). A strong type: with OutFeatures it makes the
 /// in-before-out order of every BlockSparsePattern factory checked by the compiler, so that sizes
@@ -68,17 +66,22 @@ struct BlockSize {
 /// Every factory takes sizes in PyTorch's order, in_features before out_features, as strong types
 /// (InFeatures, OutFeatures, BlockSize): a swap does not compile. Masks and block coordinates follow
 /// W's own (out, in) layout, like torch.nn.Linear's weight: (block row, block column).
+///
+/// Note [Block CSR]: a block pattern is a CsrPattern over its grid (block_pattern(): rows = row groups,
+/// columns = column groups, entry k = stored block k), plus the groups' sizes. Its indices are that
+/// pattern's int64 tensors, and the column-major view the input gradient walks is the CsrPattern's
+/// cached transpose (its row offsets and permutation), so a block pattern and a CSR matrix share one
+/// vocabulary and one set of index machinery (ops/sparse.hpp). from_csr makes a block pattern that
+/// shares a given CsrPattern; element_pattern() is the (out x in) CSR of its stored elements, built
+/// on first use and shared by every copy, which block_sparse_to_csr / block_sparse_from_csr convert
+/// through.
 class BlockSparsePattern {
  public:
-  /// One stored block: W[row : row + rows, col : col + cols], stored at weight element `offset`.
-  struct Block {
-    std::int64_t row = 0, rows = 0, col = 0, cols = 0, offset = 0;
-    std::int64_t row_group = 0, col_group = 0;
-  };
+  /// One stored block: W[row : row + rows, col : col + cols], stored at weight element `offset`, in
+  /// grid cell (row_group, col_group). The kernels' type (one definition).
+  using Block = detail::BlockCsr::Block;
   /// A row or column group: [begin, begin + size).
-  struct Group {
-    std::int64_t begin = 0, size = 0;
-  };
+  using Group = detail::BlockCsr::Group;
   /// One group of a block-diagonal layer: `in` inputs connected to `out` outputs,
   /// `{InFeatures{5}, OutFeatures{7}}`.
   struct DiagonalGroup {
@@ -95,6 +98,11 @@ class BlockSparsePattern {
   /// W, i.e. (output block, input block) (any order; duplicates and out-of-range coordinates are errors).
   static BlockSparsePattern from_block_coords(InFeatures in, OutFeatures out, BlockSize block,
                                               const std::vector<std::pair<std::int64_t, std::int64_t>>& coords);
+  /// Uniform grid whose stored blocks are the entries of `grid`, a CsrPattern of shape (out/block.out,
+  /// in/block.in) over the block grid (block k = entry k: a block CSR). The pattern is shared, not
+  /// copied, so its cached transpose serves both. Made from COO block coordinates by
+  /// sparse_coo_tensor(indices, values, grid shape).pattern(), or from a CSR matrix by its pattern().
+  static BlockSparsePattern from_csr(InFeatures in, OutFeatures out, BlockSize block, const CsrPattern& grid);
   /// Uniform grid of blocks of `block` size read from a dense (out, in) element mask (W's layout),
   /// which must be block aligned: each block entirely zero or entirely non-zero.
   static BlockSparsePattern from_element_mask(const Tensor& mask, BlockSize block);
@@ -114,12 +122,15 @@ class BlockSparsePattern {
   const std::vector<Block>& blocks() const;
   const std::vector<Group>& row_groups() const;
   const std::vector<Group>& col_groups() const;
-  /// Blocks of row group r are blocks()[row_ptr()[r] : row_ptr()[r + 1]] (storage order).
-  const std::vector<std::int64_t>& row_ptr() const;
-  /// Blocks of column group c are blocks()[col_index()[k]] for k in [col_ptr()[c], col_ptr()[c + 1]),
-  /// ordered by row group.
-  const std::vector<std::int64_t>& col_ptr() const;
-  const std::vector<std::int64_t>& col_index() const;
+  /// The stored blocks as a CSR pattern over the grid (grid_shape(); Note [Block CSR]): the blocks of
+  /// row group r are blocks()[crow[r] : crow[r + 1]] at column groups col[k]; those of column group c
+  /// are blocks()[perm[k]] for k in [tcrow[c], tcrow[c + 1]) of block_pattern().transposed(), ordered
+  /// by row group.
+  const CsrPattern& block_pattern() const;
+  /// The (out x in) CSR pattern of the stored elements, rows in order, columns increasing. Built on
+  /// first use in O(stored elements), once, thread-safe, and shared by every copy of this pattern
+  /// (with the weight position of each of its entries: three int64 arrays of stored() elements).
+  const CsrPattern& element_pattern() const;
   /// The (block rows, block columns) of the uniform grid, i.e. the shape of a block mask; for a
   /// block-diagonal layer (row groups, column groups).
   Shape grid_shape() const;
@@ -143,6 +154,9 @@ class BlockSparsePattern {
   bool operator==(const BlockSparsePattern& other) const;
   /// The kernels' view of this pattern (internal; built with the pattern).
   const detail::BlockCsr& csr() const;
+  // The conversions read the element pattern's positions cached beside it.
+  friend SparseCsr block_sparse_to_csr(const Tensor& weight, const BlockSparsePattern& pattern);
+  friend Tensor block_sparse_from_csr(const SparseCsr& a, const BlockSparsePattern& pattern);
 
   struct Impl;
 
@@ -172,6 +186,20 @@ Tensor block_sparse_to_dense(const Tensor& weight, const BlockSparsePattern& pat
 /// @op `block_sparse_from_dense(D, pattern)` | the stored blocks of a dense (out, in) matrix (entries outside
 ///   the pattern ignored) | none (no autograd history: a converter for initialisation) | —
 Tensor block_sparse_from_dense(const Tensor& dense, const BlockSparsePattern& pattern);
+
+/// The stored elements as a CSR matrix on pattern.element_pattern() (its values are W's stored
+/// elements in row-major element order). Differentiable with respect to W: a gather, linear in the
+/// stored elements.
+/// @op `block_sparse_to_csr(W, pattern)` | out.values[e] = W[pos[e]], pos[e] = the weight element of entry e of the
+///   element pattern | dW[pos[e]] = g.values[e] | torch.Tensor.to_sparse_csr (of the dense W; compared through its
+///   values)
+SparseCsr block_sparse_to_csr(const Tensor& weight, const BlockSparsePattern& pattern);
+/// The packed blocks (pattern.weight_shape()) of a CSR matrix on pattern.element_pattern() (the same
+/// pattern object or an equal one; anything else is an error naming the op and both patterns): the
+/// inverse of block_sparse_to_csr. Differentiable with respect to a's values.
+/// @op `block_sparse_from_csr(A, pattern)` | W[k] = A.values[entry[k]], entry[k] = the element-pattern entry of weight
+///   element k | dA.values[entry[k]] = g[k] | — (compared through the permutation that sorts the dense positions)
+Tensor block_sparse_from_csr(const SparseCsr& a, const BlockSparsePattern& pattern);
 
 /// Moves packed blocks from one pattern to another on the same grid (same features and groups): a block
 /// stored in both keeps its values, a block only in `to` is zero, a block only in `from` is dropped. What

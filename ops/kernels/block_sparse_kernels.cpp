@@ -238,7 +238,7 @@ void transpose(const T* src, std::int64_t rows, std::int64_t cols, std::int64_t 
 // rows of the group per chunk, so the chunk's slice of the transposed operand is read from L1 by every
 // output tile.
 template <class T>
-void lane_sweep(const std::vector<BlockCsr::Group>& groups, const std::vector<std::int64_t>& seg_ptr,
+void lane_sweep(const std::vector<BlockCsr::Group>& groups, std::span<const std::int64_t> seg_ptr,
                 const std::vector<LaneSeg<T>>& segs, std::int64_t mp, std::int64_t m, T* dst, std::int64_t ldd,
                 const T* bias, double work) {
   constexpr int L = simd::lanes<T, Arch>;

@@ -2,13 +2,16 @@
 // Internal kernels of ops/block_sparse_linear.cpp (see Note [Block-sparse parallelism] there).
 // Pointers are contiguous row-major: x (M, in), y and g (M, out), w the packed blocks.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace xgrad::detail {
 
 /// The kernels' block CSR (BlockSparsePattern of ops/block_sparse_linear.hpp builds one and keeps it):
 /// the weight's rows and columns cut into groups, the stored blocks by row group (blocks[row_ptr[r] :
-/// row_ptr[r + 1]]) and, through col_index, by column group (ordered by row group inside).
+/// row_ptr[r + 1]]) and, through col_index, by column group (ordered by row group inside). The three
+/// index spans view the pattern's block-grid CsrPattern (its crow, its cached transpose's crow and
+/// permutation), which the pattern owns beside this struct: one set of indices, not a copy.
 struct BlockCsr {
   /// W[row : row + rows, col : col + cols], stored at weight element `offset`.
   struct Block {
@@ -22,7 +25,7 @@ struct BlockCsr {
   std::int64_t in = 0, out = 0, stored = 0;  // features and stored weight elements
   std::vector<Block> blocks;
   std::vector<Group> row_groups, col_groups;
-  std::vector<std::int64_t> row_ptr, col_ptr, col_index;
+  std::span<const std::int64_t> row_ptr, col_ptr, col_index;
 };
 
 /// y = x W^T + b (b may be null: zero).

@@ -181,6 +181,45 @@ void add_block_sparse_linear_entries(std::vector<OpInfo>& t) {
                   {"block_sparse_remap", "'weight'", "(3, 2, 3)"}}};
     t.push_back(op);
   }
+  for (bool to_csr : {true, false}) {
+    // The stored elements of a random R x C grid of 2x3 blocks as a CSR matrix (read through its
+    // values, in row-major element order), and back. The element order is the dense positions sorted.
+    OpInfo op;
+    op.name = to_csr ? "block_sparse_to_csr" : "block_sparse_from_csr";
+    op.signature = to_csr ? "block_sparse_to_csr(Tensor,BlockSparsePattern)"
+                          : "block_sparse_from_csr(SparseCsr,BlockSparsePattern)";
+    op.torch = to_csr ? "out = w.reshape(-1)[torch.argsort(idx.long())]"
+                      : "out = v[torch.argsort(torch.argsort(idx.long()))].reshape(wshape)";
+    op.sample = [to_csr](Dtype dt, const SampleSpec& s, Generator& g) {
+      const BlockSparsePattern p = random_pattern(s.sizes[0], s.sizes[1], g);
+      SampleInput si{{}, {}, dims_prelude(p)};
+      si.inputs.push_back({to_csr ? "w" : "v", values(to_csr ? p.weight_shape() : Shape{p.stored_elements()}, g, dt)});
+      si.inputs.push_back({"idx", dense_index(p), false});
+      si.call = [p, to_csr](const Tensors& in) {
+        return to_csr ? block_sparse_to_csr(in[0], p).values()
+                      : block_sparse_from_csr(SparseCsr(p.element_pattern(), in[0]), p);
+      };
+      return si;
+    };
+    op.size_names = {"R", "C"};
+    op.small = {3, 4};
+    op.threads = {150, 150};
+    op.check_undefined = false;
+    op.int64_inputs = {"idx", to_csr ? "w" : "v"};  // a gather moves integer values as they are
+    const std::string opname = op.name;
+    op.errors = {{"argument of the wrong shape or pattern",
+                  [to_csr] {
+                    const auto p = BlockSparsePattern::from_block_mask(
+                        InFeatures{6}, OutFeatures{4}, {InFeatures{3}, OutFeatures{2}}, Tensor::ones({2, 2}));
+                    const auto q = BlockSparsePattern::from_block_mask(InFeatures{6}, OutFeatures{4},
+                                                                       {InFeatures{3}, OutFeatures{2}},
+                                                                       Tensor::from_vector({1, 0, 0, 1}, {2, 2}));
+                    to_csr ? (void)block_sparse_to_csr(Tensor::zeros({3, 2, 3}), p)
+                           : (void)block_sparse_from_csr(block_sparse_to_csr(Tensor::zeros(q.weight_shape()), q), p);
+                  },
+                  {opname, to_csr ? "(3, 2, 3)" : "'a'"}}};
+    t.push_back(op);
+  }
   {
     // The block norms of gᵀx over an R x C grid of (bo = 2) x (bi = 3) blocks, x (batch..., M, 3C).
     OpInfo op;

@@ -85,7 +85,7 @@ TEST_CASE("BlockSparsePattern: constructors agree and describe the storage", "[b
     const auto& blk = a.blocks()[static_cast<std::size_t>(k)];
     CHECK(blk.offset == k * 15);
     if (k > 0) CHECK(std::make_pair(a.blocks()[k - 1].row, a.blocks()[k - 1].col) < std::make_pair(blk.row, blk.col));
-    ++seen[static_cast<std::size_t>(a.col_index()[static_cast<std::size_t>(k)])];
+    ++seen[static_cast<std::size_t>(a.block_pattern().transposed().perm()[static_cast<std::size_t>(k)])];
   }
   for (int s : seen) CHECK(s == 1);
   // Fan-in counts the connected inputs of each row; block row 1 is empty.
@@ -145,6 +145,68 @@ static_assert(!std::is_constructible_v<Pattern::DiagonalGroup, OutFeatures, InFe
 static_assert(!std::is_constructible_v<Pattern::DiagonalGroup, std::int64_t, std::int64_t>);
 static_assert(!std::is_convertible_v<std::int64_t, InFeatures> && !std::is_convertible_v<std::int64_t, OutFeatures>);
 static_assert(!std::is_convertible_v<InFeatures, OutFeatures> && !std::is_convertible_v<OutFeatures, InFeatures>);
+
+TEST_CASE("BlockSparsePattern: a block CSR on the pattern family (block_pattern, from_csr, element_pattern)",
+          "[block_sparse_linear][sparse]") {
+  Generator gen(11);
+  const BlockSize block{InFeatures{3}, OutFeatures{2}};
+  const Pattern a = Pattern::random(InFeatures{15}, OutFeatures{8}, block, 0.45, gen);
+  // The block pattern is the grid CSR: entry k is block k.
+  const CsrPattern& g = a.block_pattern();
+  REQUIRE(g.rows() == 4);
+  REQUIRE(g.cols() == 5);
+  REQUIRE(g.nnz() == a.num_blocks());
+  const auto coords = a.block_coords();
+  for (std::int64_t r = 0; r < g.rows(); ++r)
+    for (auto k = g.crow()[static_cast<std::size_t>(r)]; k < g.crow()[static_cast<std::size_t>(r + 1)]; ++k) {
+      CHECK(coords[static_cast<std::size_t>(k)].first == r);
+      CHECK(coords[static_cast<std::size_t>(k)].second == g.col()[static_cast<std::size_t>(k)]);
+    }
+  // The column-major view the input gradient walks is the grid's cached transpose: built with the
+  // pattern, and the same object for every copy.
+  CHECK(g.has_transposed());
+  const Pattern copy = a;
+  CHECK(copy.block_pattern().same_object(g));
+  // from_csr shares the given pattern (a COO list of cells through sparse_coo_tensor, in any order).
+  std::vector<double> rc;
+  for (auto it = coords.rbegin(); it != coords.rend(); ++it) rc.push_back(double(it->first));
+  for (auto it = coords.rbegin(); it != coords.rend(); ++it) rc.push_back(double(it->second));
+  const auto n = static_cast<std::int64_t>(coords.size());
+  const SparseCsr cells = sparse_coo_tensor(Tensor::from_vector(rc, {2, n}, kInt64), Tensor::ones({n}), {4, 5});
+  const Pattern b = Pattern::from_csr(InFeatures{15}, OutFeatures{8}, block, cells.pattern());
+  CHECK(b == a);
+  CHECK(b.block_pattern().same_object(cells.pattern()));
+  CHECK_THROWS_WITH(
+      Pattern::from_csr(InFeatures{15}, OutFeatures{8}, {InFeatures{5}, OutFeatures{2}}, g),
+      Catch::Contains("BlockSparsePattern::from_csr") && Catch::Contains("(4, 5)") && Catch::Contains("(4, 3)"));
+  // The element pattern is the dense mask's non-zeros, and the conversions go through it both ways.
+  const CsrPattern& e = a.element_pattern();
+  CHECK(e.nnz() == a.stored_elements());
+  CHECK(copy.element_pattern().same_object(e));
+  const Tensor mask = a.element_mask(kFloat64);
+  CHECK(e == to_sparse_csr(mask).pattern());
+  Tensor w = Tensor::randn(a.weight_shape(), gen, kFloat64);
+  w.set_requires_grad();
+  const SparseCsr s = block_sparse_to_csr(w, a);
+  CHECK(s.pattern().same_object(e));
+  CHECK(allclose(s.to_dense(), block_sparse_to_dense(w.detach(), a), 0.0, 0.0));
+  const Tensor back = block_sparse_from_csr(s, a);
+  CHECK(back.shape() == a.weight_shape());
+  CHECK(allclose(back, w.detach(), 0.0, 0.0));
+  // An equal pattern made elsewhere is accepted; another one is refused with both named.
+  CHECK(allclose(block_sparse_from_csr(to_sparse_csr(block_sparse_to_dense(w.detach(), a)), a), w.detach(), 0.0, 0.0));
+  const Pattern other = Pattern::random(InFeatures{15}, OutFeatures{8}, block, 0.45, gen);
+  if (!(other == a))
+    CHECK_THROWS_WITH(block_sparse_from_csr(s, other), Catch::Contains("block_sparse_from_csr") &&
+                                                           Catch::Contains("'a'") &&
+                                                           Catch::Contains("element pattern"));
+  // Block-diagonal groups of different sizes convert as well.
+  const Pattern d = Pattern::block_diagonal(
+      {{InFeatures{2}, OutFeatures{3}}, {InFeatures{0}, OutFeatures{2}}, {InFeatures{4}, OutFeatures{1}}});
+  const Tensor wd = Tensor::randn(d.weight_shape(), gen, kFloat64);
+  CHECK(allclose(block_sparse_to_csr(wd, d).to_dense(), block_sparse_to_dense(wd, d), 0.0, 0.0));
+  CHECK(allclose(block_sparse_from_csr(block_sparse_to_csr(wd, d), d), wd, 0.0, 0.0));
+}
 
 TEST_CASE("BlockSparsePattern: every factory reads in before out", "[block_sparse_linear]") {
   // A 9-in, 6-out layer of 3-in x 2-out blocks, built four ways; W's block layout is (out, in).
