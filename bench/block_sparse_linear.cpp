@@ -118,10 +118,7 @@ std::vector<Case> cases() {
                      Generator gen(static_cast<std::uint64_t>(1000 * bs + inv));
                      std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
                      for (std::int64_t i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = i;
-                     for (std::int64_t i = 0; i < keep; ++i)  // partial Fisher-Yates
-                       std::swap(ids[static_cast<std::size_t>(i)],
-                                 ids[static_cast<std::size_t>(
-                                     i + static_cast<std::int64_t>(gen.integer(static_cast<std::uint64_t>(n - i))))]);
+                     partial_shuffle(ids, static_cast<std::size_t>(keep), gen);
                      std::vector<std::pair<std::int64_t, std::int64_t>> coords;
                      for (std::int64_t i = 0; i < keep; ++i)
                        coords.emplace_back(ids[static_cast<std::size_t>(i)] / nc,

@@ -19,8 +19,11 @@
 // (uniform(), normal(), next_u64()) takes one block of its own. As PyTorch's and JAX's counter-based
 // generators, the stream is not the one of mt19937 or of torch's CPU generator.
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 
 namespace xgrad {
 
@@ -60,6 +63,22 @@ class Generator {
   std::atomic<std::uint64_t> seed_;
   std::atomic<std::uint64_t> offset_{0};
 };
+
+/// Shuffles v uniformly (Fisher-Yates from the back: for i = n - 1 down to 1, v[i] is swapped with
+/// v[gen.integer(i + 1)]): the shuffle of every sampler and data split, the same order for the same
+/// seed on every machine and compiler.
+template <class T>
+void shuffle(std::vector<T>& v, Generator& gen) {
+  for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[gen.integer(i)]);
+}
+
+/// Moves k elements drawn uniformly without replacement to the front of v, in random order (a partial
+/// Fisher-Yates shuffle from the front: for i < k, v[i] is swapped with v[i + gen.integer(n - i)]):
+/// k draws, so choosing k of n costs O(k) after the n-element list. Requires k <= v.size().
+template <class T>
+void partial_shuffle(std::vector<T>& v, std::size_t k, Generator& gen) {
+  for (std::size_t i = 0; i < k; ++i) std::swap(v[i], v[i + gen.integer(v.size() - i)]);
+}
 
 /// The process-wide generator that every layer, init function, dropout and random fill uses when it
 /// is given no Generator or seed (torch's default CPU generator). Thread-safe to draw from; draws

@@ -234,7 +234,7 @@ std::vector<std::size_t> random_permutation(std::size_t n, std::uint64_t seed) {
   std::vector<std::size_t> p(n);
   std::iota(p.begin(), p.end(), std::size_t{0});
   Generator gen(seed);
-  for (std::size_t i = n; i > 1; --i) std::swap(p[i - 1], p[gen.integer(i)]);
+  shuffle(p, gen);
   return p;
 }
 

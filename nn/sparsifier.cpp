@@ -139,12 +139,7 @@ std::int64_t Sparsifier::update_layer(BlockSparseLinear& layer, std::size_t inde
     const Tensor norms = block_grad_norms(x, g, BlockSize{InFeatures{bi}, OutFeatures{bo}});
     grow = select(candidates, ordered(norms.to_vector(), -INFINITY), k, [](double a, double b) { return a > b; });
   } else {
-    // A partial Fisher-Yates shuffle of the candidates.
-    for (std::int64_t i = 0; i < k; ++i) {
-      const auto j =
-          i + static_cast<std::int64_t>(gen_.integer(static_cast<std::uint64_t>(std::ssize(candidates) - i)));
-      std::swap(candidates[static_cast<std::size_t>(i)], candidates[static_cast<std::size_t>(j)]);
-    }
+    partial_shuffle(candidates, static_cast<std::size_t>(k), gen_);
     grow.assign(candidates.begin(), candidates.begin() + k);
     std::sort(grow.begin(), grow.end());
   }

@@ -180,13 +180,9 @@ BlockSparsePattern BlockSparsePattern::random(InFeatures in_features, OutFeature
   const std::int64_t cells_n = checked_mul(nr, nc, fn, "block grid");
   check_host_memory(checked_nbytes(cells_n, sizeof(std::int64_t), fn, "block grid"), fn, "block grid");
   const auto k = static_cast<std::int64_t>(std::llround(density * double(cells_n)));
-  // A partial Fisher-Yates shuffle: the first k cells of a uniformly random permutation.
   std::vector<std::int64_t> cell(static_cast<std::size_t>(cells_n));
   std::iota(cell.begin(), cell.end(), std::int64_t{0});
-  for (std::int64_t i = 0; i < k; ++i) {
-    const auto j = i + static_cast<std::int64_t>(gen.integer(static_cast<std::uint64_t>(cells_n - i)));
-    std::swap(cell[static_cast<std::size_t>(i)], cell[static_cast<std::size_t>(j)]);
-  }
+  partial_shuffle(cell, static_cast<std::size_t>(k), gen);
   Cells cells;
   cells.reserve(static_cast<std::size_t>(k));
   for (std::int64_t i = 0; i < k; ++i)

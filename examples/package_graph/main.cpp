@@ -188,7 +188,7 @@ Data load(const Settings& s) {
   for (std::size_t i = 0; i < n; ++i)
     if (d.label[i] >= 0) labelled.push_back(static_cast<std::int64_t>(i));
   Generator gen(s.seed);
-  for (std::size_t i = labelled.size(); i > 1; --i) std::swap(labelled[i - 1], labelled[gen.integer(i)]);
+  shuffle(labelled, gen);
   const auto n_train = static_cast<std::size_t>(std::llround(s.train_fraction * static_cast<double>(labelled.size())));
   const std::size_t n_val = (labelled.size() - n_train) / 2;
   d.train.assign(labelled.begin(), labelled.begin() + static_cast<std::ptrdiff_t>(n_train));

@@ -57,7 +57,7 @@ WordList::WordList(const WordListOptions& options) : id_of_(256, -1) {
     }
   // Fisher-Yates with Generator(seed), as RandomSampler (Note [Epochs and reproducibility]).
   Generator gen(options.seed);
-  for (std::size_t i = words.size(); i > 1; --i) std::swap(words[i - 1], words[gen.integer(i)]);
+  shuffle(words, gen);
   const auto n_val = static_cast<std::size_t>(std::floor(options.val_fraction * static_cast<double>(words.size())));
   train_.assign(words.begin(), words.end() - static_cast<std::ptrdiff_t>(n_val));
   val_.assign(words.end() - static_cast<std::ptrdiff_t>(n_val), words.end());
