@@ -7,7 +7,12 @@
 // the RigL runs move them with nn::Sparsifier every --update-every steps until 75% of the training
 // (drop fraction 0.3, cosine-decayed). Adam with a cosine-decayed learning rate, batch 128.
 //
-// It prints, per run: test accuracy, training time per step (sparsifier updates included), and the
+// --task words trains the same two sparse hidden layers in a character MLP (makemore's, Bengio et al.
+// 2003) on the word list of wamerican: the ids of the --context previous characters, embedded in
+// --embed features each (8 x 16 = 128 inputs), predict the next character (27 classes); the measure is
+// the held-out loss in bits per character (lower is better) beside the next-character accuracy.
+//
+// It prints, per run: test accuracy and loss, training time per step (sparsifier updates included), and the
 // bytes of the parameters and of Adam's state; and writes to --out: runs.csv (one row per run),
 // accuracy.csv (test accuracy per epoch and run), mask_turnover.csv (the share of each RigL layer's
 // blocks that were not in its initial pattern, per update step), mask_<run>_{initial,final}.csv (the
@@ -16,6 +21,7 @@
 //
 //   build/release/examples/sparse_training                # the full comparison
 //   build/release/examples/sparse_training --quick        # the short form of the main job and the tests
+//   build/release/examples/sparse_training --task words   # the character MLP
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -38,6 +44,8 @@ namespace fs = std::filesystem;
 namespace {
 
 struct Settings {
+  std::string task = "fashion";          // or "words": the character MLP on wamerican
+  std::int64_t context = 8, embed = 16;  // the character MLP's input: context ids x embed features
   int epochs = 10;
   std::size_t batch = 128;
   std::string optimizer = "adam";
@@ -62,7 +70,7 @@ struct Settings {
 struct Run {
   std::string name, method;
   double density = 1.0;
-  double accuracy = 0, ms_per_step = 0;
+  double accuracy = 0, loss = 0, ms_per_step = 0;  // test accuracy (%) and loss (nats per example)
   double param_bytes = 0, optimizer_bytes = 0;
   std::vector<double> epoch_accuracy;
 };
@@ -73,13 +81,17 @@ struct Model {
   std::vector<std::shared_ptr<nn::BlockSparseLinear>> sparse;
 };
 
-Model make_model(const Settings& s, const std::string& method, double density, Generator& gen) {
+// in0: the width of the first hidden layer's input; classes: the head's outputs. The character MLP
+// starts with an embedding of its context ids (makemore's MLP, Bengio et al. 2003).
+Model make_model(const Settings& s, const std::string& method, double density, std::int64_t in0, std::int64_t classes,
+                 Generator& gen) {
   Model m;
   m.net = std::make_shared<nn::Sequential>();
+  if (s.task == "words") m.net->push_back(std::make_shared<nn::Embedding>(classes, s.embed, gen));
   m.net->push_back(std::make_shared<nn::Flatten>());
   // Per-layer densities: uniform, or Erdős-Rényi (RigL's ER: d_l proportional to (in_l + out_l) /
   // (in_l out_l), scaled so that the layers store the same total as at uniform density, each at most 1).
-  const std::vector<std::int64_t> ins{784, s.hidden};
+  const std::vector<std::int64_t> ins{in0, s.hidden};
   std::vector<double> d(2, density);
   if (s.erdos_renyi) {
     double stored = 0, weight = 0;
@@ -90,7 +102,7 @@ Model make_model(const Settings& s, const std::string& method, double density, G
     for (std::size_t l = 0; l < 2; ++l)
       d[l] = std::min(1.0, stored / weight / double(ins[l]) * double(ins[l] + s.hidden) / double(s.hidden));
   }
-  std::int64_t in = 784;
+  std::int64_t in = in0;
   for (std::size_t l = 0; l < 2; ++l) {
     if (method == "dense") {
       m.net->push_back(std::make_shared<nn::Linear>(in, s.hidden, gen));
@@ -104,19 +116,20 @@ Model make_model(const Settings& s, const std::string& method, double density, G
     m.net->push_back(std::make_shared<nn::ReLU>());
     in = s.hidden;
   }
-  m.net->push_back(std::make_shared<nn::Linear>(in, 10, gen));
+  m.net->push_back(std::make_shared<nn::Linear>(in, classes, gen));
   return m;
 }
 
-// Test accuracy in eval mode, without a graph, in batches of 1000.
-double evaluate(nn::Sequential& net, const Tensor& x, const Tensor& y) {
+// Test accuracy and mean cross-entropy (nats) in eval mode, without a graph, in batches of 1000.
+std::pair<double, double> evaluate(nn::Sequential& net, const Tensor& x, const Tensor& y) {
   NoGradGuard no_grad;
   net.eval();
   Tensors parts;
   for (std::int64_t i = 0; i < x.size(0); i += 1000)
     parts.push_back(net.forward(slice(x, 0, i, std::min(x.size(0), i + 1000))));
   net.train();
-  return nn::metrics::accuracy(cat(parts, 0), y);
+  const Tensor logits = cat(parts, 0);
+  return {nn::metrics::accuracy(logits, y), cross_entropy(logits, y).item()};
 }
 
 // "0.1,0.05" -> {0.1, 0.05}.
@@ -163,6 +176,17 @@ int main(int argc, char** argv) {
   Settings s;
   std::string densities = "0.1,0.05", methods = "dense,static,rigl";
   CLI::App app{"sparse_training: a wide MLP on Fashion-MNIST, dense vs static block-sparse vs RigL"};
+  app.add_option("--task", s.task,
+                 "fashion (the MLP on Fashion-MNIST) or words (a character MLP on wamerican: --context ids "
+                 "embedded in --embed features, predicting the next character)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fashion", "words"}));
+  app.add_option("--context", s.context, "words: characters of context")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--embed", s.embed, "words: features per character")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--epochs", s.epochs, "epochs (the same for every run)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -207,6 +231,7 @@ int main(int argc, char** argv) {
     if (app.count("--update-every") == 0) s.update_every = 25;
     if (app.count("--min-accuracy") == 0) s.min_accuracy = 0.75;
   }
+  if (s.task == "words" && app.count("--min-accuracy") == 0) s.min_accuracy = 0;
   if (s.threads > 0) set_num_threads(s.threads);
   if (s.lr == 0) s.lr = s.optimizer == "adam" ? 1e-3 : 0.05;
 
@@ -218,21 +243,43 @@ int main(int argc, char** argv) {
         throw std::invalid_argument("--methods: unknown method '" + m + "' (dense, static, set, rigl)");
     if (s.train_size < 0 || s.test_size < 0) throw std::invalid_argument("--train and --test must be >= 0");
 
-    using nn::datasets::FashionMNIST;
-    const FashionMNIST train_full(FashionMNIST::Split::train, s.data), test_full(FashionMNIST::Split::test, s.data);
+    // The training set, the test inputs and labels, the first hidden layer's input width, the classes.
+    std::shared_ptr<nn::TensorDataset> train;
+    Tensor x_test, y_test;
+    std::int64_t in0 = 784, classes = 10;
     auto first = [](const Tensor& t, std::int64_t n) { return n == 0 ? t : slice(t, 0, 0, std::min(n, t.size(0))); };
-    // Pixels standardised with the training set's mean and standard deviation.
-    auto standardise = [](const Tensor& x) { return div(sub(x, 0.2860), 0.3530); };
-    auto train = std::make_shared<nn::TensorDataset>(standardise(first(train_full.images(), s.train_size)),
-                                                     first(train_full.labels(), s.train_size));
-    const Tensor x_test = standardise(first(test_full.images(), s.test_size));
-    const Tensor y_test = first(test_full.labels(), s.test_size);
-    std::printf(
-        "Fashion-MNIST: %zu training images, %lld test images; MLP 784-%lld-%lld-10, blocks of %lld in x "
-        "%lld out; %d epochs of batch %zu; %d threads\n",
-        train->size(), static_cast<long long>(x_test.size(0)), static_cast<long long>(s.hidden),
-        static_cast<long long>(s.hidden), static_cast<long long>(s.block_in), static_cast<long long>(s.block_out),
-        s.epochs, s.batch, get_num_threads());
+    if (s.task == "fashion") {
+      using nn::datasets::FashionMNIST;
+      const FashionMNIST train_full(FashionMNIST::Split::train, s.data), test_full(FashionMNIST::Split::test, s.data);
+      // Pixels standardised with the training set's mean and standard deviation.
+      auto standardise = [](const Tensor& x) { return div(sub(x, 0.2860), 0.3530); };
+      train = std::make_shared<nn::TensorDataset>(standardise(first(train_full.images(), s.train_size)),
+                                                  first(train_full.labels(), s.train_size));
+      x_test = standardise(first(test_full.images(), s.test_size));
+      y_test = first(test_full.labels(), s.test_size);
+      std::printf("Fashion-MNIST: %zu training images, %lld test images; MLP 784-%lld-%lld-10", train->size(),
+                  static_cast<long long>(x_test.size(0)), static_cast<long long>(s.hidden),
+                  static_cast<long long>(s.hidden));
+    } else {
+      using nn::datasets::WordList;
+      const WordList words;
+      const auto tr = words.context_dataset(WordList::Split::train, s.context);
+      const auto va = words.context_dataset(WordList::Split::val, s.context);
+      train = std::make_shared<nn::TensorDataset>(first(tr->data(), s.train_size), first(tr->target(), s.train_size));
+      x_test = first(va->data(), s.test_size);
+      y_test = first(va->target(), s.test_size);
+      in0 = s.context * s.embed;
+      classes = words.vocab_size();
+      std::printf(
+          "wamerican: %zu training and %lld held-out next-character examples; embedding %lld x %lld, MLP "
+          "%lld-%lld-%lld-%lld",
+          train->size(), static_cast<long long>(x_test.size(0)), static_cast<long long>(s.context),
+          static_cast<long long>(s.embed), static_cast<long long>(in0), static_cast<long long>(s.hidden),
+          static_cast<long long>(s.hidden), static_cast<long long>(classes));
+    }
+    std::printf(", blocks of %lld in x %lld out; %d epochs of batch %zu; %d threads\n",
+                static_cast<long long>(s.block_in), static_cast<long long>(s.block_out), s.epochs, s.batch,
+                get_num_threads());
 
     std::vector<Run> runs;
     std::vector<double> turn_step, turn_value;
@@ -245,7 +292,7 @@ int main(int argc, char** argv) {
         run.density = density;
         run.name = method == "dense" ? "dense" : fmt::format("{}-{}", method, density);
         Generator gen(s.seed);
-        Model model = make_model(s, method, density, gen);
+        Model model = make_model(s, method, density, in0, classes, gen);
         nn::DataLoader loader(train, nn::DataLoaderOptions(s.batch).shuffle(true).seed(s.seed + 1));
         std::unique_ptr<nn::Optimizer> optimizer;
         if (s.optimizer == "adam")
@@ -284,8 +331,11 @@ int main(int argc, char** argv) {
             bar.update(++step, loss.item());
           }
           train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          run.epoch_accuracy.push_back(100 * evaluate(*model.net, x_test, y_test));
-          std::printf("%s epoch %d: test accuracy %.2f%%\n", run.name.c_str(), epoch, run.epoch_accuracy.back());
+          const auto [accuracy, loss] = evaluate(*model.net, x_test, y_test);
+          run.epoch_accuracy.push_back(100 * accuracy);
+          run.loss = loss;
+          std::printf("%s epoch %d: test accuracy %.2f%%, loss %.4f nats (%.4f bits)\n", run.name.c_str(), epoch,
+                      run.epoch_accuracy.back(), loss, loss / std::numbers::ln2);
           std::fflush(stdout);
         }
         run.accuracy = run.epoch_accuracy.back();
@@ -307,17 +357,18 @@ int main(int argc, char** argv) {
     const Run* dense = nullptr;
     for (const auto& r : runs)
       if (r.method == "dense") dense = &r;
-    std::printf("\n%-14s %8s %9s %11s %11s %14s %9s\n", "run", "density", "test acc", "ms/step", "vs dense",
-                "param+opt MB", "vs dense");
+    std::printf("\n%-14s %8s %9s %10s %11s %11s %14s %9s\n", "run", "density", "test acc", "bits", "ms/step",
+                "vs dense", "param+opt MB", "vs dense");
     for (const auto& r : runs) {
       const double mem = r.param_bytes + r.optimizer_bytes;
-      std::printf("%-14s %8.3f %8.2f%% %11.2f %11s %14.2f %9s\n", r.name.c_str(), r.density, r.accuracy, r.ms_per_step,
+      std::printf("%-14s %8.3f %8.2f%% %10.4f %11.2f %11s %14.2f %9s\n", r.name.c_str(), r.density, r.accuracy,
+                  r.loss / std::numbers::ln2, r.ms_per_step,
                   dense ? fmt::format("{:.3f}x", r.ms_per_step / dense->ms_per_step).c_str() : "-", mem / 1e6,
                   dense ? fmt::format("{:.3f}x", mem / (dense->param_bytes + dense->optimizer_bytes)).c_str() : "-");
     }
 
     fs::create_directories(s.out);
-    std::vector<std::vector<double>> cols(6);
+    std::vector<std::vector<double>> cols(7);
     std::vector<std::string> names;
     for (std::size_t i = 0; i < runs.size(); ++i) {
       const auto& r = runs[i];
@@ -327,9 +378,11 @@ int main(int argc, char** argv) {
       cols[3].push_back(r.ms_per_step);
       cols[4].push_back(r.param_bytes);
       cols[5].push_back(r.optimizer_bytes);
+      cols[6].push_back(r.loss / std::numbers::ln2);
     }
     utils::write_csv((fs::path(s.out) / "runs.csv").string(),
-                     {"run_index", "density", "test_accuracy_pct", "ms_per_step", "param_bytes", "optimizer_bytes"},
+                     {"run_index", "density", "test_accuracy_pct", "ms_per_step", "param_bytes", "optimizer_bytes",
+                      "test_loss_bits"},
                      cols);
     std::string legend = "# run_index: ";
     for (std::size_t i = 0; i < runs.size(); ++i) legend += fmt::format("{}={} ", i, runs[i].name);
