@@ -51,6 +51,8 @@
 
 namespace xgrad::distributed {
 
+class ZeroRedundancyOptimizer;  // zero.hpp
+
 /// Initialises MPI (MPI_Init_thread with MPI_THREAD_SERIALIZED: the thread that called init
 /// communicates, and DistributedDataParallel's progress thread while no other xgrad call does; TBB
 /// workers never call MPI) unless it already is, with OMPI_MCA_mpi_yield_when_idle=1
@@ -298,9 +300,17 @@ class DistributedDataParallel {
 /// its Join before its first average_gradients() of the loop. The destructor calls finish() if it was
 /// not called (aborting the job if it fails), and does nothing while an exception unwinds.
 /// Errors: a second Join on the same object; finish() inside no_sync().
+///
+/// With a ZeroRedundancyOptimizer (zero.hpp) instead: Join join(zero); ... zero.step() ...;
+/// join.finish(). A rank inside finish() shadows each remaining step() with zero gradients and runs
+/// the whole step, its share's update included (the others' parameters need it): the gradient of a
+/// step is again (sum of the training ranks' gradients) / world_size(), every rank's parameters
+/// stay equal at every step, and every share's optimizer state is updated (Note [Join for ZeRO] in
+/// zero.cpp).
 class Join {
  public:
   explicit Join(DistributedDataParallel& ddp);
+  explicit Join(ZeroRedundancyOptimizer& zero);
   ~Join();
   Join(const Join&) = delete;
   Join& operator=(const Join&) = delete;
@@ -309,7 +319,8 @@ class Join {
   void finish();
 
  private:
-  DistributedDataParallel* ddp_;
+  DistributedDataParallel* ddp_ = nullptr;
+  ZeroRedundancyOptimizer* zero_ = nullptr;
   int uncaught_at_start_;
   bool finished_ = false;
 };
