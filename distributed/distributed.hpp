@@ -29,7 +29,9 @@
 //    hang if another rank is blocked in a collective. MPI_Abort makes mpirun kill the whole job.
 //  - a rank that dies (signal, std::terminate, exit without MPI_Finalize) is noticed by mpirun,
 //    which then kills the other ranks and exits non-zero (Open MPI's default; tests/distributed
-//    checks it). MPI's default error handler MPI_ERRORS_ARE_FATAL aborts the job on MPI errors.
+//    checks it); a rank ended so (SIGTERM) while it waits in a collective prints which (Note [Ended
+//    while waiting] in process_group.cpp). MPI's default error handler MPI_ERRORS_ARE_FATAL aborts
+//    the job on MPI errors.
 //  - a rank that returns from main normally (e.g. after catching an error and returning 1) tells
 //    the others as its MpiContext finalises; a rank waiting in a collective that rank never joined
 //    aborts the job 5 s later with a message (Note [Leaving] in process_group.cpp);

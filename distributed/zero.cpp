@@ -110,6 +110,61 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Tensor> params, Fac
                 "optimizer (SGD, Adam, AdamW, RMSprop, Adagrad)",
                 op);
   }
+  check_same_optimizer();
+}
+
+// Every rank's wrapped optimizer must be the same kind with the same options (a rank with another
+// learning rate would update its share differently): the descriptions are all-gathered, so every rank
+// throws the same error naming the first differing option and both values.
+void ZeroRedundancyOptimizer::check_same_optimizer() const {
+  constexpr const char* op = "ZeroRedundancyOptimizer";
+  std::vector<std::string> mine;  // "kind", then "option=value" per option
+  if (local_) {
+    mine.push_back(local_->name());
+    for (const auto& [key, t] : local_->state_dict())
+      if (key.rfind("param_groups.", 0) == 0 && key.find(".num_params") == std::string::npos)
+        mine.push_back(fmt::format("{}={:.17g}", key.substr(13), t.item()));
+  }
+  std::string text;
+  for (const std::string& m : mine) text += m + '\n';
+  const int n = detail::world_size_raw(), len = static_cast<int>(text.size());
+  const std::string what = "ZeroRedundancyOptimizer (construction): MPI_Iallgather of the wrapped optimizers' options";
+  std::vector<int> lens(static_cast<std::size_t>(n)), displs(static_cast<std::size_t>(n));
+  MPI_Request req;
+  detail::mpi(MPI_Iallgather, &len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD, &req);
+  detail::wait_collective(req, what);
+  int total = 0;
+  for (int r = 0; r < n; ++r) {
+    displs[static_cast<std::size_t>(r)] = total;
+    total += lens[static_cast<std::size_t>(r)];
+  }
+  std::string all(static_cast<std::size_t>(total), '\0');
+  detail::mpi(MPI_Iallgatherv, text.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR,
+              MPI_COMM_WORLD, &req);
+  detail::wait_collective(req, what);
+  int ref = -1;
+  std::vector<std::string> ref_lines;
+  for (int r = 0; r < n; ++r) {
+    const std::string theirs = all.substr(static_cast<std::size_t>(displs[static_cast<std::size_t>(r)]),
+                                          static_cast<std::size_t>(lens[static_cast<std::size_t>(r)]));
+    if (theirs.empty()) continue;  // a rank with an empty share has no optimizer
+    std::vector<std::string> lines;
+    for (std::size_t at = 0, nl; (nl = theirs.find('\n', at)) != std::string::npos; at = nl + 1)
+      lines.push_back(theirs.substr(at, nl - at));
+    if (ref < 0) {
+      ref = r;
+      ref_lines = std::move(lines);
+      continue;
+    }
+    if (lines == ref_lines) continue;
+    std::size_t i = 0;
+    while (i < lines.size() && i < ref_lines.size() && lines[i] == ref_lines[i]) ++i;
+    XGRAD_CHECK(false,
+                "{}: the ranks' wrapped optimizers differ (each rank must build the same optimizer with the same "
+                "options): rank {} has '{}', rank {} has '{}'",
+                op, ref, i < ref_lines.size() ? ref_lines[i] : "nothing more", r,
+                i < lines.size() ? lines[i] : "nothing more");
+  }
 }
 
 void ZeroRedundancyOptimizer::zero_grad(bool set_to_none) {

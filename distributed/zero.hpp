@@ -41,7 +41,9 @@ namespace xgrad::distributed {
 /// gradients. Memory per rank: the state of T / W elements per dtype, the pieces (T / W elements), and
 /// during step() transient buffers of T elements.
 /// Construction is collective (DistributedDataParallel's check that every rank passes the same
-/// parameter shapes and dtypes, then rank 0's values broadcast).
+/// parameter shapes and dtypes, then rank 0's values broadcast; then every rank's wrapped optimizer
+/// must be of the same kind with the same options, or every rank throws xgrad::Error naming the first
+/// differing option and two ranks' values).
 /// Errors: no parameters, an undefined or non-floating parameter, a null factory or a factory
 /// returning null, an LBFGS optimizer, MPI not initialised, a flat vector beyond MPI's int counts.
 ///
@@ -138,6 +140,7 @@ class ZeroRedundancyOptimizer {
   void load_local(const std::vector<std::pair<std::string, Tensor>>& local, const char* who);
   std::vector<std::pair<std::int64_t, std::int64_t>> old_shares(Dtype d, int world) const;
   void step_impl(bool shadow);
+  void check_same_optimizer() const;
   // ---- uneven inputs (Note [Join for ZeRO] in zero.cpp) ----
   friend class Join;
   bool joining_ = false;
