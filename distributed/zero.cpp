@@ -123,7 +123,7 @@ void ZeroRedundancyOptimizer::check_same_optimizer() const {
     mine.push_back(local_->name());
     for (const auto& [key, t] : local_->state_dict())
       if (key.rfind("param_groups.", 0) == 0 && key.find(".num_params") == std::string::npos)
-        mine.push_back(fmt::format("{}={:.17g}", key.substr(13), t.item()));
+        mine.push_back(fmt::format("{}={}", key.substr(13), t.item()));  // shortest round trip
   }
   std::string text;
   for (const std::string& m : mine) text += m + '\n';

@@ -915,6 +915,32 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "SyncBatchNorm and ZeroRedundancyOptimizer: ranks built with other options all throw, naming the option "
+    "and both values",
+    "[distributed]") {
+  const int r = dist::rank(), n = dist::world_size();
+  if (n < 2) return;
+  const Tensor x = Tensor::randn({4, 3}, kFloat64);
+  dist::SyncBatchNorm bn(3, r == 1 ? 1e-3 : 1e-5, 0.1, true, true, kFloat64);
+  CHECK_THROWS_WITH(bn.forward(x), Catch::Contains("SyncBatchNorm::forward: the ranks' layers differ in eps: rank 0 "
+                                                   "has 1e-05, rank 1 has 0.001"));
+  dist::SyncBatchNorm cumulative(3, 1e-5, r == 1 ? std::optional<double>() : 0.1, true, true, kFloat64);
+  CHECK_THROWS_WITH(cumulative.forward(x),
+                    Catch::Contains("differ in momentum: rank 0 has 0.1, rank 1 has unset (cumulative average)"));
+  dist::SyncBatchNorm same(3, 1e-5, 0.1, true, true, kFloat64);
+  CHECK(same.forward(x).shape() == x.shape());
+  const std::vector<Tensor> p = values(make_mlp(5));
+  CHECK_THROWS_WITH(
+      dist::ZeroRedundancyOptimizer(
+          p,
+          [r](std::vector<Tensor> s) {
+            return std::make_unique<nn::Adam>(s, nn::AdamOptions(0.05).betas({r == 1 ? 0.8 : 0.9, 0.999}));
+          }),
+      Catch::Contains("ZeroRedundancyOptimizer: the ranks' wrapped optimizers differ") &&
+          Catch::Contains("rank 0 has '0.beta1=0.9', rank 1 has '0.beta1=0.8'"));
+}
+
 TEST_CASE("a rank waiting for a slow peer sleeps instead of polling, and the timeout is configurable",
           "[distributed]") {
   // Note [Waiting in collectives]: after 20 ms a waiting rank sleeps between progress tests.
