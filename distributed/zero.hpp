@@ -79,9 +79,10 @@ class ZeroRedundancyOptimizer {
 
   /// Collective (torch's name): gathers every rank's share of the optimizer state on rank `to`
   /// (MPI_Igatherv of each share's bytes), where state_dict() then returns the full state (see the
-  /// class comment). Every rank passes the same `to`. Errors (every rank): `to` not a rank of the
-  /// world; (rank `to`) shares that do not fit together (differing options across ranks, a partial
-  /// state), the gathered bytes beyond MPI's int counts; a wrapped optimizer with more than one group.
+  /// class comment). Every rank passes the same `to`. Errors: (every rank) `to` not a rank of the
+  /// world, the shares' bytes together beyond MPI's int counts; (rank `to`) shares that do not fit
+  /// together (options that differ, a partial state); (before any communication, on each rank whose
+  /// wrapped optimizer has them) more than one parameter group in the wrapped optimizer.
   void consolidate_state_dict(int to = 0);
   /// The full state from the last consolidate_state_dict() (a copy). Error: this rank holds none (it
   /// was not the `to` of the last consolidation, or step() or a load ran since, so it would be stale).
