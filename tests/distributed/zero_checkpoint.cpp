@@ -8,7 +8,8 @@
 // parameter between float64 ones (so the float32 and float64 flat vectors are both sharded, and a
 // float64 matrix is split between 2 ranks). IN is "-" (a fresh start from seed 1), "full:DIR"
 // (parameters and the consolidated state of DIR/full.safetensors, loaded with load_state_dict) or
-// "sharded:DIR" (parameters from DIR/full.safetensors, state with load_sharded(DIR/shards)). The
+// "sharded:DIR" (parameters from DIR/full.safetensors, state with load_sharded(DIR/shards)); with
+// FROM = TO it only loads and saves again (the re-partitioning alone, e.g. at 3 ranks). The
 // parameters are loaded after the optimizer is built (the ZeRO step starts from the parameters'
 // values). OUT gets OUT/full.safetensors (rank 0: "param.<i>", "optim.<consolidated state>", "step",
 // "loss", the last step's loss) and, for ZeRO, OUT/shards (save_sharded).
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   else
     zero = std::make_unique<dist::ZeroRedundancyOptimizer>(p, make);
 
+  double last_loss = 0;
   if (in != "-") {
     const std::size_t colon = in.find(':');
     XGRAD_CHECK(colon != std::string::npos, "zero_checkpoint: IN must be -, full:DIR or sharded:DIR, got '{}'", in);
@@ -73,6 +75,8 @@ int main(int argc, char** argv) {
         p[static_cast<std::size_t>(std::stol(name.substr(6)))].copy_(t);
       } else if (name.rfind("optim.", 0) == 0) {
         opt_state.emplace_back(name.substr(6), t);
+      } else if (name == "loss") {
+        last_loss = t.item();  // what a run of no steps reports
       } else if (name == "step") {
         XGRAD_CHECK(t.item<std::int64_t>() == from, "checkpoint {} is at step {}, not {}", dir, t.item<std::int64_t>(),
                     from);
@@ -88,7 +92,6 @@ int main(int argc, char** argv) {
       zero->load_sharded(dir + "/shards");
     }
   }
-  double last_loss = 0;
   for (long step = from; step < to; ++step) {
     Generator data(100 + static_cast<std::uint64_t>(step));  // the same whole batch on every rank
     const Tensor x = Tensor::randn({8, 5}, data, kFloat64), y = Tensor::randn({8, 3}, data, kFloat64);
