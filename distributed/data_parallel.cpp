@@ -21,6 +21,7 @@
 #include "xgrad/core/from_blob.hpp"
 #include "xgrad/distributed/detail/process_group.hpp"
 #include "xgrad/distributed/distributed.hpp"
+#include "xgrad/distributed/zero.hpp"
 
 namespace xgrad::distributed {
 
@@ -689,13 +690,21 @@ Join::Join(DistributedDataParallel& ddp) : ddp_(&ddp), uncaught_at_start_(std::u
 void Join::finish() {
   if (finished_) return;
   finished_ = true;
-  ddp_->join_finish();
-  ddp_->joining_ = false;
+  if (ddp_ != nullptr) {
+    ddp_->join_finish();
+    ddp_->joining_ = false;
+  } else {
+    zero_->join_finish();
+    zero_->joining_ = false;
+  }
 }
 
 Join::~Join() {
   if (finished_ || std::uncaught_exceptions() > uncaught_at_start_) {
-    ddp_->joining_ = false;
+    if (ddp_ != nullptr)
+      ddp_->joining_ = false;
+    else
+      zero_->joining_ = false;
     return;
   }
   try {

@@ -29,7 +29,9 @@
 //    hang if another rank is blocked in a collective. MPI_Abort makes mpirun kill the whole job.
 //  - a rank that dies (signal, std::terminate, exit without MPI_Finalize) is noticed by mpirun,
 //    which then kills the other ranks and exits non-zero (Open MPI's default; tests/distributed
-//    checks it). MPI's default error handler MPI_ERRORS_ARE_FATAL aborts the job on MPI errors.
+//    checks it); a rank ended so (SIGTERM) while it waits in a collective prints which (Note [Ended
+//    while waiting] in process_group.cpp). MPI's default error handler MPI_ERRORS_ARE_FATAL aborts
+//    the job on MPI errors.
 //  - a rank that returns from main normally (e.g. after catching an error and returning 1) tells
 //    the others as its MpiContext finalises; a rank waiting in a collective that rank never joined
 //    aborts the job 5 s later with a message (Note [Leaving] in process_group.cpp);
@@ -50,6 +52,8 @@
 #include "xgrad/nn/module.hpp"
 
 namespace xgrad::distributed {
+
+class ZeroRedundancyOptimizer;  // zero.hpp
 
 /// Initialises MPI (MPI_Init_thread with MPI_THREAD_SERIALIZED: the thread that called init
 /// communicates, and DistributedDataParallel's progress thread while no other xgrad call does; TBB
@@ -298,9 +302,17 @@ class DistributedDataParallel {
 /// its Join before its first average_gradients() of the loop. The destructor calls finish() if it was
 /// not called (aborting the job if it fails), and does nothing while an exception unwinds.
 /// Errors: a second Join on the same object; finish() inside no_sync().
+///
+/// With a ZeroRedundancyOptimizer (zero.hpp) instead: Join join(zero); ... zero.step() ...;
+/// join.finish(). A rank inside finish() shadows each remaining step() with zero gradients and runs
+/// the whole step, its share's update included (the others' parameters need it): the gradient of a
+/// step is again (sum of the training ranks' gradients) / world_size(), every rank's parameters
+/// stay equal at every step, and every share's optimizer state is updated (Note [Join for ZeRO] in
+/// zero.cpp).
 class Join {
  public:
   explicit Join(DistributedDataParallel& ddp);
+  explicit Join(ZeroRedundancyOptimizer& zero);
   ~Join();
   Join(const Join&) = delete;
   Join& operator=(const Join&) = delete;
@@ -309,7 +321,8 @@ class Join {
   void finish();
 
  private:
-  DistributedDataParallel* ddp_;
+  DistributedDataParallel* ddp_ = nullptr;
+  ZeroRedundancyOptimizer* zero_ = nullptr;
   int uncaught_at_start_;
   bool finished_ = false;
 };

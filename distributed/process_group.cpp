@@ -6,10 +6,15 @@
 
 #include <mpi.h>
 #include <sched.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <thread>
@@ -96,7 +101,71 @@ void poll_leave_notices() {
   }
 }
 
+// Note [Ended while waiting]: when a rank dies (SIGKILL, std::terminate) or calls MPI_Abort, Open MPI's
+// launcher ends the others with SIGTERM (then SIGKILL): they never get to print where they were. So
+// while a rank waits in a collective (wait_until) or in finalize (leave), the collective's name is
+// kept in a fixed buffer, and init() installs a SIGTERM handler (unless the program has its own) that
+// writes "xgrad::distributed: rank R: ended by SIGTERM ... while waiting in <the collective>" to
+// stderr with write(2) (async-signal-safe), then ends the process by the default action.
+constexpr std::size_t kWaitingMax = 1024;
+char g_waiting_what[kWaitingMax];
+std::atomic<std::size_t> g_waiting_len{0};  // 0: not waiting
+char g_rank_prefix[64];
+std::size_t g_rank_prefix_len = 0;
+
+void write_all(const char* s, std::size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(STDERR_FILENO, s, n);
+    if (w <= 0) return;
+    s += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+extern "C" void on_sigterm(int sig) {
+  const std::size_t len = g_waiting_len.load();
+  if (len > 0) {
+    static constexpr char kMid[] =
+        "ended by SIGTERM (the launcher ends the job, usually after another rank failed) "
+        "while waiting in ";
+    write_all(g_rank_prefix, g_rank_prefix_len);
+    write_all(kMid, sizeof(kMid) - 1);
+    write_all(g_waiting_what, len);
+    write_all("\n", 1);
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// After MPI_Init: the handler, unless SIGTERM already has one (the program's, or the MPI library's).
+void install_sigterm_note() {
+  const int n =
+      std::snprintf(g_rank_prefix, sizeof(g_rank_prefix), "xgrad::distributed: rank %d: ", detail::rank_raw());
+  g_rank_prefix_len = n > 0 ? std::min(static_cast<std::size_t>(n), sizeof(g_rank_prefix) - 1) : 0;
+  struct sigaction old {};
+  if (::sigaction(SIGTERM, nullptr, &old) != 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO) != 0) return;
+  struct sigaction sa {};
+  sa.sa_handler = on_sigterm;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+// RAII: names the collective this thread waits in for the SIGTERM handler while it lives.
+class WaitingIn {
+ public:
+  explicit WaitingIn(const std::string& what) {
+    g_waiting_len.store(0);
+    const std::size_t n = std::min(what.size(), kWaitingMax);
+    std::memcpy(g_waiting_what, what.data(), n);
+    g_waiting_len.store(n);
+  }
+  ~WaitingIn() { g_waiting_len.store(0); }
+  WaitingIn(const WaitingIn&) = delete;
+  WaitingIn& operator=(const WaitingIn&) = delete;
+};
+
 [[noreturn]] void abort_job(const std::string& message) {
+  g_waiting_len.store(0);  // this message says it
   std::fprintf(stderr, "xgrad::distributed: rank %d: %s; aborting the job\n", detail::rank_raw(), message.c_str());
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);
@@ -111,6 +180,7 @@ void wait_until(Test&& test, const std::string& what, std::chrono::steady_clock:
                 bool transfer = false) {
   using clock = std::chrono::steady_clock;
   WaitState& st = wait_state();
+  const WaitingIn waiting(what);
   clock::time_point stranded_since{};
   bool stranded = false;
   for (;;) {
@@ -185,6 +255,7 @@ void leave() {
   // The collective timeout bounds this wait too: a rank that never leaves main (stuck, stopped)
   // must not keep the others in finalize for ever.
   const auto start = std::chrono::steady_clock::now();
+  const WaitingIn waiting("finalize (waiting for the other ranks to leave main)");
   for (;;) {
     poll_leave_notices();
     int done = 0;
@@ -285,6 +356,7 @@ void init_mpi(const char* who, int* argc, char*** argv) {
     detail::mpi(MPI_Init_thread, argc, argv, MPI_THREAD_SERIALIZED, &provided);
   }
   setup_leave_notices();
+  install_sigterm_note();
 }
 }  // namespace
 

@@ -4,6 +4,7 @@
 
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/error.hpp"
+#include "xgrad/distributed/detail/process_group.hpp"
 #include "xgrad/distributed/distributed.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduction.hpp"
@@ -15,6 +16,48 @@ namespace xgrad::distributed {
 void SyncBatchNorm::check_input_dim(const Tensor& x) const {
   XGRAD_CHECK(x.dim() >= 2, "SyncBatchNorm: expected at least 2D input (got {}D input of shape {})", x.dim(),
               shape_str(x.shape()));
+}
+
+namespace {
+std::int64_t g_forward_calls = 0;  // training-mode forwards on this rank, named in timeout messages
+}
+
+double SyncBatchNorm::gather_counts_and_check(double local, Dtype dtype) const {
+  detail::require_mpi("SyncBatchNorm::forward");
+  constexpr int kFields = 7;
+  static constexpr const char* kNames[kFields] = {"values per channel",  "num_features", "eps", "momentum", "affine",
+                                                  "track_running_stats", "dtype of x"};
+  const double mine[kFields] = {local,
+                                static_cast<double>(num_features()),
+                                eps(),
+                                momentum() ? *momentum() : -1.0,
+                                affine() ? 1.0 : 0.0,
+                                track_running_stats() ? 1.0 : 0.0,
+                                dtype == kFloat32 ? 32.0 : 64.0};
+  const int n = detail::world_size_raw();
+  std::vector<double> all(static_cast<std::size_t>(n * kFields));
+  MPI_Request req;
+  detail::mpi(MPI_Iallgather, mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, MPI_COMM_WORLD, &req);
+  detail::wait_collective(req, fmt::format("SyncBatchNorm::forward (call {}): MPI_Iallgather of the ranks' batch "
+                                           "sizes and options",
+                                           ++g_forward_calls));
+  const auto show = [](int field, double v) -> std::string {
+    if (field == 3 && v < 0) return "unset (cumulative average)";
+    if (field == 4 || field == 5) return v != 0 ? "true" : "false";
+    if (field == 6) return v == 32.0 ? "float32" : "float64";
+    return fmt::format("{}", v);
+  };
+  double total = 0;
+  for (int r = 0; r < n; ++r) {
+    const double* theirs = all.data() + static_cast<std::size_t>(r * kFields);
+    total += theirs[0];
+    for (int f = 1; f < kFields; ++f)
+      XGRAD_CHECK(theirs[f] == all[static_cast<std::size_t>(f)],
+                  "SyncBatchNorm::forward: the ranks' layers differ in {}: rank 0 has {}, rank {} has {} (every rank "
+                  "must build the same SyncBatchNorm)",
+                  kNames[f], show(f, all[static_cast<std::size_t>(f)]), r, show(f, theirs[f]));
+  }
+  return total;
 }
 
 Tensor SyncBatchNorm::forward(const Tensor& x) {
@@ -33,9 +76,10 @@ Tensor SyncBatchNorm::forward(const Tensor& x) {
     axes.push_back(d);
     per_channel.push_back(1);
   }
-  // Values per channel over all ranks (the same verdict on every rank, after the collective).
+  // Values per channel over all ranks, and every rank's options: all-gathered, so every rank reaches
+  // the same verdict (Note [Collective errors and hangs] in distributed.hpp).
   const double local = static_cast<double>(x.numel() / c);
-  const double total = all_reduce_sum(Tensor::full({1}, local, kFloat64)).item<double>();
+  const double total = gather_counts_and_check(local, x.dtype());
   XGRAD_CHECK(total > 1,
               "SyncBatchNorm: expected more than 1 value per channel when training, got input of shape {} "
               "on this rank and {} values per channel over all ranks",

@@ -24,8 +24,12 @@ namespace xgrad::distributed {
 /// or the cumulative average with momentum unset), so they stay equal on all ranks.
 /// Eval mode: the running statistics (no communication), as BatchNorm.
 /// Every rank must call forward (and backward) in training mode together, with inputs of the same C
-/// (the batch sizes may differ). Errors: as BatchNorm's; input rank < 2; M <= 1 in training mode
-/// ("more than 1 value per channel"), decided after the all-reduce so every rank throws;
+/// (the batch sizes may differ). Each training forward first all-gathers every rank's count of values
+/// per channel and its options (num_features, eps, momentum, affine, track_running_stats, the input's
+/// dtype), so a layer built differently on some rank is refused by every rank alike instead of
+/// summing mismatched tensors. Errors: as BatchNorm's; input rank < 2; M <= 1 in training mode
+/// ("more than 1 value per channel") and options that differ across ranks (naming the option, rank
+/// 0's value and the other rank's), decided after the all-gather so every rank throws;
 /// MPI not initialised.
 class SyncBatchNorm : public nn::BatchNormBase {
  public:
@@ -37,6 +41,9 @@ class SyncBatchNorm : public nn::BatchNormBase {
 
  protected:
   void check_input_dim(const Tensor& x) const override;
+
+ private:
+  double gather_counts_and_check(double local, Dtype dtype) const;
 };
 
 }  // namespace xgrad::distributed

@@ -1,15 +1,17 @@
-// compare_checkpoints A B: exit 0 when the two safetensors files hold the same names with values equal
-// to 1e-12 (absolute), else print the worst difference and exit 1. The resumed runs sum each global
-// batch's gradient in another order (per rank, then across ranks) than one process does, so they
-// agree to rounding, not bit for bit.
+// compare_checkpoints A B [TOL]: exit 0 when the two safetensors files hold the same names with values
+// equal to TOL (absolute; default 1e-12, 0 for the same values), else print the worst difference and
+// exit 1. The resumed DDP runs sum each global batch's gradient in another order (per rank, then
+// across ranks) than one process does, so they agree to rounding, not bit for bit; the ZeRO runs of
+// zero_checkpoint.cpp do the same arithmetic at every world size and are compared with TOL 0.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "xgrad/nn/serialize.hpp"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: compare_checkpoints A B\n");
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: compare_checkpoints A B [TOL]\n");
     return 2;
   }
   const auto a = xgrad::nn::load_state(argv[1]), b = xgrad::nn::load_state(argv[2]);
@@ -28,5 +30,6 @@ int main(int argc, char** argv) {
     for (std::size_t k = 0; k < va.size(); ++k) worst = std::fmax(worst, std::fabs(va[k] - vb[k]));
   }
   std::printf("compare_checkpoints: %zu entries, largest difference %.3g\n", a.size(), worst);
-  return worst <= 1e-12 ? 0 : 1;
+  const double tol = argc == 4 ? std::atof(argv[3]) : 1e-12;
+  return worst <= tol ? 0 : 1;
 }

@@ -77,6 +77,11 @@ int MPI_Iallgatherv(const void* sb, int sn, MPI_Datatype st, void* rb, const int
   Inside in;
   return PMPI_Iallgatherv(sb, sn, st, rb, rn, displs, rt, c, r);
 }
+int MPI_Igatherv(const void* sb, int sn, MPI_Datatype st, void* rb, const int rn[], const int displs[], MPI_Datatype rt,
+                 int root, MPI_Comm c, MPI_Request* r) {
+  Inside in;
+  return PMPI_Igatherv(sb, sn, st, rb, rn, displs, rt, root, c, r);
+}
 int MPI_Ibarrier(MPI_Comm c, MPI_Request* r) {
   Inside in;
   return PMPI_Ibarrier(c, r);

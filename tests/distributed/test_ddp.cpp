@@ -15,6 +15,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "../catch_impl.hpp"
 #include "xgrad/core/core.hpp"
@@ -617,6 +618,361 @@ TEST_CASE(
   CHECK_THROWS_WITH(
       dist::ZeroRedundancyOptimizer({}, [](std::vector<Tensor>) { return std::unique_ptr<nn::Optimizer>(); }),
       Catch::Contains("ZeroRedundancyOptimizer") && Catch::Contains("empty"));
+}
+
+namespace {
+// A folder every rank agrees on (rank 0's pid, broadcast), created empty.
+std::filesystem::path shared_temp_dir(const std::string& stem) {
+  Tensor pid = Tensor::scalar(static_cast<double>(::getpid()), kFloat64);
+  dist::broadcast_({pid}, 0);
+  const auto dir =
+      std::filesystem::temp_directory_path() / (stem + "_" + std::to_string(static_cast<long long>(pid.item())));
+  if (dist::rank() == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  dist::barrier();
+  return dir;
+}
+
+using Named = std::vector<std::pair<std::string, Tensor>>;
+using Make = std::function<std::unique_ptr<nn::Optimizer>(std::vector<Tensor>)>;
+
+const std::vector<std::pair<std::string, Make>>& zero_kinds() {
+  static const std::vector<std::pair<std::string, Make>> kinds{
+      {"SGD momentum",
+       [](std::vector<Tensor> p) { return std::make_unique<nn::SGD>(p, nn::SGDOptions(0.1).momentum(0.9)); }},
+      {"Adam", [](std::vector<Tensor> p) { return std::make_unique<nn::Adam>(p, nn::AdamOptions(0.05)); }}};
+  return kinds;
+}
+
+// Same names, shapes, dtypes and values (to `tol`; 0: the same bits).
+void check_same_state(const Named& a, const Named& b, double tol) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO("entry " << i << ": " << a[i].first << " against " << b[i].first);
+    CHECK(a[i].first == b[i].first);
+    CHECK(a[i].second.shape() == b[i].second.shape());
+    CHECK(a[i].second.dtype() == b[i].second.dtype());
+    if (tol == 0)
+      CHECK(bit_equal(a[i].second, b[i].second));
+    else
+      CHECK(max_abs_diff(a[i].second, b[i].second) <= tol);
+  }
+}
+
+std::vector<Tensor> clones(const std::vector<Tensor>& p) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : p) out.push_back(t.clone_data().set_requires_grad());
+  return out;
+}
+
+// The MLP's parameters with a float32 vector at position 1 (so the pieces, float32 first, are not in
+// parameter order) and its loss on this rank's data.
+std::vector<Tensor> mixed_params(int rank) {
+  const auto mlp = values(make_mlp(1 + static_cast<std::uint64_t>(rank)));
+  Generator g(9);
+  return {mlp[0], Tensor::randn({5}, g, kFloat32).set_requires_grad(), mlp[1], mlp[2], mlp[3]};
+}
+void mixed_backward(const std::vector<Tensor>& p, Generator& gen) {
+  const Tensor x = Tensor::randn({6, 4}, gen, kFloat64), y = Tensor::randn({6, 1}, gen, kFloat64);
+  const Tensor t = Tensor::randn({5}, gen, kFloat32);
+  mlp_loss({p[0], p[2], p[3], p[4]}, x, y).backward();
+  const Tensor e = sub(p[1], t);
+  mean(mul(e, e)).backward();
+}
+}  // namespace
+
+TEST_CASE(
+    "ZeroRedundancyOptimizer checkpoints: the consolidated state is the unsharded optimizer's, and loads back as every "
+    "rank's share",
+    "[distributed]") {
+  const int r = dist::rank(), n = dist::world_size();
+  const auto dir = shared_temp_dir("xgrad_test_zero_ckpt");
+  // with 2 ranks ZeRO is bit for bit DDP + the unsharded optimizer; with more, their sums differ in order
+  // (to float32 rounding in the float32 parameter)
+  const double tol = n <= 2 ? 0.0 : 1e-5;
+  for (const auto& [kind, make] : zero_kinds()) {
+    SECTION(kind) {
+      const std::vector<Tensor> a = mixed_params(r), b = clones(a);
+      dist::DistributedDataParallel ddp(a);
+      const std::unique_ptr<nn::Optimizer> plain = make(a);
+      dist::ZeroRedundancyOptimizer zero(b, make);
+      CHECK_THROWS_WITH(zero.state_dict(), Catch::Contains("ZeroRedundancyOptimizer::state_dict") &&
+                                               Catch::Contains("consolidate_state_dict"));
+      Generator gen(static_cast<std::uint64_t>(40 + r)), gen_b(static_cast<std::uint64_t>(40 + r));
+      for (int step = 0; step < 4; ++step) {
+        plain->zero_grad();
+        zero.zero_grad();
+        mixed_backward(a, gen);
+        mixed_backward(b, gen_b);
+        ddp.average_gradients();
+        plain->step();
+        zero.step();
+      }
+      for (std::size_t i = 0; i < a.size(); ++i) CHECK(max_abs_diff(a[i], b[i]) <= tol);
+      // consolidated on the last rank: the unsharded optimizer's state_dict
+      zero.consolidate_state_dict(n - 1);
+      if (r == n - 1)
+        check_same_state(zero.state_dict(), plain->state_dict(), tol);
+      else
+        CHECK_THROWS_WITH(zero.state_dict(),
+                          Catch::Contains("rank " + std::to_string(r)) && Catch::Contains("no consolidated state"));
+      // the unsharded optimizer's state into a new ZeRO optimizer: each rank's share, the same bits
+      const std::vector<Tensor> c = clones(a);
+      dist::ZeroRedundancyOptimizer from_full(c, make);
+      from_full.load_state_dict(plain->state_dict());
+      from_full.consolidate_state_dict(0);
+      if (r == 0) check_same_state(from_full.state_dict(), plain->state_dict(), 0.0);
+      // sharded, at the same world size (other sizes: run_zero_checkpoint.sh)
+      const std::string shards = (dir / kind).string();
+      zero.save_sharded(shards);
+      CHECK(std::filesystem::exists(dir / kind / ("zero-shard-" + std::to_string(r) + ".safetensors")));
+      const std::vector<Tensor> d = clones(b);
+      dist::ZeroRedundancyOptimizer from_shards(d, make);
+      from_shards.load_sharded(shards);
+      zero.consolidate_state_dict(0);
+      from_shards.consolidate_state_dict(0);
+      if (r == 0) check_same_state(from_shards.state_dict(), zero.state_dict(), 0.0);
+      // one more step: every copy continues as the original
+      Generator g1(static_cast<std::uint64_t>(90 + r)), g2 = g1, g3 = g1, g4 = g1;
+      plain->zero_grad();
+      mixed_backward(a, g1);
+      ddp.average_gradients();
+      plain->step();
+      for (auto [z, p, g] :
+           {std::tuple{&zero, &b, &g2}, std::tuple{&from_full, &c, &g3}, std::tuple{&from_shards, &d, &g4}}) {
+        z->zero_grad();
+        mixed_backward(*p, *g);
+        z->step();
+        for (std::size_t i = 0; i < a.size(); ++i) CHECK(max_abs_diff(a[i], (*p)[i]) <= tol);
+      }
+      // step() discards the consolidated state (it would be stale)
+      CHECK_THROWS_WITH(zero.state_dict(), Catch::Contains("no consolidated state"));
+    }
+  }
+  dist::barrier();
+  if (r == 0) std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("ZeroRedundancyOptimizer checkpoints with ranks that own no element", "[distributed]") {
+  // One parameter of one element: with W ranks, ranks 0 .. W-2 own nothing and wrap no optimizer.
+  const int r = dist::rank();
+  const auto dir = shared_temp_dir("xgrad_test_zero_empty");
+  const Make adam = zero_kinds()[1].second;
+  Tensor w = Tensor::full({1}, 2.0, kFloat64).set_requires_grad();
+  Tensor v = Tensor::full({1}, 2.0, kFloat64).set_requires_grad();
+  dist::ZeroRedundancyOptimizer zero({w}, adam);
+  CHECK((zero.local_optimizer() != nullptr) == (r == dist::world_size() - 1));
+  const std::unique_ptr<nn::Optimizer> plain = adam({v});
+  for (int step = 0; step < 3; ++step) {
+    zero.zero_grad();
+    plain->zero_grad();
+    sum(mul(w, w)).backward();  // the same gradient on every rank: the average is exact
+    sum(mul(v, v)).backward();
+    zero.step();
+    plain->step();
+  }
+  CHECK(bit_equal(w, v));
+  zero.consolidate_state_dict(0);
+  if (r == 0) check_same_state(zero.state_dict(), plain->state_dict(), 0.0);
+  zero.save_sharded(dir.string());
+  Tensor u = w.clone_data().set_requires_grad();
+  dist::ZeroRedundancyOptimizer from_shards({u}, adam), from_full({u.clone_data().set_requires_grad()}, adam);
+  from_shards.load_sharded(dir.string());
+  from_full.load_state_dict(plain->state_dict());
+  for (auto* z : {&from_shards, &from_full}) {
+    z->consolidate_state_dict(0);
+    if (r == 0) check_same_state(z->state_dict(), plain->state_dict(), 0.0);
+  }
+  dist::barrier();
+  if (r == 0) std::filesystem::remove_all(dir);
+}
+
+TEST_CASE(
+    "ZeroRedundancyOptimizer checkpoints: bad, missing and mismatched states and files are refused, naming "
+    "what differs",
+    "[distributed]") {
+  const int r = dist::rank(), n = dist::world_size();
+  const auto dir = shared_temp_dir("xgrad_test_zero_bad");
+  const Make adam = zero_kinds()[1].second, sgd = zero_kinds()[0].second;
+  const std::vector<Tensor> p = values(make_mlp(3));
+  dist::ZeroRedundancyOptimizer zero(p, adam);
+  Generator gen(static_cast<std::uint64_t>(60 + r));
+  for (int step = 0; step < 2; ++step) {
+    zero.zero_grad();
+    mlp_loss(p, Tensor::randn({6, 4}, gen, kFloat64), Tensor::randn({6, 1}, gen, kFloat64)).backward();
+    zero.step();
+  }
+  CHECK_THROWS_WITH(zero.consolidate_state_dict(n), Catch::Contains("consolidate_state_dict") &&
+                                                        Catch::Contains("'to'") && Catch::Contains("not a rank"));
+  zero.consolidate_state_dict(0);
+  const Named before = r == 0 ? zero.state_dict() : Named{};
+
+  // load_state_dict: a full state of a plain Adam over the same shapes, altered
+  const std::vector<Tensor> q = clones(p);
+  nn::Adam ref(q, nn::AdamOptions(0.05));
+  for (Tensor t : q) t.set_grad(Tensor::ones(t.shape(), t.dtype()));
+  ref.step();
+  const Named good = ref.state_dict();
+  const auto altered = [&](const std::string& name, const Tensor& value) {
+    Named out;
+    for (const auto& [k, v] : good)
+      if (k != name) out.emplace_back(k, v);
+    if (value.defined()) out.emplace_back(name, value);
+    return out;
+  };
+  CHECK_THROWS_WITH(zero.load_state_dict(altered("param_groups.0.num_params", Tensor::scalar(3.0, kFloat64))),
+                    Catch::Contains("ZeroRedundancyOptimizer::load_state_dict") &&
+                        Catch::Contains("saved for 3 parameters") && Catch::Contains("has 4"));
+  CHECK_THROWS_WITH(zero.load_state_dict(altered("param_groups.0.num_params", Tensor())),
+                    Catch::Contains("missing entry 'param_groups.0.num_params'"));
+  CHECK_THROWS_WITH(zero.load_state_dict(altered("state.0.1.exp_avg", Tensor::zeros({3}, kFloat64))),
+                    Catch::Contains("'state.0.1.exp_avg'") && Catch::Contains("parameter 1 is float64(8,)"));
+  CHECK_THROWS_WITH(zero.load_state_dict(altered("param_groups.1.lr", Tensor::scalar(0.1, kFloat64))),
+                    Catch::Contains("'param_groups.1.lr'") && Catch::Contains("group 1"));
+  CHECK_THROWS_WITH(zero.load_state_dict(altered("state.0.7.step", Tensor::scalar(1.0, kFloat64))),
+                    Catch::Contains("'state.0.7.step'") && Catch::Contains("names parameter 7"));
+  {
+    const std::vector<Tensor> s = clones(p);
+    nn::SGD other(s, nn::SGDOptions(0.1).momentum(0.9));
+    CHECK_THROWS_WITH(zero.load_state_dict(other.state_dict()),
+                      Catch::Contains("ZeroRedundancyOptimizer::load_state_dict") &&
+                          Catch::Contains("unknown entry 'param_groups.0.momentum' for Adam"));
+  }
+
+  // load_sharded: missing, foreign, mismatched, corrupted files; every rank throws
+  const std::string good_dir = (dir / "good").string(), other_dir = (dir / "other").string();
+  zero.save_sharded(good_dir);
+  zero.save_sharded(other_dir);
+  CHECK_THROWS_WITH(
+      zero.load_sharded((dir / "none").string()),
+      Catch::Contains("ZeroRedundancyOptimizer::load_sharded") && Catch::Contains("zero-shard-0.safetensors"));
+  {
+    const std::vector<Tensor> s = clones(p);
+    dist::ZeroRedundancyOptimizer wrong_kind(s, sgd);
+    CHECK_THROWS_WITH(wrong_kind.load_sharded(good_dir), Catch::Contains("load_sharded") &&
+                                                             Catch::Contains("holds the state of Adam") &&
+                                                             Catch::Contains("wraps SGD"));
+    std::vector<Tensor> t = values(make_mlp(3));
+    t[2] = Tensor::zeros({8, 2}, kFloat64).set_requires_grad();
+    dist::ZeroRedundancyOptimizer wrong_shapes(t, adam);
+    CHECK_THROWS_WITH(wrong_shapes.load_sharded(good_dir),
+                      Catch::Contains("load_sharded") &&
+                          Catch::Contains("the first difference is parameter 2: float64(8, 1) in the file, "
+                                          "float64(8, 2) here"));
+  }
+  const auto shard = [&](const std::string& d, int k) {
+    return (std::filesystem::path(d) / ("zero-shard-" + std::to_string(k) + ".safetensors")).string();
+  };
+  if (n == 2) {  // a shard of another save: rank 1 finds it, rank 0 learns that rank 1 failed
+    if (r == 0)
+      std::filesystem::copy_file(shard(other_dir, 1), shard(good_dir, 1),
+                                 std::filesystem::copy_options::overwrite_existing);
+    dist::barrier();
+    CHECK_THROWS_WITH(zero.load_sharded(good_dir),
+                      Catch::Contains("load_sharded") &&
+                          (r == 1 ? Catch::Contains("belongs to another save") : Catch::Contains("rank 1 failed")));
+    zero.save_sharded(good_dir);
+  }
+  if (r == 0) std::ofstream(shard(other_dir, n - 1), std::ios::trunc) << "not a safetensors file";
+  dist::barrier();
+  CHECK_THROWS_WITH(zero.load_sharded(other_dir),
+                    Catch::Contains("load_sharded") &&
+                        (r == n - 1 ? Catch::Contains(shard(other_dir, n - 1)) : Catch::Contains("failed")));
+  if (r == 0) nn::save_state(shard(other_dir, 0), good);
+  dist::barrier();
+  CHECK_THROWS_WITH(zero.load_sharded(other_dir),
+                    Catch::Contains("load_sharded") && Catch::Contains("is not a ZeroRedundancyOptimizer shard"));
+  // nothing changed: the state is the one before the failed loads, and the good shards still load
+  zero.load_sharded(good_dir);
+  zero.consolidate_state_dict(0);
+  if (r == 0) check_same_state(zero.state_dict(), before, 0.0);
+  dist::barrier();
+  if (r == 0) std::filesystem::remove_all(dir);
+}
+
+TEST_CASE(
+    "Join with ZeroRedundancyOptimizer: ranks with fewer batches shadow ZeRO's steps, as one process on the "
+    "training ranks' data",
+    "[distributed]") {
+  // Issue 53: rank r trains max(1, 4 - 2r) steps (4 and 2 on 2 ranks); step s of the one-process
+  // reference minimises (sum over the ranks still training at s of their mean losses) / W.
+  const int n = dist::world_size(), r = dist::rank();
+  const auto steps_of = [](int rank) { return std::max(1, 4 - 2 * rank); };
+  const auto batch = [](int step, int rank) {
+    Generator g(2000 + 10 * static_cast<std::uint64_t>(step) + static_cast<std::uint64_t>(rank));
+    return std::pair<Tensor, Tensor>{Tensor::randn({4, 4}, g, kFloat64), Tensor::randn({4, 1}, g, kFloat64)};
+  };
+  for (const auto& [kind, make] : zero_kinds()) {
+    SECTION(kind) {
+      const std::vector<Tensor> p = values(make_mlp(7));
+      dist::ZeroRedundancyOptimizer zero(p, make);
+      {
+        dist::Join join(zero);
+        CHECK_THROWS_WITH(dist::Join(zero), Catch::Contains("already has a Join"));
+        for (int s = 0; s < steps_of(r); ++s) {
+          zero.zero_grad();
+          const auto [x, y] = batch(s, r);
+          mlp_loss(p, x, y).backward();
+          zero.step();
+        }
+        join.finish();
+      }
+      const std::vector<Tensor> q = values(make_mlp(7));
+      const std::unique_ptr<nn::Optimizer> ref = make(q);
+      for (int s = 0; s < steps_of(0); ++s) {
+        ref->zero_grad();
+        Tensor loss = Tensor::zeros({}, kFloat64);
+        for (int k = 0; k < n; ++k)
+          if (s < steps_of(k)) {
+            const auto [x, y] = batch(s, k);
+            loss = add(loss, mul(mlp_loss(q, x, y), 1.0 / n));
+          }
+        loss.backward();
+        ref->step();
+      }
+      INFO(kind << ", rank " << r);
+      for (std::size_t i = 0; i < p.size(); ++i) {
+        CHECK(max_abs_diff(p[i], q[i]) < 1e-12);
+        CHECK(same_on_all_ranks(p[i]));
+      }
+      // every share's state went through every step: the consolidated state is the reference's
+      zero.consolidate_state_dict(0);
+      if (r == 0) check_same_state(zero.state_dict(), ref->state_dict(), 1e-12);
+      // without a Join, the optimizer goes on as before
+      zero.zero_grad();
+      const auto [x, y] = batch(9, r);
+      mlp_loss(p, x, y).backward();
+      zero.step();
+    }
+  }
+}
+
+TEST_CASE(
+    "SyncBatchNorm and ZeroRedundancyOptimizer: ranks built with other options all throw, naming the option "
+    "and both values",
+    "[distributed]") {
+  const int r = dist::rank(), n = dist::world_size();
+  if (n < 2) return;
+  const Tensor x = Tensor::randn({4, 3}, kFloat64);
+  dist::SyncBatchNorm bn(3, r == 1 ? 1e-3 : 1e-5, 0.1, true, true, kFloat64);
+  CHECK_THROWS_WITH(bn.forward(x), Catch::Contains("SyncBatchNorm::forward: the ranks' layers differ in eps: rank 0 "
+                                                   "has 1e-05, rank 1 has 0.001"));
+  dist::SyncBatchNorm cumulative(3, 1e-5, r == 1 ? std::optional<double>() : 0.1, true, true, kFloat64);
+  CHECK_THROWS_WITH(cumulative.forward(x),
+                    Catch::Contains("differ in momentum: rank 0 has 0.1, rank 1 has unset (cumulative average)"));
+  dist::SyncBatchNorm same(3, 1e-5, 0.1, true, true, kFloat64);
+  CHECK(same.forward(x).shape() == x.shape());
+  const std::vector<Tensor> p = values(make_mlp(5));
+  CHECK_THROWS_WITH(
+      dist::ZeroRedundancyOptimizer(
+          p,
+          [r](std::vector<Tensor> s) {
+            return std::make_unique<nn::Adam>(s, nn::AdamOptions(0.05).betas({r == 1 ? 0.8 : 0.9, 0.999}));
+          }),
+      Catch::Contains("ZeroRedundancyOptimizer: the ranks' wrapped optimizers differ") &&
+          Catch::Contains("rank 0 has '0.beta1=0.9', rank 1 has '0.beta1=0.8'"));
 }
 
 TEST_CASE("a rank waiting for a slow peer sleeps instead of polling, and the timeout is configurable",
