@@ -120,9 +120,8 @@ NeighborSampler::NeighborSampler(Graph graph, std::vector<std::int64_t> fanouts,
   s.parts[0] = direction == graph::Direction::out ? graph.reverse().adjacency() : graph.adjacency();
   if (direction == graph::Direction::both) s.parts[1] = graph.reverse().adjacency();
   for (int p = 0; p < s.num_parts; ++p) {
-    const CsrPattern& pat = s.parts[p].pattern();
-    (void)pat.row();  // built once here, not by concurrent calls later
     if (!weighted) continue;
+    const CsrPattern& pat = s.parts[p].pattern();
     const auto crow = pat.crow();
     std::vector<double>& cum = s.cumsum[p];
     cum.resize(static_cast<std::size_t>(pat.nnz()));

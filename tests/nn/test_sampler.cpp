@@ -8,6 +8,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <thread>
 
 #include "support.hpp"
 #include "xgrad/core/autograd.hpp"
@@ -251,6 +252,20 @@ TEST_CASE("NeighborSampler: the same blocks at 1 and 2 threads, from the seed al
     CHECK_FALSE(bit_equal(a[2], b[2]));
     const Tensors c = block_tensors(s.sample(seeds, 77));
     for (std::size_t i = 0; i < a.size(); ++i) CHECK(bit_equal(a[i], c[i]));
+  }
+  // Concurrent sample() calls on one sampler (each takes a relabelling map of its own).
+  {
+    const nn::NeighborSampler s(g, {6, 3});
+    const Tensors want = block_tensors(s.sample(iota(0, 500), 5));
+    std::vector<Tensors> got(4);
+    std::vector<std::thread> threads;
+    for (std::size_t t = 0; t < got.size(); ++t)
+      threads.emplace_back([&, t] { got[t] = block_tensors(s.sample(iota(0, 500), 5)); });
+    for (auto& t : threads) t.join();
+    for (const Tensors& r : got) {
+      REQUIRE(r.size() == want.size());
+      for (std::size_t i = 0; i < r.size(); ++i) CHECK(bit_equal(r[i], want[i]));
+    }
   }
   // A node's draws depend on (seed, layer, node) only, not on the rest of the batch.
   const nn::NeighborSampler s(g, {5});
