@@ -84,7 +84,8 @@ struct MiniBatch {
 /// layer, DGL's order, so fanouts[l] is block l's).
 ///
 /// For each target node and each layer l, from the target's neighbours in `direction`:
-///  - fanouts[l] = -1, or without replacement a node with at most fanouts[l] neighbours: all of them;
+///  - fanouts[l] = -1, or without replacement a node with at most fanouts[l] neighbours: all of them
+///    (the weights are not read: edges of weight 0 included);
 ///  - without replacement: fanouts[l] distinct neighbours, uniformly (Floyd's algorithm) or, when
 ///    `weighted`, with probabilities proportional to the edge values (Efraimidis-Spirakis: each edge's
 ///    key log(u) / w, the largest keys taken; an edge of weight 0 is never taken, so a node may get
