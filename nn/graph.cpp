@@ -10,6 +10,7 @@
 #include "xgrad/core/error.hpp"
 #include "xgrad/nn/dropout.hpp"
 #include "xgrad/nn/init.hpp"
+#include "xgrad/nn/sampler.hpp"
 #include "xgrad/ops/activation.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/indexing.hpp"
@@ -192,34 +193,9 @@ std::int64_t entry_at(const CsrPattern& p, std::int64_t row, std::int64_t col) {
 
 Tensor add_bias(const Tensor& x, const Tensor& bias) { return bias.defined() ? add(x, bias) : x; }
 
-}  // namespace
-
-// ---- utilities ----------------------------------------------------------------------------------
-
-namespace graph {
-
-SparseCsr adjacency(const Tensor& edge_index, std::int64_t num_nodes, Dtype dtype, Duplicates duplicates) {
-  return edge_index_adjacency(edge_index, num_nodes, Tensor(), dtype, duplicates, "graph::adjacency");
-}
-
-SparseCsr adjacency(const Tensor& edge_index, std::int64_t num_nodes, const Tensor& edge_weight,
-                    Duplicates duplicates) {
-  return edge_index_adjacency(edge_index, num_nodes, edge_weight, kFloat32, duplicates, "graph::adjacency");
-}
-
-SparseCsr adjacency(const std::vector<std::int64_t>& src, const std::vector<std::int64_t>& dst, std::int64_t num_nodes,
-                    Dtype dtype, Duplicates duplicates) {
-  check_num_nodes(num_nodes, "graph::adjacency");
-  XGRAD_CHECK(src.size() == dst.size(), "graph::adjacency: 'src' has {} edges but 'dst' has {}", src.size(),
-              dst.size());
-  const auto e = static_cast<std::int64_t>(src.size());
-  return build_adjacency(src.data(), dst.data(), e, num_nodes, default_weights(e, dtype), duplicates,
-                         "graph::adjacency");
-}
-
-SparseCsr add_remaining_self_loops(const SparseCsr& adj, double fill_value) {
-  constexpr const char* op = "graph::add_remaining_self_loops";
-  check_weighted(adj, op);
+// add_remaining_self_loops for rows <= cols (a square adjacency, or a block whose targets are its
+// first sources): the entry (i, i) of weight fill_value for every row i without one.
+SparseCsr remaining_self_loops(const SparseCsr& adj, double fill_value, const char* op) {
   const CsrPattern& p = adj.pattern();
   const auto crow = p.crow();
   const auto col = p.col();
@@ -253,11 +229,82 @@ SparseCsr add_remaining_self_loops(const SparseCsr& adj, double fill_value) {
   }
   if (static_cast<std::int64_t>(ncol.size()) == p.nnz()) return adj;
   const auto nnz = static_cast<std::int64_t>(ncol.size());
-  const std::int64_t nodes = p.rows();
-  CsrPattern np = CsrPattern::from_indices(ncrow, ncol, nodes, nodes, op);
+  CsrPattern np = CsrPattern::from_indices(ncrow, ncol, p.rows(), p.cols(), op);
   const Tensor values =
       index_add(Tensor::from_vector(base, {nnz}, adj.dtype()), 0, Tensor::from_vector(dest, {p.nnz()}), adj.values());
   return SparseCsr(std::move(np), values);
+}
+
+// x must be the (num_src, in) features of `block`, of its dtype (Note [Layers on blocks]).
+void check_block_features(const NodeFeatures& x, const Block& block, std::int64_t in, const char* module) {
+  XGRAD_CHECK(block.adj.defined() && block.src_nodes.defined(),
+              "{}: argument 'block' is undefined (use the blocks NeighborSampler::sample makes)", module);
+  XGRAD_CHECK(x.is_sparse() || x.dense().defined(), "{}: argument 'x' is undefined", module);
+  const Shape shape = x.is_sparse() ? x.sparse().shape() : x.dense().shape();
+  const Dtype dtype = x.is_sparse() ? x.sparse().dtype() : x.dense().dtype();
+  XGRAD_CHECK(shape.size() == 2 && shape[1] == in,
+              "{}: argument 'x' has shape {} but must be (num_src, in_channels = {})", module, shape_str(shape), in);
+  XGRAD_CHECK(shape[0] == block.num_src(),
+              "{}: argument 'x' has {} rows (shape {}) but the block has num_src = {} source nodes (num_dst = {})",
+              module, shape[0], shape_str(shape), block.num_src(), block.num_dst());
+  XGRAD_CHECK(dtype == block.dtype(), "{}: argument 'x' is {} but the block's adjacency is {}", module, dtype,
+              block.dtype());
+}
+
+// The adjacency GCNConv, GraphConv and GATConv aggregate on a block: its only one (Direction::in or
+// out); a Direction::both block holds two, and is refused.
+const SparseCsr& block_adjacency(const Block& block, const char* module) {
+  XGRAD_CHECK(block.direction != graph::Direction::both,
+              "{}: argument 'block' was sampled with Direction::both (an in- and an out-adjacency), but the layer "
+              "aggregates one direction: sample with Direction::in or Direction::out",
+              module);
+  return block.adj;
+}
+
+// The targets' rows: the first n of x's (Note [Blocks]).
+Tensor dst_rows(const Tensor& x, std::int64_t n) { return x.size(0) == n ? x : slice(x, 0, 0, n); }
+
+// aggregate() on a block's adjacency a (num_dst x num_src) and the sources' features x: the mean
+// divides by the sampled edges' weight sums (D^-1 a, D = a's row sums), as graph::mean_norm.
+Tensor block_aggregate(const SparseCsr& a, graph::Aggregation aggr, const Tensor& x) {
+  if (aggr == graph::Aggregation::mean) {
+    const Tensor inv = safe_pow(xgrad::detail::segment_sum_rows(a.values(), a.pattern()), -1.0);
+    return spmm(a.with_values(mul(a.values(), xgrad::detail::index_select_rows(inv, a.pattern()))), x);
+  }
+  if (aggr == graph::Aggregation::sum) return spmm(a, x);
+  return xgrad::detail::segment_max_rows(xgrad::detail::index_select_cols(x, a.pattern()), a.pattern(),
+                                         /*empty_value=*/0.0);
+}
+
+}  // namespace
+
+// ---- utilities ----------------------------------------------------------------------------------
+
+namespace graph {
+
+SparseCsr adjacency(const Tensor& edge_index, std::int64_t num_nodes, Dtype dtype, Duplicates duplicates) {
+  return edge_index_adjacency(edge_index, num_nodes, Tensor(), dtype, duplicates, "graph::adjacency");
+}
+
+SparseCsr adjacency(const Tensor& edge_index, std::int64_t num_nodes, const Tensor& edge_weight,
+                    Duplicates duplicates) {
+  return edge_index_adjacency(edge_index, num_nodes, edge_weight, kFloat32, duplicates, "graph::adjacency");
+}
+
+SparseCsr adjacency(const std::vector<std::int64_t>& src, const std::vector<std::int64_t>& dst, std::int64_t num_nodes,
+                    Dtype dtype, Duplicates duplicates) {
+  check_num_nodes(num_nodes, "graph::adjacency");
+  XGRAD_CHECK(src.size() == dst.size(), "graph::adjacency: 'src' has {} edges but 'dst' has {}", src.size(),
+              dst.size());
+  const auto e = static_cast<std::int64_t>(src.size());
+  return build_adjacency(src.data(), dst.data(), e, num_nodes, default_weights(e, dtype), duplicates,
+                         "graph::adjacency");
+}
+
+SparseCsr add_remaining_self_loops(const SparseCsr& adj, double fill_value) {
+  constexpr const char* op = "graph::add_remaining_self_loops";
+  check_weighted(adj, op);
+  return remaining_self_loops(adj, fill_value, op);
 }
 
 Tensor in_degree(const SparseCsr& adj) {
@@ -389,6 +436,20 @@ Tensor GCNConv::forward(const NodeFeatures& x, const Tensor& edge_index, const T
   return forward(x, graph_of(x, edge_index, edge_weight, "GCNConv"));
 }
 
+Tensor GCNConv::forward(const NodeFeatures& x, const Block& block) {
+  check_block_features(x, block, in_, "GCNConv");
+  const SparseCsr& adj = block_adjacency(block, "GCNConv");
+  const Tensor h = apply(*lin_, x);
+  if (!normalize_) return add_bias(spmm(adj, h), bias_);
+  // Note [Layers on blocks]: the full graph's degrees, with the self-loops gcn_norm adds.
+  const SparseCsr a = add_self_loops_ ? remaining_self_loops(adj, 1.0, "GCNConv") : adj;
+  const Tensor dis = safe_pow(add_self_loops_ ? block.src_degree_loops : block.src_degree, -0.5);  // (num_src,)
+  return add_bias(spmm(a.with_values(mul(mul(xgrad::detail::index_select_cols(dis, a.pattern()), a.values()),
+                                         xgrad::detail::index_select_rows(dst_rows(dis, a.rows()), a.pattern()))),
+                       h),
+                  bias_);
+}
+
 // ---- GraphConv ----------------------------------------------------------------------------------
 
 GraphConv::GraphConv(std::int64_t in_channels, std::int64_t out_channels, bool bias, Dtype dtype,
@@ -413,6 +474,16 @@ Tensor GraphConv::forward(const NodeFeatures& x, const Graph& graph) {
 
 Tensor GraphConv::forward(const NodeFeatures& x, const Tensor& edge_index, const Tensor& edge_weight) {
   return forward(x, graph_of(x, edge_index, edge_weight, "GraphConv"));
+}
+
+Tensor GraphConv::forward(const NodeFeatures& x, const Block& block) {
+  check_block_features(x, block, in_, "GraphConv");
+  const SparseCsr& a = block_adjacency(block, "GraphConv");
+  const std::int64_t n = block.num_dst();
+  if (x.is_sparse())
+    return add(add_bias(spmm(a, linear(x.sparse(), lin_rel_->weight())), lin_rel_->bias()),
+               dst_rows((*lin_root_)(x.sparse()), n));
+  return add((*lin_rel_)(spmm(a, x.dense())), (*lin_root_)(dst_rows(x.dense(), n)));
 }
 
 // ---- SAGEConv -----------------------------------------------------------------------------------
@@ -452,6 +523,38 @@ Tensor SAGEConv::forward(const NodeFeatures& x, const Graph& graph) {
 
 Tensor SAGEConv::forward(const NodeFeatures& x, const Tensor& edge_index) {
   return forward(x, graph_of(x, edge_index, Tensor(), "SAGEConv"));
+}
+
+Tensor SAGEConv::forward(const NodeFeatures& x, const Block& block) {
+  check_block_features(x, block, in_, "SAGEConv");
+  XGRAD_CHECK(!(x.is_sparse() && aggr_ == graph::Aggregation::max),
+              "SAGEConv: argument 'x' is a SparseCsr, which Aggregation::max does not take; use mean or sum, or "
+              "dense features");
+  using graph::Direction;
+  const bool ok = direction_ == Direction::both ? block.direction == Direction::both
+                                                : block.direction == direction_ || block.direction == Direction::both;
+  XGRAD_CHECK(ok,
+              "SAGEConv: the layer aggregates over direction {} but argument 'block' was sampled with direction {} "
+              "(in takes a block of in or both, out one of out or both, both one of both)",
+              direction_ == Direction::in    ? "in"
+              : direction_ == Direction::out ? "out"
+                                             : "both",
+              block.direction == Direction::in    ? "in"
+              : block.direction == Direction::out ? "out"
+                                                  : "both");
+  // The block's adjacency of in-neighbours (adj, unless it was sampled with out) and of out-neighbours.
+  const SparseCsr& first =
+      direction_ == Direction::out && block.direction == Direction::both ? block.adj_out : block.adj;
+  const std::int64_t n = block.num_dst();
+  const auto term = [&](Linear& lin, const SparseCsr& a) {
+    return x.is_sparse() ? block_aggregate(a, aggr_, linear(x.sparse(), lin.weight()))
+                         : lin(block_aggregate(a, aggr_, x.dense()));
+  };
+  Tensor out = term(*lin_l_, first);
+  if (x.is_sparse()) out = add_bias(out, lin_l_->bias());
+  if (lin_rev_) out = add(out, term(*lin_rev_, block.adj_out));
+  if (lin_r_) out = add(out, x.is_sparse() ? dst_rows((*lin_r_)(x.sparse()), n) : (*lin_r_)(dst_rows(x.dense(), n)));
+  return out;
 }
 
 // ---- GATConv ------------------------------------------------------------------------------------
@@ -501,12 +604,20 @@ GATConv::GATConv(std::int64_t in_channels, std::int64_t out_channels, Generator&
 
 GATConv::WithAttention GATConv::forward_with_attention(const NodeFeatures& x, const Graph& graph) {
   check_features(x, graph, in_, "GATConv");
-  const std::int64_t n = graph.num_nodes();
-  const Tensor h = apply(*lin_, x);  // (N, H·C)
-  const Tensor hv = reshape(h, {n, heads_, out_});
-  const Tensor s_src = sum(mul(hv, att_src_), {2});  // (N, H)
-  const Tensor s_dst = sum(mul(hv, att_dst_), {2});
-  const SparseCsr a = add_self_loops_ ? graph.with_self_loops() : graph.adjacency();
+  return attend(apply(*lin_, x), add_self_loops_ ? graph.with_self_loops() : graph.adjacency());
+}
+
+Tensor GATConv::forward(const NodeFeatures& x, const Block& block) {
+  check_block_features(x, block, in_, "GATConv");
+  const SparseCsr& a = block_adjacency(block, "GATConv");
+  return attend(apply(*lin_, x), add_self_loops_ ? remaining_self_loops(a, 1.0, "GATConv") : a).out;
+}
+
+GATConv::WithAttention GATConv::attend(const Tensor& h, const SparseCsr& a) {
+  const std::int64_t n = h.size(0);                  // the sources (on a graph, every node)
+  const Tensor hv = reshape(h, {n, heads_, out_});   // h (n, H·C)
+  const Tensor s_src = sum(mul(hv, att_src_), {2});  // (n, H)
+  const Tensor s_dst = sum(mul(a.rows() == n ? hv : slice(hv, 0, 0, a.rows()), att_dst_), {2});  // (num_dst, H)
   const std::int64_t nnz = a.nnz();
   // e[k] = s_dst[target] + s_src[source] for entry k: two gathers of (N, H) rows, all heads at once
   // (rather than an sddmm per head, which computes a width-2 dot product per entry and head).

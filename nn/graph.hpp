@@ -36,6 +36,8 @@
 
 namespace xgrad::nn {
 
+struct Block;  // nn/sampler.hpp
+
 namespace graph {
 
 /// What the constructors do with an edge given more than once.
@@ -157,6 +159,22 @@ class NodeFeatures {
 // summed). Errors name the layer: x not (num_nodes, in_channels) or of another dtype than the
 // graph, an edge_index not (2, E) or with a node outside [0, N).
 //
+// Note [Layers on blocks]: forward(x, block) runs a layer on one bipartite block of a sampled
+// minibatch (nn/sampler.hpp, Note [Blocks]): x holds the features of the block's num_src source
+// nodes, whose first num_dst rows are the targets' (x_dst = x[:num_dst]), and the result has a row
+// per target. Each layer computes its full-graph formula with the target's sampled neighbours in
+// place of all of them: GraphConv and SAGEConv's sum add the sampled edges' values, SAGEConv's mean
+// divides by their sum (the mean over the sample) and its max takes the sampled rows; GATConv attends
+// over the sampled edges plus each target's self-loop (when add_self_loops and the sample has none);
+// GCNConv adds the same self-loops and weights edge j -> i by (d_i d_j)^-1/2 with the full graph's
+// degrees (Block::src_degree_loops, or src_degree without self-loops), not the sample's. So a target
+// whose whole neighbourhood was sampled (fan-out -1) gets its full-graph output, up to the order of
+// the sums. A block sampled with Direction::out is the reversed graph's block (the layers aggregate
+// out-neighbours, as on graph.reverse()); SAGEConv follows its own direction (Direction::in on a
+// block of in or both, out on out or both, both on both), and GCNConv, GraphConv and GATConv refuse a
+// Direction::both block (two adjacencies; they aggregate one). Errors name the layer: x not
+// (num_src, in_channels) or of another dtype than the block, a direction the layer cannot use.
+//
 // Note [Layer init]: each layer draws its initial parameters from a Generator: the one passed to
 // the constructor form taking `Generator& gen`, else a fresh Generator(seed) when `seed` is given,
 // else xgrad::default_generator() (torch's default generator: two layers built one after the
@@ -188,6 +206,10 @@ class GCNConv : public Module {
   Tensor operator()(const NodeFeatures& x, const Tensor& edge_index, const Tensor& edge_weight = Tensor()) {
     return forward(x, edge_index, edge_weight);
   }
+  /// On a sampled block (nn/sampler.hpp): x holds the block's source nodes' features (num_src,
+  /// in_channels), the result is its targets' (num_dst, ...) (Note [Layers on blocks]).
+  Tensor forward(const NodeFeatures& x, const Block& block);
+  Tensor operator()(const NodeFeatures& x, const Block& block) { return forward(x, block); }
   /// "16, 32" (PyG's repr: GCNConv(16, 32)).
   std::string extra_repr() const override;
 
@@ -227,6 +249,10 @@ class GraphConv : public Module {
   Tensor operator()(const NodeFeatures& x, const Tensor& edge_index, const Tensor& edge_weight = Tensor()) {
     return forward(x, edge_index, edge_weight);
   }
+  /// On a sampled block (nn/sampler.hpp): x holds the block's source nodes' features (num_src,
+  /// in_channels), the result is its targets' (num_dst, ...) (Note [Layers on blocks]).
+  Tensor forward(const NodeFeatures& x, const Block& block);
+  Tensor operator()(const NodeFeatures& x, const Block& block) { return forward(x, block); }
   /// "16, 32" (PyG's repr).
   std::string extra_repr() const override;
 
@@ -273,6 +299,10 @@ class SAGEConv : public Module {
   Tensor forward(const NodeFeatures& x, const Tensor& edge_index);
   Tensor operator()(const NodeFeatures& x, const Graph& graph) { return forward(x, graph); }
   Tensor operator()(const NodeFeatures& x, const Tensor& edge_index) { return forward(x, edge_index); }
+  /// On a sampled block (nn/sampler.hpp): x holds the block's source nodes' features (num_src,
+  /// in_channels), the result is its targets' (num_dst, ...) (Note [Layers on blocks]).
+  Tensor forward(const NodeFeatures& x, const Block& block);
+  Tensor operator()(const NodeFeatures& x, const Block& block) { return forward(x, block); }
   /// "16, 32, aggr=mean" (PyG's; aggr=sum, aggr=max), then ", direction=out" or ", direction=both" unless in.
   std::string extra_repr() const override;
 
@@ -345,6 +375,10 @@ class GATConv : public Module {
   /// the end).
   WithAttention forward_with_attention(const NodeFeatures& x, const Graph& graph);
   WithAttention forward_with_attention(const NodeFeatures& x, const Tensor& edge_index);
+  /// On a sampled block (nn/sampler.hpp): x holds the block's source nodes' features (num_src,
+  /// in_channels), the result is its targets' (num_dst, ...) (Note [Layers on blocks]).
+  Tensor forward(const NodeFeatures& x, const Block& block);
+  Tensor operator()(const NodeFeatures& x, const Block& block) { return forward(x, block); }
   /// "16, 32, heads=2" (PyG's).
   std::string extra_repr() const override;
 
@@ -367,6 +401,9 @@ class GATConv : public Module {
   std::shared_ptr<Linear> lin_;
   Tensor att_src_, att_dst_, bias_;
   std::optional<Generator> gen_;
+  // The attention over the pattern `a` (num_dst x h's rows) of h = lin(x) (num_src, H·C): the
+  // targets are h's first num_dst rows (on a graph, all of them).
+  WithAttention attend(const Tensor& h, const SparseCsr& a);
 };
 
 }  // namespace xgrad::nn

@@ -24,6 +24,7 @@
 #include "xgrad/nn/pool.hpp"
 #include "xgrad/nn/resample_conv.hpp"
 #include "xgrad/nn/rnn.hpp"
+#include "xgrad/nn/sampler.hpp"
 #include "xgrad/nn/sequential.hpp"
 #include "xgrad/nn/serialize.hpp"
 #include "xgrad/nn/sparsifier.hpp"
