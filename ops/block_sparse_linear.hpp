@@ -35,12 +35,16 @@
 #include <utility>
 #include <vector>
 
+#include "xgrad/core/blocks.hpp"
 #include "xgrad/core/random.hpp"
 #include "xgrad/core/tensor.hpp"
-#include "xgrad/ops/kernels/block_sparse_kernels.hpp"
 #include "xgrad/ops/sparse.hpp"
 
 namespace xgrad {
+
+namespace detail {
+struct BlockCsr;  // ops/kernels/block_sparse_kernels.hpp
+}
 
 /// A number of input features (columns of W). A strong type: with OutFeatures it makes the
 /// in-before-out order of every BlockSparsePattern factory checked by the compiler, so that sizes
@@ -78,10 +82,10 @@ struct BlockSize {
 class BlockSparsePattern {
  public:
   /// One stored block: W[row : row + rows, col : col + cols], stored at weight element `offset`, in
-  /// grid cell (row_group, col_group). The kernels' type (one definition).
-  using Block = detail::BlockCsr::Block;
+  /// grid cell (row_group, col_group) (core/blocks.hpp: the kernels' type too, one definition).
+  using Block = StoredBlock;
   /// A row or column group: [begin, begin + size).
-  using Group = detail::BlockCsr::Group;
+  using Group = BlockGroup;
   /// One group of a block-diagonal layer: `in` inputs connected to `out` outputs,
   /// `{InFeatures{5}, OutFeatures{7}}`.
   struct DiagonalGroup {

@@ -5,6 +5,8 @@
 #include <span>
 #include <vector>
 
+#include "xgrad/core/blocks.hpp"
+
 namespace xgrad::detail {
 
 /// The kernels' block CSR (BlockSparsePattern of ops/block_sparse_linear.hpp builds one and keeps it):
@@ -13,15 +15,8 @@ namespace xgrad::detail {
 /// index spans view the pattern's block-grid CsrPattern (its crow, its cached transpose's crow and
 /// permutation), which the pattern owns beside this struct: one set of indices, not a copy.
 struct BlockCsr {
-  /// W[row : row + rows, col : col + cols], stored at weight element `offset`.
-  struct Block {
-    std::int64_t row = 0, rows = 0, col = 0, cols = 0, offset = 0;
-    std::int64_t row_group = 0, col_group = 0;
-  };
-  /// [begin, begin + size).
-  struct Group {
-    std::int64_t begin = 0, size = 0;
-  };
+  using Block = StoredBlock;
+  using Group = BlockGroup;
   std::int64_t in = 0, out = 0, stored = 0;  // features and stored weight elements
   std::vector<Block> blocks;
   std::vector<Group> row_groups, col_groups;
