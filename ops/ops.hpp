@@ -2,6 +2,7 @@
 // The ops layer: every differentiable op, each with its hand-written backward.
 #include "xgrad/ops/activation.hpp"
 #include "xgrad/ops/attention.hpp"
+#include "xgrad/ops/attention_layout.hpp"
 #include "xgrad/ops/block_sparse_linear.hpp"
 #include "xgrad/ops/conv.hpp"
 #include "xgrad/ops/dropout.hpp"
