@@ -87,13 +87,15 @@ class Sparsifier {
   std::int64_t step();
   /// Steps counted so far.
   std::int64_t step_count() const { return step_; }
+  /// True when step t is an update step: t > 0, t % update_every == 0 and t < end_step (so after
+  /// step(), is_update(step_count()) says whether that call updated, even when it moved no block).
+  bool is_update(std::int64_t t) const;
   /// f(t), the fraction of stored blocks an update at step t drops.
   double drop_fraction(std::int64_t t) const;
   const SparsifierOptions& options() const { return options_; }
   const std::vector<std::shared_ptr<BlockSparseLinear>>& layers() const { return layers_; }
 
  private:
-  bool is_update(std::int64_t t) const;
   std::int64_t update_layer(BlockSparseLinear& layer, std::size_t index, double fraction);
 
   std::vector<std::shared_ptr<BlockSparseLinear>> layers_;

@@ -322,12 +322,17 @@ int main(int argc, char** argv) {
             Tensor loss = cross_entropy(model.net->forward(batch.data), batch.target);
             loss.backward();
             opt.step();
-            if (sparsifier && sparsifier->step() > 0)
-              for (std::size_t l = 0; l < model.sparse.size(); ++l) {
-                turn_run.push_back(fmt::format("{} layer {}", run.name, l + 1));
-                turn_step.push_back(double(step + 1));
-                turn_value.push_back(turnover(initial[l], model.sparse[l]->pattern()));
-              }
+            if (sparsifier) {
+              sparsifier->step();
+              // Every update step is logged, also one that moved no block (the moving runs then share
+              // their steps: one column each in mask_turnover.csv).
+              if (sparsifier->is_update(sparsifier->step_count()))
+                for (std::size_t l = 0; l < model.sparse.size(); ++l) {
+                  turn_run.push_back(fmt::format("{} layer {}", run.name, l + 1));
+                  turn_step.push_back(double(step + 1));
+                  turn_value.push_back(turnover(initial[l], model.sparse[l]->pattern()));
+                }
+            }
             bar.update(++step, loss.item());
           }
           train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
