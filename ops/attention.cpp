@@ -35,12 +35,13 @@ namespace {
 //   query tiles in order; dQ = scale sum of dS K runs one task per (problem, query tile), over the
 //   key tiles in order, recomputing P and dP a second time rather than sharing dQ between tasks
 //   (no atomics: every task owns the rows it writes, so results are the same bits at any thread
-//   count). Causal masking skips the tiles that lie wholly above the diagonal.
+//   count). Causal masking skips the tiles that lie wholly above the diagonal. A float mask that
+//   requires grad gets dM = dS summed over its broadcast dims: the dQ tasks, which compute each dS
+//   tile once, write it into a (B, L, S) buffer that exists during the backward only (the size of
+//   an unbroadcast mask's gradient), reduced afterwards by xgrad::sum (itself deterministic).
 // - materialising: the (L x S) scores and P per problem (one task per problem), P saved for the
-//   backward. It runs when the weights are an output (scaled_dot_product_attention_with_weights)
-//   and when a float mask requires grad: the mask's gradient is dA summed over the broadcast dims,
-//   written per problem into a full (B, L, S) buffer and then reduced by xgrad::sum (itself
-//   deterministic), which the fused path would have to materialise anyway.
+//   backward, the float mask's gradient reduced as above. It runs when the weights are an output
+//   (scaled_dot_product_attention_with_weights: the modules' need_weights).
 // Both give the same values up to rounding (the fused sums run in another order).
 //
 // Note [Attention dropout]: the dropout mask is never stored. A call reserves one Philox block per
@@ -207,9 +208,8 @@ struct AttentionOp : Function<AttentionOp> {
           dropout_p >= 1.0 ? std::uint64_t{1} << 32 : static_cast<std::uint64_t>(std::ceil(std::ldexp(dropout_p, 32)));
     }
     const bool need_grad = needs_input_grad(0) || needs_input_grad(1) || needs_input_grad(2) || needs_input_grad(3);
-    // The fused kernels unless the weights are an output or a float mask wants its gradient (the
-    // materialising path's dA (B, L, S) is that gradient before the broadcast sum).
-    fused = !with_weights && !(needs_input_grad(3) && mask.defined() && mask.dtype() != kBool);
+    // The fused kernels unless the weights are an output.
+    fused = !with_weights;
     if (fused) {
       lse = Tensor::empty({B * L}, q.dtype());
       dispatch(q.dtype(), [&](auto tag) {
@@ -315,22 +315,26 @@ struct AttentionOp : Function<AttentionOp> {
     return {dq, dk, dv, need_m ? mask_grad(da_full) : Tensor()};
   }
 
-  // The fused backward: the tiles recomputed from the saved output (sv[3]) and lse; no mask gradient
-  // (a float mask that wants one took the materialising path).
+  // The fused backward: the tiles recomputed from the saved output (sv[3]) and lse. A float mask's
+  // gradient is dS (B, L, S), written tile by tile, summed over the mask's broadcast dims.
   Tensors fused_backward(const Tensor& g, const Tensors& sv) {
     const Tensor &q = sv[0], &k = sv[1], &v = sv[2], &out = sv[3], &mask = sv[4];
-    const bool need_q = needs_input_grad(0), need_k = needs_input_grad(1), need_v = needs_input_grad(2);
+    const bool need_q = needs_input_grad(0), need_k = needs_input_grad(1), need_v = needs_input_grad(2),
+               need_m = needs_input_grad(3);
     Tensor dq = need_q ? Tensor::empty(q.shape(), q.dtype()) : Tensor();
     Tensor dk = need_k ? Tensor::empty(k.shape(), k.dtype()) : Tensor();
     Tensor dv = need_v ? Tensor::empty(v.shape(), v.dtype()) : Tensor();
+    Shape p_shape = geo.batch;
+    p_shape.insert(p_shape.end(), {geo.l, geo.s});
+    Tensor ds_full = need_m ? Tensor::empty(p_shape, q.dtype()) : Tensor();
     dispatch(g.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       detail::attention_fused_backward<T>(sizes(), q.data<T>(), k.data<T>(), v.data<T>(), out.data<T>(), lse.data<T>(),
                                           static_cast<T>(scale), kernel_mask<T>(mask), drop<T>(), g.data<T>(),
                                           need_q ? dq.data<T>() : nullptr, need_k ? dk.data<T>() : nullptr,
-                                          need_v ? dv.data<T>() : nullptr);
+                                          need_v ? dv.data<T>() : nullptr, need_m ? ds_full.data<T>() : nullptr);
     });
-    return {dq, dk, dv, Tensor()};
+    return {dq, dk, dv, need_m ? mask_grad(ds_full) : Tensor()};
   }
 };
 

@@ -250,7 +250,7 @@ void attention_fused_forward(const AttentionSizes& n, const T* q, const T* k, co
 template <class T>
 void attention_fused_backward(const AttentionSizes& n, const T* q, const T* k, const T* v, const T* out, const T* lse,
                               T scale, const AttentionMask<T>& mask, const AttentionDropout<T>& drop, const T* g, T* dq,
-                              T* dk, T* dv) {
+                              T* dk, T* dv, T* ds_full) {
   const std::int64_t B = n.b, L = n.l, S = n.s, E = n.e, Ev = n.ev, R = kAttentionTile;
   const std::int64_t tiles_l = (L + R - 1) / R, tiles_s = (S + R - 1) / R;
   const T keep_scale = drop.keep_scale;
@@ -341,22 +341,28 @@ void attention_fused_backward(const AttentionSizes& n, const T* q, const T* k, c
       }
     });
   }
-  if (dq != nullptr) {
-    // dq per (problem, query tile), summed over the key tiles in order.
+  if (dq != nullptr || ds_full != nullptr) {
+    // dq per (problem, query tile), summed over the key tiles in order; each dS tile once.
     const std::int64_t work = R * S * (2 * E + Ev + 4) + 1;
     parallel_for(0, B * tiles_l, grain_for(work), [&](std::int64_t t0, std::int64_t t1) {
       Tile tile(R);
       for (std::int64_t t = t0; t < t1; ++t) {
         const std::int64_t b = t / tiles_l, l0 = (t % tiles_l) * R, lr = std::min(R, L - l0);
-        T* dqi = dq + (b * L + l0) * E;
-        std::fill(dqi, dqi + lr * E, T(0));
+        T* dqi = dq != nullptr ? dq + (b * L + l0) * E : nullptr;
+        if (dqi != nullptr) std::fill(dqi, dqi + lr * E, T(0));
+        T* dsi = ds_full != nullptr ? ds_full + (b * L + l0) * S : nullptr;
+        if (dsi != nullptr) std::fill(dsi, dsi + lr * S, T(0));  // the tiles causal skips stay 0
         for (std::int64_t j = 0; j < tiles_s; ++j) {
           const std::int64_t s0 = j * R, sc = std::min(R, S - s0);
           if (mask.causal && s0 > l0 + lr - 1) break;
           probs(tile, b, l0, lr, s0, sc);
           grads(tile, b, l0, lr, s0, sc);
-          detail::blas::gemm<T>(false, false, lr, E, sc, scale, tile.ds.data(), R, k + (b * S + s0) * E, E, T(1), dqi,
-                                E);
+          if (dsi != nullptr)
+            for (std::int64_t r = 0; r < lr; ++r)
+              std::copy(tile.ds.data() + r * R, tile.ds.data() + r * R + sc, dsi + r * S + s0);
+          if (dqi != nullptr)
+            detail::blas::gemm<T>(false, false, lr, E, sc, scale, tile.ds.data(), R, k + (b * S + s0) * E, E, T(1), dqi,
+                                  E);
         }
       }
     });

@@ -74,11 +74,12 @@ void attention_fused_forward(const AttentionSizes& n, const T* q, const T* k, co
 /// P = exp(scale q k^T + mask - lse) is recomputed, D = rowsum(g * out), dP = (g v^T) with the dropout
 /// applied, dS = P * (dP - D); dv = sum over query tiles of pd^T g and dk = scale sum of dS^T q, per
 /// (problem, key tile); dq = scale sum over key tiles of dS k, per (problem, query tile). Each of dq,
-/// dk, dv may be null (not wanted).
+/// dk, dv may be null (not wanted); ds_full, when not null, receives dS (B, L, S) (the float mask's
+/// gradient before the broadcast sum), written by the dq tasks.
 template <class T>
 void attention_fused_backward(const AttentionSizes& n, const T* q, const T* k, const T* v, const T* out, const T* lse,
                               T scale, const AttentionMask<T>& mask, const AttentionDropout<T>& drop, const T* g, T* dq,
-                              T* dk, T* dv);
+                              T* dk, T* dv, T* ds_full);
 
 /// out (B, L, S) = the dropout as a constant factor: keep_scale where the entry is kept, else 0.
 template <class T>

@@ -385,6 +385,7 @@ struct FusedCase {
   Shape mask;
   bool causal;
   double dropout;
+  bool mask_grad = false;  // the float mask requires grad (its gradient is compared too)
 };
 
 Tensors attention_run(const FusedCase& c, Dtype dt, bool fused) {
@@ -398,12 +399,12 @@ Tensors attention_run(const FusedCase& c, Dtype dt, bool fused) {
   const Tensor w = Tensor::randn(os, gen, dt);
   Tensor m;
   if (c.kind == "bool") m = bool_mask(c.mask, gen, c.s).to(kBool);
-  if (c.kind == "float") m = Tensor::randn(c.mask, gen, dt);  // no grad: the fused path takes it
+  if (c.kind == "float") m = c.mask_grad ? test::randn_leaf(c.mask, gen, dt) : Tensor::randn(c.mask, gen, dt);
   Generator drop(62);
   const Tensor y = fused ? scaled_dot_product_attention(q, k, v, m, c.dropout, c.causal, std::nullopt, &drop)
                          : detail::scaled_dot_product_attention_with_weights(q, k, v, m, c.dropout, c.causal,
                                                                              std::nullopt, &drop)[0];
-  Tensors r = xgrad::grad({y}, {q, k, v}, {w});
+  Tensors r = xgrad::grad({y}, c.mask_grad ? Tensors{q, k, v, m} : Tensors{q, k, v}, {w});
   r.push_back(y.detach());
   return r;
 }
@@ -421,6 +422,9 @@ const std::vector<FusedCase>& fused_cases() {
       {"float_keys", {2, 2}, t + 9, 2 * t + 5, 16, 12, "float", {2, 1, 1, 2 * t + 5}, false, 0.0},
       {"dropout", {2}, 2 * t + 22, 2 * t + 5, 16, 12, "", {}, false, 0.3},
       {"dropout_bool", {2}, 2 * t + 22, 2 * t + 5, 16, 12, "bool", {2 * t + 22, 2 * t + 5}, false, 0.2},
+      {"float_grad", {2, 2}, 2 * t + 22, 2 * t + 5, 16, 12, "float", {2 * t + 22, 2 * t + 5}, false, 0.0, true},
+      {"float_grad_heads", {2, 2}, t + 9, 2 * t + 5, 8, 4, "float", {2, 1, 1, 2 * t + 5}, false, 0.0, true},
+      {"float_grad_full_dropout", {2}, t + 9, 2 * t + 5, 8, 4, "float", {2, t + 9, 2 * t + 5}, false, 0.25, true},
   };
   return cases;
 }
@@ -434,7 +438,7 @@ TEST_CASE("scaled_dot_product_attention: the fused path equals the materialising
       INFO(c.name << " " << dtype_name(dt));
       const Tensors fused = attention_run(c, dt, true), ref = attention_run(c, dt, false);
       for (std::size_t i = 0; i < fused.size(); ++i) {
-        INFO("tensor " << i << " (dq, dk, dv, out)");
+        INFO("tensor " << i << " (dq, dk, dv, [dm,] out)");
         const auto [err, scale] = test::max_error(fused[i].to_vector(), ref[i].to_vector());
         CHECK(err <= tol * std::max(1.0, scale));
       }
