@@ -10,6 +10,7 @@
 #include "support.hpp"
 #include "xgrad/core/allocator.hpp"
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/detail/philox.hpp"
 #include "xgrad/ops/attention.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/kernels/attention_kernels.hpp"
@@ -488,4 +489,45 @@ TEST_CASE("scaled_dot_product_attention: the fused path holds no L x S buffer", 
     CHECK(backward_peak < scores_bytes / 4);
     CHECK(std::isfinite(sum(g[0]).item()));
   }
+}
+
+TEST_CASE("scaled_dot_product_attention: dropout keeps entry i by word i % 4 of Philox block first + i / 4",
+          "[attention][dropout]") {
+  // q = 0 makes P uniform (1 / S) and v = identity makes out = P' itself, so out != 0 is the keep mask.
+  // S is odd and L, S cross tiles, so rows start mid-block and tiles mid-row.
+  const std::int64_t B = 3, L = detail::kAttentionTile + 6, S = detail::kAttentionTile + 27;
+  const double p = 0.3;
+  const Tensor q = Tensor::zeros({B, L, 4}, kFloat64), k = Tensor::zeros({B, S, 4}, kFloat64);
+  Tensor v = Tensor::zeros({B, S, S}, kFloat64);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t i = 0; i < S; ++i) v.data<double>()[(b * S + i) * S + i] = 1;
+  Generator gen(71);
+  gen.next_u64();  // the reservation starts past block 0
+  const std::uint64_t first = gen.offset();
+  const auto y = scaled_dot_product_attention(q, k, v, Tensor(), p, false, std::nullopt, &gen).to_vector();
+  const auto threshold = static_cast<std::uint64_t>(std::ceil(std::ldexp(p, 32)));
+  std::int64_t kept = 0, both = 0, mismatches = 0;
+  std::array<std::int64_t, 4> kept_by_word{};
+  for (std::int64_t i = 0; i < B * L * S; ++i) {
+    const auto w =
+        detail::philox4x32({static_cast<std::uint32_t>(first + static_cast<std::uint64_t>(i) / 4),
+                            static_cast<std::uint32_t>((first + static_cast<std::uint64_t>(i) / 4) >> 32), 0, 0},
+                           {71, 0});
+    const bool want = w[static_cast<std::size_t>(i % 4)] >= threshold, got = y[static_cast<std::size_t>(i)] != 0;
+    mismatches += want != got ? 1 : 0;
+    kept += got ? 1 : 0;
+    kept_by_word[static_cast<std::size_t>(i % 4)] += got ? 1 : 0;
+    if (i + 1 < B * L * S && got && y[static_cast<std::size_t>(i + 1)] != 0) ++both;
+  }
+  CHECK(mismatches == 0);
+  // The rate, per word of a block, and of adjacent pairs kept, within 5 standard errors.
+  const auto n = static_cast<double>(B * L * S);
+  CHECK(std::abs(static_cast<double>(kept) / n - (1 - p)) < 5 * std::sqrt(p * (1 - p) / n));
+  for (std::int64_t c : kept_by_word)
+    CHECK(std::abs(static_cast<double>(c) / (n / 4) - (1 - p)) < 5 * std::sqrt(p * (1 - p) / (n / 4)));
+  const double pair = (1 - p) * (1 - p);
+  CHECK(std::abs(static_cast<double>(both) / (n - 1) - pair) < 5 * std::sqrt(pair * (1 - pair) / (n - 1)) * 2);
+  // The call reserved whole groups of blocks, one block per 4 entries.
+  CHECK(gen.offset() - first >= static_cast<std::uint64_t>((B * L * S + 3) / 4));
+  CHECK((gen.offset() - first) % detail::kPhiloxLanes == 0);
 }
