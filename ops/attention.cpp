@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/detail/philox.hpp"
 #include "xgrad/core/fused.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/kernels/attention_kernels.hpp"
@@ -19,15 +20,36 @@ namespace {
 
 // Note [Attention kernel]: scaled_dot_product_attention is one op with a hand-written backward
 // instead of a composite of matmul, add, softmax, dropout and matmul: the composite records five
-// nodes and keeps the scores, the softmax and the dropped weights alive, where the closed form needs
-// only P (and the dropout keep mask). The batch dims are flattened to B independent problems; each is
-// one task's, start to end (the loops in ops/kernels/attention_kernels.cpp): its L x S scores, the
-// softmax of each row, and its products through detail::blas::gemm (single-threaded BLAS, so a
-// problem's bits do not depend on which thread runs it). Nothing is shared between problems except
-// the float mask's gradient, which is written per problem into a full (B, L, S) buffer and then
-// summed over the broadcast dims by xgrad::sum (itself deterministic). The dropout mask is drawn
-// before the parallel part, one uniform per entry of (B, L, S) in one bulk draw, so it depends on
-// the generator only.
+// nodes and keeps the scores, the softmax and the dropped weights alive. The batch dims are
+// flattened to B independent problems. The op runs one of two sets of loops
+// (ops/kernels/attention_kernels.cpp), both with their products through detail::blas::gemm
+// (single-threaded BLAS inside a task, so a task's bits do not depend on which thread runs it):
+// - fused (the default), FlashAttention-2's scheme: no (L x S) buffer exists. The forward runs one
+//   task per (problem, query tile of kAttentionTile rows); it walks the key tiles in order, masks
+//   each tile's scores scale q k^T, and keeps per row the running max m and sum l of exp(a - m) and
+//   the output accumulator, both rescaled by exp(m_old - m_new) when m grows; at the end the
+//   output is divided by l and lse = m + log(l) is saved with the output (O(B L) besides them).
+//   The backward recomputes each tile's P = exp(a - lse) from q, k and the mask; with
+//   D = rowsum(dO * O) (which equals rowsum(dP * P), with or without dropout), dS = P * (dP - D).
+//   dV = sum of Pᵀ dO and dK = scale sum of dSᵀ Q run one task per (problem, key tile), over the
+//   query tiles in order; dQ = scale sum of dS K runs one task per (problem, query tile), over the
+//   key tiles in order, recomputing P and dP a second time rather than sharing dQ between tasks
+//   (no atomics: every task owns the rows it writes, so results are the same bits at any thread
+//   count). Causal masking skips the tiles that lie wholly above the diagonal. A float mask that
+//   requires grad gets dM = dS summed over its broadcast dims: the dQ tasks, which compute each dS
+//   tile once, write it into a (B, L, S) buffer that exists during the backward only (the size of
+//   an unbroadcast mask's gradient), reduced afterwards by xgrad::sum (itself deterministic).
+// - materialising: the (L x S) scores and P per problem (one task per problem), P saved for the
+//   backward, the float mask's gradient reduced as above. It runs when the weights are an output
+//   (scaled_dot_product_attention_with_weights: the modules' need_weights).
+// Both give the same values up to rounding (the fused sums run in another order).
+//
+// Note [Attention dropout]: the dropout mask is never stored. A call reserves one Philox block per
+// four entries of the (B, L, S) weights from the generator, once, before the parallel part (Note
+// [Counter-based random numbers]); entry i = (b L + l) S + s is kept when word i % 4 of block
+// first + i / 4 is >= ceil(p 2^32), i.e. with probability 1 - p up to 2^-32. Any kernel redraws an
+// entry's decision from (key, first, i) alone: the forward's tiles, the backward's tiles, the
+// materialising loops and the create_graph formula all agree, at any thread count.
 constexpr const char* kOp = "scaled_dot_product_attention";
 
 struct Geometry {
@@ -96,7 +118,12 @@ struct AttentionOp : Function<AttentionOp> {
   double scale = 1, dropout_p = 0;
   bool causal = false, with_weights = false;
   Shape mask_shape;
-  std::vector<std::uint8_t> keep;  // dropout keep mask over (B, L, S), empty without dropout
+  // The fused (tiled) kernels ran: saved are the output and lse, the row logsumexp (B, L), not P.
+  bool fused = false;
+  Tensor lse;
+  // The dropout's draw (Note [Attention dropout]): the stream and first block reserved by this call.
+  bool dropout = false;
+  std::uint64_t drop_key = 0, drop_first = 0, drop_threshold = 0;
 
   // Offsets of the mask entry (b, 0, 0) per problem b, and its strides along L and S (0 = broadcast).
   std::vector<std::int64_t> mask_base;
@@ -136,6 +163,24 @@ struct AttentionOp : Function<AttentionOp> {
     return dropout_p < 1.0 ? static_cast<T>(1.0 / (1.0 - dropout_p)) : T(0);
   }
 
+  template <class T>
+  detail::AttentionDropout<T> drop() const {
+    return {dropout, drop_key, drop_first, drop_threshold, keep_scale<T>()};
+  }
+
+  template <class T>
+  detail::AttentionMask<T> kernel_mask(const Tensor& mask) const {
+    const bool bool_mask = mask.defined() && mask.dtype() == kBool;
+    detail::AttentionMask<T> m;
+    m.bool_mask = bool_mask ? mask.data<bool>() : nullptr;
+    m.float_mask = mask.defined() && !bool_mask ? mask.data<T>() : nullptr;
+    m.base = mask_base.data();
+    m.row_stride = mask_sl;
+    m.col_stride = mask_ss;
+    m.causal = causal;
+    return m;
+  }
+
   Tensors forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p_,
                   bool is_causal, std::optional<double> scale_, Generator* gen, bool with_weights_) {
     geo = check_inputs(q, k, v, mask, dropout_p_, is_causal, scale_);
@@ -150,30 +195,39 @@ struct AttentionOp : Function<AttentionOp> {
     out_shape.insert(out_shape.end(), {L, Ev});
     p_shape.insert(p_shape.end(), {L, S});
     Tensor out = Tensor::empty(out_shape, q.dtype());
-    Tensor p = Tensor::empty(p_shape, q.dtype());
-    const bool dropout = dropout_p > 0.0;
+    dropout = dropout_p > 0.0;
     if (dropout) {
-      // kept with probability 1 - p: one bulk draw of uniforms (Note [Counter-based random numbers])
-      const Tensor u = Tensor::rand({B * L * S}, gen != nullptr ? *gen : default_generator(), kFloat64);
-      keep.resize(static_cast<std::size_t>(B * L * S));
-      detail::attention_keep_mask(B * L * S, u.data<double>(), dropout_p, keep.data());
+      // One reservation of a block per 4 entries of (B, L, S), in whole groups as a bulk draw
+      // (Note [Counter-based random numbers]); the kernels compute each entry's word from its index.
+      const std::uint64_t entries = static_cast<std::uint64_t>(B * L * S), lanes = detail::kPhiloxLanes;
+      const std::uint64_t blocks = ((entries + 3) / 4 + lanes - 1) / lanes * lanes;
+      const Generator::Blocks r = (gen != nullptr ? *gen : default_generator()).reserve(blocks);
+      drop_key = r.key;
+      drop_first = r.first;
+      drop_threshold =
+          dropout_p >= 1.0 ? std::uint64_t{1} << 32 : static_cast<std::uint64_t>(std::ceil(std::ldexp(dropout_p, 32)));
     }
+    const bool need_grad = needs_input_grad(0) || needs_input_grad(1) || needs_input_grad(2) || needs_input_grad(3);
+    // The fused kernels unless the weights are an output.
+    fused = !with_weights;
+    if (fused) {
+      lse = Tensor::empty({B * L}, q.dtype());
+      dispatch(q.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        detail::attention_fused_forward<T>(sizes(), q.data<T>(), k.data<T>(), v.data<T>(), static_cast<T>(scale),
+                                           kernel_mask<T>(mask), drop<T>(), out.data<T>(), lse.data<T>());
+      });
+      if (need_grad) save_for_backward({q, k, v, out, mask});
+      return {out};
+    }
+    Tensor p = Tensor::empty(p_shape, q.dtype());
     Tensor pd = dropout ? Tensor::empty(p_shape, q.dtype()) : p;  // P' = P * D / (1 - p)
     dispatch(q.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const bool bool_mask = mask.defined() && mask.dtype() == kBool;
-      detail::AttentionMask<T> m;
-      m.bool_mask = bool_mask ? mask.data<bool>() : nullptr;
-      m.float_mask = mask.defined() && !bool_mask ? mask.data<T>() : nullptr;
-      m.base = mask_base.data();
-      m.row_stride = mask_sl;
-      m.col_stride = mask_ss;
-      m.causal = causal;
-      detail::attention_forward<T>(sizes(), q.data<T>(), k.data<T>(), v.data<T>(), static_cast<T>(scale), m,
-                                   {dropout, keep.data(), keep_scale<T>()}, p.data<T>(), pd.data<T>(), out.data<T>());
+      detail::attention_forward<T>(sizes(), q.data<T>(), k.data<T>(), v.data<T>(), static_cast<T>(scale),
+                                   kernel_mask<T>(mask), drop<T>(), p.data<T>(), pd.data<T>(), out.data<T>());
     });
-    if (needs_input_grad(0) || needs_input_grad(1) || needs_input_grad(2) || needs_input_grad(3))
-      save_for_backward({q, k, v, p, mask});
+    if (need_grad) save_for_backward({q, k, v, p, mask});
     if (with_weights) return {out, pd};
     return {out};
   }
@@ -194,7 +248,8 @@ struct AttentionOp : Function<AttentionOp> {
 
   // Note [Create graph]: the backward of a create_graph run, written with public differentiable
   // ops. P is recomputed from the saved q, k and mask (the saved P has no history, and P depends
-  // on q, k and the float mask), and the dropout keep mask is reused as a constant:
+  // on q, k and the float mask; the fused path saves no P), and the dropout keep mask is redrawn
+  // from the call's reservation as a constant:
   //   P = softmax(scale q k^T + M), P' = P * D / (1 - p), dV = P'^T dO, dP' = dO V^T (+ dW),
   //   dP = dP' * D / (1 - p), dA = P * (dP - sum(dP * P, -1)), dQ = scale dA K, dK = scale dA^T Q,
   //   dM = dA summed over the mask's broadcast dims.
@@ -214,11 +269,11 @@ struct AttentionOp : Function<AttentionOp> {
     }
     const Tensor p = softmax(a, -1);
     Tensor drop;  // D / (1 - p), a constant
-    if (!keep.empty()) {
+    if (dropout) {
       drop = Tensor::empty(p.shape(), p.dtype());
       dispatch(p.dtype(), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        detail::attention_dropout_factor<T>(drop.numel(), keep.data(), keep_scale<T>(), drop.data<T>());
+        detail::attention_dropout_factor<T>(sizes(), this->drop<T>(), drop.data<T>());
       });
     }
     Tensor dq, dk, dv, dm;
@@ -239,6 +294,7 @@ struct AttentionOp : Function<AttentionOp> {
   Tensors backward_kernel(const Tensors& grads, const Tensors& sv) {
     const Tensor &q = sv[0], &k = sv[1], &v = sv[2], &p = sv[3];
     const Tensor& g = grads[0];
+    if (fused) return fused_backward(g, sv);
     const Tensor gw = with_weights && grads.size() > 1 ? grads[1] : Tensor();
     const bool need_q = needs_input_grad(0), need_k = needs_input_grad(1), need_v = needs_input_grad(2),
                need_m = needs_input_grad(3);
@@ -249,16 +305,36 @@ struct AttentionOp : Function<AttentionOp> {
     Shape p_shape = geo.batch;
     p_shape.insert(p_shape.end(), {L, S});
     Tensor da_full = need_m ? Tensor::empty(p_shape, q.dtype()) : Tensor();
-    const bool dropout = !keep.empty();
     dispatch(g.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       detail::attention_backward<T>(sizes(), q.data<T>(), k.data<T>(), v.data<T>(), p.data<T>(), static_cast<T>(scale),
-                                    {dropout, keep.data(), keep_scale<T>()}, g.data<T>(),
-                                    gw.defined() ? gw.data<T>() : nullptr, need_q ? dq.data<T>() : nullptr,
-                                    need_k ? dk.data<T>() : nullptr, need_v ? dv.data<T>() : nullptr,
-                                    need_m ? da_full.data<T>() : nullptr);
+                                    drop<T>(), g.data<T>(), gw.defined() ? gw.data<T>() : nullptr,
+                                    need_q ? dq.data<T>() : nullptr, need_k ? dk.data<T>() : nullptr,
+                                    need_v ? dv.data<T>() : nullptr, need_m ? da_full.data<T>() : nullptr);
     });
     return {dq, dk, dv, need_m ? mask_grad(da_full) : Tensor()};
+  }
+
+  // The fused backward: the tiles recomputed from the saved output (sv[3]) and lse. A float mask's
+  // gradient is dS (B, L, S), written tile by tile, summed over the mask's broadcast dims.
+  Tensors fused_backward(const Tensor& g, const Tensors& sv) {
+    const Tensor &q = sv[0], &k = sv[1], &v = sv[2], &out = sv[3], &mask = sv[4];
+    const bool need_q = needs_input_grad(0), need_k = needs_input_grad(1), need_v = needs_input_grad(2),
+               need_m = needs_input_grad(3);
+    Tensor dq = need_q ? Tensor::empty(q.shape(), q.dtype()) : Tensor();
+    Tensor dk = need_k ? Tensor::empty(k.shape(), k.dtype()) : Tensor();
+    Tensor dv = need_v ? Tensor::empty(v.shape(), v.dtype()) : Tensor();
+    Shape p_shape = geo.batch;
+    p_shape.insert(p_shape.end(), {geo.l, geo.s});
+    Tensor ds_full = need_m ? Tensor::empty(p_shape, q.dtype()) : Tensor();
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      detail::attention_fused_backward<T>(sizes(), q.data<T>(), k.data<T>(), v.data<T>(), out.data<T>(), lse.data<T>(),
+                                          static_cast<T>(scale), kernel_mask<T>(mask), drop<T>(), g.data<T>(),
+                                          need_q ? dq.data<T>() : nullptr, need_k ? dk.data<T>() : nullptr,
+                                          need_v ? dv.data<T>() : nullptr, need_m ? ds_full.data<T>() : nullptr);
+    });
+    return {dq, dk, dv, need_m ? mask_grad(ds_full) : Tensor()};
   }
 };
 

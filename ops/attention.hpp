@@ -3,11 +3,11 @@
 //
 // The op's formulas are its `/// @op` row (op | forward | gradient, g = dL/dout | torch), from which
 // docs/ops.md's table is generated; the batch dims are any leading dims, shared by query, key and value.
-// The backward is hand-written (Note [Attention kernel] in attention.cpp): one task per batch index,
-// its two forward and four backward products through the project's BLAS entry; the softmax
-// weights P are saved, not recomputed. Results are bit-identical whatever the thread count.
+// Fused in tiles (Note [Attention kernel] in attention.cpp): an online softmax over key tiles, no
+// L x S buffer; the output and each row's logsumexp are saved and the backward recomputes P tile by
+// tile. Results are bit-identical whatever the thread count (no atomics; fixed tile orders).
 // Under create_graph (higher-order gradients) the backward is the same formulas written with public
-// ops, P recomputed from the saved query, key and mask (the dropout keep mask reused), so the
+// ops, P recomputed from the saved query, key and mask (the dropout keep decisions redrawn), so the
 // gradients can be differentiated again; the first-order backward is unchanged.
 //
 // A row whose every key is masked (all -inf) gives NaN in that row of the output and of its
@@ -29,10 +29,10 @@ namespace xgrad {
 /// that requires grad gets its gradient. is_causal: query l sees keys s <= l (torch's top-left
 /// aligned tril(ones(L, S))); not together with attn_mask (as torch). scale: default 1 / sqrt(E)
 /// (with E = 0 the empty dot products are 0 and attention is uniform). dropout_p > 0 drops entries
-/// of P with that probability (one bulk draw of uniforms from `generator`, or from the default
-/// generator when it is null, one per entry of P, row-major) and scales the rest by 1 / (1 - dropout_p);
-/// the same mask is used in backward. It applies whenever dropout_p > 0 (torch's functional has no
-/// training flag).
+/// of P with that probability (one Philox reservation per call from `generator`, or from the default
+/// generator when it is null; entry (b, l, s) decided by a word picked by its index, Note [Attention
+/// dropout]) and scales the rest by 1 / (1 - dropout_p); backward redraws the same decisions. It applies
+/// whenever dropout_p > 0 (torch's functional has no training flag).
 /// Errors (xgrad::Error naming the op, the argument and the shapes): undefined or non-floating
 /// inputs, fewer than 2 dims, batch dims or E of key / value differing from query's, key and value
 /// with different S, a mask of another dtype or not broadcastable to (..., L, S), attn_mask with

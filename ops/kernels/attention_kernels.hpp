@@ -1,9 +1,10 @@
 #pragma once
 // Internal: the loops of scaled_dot_product_attention (ops/attention.cpp, Note [Attention kernel]
 // there). The batch dims are flattened to B independent problems, row-major: q (B, L, E), k (B, S,
-// E), v (B, S, Ev), the weights P (B, L, S), the output (B, L, Ev). Each problem is one task's, start
-// to end, and its products go through detail::blas::gemm (single-threaded BLAS), so a problem's bits
-// do not depend on which thread runs it. Instantiated for float and double.
+// E), v (B, S, Ev), the weights P (B, L, S), the output (B, L, Ev). The materialising kernels give
+// each problem to one task; the fused ones give each (problem, query tile) or (problem, key tile) to
+// one task, which owns the rows it writes. Products go through detail::blas::gemm (single-threaded
+// BLAS), so the bits do not depend on which thread runs a task. Instantiated for float and double.
 #include <cstdint>
 
 namespace xgrad::detail {
@@ -25,37 +26,64 @@ struct AttentionMask {
   bool causal = false;
 };
 
-/// The dropout of the weights: when `on`, keep (B L S bytes) says which are kept (1), and a kept
-/// weight is multiplied by keep_scale (1 / (1 - p)), a dropped one is 0.
+/// Query rows and key columns of one tile of the fused kernels: a task holds a (kAttentionTile x
+/// kAttentionTile) block of scores at a time, never a whole (L x S) problem.
+inline constexpr std::int64_t kAttentionTile = 64;
+
+/// The dropout of the weights, drawn by entry (Note [Attention dropout] in ops/attention.cpp): entry
+/// i = (b L + l) S + s of the (B, L, S) weights is kept when word i % 4 of the Philox block first + i / 4
+/// of the stream `key` is >= threshold (threshold = ceil(p 2^32), so kept with probability 1 - p up to
+/// 2^-32); a kept weight is multiplied by keep_scale (1 / (1 - p)), a dropped one is 0. Any kernel, in
+/// any tile order, redraws the same decisions from (key, first) alone.
 template <class T>
 struct AttentionDropout {
   bool on = false;
-  const std::uint8_t* keep = nullptr;
+  std::uint64_t key = 0, first = 0, threshold = 0;
   T keep_scale = 0;
 };
 
-/// The forward of every problem: p = softmax over each row of scale q k^T, masked (a row whose every
-/// score is -inf, or that holds a NaN, is NaN throughout, as torch); pd = p with the dropout applied
-/// (pd may be p when the dropout is off); out = pd v.
+/// keep[j] = the dropout's decision (1 kept, 0 dropped) for the entries index0 + j, j < count.
+template <class T>
+void attention_keep(const AttentionDropout<T>& drop, std::uint64_t index0, std::int64_t count, std::uint8_t* keep);
+
+/// The materialising forward of every problem (the weights output's path): p = softmax over each row
+/// of scale q k^T, masked (a row whose every score is -inf, or that holds a NaN, is NaN throughout, as
+/// torch); pd = p with the dropout applied (pd may be p when the dropout is off); out = pd v.
 template <class T>
 void attention_forward(const AttentionSizes& n, const T* q, const T* k, const T* v, T scale,
                        const AttentionMask<T>& mask, const AttentionDropout<T>& drop, T* p, T* pd, T* out);
 
-/// The backward of every problem from the saved weights p and the gradient g of the output (B, L,
-/// Ev), plus gw (B, L, S) that of the returned weights, or null: dv = pd^T g; dP = (g v^T + gw) with
-/// the dropout applied; dA = p * (dP - rowsum(dP * p)); dq = scale dA k, dk = scale dA^T q. Each of
-/// dq, dk, dv may be null (not wanted); da_full, when not null, receives dA (B, L, S) (for the float
+/// The materialising backward of every problem from the saved weights p and the gradient g of the
+/// output (B, L, Ev), plus gw (B, L, S) that of the returned weights, or null: dv = pd^T g; dP = (g v^T +
+/// gw) with the dropout applied; dA = p * (dP - rowsum(dP * p)); dq = scale dA k, dk = scale dA^T q. Each
+/// of dq, dk, dv may be null (not wanted); da_full, when not null, receives dA (B, L, S) (for the float
 /// mask's gradient).
 template <class T>
 void attention_backward(const AttentionSizes& n, const T* q, const T* k, const T* v, const T* p, T scale,
                         const AttentionDropout<T>& drop, const T* g, const T* gw, T* dq, T* dk, T* dv, T* da_full);
 
-/// keep[i] = 1 when u[i] >= p (kept with probability 1 - p for uniforms u in [0, 1)), else 0.
-void attention_keep_mask(std::int64_t count, const double* u, double p, std::uint8_t* keep);
-
-/// out[i] = keep_scale where keep[i] is 1, else 0: the dropout as a constant factor.
+/// The fused (tiled) forward: the output of attention_forward, computed per (problem, query tile)
+/// over key tiles with an online softmax (running row max m and sum l, the output rescaled by
+/// exp(m_old - m_new) when m grows), and lse (B, L) = m + log(l), the row's logsumexp (NaN for a row
+/// that is NaN: every key masked, or a NaN score). With S = 0 the output is 0 and lse is -inf.
 template <class T>
-void attention_dropout_factor(std::int64_t count, const std::uint8_t* keep, T keep_scale, T* out);
+void attention_fused_forward(const AttentionSizes& n, const T* q, const T* k, const T* v, T scale,
+                             const AttentionMask<T>& mask, const AttentionDropout<T>& drop, T* out, T* lse);
+
+/// The fused backward from the saved output and lse and the gradient g of the output: each tile's
+/// P = exp(scale q k^T + mask - lse) is recomputed, D = rowsum(g * out), dP = (g v^T) with the dropout
+/// applied, dS = P * (dP - D); dv = sum over query tiles of pd^T g and dk = scale sum of dS^T q, per
+/// (problem, key tile); dq = scale sum over key tiles of dS k, per (problem, query tile). Each of dq,
+/// dk, dv may be null (not wanted); ds_full, when not null, receives dS (B, L, S) (the float mask's
+/// gradient before the broadcast sum), written by the dq tasks.
+template <class T>
+void attention_fused_backward(const AttentionSizes& n, const T* q, const T* k, const T* v, const T* out, const T* lse,
+                              T scale, const AttentionMask<T>& mask, const AttentionDropout<T>& drop, const T* g, T* dq,
+                              T* dk, T* dv, T* ds_full);
+
+/// out (B, L, S) = the dropout as a constant factor: keep_scale where the entry is kept, else 0.
+template <class T>
+void attention_dropout_factor(const AttentionSizes& n, const AttentionDropout<T>& drop, T* out);
 
 /// out (L x S) = s > l: the entries a causal mask removes.
 void attention_causal_mask(std::int64_t l_len, std::int64_t s_len, bool* out);

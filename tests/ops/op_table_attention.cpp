@@ -99,7 +99,7 @@ void add_attention_entries(std::vector<OpInfo>& t) {
     };
     op.size_names = {"l", "s", "e", "ev"};
     op.small = {3, 4, 5, 2};
-    op.threads = {40, 48, 32, 8};
+    op.threads = {70, 140, 16, 8};  // L and S over several tiles of the fused kernels
     op.threads_batch = {4, 8};
     op.large = {300, 300, 300, 300};
     op.supports_batch = true;

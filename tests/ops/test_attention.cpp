@@ -8,9 +8,12 @@
 #include <limits>
 
 #include "support.hpp"
+#include "xgrad/core/allocator.hpp"
 #include "xgrad/core/autograd.hpp"
+#include "xgrad/core/detail/philox.hpp"
 #include "xgrad/ops/attention.hpp"
 #include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/kernels/attention_kernels.hpp"
 #include "xgrad/ops/matmul.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
@@ -122,7 +125,10 @@ TEST_CASE("scaled_dot_product_attention: the weights output is softmax(q k^T * s
   const Tensor want = softmax(add(mul(matmul(q, transpose(k, 1, 2)), 0.5), m), -1);
   const auto [err, ref] = test::max_error(r[1].to_vector(), want.to_vector());
   CHECK(err <= 1e-14 * std::max(1.0, ref));
-  CHECK(bit_equal(r[0], scaled_dot_product_attention(q, k, v, m)));
+  // The output of the weights' (materialising) path and of the fused path: equal up to rounding.
+  const auto [out_err, out_ref] =
+      test::max_error(r[0].to_vector(), scaled_dot_product_attention(q, k, v, m).to_vector());
+  CHECK(out_err <= 1e-14 * std::max(1.0, out_ref));
 }
 
 TEST_CASE("scaled_dot_product_attention: a row whose every key is masked is NaN, the others are not", "[attention]") {
@@ -209,7 +215,10 @@ TEST_CASE("scaled_dot_product_attention: dropout gradients match the formula wit
     const auto [err, ref] = test::max_error(grads[i].to_vector(), want[i].to_vector());
     CHECK(err <= 1e-12 * std::max(1.0, ref));
   }
-  CHECK(bit_equal(r[0], scaled_dot_product_attention(q, k, v, Tensor(), 0.3, false, std::nullopt, &g2)));
+  // The fused path redraws the same keep decisions (Note [Attention dropout]): equal up to rounding.
+  const auto [out_err, out_ref] = test::max_error(
+      r[0].to_vector(), scaled_dot_product_attention(q, k, v, Tensor(), 0.3, false, std::nullopt, &g2).to_vector());
+  CHECK(out_err <= 1e-14 * std::max(1.0, out_ref));
 }
 
 TEST_CASE("scaled_dot_product_attention: bit-identical with 1 and 2 threads", "[attention][threads]") {
@@ -364,4 +373,161 @@ TEST_CASE("scaled_dot_product_attention: create_graph at degenerate sizes gives 
         CHECK((!second[i].defined() || second[i].shape() == std::vector<Tensor>{q, k, v}[i].shape()));
     }
   }
+}
+
+namespace {
+// Outputs and gradients (for the seed w) of the fused path and of the materialising one (the weights
+// output's path), for one case.
+struct FusedCase {
+  std::string name;
+  Shape batch;
+  std::int64_t l, s, e, ev;
+  std::string kind;  // "", "bool", "float"
+  Shape mask;
+  bool causal;
+  double dropout;
+  bool mask_grad = false;  // the float mask requires grad (its gradient is compared too)
+};
+
+Tensors attention_run(const FusedCase& c, Dtype dt, bool fused) {
+  Generator gen(61);
+  Shape qs = c.batch, ks = c.batch, vs = c.batch, os = c.batch;
+  qs.insert(qs.end(), {c.l, c.e});
+  ks.insert(ks.end(), {c.s, c.e});
+  vs.insert(vs.end(), {c.s, c.ev});
+  os.insert(os.end(), {c.l, c.ev});
+  const Tensor q = test::randn_leaf(qs, gen, dt), k = test::randn_leaf(ks, gen, dt), v = test::randn_leaf(vs, gen, dt);
+  const Tensor w = Tensor::randn(os, gen, dt);
+  Tensor m;
+  if (c.kind == "bool") m = bool_mask(c.mask, gen, c.s).to(kBool);
+  if (c.kind == "float") m = c.mask_grad ? test::randn_leaf(c.mask, gen, dt) : Tensor::randn(c.mask, gen, dt);
+  Generator drop(62);
+  const Tensor y = fused ? scaled_dot_product_attention(q, k, v, m, c.dropout, c.causal, std::nullopt, &drop)
+                         : detail::scaled_dot_product_attention_with_weights(q, k, v, m, c.dropout, c.causal,
+                                                                             std::nullopt, &drop)[0];
+  Tensors r = xgrad::grad({y}, c.mask_grad ? Tensors{q, k, v, m} : Tensors{q, k, v}, {w});
+  r.push_back(y.detach());
+  return r;
+}
+
+const std::vector<FusedCase>& fused_cases() {
+  // L and S span several tiles and are not multiples of the tile.
+  const std::int64_t t = detail::kAttentionTile;
+  static const std::vector<FusedCase> cases = {
+      {"plain", {2}, 2 * t + 22, 2 * t + 5, 16, 12, "", {}, false, 0.0},
+      {"causal", {2}, 2 * t + 22, 2 * t + 5, 16, 12, "", {}, true, 0.0},
+      {"causal_long_keys", {1}, t + 3, 3 * t + 1, 8, 8, "", {}, true, 0.0},
+      {"causal_long_queries", {1}, 3 * t + 1, t + 3, 8, 8, "", {}, true, 0.0},
+      {"bool", {2, 2}, 2 * t + 22, 2 * t + 5, 16, 12, "bool", {2, 1, 2 * t + 22, 2 * t + 5}, false, 0.0},
+      {"float", {2, 2}, 2 * t + 22, 2 * t + 5, 16, 12, "float", {2 * t + 22, 2 * t + 5}, false, 0.0},
+      {"float_keys", {2, 2}, t + 9, 2 * t + 5, 16, 12, "float", {2, 1, 1, 2 * t + 5}, false, 0.0},
+      {"dropout", {2}, 2 * t + 22, 2 * t + 5, 16, 12, "", {}, false, 0.3},
+      {"dropout_bool", {2}, 2 * t + 22, 2 * t + 5, 16, 12, "bool", {2 * t + 22, 2 * t + 5}, false, 0.2},
+      {"float_grad", {2, 2}, 2 * t + 22, 2 * t + 5, 16, 12, "float", {2 * t + 22, 2 * t + 5}, false, 0.0, true},
+      {"float_grad_heads", {2, 2}, t + 9, 2 * t + 5, 8, 4, "float", {2, 1, 1, 2 * t + 5}, false, 0.0, true},
+      {"float_grad_full_dropout", {2}, t + 9, 2 * t + 5, 8, 4, "float", {2, t + 9, 2 * t + 5}, false, 0.25, true},
+  };
+  return cases;
+}
+}  // namespace
+
+TEST_CASE("scaled_dot_product_attention: the fused path equals the materialising one across several tiles",
+          "[attention][fused]") {
+  for (Dtype dt : {kFloat32, kFloat64}) {
+    const double tol = dt == kFloat32 ? 1e-5 : 1e-12;
+    for (const FusedCase& c : fused_cases()) {
+      INFO(c.name << " " << dtype_name(dt));
+      const Tensors fused = attention_run(c, dt, true), ref = attention_run(c, dt, false);
+      for (std::size_t i = 0; i < fused.size(); ++i) {
+        INFO("tensor " << i << " (dq, dk, dv, [dm,] out)");
+        const auto [err, scale] = test::max_error(fused[i].to_vector(), ref[i].to_vector());
+        CHECK(err <= tol * std::max(1.0, scale));
+      }
+    }
+  }
+}
+
+TEST_CASE("scaled_dot_product_attention: the fused path is bit-identical with 1 and 2 threads",
+          "[attention][threads]") {
+  for (Dtype dt : {kFloat32, kFloat64})
+    for (const FusedCase& c : fused_cases()) {
+      INFO(c.name);
+      test::require_thread_deterministic([&] { return attention_run(c, dt, true); });
+    }
+}
+
+TEST_CASE("scaled_dot_product_attention: a fully masked row is NaN on the fused path across tiles",
+          "[attention][fused]") {
+  const std::int64_t t = detail::kAttentionTile, L = t + 5, S = 2 * t + 3;
+  Generator gen(63);
+  const Tensor q = test::randn_leaf({L, 4}, gen), k = test::randn_leaf({S, 4}, gen), v = test::randn_leaf({S, 3}, gen);
+  Tensor m = Tensor::ones({L, S}, kBool);
+  for (std::int64_t s = 0; s < S; ++s) m.data<bool>()[(t + 1) * S + s] = false;  // row t + 1 sees nothing
+  const auto y = scaled_dot_product_attention(q, k, v, m).to_vector();
+  for (std::int64_t l = 0; l < L; ++l)
+    for (std::int64_t c = 0; c < 3; ++c) CHECK(std::isnan(y[static_cast<std::size_t>(l * 3 + c)]) == (l == t + 1));
+}
+
+TEST_CASE("scaled_dot_product_attention: the fused path holds no L x S buffer", "[attention][fused][memory]") {
+  // One head of 2048 queries and keys: the (L x S) float32 scores alone would be 16 MiB. The forward
+  // allocates the output and the row logsumexp; the backward the three gradients.
+  const std::int64_t L = 2048, S = 2048, E = 64;
+  Generator gen(64);
+  const Tensor q = test::randn_leaf({1, L, E}, gen, kFloat32), k = test::randn_leaf({1, S, E}, gen, kFloat32),
+               v = test::randn_leaf({1, S, E}, gen, kFloat32);
+  const auto scores_bytes = static_cast<std::size_t>(L * S * 4);
+  for (bool causal : {false, true}) {
+    INFO("causal " << causal);
+    const std::size_t before = memory_stats().allocated_bytes;
+    reset_peak_memory_stats();
+    const Tensor y = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, causal);
+    const std::size_t forward_peak = memory_stats().peak_allocated_bytes - before;
+    CHECK(forward_peak < scores_bytes / 8);
+    CHECK(forward_peak >= static_cast<std::size_t>(L * E * 4));  // the output itself is counted
+    const Tensors g = xgrad::grad({sum(y)}, {q, k, v});
+    const std::size_t backward_peak = memory_stats().peak_allocated_bytes - before;
+    CHECK(backward_peak < scores_bytes / 4);
+    CHECK(std::isfinite(sum(g[0]).item()));
+  }
+}
+
+TEST_CASE("scaled_dot_product_attention: dropout keeps entry i by word i % 4 of Philox block first + i / 4",
+          "[attention][dropout]") {
+  // q = 0 makes P uniform (1 / S) and v = identity makes out = P' itself, so out != 0 is the keep mask.
+  // S is odd and L, S cross tiles, so rows start mid-block and tiles mid-row.
+  const std::int64_t B = 3, L = detail::kAttentionTile + 6, S = detail::kAttentionTile + 27;
+  const double p = 0.3;
+  const Tensor q = Tensor::zeros({B, L, 4}, kFloat64), k = Tensor::zeros({B, S, 4}, kFloat64);
+  Tensor v = Tensor::zeros({B, S, S}, kFloat64);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t i = 0; i < S; ++i) v.data<double>()[(b * S + i) * S + i] = 1;
+  Generator gen(71);
+  gen.next_u64();  // the reservation starts past block 0
+  const std::uint64_t first = gen.offset();
+  const auto y = scaled_dot_product_attention(q, k, v, Tensor(), p, false, std::nullopt, &gen).to_vector();
+  const auto threshold = static_cast<std::uint64_t>(std::ceil(std::ldexp(p, 32)));
+  std::int64_t kept = 0, both = 0, mismatches = 0;
+  std::array<std::int64_t, 4> kept_by_word{};
+  for (std::int64_t i = 0; i < B * L * S; ++i) {
+    const auto w =
+        detail::philox4x32({static_cast<std::uint32_t>(first + static_cast<std::uint64_t>(i) / 4),
+                            static_cast<std::uint32_t>((first + static_cast<std::uint64_t>(i) / 4) >> 32), 0, 0},
+                           {71, 0});
+    const bool want = w[static_cast<std::size_t>(i % 4)] >= threshold, got = y[static_cast<std::size_t>(i)] != 0;
+    mismatches += want != got ? 1 : 0;
+    kept += got ? 1 : 0;
+    kept_by_word[static_cast<std::size_t>(i % 4)] += got ? 1 : 0;
+    if (i + 1 < B * L * S && got && y[static_cast<std::size_t>(i + 1)] != 0) ++both;
+  }
+  CHECK(mismatches == 0);
+  // The rate, per word of a block, and of adjacent pairs kept, within 5 standard errors.
+  const auto n = static_cast<double>(B * L * S);
+  CHECK(std::abs(static_cast<double>(kept) / n - (1 - p)) < 5 * std::sqrt(p * (1 - p) / n));
+  for (std::int64_t c : kept_by_word)
+    CHECK(std::abs(static_cast<double>(c) / (n / 4) - (1 - p)) < 5 * std::sqrt(p * (1 - p) / (n / 4)));
+  const double pair = (1 - p) * (1 - p);
+  CHECK(std::abs(static_cast<double>(both) / (n - 1) - pair) < 5 * std::sqrt(pair * (1 - pair) / (n - 1)) * 2);
+  // The call reserved whole groups of blocks, one block per 4 entries.
+  CHECK(gen.offset() - first >= static_cast<std::uint64_t>((B * L * S + 3) / 4));
+  CHECK((gen.offset() - first) % detail::kPhiloxLanes == 0);
 }
