@@ -28,7 +28,7 @@ mkdir -p "$out"
   cmake --build --preset release --target resample_conv_bench block_sparse_linear_bench autograd_overhead \
     conv_step_bench $(grep -q torch_autograd_overhead build/release/build.ninja && echo torch_autograd_overhead) \
     rnn_step_bench hvp_bench index_ops_bench random_ops_bench sparse_ops_bench graph_layers_bench gemm_bench \
-    sparse_training_bench \
+    sparse_training_bench attention_bench \
     $(grep -q torch_conv_step build/release/build.ninja && echo torch_conv_step torch_rnn_step torch_hvp) \
     $(grep -q ddp_overlap_bench build/release/build.ninja && echo ddp_overlap_bench)
 }
@@ -48,6 +48,7 @@ ROUNDS=1 bash bench/run_random_ops.sh "$dir" $((reps * 5)) "$out/random_ops.csv"
 ROUNDS=1 bash bench/run_sparse_ops.sh "$dir" $((reps * 5)) "$out/sparse_ops.csv" >"$out/sparse_ops.txt"
 ROUNDS=1 bash bench/run_graph_layers.sh "$dir" $((reps * 5)) "$out/graph_layers.csv" >"$out/graph_layers.txt"
 bash bench/run_sparse_training.sh "$dir" "$reps" "$out/sparse_training.csv" >"$out/sparse_training.txt"
+bash bench/run_attention.sh "$dir" "$reps" >"$out/attention.txt"
 # DDP's overlap over a rate-limited link between two network namespaces: needs root, `ip`, `tc` and
 # the MPI build; skipped (with a line saying so) otherwise.
 if [[ -x "$dir/ddp_overlap" && $(id -u) == 0 ]] && command -v ip >/dev/null && command -v tc >/dev/null; then
@@ -77,6 +78,9 @@ sed -n '/^## /,$p' "$out/hvp.txt"
 echo
 echo "================ sparse training step ================"
 sed -n '/^training step/,$p' "$out/sparse_training.txt"
+echo
+echo "================ attention (fused, against torch bmm-softmax-bmm) ================"
+sed -n '/^# ours\/peer/,$p' "$out/attention.txt"
 echo
 echo "================ index ops ================"
 sed -n '/^## /,$p' "$out/index_ops.txt"

@@ -58,18 +58,18 @@ struct Geometry {
 };
 
 Geometry check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p,
-                      bool is_causal, std::optional<double> scale) {
+                      bool is_causal, std::optional<double> scale, const char* op = kOp) {
   const std::pair<const Tensor*, const char*> named[] = {{&q, "query"}, {&k, "key"}, {&v, "value"}};
   for (const auto& [t, name] : named) {
-    XGRAD_CHECK(t->defined(), "{}: argument '{}' is an undefined tensor", kOp, name);
-    XGRAD_CHECK(t->dim() >= 2, "{}: argument '{}' must have at least 2 dims (..., length, features), got shape {}", kOp,
+    XGRAD_CHECK(t->defined(), "{}: argument '{}' is an undefined tensor", op, name);
+    XGRAD_CHECK(t->dim() >= 2, "{}: argument '{}' must have at least 2 dims (..., length, features), got shape {}", op,
                 name, shape_str(t->shape()));
-    XGRAD_CHECK(is_floating_point(t->dtype()), "{}: argument '{}' must be float32 or float64, got {} {}", kOp, name,
+    XGRAD_CHECK(is_floating_point(t->dtype()), "{}: argument '{}' must be float32 or float64, got {} {}", op, name,
                 t->dtype(), shape_str(t->shape()));
   }
   XGRAD_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(),
-              "{}: arguments 'query', 'key' and 'value' must have one dtype, got {} {}, {} {} and {} {}", kOp,
-              q.dtype(), shape_str(q.shape()), k.dtype(), shape_str(k.shape()), v.dtype(), shape_str(v.shape()));
+              "{}: arguments 'query', 'key' and 'value' must have one dtype, got {} {}, {} {} and {} {}", op, q.dtype(),
+              shape_str(q.shape()), k.dtype(), shape_str(k.shape()), v.dtype(), shape_str(v.shape()));
   Geometry g;
   const std::int64_t nb = q.dim() - 2;
   g.batch.assign(q.shape().begin(), q.shape().begin() + nb);
@@ -78,17 +78,17 @@ Geometry check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const T
   g.e = q.size(-1);
   const auto batch_of = [nb](const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); };
   XGRAD_CHECK(k.dim() == q.dim() && batch_of(k) == g.batch && k.size(-1) == g.e,
-              "{}: argument 'key' has shape {} but must be (..., S, E) with the batch dims and E of 'query' {}", kOp,
+              "{}: argument 'key' has shape {} but must be (..., S, E) with the batch dims and E of 'query' {}", op,
               shape_str(k.shape()), shape_str(q.shape()));
   g.s = k.size(-2);
   XGRAD_CHECK(v.dim() == q.dim() && batch_of(v) == g.batch && v.size(-2) == g.s,
               "{}: argument 'value' has shape {} but must be (..., S, Ev) with the batch dims of 'query' {} and the S "
               "of 'key' {}",
-              kOp, shape_str(v.shape()), shape_str(q.shape()), shape_str(k.shape()));
+              op, shape_str(v.shape()), shape_str(q.shape()), shape_str(k.shape()));
   g.ev = v.size(-1);
   if (mask.defined()) {
     XGRAD_CHECK(mask.dtype() == kBool || mask.dtype() == q.dtype(),
-                "{}: argument 'attn_mask' must be bool or of the dtype of 'query' ({}), got {} {}", kOp, q.dtype(),
+                "{}: argument 'attn_mask' must be bool or of the dtype of 'query' ({}), got {} {}", op, q.dtype(),
                 mask.dtype(), shape_str(mask.shape()));
     Shape full = g.batch;
     full.push_back(g.l);
@@ -100,14 +100,13 @@ Geometry check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const T
     }
     XGRAD_CHECK(
         ok, "{}: argument 'attn_mask' of shape {} is not broadcastable to the attention shape {} (query {}, key {})",
-        kOp, shape_str(mask.shape()), shape_str(full), shape_str(q.shape()), shape_str(k.shape()));
+        op, shape_str(mask.shape()), shape_str(full), shape_str(q.shape()), shape_str(k.shape()));
     XGRAD_CHECK(!is_causal, "{}: argument 'attn_mask' (shape {}) must be undefined when 'is_causal' is true (as torch)",
-                kOp, shape_str(mask.shape()));
+                op, shape_str(mask.shape()));
   }
-  XGRAD_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, "{}: argument 'dropout_p' must be in [0, 1], got {}", kOp,
+  XGRAD_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, "{}: argument 'dropout_p' must be in [0, 1], got {}", op,
               dropout_p);
-  XGRAD_CHECK(!scale || std::isfinite(*scale), "{}: argument 'scale' must be finite, got {}", kOp,
-              scale ? *scale : 0.0);
+  XGRAD_CHECK(!scale || std::isfinite(*scale), "{}: argument 'scale' must be finite, got {}", op, scale ? *scale : 0.0);
   return g;
 }
 
@@ -124,6 +123,10 @@ struct AttentionOp : Function<AttentionOp> {
   // The dropout's draw (Note [Attention dropout]): the stream and first block reserved by this call.
   bool dropout = false;
   std::uint64_t drop_key = 0, drop_first = 0, drop_threshold = 0;
+
+  // Block-sparse attention: the layout over the (L / block) x (S / block) grid, or none.
+  std::optional<CsrPattern> layout;
+  std::int64_t block = 0;
 
   // Offsets of the mask entry (b, 0, 0) per problem b, and its strides along L and S (0 = broadcast).
   std::vector<std::int64_t> mask_base;
@@ -178,12 +181,25 @@ struct AttentionOp : Function<AttentionOp> {
     m.row_stride = mask_sl;
     m.col_stride = mask_ss;
     m.causal = causal;
+    if (layout) {
+      const auto& t = layout->transposed();
+      m.layout_crow = layout->crow().data();
+      m.layout_col = layout->col().data();
+      m.layout_tcrow = t.crow().data();
+      m.layout_tcol = t.col().data();
+      m.tile = block;
+    }
     return m;
   }
 
   Tensors forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p_,
-                  bool is_causal, std::optional<double> scale_, Generator* gen, bool with_weights_) {
+                  bool is_causal, std::optional<double> scale_, Generator* gen, bool with_weights_,
+                  const CsrPattern* layout_ = nullptr, std::int64_t block_ = 0) {
     geo = check_inputs(q, k, v, mask, dropout_p_, is_causal, scale_);
+    if (layout_ != nullptr) {
+      layout = *layout_;
+      block = block_;
+    }
     dropout_p = dropout_p_;
     causal = is_causal;
     with_weights = with_weights_;
@@ -267,6 +283,11 @@ struct AttentionOp : Function<AttentionOp> {
       detail::attention_causal_mask(L, S, upper.data<bool>());
       a = masked_fill(a, upper, ninf);
     }
+    if (layout) {
+      Tensor kept = Tensor::empty({L, S}, kBool);
+      detail::attention_layout_mask(L, S, block, layout->crow().data(), layout->col().data(), kept.data<bool>());
+      a = masked_fill(a, logical_not(kept), ninf);
+    }
     const Tensor p = softmax(a, -1);
     Tensor drop;  // D / (1 - p), a constant
     if (dropout) {
@@ -345,6 +366,20 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     std::optional<double> scale, Generator* generator) {
   check_inputs(query, key, value, attn_mask, dropout_p, is_causal, scale);
   return apply<AttentionOp>(query, key, value, attn_mask, dropout_p, is_causal, scale, generator, false)[0];
+}
+
+Tensor block_sparse_attention(const Tensor& query, const Tensor& key, const Tensor& value, const CsrPattern& layout,
+                              std::int64_t block, double dropout_p, bool is_causal, std::optional<double> scale,
+                              Generator* generator) {
+  constexpr const char* op = "block_sparse_attention";
+  const Geometry g = check_inputs(query, key, value, Tensor(), dropout_p, is_causal, scale, op);
+  XGRAD_CHECK(block >= 1, "{}: argument 'block' is {} but must be >= 1", op, block);
+  const std::int64_t rows = g.l / block + (g.l % block != 0 ? 1 : 0), cols = g.s / block + (g.s % block != 0 ? 1 : 0);
+  XGRAD_CHECK(layout.rows() == rows && layout.cols() == cols,
+              "{}: argument 'layout' is a ({}, {}) grid but query {} and key {} in blocks of {} make ({}, {})", op,
+              layout.rows(), layout.cols(), shape_str(query.shape()), shape_str(key.shape()), block, rows, cols);
+  return apply<AttentionOp>(query, key, value, Tensor(), dropout_p, is_causal, scale, generator, false, &layout,
+                            block)[0];
 }
 
 namespace detail {

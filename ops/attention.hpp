@@ -18,6 +18,7 @@
 
 #include "xgrad/core/random.hpp"
 #include "xgrad/core/tensor.hpp"
+#include "xgrad/ops/sparse.hpp"
 
 namespace xgrad {
 
@@ -48,6 +49,27 @@ namespace xgrad {
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const Tensor& attn_mask = Tensor(), double dropout_p = 0.0, bool is_causal = false,
                                     std::optional<double> scale = std::nullopt, Generator* generator = nullptr);
+
+/// Block-sparse attention: scaled_dot_product_attention in which query l attends to key s only when
+/// the block (l / block, s / block) is stored in `layout`, a CsrPattern over the grid of ceil(L /
+/// block) x ceil(S / block) blocks (ops/attention_layout.hpp builds the sliding window, global, random
+/// and strided layouts and combines them): the same values as scaled_dot_product_attention with the
+/// bool mask that is true exactly on the layout's blocks. The fused kernels visit the stored blocks
+/// only, in block x block tiles, so time and memory follow the stored blocks instead of L x S.
+/// is_causal also hides s > l inside the stored blocks; dropout_p, scale and generator as
+/// scaled_dot_product_attention (the same dropout draws, by entry). A query whose every key is
+/// hidden gives a NaN row (a fully masked row). One layout for every problem of the batch dims.
+/// Differentiable with respect to query, key and value, to any order (under create_graph the backward
+/// is the dense formula with the layout's (L, S) mask). Errors (xgrad::Error naming the op, the
+/// argument and the shapes): those of scaled_dot_product_attention, block < 1, a layout whose grid is
+/// not (ceil(L / block), ceil(S / block)).
+/// @op `block_sparse_attention(q, k, v, layout, block, dropout_p, is_causal, scale, generator)`
+///   | scaled_dot_product_attention(q, k, v, M) with M[l, s] = (l / block, s / block) stored in the layout
+///   | as scaled_dot_product_attention; the blocks outside the layout contribute nothing
+///   | — (compared through softmax(q·kᵀ·scale, masked to the layout's blocks)·v)
+Tensor block_sparse_attention(const Tensor& query, const Tensor& key, const Tensor& value, const CsrPattern& layout,
+                              std::int64_t block, double dropout_p = 0.0, bool is_causal = false,
+                              std::optional<double> scale = std::nullopt, Generator* generator = nullptr);
 
 namespace detail {
 /// scaled_dot_product_attention and its attention weights P' (..., L, S) (after dropout), as

@@ -13,6 +13,7 @@
 #include "xgrad/core/detail/philox.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/kernels/blas.hpp"
+#include "xgrad/ops/kernels/ceil_div.hpp"
 #include "xgrad/ops/kernels/instantiate.hpp"
 
 namespace xgrad::detail {
@@ -172,11 +173,14 @@ void attention_backward(const AttentionSizes& n, const T* q, const T* k, const T
 template <class T>
 void attention_fused_forward(const AttentionSizes& n, const T* q, const T* k, const T* v, T scale,
                              const AttentionMask<T>& mask, const AttentionDropout<T>& drop, T* out, T* lse) {
-  const std::int64_t B = n.b, L = n.l, S = n.s, E = n.e, Ev = n.ev, R = kAttentionTile;
+  const bool sparse = mask.layout_crow != nullptr;
+  const std::int64_t B = n.b, L = n.l, S = n.s, E = n.e, Ev = n.ev, R = sparse ? mask.tile : kAttentionTile;
   const std::int64_t tiles_l = (L + R - 1) / R, tiles_s = (S + R - 1) / R;
   const T ninf = -std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
   const T keep_scale = drop.keep_scale;
-  const std::int64_t work = R * S * (E + Ev + 4) + 1;
+  // The keys a query tile sees (on average over the layout's rows).
+  const std::int64_t keys = sparse ? R * ceil_div(mask.layout_crow[tiles_l], std::max<std::int64_t>(1, tiles_l)) : S;
+  const std::int64_t work = R * keys * (E + Ev + 4) + 1;
   parallel_for(0, B * tiles_l, grain_for(work), [&](std::int64_t t0, std::int64_t t1) {
     std::vector<T> st(static_cast<std::size_t>(R * R)), m(static_cast<std::size_t>(R)),
         sum(static_cast<std::size_t>(R));
@@ -188,7 +192,10 @@ void attention_fused_forward(const AttentionSizes& n, const T* q, const T* k, co
       std::fill(m.begin(), m.end(), ninf);
       std::fill(sum.begin(), sum.end(), T(0));
       std::fill(bad.begin(), bad.end(), std::uint8_t{0});
-      for (std::int64_t j = 0; j < tiles_s; ++j) {
+      const std::int64_t i = t % tiles_l, first = sparse ? mask.layout_crow[i] : 0;
+      const std::int64_t count = sparse ? mask.layout_crow[i + 1] - first : tiles_s;
+      for (std::int64_t jj = 0; jj < count; ++jj) {
+        const std::int64_t j = sparse ? mask.layout_col[first + jj] : jj;
         const std::int64_t s0 = j * R, sc = std::min(R, S - s0);
         if (mask.causal && s0 > l0 + lr - 1) break;  // every later key is hidden from every row of the tile
         detail::blas::gemm<T>(false, true, lr, sc, E, scale, q + (b * L + l0) * E, E, k + (b * S + s0) * E, E, T(0),
@@ -251,9 +258,22 @@ template <class T>
 void attention_fused_backward(const AttentionSizes& n, const T* q, const T* k, const T* v, const T* out, const T* lse,
                               T scale, const AttentionMask<T>& mask, const AttentionDropout<T>& drop, const T* g, T* dq,
                               T* dk, T* dv, T* ds_full) {
-  const std::int64_t B = n.b, L = n.l, S = n.s, E = n.e, Ev = n.ev, R = kAttentionTile;
+  const bool sparse = mask.layout_crow != nullptr;
+  const std::int64_t B = n.b, L = n.l, S = n.s, E = n.e, Ev = n.ev, R = sparse ? mask.tile : kAttentionTile;
   const std::int64_t tiles_l = (L + R - 1) / R, tiles_s = (S + R - 1) / R;
   const T keep_scale = drop.keep_scale;
+  // The tiles a (problem, tile) task visits: all, or the layout's row (query tiles: its key tiles; key
+  // tiles: the transpose's row, its query tiles).
+  const auto tiles_of = [&](bool query_tile, std::int64_t i, std::int64_t& first, std::int64_t& count) {
+    const std::int64_t* crow = query_tile ? mask.layout_crow : mask.layout_tcrow;
+    first = sparse ? crow[i] : 0;
+    count = sparse ? crow[i + 1] - first : (query_tile ? tiles_s : tiles_l);
+  };
+  const auto tile_at = [&](bool query_tile, std::int64_t first, std::int64_t k) {
+    return sparse ? (query_tile ? mask.layout_col : mask.layout_tcol)[first + k] : k;
+  };
+  const std::int64_t avg_l = sparse ? R * ceil_div(mask.layout_crow[tiles_l], std::max<std::int64_t>(1, tiles_s)) : L;
+  const std::int64_t avg_s = sparse ? R * ceil_div(mask.layout_crow[tiles_l], std::max<std::int64_t>(1, tiles_l)) : S;
   // D = rowsum(g * out) = rowsum(dP * P) (with or without the dropout), one per query row.
   std::vector<T> d(static_cast<std::size_t>(B * L));
   parallel_for(0, B * L, grain_for(Ev + 1), [&](std::int64_t r0, std::int64_t r1) {
@@ -306,7 +326,7 @@ void attention_fused_backward(const AttentionSizes& n, const T* q, const T* k, c
   };
   if (dk != nullptr || dv != nullptr) {
     // dk and dv per (problem, key tile), summed over the query tiles in order.
-    const std::int64_t work = R * L * (2 * E + 2 * Ev + 6) + 1;
+    const std::int64_t work = R * avg_l * (2 * E + 2 * Ev + 6) + 1;
     parallel_for(0, B * tiles_s, grain_for(work), [&](std::int64_t t0, std::int64_t t1) {
       Tile tile(R);
       for (std::int64_t t = t0; t < t1; ++t) {
@@ -315,7 +335,10 @@ void attention_fused_backward(const AttentionSizes& n, const T* q, const T* k, c
         T* dvj = dv != nullptr ? dv + (b * S + s0) * Ev : nullptr;
         if (dkj != nullptr) std::fill(dkj, dkj + sc * E, T(0));
         if (dvj != nullptr) std::fill(dvj, dvj + sc * Ev, T(0));
-        for (std::int64_t i = 0; i < tiles_l; ++i) {
+        std::int64_t first = 0, count = 0;
+        tiles_of(false, t % tiles_s, first, count);
+        for (std::int64_t ii = 0; ii < count; ++ii) {
+          const std::int64_t i = tile_at(false, first, ii);
           const std::int64_t l0 = i * R, lr = std::min(R, L - l0);
           if (mask.causal && l0 + lr - 1 < s0) continue;  // every row of the tile is before every key
           probs(tile, b, l0, lr, s0, sc);
@@ -343,7 +366,7 @@ void attention_fused_backward(const AttentionSizes& n, const T* q, const T* k, c
   }
   if (dq != nullptr || ds_full != nullptr) {
     // dq per (problem, query tile), summed over the key tiles in order; each dS tile once.
-    const std::int64_t work = R * S * (2 * E + Ev + 4) + 1;
+    const std::int64_t work = R * avg_s * (2 * E + Ev + 4) + 1;
     parallel_for(0, B * tiles_l, grain_for(work), [&](std::int64_t t0, std::int64_t t1) {
       Tile tile(R);
       for (std::int64_t t = t0; t < t1; ++t) {
@@ -352,7 +375,10 @@ void attention_fused_backward(const AttentionSizes& n, const T* q, const T* k, c
         if (dqi != nullptr) std::fill(dqi, dqi + lr * E, T(0));
         T* dsi = ds_full != nullptr ? ds_full + (b * L + l0) * S : nullptr;
         if (dsi != nullptr) std::fill(dsi, dsi + lr * S, T(0));  // the tiles causal skips stay 0
-        for (std::int64_t j = 0; j < tiles_s; ++j) {
+        std::int64_t first = 0, count = 0;
+        tiles_of(true, t % tiles_l, first, count);
+        for (std::int64_t jj = 0; jj < count; ++jj) {
+          const std::int64_t j = tile_at(true, first, jj);
           const std::int64_t s0 = j * R, sc = std::min(R, S - s0);
           if (mask.causal && s0 > l0 + lr - 1) break;
           probs(tile, b, l0, lr, s0, sc);
@@ -384,6 +410,17 @@ void attention_dropout_factor(const AttentionSizes& n, const AttentionDropout<T>
 void attention_causal_mask(std::int64_t l_len, std::int64_t s_len, bool* out) {
   for (std::int64_t l = 0; l < l_len; ++l)
     for (std::int64_t s = 0; s < s_len; ++s) out[l * s_len + s] = s > l;
+}
+
+void attention_layout_mask(std::int64_t l_len, std::int64_t s_len, std::int64_t tile, const std::int64_t* crow,
+                           const std::int64_t* col, bool* out) {
+  std::fill(out, out + l_len * s_len, false);
+  for (std::int64_t i = 0; i * tile < l_len; ++i)
+    for (std::int64_t k = crow[i]; k < crow[i + 1]; ++k) {
+      const std::int64_t s0 = col[k] * tile, s1 = std::min(s_len, s0 + tile);
+      for (std::int64_t l = i * tile; l < std::min(l_len, (i + 1) * tile); ++l)
+        std::fill(out + l * s_len + s0, out + l * s_len + s1, true);
+    }
 }
 
 XGRAD_INSTANTIATE_FLOATING(attention_keep);

@@ -24,6 +24,16 @@ struct AttentionMask {
   const std::int64_t* base = nullptr;
   std::int64_t row_stride = 0, col_stride = 0;
   bool causal = false;
+  /// Block-sparse attention (ops/attention_layout.hpp): with layout_crow set, the fused kernels' tiles
+  /// are `tile` x `tile` blocks and only the blocks of the layout are computed, every other score being
+  /// masked. The layout is a CSR over the (query tile x key tile) grid: query tile i's key tiles are
+  /// layout_col[layout_crow[i] .. layout_crow[i + 1]) in increasing order; its transpose lists key tile
+  /// j's query tiles as layout_tcol[layout_tcrow[j] .. layout_tcrow[j + 1]).
+  const std::int64_t* layout_crow = nullptr;
+  const std::int64_t* layout_col = nullptr;
+  const std::int64_t* layout_tcrow = nullptr;
+  const std::int64_t* layout_tcol = nullptr;
+  std::int64_t tile = 0;
 };
 
 /// Query rows and key columns of one tile of the fused kernels: a task holds a (kAttentionTile x
@@ -87,5 +97,9 @@ void attention_dropout_factor(const AttentionSizes& n, const AttentionDropout<T>
 
 /// out (L x S) = s > l: the entries a causal mask removes.
 void attention_causal_mask(std::int64_t l_len, std::int64_t s_len, bool* out);
+/// out (L x S) = (l / tile, s / tile) is a block of the layout (crow, col over the tile grid): the
+/// entries block-sparse attention keeps.
+void attention_layout_mask(std::int64_t l_len, std::int64_t s_len, std::int64_t tile, const std::int64_t* crow,
+                           const std::int64_t* col, bool* out);
 
 }  // namespace xgrad::detail

@@ -3,6 +3,7 @@
 // softmax(q k^T * scale + mask) v. Bool masks travel as float 0/1 inputs (key 0 always allowed, so no
 // row is fully masked) and are converted in the call and in torch. More cases: tests/ops/test_attention.cpp.
 #include "op_table_common.hpp"
+#include "xgrad/ops/attention_layout.hpp"
 
 namespace xgrad::test::table {
 
@@ -110,6 +111,78 @@ void add_attention_entries(std::vector<OpInfo>& t) {
       return s.sizes[2] == 0 ? "E = 0: torch's explicit formula gives 0 * inf" : "";
     };
     op.errors = errors;
+    t.push_back(op);
+  }
+  // block_sparse_attention: a sliding window of one block plus key block 0 for every query block (so
+  // no row is fully masked), in blocks of 2 at the small sizes and of 16 at the thread-test sizes (many
+  // tiles); the torch side masks the dense scores with the layout's blocks, passed as a 0/1 input.
+  for (const bool causal : {false, true}) {
+    OpInfo op;
+    op.name = causal ? "block_sparse_attention_causal" : "block_sparse_attention";
+    op.signature =
+        "block_sparse_attention(Tensor,Tensor,Tensor,CsrPattern,int64_t,double,bool,optional<double>,Generator)";
+    op.op = "block_sparse_attention";
+    op.torch = torch_attention("bool", causal, "");
+    op.sample = [causal](Dtype dt, const SampleSpec& s, Generator& g) {
+      const std::int64_t l = s.sizes[0], n = s.sizes[1], e = s.sizes[2], ev = s.sizes[3];
+      const std::int64_t block = l >= 32 ? 16 : 2, rows = (l + block - 1) / block, cols = (n + block - 1) / block;
+      CsrPattern layout = sliding_window_layout(rows, cols, 1);
+      if (rows > 0 && cols > 0) {  // key block 0 for every query block
+        std::vector<std::int64_t> crow{0}, c;
+        for (std::int64_t i = 0; i < rows; ++i) {
+          c.push_back(0);
+          crow.push_back(i + 1);
+        }
+        layout = layout_union({layout, CsrPattern::from_indices(crow, c, rows, cols, "test")});
+      }
+      Tensor m = Tensor::zeros({l, n}, kFloat64);
+      double* mp = m.data<double>();
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (auto k = layout.crow()[static_cast<std::size_t>(i)]; k < layout.crow()[static_cast<std::size_t>(i + 1)];
+             ++k)
+          for (std::int64_t a = i * block; a < std::min(l, (i + 1) * block); ++a)
+            for (std::int64_t b = layout.col()[static_cast<std::size_t>(k)] * block;
+                 b < std::min(n, (layout.col()[static_cast<std::size_t>(k)] + 1) * block); ++b)
+              mp[a * n + b] = 1;
+      SampleInput si{{{"q", values(bshape(s.batch, {l, e}), g, dt)},
+                      {"k", values(bshape(s.batch, {n, e}), g, dt)},
+                      {"v", values(bshape(s.batch, {n, ev}), g, dt)},
+                      {"m", m.to(dt), false}},
+                     {},
+                     {}};
+      si.call = [layout, block, causal](const Tensors& in) {
+        return block_sparse_attention(in[0], in[1], in[2], layout, block, 0.0, causal);
+      };
+      return si;
+    };
+    op.size_names = {"l", "s", "e", "ev"};
+    op.small = {5, 6, 3, 2};
+    op.threads = {70, 140, 16, 8};
+    op.threads_batch = {4, 8};
+    op.large = {300, 300, 300, 300};
+    op.supports_batch = true;
+    op.check_undefined = false;  // the layout input m is a helper; undefined query: in errors
+    op.int64_inputs = {"m"};
+    op.torch_skip = [](const SampleSpec& s) -> std::string {
+      return s.sizes[2] == 0 ? "E = 0: torch's explicit formula gives 0 * inf" : "";
+    };
+    if (!causal)
+      op.errors = {
+          {"block of 0",
+           [q, k, v] { block_sparse_attention(q, k, v, sliding_window_layout(3, 5, 1), 0); },
+           {"block_sparse_attention", "'block'", "0"}},
+          {"layout of another grid",
+           [q, k, v] { block_sparse_attention(q, k, v, sliding_window_layout(2, 2, 1), 1); },
+           {"block_sparse_attention", "'layout'", "(2, 2)", "(3, 5)"}},
+          {"key of another E",
+           [q, v] {
+             block_sparse_attention(q, Tensor::zeros({2, 5, 3}, kFloat64), v, sliding_window_layout(3, 5, 1), 1);
+           },
+           {"block_sparse_attention", "'key'", "(2, 5, 3)"}},
+          {"undefined query",
+           [k, v] { block_sparse_attention(Tensor(), k, v, sliding_window_layout(3, 5, 1), 1); },
+           {"block_sparse_attention", "'query'", "undefined"}},
+      };
     t.push_back(op);
   }
 }

@@ -12,6 +12,7 @@
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/detail/philox.hpp"
 #include "xgrad/ops/attention.hpp"
+#include "xgrad/ops/attention_layout.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/kernels/attention_kernels.hpp"
 #include "xgrad/ops/matmul.hpp"
@@ -530,4 +531,64 @@ TEST_CASE("scaled_dot_product_attention: dropout keeps entry i by word i % 4 of 
   // The call reserved whole groups of blocks, one block per 4 entries.
   CHECK(gen.offset() - first >= static_cast<std::uint64_t>((B * L * S + 3) / 4));
   CHECK((gen.offset() - first) % detail::kPhiloxLanes == 0);
+}
+
+namespace {
+// The (L, S) bool mask that is true on the layout's blocks of `block` x `block` entries.
+Tensor layout_bool_mask(const CsrPattern& layout, std::int64_t l, std::int64_t s, std::int64_t block) {
+  Tensor m = Tensor::empty({l, s}, kBool);
+  detail::attention_layout_mask(l, s, block, layout.crow().data(), layout.col().data(), m.data<bool>());
+  return m;
+}
+}  // namespace
+
+TEST_CASE("block_sparse_attention: equals dense attention masked to the layout, values and gradients",
+          "[attention][block_sparse]") {
+  // BigBird's layout (window 1, global block 0, 2 random blocks per row) over lengths that are not
+  // multiples of the block, with heads, causal and dropout; float32 and float64.
+  for (const Dtype dt : {kFloat32, kFloat64})
+    for (const bool causal : {false, true})
+      for (const double p : {0.0, 0.2}) {
+        const std::int64_t block = 24, L = 7 * block + 5, S = 6 * block + 11, E = 16, Ev = 12;
+        const std::int64_t rows = (L + block - 1) / block, cols = (S + block - 1) / block;
+        Generator lay(4);
+        const CsrPattern layout = layout_union(
+            {sliding_window_layout(rows, cols, 1), global_layout(rows, cols, {0}), random_layout(rows, cols, 2, lay)});
+        Generator gen(8);
+        const Tensor q = test::randn_leaf({2, 3, L, E}, gen, dt), k = test::randn_leaf({2, 3, S, E}, gen, dt),
+                     v = test::randn_leaf({2, 3, S, Ev}, gen, dt);
+        const Tensor w = Tensor::randn({2, 3, L, Ev}, gen, dt);
+        Generator d1(5), d2(5);
+        const Tensor ys = block_sparse_attention(q, k, v, layout, block, p, causal, std::nullopt, &d1);
+        const Tensor mask = layout_bool_mask(layout, L, S, block);
+        // Dense with the same mask (and, for causal, the causal part as a bool mask too).
+        Tensor dense_mask = mask;
+        if (causal) {
+          Tensor upper = Tensor::empty({L, S}, kBool);
+          detail::attention_causal_mask(L, S, upper.data<bool>());
+          dense_mask = logical_and(mask, logical_not(upper));
+        }
+        const Tensor yd = scaled_dot_product_attention(q, k, v, dense_mask, p, false, std::nullopt, &d2);
+        const Tensors gs = xgrad::grad({ys}, {q, k, v}, {w});
+        const Tensors gd = xgrad::grad({yd}, {q, k, v}, {w});
+        const double tol = dt == kFloat32 ? 1e-5 : 1e-12;
+        INFO(dtype_name(dt) << " causal " << causal << " dropout " << p);
+        const Tensors a{gs[0], gs[1], gs[2], ys.detach()}, b{gd[0], gd[1], gd[2], yd.detach()};
+        for (std::size_t i = 0; i < a.size(); ++i) {
+          INFO("tensor " << i << " (dq, dk, dv, out)");
+          const auto [err, scale] = test::max_error(a[i].to_vector(), b[i].to_vector());
+          CHECK(err <= tol * std::max(1.0, scale));
+        }
+      }
+}
+
+TEST_CASE("block_sparse_attention: a query block with no stored key block gives NaN rows, the others do not",
+          "[attention][block_sparse]") {
+  // Query block 1 of 3 has no key block.
+  const CsrPattern layout = CsrPattern::from_indices({0, 2, 2, 3}, {0, 1, 2}, 3, 3, "test");
+  Generator gen(2);
+  const Tensor q = Tensor::randn({12, 4}, gen, kFloat64), k = Tensor::randn({12, 4}, gen, kFloat64),
+               v = Tensor::randn({12, 3}, gen, kFloat64);
+  const Tensor y = block_sparse_attention(q, k, v, layout, 4);
+  for (std::int64_t l = 0; l < 12; ++l) CHECK(std::isnan(y.data<double>()[l * 3]) == (l >= 4 && l < 8));
 }
