@@ -32,9 +32,11 @@ print("| graph | threads | metric | xgrad | torch | ratio |")
 print("|---|---|---|---|---|---|")
 for c in cases:
     for t in (1, 2):
-        for m in ("epoch_ms", "sampled_edges_per_s", "edges_per_batch", "peak_rss_mb"):
+        for m in ("epoch_ms", "sampled_edges_per_s", "edges_per_batch", "peak_rss_mb", "train_peak_rss_mb"):
             x, p = med((c, "xgrad", t, m)), med((c, "torch", t, m))
             print(f"| {c} | {t} | {m} | {x:.4g} | {p:.4g} | {x / p:.2f} |" if x and p else f"| {c} | {t} | {m} | - | - | - |")
-        x = med((c, "xgrad", t, "peak_alloc_mb"))
-        print(f"| {c} | {t} | peak_alloc_mb (ours: memory_stats) | {x:.4g} | - | - |" if x else "")
+        for m in ("data_mb", "peak_alloc_mb", "train_peak_alloc_mb", "train_peak_cached_mb"):  # ours: memory_stats()
+            x = med((c, "xgrad", t, m))
+            if x is not None:
+                print(f"| {c} | {t} | {m} (memory_stats) | {x:.4g} | - | - |")
 PY
