@@ -167,9 +167,8 @@ SparseCsr take_rows(const SparseCsr& a, const std::vector<std::int64_t>& nodes) 
 
 /// The same with the node ids in a 1-d int64 tensor (a block's src_nodes, a batch's input_nodes).
 SparseCsr take_rows(const SparseCsr& a, const Tensor& nodes) {
-  const Tensor& ids = nodes;
-  const std::int64_t* p = ids.data<std::int64_t>();
-  return take_rows(a, std::vector<std::int64_t>(p, p + ids.numel()));
+  const std::int64_t* p = nodes.data<std::int64_t>();
+  return take_rows(a, std::vector<std::int64_t>(p, p + nodes.numel()));
 }
 
 Data load(const Settings& s) {
