@@ -1,5 +1,5 @@
 # Sourced by the drivers of the benchmarks with a Python peer (run_index_ops.sh, run_sparse_ops.sh,
-# run_graph_layers.sh).
+# run_graph_layers.sh, run_graph_minibatch.sh).
 #
 # peer_rounds CSV ROUNDS REPS OURS PEER [ARGS...]: for each of ROUNDS rounds and each thread count
 # t in 1, 2, runs `OURS --threads t --reps REPS ARGS...`, then the peer `PEER t REPS ARGS...` under

@@ -13,7 +13,8 @@
 # MLP training step), the fashion_cnn training step (conv, batch norm, pooling), GRU/LSTM training
 # steps and Hessian-vector products (MLP) against libtorch, and the index ops (index_select,
 # index_add, gather, scatter_add, embedding, a GCN aggregation), dropout and the random fills, and the
-# sparse ops (spmm, sddmm) against PyTorch, the sparse-training MLP step (static, SET and RigL
+# sparse ops (spmm, sddmm) against PyTorch, an epoch of minibatch SAGE training with neighbour
+# sampling on an R-MAT graph against the same sampler and model in PyTorch, the sparse-training MLP step (static, SET and RigL
 # block-sparse against dense and masked dense); and dense GEMM at 1 thread (xgrad's own GEMM, OpenBLAS as loaded and OpenBLAS on
 # its Prescott kernels, against the FMA peak). REPS (default 3) sets the repetitions behind each median
 # (the short rnn and hvp steps use 3 * REPS, the index, random and sparse ops 5 * REPS, GEMM 2 * REPS + 1).
@@ -28,7 +29,7 @@ mkdir -p "$out"
   cmake --build --preset release --target resample_conv_bench block_sparse_linear_bench autograd_overhead \
     conv_step_bench $(grep -q torch_autograd_overhead build/release/build.ninja && echo torch_autograd_overhead) \
     rnn_step_bench hvp_bench index_ops_bench random_ops_bench sparse_ops_bench graph_layers_bench gemm_bench \
-    sparse_training_bench attention_bench \
+    sparse_training_bench attention_bench graph_minibatch_bench \
     $(grep -q torch_conv_step build/release/build.ninja && echo torch_conv_step torch_rnn_step torch_hvp) \
     $(grep -q ddp_overlap_bench build/release/build.ninja && echo ddp_overlap_bench)
 }
@@ -47,6 +48,7 @@ ROUNDS=1 bash bench/run_index_ops.sh "$dir" $((reps * 5)) "$out/index_ops.csv" >
 ROUNDS=1 bash bench/run_random_ops.sh "$dir" $((reps * 5)) "$out/random_ops.csv" >"$out/random_ops.txt"
 ROUNDS=1 bash bench/run_sparse_ops.sh "$dir" $((reps * 5)) "$out/sparse_ops.csv" >"$out/sparse_ops.txt"
 ROUNDS=1 bash bench/run_graph_layers.sh "$dir" $((reps * 5)) "$out/graph_layers.csv" >"$out/graph_layers.txt"
+ROUNDS=1 bash bench/run_graph_minibatch.sh "$dir" "$reps" "$out/graph_minibatch.csv" >"$out/graph_minibatch.txt"
 bash bench/run_sparse_training.sh "$dir" "$reps" "$out/sparse_training.csv" >"$out/sparse_training.txt"
 bash bench/run_attention.sh "$dir" "$reps" >"$out/attention.txt"
 # DDP's overlap over a rate-limited link between two network namespaces: needs root, `ip`, `tc` and
@@ -93,6 +95,9 @@ sed -n '/^## /,$p' "$out/sparse_ops.txt"
 echo
 echo "================ graph layers ================"
 sed -n '/^## /,$p' "$out/graph_layers.txt"
+echo
+echo "================ minibatch graph training (R-MAT 2^17) ================"
+sed -n '/^## /,$p' "$out/graph_minibatch.txt"
 echo
 echo "================ dense GEMM (1 thread) ================"
 sed -n '/^## /,$p' "$out/gemm.txt"

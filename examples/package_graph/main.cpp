@@ -22,6 +22,13 @@
 //          means: an nn::GATConv over each direction (the graph and its reverse, without
 //          self-loops) plus an nn::Linear for the package itself.
 //
+// --minibatch trains the sage model on sampled minibatches instead (nn/sampler.hpp, issue 52): batches
+// of --batch-size training nodes through nn::NeighborLoader, up to --fanouts neighbours per node and
+// layer in each direction (Direction::both, as the layers aggregate), one Adam step per batch, the
+// first layer on the batch's rows of the sparse X. An epoch is one pass over the training nodes; the
+// evaluation after each epoch runs nn::layerwise_inference over the whole graph (every neighbour, no
+// sampling), so the accuracies are the full-graph model's. The MLP baseline stays full-batch.
+//
 // Writes to --out: history_<model>.csv (per epoch: loss, train/validation/test accuracy) and
 // loss.png / accuracy.png, sections.csv and sections.png (per-section test accuracy of both
 // models and the graph model's most frequent mistake), degrees.csv and degrees.png (the
@@ -30,6 +37,7 @@
 //
 //   build/release/examples/package_graph              # the full run
 //   build/release/examples/package_graph --quick      # the short run (scripts/main.sh, the test)
+//   build/release/examples/package_graph --minibatch --fanouts 10,10 --batch-size 512
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
@@ -69,7 +77,40 @@ struct Settings {
   bool quick = false;
   double min_margin = 0.08;
   std::string out = "out/package_graph";
+  bool minibatch = false;
+  std::string fanouts = "10,10";  // per layer, input layer first; -1: every neighbour
+  std::int64_t batch_size = 512;
+  std::int64_t inference_chunk = 4096;
 };
+
+/// "10,10" -> {10, 10}: one fan-out per graph layer, each >= 1 or -1 (every neighbour).
+std::vector<std::int64_t> parse_fanouts(const std::string& text, std::size_t layers) {
+  std::vector<std::int64_t> out;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, comma - pos);
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size())
+      throw Error(fmt::format("--fanouts: '{}' is not a list of integers such as 10,10 (item '{}')", text, item));
+    if (v == 0 || v < -1)
+      throw Error(fmt::format(
+          "--fanouts: a fan-out must be >= 1 (neighbours sampled per node) or -1 (every neighbour), got {} in '{}'", v,
+          text));
+    out.push_back(v);
+    pos = comma + 1;
+  }
+  if (out.size() != layers)
+    throw Error(fmt::format("--fanouts: the model has {} graph layers, so it takes {} fan-outs, got {} in '{}'", layers,
+                            layers, out.size(), text));
+  return out;
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -122,6 +163,12 @@ SparseCsr take_rows(const SparseCsr& a, const std::vector<std::int64_t>& nodes) 
   const auto rows = static_cast<std::int64_t>(nodes.size()), nnz = static_cast<std::int64_t>(tcol.size());
   return sparse_csr_tensor(Tensor::from_vector(tcrow, {rows + 1}), Tensor::from_vector(tcol, {nnz}),
                            Tensor::from_vector(tvalues, {nnz}), {rows, a.cols()});
+}
+
+/// The same with the node ids in a 1-d int64 tensor (a block's src_nodes, a batch's input_nodes).
+SparseCsr take_rows(const SparseCsr& a, const Tensor& nodes) {
+  const std::int64_t* p = nodes.data<std::int64_t>();
+  return take_rows(a, std::vector<std::int64_t>(p, p + nodes.numel()));
 }
 
 Data load(const Settings& s) {
@@ -206,6 +253,10 @@ struct Model {
   std::shared_ptr<nn::Module> net;  // the parameters
   /// Logits for the training nodes when `training` (dropout on), else for every node.
   std::function<Tensor(bool training)> forward;
+  /// With --minibatch (sage only): the seeds' logits from a sampled batch (dropout on), and every
+  /// node's logits by layer-wise inference over the whole graph (dropout off).
+  std::function<Tensor(const nn::MiniBatch& batch)> forward_batch;
+  std::function<Tensor()> inference;
 };
 
 Model make_mlp(const Data& d, const Settings& s, Generator& gen) {
@@ -214,10 +265,14 @@ Model make_mlp(const Data& d, const Settings& s, Generator& gen) {
   auto l1 = net->register_module("l1", std::make_shared<nn::Linear>(d.x.cols(), s.hidden, gen));
   auto l2 = net->register_module("l2", std::make_shared<nn::Linear>(s.hidden, c, gen));
   const double drop = s.dropout;
-  return {"mlp", net, [l1, l2, &d, &gen, drop](bool training) {
+  return {"mlp",
+          net,
+          [l1, l2, &d, &gen, drop](bool training) {
             const Tensor h = relu((*l1)(training ? d.x_train : d.x));
             return (*l2)(nn::functional::dropout(h, drop, training, gen));
-          }};
+          },
+          {},
+          {}};
 }
 
 /// Two graph layers on d.graph, the first on the sparse words: logits for every node, or for the
@@ -241,7 +296,24 @@ Model make_sage(const Data& d, const Settings& s, Generator& gen) {
       "l1", std::make_shared<nn::SAGEConv>(d.x.cols(), s.hidden, gen, Aggregation::mean, true, true, Direction::both));
   auto l2 = net->register_module(
       "l2", std::make_shared<nn::SAGEConv>(s.hidden, c, gen, Aggregation::mean, true, true, Direction::both));
-  return {"sage", net, two_layers(d, s, gen, l1, l2)};
+  Model m{"sage", net, two_layers(d, s, gen, l1, l2), {}, {}};
+  const double drop = s.dropout;
+  // On blocks (nn/sampler.hpp): the first layer reads the sparse word rows of the batch's input nodes.
+  m.forward_batch = [l1, l2, &d, &gen, drop](const nn::MiniBatch& b) {
+    const Tensor h = nn::functional::dropout(relu((*l1)(take_rows(d.x, b.input_nodes), b.blocks[0])), drop, true, gen);
+    return (*l2)(h, b.blocks[1]);
+  };
+  // Layer-wise over every node: the first layer takes its block's sources' word rows itself, so the
+  // features handed to it are a placeholder of no columns (the words are never made dense).
+  const std::int64_t chunk = s.inference_chunk;
+  m.inference = [l1, l2, &d, chunk] {
+    const std::vector<nn::BlockLayer> layers = {
+        [&d, l1](const Tensor&, const nn::Block& b) { return relu((*l1)(take_rows(d.x, b.src_nodes), b)); },
+        [l2](const Tensor& x, const nn::Block& b) { return (*l2)(x, b); },
+    };
+    return nn::layerwise_inference(d.graph, Tensor::zeros({d.nodes, 0}), layers, chunk, Direction::both);
+  };
+  return m;
 }
 
 /// A SAGE layer with attention in place of the means: a GATConv over what depends on a package (the
@@ -268,7 +340,7 @@ Model make_gat(const Data& d, const Settings& s, Generator& gen) {
   auto net = std::make_shared<nn::Module>("GAT");
   auto l1 = net->register_module("l1", std::make_shared<AttentionLayer>(d.x.cols(), s.hidden, gen));
   auto l2 = net->register_module("l2", std::make_shared<AttentionLayer>(s.hidden, c, gen));
-  return {"gat", net, two_layers(d, s, gen, l1, l2)};
+  return {"gat", net, two_layers(d, s, gen, l1, l2), {}, {}};
 }
 
 // ---- training --------------------------------------------------------------------------------
@@ -294,19 +366,47 @@ History train(Model& m, const Data& d, const Settings& s) {
   for (auto i : d.train) train_label.push_back(d.label[static_cast<std::size_t>(i)]);
   const Tensor target = Tensor::from_vector(train_label, {static_cast<std::int64_t>(train_label.size())});
   nn::Adam opt(m.net->parameters(), nn::AdamOptions(s.lr).weight_decay(s.weight_decay));
+  const bool minibatch = s.minibatch && m.forward_batch;
+  std::unique_ptr<nn::NeighborLoader> loader;
+  if (minibatch) {
+    nn::NeighborSampler sampler(d.graph, parse_fanouts(s.fanouts, 2), false, nn::graph::Direction::both);
+    loader = std::make_unique<nn::NeighborLoader>(
+        sampler, Tensor::from_vector(d.train, {static_cast<std::int64_t>(d.train.size())}),
+        Tensor::from_vector(d.label, {d.nodes}),
+        nn::DataLoaderOptions(static_cast<std::size_t>(s.batch_size)).shuffle(true).seed(s.seed + 3));
+    std::printf(
+        "  %-4s on minibatches: %zu batches of up to %lld training nodes per epoch, fan-outs %s (each "
+        "direction)\n",
+        m.name.c_str(), loader->size(), static_cast<long long>(s.batch_size), s.fanouts.c_str());
+  }
   const auto t0 = std::chrono::steady_clock::now();
   for (int epoch = 1; epoch <= s.max_epochs; ++epoch) {
-    opt.zero_grad(true);
-    Tensor loss = cross_entropy(m.forward(true), target);
-    loss.backward();
-    opt.step();
+    double epoch_loss = 0;
+    if (minibatch) {  // one step per batch; the epoch's loss is the mean over its seeds
+      std::int64_t seen = 0;
+      for (auto& batch : *loader) {
+        opt.zero_grad(true);
+        Tensor loss = cross_entropy(m.forward_batch(batch), batch.labels);
+        loss.backward();
+        opt.step();
+        epoch_loss += loss.item() * static_cast<double>(batch.seeds.numel());
+        seen += batch.seeds.numel();
+      }
+      epoch_loss /= static_cast<double>(std::max<std::int64_t>(1, seen));
+    } else {
+      opt.zero_grad(true);
+      Tensor loss = cross_entropy(m.forward(true), target);
+      loss.backward();
+      opt.step();
+      epoch_loss = loss.item();
+    }
     std::vector<std::int64_t> pred;
     {
       NoGradGuard no_grad;
-      pred = nn::metrics::predict(m.forward(false));
+      pred = nn::metrics::predict(minibatch ? m.inference() : m.forward(false));
     }
     h.epoch.push_back(epoch);
-    h.loss.push_back(loss.item());
+    h.loss.push_back(epoch_loss);
     h.train_acc.push_back(100 * accuracy_on(pred, d.label, d.train));
     h.val_acc.push_back(100 * accuracy_on(pred, d.label, d.val));
     h.test_acc.push_back(100 * accuracy_on(pred, d.label, d.test));
@@ -456,6 +556,15 @@ int main(int argc, char** argv) {
                  "exit non-zero unless the graph model's test accuracy exceeds the MLP's by this much (0.08: 8 points)")
       ->capture_default_str();
   app.add_option("--out", s.out, "output folder for CSVs and plots")->capture_default_str();
+  app.add_flag("--minibatch", s.minibatch,
+               "train the sage model on sampled minibatches of the training nodes (NeighborLoader), evaluate it "
+               "layer-wise on the whole graph");
+  app.add_option("--fanouts", s.fanouts,
+                 "with --minibatch: neighbours sampled per node and layer in each direction, input layer first "
+                 "(-1: all)")
+      ->capture_default_str();
+  app.add_option("--batch-size", s.batch_size, "with --minibatch: training nodes (seeds) per batch")
+      ->capture_default_str();
   app.add_flag("--quick", s.quick,
                "a short run (hidden 32, at most 25 epochs, lr 0.02, margin 0.05) for tests and the main job");
   CLI11_PARSE(app, argc, argv);
@@ -467,6 +576,16 @@ int main(int argc, char** argv) {
     if (app.count("--min-margin") == 0) s.min_margin = 0.05;
   }
   if (s.threads > 0) set_num_threads(s.threads);
+  try {  // bad minibatch settings fail before the data is read
+    if (s.batch_size < 1)
+      throw Error(fmt::format("--batch-size: training nodes per batch must be >= 1, got {}", s.batch_size));
+    (void)parse_fanouts(s.fanouts, 2);
+    if (s.minibatch && s.model != "sage")
+      throw Error(fmt::format("--minibatch trains the sage model only (--model {} given)", s.model));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "package_graph: %s\n", e.what());
+    return 2;
+  }
 
   try {
     const auto t0 = std::chrono::steady_clock::now();
