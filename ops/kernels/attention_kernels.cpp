@@ -15,6 +15,7 @@
 #include "xgrad/ops/kernels/blas.hpp"
 #include "xgrad/ops/kernels/ceil_div.hpp"
 #include "xgrad/ops/kernels/instantiate.hpp"
+#include "xgrad/ops/kernels/vec_kernel.hpp"
 
 namespace xgrad::detail {
 
@@ -222,12 +223,11 @@ void attention_fused_forward(const AttentionSizes& n, const T* q, const T* k, co
             for (std::int64_t c = 0; c < Ev; ++c) o[r * Ev + c] *= alpha;
             m[ri] = mn;
           }
-          T rs = 0;
-          for (std::int64_t c = 0; c < sc; ++c) {
-            row[c] = std::exp(row[c] - mn);
-            rs += row[c];
-          }
-          sum[ri] += rs;
+          // exp(a - m) in place, vectorised, and its sum (Note [Vector tails] in vec_kernel.hpp: the bits
+          // depend on the tile's width only).
+          const simd::default_batch<T> mb(mn);
+          sum[ri] += vec_sum<T>(
+              sc, row, [&mb](auto x) { return xsimd::exp(x - mb); }, row);
           if (drop.on) {
             attention_keep(drop, static_cast<std::uint64_t>((b * L + l0 + r) * S + s0), sc, keep.data());
             for (std::int64_t c = 0; c < sc; ++c)
@@ -300,8 +300,9 @@ void attention_fused_backward(const AttentionSizes& n, const T* q, const T* k, c
     detail::blas::gemm<T>(false, true, lr, sc, E, scale, q + (b * L + l0) * E, E, k + (b * S + s0) * E, E, T(0), p, R);
     mask_tile(mask, b, l0, lr, s0, sc, p, R);
     for (std::int64_t r = 0; r < lr; ++r) {
-      const T ls = lse[b * L + l0 + r];
-      for (std::int64_t c = 0; c < sc; ++c) p[r * R + c] = std::exp(p[r * R + c] - ls);
+      const simd::default_batch<T> lb(lse[b * L + l0 + r]);
+      vec_map<T>(
+          sc, p + r * R, [&lb](auto x) { return xsimd::exp(x - lb); }, p + r * R);
       if (drop.on)
         attention_keep(drop, static_cast<std::uint64_t>((b * L + l0 + r) * S + s0), sc, tile.keep.data() + r * R);
     }
