@@ -17,7 +17,7 @@ ours=$dir/attention_bench
 peer="/usr/bin/python3 $(dirname "$0")/torch_attention.py"
 [ -x "$ours" ] || { echo "run_attention: $ours not found (build target attention_bench)" >&2; exit 1; }
 rows=$(mktemp)
-trap 'rm -f "$rows"' EXIT
+trap 'rm -f "$rows" "$rows.peer"' EXIT
 echo "case,impl,threads,metric,value"
 for t in $threads; do
   args=""
@@ -28,7 +28,10 @@ for t in $threads; do
 done
 for l in $mem_lengths; do
   "$ours" --threads 1 --reps 1 --length "$l" | grep -E ',(peak_mb|alloc_peak_mb),' | tee -a "$rows"
-  $peer 1 1 8 "$l" | grep -E ',(peak_mb|oom),' | tee -a "$rows" || true
+  # A peer killed by the kernel's out-of-memory killer prints nothing: count that as running out.
+  # shellcheck disable=SC2086
+  if ! $peer 1 1 8 "$l" >"$rows.peer" 2>&1; then echo "L${l}_h8_e64,torch_bmm,1,oom,killed" >>"$rows.peer"; fi
+  grep -E ',(peak_mb|oom),' "$rows.peer" | tee -a "$rows" || true
 done
 echo
 echo "# ours/peer time ratio (< 1: we are faster)"
