@@ -37,6 +37,9 @@ class ModuleList : public Module {
 
 void check_options(const MultiheadAttentionOptions& o) {
   XGRAD_CHECK(o.embed_dim() > 0, "{}: option 'embed_dim' must be positive, got {}", kMha, o.embed_dim());
+  XGRAD_CHECK(o.block_sparse().block >= 0 && (o.block_sparse().block == 0 || o.block_sparse().layout),
+              "{}: option 'block_sparse' needs a block >= 1 and a layout function (block {}, layout {})", kMha,
+              o.block_sparse().block, o.block_sparse().layout ? "set" : "unset");
   XGRAD_CHECK(o.num_heads() > 0, "{}: option 'num_heads' must be positive, got {}", kMha, o.num_heads());
   XGRAD_CHECK(o.embed_dim() % o.num_heads() == 0, "{}: option 'embed_dim' = {} must be divisible by 'num_heads' = {}",
               kMha, o.embed_dim(), o.num_heads());
@@ -176,7 +179,17 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   const Tensor q = heads(q3, 0), k = heads(k3, 1), v = heads(v3, 2);
   const double p = is_training() ? options_.dropout() : 0.0;
   Tensor out, weights;
-  if (need_weights) {
+  const AttentionBlockSparse& bs = options_.block_sparse();
+  if (bs.block > 0) {
+    XGRAD_CHECK(!need_weights && !attn_mask.defined() && !key_padding_mask.defined(),
+                "{}: a block-sparse layout (block {}) returns no weights and takes no masks: call with "
+                "need_weights = false and without attn_mask and key_padding_mask (need_weights {}, attn_mask {}, "
+                "key_padding_mask {})",
+                kMha, bs.block, need_weights, attn_mask.defined() ? shape_str(attn_mask.shape()) : "none",
+                key_padding_mask.defined() ? shape_str(key_padding_mask.shape()) : "none");
+    const std::int64_t nq = (L + bs.block - 1) / bs.block, nk = (S + bs.block - 1) / bs.block;
+    out = block_sparse_attention(q, k, v, bs.layout(nq, nk), bs.block, p, bs.causal, std::nullopt, &generator());
+  } else if (need_weights) {
     const Tensors r =
         xgrad::detail::scaled_dot_product_attention_with_weights(q, k, v, mask, p, false, std::nullopt, &generator());
     out = r[0];
@@ -220,11 +233,13 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayerOp
   XGRAD_CHECK(std::isfinite(o.layer_norm_eps()) && o.layer_norm_eps() >= 0,
               "{}: layer_norm_eps must be finite and >= 0, got {}", op, o.layer_norm_eps());
   const Dtype dt = o.dtype();
-  self_attn = register_module(
-      "self_attn",
-      std::make_shared<MultiheadAttention>(
-          MultiheadAttentionOptions(o.d_model(), o.nhead()).dropout(o.dropout()).batch_first(o.batch_first()).dtype(dt),
-          gen));
+  self_attn = register_module("self_attn",
+                              std::make_shared<MultiheadAttention>(MultiheadAttentionOptions(o.d_model(), o.nhead())
+                                                                       .dropout(o.dropout())
+                                                                       .batch_first(o.batch_first())
+                                                                       .dtype(dt)
+                                                                       .block_sparse(o.block_sparse()),
+                                                                   gen));
   linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model(), o.dim_feedforward(), gen, true, dt));
   dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout(), gen));
   linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward(), o.d_model(), gen, true, dt));

@@ -26,11 +26,13 @@
 #include <vector>
 
 #include "xgrad/core/random.hpp"
+#include "xgrad/core/std_function.hpp"
 #include "xgrad/core/tensor.hpp"
 #include "xgrad/nn/dropout.hpp"
 #include "xgrad/nn/layer_norm.hpp"
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/module.hpp"
+#include "xgrad/ops/sparse.hpp"
 
 namespace xgrad::nn {
 
@@ -44,6 +46,20 @@ namespace xgrad::nn {
                                                 \
  private:                                       \
   type name##_ = init;
+
+/// The layout of block-sparse attention for a sequence of query_blocks x key_blocks blocks (a
+/// CsrPattern over that grid, ops/attention_layout.hpp): the modules build it for each input length,
+/// e.g. [](std::int64_t nq, std::int64_t nk) { return sliding_window_layout(nq, nk, 3); }.
+using AttentionLayoutFn = std::function<CsrPattern(std::int64_t query_blocks, std::int64_t key_blocks)>;
+
+/// Block-sparse self-attention of the modules (ops/attention.hpp's block_sparse_attention): blocks of
+/// `block` queries by `block` keys, the layout from `layout` for each length, and `causal` hiding
+/// the keys after each query inside the stored blocks. block 0 (the default): dense attention.
+struct AttentionBlockSparse {
+  std::int64_t block = 0;
+  AttentionLayoutFn layout;
+  bool causal = false;
+};
 
 /// torch::nn::MultiheadAttentionOptions: MultiheadAttentionOptions(E, H).dropout(0.1).batch_first(true).
 /// kdim / vdim 0 mean embed_dim (torch's None). add_bias_kv and add_zero_attn must stay false (not
@@ -62,6 +78,9 @@ class MultiheadAttentionOptions {
   XGRAD_OPTION(MultiheadAttentionOptions, std::int64_t, vdim, 0)
   XGRAD_OPTION(MultiheadAttentionOptions, bool, batch_first, false)
   XGRAD_OPTION(MultiheadAttentionOptions, Dtype, dtype, kFloat32)
+  /// Block-sparse attention over a layout (not in torch): forward then requires need_weights = false
+  /// and no masks.
+  XGRAD_OPTION(MultiheadAttentionOptions, AttentionBlockSparse, block_sparse, {})
 };
 
 class MultiheadAttention : public Module {
@@ -79,8 +98,11 @@ class MultiheadAttention : public Module {
   /// = ignore that key) or float (added); attn_mask (L, S) or (N * num_heads, L, S), bool (true = not
   /// allowed) or float (added). Returns {output like query, weights}: weights (N, L, S) averaged over
   /// the heads (average_attn_weights) or (N, num_heads, L, S), after dropout, as torch; undefined
-  /// when !need_weights. Errors (naming MultiheadAttention, the argument and the shapes): ranks or
-  /// sizes that do not fit, mask shapes, masks neither bool nor of the query's dtype, dtype mixes.
+  /// when !need_weights. With options().block_sparse() set, the heads attend through
+  /// block_sparse_attention over its layout for ceil(L / block) x ceil(S / block) blocks, which
+  /// returns no weights and takes no masks. Errors (naming MultiheadAttention, the argument and the
+  /// shapes): ranks or sizes that do not fit, mask shapes, masks neither bool nor of the query's
+  /// dtype, dtype mixes; with a block-sparse layout, need_weights or a mask.
   std::pair<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const Tensor& key_padding_mask = Tensor(), bool need_weights = true,
                                     const Tensor& attn_mask = Tensor(), bool average_attn_weights = true);
@@ -127,6 +149,9 @@ class TransformerEncoderLayerOptions {
   XGRAD_OPTION(TransformerEncoderLayerOptions, bool, batch_first, false)
   XGRAD_OPTION(TransformerEncoderLayerOptions, bool, norm_first, false)
   XGRAD_OPTION(TransformerEncoderLayerOptions, Dtype, dtype, kFloat32)
+  /// Block-sparse self-attention (MultiheadAttentionOptions::block_sparse): no src_mask or
+  /// src_key_padding_mask then; a causal model sets its `causal`.
+  XGRAD_OPTION(TransformerEncoderLayerOptions, AttentionBlockSparse, block_sparse, {})
 };
 #undef XGRAD_OPTION
 

@@ -15,6 +15,7 @@
 #include "xgrad/core/npy.hpp"
 #include "xgrad/nn/attention.hpp"
 #include "xgrad/ops/attention.hpp"
+#include "xgrad/ops/attention_layout.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduction.hpp"
 #include "xgrad/ops/shape_ops.hpp"
@@ -424,4 +425,45 @@ TEST_CASE("MultiheadAttention: options out of range name the option, before any 
   for (const std::int64_t e : {std::int64_t{1} << 40, std::int64_t{1} << 62})
     require_error([e] { nn::MultiheadAttention(nn::MultiheadAttentionOptions(e, 1)); },
                   {"MultiheadAttention", "'embed_dim'"});
+}
+
+TEST_CASE(
+    "MultiheadAttention and TransformerEncoderLayer over a block-sparse layout equal the dense ones under "
+    "the layout's mask",
+    "[nn][attention][block_sparse]") {
+  // 37 tokens in blocks of 8 (5 blocks): a window of one block each side plus global block 0.
+  const std::int64_t L = 37, E = 16, H = 4, block = 8;
+  const nn::AttentionLayoutFn fn = [](std::int64_t nq, std::int64_t nk) {
+    return layout_union({sliding_window_layout(nq, nk, 1), global_layout(nq, nk, {0})});
+  };
+  const CsrPattern layout = fn(5, 5);
+  // torch's attn_mask convention: true = not allowed.
+  Tensor hidden = Tensor::empty({L, L}, kBool);
+  for (std::int64_t l = 0; l < L; ++l)
+    for (std::int64_t s = 0; s < L; ++s) {
+      bool stored = false;
+      for (auto k = layout.crow()[static_cast<std::size_t>(l / block)];
+           k < layout.crow()[static_cast<std::size_t>(l / block + 1)]; ++k)
+        stored |= layout.col()[static_cast<std::size_t>(k)] == s / block;
+      hidden.data<bool>()[l * L + s] = !stored || s > l;  // the causal case below
+    }
+  Generator gen(3);
+  const Tensor x = Tensor::randn({2, L, E}, gen, kFloat64);
+  nn::MultiheadAttention dense(nn::MultiheadAttentionOptions(E, H).batch_first(true).dtype(kFloat64), 5);
+  nn::MultiheadAttention sparse(
+      nn::MultiheadAttentionOptions(E, H).batch_first(true).dtype(kFloat64).block_sparse({block, fn, true}), 5);
+  const Tensor yd = dense.forward(x, x, x, Tensor(), false, hidden).first;
+  const Tensor ys = sparse.forward(x, x, x, Tensor(), false).first;
+  CHECK(allclose(ys, yd, 1e-12, 1e-12));
+  CHECK_THROWS_WITH(sparse.forward(x, x, x), Catch::Contains("MultiheadAttention") && Catch::Contains("need_weights"));
+  CHECK_THROWS_WITH(nn::MultiheadAttention(nn::MultiheadAttentionOptions(E, H).block_sparse({8, nullptr, false})),
+                    Catch::Contains("MultiheadAttention") && Catch::Contains("'block_sparse'"));
+
+  nn::TransformerEncoderLayer dense_layer(
+      nn::TransformerEncoderLayerOptions(E, H).batch_first(true).dropout(0.0).dtype(kFloat64), 7);
+  nn::TransformerEncoderLayer sparse_layer(
+      nn::TransformerEncoderLayerOptions(E, H).batch_first(true).dropout(0.0).dtype(kFloat64).block_sparse(
+          {block, fn, true}),
+      7);
+  CHECK(allclose(sparse_layer.forward(x), dense_layer.forward(x, hidden), 1e-12, 1e-12));
 }
