@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "overhead_harness.hpp"
 #include "xgrad/core/allocator.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
@@ -32,25 +33,12 @@ namespace {
 
 using namespace xgrad;  // NOLINT(google-build-using-namespace)
 
-double vm_hwm_mb() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
-  return 0;
-}
+double vm_hwm_mb() { return static_cast<double>(overhead::status_kb("VmHWM:")) / 1024; }
 
+// One warm-up call, then the median over reps single calls, in ms.
 template <class Fn>
 double median_ms(int reps, Fn&& fn) {
-  fn();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return overhead::median_us(1, reps, fn) / 1000.0;
 }
 
 }  // namespace

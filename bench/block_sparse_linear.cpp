@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "overhead_harness.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/random.hpp"
@@ -137,13 +138,7 @@ std::vector<Case> cases() {
   return v;
 }
 
-long status_kb(const char* key) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind(key, 0) == 0) return std::atol(line.c_str() + std::strlen(key));
-  return -1;
-}
+using overhead::status_kb;
 
 struct Layer {
   BlockSparsePattern p;

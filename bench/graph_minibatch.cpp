@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "gcn_graph.hpp"
+#include "overhead_harness.hpp"
 #include "xgrad/core/allocator.hpp"
 #include "xgrad/xgrad.hpp"
 
@@ -44,19 +45,7 @@ namespace {
 
 constexpr std::int64_t kHidden = 64, kClasses = 16, kBatch = 1024, kTrainPercent = 10;
 
-double vm_hwm_mb() {
-  std::ifstream f("/proc/self/status");
-  std::string key;
-  while (f >> key) {
-    if (key == "VmHWM:") {
-      double kb = 0;
-      f >> kb;
-      return kb / 1024;
-    }
-    f.ignore(1 << 20, '\n');
-  }
-  return 0;
-}
+double vm_hwm_mb() { return static_cast<double>(overhead::status_kb("VmHWM:")) / 1024; }
 
 /// Resets VmHWM to the current RSS (Linux's /proc/self/clear_refs, value 5), so that a later
 /// vm_hwm_mb() is the peak of what ran after the reset; false where the kernel refuses.

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "gcn_graph.hpp"
+#include "overhead_harness.hpp"
 #include "xgrad/core/autograd.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/random.hpp"
@@ -76,13 +77,7 @@ Tensor row_broadcast(const Tensor& idx) {
 
 void row(const std::string& c, const char* metric, double v) { print_row(c, g_threads, metric, v); }
 
-std::int64_t status_kb(const char* key) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + std::strlen(key));
-  return 0;
-}
+using overhead::status_kb;
 
 // One case: its forward (returns the output) on inputs that need grad when `grad` is set, and the
 // leaf whose .grad the backward fills.

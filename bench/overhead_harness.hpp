@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,16 @@ inline long minor_faults() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return u.ru_minflt;
+}
+
+// A field of /proc/self/status in kB ("VmRSS:", "VmHWM:": the resident set and its peak), -1 when
+// the file or the field is missing: the benchmarks' memory figures.
+inline long status_kb(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(key, 0) == 0) return std::atol(line.c_str() + std::strlen(key));
+  return -1;
 }
 
 // Runs body() iters times per repetition (after one short warm-up) and returns the median over
