@@ -271,40 +271,38 @@ const CsrPattern& BlockSparsePattern::block_pattern() const { return impl_->grid
 const detail::BlockCsr& BlockSparsePattern::csr() const { return impl_->csr; }
 
 const CsrPattern& BlockSparsePattern::element_pattern() const {
-  // Row i's entries are the columns of the blocks of its row group, in block (= column) order; the
-  // weight element of entry (i, j) in block b is b.offset + (i - b.row) * b.cols + (j - b.col).
+  // The row groups partition the rows (a grid, or a block-diagonal layer's groups), so every row's
+  // offset is written below. Row i's entries are the columns of the blocks of its row group, in block
+  // (= column) order; the weight element of entry (i, j) in block b is b.offset + (i - b.row) * b.cols
+  // + (j - b.col), written with its inverse straight into the two index tensors.
   std::call_once(impl_->element_once, [this] {
     constexpr const char* fn = "BlockSparsePattern::element_pattern";
     const auto& p = impl_->csr;
     check_host_memory(
         checked_nbytes(checked_mul(p.stored, 4, fn, "stored elements"), sizeof(std::int64_t), fn, "stored elements"),
         fn, "stored elements");
-    std::vector<std::int64_t> crow(static_cast<std::size_t>(p.out + 1), 0), col, pos;
+    std::vector<std::int64_t> crow(static_cast<std::size_t>(p.out + 1), 0), col;
     col.reserve(static_cast<std::size_t>(p.stored));
-    pos.reserve(static_cast<std::size_t>(p.stored));
+    impl_->positions = Tensor::empty({p.stored}, kInt64);
+    impl_->entries = Tensor::empty({p.stored}, kInt64);
+    std::int64_t* pos = impl_->positions.data<std::int64_t>();
+    std::int64_t* inv = impl_->entries.data<std::int64_t>();
     for (std::size_t r = 0; r < p.row_groups.size(); ++r) {
       const Group& g = p.row_groups[r];
       for (std::int64_t i = g.begin; i < g.begin + g.size; ++i) {
         for (auto k = p.row_ptr[r]; k < p.row_ptr[r + 1]; ++k) {
           const auto& b = p.blocks[static_cast<std::size_t>(k)];
           for (std::int64_t j = 0; j < b.cols; ++j) {
+            const auto e = static_cast<std::int64_t>(col.size());
+            pos[e] = b.offset + (i - b.row) * b.cols + j;
+            inv[pos[e]] = e;
             col.push_back(b.col + j);
-            pos.push_back(b.offset + (i - b.row) * b.cols + j);
           }
         }
         crow[static_cast<std::size_t>(i + 1)] = static_cast<std::int64_t>(col.size());
       }
     }
-    // Rows outside every row group (none in a grid or a block-diagonal layer) keep the previous offset.
-    for (std::size_t i = 1; i < crow.size(); ++i) crow[i] = std::max(crow[i], crow[i - 1]);
     impl_->element = CsrPattern::from_indices(crow, col, p.out, p.in, fn);
-    std::vector<std::int64_t> inv(pos.size());
-    for (std::size_t e = 0; e < pos.size(); ++e) inv[static_cast<std::size_t>(pos[e])] = static_cast<std::int64_t>(e);
-    const auto n = static_cast<std::int64_t>(pos.size());
-    impl_->positions = Tensor::empty({n}, kInt64);
-    impl_->entries = Tensor::empty({n}, kInt64);
-    std::copy(pos.begin(), pos.end(), impl_->positions.data<std::int64_t>());
-    std::copy(inv.begin(), inv.end(), impl_->entries.data<std::int64_t>());
   });
   return impl_->element;
 }
